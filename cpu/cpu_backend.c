@@ -1,0 +1,707 @@
+/*
+ * cpu_backend.c - td_backend_ops on the host: OpenBLAS sgemm/sgemv for the
+ * products, OpenMP parallel-for loops for everything row-wise.
+ *
+ * Every op is synchronous. Failures inside ops (scratch allocation, a weight
+ * in a dtype this backend did not make) are latched in the context and
+ * reported by sync(), as backend.h asks.
+ */
+#include "cpu_backend.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <omp.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define CPU_ALIGN 64
+
+/* Attention switches to the BLAS path (one sgemm for QK^T and one for PV per
+ * (sequence, head)) when a head's product has at least this many
+ * multiply-adds: below it, the OpenMP loop over query rows is faster than a
+ * sequence of small BLAS calls. */
+#define CPU_ATTN_GEMM_MIN_MACS ((int64_t)1 << 20)
+
+/* Element-wise loops with fewer elements than this run on one thread: the
+ * fork/join costs more than the work. */
+#define CPU_PAR_MIN_ELEMS ((int64_t)1 << 14)
+
+typedef struct cpu_ctx {
+    int n_threads;
+    /* Scratch owned by the (single) calling thread; grown only outside
+     * OpenMP regions. Per-thread slices are carved out of it inside ops. */
+    float *scratch;
+    size_t scratch_cap; /* floats */
+    int failed;         /* latched failure, cleared by sync() */
+    char err[256];
+} cpu_ctx;
+
+static void cpu_fail(cpu_ctx *c, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void cpu_fail(cpu_ctx *c, const char *fmt, ...)
+{
+    if (c->failed)
+        return; /* keep the first failure */
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->err, sizeof c->err, fmt, ap);
+    va_end(ap);
+    c->failed = 1;
+}
+
+static void cpu_set_err(char *err, size_t errlen, const char *msg)
+{
+    if (err && errlen)
+        snprintf(err, errlen, "%s", msg);
+}
+
+/* Threads for a loop over `work` elements. */
+static int cpu_nt(const cpu_ctx *c, int64_t work)
+{
+    return work < CPU_PAR_MIN_ELEMS ? 1 : c->n_threads;
+}
+
+static void *cpu_aligned_alloc(size_t bytes)
+{
+    void *p = NULL;
+    if (bytes == 0)
+        bytes = CPU_ALIGN;
+    if (posix_memalign(&p, CPU_ALIGN, bytes) != 0)
+        return NULL;
+    return p;
+}
+
+/* At least `floats` floats of scratch, or NULL (failure latched). Must not
+ * be called inside an OpenMP region. The old contents are not kept. */
+static float *cpu_scratch(cpu_ctx *c, size_t floats)
+{
+    if (floats <= c->scratch_cap)
+        return c->scratch;
+    if (floats > SIZE_MAX / sizeof(float)) {
+        cpu_fail(c, "cpu: scratch of %zu floats overflows", floats);
+        return NULL;
+    }
+    free(c->scratch);
+    c->scratch_cap = 0;
+    c->scratch = cpu_aligned_alloc(floats * sizeof(float));
+    if (!c->scratch) {
+        cpu_fail(c, "cpu: out of memory for %zu bytes of scratch",
+                 floats * sizeof(float));
+        return NULL;
+    }
+    c->scratch_cap = floats;
+    return c->scratch;
+}
+
+/* Per-thread slice length: n floats rounded up to a cache line. */
+static size_t cpu_slice(size_t n)
+{
+    size_t per_line = CPU_ALIGN / sizeof(float);
+    return (n + per_line - 1) / per_line * per_line;
+}
+
+/* The float32 data of a weight this backend made, or NULL (latched). */
+static const float *cpu_wdata(cpu_ctx *c, const td_weight *w, const char *op)
+{
+    if (w->dtype != TD_F32 || !w->data) {
+        cpu_fail(c, "cpu: %s: weight is not a float32 CPU weight (dtype %d)",
+                 op, (int)w->dtype);
+        return NULL;
+    }
+    return (const float *)w->data;
+}
+
+/* --- memory ------------------------------------------------------------- */
+
+static void cpu_destroy(td_backend *be)
+{
+    if (!be)
+        return;
+    cpu_ctx *c = be->ctx;
+    if (c)
+        free(c->scratch);
+    free(c);
+    free(be);
+}
+
+static void *cpu_alloc(td_backend *be, size_t bytes)
+{
+    (void)be;
+    return cpu_aligned_alloc(bytes);
+}
+
+static void cpu_dealloc(td_backend *be, void *p)
+{
+    (void)be;
+    free(p);
+}
+
+static void cpu_memcpy(td_backend *be, void *dst, const void *src, size_t bytes)
+{
+    (void)be;
+    if (bytes)
+        memcpy(dst, src, bytes);
+}
+
+static void cpu_memset0(td_backend *be, void *dst, size_t bytes)
+{
+    (void)be;
+    if (bytes)
+        memset(dst, 0, bytes);
+}
+
+static int cpu_sync(td_backend *be, char *err, size_t errlen)
+{
+    cpu_ctx *c = be->ctx;
+    if (!c->failed)
+        return 0;
+    cpu_set_err(err, errlen, c->err);
+    c->failed = 0;
+    c->err[0] = '\0';
+    return -1;
+}
+
+static int cpu_weight_upload(td_backend *be, td_weight *w, const float *host,
+                             int64_t rows, int64_t cols, td_dtype want,
+                             char *err, size_t errlen)
+{
+    (void)be;
+    (void)want; /* the CPU computes in float32 whatever the checkpoint holds */
+    memset(w, 0, sizeof *w);
+    if (rows < 0 || cols < 0 ||
+        (cols > 0 && (uint64_t)rows > SIZE_MAX / sizeof(float) / (uint64_t)cols)) {
+        if (err && errlen)
+            snprintf(err, errlen, "cpu: bad weight shape (%lld, %lld)",
+                     (long long)rows, (long long)cols);
+        return -1;
+    }
+    size_t bytes = (size_t)rows * (size_t)cols * sizeof(float);
+    float *p = cpu_aligned_alloc(bytes);
+    if (!p) {
+        if (err && errlen)
+            snprintf(err, errlen, "cpu: out of memory for a (%lld, %lld) weight",
+                     (long long)rows, (long long)cols);
+        return -1;
+    }
+    if (bytes)
+        memcpy(p, host, bytes);
+    w->data = p;
+    w->dtype = TD_F32;
+    w->rows = rows;
+    w->cols = cols;
+    return 0;
+}
+
+static void cpu_weight_free(td_backend *be, td_weight *w)
+{
+    (void)be;
+    if (!w)
+        return;
+    free(w->data);
+    memset(w, 0, sizeof *w);
+}
+
+/* --- dense ops ------------------------------------------------------------ */
+
+static void cpu_linear(td_backend *be, float *y, int64_t ld_y, const float *x,
+                       int64_t ld_x, int64_t n, const td_weight *w,
+                       const td_weight *bias)
+{
+    cpu_ctx *c = be->ctx;
+    const float *W = cpu_wdata(c, w, "linear");
+    const float *b = bias ? cpu_wdata(c, bias, "linear bias") : NULL;
+    if (!W || (bias && !b) || n <= 0 || w->rows == 0)
+        return;
+    const int64_t out = w->rows, in = w->cols;
+    if (in == 0) {
+        for (int64_t r = 0; r < n; r++)
+            memset(y + r * ld_y, 0, (size_t)out * sizeof(float));
+    } else if (n == 1) {
+        cblas_sgemv(CblasRowMajor, CblasNoTrans, (blasint)out, (blasint)in,
+                    1.0f, W, (blasint)in, x, 1, 0.0f, y, 1);
+    } else {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)n,
+                    (blasint)out, (blasint)in, 1.0f, x, (blasint)ld_x, W,
+                    (blasint)in, 0.0f, y, (blasint)ld_y);
+    }
+    if (!b)
+        return;
+#pragma omp parallel for num_threads(cpu_nt(c, n * out)) schedule(static)
+    for (int64_t r = 0; r < n; r++) {
+        float *yr = y + r * ld_y;
+        for (int64_t o = 0; o < out; o++)
+            yr[o] += b[o];
+    }
+}
+
+static inline float cpu_act(float v, td_activation act)
+{
+    switch (act) {
+    case TD_ACT_RELU:
+        return v > 0.0f ? v : 0.0f;
+    case TD_ACT_GELU: /* torch.nn.functional.gelu, approximate='none' */
+        return 0.5f * v * (1.0f + erff(v * 0.70710678118654752f));
+    case TD_ACT_GELU_NEW: { /* transformers' NewGELUActivation */
+        const float k = 0.7978845608028654f; /* sqrt(2/pi) */
+        return 0.5f * v * (1.0f + tanhf(k * (v + 0.044715f * v * v * v)));
+    }
+    case TD_ACT_SILU:
+        return v / (1.0f + expf(-v));
+    case TD_ACT_NONE:
+    default:
+        return v;
+    }
+}
+
+static void cpu_bias_act(td_backend *be, float *x, int64_t n, int64_t d,
+                         const td_weight *bias, td_activation act)
+{
+    cpu_ctx *c = be->ctx;
+    const float *b = bias ? cpu_wdata(c, bias, "bias_act") : NULL;
+    if (bias && !b)
+        return;
+    if (!b && act == TD_ACT_NONE)
+        return;
+#pragma omp parallel for num_threads(cpu_nt(c, n * d)) schedule(static)
+    for (int64_t r = 0; r < n; r++) {
+        float *xr = x + r * d;
+        for (int64_t i = 0; i < d; i++)
+            xr[i] = cpu_act(b ? xr[i] + b[i] : xr[i], act);
+    }
+}
+
+static void cpu_layer_norm(td_backend *be, float *y, const float *x,
+                           const float *res, float *sum_out, int64_t n,
+                           int64_t d, const td_weight *gamma,
+                           const td_weight *beta, float eps)
+{
+    cpu_ctx *c = be->ctx;
+    const float *g = cpu_wdata(c, gamma, "layer_norm gamma");
+    const float *bt = cpu_wdata(c, beta, "layer_norm beta");
+    if (!g || !bt || n <= 0 || d <= 0)
+        return;
+    const size_t slice = cpu_slice((size_t)d);
+    const int nt = cpu_nt(c, n * d);
+    float *scratch = cpu_scratch(c, slice * (size_t)nt);
+    if (!scratch)
+        return;
+#pragma omp parallel for num_threads(nt) schedule(static)
+    for (int64_t r = 0; r < n; r++) {
+        /* The sum goes to a private row first so that y, sum_out, x and res
+         * may be the same memory. */
+        float *s = y + r * d;
+        const float *xr = x + r * d;
+        const float *rr = res ? res + r * d : NULL;
+        double mean = 0.0;
+        for (int64_t i = 0; i < d; i++) {
+            s[i] = rr ? xr[i] + rr[i] : xr[i];
+            mean += s[i];
+        }
+        mean /= (double)d;
+        double var = 0.0;
+        for (int64_t i = 0; i < d; i++) {
+            double t = s[i] - mean;
+            var += t * t;
+        }
+        var /= (double)d; /* biased, as torch.nn.LayerNorm */
+        const float fmean = (float)mean;
+        const float rstd = (float)(1.0 / sqrt(var + (double)eps));
+        if (sum_out)
+            memcpy(sum_out + r * d, s, (size_t)d * sizeof(float));
+        float *yr = y + r * d;
+        for (int64_t i = 0; i < d; i++)
+            yr[i] = (s[i] - fmean) * rstd * g[i] + bt[i];
+    }
+}
+
+static void cpu_add(td_backend *be, float *y, const float *x, int64_t n,
+                    int64_t d)
+{
+    cpu_ctx *c = be->ctx;
+    const int64_t total = n * d;
+#pragma omp parallel for num_threads(cpu_nt(c, total)) schedule(static)
+    for (int64_t i = 0; i < total; i++)
+        y[i] += x[i];
+}
+
+static void cpu_embed(td_backend *be, float *y, const td_weight *table,
+                      const int32_t *ids, int64_t n, float scale,
+                      const float *pos, const int32_t *positions)
+{
+    cpu_ctx *c = be->ctx;
+    const float *T = cpu_wdata(c, table, "embed");
+    if (!T)
+        return;
+    const int64_t d = table->cols;
+#pragma omp parallel for num_threads(cpu_nt(c, n * d)) schedule(static)
+    for (int64_t r = 0; r < n; r++) {
+        const float *e = T + (int64_t)ids[r] * d;
+        const float *p = pos ? pos + (int64_t)positions[r] * d : NULL;
+        float *yr = y + r * d;
+        for (int64_t i = 0; i < d; i++)
+            yr[i] = p ? e[i] * scale + p[i] : e[i] * scale;
+    }
+}
+
+static void cpu_rope(td_backend *be, float *x, int n_seq, int n_t, int64_t ld,
+                     int64_t seq_stride, int n_heads, int head_dim, int pos0,
+                     const float *cos_sin)
+{
+    cpu_ctx *c = be->ctx;
+    const int half = head_dim / 2;
+    const int64_t rows = (int64_t)n_seq * n_t;
+#pragma omp parallel for num_threads(cpu_nt(c, rows * n_heads * head_dim)) \
+    schedule(static)
+    for (int64_t st = 0; st < rows; st++) {
+        const int64_t s = st / n_t, t = st % n_t;
+        const float *cs = cos_sin + (int64_t)(pos0 + t) * head_dim;
+        float *row = x + s * seq_stride + t * ld;
+        for (int h = 0; h < n_heads; h++) {
+            float *x1 = row + (int64_t)h * head_dim, *x2 = x1 + half;
+            for (int i = 0; i < half; i++) {
+                const float co = cs[i], si = cs[half + i];
+                const float a = x1[i], b = x2[i];
+                x1[i] = a * co - b * si;
+                x2[i] = b * co + a * si;
+            }
+        }
+    }
+}
+
+/* --- attention ------------------------------------------------------------ */
+
+static inline float cpu_dot(const float *a, const float *b, int n)
+{
+    float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+    for (int i = 0; i < n; i++)
+        s += a[i] * b[i];
+    return s;
+}
+
+/* Keys [0, cpu_attn_keys()) of sequence s may be visible to some query row:
+ * kv_len and, when causal, the last query's position. Key rows beyond are
+ * never read, so an unwritten cache tail (even NaN) cannot leak in. */
+static int cpu_attn_keys(const td_attn_args *a, int s)
+{
+    int64_t L = a->n_k;
+    if (a->kv_len && a->kv_len[s] < L)
+        L = a->kv_len[s];
+    if (a->causal && (int64_t)a->q_pos0 + a->n_q < L)
+        L = (int64_t)a->q_pos0 + a->n_q;
+    return L < 0 ? 0 : (int)L;
+}
+
+/* Visible keys of query row i, given the sequence's key bound L. */
+static inline int cpu_attn_row_keys(const td_attn_args *a, int L, int i)
+{
+    if (a->causal && (int64_t)a->q_pos0 + i + 1 < L) {
+        int64_t lim = (int64_t)a->q_pos0 + i + 1;
+        return lim < 0 ? 0 : (int)lim;
+    }
+    return L;
+}
+
+/* In-place softmax of p[0, lim) (lim > 0) and zeros in p[lim, width). */
+static void cpu_softmax_row(float *p, int lim, int width)
+{
+    float mx = p[0];
+    for (int j = 1; j < lim; j++)
+        mx = p[j] > mx ? p[j] : mx;
+    double sum = 0.0;
+    for (int j = 0; j < lim; j++) {
+        p[j] = expf(p[j] - mx);
+        sum += p[j];
+    }
+    const float inv = (float)(1.0 / sum);
+    for (int j = 0; j < lim; j++)
+        p[j] *= inv;
+    for (int j = lim; j < width; j++)
+        p[j] = 0.0f;
+}
+
+static void cpu_attn_store_probs(const td_attn_args *a, int s, int h, int i,
+                                 const float *p, int width)
+{
+    float *dst = a->probs +
+                 (((int64_t)s * a->n_heads + h) * a->n_q + i) * a->probs_ld;
+    if (width > 0)
+        memcpy(dst, p, (size_t)width * sizeof(float));
+    for (int j = width; j < a->n_k; j++)
+        dst[j] = 0.0f;
+}
+
+/* One (sequence, head) pair on the BLAS path: S = Q K^T, row softmax,
+ * O = S V. Relative terms are not supported here. */
+static void cpu_attn_gemm_pair(cpu_ctx *c, const td_attn_args *a, int s, int h,
+                               float *S)
+{
+    const int hd = a->head_dim, n_q = a->n_q;
+    const int ks = a->kv_index ? a->kv_index[s] : s;
+    const int L = cpu_attn_keys(a, s);
+    const float *Q = a->q + s * a->q_seq_stride + (int64_t)h * hd;
+    const float *K = a->k + ks * a->kv_seq_stride + (int64_t)h * hd;
+    const float *V = a->v + ks * a->kv_seq_stride + (int64_t)h * hd;
+    float *O = a->out + s * a->out_seq_stride + (int64_t)h * hd;
+
+    if (L == 0) {
+        for (int i = 0; i < n_q; i++) {
+            memset(O + i * a->ld_out, 0, (size_t)hd * sizeof(float));
+            if (a->probs)
+                cpu_attn_store_probs(a, s, h, i, NULL, 0);
+        }
+        return;
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n_q, L, hd, 1.0f, Q,
+                (blasint)a->ld_q, K, (blasint)a->ld_kv, 0.0f, S, L);
+#pragma omp parallel for num_threads(cpu_nt(c, (int64_t)n_q * L)) \
+    schedule(static)
+    for (int i = 0; i < n_q; i++) {
+        float *p = S + (int64_t)i * L;
+        const int lim = cpu_attn_row_keys(a, L, i);
+        if (lim > 0)
+            cpu_softmax_row(p, lim, L);
+        else
+            memset(p, 0, (size_t)L * sizeof(float));
+        if (a->probs)
+            cpu_attn_store_probs(a, s, h, i, p, L);
+    }
+    /* Rows with no visible key are all-zero in S, so their output is 0. */
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n_q, hd, L, 1.0f,
+                S, L, V, (blasint)a->ld_kv, 0.0f, O, (blasint)a->ld_out);
+}
+
+/* One query row by plain loops (decoding, relative positions, small
+ * problems). p has room for n_k floats, acc for head_dim. */
+static void cpu_attn_row(const td_attn_args *a, int s, int h, int i, float *p,
+                         float *acc)
+{
+    const int hd = a->head_dim, R = a->rel_max;
+    const int ks = a->kv_index ? a->kv_index[s] : s;
+    const int lim = cpu_attn_row_keys(a, cpu_attn_keys(a, s), i);
+    const float *q = a->q + s * a->q_seq_stride + i * a->ld_q + (int64_t)h * hd;
+    const float *K = a->k + ks * a->kv_seq_stride + (int64_t)h * hd;
+    const float *V = a->v + ks * a->kv_seq_stride + (int64_t)h * hd;
+    float *o = a->out + s * a->out_seq_stride + i * a->ld_out + (int64_t)h * hd;
+    const int64_t qpos = (int64_t)a->q_pos0 + i;
+
+    if (lim == 0) {
+        memset(o, 0, (size_t)hd * sizeof(float));
+        if (a->probs)
+            cpu_attn_store_probs(a, s, h, i, NULL, 0);
+        return;
+    }
+    for (int j = 0; j < lim; j++) {
+        float l = cpu_dot(q, K + j * a->ld_kv, hd);
+        if (a->rel_k) {
+            int64_t r = j - qpos;
+            r = r < -R ? -R : (r > R ? R : r);
+            l += cpu_dot(q, a->rel_k + (r + R) * hd, hd);
+        }
+        p[j] = l;
+    }
+    cpu_softmax_row(p, lim, lim);
+    for (int c = 0; c < hd; c++)
+        acc[c] = 0.0f;
+    for (int j = 0; j < lim; j++) {
+        const float pj = p[j];
+        const float *vj = V + j * a->ld_kv;
+#pragma omp simd
+        for (int c = 0; c < hd; c++)
+            acc[c] += pj * vj[c];
+        if (a->rel_v) {
+            int64_t r = j - qpos;
+            r = r < -R ? -R : (r > R ? R : r);
+            const float *rv = a->rel_v + (r + R) * hd;
+#pragma omp simd
+            for (int c = 0; c < hd; c++)
+                acc[c] += pj * rv[c];
+        }
+    }
+    memcpy(o, acc, (size_t)hd * sizeof(float));
+    if (a->probs)
+        cpu_attn_store_probs(a, s, h, i, p, lim);
+}
+
+static void cpu_attention(td_backend *be, const td_attn_args *a)
+{
+    cpu_ctx *c = be->ctx;
+    if (a->n_seq <= 0 || a->n_q <= 0 || a->n_heads <= 0 || a->head_dim <= 0)
+        return;
+    if (a->rel_k && a->rel_max < 0) {
+        cpu_fail(c, "cpu: attention: rel_max %d < 0", a->rel_max);
+        return;
+    }
+    const int64_t macs = (int64_t)a->n_q * a->n_k * a->head_dim;
+    if (!a->rel_k && !a->rel_v && a->n_q > 1 && macs >= CPU_ATTN_GEMM_MIN_MACS) {
+        /* Pairs run one after the other so that each sgemm gets all the BLAS
+         * threads: calling the pthread OpenBLAS from inside an OpenMP region
+         * would oversubscribe the cores. */
+        float *S = cpu_scratch(c, (size_t)a->n_q * (size_t)(a->n_k > 0 ? a->n_k : 1));
+        if (!S)
+            return;
+        for (int s = 0; s < a->n_seq; s++)
+            for (int h = 0; h < a->n_heads; h++)
+                cpu_attn_gemm_pair(c, a, s, h, S);
+        return;
+    }
+    const int64_t rows = (int64_t)a->n_seq * a->n_heads * a->n_q;
+    const int nt = cpu_nt(c, rows * (macs / a->n_q + 1));
+    const size_t slice_p = cpu_slice((size_t)(a->n_k > 0 ? a->n_k : 1));
+    const size_t slice = slice_p + cpu_slice((size_t)a->head_dim);
+    float *scratch = cpu_scratch(c, slice * (size_t)nt);
+    if (!scratch)
+        return;
+    /* Rows ordered (sequence, head, query): a thread's consecutive rows share
+     * the same K/V head. */
+#pragma omp parallel for num_threads(nt) schedule(static)
+    for (int64_t r = 0; r < rows; r++) {
+        float *p = scratch + slice * (size_t)omp_get_thread_num();
+        const int i = (int)(r % a->n_q);
+        const int h = (int)(r / a->n_q % a->n_heads);
+        const int s = (int)(r / a->n_q / a->n_heads);
+        cpu_attn_row(a, s, h, i, p, p + slice_p);
+    }
+}
+
+/* --- decoding scores ------------------------------------------------------ */
+
+/* Inserts (v, id) into the descending list val/idx of *cnt <= k entries.
+ * Ids arrive in ascending order, so an equal value goes after the ones
+ * already there: ties resolve toward the lower id. */
+static inline void cpu_topk_push(float *val, int32_t *idx, int *cnt, int k,
+                                 float v, int32_t id)
+{
+    if (*cnt == k && !(v > val[k - 1]))
+        return;
+    int pos = *cnt < k ? (*cnt)++ : k - 1;
+    while (pos > 0 && val[pos - 1] < v) {
+        val[pos] = val[pos - 1];
+        idx[pos] = idx[pos - 1];
+        pos--;
+    }
+    val[pos] = v;
+    idx[pos] = id;
+}
+
+static void cpu_logprobs_topk(td_backend *be, float *logits, int64_t n,
+                              int64_t vocab, const int32_t *suppress,
+                              int n_suppress, int force_eos, int eos_id,
+                              const float *row_bias, int k, float *out_val,
+                              int32_t *out_idx)
+{
+    cpu_ctx *c = be->ctx;
+    if (n <= 0 || vocab <= 0)
+        return;
+    if (k < 1 || k > vocab || k > 64) {
+        cpu_fail(c, "cpu: logprobs_topk: k %d out of [1, min(vocab %lld, 64)]",
+                 k, (long long)vocab);
+        return;
+    }
+#pragma omp parallel for num_threads(cpu_nt(c, n * vocab)) schedule(static)
+    for (int64_t r = 0; r < n; r++) {
+        float *x = logits + r * vocab;
+        /* 1. log_softmax as torch: (x - max) - log(sum(exp(x - max))) */
+        float mx = x[0];
+        for (int64_t t = 1; t < vocab; t++)
+            mx = x[t] > mx ? x[t] : mx;
+        if (mx == -INFINITY) {
+            for (int64_t t = 0; t < vocab; t++)
+                x[t] = -INFINITY;
+        } else {
+            double sum = 0.0;
+            for (int64_t t = 0; t < vocab; t++)
+                sum += expf(x[t] - mx);
+            const float lse = (float)log(sum);
+            for (int64_t t = 0; t < vocab; t++)
+                x[t] = (x[t] - mx) - lse;
+        }
+        /* 2. suppressed tokens */
+        for (int i = 0; i < n_suppress; i++)
+            if (suppress[i] >= 0 && suppress[i] < vocab)
+                x[suppress[i]] = -INFINITY;
+        /* 3. forced EOS */
+        if (force_eos) {
+            for (int64_t t = 0; t < vocab; t++)
+                x[t] = -INFINITY;
+            if (eos_id >= 0 && eos_id < vocab)
+                x[eos_id] = 0.0f;
+        }
+        /* 4. top-k of x + bias, float32 additions */
+        const float b = row_bias ? row_bias[r] : 0.0f;
+        float val[64];
+        int32_t idx[64];
+        int cnt = 0;
+        for (int64_t t = 0; t < vocab; t++)
+            cpu_topk_push(val, idx, &cnt, k, x[t] + b, (int32_t)t);
+        memcpy(out_val + r * k, val, (size_t)k * sizeof(float));
+        memcpy(out_idx + r * k, idx, (size_t)k * sizeof(int32_t));
+    }
+}
+
+static void cpu_gather_rows(td_backend *be, float *dst, const float *src,
+                            const int32_t *index, int64_t n, int64_t row_elems,
+                            int64_t ld)
+{
+    cpu_ctx *c = be->ctx;
+    if (row_elems <= 0)
+        return;
+#pragma omp parallel for num_threads(cpu_nt(c, n * row_elems)) schedule(static)
+    for (int64_t r = 0; r < n; r++)
+        memcpy(dst + r * ld, src + (int64_t)index[r] * ld,
+               (size_t)row_elems * sizeof(float));
+}
+
+static const td_backend_ops cpu_ops = {
+    .name = "cpu",
+    .destroy = cpu_destroy,
+    .alloc = cpu_alloc,
+    .dealloc = cpu_dealloc,
+    .upload = cpu_memcpy,
+    .download = cpu_memcpy,
+    .copy = cpu_memcpy,
+    .memset0 = cpu_memset0,
+    .sync = cpu_sync,
+    .weight_upload = cpu_weight_upload,
+    .weight_free = cpu_weight_free,
+    .linear = cpu_linear,
+    .bias_act = cpu_bias_act,
+    .layer_norm = cpu_layer_norm,
+    .add = cpu_add,
+    .embed = cpu_embed,
+    .rope = cpu_rope,
+    .attention = cpu_attention,
+    .logprobs_topk = cpu_logprobs_topk,
+    .gather_rows = cpu_gather_rows,
+};
+
+td_backend *td_cpu_backend_create(int n_threads, char *err, size_t errlen)
+{
+    if (n_threads < 0) {
+        if (err && errlen)
+            snprintf(err, errlen, "cpu: n_threads must be >= 0 (got %d)",
+                     n_threads);
+        return NULL;
+    }
+    if (n_threads == 0) {
+        long online = sysconf(_SC_NPROCESSORS_ONLN);
+        n_threads = online > 0 ? (int)(online < 1024 ? online : 1024) : 1;
+    }
+    td_backend *be = calloc(1, sizeof *be);
+    cpu_ctx *c = calloc(1, sizeof *c);
+    if (!be || !c) {
+        free(be);
+        free(c);
+        cpu_set_err(err, errlen, "cpu: out of memory for the backend");
+        return NULL;
+    }
+    c->n_threads = n_threads;
+    be->ops = &cpu_ops;
+    be->ctx = c;
+    openblas_set_num_threads(n_threads);
+    return be;
+}

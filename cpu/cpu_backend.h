@@ -1,0 +1,40 @@
+/*
+ * cpu_backend.h - the CPU implementation of td_backend_ops (backend.h):
+ * OpenBLAS for the matrix products, OpenMP for the row loops.
+ *
+ * Memory is host memory (64-byte aligned), weights are kept as float32
+ * whatever dtype is asked for, and every op has finished when it returns.
+ *
+ * Threads: the backend runs its OpenMP loops with num_threads(n_threads)
+ * clauses (the global OpenMP state is left alone) and calls
+ * openblas_set_num_threads(n_threads) at creation. The OpenBLAS setting is
+ * process-wide: several CPU backends in one process share the value set by
+ * the most recent td_cpu_backend_create().
+ *
+ * Errors: the only failures inside an op are a scratch allocation failure
+ * and a weight whose dtype is not TD_F32. They are latched; sync() reports
+ * the first one (-1 and the message) and clears the latch.
+ *
+ * Thread safety: as every backend, one td_backend belongs to one thread.
+ */
+#ifndef TD_CPU_BACKEND_H
+#define TD_CPU_BACKEND_H
+
+#include <stddef.h>
+
+#include "backend.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Creates a CPU backend using n_threads threads for BLAS and OpenMP loops
+ * (0 = number of online CPUs). Returns NULL with a message in err on
+ * failure (n_threads < 0, out of memory). Free with be->ops->destroy(be). */
+td_backend *td_cpu_backend_create(int n_threads, char *err, size_t errlen);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TD_CPU_BACKEND_H */

@@ -1,0 +1,230 @@
+/*
+ * backend.h - the table of compute ops that model/ calls and never bypasses.
+ *
+ * A backend is a struct of function pointers plus an opaque context (the
+ * ggml habit). cpu/ implements it with OpenBLAS; gpu/ implements it with
+ * cuBLAS and CUDA kernels. model/ never includes a CUDA header and never
+ * touches backend memory directly: it allocates through the table, uploads
+ * weights through the table and runs every op through the table.
+ *
+ * Memory model
+ *   - Every pointer named "device memory" below lives in the backend's memory
+ *     space (host memory for the CPU backend, device memory for CUDA). It is
+ *     obtained from alloc() and released with dealloc().
+ *   - Activations are float32, row-major. A "row" is one token's vector.
+ *   - Weights are td_weight handles made by weight_upload(): the backend may
+ *     keep them in any dtype (the CPU backend keeps float32, a GPU backend
+ *     may keep F16/BF16) and owns their storage until weight_free().
+ *   - Index arrays (int32) passed to ops are device memory too; upload them
+ *     with upload().
+ *
+ * Ordering
+ *   Ops are issued in order on the backend's single queue (one CUDA stream
+ *   for the GPU). upload()/download() are ordered with the ops; download()
+ *   returns when the data is on the host. An op never blocks the host on
+ *   the CPU beyond its own compute.
+ *
+ * Thread safety
+ *   One td_backend belongs to one worker thread. Weights uploaded through one
+ *   backend are read-only afterwards and may be read by other backends of
+ *   the same kind (workers sharing one model): see share_weights.
+ *
+ * Errors
+ *   Ops return void: a failure inside an op (CUDA error) is latched in the
+ *   backend and reported by sync(), which returns 0 on success and -1 with
+ *   a message in err otherwise. alloc() returns NULL on failure.
+ */
+#ifndef TD_BACKEND_H
+#define TD_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum td_dtype {
+    TD_F32 = 0,
+    TD_F16 = 1,
+    TD_BF16 = 2,
+} td_dtype;
+
+typedef enum td_activation {
+    TD_ACT_NONE = 0,
+    TD_ACT_RELU,
+    TD_ACT_GELU,      /* exact erf form (torch.nn.functional.gelu) */
+    TD_ACT_GELU_NEW,  /* tanh approximation (transformers' NewGELUActivation) */
+    TD_ACT_SILU,      /* x * sigmoid(x); transformers' "swish" and "silu" */
+} td_activation;
+
+/* A weight matrix or vector resident in the backend. rows x cols, row-major
+ * (a Linear weight is (out_features, in_features) exactly as in PyTorch).
+ * A vector has rows == 1. */
+typedef struct td_weight {
+    void *data;        /* device memory, owned by the backend */
+    td_dtype dtype;    /* storage dtype chosen by the backend */
+    int64_t rows;
+    int64_t cols;
+} td_weight;
+
+/* Arguments of the attention op, in one struct because there are many.
+ *
+ * Layout: queries are n_q rows per sequence, keys/values n_k rows per key
+ * sequence. Head h of a row occupies columns [h*head_dim, (h+1)*head_dim).
+ *
+ *   q    (n_seq, n_q, ld_q)      q[s*q_seq_stride + i*ld_q + h*head_dim + c]
+ *   k, v (n_kseq, kv_cap, ld_kv) k[ks*kv_seq_stride + j*ld_kv + h*head_dim + c]
+ *   out  (n_seq, n_q, ld_out)    same head layout as q
+ *
+ * The query sequence s reads key sequence kv_index[s] (device int32 array of
+ * n_seq entries), or s itself when kv_index is NULL. This lets the beams of
+ * one sentence share the cross-attention K/V of their sentence.
+ *
+ * Query i of sequence s sees keys j < kv_len[s] (device int32 array, n_seq
+ * entries; NULL means every sequence sees n_k keys), and when causal is set
+ * only keys j <= q_pos0 + i as well. q is expected to be pre-scaled (the
+ * Marian q_proj(x) * head_dim^-0.5); the op applies no scale of its own.
+ *
+ * Relative positions (Shaw et al. 2018, eqs. 3-5), when rel_k != NULL:
+ *   logit(i, j) = q_i . k_j + q_i . rel_k[clip(j - (q_pos0+i), -rel_max, rel_max) + rel_max]
+ *   out_i       = sum_j p(i,j) (v_j + rel_v[same index])   (rel_v optional)
+ * rel_k / rel_v are (2*rel_max+1, head_dim) float32 device memory, shared by
+ * all heads. Key j has absolute position j.
+ *
+ * Masked-out logits get probability exactly 0. A query row with no visible
+ * key (only possible for padding rows) gets an all-zero output.
+ *
+ * Capture: when probs != NULL the op writes the softmax probabilities of
+ * heads [0, n_heads) to probs[((s*n_heads + h)*n_q + i)*probs_ld + j] for
+ * j < n_k (masked entries as 0). */
+typedef struct td_attn_args {
+    const float *q;
+    const float *k;
+    const float *v;
+    float *out;
+    int n_seq;
+    int n_q;
+    int n_k;
+    int n_heads;
+    int head_dim;
+    int64_t ld_q, q_seq_stride;
+    int64_t ld_kv, kv_seq_stride;
+    int64_t ld_out, out_seq_stride;
+    const int32_t *kv_index; /* (n_seq) or NULL */
+    const int32_t *kv_len;   /* (n_seq) or NULL */
+    int causal;
+    int q_pos0;              /* absolute position of query row 0 */
+    const float *rel_k;      /* (2*rel_max+1, head_dim) or NULL */
+    const float *rel_v;      /* (2*rel_max+1, head_dim) or NULL */
+    int rel_max;
+    float *probs;            /* (n_seq, n_heads, n_q, probs_ld) or NULL */
+    int64_t probs_ld;
+} td_attn_args;
+
+typedef struct td_backend td_backend;
+
+typedef struct td_backend_ops {
+    const char *name; /* "cpu", "cuda" */
+
+    void (*destroy)(td_backend *be);
+
+    /* --- memory --------------------------------------------------------- */
+    void *(*alloc)(td_backend *be, size_t bytes);       /* NULL on failure */
+    void (*dealloc)(td_backend *be, void *p);          /* accepts NULL */
+    void (*upload)(td_backend *be, void *dst, const void *src, size_t bytes);
+    void (*download)(td_backend *be, void *dst, const void *src, size_t bytes);
+    void (*copy)(td_backend *be, void *dst, const void *src, size_t bytes);
+    void (*memset0)(td_backend *be, void *dst, size_t bytes);
+    /* Returns 0, or -1 with a message in err (latched op failure). */
+    int (*sync)(td_backend *be, char *err, size_t errlen);
+
+    /* Make a weight from host float32 data (rows*cols values). The backend
+     * picks its storage dtype (want is a hint: the checkpoint's dtype).
+     * Returns 0, or -1 with a message in err. */
+    int (*weight_upload)(td_backend *be, td_weight *w, const float *host,
+                         int64_t rows, int64_t cols, td_dtype want,
+                         char *err, size_t errlen);
+    void (*weight_free)(td_backend *be, td_weight *w); /* accepts zeroed w */
+
+    /* --- compute -------------------------------------------------------- */
+
+    /* y (n, w->rows) = x (n, w->cols) @ w^T + bias (optional, 1 x w->rows).
+     * x has row stride ld_x, y has row stride ld_y (both >= the widths).
+     * y must not alias x. */
+    void (*linear)(td_backend *be, float *y, int64_t ld_y, const float *x,
+                   int64_t ld_x, int64_t n, const td_weight *w,
+                   const td_weight *bias);
+
+    /* x (n, d) = act(x + bias) in place; bias optional (1 x d). */
+    void (*bias_act)(td_backend *be, float *x, int64_t n, int64_t d,
+                     const td_weight *bias, td_activation act);
+
+    /* y (n, d) = LayerNorm(x + res) * gamma + beta, eps as given; res is
+     * optional (NULL). When sum_out != NULL the pre-norm sum x + res is also
+     * stored there. y may alias x or res. Statistics in float32 with the
+     * biased variance, as torch.nn.LayerNorm. */
+    void (*layer_norm)(td_backend *be, float *y, const float *x,
+                       const float *res, float *sum_out, int64_t n, int64_t d,
+                       const td_weight *gamma, const td_weight *beta, float eps);
+
+    /* y (n, d) += x (n, d). */
+    void (*add)(td_backend *be, float *y, const float *x, int64_t n, int64_t d);
+
+    /* Embedding lookup: y[r] = table[ids[r]] * scale (+ pos[positions[r]] when
+     * pos != NULL; pos is (max_pos, d) float32 device memory). ids and
+     * positions are device int32 arrays of n entries. Out-of-range ids are
+     * the caller's bug (validated before). */
+    void (*embed)(td_backend *be, float *y, const td_weight *table,
+                  const int32_t *ids, int64_t n, float scale,
+                  const float *pos, const int32_t *positions);
+
+    /* Rotary position embedding, rotate-half convention (GPT-NeoX / HF
+     * Llama), in place on x (n_seq, n_t, ld) for n_heads heads of head_dim:
+     * row t of every sequence has absolute position pos0 + t. cos_sin is the
+     * cached table (max_pos, head_dim): columns [0, head_dim/2) hold
+     * cos(p*theta_i), columns [head_dim/2, head_dim) hold sin(p*theta_i). */
+    void (*rope)(td_backend *be, float *x, int n_seq, int n_t, int64_t ld,
+                 int64_t seq_stride, int n_heads, int head_dim, int pos0,
+                 const float *cos_sin);
+
+    /* Multi-head attention, see td_attn_args. */
+    void (*attention)(td_backend *be, const td_attn_args *a);
+
+    /* Decoding scores for one step over n rows of logits (n, vocab), in
+     * place, in the order transformers' beam search applies them:
+     *   1. logits[r] = log_softmax(logits[r])
+     *   2. logits[r][suppress[i]] = -inf for i < n_suppress (bad_words_ids
+     *      with one token each, e.g. the pad id); suppress is device int32
+     *   3. when force_eos is set: every entry -inf except eos_id, which is 0
+     *      (transformers' ForcedEOSTokenLogitsProcessor at the last step)
+     *   4. top-k per row of logits[r] + row_bias[r] (row_bias optional: the
+     *      running beam scores, device float array of n), sorted by value
+     *      descending, ties toward the lower token id, out_val / out_idx
+     *      (n, k) device arrays. Additions are float32, as in transformers.
+     * k <= vocab, k <= 64. */
+    void (*logprobs_topk)(td_backend *be, float *logits, int64_t n,
+                          int64_t vocab, const int32_t *suppress,
+                          int n_suppress, int force_eos, int eos_id,
+                          const float *row_bias, int k, float *out_val,
+                          int32_t *out_idx);
+
+    /* Gather rows: dst[r] = src[index[r]] for r < n, each row row_elems
+     * floats; dst and src rows strided by ld (elements). index is a device
+     * int32 array. dst must not alias src. Used to reorder KV caches after a
+     * beam step and to compact a batch when sequences finish. */
+    void (*gather_rows)(td_backend *be, float *dst, const float *src,
+                        const int32_t *index, int64_t n, int64_t row_elems,
+                        int64_t ld);
+} td_backend_ops;
+
+struct td_backend {
+    const td_backend_ops *ops;
+    void *ctx;
+};
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TD_BACKEND_H */

@@ -1,0 +1,258 @@
+/*
+ * translator.c - model and worker lifecycle: load a model directory once,
+ * make workers whose memory is sized for the worst case at start-up.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu_backend.h"
+#include "model_internal.h"
+
+/* Creates a backend for the device string ("cpu"; "cuda[:N]" when built). */
+static td_backend *backend_create(const char *device, int n_threads, char *err, size_t errlen)
+{
+    if (!device || strcmp(device, "cpu") == 0)
+        return td_cpu_backend_create(n_threads, err, errlen);
+    if (strncmp(device, "cuda", 4) == 0) {
+        snprintf(err, errlen,
+                 "device '%s': this build has no CUDA backend; use --device cpu", device);
+        return NULL;
+    }
+    snprintf(err, errlen, "device '%s': unknown device (expected cpu or cuda[:N])", device);
+    return NULL;
+}
+
+void td_model_free(td_model *m)
+{
+    if (!m)
+        return;
+    td_weights_free(m);
+    if (m->be)
+        m->be->ops->destroy(m->be);
+    free(m->dir);
+    free(m);
+}
+
+int td_model_load(td_model **out, const char *dir, const td_load_opts *opts, char *err,
+                  size_t errlen)
+{
+    *out = NULL;
+    td_model *m = calloc(1, sizeof *m);
+    if (!m) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    m->dir = strdup(dir);
+    if (!m->dir) {
+        snprintf(err, errlen, "out of memory");
+        goto fail;
+    }
+    if (td_config_load(&m->cfg, dir, err, errlen) != 0)
+        goto fail;
+    m->be = backend_create(opts ? opts->device : NULL, opts ? opts->n_threads : 0, err, errlen);
+    if (!m->be)
+        goto fail;
+    m->embed_scale = m->cfg.scale_embedding ? sqrtf((float)m->cfg.d_model) : 1.0f;
+    if (td_weights_load(m, err, errlen) != 0)
+        goto fail;
+    if (td_posenc_build(m, err, errlen) != 0)
+        goto fail;
+    if (m->be->ops->sync(m->be, err, errlen) != 0)
+        goto fail;
+    *out = m;
+    return 0;
+fail:
+    td_model_free(m);
+    return -1;
+}
+
+const td_config *td_model_config(const td_model *m)
+{
+    return &m->cfg;
+}
+
+size_t td_model_weight_bytes(const td_model *m)
+{
+    return m->weight_bytes;
+}
+
+/* ------------------------------------------------------------------------ */
+
+void td_worker_free(td_worker *w)
+{
+    if (!w)
+        return;
+    if (w->be) {
+        td_backend *be = w->be;
+        void *flat[] = {w->ex, w->eh, w->eq, w->ek, w->ev, w->ectx, w->effn, w->e_ids,
+                        w->e_pos, w->e_len, w->dx, w->dh, w->dq, w->dctx, w->dffn,
+                        w->logits, w->topk_val, w->topk_idx, w->row_bias, w->d_ids,
+                        w->d_pos, w->d_kv_index, w->d_kv_len, w->d_gather, w->d_suppress,
+                        w->cache_tmp};
+        for (size_t i = 0; i < sizeof flat / sizeof flat[0]; i++)
+            be->ops->dealloc(be, flat[i]);
+        int L = w->m->cfg.decoder_layers;
+        for (int l = 0; l < L; l++) {
+            if (w->self_k)
+                be->ops->dealloc(be, w->self_k[l]);
+            if (w->self_v)
+                be->ops->dealloc(be, w->self_v[l]);
+            if (w->cross_k)
+                be->ops->dealloc(be, w->cross_k[l]);
+            if (w->cross_v)
+                be->ops->dealloc(be, w->cross_v[l]);
+            if (w->probs)
+                be->ops->dealloc(be, w->probs[l]);
+        }
+        be->ops->destroy(be);
+    }
+    free(w->self_k);
+    free(w->self_v);
+    free(w->cross_k);
+    free(w->cross_v);
+    free(w->probs);
+    free(w);
+}
+
+/* Allocates `count` elements of `size` bytes with overflow checks, adding
+ * the bytes to the worker's arena total. */
+static void *walloc(td_worker *w, int64_t count, size_t size, int *failed)
+{
+    if (*failed)
+        return NULL;
+    if (count <= 0)
+        count = 1;
+    if ((uint64_t)count > SIZE_MAX / size) {
+        *failed = 1;
+        return NULL;
+    }
+    size_t bytes = (size_t)count * size;
+    void *p = w->be->ops->alloc(w->be, bytes);
+    if (!p) {
+        *failed = 1;
+        return NULL;
+    }
+    w->arena_bytes += bytes;
+    return p;
+}
+
+int td_worker_init(td_worker **out, const td_model *m, const td_worker_opts *opts, char *err,
+                   size_t errlen)
+{
+    *out = NULL;
+    const td_config *c = &m->cfg;
+    td_worker_opts o;
+    memset(&o, 0, sizeof o);
+    if (opts)
+        o = *opts;
+    if (o.max_batch <= 0)
+        o.max_batch = 32;
+    if (o.max_src_len <= 0 || o.max_src_len > c->max_position_embeddings)
+        o.max_src_len = c->max_position_embeddings;
+    int model_max = c->max_length - 1;
+    if (model_max > c->max_position_embeddings)
+        model_max = c->max_position_embeddings;
+    if (o.max_length <= 0)
+        o.max_length = model_max < 1 ? 1 : model_max;
+    if (o.max_length > c->max_position_embeddings) {
+        snprintf(err, errlen, "worker: max_length %d exceeds max_position_embeddings %d",
+                 o.max_length, c->max_position_embeddings);
+        return -1;
+    }
+    if (o.max_beam <= 0)
+        o.max_beam = c->num_beams;
+    if (o.max_beam > TD_MAX_BEAM) {
+        snprintf(err, errlen, "worker: max_beam %d exceeds %d", o.max_beam, TD_MAX_BEAM);
+        return -1;
+    }
+    if (o.max_batch > 1 << 16) {
+        snprintf(err, errlen, "worker: max_batch %d is too large", o.max_batch);
+        return -1;
+    }
+
+    td_worker *w = calloc(1, sizeof *w);
+    if (!w) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    w->m = m;
+    w->o = o;
+    w->be = backend_create(m->be->ops->name, o.n_threads, err, errlen);
+    if (!w->be) {
+        free(w);
+        return -1;
+    }
+    const int64_t d = c->d_model, L = c->decoder_layers;
+    const int64_t ffn = c->encoder_ffn_dim > c->decoder_ffn_dim ? c->encoder_ffn_dim
+                                                                 : c->decoder_ffn_dim;
+    const int64_t ER = (int64_t)o.max_batch * o.max_src_len;
+    const int64_t N = (int64_t)o.max_batch * o.max_beam;
+    const int64_t T = o.max_length, S = o.max_src_len;
+    const int K = 2 * o.max_beam;
+    int failed = 0;
+    w->enc_rows = ER;
+    w->dec_rows = N;
+    w->ex = walloc(w, ER * d, sizeof(float), &failed);
+    w->eh = walloc(w, ER * d, sizeof(float), &failed);
+    w->eq = walloc(w, ER * d, sizeof(float), &failed);
+    w->ek = walloc(w, ER * d, sizeof(float), &failed);
+    w->ev = walloc(w, ER * d, sizeof(float), &failed);
+    w->ectx = walloc(w, ER * d, sizeof(float), &failed);
+    w->effn = walloc(w, ER * ffn, sizeof(float), &failed);
+    w->e_ids = walloc(w, ER, sizeof(int32_t), &failed);
+    w->e_pos = walloc(w, ER, sizeof(int32_t), &failed);
+    w->e_len = walloc(w, o.max_batch, sizeof(int32_t), &failed);
+    w->dx = walloc(w, N * d, sizeof(float), &failed);
+    w->dh = walloc(w, N * d, sizeof(float), &failed);
+    w->dq = walloc(w, N * d, sizeof(float), &failed);
+    w->dctx = walloc(w, N * d, sizeof(float), &failed);
+    w->dffn = walloc(w, N * ffn, sizeof(float), &failed);
+    w->logits = walloc(w, N * c->decoder_vocab_size, sizeof(float), &failed);
+    w->topk_val = walloc(w, N * K, sizeof(float), &failed);
+    w->topk_idx = walloc(w, N * K, sizeof(int32_t), &failed);
+    w->row_bias = walloc(w, N, sizeof(float), &failed);
+    w->d_ids = walloc(w, N, sizeof(int32_t), &failed);
+    w->d_pos = walloc(w, N, sizeof(int32_t), &failed);
+    w->d_kv_index = walloc(w, N, sizeof(int32_t), &failed);
+    w->d_kv_len = walloc(w, N, sizeof(int32_t), &failed);
+    w->d_gather = walloc(w, N, sizeof(int32_t), &failed);
+    w->d_suppress = walloc(w, TD_MAX_SUPPRESS, sizeof(int32_t), &failed);
+    w->cache_tmp = walloc(w, N * T * d, sizeof(float), &failed);
+    w->self_k = calloc((size_t)L, sizeof(float *));
+    w->self_v = calloc((size_t)L, sizeof(float *));
+    w->cross_k = calloc((size_t)L, sizeof(float *));
+    w->cross_v = calloc((size_t)L, sizeof(float *));
+    w->probs = calloc((size_t)L, sizeof(float *));
+    if (!w->self_k || !w->self_v || !w->cross_k || !w->cross_v || !w->probs)
+        failed = 1;
+    for (int64_t l = 0; !failed && l < L; l++) {
+        w->self_k[l] = walloc(w, N * T * d, sizeof(float), &failed);
+        w->self_v[l] = walloc(w, N * T * d, sizeof(float), &failed);
+        w->cross_k[l] = walloc(w, ER * d, sizeof(float), &failed);
+        w->cross_v[l] = walloc(w, ER * d, sizeof(float), &failed);
+        w->probs[l] = walloc(w, N * c->decoder_attention_heads * S, sizeof(float), &failed);
+    }
+    if (failed) {
+        snprintf(err, errlen,
+                 "worker: cannot allocate the arena (%zu bytes so far) for max_batch %d, "
+                 "max_src_len %d, max_length %d, max_beam %d",
+                 w->arena_bytes, o.max_batch, o.max_src_len, o.max_length, o.max_beam);
+        td_worker_free(w);
+        return -1;
+    }
+    w->be->ops->upload(w->be, w->d_suppress, c->suppress,
+                       (size_t)c->n_suppress * sizeof(int32_t));
+    if (w->be->ops->sync(w->be, err, errlen) != 0) {
+        td_worker_free(w);
+        return -1;
+    }
+    *out = w;
+    return 0;
+}
+
+size_t td_worker_arena_bytes(const td_worker *w)
+{
+    return w->arena_bytes;
+}

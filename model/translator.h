@@ -1,0 +1,117 @@
+/*
+ * translator.h - the public C API of the transformerd engine (prefix td_).
+ *
+ * Load a model directory in the Hugging Face Marian layout once
+ * (td_model_load), make one td_worker per thread that translates
+ * (td_worker_init), and translate batches of token-id sequences
+ * (td_translate_batch) with the same tokens, scores and cross-attention
+ * weights as transformers' MarianMTModel.generate.
+ *
+ * Threading: a td_model is read-only after td_model_load and may be shared
+ * by any number of workers on any threads. A td_worker belongs to one thread
+ * at a time (it owns the backend queue, the KV caches and the scratch arena).
+ *
+ * Errors: functions that can fail return 0 on success and -1 with a
+ * NUL-terminated message in the caller's err buffer. Nothing here calls
+ * exit() or prints.
+ */
+#ifndef TD_TRANSLATOR_H
+#define TD_TRANSLATOR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TD_MAX_BEAM 16
+
+typedef struct td_model td_model;
+typedef struct td_worker td_worker;
+
+typedef struct td_load_opts {
+    const char *device;  /* "cpu" (default when NULL); "cuda[:N]" later */
+    int n_threads;       /* CPU threads for BLAS and op loops; 0 = all cores */
+} td_load_opts;
+
+/* Loads config.json, generation_config.json and model.safetensors from dir,
+ * validates every tensor against the config (names, shapes, finiteness) and
+ * uploads the weights and position tables to the device. */
+int td_model_load(td_model **out, const char *dir, const td_load_opts *opts,
+                  char *err, size_t errlen);
+void td_model_free(td_model *m); /* accepts NULL */
+const td_config *td_model_config(const td_model *m);
+/* Bytes of weights resident on the device. */
+size_t td_model_weight_bytes(const td_model *m);
+
+/* Worst-case sizes a worker is built for; its memory is allocated once. */
+typedef struct td_worker_opts {
+    int max_batch;       /* sentences per call (default 32) */
+    int max_src_len;     /* source tokens incl. </s> (default: max positions) */
+    int max_length;      /* generated tokens incl. </s> (default: the model's) */
+    int max_beam;        /* 1..TD_MAX_BEAM (default: the model's num_beams) */
+    int n_threads;       /* CPU threads; 0 = all cores */
+} td_worker_opts;
+
+int td_worker_init(td_worker **out, const td_model *m,
+                   const td_worker_opts *opts, char *err, size_t errlen);
+void td_worker_free(td_worker *w); /* accepts NULL */
+/* Bytes of device memory the worker allocated at start-up. */
+size_t td_worker_arena_bytes(const td_worker *w);
+
+/* Decoding options of one call. Zero-initialise and set what you need;
+ * td_decode_opts_default() fills the model's defaults. */
+typedef struct td_decode_opts {
+    int beam_size;          /* 1 = greedy; 1..TD_MAX_BEAM */
+    int num_hypotheses;     /* 1..beam_size */
+    float length_penalty;   /* score = sum log p / length^length_penalty */
+    int max_length;         /* generated tokens including </s>; this is
+                               transformers' max_length - 1 (transformers
+                               counts the decoder start token) */
+    int return_attention;   /* capture cross-attention of the best hypothesis */
+    const int *attn_layers; /* decoder layers (negative: from the end); NULL = all */
+    int n_attn_layers;
+    const int *attn_heads;  /* heads; NULL = all */
+    int n_attn_heads;
+} td_decode_opts;
+
+void td_decode_opts_default(const td_model *m, td_decode_opts *o);
+
+typedef struct td_hypothesis {
+    int32_t *tokens;     /* generated ids, without the decoder start token,
+                            with the final </s> when one was generated */
+    int n_tokens;
+    float score;         /* sum of log-probs / n_tokens^length_penalty */
+} td_hypothesis;
+
+typedef struct td_result {
+    td_hypothesis *hyps; /* best first */
+    int n_hyps;
+    /* Cross-attention of hyps[0] when requested:
+     * attention[((l*n_heads + h)*n_t + t)*n_s + s] for the selected layers
+     * and heads (in the order asked), t < n_t = hyps[0].n_tokens, s < n_s =
+     * the source length. Row t is the attention used to predict token t. */
+    float *attention;
+    int attn_n_layers, attn_n_heads, attn_n_t, attn_n_s;
+    int *attn_layer_ids; /* resolved (non-negative) layer ids */
+    int *attn_head_ids;
+} td_result;
+
+/* Translates n sentences. src[i] has src_len[i] ids (each in
+ * [0, vocab_size), normally ending with </s>). Fills results[0..n) (caller
+ * owns them; free each with td_result_free). Returns 0, or -1 with a message
+ * (bad options, too many sentences or tokens for this worker, device error);
+ * on failure no result needs freeing. */
+int td_translate_batch(td_worker *w, const int32_t *const *src,
+                       const int *src_len, int n, const td_decode_opts *opts,
+                       td_result *results, char *err, size_t errlen);
+void td_result_free(td_result *r); /* accepts NULL and zeroed results */
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TD_TRANSLATOR_H */

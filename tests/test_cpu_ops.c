@@ -1,0 +1,973 @@
+/*
+ * test_cpu_ops.c - every op of the CPU backend against a plain
+ * double-precision reference written here, on seeded random inputs of
+ * awkward shapes (1, 7, 33, 513). A value passes when
+ * |got - ref| <= tol_abs + tol_rel*|ref|; any NaN/Inf mismatch fails.
+ *
+ * Inputs go through alloc/upload/download, so the harness does not depend on
+ * the backend keeping host memory.
+ */
+#include <check.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "cpu_backend.h"
+
+#define TOL_ABS 1e-5
+#define TOL_REL 1e-4
+#define SENTINEL 1234.5f /* fills padding columns the ops must not touch */
+
+static td_backend *be;
+
+static void setup(void)
+{
+    char err[256] = "";
+    be = td_cpu_backend_create(2, err, sizeof err);
+    ck_assert_msg(be != NULL, "td_cpu_backend_create: %s", err);
+}
+
+static void teardown(void)
+{
+    char err[256] = "";
+    int rc = be->ops->sync(be, err, sizeof err);
+    be->ops->destroy(be);
+    be = NULL;
+    ck_assert_msg(rc == 0, "sync: %s", err);
+}
+
+/* --- helpers ------------------------------------------------------------- */
+
+static uint64_t rng_state;
+
+static void rng_seed(uint64_t s) { rng_state = s * 0x9E3779B97F4A7C15ull + 1; }
+
+/* Uniform in [-1, 1). xorshift64*. */
+static float frand(void)
+{
+    rng_state ^= rng_state >> 12;
+    rng_state ^= rng_state << 25;
+    rng_state ^= rng_state >> 27;
+    uint64_t r = rng_state * 0x2545F4914F6CDD1Dull;
+    return (float)((double)(r >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+}
+
+static float *frand_vec(size_t n, float scale)
+{
+    float *v = malloc((n ? n : 1) * sizeof *v);
+    ck_assert_ptr_nonnull(v);
+    for (size_t i = 0; i < n; i++)
+        v[i] = frand() * scale;
+    return v;
+}
+
+static void *xmalloc(size_t bytes)
+{
+    void *p = malloc(bytes ? bytes : 1);
+    ck_assert_ptr_nonnull(p);
+    return p;
+}
+
+static void *dev_from(const void *host, size_t bytes)
+{
+    void *d = be->ops->alloc(be, bytes);
+    ck_assert_ptr_nonnull(d);
+    be->ops->upload(be, d, host, bytes);
+    return d;
+}
+
+static void to_host(void *host, const void *dev, size_t bytes)
+{
+    be->ops->download(be, host, dev, bytes);
+}
+
+static td_weight weight_from(const float *host, int64_t rows, int64_t cols)
+{
+    td_weight w;
+    char err[256] = "";
+    int rc = be->ops->weight_upload(be, &w, host, rows, cols, TD_F32, err,
+                                    sizeof err);
+    ck_assert_msg(rc == 0, "weight_upload: %s", err);
+    ck_assert_int_eq(w.rows, rows);
+    ck_assert_int_eq(w.cols, cols);
+    return w;
+}
+
+/* Number of entries where got differs from ref beyond the tolerance, or in
+ * NaN/Inf-ness; the first few are printed. */
+static size_t count_bad(const char *what, const float *got, const double *ref,
+                        size_t n, double tol_abs, double tol_rel)
+{
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        double g = got[i], r = ref[i];
+        int ok;
+        if (isnan(r) || isnan(g))
+            ok = isnan(r) && isnan(g);
+        else if (isinf(r) || isinf(g))
+            ok = g == r;
+        else
+            ok = fabs(g - r) <= tol_abs + tol_rel * fabs(r);
+        if (!ok && bad++ < 5)
+            fprintf(stderr, "%s[%zu]: got %.9g, want %.9g\n", what, i, g, r);
+    }
+    return bad;
+}
+
+#define ASSERT_CLOSE(what, got, ref, n, ta, tr)                                \
+    do {                                                                       \
+        size_t bad_ = count_bad((what), (got), (ref), (n), (ta), (tr));        \
+        ck_assert_msg(bad_ == 0, "%s: %zu of %zu values out of tolerance",     \
+                      (what), bad_, (size_t)(n));                              \
+    } while (0)
+
+/* --- memory, weights and errors ------------------------------------------ */
+
+START_TEST(test_memory)
+{
+    const size_t n = 513;
+    float *h = frand_vec(n, 1.0f), *back = xmalloc(n * sizeof *back);
+    float *d = be->ops->alloc(be, n * sizeof(float));
+    float *d2 = be->ops->alloc(be, n * sizeof(float));
+    ck_assert_ptr_nonnull(d);
+    ck_assert_ptr_nonnull(d2);
+    ck_assert_uint_eq((uintptr_t)d % 64, 0);
+    be->ops->upload(be, d, h, n * sizeof(float));
+    be->ops->copy(be, d2, d, n * sizeof(float));
+    to_host(back, d2, n * sizeof(float));
+    ck_assert_mem_eq(back, h, n * sizeof(float));
+    be->ops->memset0(be, d2 + 7, 33 * sizeof(float));
+    to_host(back, d2, n * sizeof(float));
+    for (size_t i = 0; i < n; i++)
+        ck_assert(back[i] == ((i >= 7 && i < 40) ? 0.0f : h[i]));
+    be->ops->dealloc(be, d);
+    be->ops->dealloc(be, d2);
+    be->ops->dealloc(be, NULL);
+
+    td_weight w = weight_from(h, 19, 27);
+    ck_assert_int_eq(w.dtype, TD_F32);
+    ck_assert_mem_eq(w.data, h, 19 * 27 * sizeof(float));
+    be->ops->weight_free(be, &w);
+    ck_assert_ptr_null(w.data);
+    be->ops->weight_free(be, &w); /* zeroed weight accepted */
+    free(h);
+    free(back);
+}
+END_TEST
+
+START_TEST(test_latched_error)
+{
+    /* A weight the CPU backend did not make (F16 storage) is refused by
+     * linear, and the failure surfaces at sync() exactly once. */
+    float x[4] = {1, 2, 3, 4}, y[2] = {0, 0}, wd[8] = {0};
+    td_weight w = {.data = wd, .dtype = TD_F16, .rows = 2, .cols = 4};
+    char err[256] = "";
+    be->ops->linear(be, y, 2, x, 4, 1, &w, NULL);
+    ck_assert_int_eq(be->ops->sync(be, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, "linear") != NULL, "message: %s", err);
+    ck_assert_int_eq(be->ops->sync(be, err, sizeof err), 0);
+
+    char e2[64] = "";
+    ck_assert_ptr_null(td_cpu_backend_create(-1, e2, sizeof e2));
+    ck_assert_msg(e2[0] != '\0', "no message for n_threads = -1");
+}
+END_TEST
+
+/* --- linear ------------------------------------------------------------- */
+
+static void check_linear(int64_t n, int64_t out, int64_t in, int64_t pad_x,
+                         int64_t pad_y, int with_bias)
+{
+    const int64_t ld_x = in + pad_x, ld_y = out + pad_y;
+    float *x = frand_vec((size_t)(n * ld_x), 1.0f);
+    float *w = frand_vec((size_t)(out * in), 1.0f / sqrtf((float)in));
+    float *b = frand_vec((size_t)out, 1.0f);
+    float *y = xmalloc((size_t)(n * ld_y) * sizeof *y);
+    double *ref = xmalloc((size_t)(n * ld_y) * sizeof *ref);
+    for (int64_t i = 0; i < n * ld_y; i++)
+        y[i] = SENTINEL, ref[i] = SENTINEL;
+    for (int64_t r = 0; r < n; r++)
+        for (int64_t o = 0; o < out; o++) {
+            double s = with_bias ? b[o] : 0.0;
+            for (int64_t i = 0; i < in; i++)
+                s += (double)x[r * ld_x + i] * w[o * in + i];
+            ref[r * ld_y + o] = s;
+        }
+    td_weight W = weight_from(w, out, in), B = weight_from(b, 1, out);
+    float *dx = dev_from(x, (size_t)(n * ld_x) * sizeof(float));
+    float *dy = dev_from(y, (size_t)(n * ld_y) * sizeof(float));
+    be->ops->linear(be, dy, ld_y, dx, ld_x, n, &W, with_bias ? &B : NULL);
+    to_host(y, dy, (size_t)(n * ld_y) * sizeof(float));
+    char what[96];
+    snprintf(what, sizeof what, "linear n=%lld out=%lld in=%lld bias=%d",
+             (long long)n, (long long)out, (long long)in, with_bias);
+    ASSERT_CLOSE(what, y, ref, (size_t)(n * ld_y), TOL_ABS, TOL_REL);
+    be->ops->weight_free(be, &W);
+    be->ops->weight_free(be, &B);
+    be->ops->dealloc(be, dx);
+    be->ops->dealloc(be, dy);
+    free(x), free(w), free(b), free(y), free(ref);
+}
+
+START_TEST(test_linear)
+{
+    rng_seed(1);
+    for (int bias = 0; bias <= 1; bias++) {
+        check_linear(1, 7, 33, 0, 0, bias);    /* sgemv path */
+        check_linear(1, 33, 513, 5, 3, bias);  /* sgemv, strided */
+        check_linear(7, 33, 513, 3, 2, bias);
+        check_linear(33, 513, 7, 1, 9, bias);
+        check_linear(513, 33, 65, 0, 0, bias);
+        check_linear(2, 1, 1, 0, 0, bias);
+    }
+}
+END_TEST
+
+/* --- bias_act ----------------------------------------------------------- */
+
+static double ref_act(double v, td_activation act)
+{
+    switch (act) {
+    case TD_ACT_RELU: return v > 0 ? v : 0;
+    case TD_ACT_GELU: return 0.5 * v * (1.0 + erf(v / sqrt(2.0)));
+    case TD_ACT_GELU_NEW:
+        return 0.5 * v *
+               (1.0 + tanh(sqrt(2.0 / 3.14159265358979323846) *
+                               (v + 0.044715 * v * v * v)));
+    case TD_ACT_SILU: return v / (1.0 + exp(-v));
+    case TD_ACT_NONE: default: return v;
+    }
+}
+
+START_TEST(test_bias_act)
+{
+    rng_seed(2);
+    const td_activation acts[] = {TD_ACT_NONE, TD_ACT_RELU, TD_ACT_GELU,
+                                  TD_ACT_GELU_NEW, TD_ACT_SILU};
+    const int64_t shapes[][2] = {{1, 1}, {7, 33}, {1, 513}, {33, 513}};
+    for (size_t a = 0; a < sizeof acts / sizeof acts[0]; a++)
+        for (size_t sh = 0; sh < 4; sh++)
+            for (int with_bias = 0; with_bias <= 1; with_bias++) {
+                const int64_t n = shapes[sh][0], d = shapes[sh][1];
+                float *x = frand_vec((size_t)(n * d), 6.0f);
+                float *b = frand_vec((size_t)d, 2.0f);
+                double *ref = xmalloc((size_t)(n * d) * sizeof *ref);
+                for (int64_t r = 0; r < n; r++)
+                    for (int64_t i = 0; i < d; i++)
+                        ref[r * d + i] = ref_act(
+                            (double)(with_bias ? x[r * d + i] + b[i]
+                                               : x[r * d + i]),
+                            acts[a]);
+                td_weight B = weight_from(b, 1, d);
+                float *dx = dev_from(x, (size_t)(n * d) * sizeof(float));
+                be->ops->bias_act(be, dx, n, d, with_bias ? &B : NULL, acts[a]);
+                to_host(x, dx, (size_t)(n * d) * sizeof(float));
+                char what[64];
+                snprintf(what, sizeof what, "bias_act act=%d n=%lld d=%lld bias=%d",
+                         (int)acts[a], (long long)n, (long long)d, with_bias);
+                ASSERT_CLOSE(what, x, ref, (size_t)(n * d), TOL_ABS, TOL_REL);
+                be->ops->weight_free(be, &B);
+                be->ops->dealloc(be, dx);
+                free(x), free(b), free(ref);
+            }
+}
+END_TEST
+
+/* --- layer_norm --------------------------------------------------------- */
+
+enum ln_alias { LN_SEPARATE, LN_Y_IS_X, LN_Y_IS_RES, LN_SUM_IS_RES };
+
+static void check_layer_norm(int64_t n, int64_t d, int with_res, int with_sum,
+                             enum ln_alias alias)
+{
+    const size_t nd = (size_t)(n * d), bytes = nd * sizeof(float);
+    float *x = frand_vec(nd, 3.0f), *res = frand_vec(nd, 1.0f);
+    for (size_t i = 0; i < nd; i++)
+        x[i] += 0.5f; /* a non-zero mean */
+    float *g = frand_vec((size_t)d, 1.0f), *bt = frand_vec((size_t)d, 1.0f);
+    double *ref = xmalloc(nd * sizeof *ref), *ref_sum = xmalloc(nd * sizeof *ref_sum);
+    const float eps = 1e-5f;
+    for (int64_t r = 0; r < n; r++) {
+        double mean = 0, var = 0;
+        for (int64_t i = 0; i < d; i++) {
+            /* the sum is a float32 tensor in the model */
+            float s = with_res ? x[r * d + i] + res[r * d + i] : x[r * d + i];
+            ref_sum[r * d + i] = s;
+            mean += s;
+        }
+        mean /= (double)d;
+        for (int64_t i = 0; i < d; i++)
+            var += (ref_sum[r * d + i] - mean) * (ref_sum[r * d + i] - mean);
+        var /= (double)d;
+        for (int64_t i = 0; i < d; i++)
+            ref[r * d + i] =
+                (ref_sum[r * d + i] - mean) / sqrt(var + eps) * g[i] + bt[i];
+    }
+    td_weight G = weight_from(g, 1, d), B = weight_from(bt, 1, d);
+    float *dx = dev_from(x, bytes), *dres = dev_from(res, bytes);
+    float *dy = be->ops->alloc(be, bytes), *dsum = be->ops->alloc(be, bytes);
+    ck_assert_ptr_nonnull(dy);
+    ck_assert_ptr_nonnull(dsum);
+    float *y = dy;
+    if (alias == LN_Y_IS_X)
+        y = dx;
+    else if (alias == LN_Y_IS_RES)
+        y = dres;
+    float *sum_out = !with_sum ? NULL : alias == LN_SUM_IS_RES ? dres : dsum;
+    be->ops->layer_norm(be, y, dx, with_res ? dres : NULL, sum_out, n, d, &G,
+                        &B, eps);
+    float *got = xmalloc(bytes);
+    char what[96];
+    snprintf(what, sizeof what, "layer_norm n=%lld d=%lld res=%d sum=%d alias=%d",
+             (long long)n, (long long)d, with_res, with_sum, (int)alias);
+    to_host(got, y, bytes);
+    ASSERT_CLOSE(what, got, ref, nd, TOL_ABS, TOL_REL);
+    if (with_sum) {
+        to_host(got, sum_out, bytes);
+        ASSERT_CLOSE(what, got, ref_sum, nd, 0.0, 0.0); /* exact float sum */
+    }
+    be->ops->weight_free(be, &G);
+    be->ops->weight_free(be, &B);
+    be->ops->dealloc(be, dx);
+    be->ops->dealloc(be, dres);
+    be->ops->dealloc(be, dy);
+    be->ops->dealloc(be, dsum);
+    free(x), free(res), free(g), free(bt), free(ref), free(ref_sum), free(got);
+}
+
+START_TEST(test_layer_norm)
+{
+    rng_seed(3);
+    const int64_t shapes[][2] = {{1, 7}, {7, 33}, {33, 513}, {513, 33}, {3, 1}};
+    for (size_t sh = 0; sh < 5; sh++) {
+        const int64_t n = shapes[sh][0], d = shapes[sh][1];
+        check_layer_norm(n, d, 0, 0, LN_SEPARATE);
+        check_layer_norm(n, d, 0, 0, LN_Y_IS_X);
+        check_layer_norm(n, d, 1, 0, LN_SEPARATE);
+        check_layer_norm(n, d, 1, 1, LN_SEPARATE);
+        check_layer_norm(n, d, 1, 1, LN_Y_IS_X);
+        check_layer_norm(n, d, 1, 0, LN_Y_IS_RES);
+        check_layer_norm(n, d, 1, 1, LN_Y_IS_RES);
+        check_layer_norm(n, d, 1, 1, LN_SUM_IS_RES);
+        check_layer_norm(n, d, 0, 1, LN_SEPARATE);
+    }
+}
+END_TEST
+
+/* --- add, embed, rope, gather_rows -------------------------------------- */
+
+START_TEST(test_add)
+{
+    rng_seed(4);
+    const int64_t n = 33, d = 513;
+    const size_t nd = (size_t)(n * d);
+    float *x = frand_vec(nd, 1.0f), *y = frand_vec(nd, 1.0f);
+    double *ref = xmalloc(nd * sizeof *ref);
+    for (size_t i = 0; i < nd; i++)
+        ref[i] = (float)(y[i] + x[i]);
+    float *dx = dev_from(x, nd * sizeof(float)), *dy = dev_from(y, nd * sizeof(float));
+    be->ops->add(be, dy, dx, n, d);
+    to_host(y, dy, nd * sizeof(float));
+    ASSERT_CLOSE("add", y, ref, nd, 0.0, 0.0);
+    be->ops->dealloc(be, dx);
+    be->ops->dealloc(be, dy);
+    free(x), free(y), free(ref);
+}
+END_TEST
+
+START_TEST(test_embed)
+{
+    rng_seed(5);
+    const int64_t vocab = 37, d = 33, n = 7, max_pos = 13;
+    float *table = frand_vec((size_t)(vocab * d), 1.0f);
+    float *pos = frand_vec((size_t)(max_pos * d), 1.0f);
+    const int32_t ids[7] = {0, 36, 5, 5, 17, 1, 36};
+    const int32_t positions[7] = {0, 1, 2, 12, 0, 7, 3};
+    const float scale = sqrtf((float)d);
+    td_weight T = weight_from(table, vocab, d);
+    float *dpos = dev_from(pos, (size_t)(max_pos * d) * sizeof(float));
+    int32_t *dids = dev_from(ids, sizeof ids), *dposi = dev_from(positions, sizeof positions);
+    float *dy = be->ops->alloc(be, (size_t)(n * d) * sizeof(float));
+    ck_assert_ptr_nonnull(dy);
+    float *y = xmalloc((size_t)(n * d) * sizeof *y);
+    double *ref = xmalloc((size_t)(n * d) * sizeof *ref);
+    for (int with_pos = 0; with_pos <= 1; with_pos++) {
+        for (int64_t r = 0; r < n; r++)
+            for (int64_t i = 0; i < d; i++)
+                ref[r * d + i] = (double)table[ids[r] * d + i] * scale +
+                                 (with_pos ? pos[positions[r] * d + i] : 0.0);
+        be->ops->embed(be, dy, &T, dids, n, scale, with_pos ? dpos : NULL,
+                       with_pos ? dposi : NULL);
+        to_host(y, dy, (size_t)(n * d) * sizeof(float));
+        ASSERT_CLOSE(with_pos ? "embed+pos" : "embed", y, ref, (size_t)(n * d),
+                     TOL_ABS, TOL_REL);
+    }
+    be->ops->weight_free(be, &T);
+    be->ops->dealloc(be, dpos);
+    be->ops->dealloc(be, dids);
+    be->ops->dealloc(be, dposi);
+    be->ops->dealloc(be, dy);
+    free(table), free(pos), free(y), free(ref);
+}
+END_TEST
+
+START_TEST(test_rope)
+{
+    rng_seed(6);
+    const int n_seq = 2, n_t = 7, n_heads = 3, hd = 10, half = hd / 2, pos0 = 5;
+    const int64_t ld = n_heads * hd + 3, seq_stride = (n_t + 1) * ld;
+    const int max_pos = pos0 + n_t;
+    float *cs = xmalloc((size_t)(max_pos * hd) * sizeof *cs);
+    for (int p = 0; p < max_pos; p++)
+        for (int i = 0; i < half; i++) {
+            double theta = pow(10000.0, -2.0 * i / hd);
+            cs[p * hd + i] = (float)cos(p * theta);
+            cs[p * hd + half + i] = (float)sin(p * theta);
+        }
+    const size_t total = (size_t)(n_seq * seq_stride);
+    float *x = frand_vec(total, 1.0f);
+    double *ref = xmalloc(total * sizeof *ref);
+    for (size_t i = 0; i < total; i++)
+        ref[i] = x[i]; /* padding stays as it was */
+    for (int s = 0; s < n_seq; s++)
+        for (int t = 0; t < n_t; t++)
+            for (int h = 0; h < n_heads; h++)
+                for (int i = 0; i < half; i++) {
+                    const int64_t o = s * seq_stride + t * ld + h * hd;
+                    const double c = cs[(pos0 + t) * hd + i];
+                    const double sn = cs[(pos0 + t) * hd + half + i];
+                    const double x1 = x[o + i], x2 = x[o + half + i];
+                    ref[o + i] = x1 * c - x2 * sn;
+                    ref[o + half + i] = x2 * c + x1 * sn;
+                }
+    float *dx = dev_from(x, total * sizeof(float));
+    float *dcs = dev_from(cs, (size_t)(max_pos * hd) * sizeof(float));
+    be->ops->rope(be, dx, n_seq, n_t, ld, seq_stride, n_heads, hd, pos0, dcs);
+    to_host(x, dx, total * sizeof(float));
+    ASSERT_CLOSE("rope", x, ref, total, TOL_ABS, TOL_REL);
+    be->ops->dealloc(be, dx);
+    be->ops->dealloc(be, dcs);
+    free(cs), free(x), free(ref);
+}
+END_TEST
+
+START_TEST(test_gather_rows)
+{
+    rng_seed(7);
+    const int64_t n_src = 9, n = 7, row_elems = 33, ld = 40;
+    float *src = frand_vec((size_t)(n_src * ld), 1.0f);
+    const int32_t index[7] = {8, 0, 0, 3, 7, 8, 1};
+    float *dst = xmalloc((size_t)(n * ld) * sizeof *dst);
+    double *ref = xmalloc((size_t)(n * ld) * sizeof *ref);
+    for (int64_t i = 0; i < n * ld; i++)
+        dst[i] = SENTINEL, ref[i] = SENTINEL;
+    for (int64_t r = 0; r < n; r++)
+        for (int64_t i = 0; i < row_elems; i++)
+            ref[r * ld + i] = src[index[r] * ld + i];
+    float *dsrc = dev_from(src, (size_t)(n_src * ld) * sizeof(float));
+    float *ddst = dev_from(dst, (size_t)(n * ld) * sizeof(float));
+    int32_t *didx = dev_from(index, sizeof index);
+    be->ops->gather_rows(be, ddst, dsrc, didx, n, row_elems, ld);
+    to_host(dst, ddst, (size_t)(n * ld) * sizeof(float));
+    ASSERT_CLOSE("gather_rows", dst, ref, (size_t)(n * ld), 0.0, 0.0);
+    be->ops->dealloc(be, dsrc);
+    be->ops->dealloc(be, ddst);
+    be->ops->dealloc(be, didx);
+    free(src), free(dst), free(ref);
+}
+END_TEST
+
+/* --- attention ------------------------------------------------------------ */
+
+typedef struct attn_spec {
+    const char *name;
+    int n_seq, n_kseq, n_q, n_k, kv_cap, n_heads, head_dim;
+    int pad_q, pad_kv, pad_out, pad_probs; /* extra columns per row */
+    const int32_t *kv_index;               /* host, (n_seq) or NULL */
+    const int32_t *kv_len;                 /* host, (n_seq) or NULL */
+    int causal, q_pos0;
+    int rel_max, use_rel_k, use_rel_v;
+    int capture;
+    /* Fill key/value rows that no query may see with NaN: the CPU backend
+     * promises never to read them (an unwritten KV cache tail). */
+    int nan_tail;
+} attn_spec;
+
+static int attn_visible(const attn_spec *sp, int s, int i, int j)
+{
+    if (j >= sp->n_k)
+        return 0;
+    if (sp->kv_len && j >= sp->kv_len[s])
+        return 0;
+    if (sp->causal && j > sp->q_pos0 + i)
+        return 0;
+    return 1;
+}
+
+static int attn_rel_index(const attn_spec *sp, int i, int j)
+{
+    int r = j - (sp->q_pos0 + i);
+    r = r < -sp->rel_max ? -sp->rel_max : r > sp->rel_max ? sp->rel_max : r;
+    return r + sp->rel_max;
+}
+
+/* Runs one attention case on the backend and compares out (including the
+ * untouched padding) and, when captured, probs with a double reference. */
+static void check_attention(const attn_spec *sp)
+{
+    const int H = sp->n_heads, hd = sp->head_dim;
+    const int64_t ld_q = H * hd + sp->pad_q, ld_kv = H * hd + sp->pad_kv;
+    const int64_t ld_out = H * hd + sp->pad_out;
+    const int64_t q_ss = sp->n_q * ld_q, kv_ss = sp->kv_cap * ld_kv;
+    const int64_t out_ss = sp->n_q * ld_out, probs_ld = sp->n_k + sp->pad_probs;
+    const size_t nq_all = (size_t)(sp->n_seq * q_ss);
+    const size_t nkv_all = (size_t)(sp->n_kseq * kv_ss);
+    const size_t nout = (size_t)(sp->n_seq * out_ss);
+    const size_t nprobs = (size_t)sp->n_seq * H * sp->n_q * probs_ld;
+    const int n_rel = 2 * sp->rel_max + 1;
+
+    float *q = frand_vec(nq_all, 1.0f / sqrtf((float)hd));
+    float *k = frand_vec(nkv_all, 1.0f), *v = frand_vec(nkv_all, 1.0f);
+    float *rk = frand_vec((size_t)(n_rel * hd), 0.5f);
+    float *rv = frand_vec((size_t)(n_rel * hd), 0.5f);
+    if (sp->nan_tail)
+        for (int ks = 0; ks < sp->n_kseq; ks++)
+            for (int j = 0; j < sp->kv_cap; j++) {
+                int seen = 0;
+                for (int s = 0; s < sp->n_seq && !seen; s++)
+                    if ((sp->kv_index ? sp->kv_index[s] : s) == ks)
+                        for (int i = 0; i < sp->n_q && !seen; i++)
+                            seen = attn_visible(sp, s, i, j);
+                if (!seen)
+                    for (int64_t c = 0; c < ld_kv; c++)
+                        k[ks * kv_ss + j * ld_kv + c] = NAN,
+                        v[ks * kv_ss + j * ld_kv + c] = NAN;
+            }
+
+    double *ref = xmalloc(nout * sizeof *ref);
+    double *ref_p = xmalloc((nprobs ? nprobs : 1) * sizeof *ref_p);
+    double *l = xmalloc((size_t)(sp->n_k ? sp->n_k : 1) * sizeof *l);
+    float *out = xmalloc(nout * sizeof *out);
+    float *probs = xmalloc((nprobs ? nprobs : 1) * sizeof *probs);
+    for (size_t i = 0; i < nout; i++)
+        out[i] = SENTINEL, ref[i] = SENTINEL;
+    for (size_t i = 0; i < nprobs; i++)
+        probs[i] = SENTINEL, ref_p[i] = SENTINEL;
+
+    for (int s = 0; s < sp->n_seq; s++) {
+        const int ks = sp->kv_index ? sp->kv_index[s] : s;
+        for (int h = 0; h < H; h++)
+            for (int i = 0; i < sp->n_q; i++) {
+                const float *qi = q + s * q_ss + i * ld_q + h * hd;
+                double mx = -INFINITY, sum = 0;
+                for (int j = 0; j < sp->n_k; j++) {
+                    if (!attn_visible(sp, s, i, j))
+                        continue;
+                    const float *kj = k + ks * kv_ss + j * ld_kv + h * hd;
+                    const float *rkj = rk + attn_rel_index(sp, i, j) * hd;
+                    double t = 0;
+                    for (int c = 0; c < hd; c++)
+                        t += (double)qi[c] *
+                             (kj[c] + (sp->use_rel_k ? (double)rkj[c] : 0.0));
+                    l[j] = t;
+                    mx = t > mx ? t : mx;
+                }
+                for (int j = 0; j < sp->n_k; j++)
+                    if (attn_visible(sp, s, i, j))
+                        sum += exp(l[j] - mx);
+                double *o = ref + s * out_ss + i * ld_out + h * hd;
+                double *pr = ref_p + (((int64_t)s * H + h) * sp->n_q + i) * probs_ld;
+                for (int c = 0; c < hd; c++)
+                    o[c] = 0.0;
+                for (int j = 0; j < sp->n_k; j++) {
+                    const int vis = attn_visible(sp, s, i, j);
+                    const double p = vis ? exp(l[j] - mx) / sum : 0.0;
+                    pr[j] = p;
+                    if (!vis)
+                        continue;
+                    const float *vj = v + ks * kv_ss + j * ld_kv + h * hd;
+                    const float *rvj = rv + attn_rel_index(sp, i, j) * hd;
+                    for (int c = 0; c < hd; c++)
+                        o[c] += p * (vj[c] + (sp->use_rel_v ? (double)rvj[c] : 0.0));
+                }
+            }
+    }
+
+    float *dq = dev_from(q, nq_all * sizeof(float));
+    float *dk = dev_from(k, nkv_all * sizeof(float));
+    float *dv = dev_from(v, nkv_all * sizeof(float));
+    float *drk = dev_from(rk, (size_t)(n_rel * hd) * sizeof(float));
+    float *drv = dev_from(rv, (size_t)(n_rel * hd) * sizeof(float));
+    float *dout = dev_from(out, nout * sizeof(float));
+    float *dprobs = dev_from(probs, (nprobs ? nprobs : 1) * sizeof(float));
+    int32_t *dkvi = sp->kv_index ? dev_from(sp->kv_index, (size_t)sp->n_seq * 4) : NULL;
+    int32_t *dkvl = sp->kv_len ? dev_from(sp->kv_len, (size_t)sp->n_seq * 4) : NULL;
+    td_attn_args a = {
+        .q = dq, .k = dk, .v = dv, .out = dout,
+        .n_seq = sp->n_seq, .n_q = sp->n_q, .n_k = sp->n_k,
+        .n_heads = H, .head_dim = hd,
+        .ld_q = ld_q, .q_seq_stride = q_ss,
+        .ld_kv = ld_kv, .kv_seq_stride = kv_ss,
+        .ld_out = ld_out, .out_seq_stride = out_ss,
+        .kv_index = dkvi, .kv_len = dkvl,
+        .causal = sp->causal, .q_pos0 = sp->q_pos0,
+        .rel_k = sp->use_rel_k ? drk : NULL,
+        .rel_v = sp->use_rel_v ? drv : NULL,
+        .rel_max = sp->rel_max,
+        .probs = sp->capture ? dprobs : NULL, .probs_ld = probs_ld,
+    };
+    be->ops->attention(be, &a);
+    to_host(out, dout, nout * sizeof(float));
+    to_host(probs, dprobs, (nprobs ? nprobs : 1) * sizeof(float));
+
+    char what[128];
+    snprintf(what, sizeof what, "attention[%s] out", sp->name);
+    ASSERT_CLOSE(what, out, ref, nout, TOL_ABS, TOL_REL);
+    snprintf(what, sizeof what, "attention[%s] probs", sp->name);
+    if (sp->capture) {
+        ASSERT_CLOSE(what, probs, ref_p, nprobs, TOL_ABS, TOL_REL);
+        for (size_t row = 0; row < nprobs / (size_t)probs_ld; row++) {
+            const float *pr = probs + row * (size_t)probs_ld;
+            const double *rp = ref_p + row * (size_t)probs_ld;
+            double sum = 0, want = 0;
+            for (int j = 0; j < sp->n_k; j++) {
+                sum += pr[j];
+                want += rp[j];
+                /* masked entries are exactly zero */
+                ck_assert_msg(rp[j] != 0.0 || pr[j] == 0.0f,
+                              "%s: row %zu key %d masked but %g", what, row, j,
+                              (double)pr[j]);
+            }
+            /* want is 1 for a row with a visible key, 0 otherwise */
+            ck_assert_msg(fabs(sum - want) <= 1e-5 && (want == 0.0 || fabs(want - 1.0) < 1e-12),
+                          "%s: row %zu sums to %.9g, want %g", what, row, sum, want);
+        }
+    } else {
+        for (size_t i = 0; i < nprobs; i++)
+            ref_p[i] = SENTINEL;
+        ASSERT_CLOSE(what, probs, ref_p, nprobs, 0.0, 0.0); /* untouched */
+    }
+
+    be->ops->dealloc(be, dq);
+    be->ops->dealloc(be, dk);
+    be->ops->dealloc(be, dv);
+    be->ops->dealloc(be, drk);
+    be->ops->dealloc(be, drv);
+    be->ops->dealloc(be, dout);
+    be->ops->dealloc(be, dprobs);
+    be->ops->dealloc(be, dkvi);
+    be->ops->dealloc(be, dkvl);
+    free(q), free(k), free(v), free(rk), free(rv);
+    free(ref), free(ref_p), free(l), free(out), free(probs);
+}
+
+START_TEST(test_attention_padding)
+{
+    rng_seed(10);
+    /* Encoder self-attention over a padded batch; sequence 2 is empty, so
+     * its rows see no key at all and must come out as zeros. */
+    const int32_t kv_len[3] = {7, 3, 0};
+    attn_spec sp = {.name = "padding", .n_seq = 3, .n_kseq = 3, .n_q = 7,
+                    .n_k = 7, .kv_cap = 7, .n_heads = 3, .head_dim = 33,
+                    .pad_q = 5, .pad_kv = 3, .pad_out = 2, .pad_probs = 4,
+                    .kv_len = kv_len, .capture = 1};
+    check_attention(&sp);
+    sp.name = "padding nan-tail", sp.nan_tail = 1;
+    check_attention(&sp);
+    sp.name = "no kv_len", sp.kv_len = NULL, sp.capture = 0, sp.nan_tail = 0;
+    check_attention(&sp);
+    sp.name = "single", sp.n_seq = sp.n_kseq = 1, sp.n_q = sp.n_k = sp.kv_cap = 1;
+    sp.n_heads = 1, sp.head_dim = 1, sp.capture = 1;
+    check_attention(&sp);
+}
+END_TEST
+
+START_TEST(test_attention_causal)
+{
+    rng_seed(11);
+    /* Decoder self-attention: a prefix of 4 rows, then one decode step at
+     * position 6 against a cache of capacity 9 (rows 7.. unwritten). */
+    attn_spec sp = {.name = "causal prefix", .n_seq = 2, .n_kseq = 2, .n_q = 4,
+                    .n_k = 4, .kv_cap = 9, .n_heads = 2, .head_dim = 7,
+                    .pad_q = 1, .pad_probs = 1, .causal = 1, .capture = 1,
+                    .nan_tail = 1};
+    check_attention(&sp);
+    sp.name = "causal decode", sp.n_q = 1, sp.n_k = 7, sp.q_pos0 = 6;
+    check_attention(&sp);
+    /* n_k covers the whole cache, the causal mask alone hides the tail */
+    sp.name = "causal decode n_k=cap", sp.n_k = 9;
+    check_attention(&sp);
+    /* several new rows at once after a cached prefix */
+    sp.name = "causal chunk", sp.n_q = 3, sp.n_k = 8, sp.q_pos0 = 4;
+    check_attention(&sp);
+    /* causal and kv_len together: kv_len hides more than the causal mask */
+    const int32_t kv_len[2] = {5, 2};
+    sp.name = "causal + kv_len", sp.kv_len = kv_len;
+    check_attention(&sp);
+}
+END_TEST
+
+START_TEST(test_attention_kv_index)
+{
+    rng_seed(12);
+    /* Cross-attention: 2 sentences x 3 beams read their sentence's K/V. */
+    const int32_t kv_index[6] = {0, 0, 0, 1, 1, 1};
+    const int32_t kv_len[6] = {33, 33, 33, 20, 20, 20};
+    attn_spec sp = {.name = "kv_index decode", .n_seq = 6, .n_kseq = 2,
+                    .n_q = 1, .n_k = 33, .kv_cap = 33, .n_heads = 4,
+                    .head_dim = 16, .pad_out = 3, .kv_index = kv_index,
+                    .kv_len = kv_len, .capture = 1, .nan_tail = 1};
+    check_attention(&sp);
+    /* a reordered mapping, several query rows */
+    const int32_t kv_index2[6] = {1, 0, 1, 0, 0, 1};
+    const int32_t kv_len2[6] = {20, 33, 20, 33, 33, 20};
+    sp.name = "kv_index prefix", sp.kv_index = kv_index2, sp.kv_len = kv_len2;
+    sp.n_q = 7;
+    check_attention(&sp);
+}
+END_TEST
+
+START_TEST(test_attention_relative)
+{
+    rng_seed(13);
+    const int32_t kv_len[2] = {7, 5};
+    attn_spec sp = {.name = "rel_k small", .n_seq = 2, .n_kseq = 2, .n_q = 7,
+                    .n_k = 7, .kv_cap = 7, .n_heads = 2, .head_dim = 9,
+                    .pad_kv = 2, .pad_probs = 2, .kv_len = kv_len,
+                    .rel_max = 2, .use_rel_k = 1, .capture = 1};
+    check_attention(&sp);
+    sp.name = "rel_k large", sp.rel_max = 16;
+    check_attention(&sp);
+    sp.name = "rel_k+v small", sp.rel_max = 2, sp.use_rel_v = 1;
+    check_attention(&sp);
+    sp.name = "rel_k+v large", sp.rel_max = 16;
+    check_attention(&sp);
+    sp.name = "rel_k+v zero", sp.rel_max = 0;
+    check_attention(&sp);
+    /* decoder: causal, decode step with a cache, relative keys and values */
+    sp.name = "rel causal decode", sp.kv_len = NULL, sp.causal = 1;
+    sp.n_q = 1, sp.n_k = 6, sp.kv_cap = 9, sp.q_pos0 = 5, sp.rel_max = 3;
+    sp.nan_tail = 1;
+    check_attention(&sp);
+    /* large enough for the BLAS path if there were no relative terms */
+    sp.name = "rel large", sp.causal = 0, sp.q_pos0 = 0, sp.nan_tail = 0;
+    sp.n_seq = sp.n_kseq = 1, sp.n_q = sp.n_k = sp.kv_cap = 129;
+    sp.head_dim = 64, sp.rel_max = 8;
+    check_attention(&sp);
+}
+END_TEST
+
+START_TEST(test_attention_large)
+{
+    rng_seed(14);
+    /* Shapes big enough for the backend's sgemm path (n_q * n_k * head_dim
+     * over a million), with padding masks, capture and strides. */
+    const int32_t kv_len[2] = {513, 300};
+    attn_spec sp = {.name = "large padding", .n_seq = 2, .n_kseq = 2,
+                    .n_q = 513, .n_k = 513, .kv_cap = 513, .n_heads = 2,
+                    .head_dim = 64, .pad_q = 3, .pad_kv = 1, .pad_out = 5,
+                    .pad_probs = 3, .kv_len = kv_len, .capture = 1,
+                    .nan_tail = 1};
+    check_attention(&sp);
+    const int32_t kv_len0[2] = {0, 129};
+    sp.name = "large empty sequence", sp.kv_len = kv_len0;
+    check_attention(&sp);
+    sp.name = "large causal chunk", sp.kv_len = NULL, sp.causal = 1;
+    sp.n_q = 257, sp.q_pos0 = 256, sp.kv_cap = 600, sp.head_dim = 32;
+    check_attention(&sp);
+    sp.name = "large causal kv_index", sp.q_pos0 = 0, sp.n_k = 257;
+    const int32_t kv_index[2] = {1, 1};
+    sp.kv_index = kv_index, sp.capture = 0;
+    check_attention(&sp);
+}
+END_TEST
+
+/* --- logprobs_topk ---------------------------------------------------------- */
+
+/* Runs logprobs_topk on host rows and returns the in-place scores and the
+ * top-k through the caller's buffers. */
+static void run_topk(float *logits, int64_t n, int64_t vocab,
+                     const int32_t *suppress, int n_suppress, int force_eos,
+                     int eos_id, const float *row_bias, int k, float *val,
+                     int32_t *idx)
+{
+    const size_t lb = (size_t)(n * vocab) * sizeof(float);
+    float *dl = dev_from(logits, lb);
+    int32_t *ds = n_suppress ? dev_from(suppress, (size_t)n_suppress * 4) : NULL;
+    float *db = row_bias ? dev_from(row_bias, (size_t)n * sizeof(float)) : NULL;
+    float *dv = be->ops->alloc(be, (size_t)(n * k) * sizeof(float));
+    int32_t *di = be->ops->alloc(be, (size_t)(n * k) * sizeof(int32_t));
+    ck_assert_ptr_nonnull(dv);
+    ck_assert_ptr_nonnull(di);
+    be->ops->logprobs_topk(be, dl, n, vocab, ds, n_suppress, force_eos, eos_id,
+                           db, k, dv, di);
+    to_host(logits, dl, lb);
+    to_host(val, dv, (size_t)(n * k) * sizeof(float));
+    to_host(idx, di, (size_t)(n * k) * sizeof(int32_t));
+    be->ops->dealloc(be, dl);
+    be->ops->dealloc(be, ds);
+    be->ops->dealloc(be, db);
+    be->ops->dealloc(be, dv);
+    be->ops->dealloc(be, di);
+}
+
+START_TEST(test_logprobs_topk_literal)
+{
+    /* log_softmax of {1, 3, 3, 2, 0}: ties between ids 1 and 2 go to 1. */
+    float logits[5] = {1, 3, 3, 2, 0};
+    float val[3];
+    int32_t idx[3];
+    run_topk(logits, 1, 5, NULL, 0, 0, 0, NULL, 3, val, idx);
+    const double lse = log(exp(1.0) + 2 * exp(3.0) + exp(2.0) + exp(0.0));
+    ck_assert_int_eq(idx[0], 1);
+    ck_assert_int_eq(idx[1], 2);
+    ck_assert_int_eq(idx[2], 3);
+    ck_assert_msg(fabs(val[0] - (3.0 - lse)) < 1e-6, "val[0] %g", (double)val[0]);
+    ck_assert_msg(fabs(val[2] - (2.0 - lse)) < 1e-6, "val[2] %g", (double)val[2]);
+
+    /* suppress the best one, bias the row: ids 2, 3, 0 */
+    float logits2[5] = {1, 3, 3, 2, 0}, bias = -10.0f;
+    const int32_t sup[1] = {1};
+    run_topk(logits2, 1, 5, sup, 1, 0, 0, &bias, 3, val, idx);
+    ck_assert_int_eq(idx[0], 2);
+    ck_assert_int_eq(idx[1], 3);
+    ck_assert_int_eq(idx[2], 0);
+    ck_assert(logits2[1] == -INFINITY);
+    ck_assert(val[0] == logits2[2] + bias);
+
+    /* forced EOS: eos first with 0 + bias, then -inf from the lowest ids */
+    float logits3[5] = {1, 3, 3, 2, 0};
+    run_topk(logits3, 1, 5, NULL, 0, 1, 3, &bias, 3, val, idx);
+    ck_assert_int_eq(idx[0], 3);
+    ck_assert(val[0] == -10.0f);
+    ck_assert_int_eq(idx[1], 0);
+    ck_assert_int_eq(idx[2], 1);
+    ck_assert(val[1] == -INFINITY && val[2] == -INFINITY);
+    for (int t = 0; t < 5; t++)
+        ck_assert(logits3[t] == (t == 3 ? 0.0f : -INFINITY));
+}
+END_TEST
+
+typedef struct topk_ent {
+    float v;
+    int32_t id;
+} topk_ent;
+
+static int topk_cmp(const void *pa, const void *pb)
+{
+    const topk_ent *a = pa, *b = pb;
+    if (a->v != b->v)
+        return a->v > b->v ? -1 : 1;
+    return a->id < b->id ? -1 : a->id > b->id;
+}
+
+static void check_topk_case(int64_t n, int64_t vocab, int k, int with_sup,
+                            int force_eos, int with_bias, int quantised)
+{
+    const size_t nv = (size_t)(n * vocab);
+    float *logits = frand_vec(nv, 4.0f);
+    if (quantised) /* few distinct values: many exact ties */
+        for (size_t i = 0; i < nv; i++)
+            logits[i] = floorf(logits[i]) * 0.5f;
+    const int32_t sup[3] = {0, 3, (int32_t)(vocab - 1)};
+    const int n_sup = with_sup ? 3 : 0, eos = (int)(vocab / 2);
+    float *bias = frand_vec((size_t)n, 1.0f);
+    for (int64_t r = 0; r < n; r++)
+        bias[r] = bias[r] * 3.0f - 2.0f;
+    double *ref = xmalloc(nv * sizeof *ref);
+    for (int64_t r = 0; r < n; r++) {
+        const float *x = logits + r * vocab;
+        double mx = -INFINITY, sum = 0;
+        for (int64_t t = 0; t < vocab; t++)
+            mx = x[t] > mx ? x[t] : mx;
+        for (int64_t t = 0; t < vocab; t++)
+            sum += exp(x[t] - mx);
+        for (int64_t t = 0; t < vocab; t++)
+            ref[r * vocab + t] = x[t] - mx - log(sum);
+        for (int i = 0; i < n_sup; i++)
+            ref[r * vocab + sup[i]] = -INFINITY;
+        if (force_eos)
+            for (int64_t t = 0; t < vocab; t++)
+                ref[r * vocab + t] = t == eos ? 0.0 : -INFINITY;
+    }
+    float *val = xmalloc((size_t)(n * k) * sizeof *val);
+    int32_t *idx = xmalloc((size_t)(n * k) * sizeof *idx);
+    run_topk(logits, n, vocab, sup, n_sup, force_eos, eos,
+             with_bias ? bias : NULL, k, val, idx);
+    char what[96];
+    snprintf(what, sizeof what, "logprobs n=%lld vocab=%lld k=%d sup=%d eos=%d bias=%d q=%d",
+             (long long)n, (long long)vocab, k, with_sup, force_eos, with_bias,
+             quantised);
+    ASSERT_CLOSE(what, logits, ref, nv, TOL_ABS, TOL_REL);
+
+    /* The order is checked exactly against a full sort of the returned
+     * scores plus the bias, added in float32. */
+    topk_ent *all = xmalloc((size_t)vocab * sizeof *all);
+    for (int64_t r = 0; r < n; r++) {
+        const float b = with_bias ? bias[r] : 0.0f;
+        for (int64_t t = 0; t < vocab; t++)
+            all[t] = (topk_ent){logits[r * vocab + t] + b, (int32_t)t};
+        qsort(all, (size_t)vocab, sizeof *all, topk_cmp);
+        for (int i = 0; i < k; i++) {
+            ck_assert_msg(idx[r * k + i] == all[i].id && val[r * k + i] == all[i].v,
+                          "%s: row %lld rank %d: got (%d, %g), want (%d, %g)",
+                          what, (long long)r, i, idx[r * k + i],
+                          (double)val[r * k + i], all[i].id, (double)all[i].v);
+        }
+    }
+    free(logits), free(bias), free(ref), free(val), free(idx), free(all);
+}
+
+START_TEST(test_logprobs_topk_random)
+{
+    rng_seed(20);
+    for (int q = 0; q <= 1; q++)
+        for (int sup = 0; sup <= 1; sup++)
+            for (int bias = 0; bias <= 1; bias++) {
+                check_topk_case(7, 513, 33, sup, 0, bias, q);
+                check_topk_case(7, 513, 1, sup, 0, bias, q);
+                check_topk_case(1, 7, 7, sup, 0, bias, q); /* k == vocab */
+                check_topk_case(33, 513, 7, sup, 1, bias, q);
+                check_topk_case(3, 33, 33, sup, 1, bias, q);
+            }
+    check_topk_case(2, 4099, 64, 1, 0, 1, 1);
+}
+END_TEST
+
+static Suite *cpu_ops_suite(void)
+{
+    Suite *s = suite_create("cpu_ops");
+    TCase *tc = tcase_create("ops");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, test_memory);
+    tcase_add_test(tc, test_latched_error);
+    tcase_add_test(tc, test_linear);
+    tcase_add_test(tc, test_bias_act);
+    tcase_add_test(tc, test_layer_norm);
+    tcase_add_test(tc, test_add);
+    tcase_add_test(tc, test_embed);
+    tcase_add_test(tc, test_rope);
+    tcase_add_test(tc, test_gather_rows);
+    tcase_add_test(tc, test_attention_padding);
+    tcase_add_test(tc, test_attention_causal);
+    tcase_add_test(tc, test_attention_kv_index);
+    tcase_add_test(tc, test_attention_relative);
+    tcase_add_test(tc, test_attention_large);
+    tcase_add_test(tc, test_logprobs_topk_literal);
+    tcase_add_test(tc, test_logprobs_topk_random);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(cpu_ops_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
