@@ -284,15 +284,11 @@ static void cpu_layer_norm(td_backend *be, float *y, const float *x,
     const float *bt = cpu_wdata(c, beta, "layer_norm beta");
     if (!g || !bt || n <= 0 || d <= 0)
         return;
-    const size_t slice = cpu_slice((size_t)d);
-    const int nt = cpu_nt(c, n * d);
-    float *scratch = cpu_scratch(c, slice * (size_t)nt);
-    if (!scratch)
-        return;
-#pragma omp parallel for num_threads(nt) schedule(static)
+#pragma omp parallel for num_threads(cpu_nt(c, n * d)) schedule(static)
     for (int64_t r = 0; r < n; r++) {
-        /* The sum goes to a private row first so that y, sum_out, x and res
-         * may be the same memory. */
+        /* The sum is built in the output row itself: every element is read
+         * (x, res) before it is written at the same index, so y, sum_out, x
+         * and res may be the same memory. */
         float *s = y + r * d;
         const float *xr = x + r * d;
         const float *rr = res ? res + r * d : NULL;
@@ -310,11 +306,10 @@ static void cpu_layer_norm(td_backend *be, float *y, const float *x,
         var /= (double)d; /* biased, as torch.nn.LayerNorm */
         const float fmean = (float)mean;
         const float rstd = (float)(1.0 / sqrt(var + (double)eps));
-        if (sum_out)
+        if (sum_out && sum_out != y)
             memcpy(sum_out + r * d, s, (size_t)d * sizeof(float));
-        float *yr = y + r * d;
         for (int64_t i = 0; i < d; i++)
-            yr[i] = (s[i] - fmean) * rstd * g[i] + bt[i];
+            s[i] = (s[i] - fmean) * rstd * g[i] + bt[i];
     }
 }
 

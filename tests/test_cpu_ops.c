@@ -778,6 +778,10 @@ START_TEST(test_attention_large)
     sp.name = "large causal chunk", sp.kv_len = NULL, sp.causal = 1;
     sp.n_q = 257, sp.q_pos0 = 256, sp.kv_cap = 600, sp.head_dim = 32;
     check_attention(&sp);
+    /* the cache holds more rows than the chunk has seen: only the causal
+     * mask bounds the keys (rows 513.. are NaN) */
+    sp.name = "large causal cache", sp.n_k = 600;
+    check_attention(&sp);
     sp.name = "large causal kv_index", sp.q_pos0 = 0, sp.n_k = 257;
     const int32_t kv_index[2] = {1, 1};
     sp.kv_index = kv_index, sp.capture = 0;
