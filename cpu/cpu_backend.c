@@ -19,11 +19,23 @@
 
 #define CPU_ALIGN 64
 
-/* Attention switches to the BLAS path (one sgemm for QK^T and one for PV per
- * (sequence, head)) when a head's product has at least this many
- * multiply-adds: below it, the OpenMP loop over query rows is faster than a
- * sequence of small BLAS calls. */
-#define CPU_ATTN_GEMM_MIN_MACS ((int64_t)1 << 20)
+/* Attention takes the BLAS path (sgemm for QK^T and for PV per (sequence,
+ * head)) from CPU_ATTN_GEMM_MIN_Q query rows and CPU_ATTN_GEMM_MIN_MACS
+ * multiply-adds per head: measured on one core, sgemm is ~3x faster than
+ * the row loop from 16x16 tokens of 64 dims and even at 8x8. */
+#define CPU_ATTN_GEMM_MIN_Q 8
+#define CPU_ATTN_GEMM_MIN_MACS ((int64_t)1 << 14)
+
+/* OpenBLAS (interface/gemm.c) computes an sgemm of fewer than
+ * SMP_THRESHOLD_MIN * GEMM_MULTITHREAD_THRESHOLD = 65536 * 4 multiply-adds
+ * on the calling thread; such products are safe and efficient to call from
+ * inside an OpenMP loop. Larger ones are left to the BLAS threads. This
+ * only steers speed: both paths compute the same thing. */
+#define CPU_BLAS_SERIAL_MACS ((int64_t)1 << 18)
+
+/* Scratch budget (floats) of the BLAS attention path: the probabilities of
+ * as many (sequence, head) pairs as fit are kept at once (32 MiB). */
+#define CPU_ATTN_CHUNK_FLOATS ((int64_t)1 << 23)
 
 /* Element-wise loops with fewer elements than this run on one thread: the
  * fork/join costs more than the work. */
@@ -430,44 +442,80 @@ static void cpu_attn_store_probs(const td_attn_args *a, int s, int h, int i,
         dst[j] = 0.0f;
 }
 
-/* One (sequence, head) pair on the BLAS path: S = Q K^T, row softmax,
- * O = S V. Relative terms are not supported here. */
-static void cpu_attn_gemm_pair(cpu_ctx *c, const td_attn_args *a, int s, int h,
-                               float *S)
-{
-    const int hd = a->head_dim, n_q = a->n_q;
-    const int ks = a->kv_index ? a->kv_index[s] : s;
-    const int L = cpu_attn_keys(a, s);
-    const float *Q = a->q + s * a->q_seq_stride + (int64_t)h * hd;
-    const float *K = a->k + ks * a->kv_seq_stride + (int64_t)h * hd;
-    const float *V = a->v + ks * a->kv_seq_stride + (int64_t)h * hd;
-    float *O = a->out + s * a->out_seq_stride + (int64_t)h * hd;
+/* The BLAS path works on one (sequence, head) pair pr = s*n_heads + h at a
+ * time in three steps over S, the pair's (n_q, L) logits: cpu_attn_qk,
+ * cpu_attn_softmax for each row, cpu_attn_pv. Relative terms are not
+ * supported there. */
 
-    if (L == 0) {
-        for (int i = 0; i < n_q; i++) {
-            memset(O + i * a->ld_out, 0, (size_t)hd * sizeof(float));
-            if (a->probs)
-                cpu_attn_store_probs(a, s, h, i, NULL, 0);
-        }
+/* S = Q K^T for pair pr, S of row stride L = cpu_attn_keys(). */
+static void cpu_attn_qk(const td_attn_args *a, int64_t pr, float *S)
+{
+    const int s = (int)(pr / a->n_heads), h = (int)(pr % a->n_heads);
+    const int ks = a->kv_index ? a->kv_index[s] : s;
+    const int hd = a->head_dim, L = cpu_attn_keys(a, s);
+    if (L == 0)
         return;
-    }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n_q, L, hd, 1.0f, Q,
-                (blasint)a->ld_q, K, (blasint)a->ld_kv, 0.0f, S, L);
-#pragma omp parallel for num_threads(cpu_nt(c, (int64_t)n_q * L)) \
-    schedule(static)
-    for (int i = 0; i < n_q; i++) {
-        float *p = S + (int64_t)i * L;
-        const int lim = cpu_attn_row_keys(a, L, i);
-        if (lim > 0)
-            cpu_softmax_row(p, lim, L);
-        else
-            memset(p, 0, (size_t)L * sizeof(float));
-        if (a->probs)
-            cpu_attn_store_probs(a, s, h, i, p, L);
-    }
-    /* Rows with no visible key are all-zero in S, so their output is 0. */
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n_q, hd, L, 1.0f,
-                S, L, V, (blasint)a->ld_kv, 0.0f, O, (blasint)a->ld_out);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, a->n_q, L, hd, 1.0f,
+                a->q + s * a->q_seq_stride + (int64_t)h * hd, (blasint)a->ld_q,
+                a->k + ks * a->kv_seq_stride + (int64_t)h * hd,
+                (blasint)a->ld_kv, 0.0f, S, L);
+}
+
+/* Softmax of row i of S in place (masked and empty rows all zero), probs
+ * capture, and the zero output of a pair that sees no key at all. */
+static void cpu_attn_softmax(const td_attn_args *a, int64_t pr, int i, float *S)
+{
+    const int s = (int)(pr / a->n_heads), h = (int)(pr % a->n_heads);
+    const int L = cpu_attn_keys(a, s), lim = cpu_attn_row_keys(a, L, i);
+    float *p = S + (int64_t)i * L;
+    if (lim > 0)
+        cpu_softmax_row(p, lim, L);
+    else if (L > 0)
+        memset(p, 0, (size_t)L * sizeof(float));
+    if (a->probs)
+        cpu_attn_store_probs(a, s, h, i, p, lim > 0 ? L : 0);
+    if (L == 0) /* cpu_attn_pv() skips this pair */
+        memset(a->out + s * a->out_seq_stride + i * a->ld_out +
+                   (int64_t)h * a->head_dim,
+               0, (size_t)a->head_dim * sizeof(float));
+}
+
+/* O = P V for pair pr. Rows with no visible key are all-zero in S, so their
+ * output is 0. */
+static void cpu_attn_pv(const td_attn_args *a, int64_t pr, const float *S)
+{
+    const int s = (int)(pr / a->n_heads), h = (int)(pr % a->n_heads);
+    const int ks = a->kv_index ? a->kv_index[s] : s;
+    const int hd = a->head_dim, L = cpu_attn_keys(a, s);
+    if (L == 0)
+        return;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, a->n_q, hd, L, 1.0f,
+                S, L, a->v + ks * a->kv_seq_stride + (int64_t)h * hd,
+                (blasint)a->ld_kv, 0.0f,
+                a->out + s * a->out_seq_stride + (int64_t)h * hd,
+                (blasint)a->ld_out);
+}
+
+/* Large pairs: the sgemm calls are issued from this thread one after the
+ * other so that each gets all the BLAS threads (the pthread OpenBLAS called
+ * from inside an OpenMP region would oversubscribe the cores), and the
+ * softmax of the whole chunk [p0, p1) is one OpenMP loop, so that the BLAS
+ * and OpenMP thread pools hand the cores over twice per chunk, not twice
+ * per head. S holds n_q * n_k floats per pair of the chunk. */
+static void cpu_attn_gemm_chunk(cpu_ctx *c, const td_attn_args *a, int64_t p0,
+                                int64_t p1, float *S)
+{
+    const int n_q = a->n_q;
+    const int64_t pair_floats = (int64_t)n_q * a->n_k;
+    for (int64_t pr = p0; pr < p1; pr++)
+        cpu_attn_qk(a, pr, S + (pr - p0) * pair_floats);
+    const int64_t rows = (p1 - p0) * n_q;
+#pragma omp parallel for num_threads(cpu_nt(c, rows * a->n_k)) schedule(static)
+    for (int64_t r = 0; r < rows; r++)
+        cpu_attn_softmax(a, p0 + r / n_q, (int)(r % n_q),
+                         S + (r / n_q) * pair_floats);
+    for (int64_t pr = p0; pr < p1; pr++)
+        cpu_attn_pv(a, pr, S + (pr - p0) * pair_floats);
 }
 
 /* One query row by plain loops (decoding, relative positions, small
@@ -532,16 +580,35 @@ static void cpu_attention(td_backend *be, const td_attn_args *a)
         return;
     }
     const int64_t macs = (int64_t)a->n_q * a->n_k * a->head_dim;
-    if (!a->rel_k && !a->rel_v && a->n_q > 1 && macs >= CPU_ATTN_GEMM_MIN_MACS) {
-        /* Pairs run one after the other so that each sgemm gets all the BLAS
-         * threads: calling the pthread OpenBLAS from inside an OpenMP region
-         * would oversubscribe the cores. */
-        float *S = cpu_scratch(c, (size_t)a->n_q * (size_t)(a->n_k > 0 ? a->n_k : 1));
+    const int64_t pairs = (int64_t)a->n_seq * a->n_heads;
+    const int64_t pair_floats = (int64_t)a->n_q * (a->n_k > 0 ? a->n_k : 1);
+    if (!a->rel_k && !a->rel_v && a->n_q >= CPU_ATTN_GEMM_MIN_Q &&
+        macs >= CPU_ATTN_GEMM_MIN_MACS) {
+        if (macs < CPU_BLAS_SERIAL_MACS) {
+            /* Small pairs: OpenBLAS runs them on the calling thread, so
+             * each OpenMP thread does whole pairs with its own S. */
+            const int nt = (int)(pairs < c->n_threads ? pairs : c->n_threads);
+            const size_t slice = cpu_slice((size_t)pair_floats);
+            float *scratch = cpu_scratch(c, slice * (size_t)nt);
+            if (!scratch)
+                return;
+#pragma omp parallel for num_threads(nt) schedule(dynamic, 1)
+            for (int64_t pr = 0; pr < pairs; pr++) {
+                float *S = scratch + slice * (size_t)omp_get_thread_num();
+                cpu_attn_qk(a, pr, S);
+                for (int i = 0; i < a->n_q; i++)
+                    cpu_attn_softmax(a, pr, i, S);
+                cpu_attn_pv(a, pr, S);
+            }
+            return;
+        }
+        int64_t chunk = CPU_ATTN_CHUNK_FLOATS / pair_floats;
+        chunk = chunk < 1 ? 1 : chunk > pairs ? pairs : chunk;
+        float *S = cpu_scratch(c, (size_t)(chunk * pair_floats));
         if (!S)
             return;
-        for (int s = 0; s < a->n_seq; s++)
-            for (int h = 0; h < a->n_heads; h++)
-                cpu_attn_gemm_pair(c, a, s, h, S);
+        for (int64_t p0 = 0; p0 < pairs; p0 += chunk)
+            cpu_attn_gemm_chunk(c, a, p0, p0 + chunk < pairs ? p0 + chunk : pairs, S);
         return;
     }
     const int64_t rows = (int64_t)a->n_seq * a->n_heads * a->n_q;

@@ -760,6 +760,29 @@ START_TEST(test_attention_relative)
 }
 END_TEST
 
+START_TEST(test_attention_medium)
+{
+    rng_seed(15);
+    /* Shapes for the backend's per-pair sgemm path (each OpenMP thread does
+     * whole heads): 33 query rows, a few thousand multiply-adds per head. */
+    const int32_t kv_len[4] = {33, 20, 0, 1};
+    attn_spec sp = {.name = "medium padding", .n_seq = 4, .n_kseq = 4,
+                    .n_q = 33, .n_k = 33, .kv_cap = 40, .n_heads = 3,
+                    .head_dim = 33, .pad_q = 1, .pad_kv = 2, .pad_out = 3,
+                    .pad_probs = 1, .kv_len = kv_len, .capture = 1,
+                    .nan_tail = 1};
+    check_attention(&sp);
+    sp.name = "medium causal chunk", sp.kv_len = NULL, sp.causal = 1;
+    sp.n_q = 17, sp.q_pos0 = 16, sp.n_k = 40;
+    check_attention(&sp);
+    const int32_t kv_index[4] = {3, 3, 0, 0};
+    const int32_t kv_len2[4] = {7, 7, 33, 33};
+    sp.name = "medium kv_index", sp.causal = 0, sp.q_pos0 = 0, sp.n_q = 33;
+    sp.n_k = 33, sp.kv_index = kv_index, sp.kv_len = kv_len2;
+    check_attention(&sp);
+}
+END_TEST
+
 START_TEST(test_attention_large)
 {
     rng_seed(14);
@@ -786,6 +809,12 @@ START_TEST(test_attention_large)
     const int32_t kv_index[2] = {1, 1};
     sp.kv_index = kv_index, sp.capture = 0;
     check_attention(&sp);
+    /* more heads than the backend keeps logits for at once (32 MiB) */
+    const int32_t kv_len3[5] = {513, 1, 0, 400, 257};
+    attn_spec many = {.name = "large many heads", .n_seq = 5, .n_kseq = 5,
+                      .n_q = 513, .n_k = 513, .kv_cap = 513, .n_heads = 8,
+                      .head_dim = 2, .kv_len = kv_len3, .capture = 1};
+    check_attention(&many);
 }
 END_TEST
 
@@ -960,6 +989,7 @@ static Suite *cpu_ops_suite(void)
     tcase_add_test(tc, test_attention_causal);
     tcase_add_test(tc, test_attention_kv_index);
     tcase_add_test(tc, test_attention_relative);
+    tcase_add_test(tc, test_attention_medium);
     tcase_add_test(tc, test_attention_large);
     tcase_add_test(tc, test_logprobs_topk_literal);
     tcase_add_test(tc, test_logprobs_topk_random);

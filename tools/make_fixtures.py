@@ -50,6 +50,9 @@ OUT = os.path.join(ROOT, "tests", "data", "fixtures")
 EOS = 0
 GREEDY_MARGIN = 1e-3  # top-1 minus top-2 processed log-prob, every greedy step
 EOS_BIAS = float(os.environ.get("EOS_BIAS", 1.5))  # added to final_logits_bias[eos]
+EMB_STD = float(os.environ.get("EMB_STD", 0.5))
+LINEAR_STD = float(os.environ.get("LINEAR_STD", 0.3))
+LN_NEG_FRACTION = float(os.environ.get("LN_NEG_FRACTION", 0.5))
 BEAM_MARGIN = 1e-4  # gaps between global beam candidates / heuristic comparisons / final scores
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -382,6 +385,11 @@ def patch_model(model, ext, rel_values=True, abs_table=None):
         dec.__class__ = PreNormDecoder
         enc.layer_norm = nn.LayerNorm(d)
         dec.layer_norm = nn.LayerNorm(d)
+        # transformers keys its output-recording registry (output_attentions=True) on the class name
+        from transformers.utils.output_capturing import _CAN_RECORD_REGISTRY
+
+        _CAN_RECORD_REGISTRY[enc] = enc._can_record_outputs
+        _CAN_RECORD_REGISTRY[dec] = dec._can_record_outputs
     return model
 
 
@@ -419,15 +427,19 @@ def randomize(model, seed, eos_bias):
             if not p.requires_grad:  # frozen computed tables (stock sinusoidal embed_positions)
                 continue
             if "layer_norm" in name and name.endswith(".weight"):
-                p.copy_(0.8 + 0.4 * torch.rand(p.shape, generator=g))
+                # |gamma| in [0.8, 1.2]; random signs (LN_SIGNS) break the tied-embedding self-prediction
+                # (otherwise every hypothesis repeats its input token and never emits </s> early)
+                mag = 0.8 + 0.4 * torch.rand(p.shape, generator=g)
+                sign = torch.where(torch.rand(p.shape, generator=g) < LN_NEG_FRACTION, -1.0, 1.0)
+                p.copy_(mag * sign)
             elif name.endswith(".bias"):
                 p.copy_(0.1 * torch.randn(p.shape, generator=g))
             elif "embed_tokens" in name or "shared" in name or "lm_head" in name:
-                p.copy_(0.5 * torch.randn(p.shape, generator=g))
+                p.copy_(EMB_STD * torch.randn(p.shape, generator=g))
             elif "relative_" in name or "embed_positions" in name:
                 p.copy_(0.5 * torch.randn(p.shape, generator=g))
             else:
-                p.copy_(0.3 * torch.randn(p.shape, generator=g))
+                p.copy_(LINEAR_STD * torch.randn(p.shape, generator=g))
         # transformers 5.x does not tie encoder/decoder embed_tokens to model.shared when
         # tie_word_embeddings is false: keep them equal (as in any real shared-vocabulary checkpoint).
         if cfg.share_encoder_decoder_embeddings and not cfg.tie_word_embeddings:
@@ -436,6 +448,46 @@ def randomize(model, seed, eos_bias):
         flb = torch.randn(model.final_logits_bias.shape, generator=g)
         flb[0, EOS] += eos_bias
         model.final_logits_bias.copy_(flb)
+
+
+EOS_CAL = {}
+
+
+def calibrate_eos_bias(model, seed, quantile=0.5, M=16):
+    """Set final_logits_bias[eos] so that about half of greedy decodes end before max_length.
+
+    Random tiny decoders fall into fixed points/cycles quickly, so a constant eos bias gives either
+    no early </s> at all or </s> at step 1 everywhere. Instead: decode greedily with </s> disabled,
+    record per source m = min over steps of (best non-eos logit - eos logit without bias), and put
+    the bias halfway between two neighbouring m values around the median. Greedy paths with the
+    final bias are those paths cut at the first step whose gap falls below the bias.
+    """
+    pad = model.config.pad_token_id
+    with torch.no_grad():
+        model.final_logits_bias[0, EOS] = -1e4
+    rng = np.random.default_rng(seed + 7)
+    lengths = [int(x) for x in rng.integers(2, 31, size=40)]
+    srcs = [draw_source(rng, L, model.config.vocab_size) for L in lengths]
+    ids, mask = pad_batch(srcs, pad)
+    with torch.no_grad():
+        out = model.generate(input_ids=ids, attention_mask=mask, generation_config=gen_config(pad, 1, 1, 1.0, M))
+    mins = []
+    for i in range(len(srcs)):
+        m = math.inf
+        for t in range(M - 1):
+            lg = out.logits[t][i].double().clone()
+            eos_nb = float(lg[EOS]) + 1e4
+            lg[EOS] = -math.inf
+            lg[pad] = -math.inf
+            m = min(m, float(lg.max()) - eos_nb)
+        mins.append(m)
+    mins.sort()
+    k = int(len(mins) * quantile)
+    bias = 0.5 * (mins[k - 1] + mins[k])
+    with torch.no_grad():
+        model.final_logits_bias[0, EOS] = bias
+    EOS_CAL[seed] = bias
+    return bias
 
 
 def load_fixture_model(d, vdef):
@@ -707,6 +759,7 @@ def make_variant_attempt(vname, attempt):
     torch.manual_seed(seed_of(vname))
     model = build_model(cfg, vdef["ext"], vdef.get("rel_values", True))
     randomize(model, weight_seed, vdef.get("eos_bias", EOS_BIAS))
+    calibrate_eos_bias(model, weight_seed)
     if vdef.get("f16"):
         model = model.half()
     save_fixture(model, d, vdef, pad)
@@ -717,6 +770,8 @@ def make_variant_attempt(vname, attempt):
     if not vdef.get("f16"):
         ref = build_model(make_config(vdef), vdef["ext"], vdef.get("rel_values", True))
         randomize(ref, weight_seed, vdef.get("eos_bias", EOS_BIAS))
+        with torch.no_grad():
+            ref.final_logits_bias[0, EOS] = EOS_CAL[weight_seed]
         a = dict(model.state_dict())
         b = dict(ref.state_dict())
         for k in b:
@@ -800,6 +855,7 @@ def make_variant_attempt(vname, attempt):
     STATS["cache_vs_tf"][vname] = max_tf_diff
     STATS["score_alone_diff"][vname] = max_alone_score_diff
     STATS["eos_early"][vname] = (n_early, n_total)
+    STATS.setdefault("eos_bias", {})[vname] = EOS_CAL[weight_seed]
     return model
 
 
@@ -842,7 +898,6 @@ def sanity_check_patching():
                     max_score = max(max_score, abs(ss - sp))
     # the computed tables themselves
     pos_diff = float((stock.model.encoder.embed_positions.weight.detach() - table).abs().max())
-    pos_diff = float((stock.model.encoder.embed_positions.weight - table).abs().max())
     STATS["sanity"] = dict(max_logit_diff=max_logit, token_mismatches=tok_mismatch, max_beam_score_diff=max_score,
                            sinusoidal_table_diff=pos_diff)
 
@@ -865,7 +920,7 @@ def main():
         d = os.path.join(OUT, n)
         ms = os.path.getsize(os.path.join(d, "model.safetensors"))
         print(f"{n:20s} total {dir_size(d) / 1024:7.1f} KiB  model {ms / 1024:6.1f} KiB  "
-              f"redrawn {STATS['redrawn'][n]:2d}  eos<M {STATS['eos_early'][n][0]}/{STATS['eos_early'][n][1]}  "
+              f"redrawn {STATS['redrawn'][n]:2d}  eos_bias {STATS['eos_bias'][n]:6.2f}  eos<M {STATS['eos_early'][n][0]}/{STATS['eos_early'][n][1]}  "
               f"cache-vs-teacher-forced logits {STATS['cache_vs_tf'][n]:.2e}  "
               f"batch-vs-alone beam score {STATS['score_alone_diff'][n]:.2e}")
     total = sum(dir_size(os.path.join(OUT, n)) for n in os.listdir(OUT) if os.path.isdir(os.path.join(OUT, n)))

@@ -1,0 +1,57 @@
+#!/usr/bin/env python3
+"""The peer for bench/engine: transformers' MarianMTModel.generate on the same
+model directory, the same sources and the same settings as bench_engine.c,
+float32 on the CPU with the same number of threads. Prints one JSON line per
+configuration in bench_engine's format.
+
+    tools/.venv/bin/python bench/engine/peer_transformers.py --model DIR [--threads N]
+"""
+import argparse
+import json
+import time
+
+import torch
+from transformers import MarianMTModel
+
+VOCAB = 32000
+
+
+def sources(n, src_len):
+    # the same deterministic ids as bench_engine.c
+    return [[1 + (i * 7919 + j * 104729) % (VOCAB - 2) for j in range(src_len - 1)] + [0]
+            for i in range(n)]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--threads", type=int, default=0)
+    ap.add_argument("--src-len", type=int, default=24)
+    ap.add_argument("--max-length", type=int, default=32)
+    ap.add_argument("--repeat", type=int, default=3)
+    a = ap.parse_args()
+    if a.threads:
+        torch.set_num_threads(a.threads)
+    model = MarianMTModel.from_pretrained(a.model, dtype=torch.float32).eval()
+    for batch in (1, 32):
+        ids = torch.tensor(sources(batch, a.src_len))
+        mask = torch.ones_like(ids)
+        for beam in (1, 4):
+            best, toks = 1e30, 0
+            for _ in range(a.repeat):
+                t0 = time.perf_counter()
+                with torch.inference_mode():
+                    out = model.generate(input_ids=ids, attention_mask=mask, num_beams=beam,
+                                         max_length=a.max_length + 1, do_sample=False)
+                dt = time.perf_counter() - t0
+                best = min(best, dt)
+                # generated tokens without the decoder start token and pad fill
+                toks = int(((out[:, 1:] != model.config.pad_token_id)).sum())
+            print(json.dumps({"engine": "transformers", "batch": batch, "beam": beam,
+                              "threads": torch.get_num_threads(), "src_len": a.src_len,
+                              "tokens": toks, "seconds": round(best, 4),
+                              "tokens_per_s": round(toks / best, 1)}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
