@@ -26,16 +26,15 @@
 #define CPU_ATTN_GEMM_MIN_Q 8
 #define CPU_ATTN_GEMM_MIN_MACS ((int64_t)1 << 14)
 
-/* OpenBLAS (interface/gemm.c) computes an sgemm of fewer than
- * SMP_THRESHOLD_MIN * GEMM_MULTITHREAD_THRESHOLD = 65536 * 4 multiply-adds
- * on the calling thread; such products are safe and efficient to call from
- * inside an OpenMP loop. Larger ones are left to the BLAS threads. This
- * only steers speed: both paths compute the same thing. */
-#define CPU_BLAS_SERIAL_MACS ((int64_t)1 << 18)
+/* Threading: one pool only. OpenBLAS is set to one thread and every op
+ * parallelises itself with OpenMP: a linear layer splits its output
+ * features across the threads, each calling the serial sgemm/sgemv on its
+ * slice; attention runs whole (sequence, head) pairs per thread. Two pools
+ * (pthread OpenBLAS + OpenMP) handing the cores back and forth spin and
+ * yield against each other: measured 2-4x slower on 2 cores. */
 
-/* Scratch budget (floats) of the BLAS attention path: the probabilities of
- * as many (sequence, head) pairs as fit are kept at once (32 MiB). */
-#define CPU_ATTN_CHUNK_FLOATS ((int64_t)1 << 23)
+/* A linear layer with fewer multiply-adds than this runs on one thread. */
+#define CPU_LINEAR_PAR_MACS ((int64_t)1 << 15)
 
 /* Element-wise loops with fewer elements than this run on one thread: the
  * fork/join costs more than the work. */
@@ -230,23 +229,40 @@ static void cpu_linear(td_backend *be, float *y, int64_t ld_y, const float *x,
         return;
     const int64_t out = w->rows, in = w->cols;
     if (in == 0) {
-        for (int64_t r = 0; r < n; r++)
-            memset(y + r * ld_y, 0, (size_t)out * sizeof(float));
-    } else if (n == 1) {
-        cblas_sgemv(CblasRowMajor, CblasNoTrans, (blasint)out, (blasint)in,
-                    1.0f, W, (blasint)in, x, 1, 0.0f, y, 1);
-    } else {
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)n,
-                    (blasint)out, (blasint)in, 1.0f, x, (blasint)ld_x, W,
-                    (blasint)in, 0.0f, y, (blasint)ld_y);
-    }
-    if (!b)
+        for (int64_t r = 0; r < n; r++) {
+            for (int64_t o = 0; o < out; o++)
+                y[r * ld_y + o] = b ? b[o] : 0.0f;
+        }
         return;
-#pragma omp parallel for num_threads(cpu_nt(c, n * out)) schedule(static)
-    for (int64_t r = 0; r < n; r++) {
-        float *yr = y + r * ld_y;
-        for (int64_t o = 0; o < out; o++)
-            yr[o] += b[o];
+    }
+    /* Split the output features into one slice per thread (multiples of 16
+     * so slices start on cache lines); each slice is a serial BLAS call. */
+    int nt = n * out * in < CPU_LINEAR_PAR_MACS ? 1 : c->n_threads;
+    if (nt > out / 16)
+        nt = out / 16 > 0 ? (int)(out / 16) : 1;
+#pragma omp parallel num_threads(nt)
+    {
+        const int t = omp_get_thread_num(), T = omp_get_num_threads();
+        int64_t per = (out + T - 1) / T;
+        per = (per + 15) / 16 * 16;
+        const int64_t o0 = (int64_t)t * per;
+        const int64_t o1 = o0 + per < out ? o0 + per : out;
+        if (o0 < o1) {
+            const float *Ws = W + o0 * in;
+            if (n == 1)
+                cblas_sgemv(CblasRowMajor, CblasNoTrans, (blasint)(o1 - o0), (blasint)in,
+                            1.0f, Ws, (blasint)in, x, 1, 0.0f, y + o0, 1);
+            else
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)n,
+                            (blasint)(o1 - o0), (blasint)in, 1.0f, x, (blasint)ld_x, Ws,
+                            (blasint)in, 0.0f, y + o0, (blasint)ld_y);
+            if (b)
+                for (int64_t r = 0; r < n; r++) {
+                    float *yr = y + r * ld_y;
+                    for (int64_t o = o0; o < o1; o++)
+                        yr[o] += b[o];
+                }
+        }
     }
 }
 
@@ -496,28 +512,6 @@ static void cpu_attn_pv(const td_attn_args *a, int64_t pr, const float *S)
                 (blasint)a->ld_out);
 }
 
-/* Large pairs: the sgemm calls are issued from this thread one after the
- * other so that each gets all the BLAS threads (the pthread OpenBLAS called
- * from inside an OpenMP region would oversubscribe the cores), and the
- * softmax of the whole chunk [p0, p1) is one OpenMP loop, so that the BLAS
- * and OpenMP thread pools hand the cores over twice per chunk, not twice
- * per head. S holds n_q * n_k floats per pair of the chunk. */
-static void cpu_attn_gemm_chunk(cpu_ctx *c, const td_attn_args *a, int64_t p0,
-                                int64_t p1, float *S)
-{
-    const int n_q = a->n_q;
-    const int64_t pair_floats = (int64_t)n_q * a->n_k;
-    for (int64_t pr = p0; pr < p1; pr++)
-        cpu_attn_qk(a, pr, S + (pr - p0) * pair_floats);
-    const int64_t rows = (p1 - p0) * n_q;
-#pragma omp parallel for num_threads(cpu_nt(c, rows * a->n_k)) schedule(static)
-    for (int64_t r = 0; r < rows; r++)
-        cpu_attn_softmax(a, p0 + r / n_q, (int)(r % n_q),
-                         S + (r / n_q) * pair_floats);
-    for (int64_t pr = p0; pr < p1; pr++)
-        cpu_attn_pv(a, pr, S + (pr - p0) * pair_floats);
-}
-
 /* One query row by plain loops (decoding, relative positions, small
  * problems). p has room for n_k floats, acc for head_dim. */
 static void cpu_attn_row(const td_attn_args *a, int s, int h, int i, float *p,
@@ -575,7 +569,7 @@ static void cpu_attention(td_backend *be, const td_attn_args *a)
     cpu_ctx *c = be->ctx;
     if (a->n_seq <= 0 || a->n_q <= 0 || a->n_heads <= 0 || a->head_dim <= 0)
         return;
-    if (a->rel_k && a->rel_max < 0) {
+    if ((a->rel_k || a->rel_v) && a->rel_max < 0) {
         cpu_fail(c, "cpu: attention: rel_max %d < 0", a->rel_max);
         return;
     }
@@ -584,31 +578,21 @@ static void cpu_attention(td_backend *be, const td_attn_args *a)
     const int64_t pair_floats = (int64_t)a->n_q * (a->n_k > 0 ? a->n_k : 1);
     if (!a->rel_k && !a->rel_v && a->n_q >= CPU_ATTN_GEMM_MIN_Q &&
         macs >= CPU_ATTN_GEMM_MIN_MACS) {
-        if (macs < CPU_BLAS_SERIAL_MACS) {
-            /* Small pairs: OpenBLAS runs them on the calling thread, so
-             * each OpenMP thread does whole pairs with its own S. */
-            const int nt = (int)(pairs < c->n_threads ? pairs : c->n_threads);
-            const size_t slice = cpu_slice((size_t)pair_floats);
-            float *scratch = cpu_scratch(c, slice * (size_t)nt);
-            if (!scratch)
-                return;
+        /* Each OpenMP thread does whole pairs with its own S and the
+         * serial BLAS. */
+        const int nt = (int)(pairs < c->n_threads ? pairs : c->n_threads);
+        const size_t slice = cpu_slice((size_t)pair_floats);
+        float *scratch = cpu_scratch(c, slice * (size_t)nt);
+        if (!scratch)
+            return;
 #pragma omp parallel for num_threads(nt) schedule(dynamic, 1)
-            for (int64_t pr = 0; pr < pairs; pr++) {
-                float *S = scratch + slice * (size_t)omp_get_thread_num();
-                cpu_attn_qk(a, pr, S);
-                for (int i = 0; i < a->n_q; i++)
-                    cpu_attn_softmax(a, pr, i, S);
-                cpu_attn_pv(a, pr, S);
-            }
-            return;
+        for (int64_t pr = 0; pr < pairs; pr++) {
+            float *S = scratch + slice * (size_t)omp_get_thread_num();
+            cpu_attn_qk(a, pr, S);
+            for (int i = 0; i < a->n_q; i++)
+                cpu_attn_softmax(a, pr, i, S);
+            cpu_attn_pv(a, pr, S);
         }
-        int64_t chunk = CPU_ATTN_CHUNK_FLOATS / pair_floats;
-        chunk = chunk < 1 ? 1 : chunk > pairs ? pairs : chunk;
-        float *S = cpu_scratch(c, (size_t)(chunk * pair_floats));
-        if (!S)
-            return;
-        for (int64_t p0 = 0; p0 < pairs; p0 += chunk)
-            cpu_attn_gemm_chunk(c, a, p0, p0 + chunk < pairs ? p0 + chunk : pairs, S);
         return;
     }
     const int64_t rows = (int64_t)a->n_seq * a->n_heads * a->n_q;
@@ -764,6 +748,8 @@ td_backend *td_cpu_backend_create(int n_threads, char *err, size_t errlen)
     c->n_threads = n_threads;
     be->ops = &cpu_ops;
     be->ctx = c;
-    openblas_set_num_threads(n_threads);
+    /* Serial BLAS inside our own OpenMP slices (see the top of the file);
+     * process-wide, and the same for every CPU backend. */
+    openblas_set_num_threads(1);
     return be;
 }

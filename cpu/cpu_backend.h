@@ -5,11 +5,12 @@
  * Memory is host memory (64-byte aligned), weights are kept as float32
  * whatever dtype is asked for, and every op has finished when it returns.
  *
- * Threads: the backend runs its OpenMP loops with num_threads(n_threads)
- * clauses (the global OpenMP state is left alone) and calls
- * openblas_set_num_threads(n_threads) at creation. The OpenBLAS setting is
- * process-wide: several CPU backends in one process share the value set by
- * the most recent td_cpu_backend_create().
+ * Threads: one pool. OpenBLAS is set to a single thread (process-wide, at
+ * creation) and every op parallelises itself with OpenMP num_threads(n)
+ * clauses: a linear layer gives each thread a slice of the output features
+ * and calls the serial BLAS on it; attention gives each thread whole
+ * (sequence, head) pairs. The global OpenMP state is left alone, so several
+ * CPU backends with different thread counts coexist in one process.
  *
  * Errors: the only failures inside an op are a scratch allocation failure
  * and a weight whose dtype is not TD_F32. They are latched; sync() reports
