@@ -26,13 +26,16 @@
  *
  * Thread safety
  *   One td_backend belongs to one worker thread. Weights uploaded through one
- *   backend are read-only afterwards and may be read by other backends of
- *   the same kind (workers sharing one model): see share_weights.
+ *   backend are read-only afterwards and may be read by the ops of other
+ *   backends of the same kind on the same device (workers sharing one
+ *   model pass the model's td_weight handles to their own backend's ops).
  *
  * Errors
- *   Ops return void: a failure inside an op (CUDA error) is latched in the
- *   backend and reported by sync(), which returns 0 on success and -1 with
- *   a message in err otherwise. alloc() returns NULL on failure.
+ *   Ops return void: a failure inside an op (CUDA error, scratch allocation,
+ *   an argument out of the op's contract) is latched in the backend and
+ *   reported by the next sync(), which returns 0 on success and -1 with the
+ *   first failure's message in err otherwise, and clears the latch.
+ *   alloc() returns NULL on failure.
  */
 #ifndef TD_BACKEND_H
 #define TD_BACKEND_H
@@ -93,7 +96,12 @@ typedef struct td_weight {
  * all heads. Key j has absolute position j.
  *
  * Masked-out logits get probability exactly 0. A query row with no visible
- * key (only possible for padding rows) gets an all-zero output.
+ * key (only possible for padding rows) gets an all-zero output. Key/value
+ * rows that no query may see (j >= kv_len, beyond the causal bound, or
+ * beyond n_k) may hold garbage, even NaN, from an unwritten cache: an
+ * implementation must not read them (0 * NaN is NaN). kv_len > n_k is
+ * treated as n_k. q_pos0 is shared by all sequences (they advance in
+ * lock-step).
  *
  * Capture: when probs != NULL the op writes the softmax probabilities of
  * heads [0, n_heads) to probs[((s*n_heads + h)*n_q + i)*probs_ld + j] for
@@ -180,7 +188,8 @@ typedef struct td_backend_ops {
                   const float *pos, const int32_t *positions);
 
     /* Rotary position embedding, rotate-half convention (GPT-NeoX / HF
-     * Llama), in place on x (n_seq, n_t, ld) for n_heads heads of head_dim:
+     * Llama), head_dim even, positions < the table's rows (the caller
+     * validates both), in place on x (n_seq, n_t, ld) for n_heads heads of head_dim:
      * row t of every sequence has absolute position pos0 + t. cos_sin is the
      * cached table (max_pos, head_dim): columns [0, head_dim/2) hold
      * cos(p*theta_i), columns [head_dim/2, head_dim) hold sin(p*theta_i). */
@@ -202,7 +211,8 @@ typedef struct td_backend_ops {
      *      running beam scores, device float array of n), sorted by value
      *      descending, ties toward the lower token id, out_val / out_idx
      *      (n, k) device arrays. Additions are float32, as in transformers.
-     * k <= vocab, k <= 64. */
+     * 1 <= k <= min(vocab, 64); otherwise a latched error. A row whose
+     * entries are all -inf yields -inf values (not NaN). */
     void (*logprobs_topk)(td_backend *be, float *logits, int64_t n,
                           int64_t vocab, const int32_t *suppress,
                           int n_suppress, int force_eos, int eos_id,

@@ -4,9 +4,8 @@
  *
  * Defaults follow transformers' MarianConfig (configuration_marian.py) and
  * GenerationConfig, except where noted:
- *   - forced_eos_token_id defaults to -1 (none) when absent or null, where
- *     MarianConfig's constructor default is 0; OPUS-MT checkpoints write 0
- *     explicitly, so they behave the same.
+ *   - forced_eos_token_id: absent from config.json takes MarianConfig's
+ *     default 0 (</s> forced at max_length); null means none (-1).
  *   - bad_words_ids absent from both files suppresses {pad_token_id}, Marian's
  *     convention (the pad column is never generated).
  *
@@ -356,7 +355,11 @@ static int parse_token_ids(const cfg_ctx *cx, const json_t *obj, int gen, td_con
         c->eos_token_id = MARIAN_DEFAULT_EOS;
         c->decoder_start_token_id = MARIAN_DEFAULT_DECODER_START;
         c->bos_token_id = -1;
-        c->forced_eos_token_id = -1;
+        /* MarianConfig's default, when it fits the vocabulary */
+        c->forced_eos_token_id = dv > 0 ? 0 : -1;
+        const json_t *fe = json_object_get(obj, "forced_eos_token_id");
+        if (fe && json_is_null(fe))
+            c->forced_eos_token_id = -1;
     }
 
     if (get_int_opt(cx, obj, "pad_token_id", 0, pad_hi, gen, &c->pad_token_id, &present) != 0)

@@ -177,7 +177,7 @@ START_TEST(defaults_when_absent)
     ck_assert_int_eq(c.eos_token_id, 0);
     ck_assert_int_eq(c.decoder_start_token_id, 58100);
     ck_assert_int_eq(c.bos_token_id, -1);
-    ck_assert_int_eq(c.forced_eos_token_id, -1);
+    ck_assert_int_eq(c.forced_eos_token_id, 0); /* MarianConfig default */
     ck_assert_str_eq(c.model_type, "marian");
     ck_assert_int_eq(c.num_beams, 4);
     ck_assert_int_eq(c.max_length, 512);

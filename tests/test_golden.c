@@ -14,6 +14,7 @@
 #include <dirent.h>
 #include <jansson.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -239,6 +240,64 @@ START_TEST(test_fixtures_present)
 }
 END_TEST
 
+/* Several workers share one read-only model: two threads, each with its own
+ * worker, run every case of two fixtures at the same time and must both
+ * match the goldens. */
+typedef struct shared_job {
+    const td_model *m;
+    const char *variant;
+    json_t *golden;
+    int bad;
+} shared_job;
+
+static void *shared_worker(void *arg)
+{
+    shared_job *j = arg;
+    char err[512];
+    td_worker_opts wo = {.max_batch = 16, .max_length = 32, .max_beam = 16, .n_threads = 1};
+    td_worker *w = NULL;
+    if (td_worker_init(&w, j->m, &wo, err, sizeof err) != 0) {
+        fprintf(stderr, "%s: %s\n", j->variant, err);
+        j->bad = 1;
+        return NULL;
+    }
+    json_t *cases = json_object_get(j->golden, "cases");
+    for (int rep = 0; rep < 2; rep++)
+        for (size_t c = 0; c < json_array_size(cases); c++)
+            j->bad += run_case(w, j->variant, json_array_get(cases, c));
+    td_worker_free(w);
+    return NULL;
+}
+
+START_TEST(test_workers_share_a_model)
+{
+    const char *variant = "marian_tied";
+    char dir[512], path[600], err[512];
+    snprintf(dir, sizeof dir, "%s/fixtures/%s", TD_TEST_DATA, variant);
+    snprintf(path, sizeof path, "%s/golden.json", dir);
+    json_error_t jerr;
+    json_t *g = json_load_file(path, 0, &jerr);
+    ck_assert_msg(g != NULL, "%s: %s", path, jerr.text);
+    td_model *m = NULL;
+    td_load_opts lo = {.device = "cpu", .n_threads = 1};
+    ck_assert_msg(td_model_load(&m, dir, &lo, err, sizeof err) == 0, "%s", err);
+    shared_job jobs[3];
+    pthread_t th[3];
+    for (int i = 0; i < 3; i++) {
+        jobs[i] = (shared_job){.m = m, .variant = variant, .golden = g};
+        ck_assert(pthread_create(&th[i], NULL, shared_worker, &jobs[i]) == 0);
+    }
+    int bad = 0;
+    for (int i = 0; i < 3; i++) {
+        pthread_join(th[i], NULL);
+        bad += jobs[i].bad;
+    }
+    td_model_free(m);
+    json_decref(g);
+    ck_assert_msg(bad == 0, "%d mismatches with three workers sharing one model", bad);
+}
+END_TEST
+
 int main(void)
 {
     list_fixtures();
@@ -248,6 +307,10 @@ int main(void)
     tcase_add_test(tc, test_fixtures_present);
     tcase_add_loop_test(tc, test_fixture, 0, g_n_names > 0 ? g_n_names : 1);
     suite_add_tcase(s, tc);
+    TCase *tc2 = tcase_create("shared");
+    tcase_set_timeout(tc2, 600);
+    tcase_add_test(tc2, test_workers_share_a_model);
+    suite_add_tcase(s, tc2);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
