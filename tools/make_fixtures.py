@@ -90,7 +90,8 @@ def base_cfg(vocab, d, heads, ffn, enc=2, dec=2, **kw):
 # ext: dict of extension config keys (written into config.json); None for stock Marian.
 VARIANTS = {
     "marian_tied": dict(cfg=base_cfg(64, 24, 4, 48), ext=None, sweep=True),
-    "marian_tied_f16": dict(cfg=None, ext=None, same_as="marian_tied", f16=True),
+    # the original F16 copy: all COMMON_CASES (the reduced-precision copies added below use REDUCED_CASES)
+    "marian_tied_f16": dict(cfg=None, ext=None, same_as="marian_tied", storage="F16", cases=None),
     "marian_separate": dict(
         cfg=base_cfg(
             61, 36, 4, 32, decoder_vocab_size=83, share_encoder_decoder_embeddings=False,
@@ -127,6 +128,17 @@ VARIANTS = {
         ext={"position_encoding": "sinusoidal", "normalize_before": True},
     ),
 }
+
+# Reduced-precision storage copies: "<base>_f16" for every F32 variant (marian_tied_f16 is defined above and keeps
+# all cases) and "marian_tied_bf16". Same weights (same seed, same attempt, same calibrated eos bias), every tensor
+# rounded to the storage dtype on save; goldens are transformers in float32 from the rounded weights.
+STORAGE_DTYPES = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16}
+REDUCED_CASES = ("greedy_b16", "beam4_h2_attn", "beam16_h3")
+for _base in [n for n, v in VARIANTS.items() if not v.get("same_as")]:
+    if f"{_base}_f16" not in VARIANTS:
+        VARIANTS[f"{_base}_f16"] = dict(cfg=None, ext=None, same_as=_base, storage="F16", cases=REDUCED_CASES)
+VARIANTS["marian_tied_bf16"] = dict(cfg=None, ext=None, same_as="marian_tied", storage="BF16", cases=REDUCED_CASES)
+del _base
 
 # Cases: (name, beam, num_hyp, length_penalty, M, source lengths, attention)
 # M is OUR max_length: generated tokens including </s>  (transformers max_length = M + 1).
@@ -750,7 +762,8 @@ def make_variant_attempt(vname, attempt):
     weight_seed = seed_of(vdef.get("same_as") or vname) + 1000 * attempt
     if vdef.get("same_as"):  # same model, other storage: take the base definition, without its sweep
         base = VARIANTS[vdef["same_as"]]
-        vdef = dict(base, sweep=False, f16=vdef.get("f16", False))
+        vdef = dict(base, sweep=False, storage=vdef["storage"], cases=vdef.get("cases"))
+    storage = vdef.get("storage", "F32")
     d = os.path.join(OUT, vname)
     cfg = make_config(vdef)
     pad = cfg.pad_token_id
@@ -759,30 +772,42 @@ def make_variant_attempt(vname, attempt):
     torch.manual_seed(seed_of(vname))
     model = build_model(cfg, vdef["ext"], vdef.get("rel_values", True))
     randomize(model, weight_seed, vdef.get("eos_bias", EOS_BIAS))
-    calibrate_eos_bias(model, weight_seed)
-    if vdef.get("f16"):
-        model = model.half()
+    if weight_seed in EOS_CAL:  # a storage copy: the eos bias of its F32 original (rounded on save)
+        with torch.no_grad():
+            model.final_logits_bias[0, EOS] = EOS_CAL[weight_seed]
+    else:
+        calibrate_eos_bias(model, weight_seed)
+    if storage != "F32":
+        model = model.to(STORAGE_DTYPES[storage])
     save_fixture(model, d, vdef, pad)
 
     # reload from disk: goldens describe exactly what is on disk
     model = load_fixture_model(d, vdef)
     assert next(model.parameters()).dtype == torch.float32
-    if not vdef.get("f16"):
-        ref = build_model(make_config(vdef), vdef["ext"], vdef.get("rel_values", True))
-        randomize(ref, weight_seed, vdef.get("eos_bias", EOS_BIAS))
-        with torch.no_grad():
-            ref.final_logits_bias[0, EOS] = EOS_CAL[weight_seed]
-        a = dict(model.state_dict())
-        b = dict(ref.state_dict())
-        for k in b:
-            if k in a:
-                assert torch.equal(a[k], b[k]), f"reloaded {k} differs"
+    # the reloaded weights are the F32 originals, rounded to the storage dtype (F32: unchanged)
+    ref = build_model(make_config(vdef), vdef["ext"], vdef.get("rel_values", True))
+    randomize(ref, weight_seed, vdef.get("eos_bias", EOS_BIAS))
+    with torch.no_grad():
+        ref.final_logits_bias[0, EOS] = EOS_CAL[weight_seed]
+    a = dict(model.state_dict())
+    b = dict(ref.state_dict())
+    computed_pos = isinstance(model.model.encoder.embed_positions, mm.MarianSinusoidalPositionalEmbedding)
+    for k in b:
+        if k in a:
+            want = b[k]
+            if not (computed_pos and k.endswith("embed_positions.weight")):  # computed table, not stored
+                want = want.to(STORAGE_DTYPES[storage]).float()
+            assert torch.equal(a[k], want), f"reloaded {k} differs"
+    st_dtypes = {str(t.dtype) for t in load_file(os.path.join(d, "model.safetensors")).values()}
+    assert st_dtypes == {str(STORAGE_DTYPES[storage])}, st_dtypes
     rec = BeamRecorder(model)
 
     rng = np.random.default_rng(seed_of(vname) + 1)
     cases_out = []
     groups = []
     for (cname, beam, nhyp, lp, M, lengths, attn) in COMMON_CASES:
+        if vdef.get("cases") is not None and cname not in vdef["cases"]:
+            continue
         pool = [draw_source(rng, L, src_vocab) for L in lengths]
         groups.append((pool, [dict(name=cname, beam=beam, nhyp=nhyp, lp=lp, M=M, idx=list(range(len(pool))),
                                    attn=attn)]))
@@ -842,7 +867,7 @@ def make_variant_attempt(vname, attempt):
 
     golden = {
         "variant": vname,
-        "dtype": "F16" if vdef.get("f16") else "F32",
+        "dtype": storage,
         "transformers_version": transformers.__version__,
         "torch_version": torch.__version__,
         "cases": cases_out,
@@ -908,6 +933,17 @@ def dir_size(p):
 
 def main():
     names = sys.argv[1:] or list(VARIANTS)
+    unknown = [n for n in names if n not in VARIANTS]
+    if unknown:
+        sys.exit(f"unknown variant(s) {unknown}; known: {list(VARIANTS)}")
+    # a storage copy needs its F32 original generated earlier in the same run (weight attempt, eos bias)
+    for n in list(names):
+        base = VARIANTS[n].get("same_as")
+        if base and base not in names[: names.index(n)]:
+            print(f"{n}: generating its F32 original {base} first", flush=True)
+            if base in names:
+                names.remove(base)
+            names.insert(names.index(n), base)
     os.makedirs(OUT, exist_ok=True)
     for n in names:
         make_variant(n)
