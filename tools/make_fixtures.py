@@ -13,6 +13,10 @@ They are produced by *patching* the modules of a stock MarianMTModel (see "Exten
 transformers' own generate() (beam search, logits processors, cache handling) still drives decoding; only the
 position handling / self-attention / layer order inside the model is replaced.
 
+Storage copies (<variant>_f16 for every variant, marian_tied_bf16): the same weights as the F32 variant (same seed and
+weight attempt, the same calibrated eos bias), saved with every tensor in F16/BF16; goldens are computed in float32
+from the rounded weights as reloaded from disk. They need their F32 variant earlier in the same run (main() adds it).
+
 Everything is deterministic: fixed seeds, one thread, deterministic algorithms, CPU, float32.
 """
 
@@ -880,7 +884,7 @@ def make_variant_attempt(vname, attempt):
     STATS["cache_vs_tf"][vname] = max_tf_diff
     STATS["score_alone_diff"][vname] = max_alone_score_diff
     STATS["eos_early"][vname] = (n_early, n_total)
-    STATS.setdefault("eos_bias", {})[vname] = EOS_CAL[weight_seed]
+    STATS.setdefault("eos_bias", {})[vname] = float(model.final_logits_bias[0, EOS])  # as stored (rounded)
     return model
 
 
