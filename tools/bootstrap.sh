@@ -4,7 +4,7 @@
 # Used by `make test`, `make run` and the Dockerfile.
 set -eu
 
-PKGS="build-essential cmake pkg-config libjansson-dev libopenblas-dev check libsubunit-dev"
+PKGS="build-essential cmake pkg-config libjansson-dev libopenblas-dev check libsubunit-dev libmicrohttpd-dev curl"
 
 missing=""
 for p in $PKGS; do
