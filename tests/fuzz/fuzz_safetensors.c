@@ -11,6 +11,11 @@
  * is looked up by name and converted with td_to_f32 so that ASan/UBSan see
  * every byte that the engine would read. Violations abort().
  *
+ * A custom mutator keeps the 8-byte header length in step with the JSON
+ * header most of the time: a plain byte mutation that inserts or erases a
+ * header byte leaves a length that no longer matches, and such inputs only
+ * ever reach the first check.
+ *
  * Build and run: tests/fuzz/run.sh (see tests/fuzz/README.md).
  */
 #include "safetensors.h"
@@ -22,6 +27,8 @@
 #include <unistd.h>
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+size_t LLVMFuzzerMutate(uint8_t *data, size_t size, size_t max_size);
+size_t LLVMFuzzerCustomMutator(uint8_t *data, size_t size, size_t max_size, unsigned int seed);
 
 /* Tensors above this many elements are bounds-checked but not converted. */
 #define FUZZ_MAX_CONVERT ((int64_t)1 << 20)
@@ -147,6 +154,39 @@ static void check_open(const td_st *st, size_t file_size)
         free(buf);
     }
     FUZZ_CHECK(td_st_find(st, "") == NULL);
+}
+
+/* Three times in four, when the input has a plausible header length, mutates
+ * only the JSON header (with the dictionary) and rewrites the length so that
+ * the data buffer after it is kept; otherwise mutates the raw bytes. */
+size_t LLVMFuzzerCustomMutator(uint8_t *data, size_t size, size_t max_size, unsigned int seed)
+{
+    static uint8_t *tail_copy;
+    static size_t tail_cap;
+    uint64_t hlen;
+    if (size < 8 || seed % 4 == 0)
+        return LLVMFuzzerMutate(data, size, max_size);
+    memcpy(&hlen, data, 8);
+    if (hlen > size - 8)
+        return LLVMFuzzerMutate(data, size, max_size);
+    size_t tail = size - 8 - (size_t)hlen;
+    if (max_size < 8 + tail + 1)
+        return LLVMFuzzerMutate(data, size, max_size);
+    if (tail > tail_cap) {
+        uint8_t *p = realloc(tail_copy, tail);
+        if (p == NULL)
+            return LLVMFuzzerMutate(data, size, max_size);
+        tail_copy = p;
+        tail_cap = tail;
+    }
+    if (tail > 0)
+        memcpy(tail_copy, data + 8 + hlen, tail);
+    size_t nh = LLVMFuzzerMutate(data + 8, (size_t)hlen, max_size - 8 - tail);
+    if (tail > 0)
+        memcpy(data + 8 + nh, tail_copy, tail);
+    uint64_t nh64 = nh;
+    memcpy(data, &nh64, 8);
+    return 8 + nh + tail;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
