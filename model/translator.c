@@ -8,17 +8,42 @@
 #include <string.h>
 
 #include "cpu_backend.h"
+#ifdef TD_HAVE_CUDA
+#include "gpu_backend.h"
+#endif
 #include "model_internal.h"
 
-/* Creates a backend for the device string ("cpu"; "cuda[:N]" when built). */
+/* Creates a backend for the device string ("cpu"; "cuda" or "cuda:N" when
+ * built with the CUDA backend). */
 static td_backend *backend_create(const char *device, int n_threads, char *err, size_t errlen)
 {
     if (!device || strcmp(device, "cpu") == 0)
         return td_cpu_backend_create(n_threads, err, errlen);
     if (strncmp(device, "cuda", 4) == 0) {
+        const char *p = device + 4;
+        int idx = 0;
+        if (*p == ':') {
+            char *end = NULL;
+            long v = p[1] >= '0' && p[1] <= '9' ? strtol(p + 1, &end, 10) : -1;
+            if (v < 0 || v > 1023 || !end || *end) {
+                snprintf(err, errlen,
+                         "device '%s': expected cuda or cuda:N with N a device index", device);
+                return NULL;
+            }
+            idx = (int)v;
+        } else if (*p) {
+            snprintf(err, errlen, "device '%s': unknown device (expected cpu or cuda[:N])",
+                     device);
+            return NULL;
+        }
+#ifdef TD_HAVE_CUDA
+        return td_cuda_backend_create(idx, err, errlen);
+#else
+        (void)idx;
         snprintf(err, errlen,
                  "device '%s': this build has no CUDA backend; use --device cpu", device);
         return NULL;
+#endif
     }
     snprintf(err, errlen, "device '%s': unknown device (expected cpu or cuda[:N])", device);
     return NULL;

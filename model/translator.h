@@ -110,6 +110,32 @@ int td_translate_batch(td_worker *w, const int32_t *const *src,
                        td_result *results, char *err, size_t errlen);
 void td_result_free(td_result *r); /* accepts NULL and zeroed results */
 
+/* ---- text ---------------------------------------------------------------- */
+
+struct td_tokenizer; /* tokenizer.h */
+
+/* Loads the model directory's tokenizer (source.spm, target.spm,
+ * vocab.json) checked against the model's vocabularies. */
+int td_model_tokenizer_load(const td_model *m, const char *dir, struct td_tokenizer **out,
+                            char *err, size_t errlen);
+
+typedef struct td_text_result {
+    char *text;            /* best translation, malloc'd */
+    td_result r;           /* ids, scores, attention as td_translate_batch */
+    int32_t *src_ids;      /* the tokenized source (with </s>) */
+    int n_src;
+} td_text_result;
+
+/* Tokenizes n texts, translates them in batches of at most the worker's
+ * max_batch (sorted by length to cut padding, results in input order) and
+ * detokenizes the best hypothesis of each. A text longer than the worker's
+ * max_src_len tokens is an error naming its index (nothing is returned).
+ * Free each result with td_text_result_free. */
+int td_translate_text(td_worker *w, const struct td_tokenizer *tok, const char *const *texts,
+                      const size_t *lens, int n, const td_decode_opts *opts,
+                      td_text_result *results, char *err, size_t errlen);
+void td_text_result_free(td_text_result *r); /* accepts NULL */
+
 #ifdef __cplusplus
 }
 #endif

@@ -6,6 +6,12 @@
  *       reads one sentence of space-separated source token ids per line
  *       from stdin and prints the best hypothesis' ids, its score and a tab
  *       between them, one line per input line, in order.
+ *   transformerd translate --model DIR [--beam N] [--max-length N] [--threads N]
+ *                          [--batch N] [--device cpu]
+ *       reads one sentence per line from stdin and writes its translation,
+ *       one line per input line, in order; translated in batches.
+ *   transformerd tokenize --model DIR [--target] [--pieces]
+ *       prints each stdin line's model ids (or pieces), space-separated.
  *   transformerd serve ...      the HTTP daemon (issue 4, not built yet)
  */
 #include <errno.h>
@@ -13,12 +19,25 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tokenizer.h"
 #include "translator.h"
+
+int srv_main(int argc, char **argv); /* server/serve.c */
+
+/* Options shared by translate and translate-ids. */
+typedef struct cli_opts {
+    const char *model, *device;
+    int beam, max_length, threads, batch;
+    int target, pieces; /* tokenize */
+} cli_opts;
 
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: transformerd translate-ids --model DIR [--beam N] [--max-length N]\n"
+            "usage: transformerd translate --model DIR [--beam N] [--max-length N]\n"
+            "                              [--threads N] [--batch N] [--device cpu]\n"
+            "       transformerd tokenize --model DIR [--target] [--pieces]\n"
+            "       transformerd translate-ids --model DIR [--beam N] [--max-length N]\n"
             "                                  [--threads N] [--batch N] [--device cpu]\n"
             "       transformerd serve --model DIR ...   (not available yet)\n");
 }
@@ -89,44 +108,15 @@ static int flush(td_worker *w, pending *p, int n, const td_decode_opts *o)
     return 0;
 }
 
+static int parse_cli(int argc, char **argv, struct cli_opts *o, int tokenize);
+
 static int cmd_translate_ids(int argc, char **argv)
 {
-    const char *model = NULL, *device = "cpu";
-    int beam = 0, max_length = 0, threads = 0, batch = 32;
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!v) {
-            fprintf(stderr, "transformerd: %s needs a value\n", a);
-            return 2;
-        }
-        if (!strcmp(a, "--model"))
-            model = v;
-        else if (!strcmp(a, "--device"))
-            device = v;
-        else if (!strcmp(a, "--beam")) {
-            if (parse_int(a, v, 1, TD_MAX_BEAM, &beam))
-                return 2;
-        } else if (!strcmp(a, "--max-length")) {
-            if (parse_int(a, v, 1, 1 << 20, &max_length))
-                return 2;
-        } else if (!strcmp(a, "--threads")) {
-            if (parse_int(a, v, 0, 1024, &threads))
-                return 2;
-        } else if (!strcmp(a, "--batch")) {
-            if (parse_int(a, v, 1, 256, &batch))
-                return 2;
-        } else {
-            fprintf(stderr, "transformerd: unknown option '%s'\n", a);
-            usage(stderr);
-            return 2;
-        }
-        i++;
-    }
-    if (!model) {
-        fprintf(stderr, "transformerd: --model DIR is required\n");
+    struct cli_opts c;
+    if (parse_cli(argc, argv, &c, 0))
         return 2;
-    }
+    const char *model = c.model, *device = c.device;
+    int beam = c.beam, max_length = c.max_length, threads = c.threads, batch = c.batch;
     char err[1024];
     td_model *m = NULL;
     td_load_opts lo = {.device = device, .n_threads = threads};
@@ -184,23 +174,209 @@ static int cmd_translate_ids(int argc, char **argv)
     return rc;
 }
 
+
+static int parse_cli(int argc, char **argv, cli_opts *o, int tokenize)
+{
+    memset(o, 0, sizeof *o);
+    o->device = "cpu";
+    o->batch = 32;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        if (tokenize && !strcmp(a, "--target")) {
+            o->target = 1;
+            continue;
+        }
+        if (tokenize && !strcmp(a, "--pieces")) {
+            o->pieces = 1;
+            continue;
+        }
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!v) {
+            fprintf(stderr, "transformerd: %s needs a value\n", a);
+            return -1;
+        }
+        if (!strcmp(a, "--model"))
+            o->model = v;
+        else if (!tokenize && !strcmp(a, "--device"))
+            o->device = v;
+        else if (!tokenize && !strcmp(a, "--beam")) {
+            if (parse_int(a, v, 1, TD_MAX_BEAM, &o->beam))
+                return -1;
+        } else if (!tokenize && !strcmp(a, "--max-length")) {
+            if (parse_int(a, v, 1, 1 << 20, &o->max_length))
+                return -1;
+        } else if (!tokenize && !strcmp(a, "--threads")) {
+            if (parse_int(a, v, 0, 1024, &o->threads))
+                return -1;
+        } else if (!tokenize && !strcmp(a, "--batch")) {
+            if (parse_int(a, v, 1, 256, &o->batch))
+                return -1;
+        } else {
+            fprintf(stderr, "transformerd: unknown option '%s'\n", a);
+            usage(stderr);
+            return -1;
+        }
+        i++;
+    }
+    if (!o->model) {
+        fprintf(stderr, "transformerd: --model DIR is required\n");
+        return -1;
+    }
+    return 0;
+}
+
+/* Reads one line (without its newline) of any bytes, NULs included. */
+static ssize_t read_line(char **line, size_t *cap, FILE *f)
+{
+    ssize_t n = getline(line, cap, f);
+    if (n > 0 && (*line)[n - 1] == '\n')
+        (*line)[--n] = 0;
+    if (n > 0 && (*line)[n - 1] == '\r')
+        (*line)[--n] = 0;
+    return n;
+}
+
+static int cmd_translate(int argc, char **argv)
+{
+    cli_opts c;
+    if (parse_cli(argc, argv, &c, 0))
+        return 2;
+    char err[1024];
+    td_model *m = NULL;
+    td_load_opts lo = {.device = c.device, .n_threads = c.threads};
+    if (td_model_load(&m, c.model, &lo, err, sizeof err) != 0) {
+        fprintf(stderr, "transformerd: %s: %s\n", c.model, err);
+        return 1;
+    }
+    td_tokenizer *tok = NULL;
+    if (td_model_tokenizer_load(m, c.model, &tok, err, sizeof err) != 0) {
+        fprintf(stderr, "transformerd: %s: %s\n", c.model, err);
+        td_model_free(m);
+        return 1;
+    }
+    td_decode_opts o;
+    td_decode_opts_default(m, &o);
+    if (c.beam)
+        o.beam_size = c.beam;
+    if (c.max_length)
+        o.max_length = c.max_length;
+    td_worker_opts wo = {.max_batch = c.batch, .max_length = o.max_length,
+                         .max_beam = o.beam_size, .n_threads = c.threads};
+    td_worker *w = NULL;
+    if (td_worker_init(&w, m, &wo, err, sizeof err) != 0) {
+        fprintf(stderr, "transformerd: %s\n", err);
+        td_tok_free(tok);
+        td_model_free(m);
+        return 1;
+    }
+    /* Lines are gathered in groups of a few batches, so that sorting by
+     * length inside td_translate_text cuts padding, and written in order. */
+    const int group = c.batch * 4;
+    char **lines = calloc((size_t)group, sizeof(char *));
+    size_t *lens = calloc((size_t)group, sizeof(size_t));
+    td_text_result *res = calloc((size_t)group, sizeof(td_text_result));
+    int rc = lines && lens && res ? 0 : 1, n = 0, eof = 0, first = 1;
+    while (rc == 0 && !eof) {
+        char *line = NULL;
+        size_t cap = 0;
+        ssize_t len = read_line(&line, &cap, stdin);
+        if (len < 0) {
+            free(line);
+            eof = 1;
+        } else {
+            lines[n] = line;
+            lens[n] = (size_t)len;
+            n++;
+        }
+        if (n == group || (eof && n > 0)) {
+            if (td_translate_text(w, tok, (const char *const *)lines, lens, n, &o, res, err,
+                                  sizeof err) != 0) {
+                fprintf(stderr, "transformerd: input lines %d..: %s\n", first, err);
+                rc = 1;
+            } else {
+                for (int i = 0; i < n; i++) {
+                    puts(res[i].text);
+                    td_text_result_free(&res[i]);
+                }
+                fflush(stdout);
+            }
+            for (int i = 0; i < n; i++)
+                free(lines[i]);
+            first += n;
+            n = 0;
+        }
+    }
+    for (int i = 0; i < n; i++)
+        free(lines[i]);
+    free(lines);
+    free(lens);
+    free(res);
+    td_worker_free(w);
+    td_tok_free(tok);
+    td_model_free(m);
+    return rc;
+}
+
+static int cmd_tokenize(int argc, char **argv)
+{
+    cli_opts c;
+    if (parse_cli(argc, argv, &c, 1))
+        return 2;
+    char err[1024];
+    td_tokenizer *tok = NULL;
+    /* The tokenizer alone: no weights are loaded. */
+    if (td_tok_load(&tok, c.model, 0, 0, err, sizeof err) != 0) {
+        fprintf(stderr, "transformerd: %s: %s\n", c.model, err);
+        return 1;
+    }
+    td_tok_side side = c.target ? TD_TOK_TARGET : TD_TOK_SOURCE;
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t len;
+    int rc = 0;
+    while (rc == 0 && (len = read_line(&line, &cap, stdin)) >= 0) {
+        int32_t *ids = NULL;
+        int n = 0;
+        const char **pieces = NULL;
+        if (td_tok_encode(tok, side, line, (size_t)len, &ids, &n) != 0 ||
+            (c.pieces && td_tok_pieces(tok, side, ids, n, &pieces) != 0)) {
+            fprintf(stderr, "transformerd: out of memory\n");
+            rc = 1;
+        } else {
+            for (int i = 0; i < n; i++) {
+                if (c.pieces)
+                    printf(i ? " %s" : "%s", pieces[i]);
+                else
+                    printf(i ? " %d" : "%d", ids[i]);
+            }
+            putchar('\n');
+        }
+        free(pieces);
+        free(ids);
+    }
+    free(line);
+    td_tok_free(tok);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
         usage(stderr);
         return 2;
     }
+    if (!strcmp(argv[1], "translate"))
+        return cmd_translate(argc - 2, argv + 2);
+    if (!strcmp(argv[1], "tokenize"))
+        return cmd_tokenize(argc - 2, argv + 2);
     if (!strcmp(argv[1], "translate-ids"))
         return cmd_translate_ids(argc - 2, argv + 2);
     if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
         usage(stdout);
         return 0;
     }
-    if (!strcmp(argv[1], "serve")) {
-        fprintf(stderr, "transformerd: 'serve' (the HTTP daemon) is not built yet; "
-                        "translate-ids works today\n");
-        return 2;
-    }
+    if (!strcmp(argv[1], "serve"))
+        return srv_main(argc - 2, argv + 2);
     fprintf(stderr, "transformerd: unknown command '%s'\n", argv[1]);
     usage(stderr);
     return 2;

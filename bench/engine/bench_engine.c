@@ -3,8 +3,8 @@
  * model (6+6 layers, d_model 512, 8 heads, ffn 2048, vocab 32000).
  *
  *   bench_engine --make-model DIR      write the random model (Marian layout)
- *   bench_engine --model DIR [--threads N] [--src-len 24] [--max-length 32]
- *                [--repeat 3]
+ *   bench_engine --model DIR [--device cpu|cuda[:N]] [--threads N] [--src-len 24]
+ *                [--max-length 32] [--repeat 3]
  *       prints one JSON line per configuration (greedy / beam 4 at batch 1
  *       and 32): generated target tokens per second, best of --repeat runs.
  *
@@ -189,13 +189,15 @@ static double now(void)
 
 int main(int argc, char **argv)
 {
-    const char *model = NULL;
+    const char *model = NULL, *device = "cpu";
     int threads = 0, src_len = 24, max_length = 32, repeat = 3;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--make-model") && i + 1 < argc)
             return make_model(argv[i + 1]);
         else if (!strcmp(argv[i], "--model") && i + 1 < argc)
             model = argv[++i];
+        else if (!strcmp(argv[i], "--device") && i + 1 < argc)
+            device = argv[++i];
         else if (!strcmp(argv[i], "--threads") && i + 1 < argc)
             threads = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--src-len") && i + 1 < argc)
@@ -205,7 +207,7 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--repeat") && i + 1 < argc)
             repeat = atoi(argv[++i]);
         else {
-            fprintf(stderr, "usage: bench_engine --make-model DIR | --model DIR [--threads N] "
+            fprintf(stderr, "usage: bench_engine --make-model DIR | --model DIR [--device D] [--threads N] "
                             "[--src-len N] [--max-length N] [--repeat N]\n");
             return 2;
         }
@@ -216,7 +218,7 @@ int main(int argc, char **argv)
     }
     char err[1024];
     td_model *m = NULL;
-    td_load_opts lo = {.device = "cpu", .n_threads = threads};
+    td_load_opts lo = {.device = device, .n_threads = threads};
     if (td_model_load(&m, model, &lo, err, sizeof err)) {
         fprintf(stderr, "bench_engine: %s\n", err);
         return 1;
@@ -228,14 +230,20 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_engine: %s\n", err);
         return 1;
     }
-    /* deterministic sources: ids in [1, 31999), </s> last */
+    /* deterministic sources: ids in [1, vocab - 1) (31999 for the random
+     * model), </s> last; peer_transformers.py makes the same ones */
     static int32_t srcbuf[32][512];
     const int32_t *src[32];
     int len[32];
+    const td_config *cfg = td_model_config(m);
+    if (src_len < 2 || src_len > 512 || cfg->vocab_size < 3) {
+        fprintf(stderr, "bench_engine: --src-len must be in [2, 512]\n");
+        return 2;
+    }
     for (int i = 0; i < 32; i++) {
         for (int j = 0; j < src_len - 1; j++)
-            srcbuf[i][j] = 1 + (int32_t)((i * 7919 + j * 104729) % (VOCAB - 2));
-        srcbuf[i][src_len - 1] = 0;
+            srcbuf[i][j] = 1 + (int32_t)((i * 7919 + j * 104729) % (cfg->vocab_size - 2));
+        srcbuf[i][src_len - 1] = cfg->eos_token_id;
         src[i] = srcbuf[i];
         len[i] = src_len;
     }
@@ -264,9 +272,11 @@ int main(int argc, char **argv)
                 if (dt < best)
                     best = dt;
             }
-            printf("{\"engine\": \"transformerd\", \"batch\": %d, \"beam\": %d, \"threads\": %d, "
-                   "\"src_len\": %d, \"tokens\": %ld, \"seconds\": %.4f, \"tokens_per_s\": %.1f}\n",
-                   batches[bi], beams[be], threads, src_len, toks, best, (double)toks / best);
+            printf("{\"engine\": \"transformerd\", \"device\": \"%s\", \"batch\": %d, "
+                   "\"beam\": %d, \"threads\": %d, \"src_len\": %d, \"tokens\": %ld, "
+                   "\"seconds\": %.4f, \"tokens_per_s\": %.1f}\n",
+                   device, batches[bi], beams[be], threads, src_len, toks, best,
+                   (double)toks / best);
             fflush(stdout);
         }
     td_worker_free(w);

@@ -1,0 +1,430 @@
+/*
+ * gpu_backend.cu - the td_backend_ops table of the CUDA backend: lifetime,
+ * memory, the error latch, weight upload, and thin wrappers that make the
+ * backend's device current and call the op families (gpu_*.cu).
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpu_backend.h"
+#include "gpu_internal.cuh"
+
+/* cuBLAS workspace set once per handle (NVIDIA recommends 32 MiB on
+ * Hopper), so no GEMM ever allocates behind our back. */
+#define GPU_BLAS_WORKSPACE ((size_t)32 << 20)
+
+typedef struct gpu_owner {
+    gpu_ctx c;
+    void *blas_ws; /* GPU_BLAS_WORKSPACE bytes */
+} gpu_owner;
+
+void gpu_fail(gpu_ctx *c, const char *fmt, ...)
+{
+    if (c->failed)
+        return; /* keep the first failure */
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->err, sizeof c->err, fmt, ap);
+    va_end(ap);
+    c->failed = 1;
+}
+
+void *gpu_scratch(gpu_ctx *c, size_t bytes)
+{
+    if (bytes <= c->scratch_bytes)
+        return c->scratch;
+    size_t want = c->scratch_bytes * 2 > bytes ? c->scratch_bytes * 2 : bytes;
+    want = (want + 255) / 256 * 256;
+    cudaError_t e = cudaStreamSynchronize(c->stream);
+    if (e == cudaSuccess && c->scratch)
+        e = cudaFree(c->scratch);
+    c->scratch = NULL;
+    c->scratch_bytes = 0;
+    if (e == cudaSuccess)
+        e = cudaMalloc(&c->scratch, want);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError(); /* an allocation failure is not sticky */
+        c->scratch = NULL;
+        gpu_fail(c, "cuda: cannot grow the scratch to %zu bytes: %s (device %d)", want,
+                 cudaGetErrorString(e), c->device);
+        return NULL;
+    }
+    c->scratch_bytes = want;
+    return c->scratch;
+}
+
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (!err || !errlen)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}
+
+/* The context of `be` with its device made current for this thread. */
+static gpu_ctx *enter(td_backend *be)
+{
+    gpu_ctx *c = (gpu_ctx *)be->ctx;
+    cudaError_t e = cudaSetDevice(c->device);
+    if (e != cudaSuccess)
+        gpu_fail(c, "cuda: cudaSetDevice(%d): %s", c->device, cudaGetErrorString(e));
+    return c;
+}
+
+/* --- lifetime ----------------------------------------------------------- */
+
+static void gpu_destroy(td_backend *be)
+{
+    if (!be)
+        return;
+    gpu_owner *o = (gpu_owner *)be->ctx;
+    if (o) {
+        gpu_ctx *c = &o->c;
+        (void)cudaSetDevice(c->device);
+        if (c->stream)
+            (void)cudaStreamSynchronize(c->stream);
+        if (c->blas)
+            (void)cublasDestroy(c->blas);
+        (void)cudaFree(o->blas_ws);
+        (void)cudaFree(c->scratch);
+        if (c->stream)
+            (void)cudaStreamDestroy(c->stream);
+        (void)cudaGetLastError();
+        free(o);
+    }
+    free(be);
+}
+
+/* --- memory ------------------------------------------------------------- */
+
+static void *gpu_alloc(td_backend *be, size_t bytes)
+{
+    gpu_ctx *c = enter(be);
+    void *p = NULL;
+    if (bytes == 0)
+        bytes = 256;
+    if (cudaMalloc(&p, bytes) != cudaSuccess) {
+        (void)cudaGetLastError(); /* out of memory is reported by NULL */
+        return NULL;
+    }
+    (void)c;
+    return p;
+}
+
+static void gpu_dealloc(td_backend *be, void *p)
+{
+    if (!p)
+        return;
+    gpu_ctx *c = enter(be);
+    CUDA_CHECK(cudaFree(p));
+}
+
+static void gpu_upload(td_backend *be, void *dst, const void *src, size_t bytes)
+{
+    gpu_ctx *c = enter(be);
+    if (bytes)
+        CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, c->stream));
+}
+
+static void gpu_download(td_backend *be, void *dst, const void *src, size_t bytes)
+{
+    gpu_ctx *c = enter(be);
+    if (!bytes)
+        return;
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, c->stream));
+    CUDA_CHECK(cudaStreamSynchronize(c->stream));
+}
+
+static void gpu_copy(td_backend *be, void *dst, const void *src, size_t bytes)
+{
+    gpu_ctx *c = enter(be);
+    if (bytes)
+        CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, c->stream));
+}
+
+static void gpu_memset0(td_backend *be, void *dst, size_t bytes)
+{
+    gpu_ctx *c = enter(be);
+    if (bytes)
+        CUDA_CHECK(cudaMemsetAsync(dst, 0, bytes, c->stream));
+}
+
+static void sync_stream(gpu_ctx *c)
+{
+    CUDA_CHECK(cudaStreamSynchronize(c->stream));
+    CUDA_CHECK(cudaGetLastError());
+}
+
+static int gpu_sync(td_backend *be, char *err, size_t errlen)
+{
+    gpu_ctx *c = enter(be);
+    sync_stream(c);
+    if (!c->failed)
+        return 0;
+    set_err(err, errlen, "%s", c->err);
+    c->failed = 0;
+    c->err[0] = '\0';
+    return -1;
+}
+
+/* --- weights ------------------------------------------------------------ */
+
+static int gpu_weight_upload(td_backend *be, td_weight *w, const float *host, int64_t rows,
+                             int64_t cols, td_dtype want, char *err, size_t errlen)
+{
+    gpu_ctx *c = enter(be);
+    memset(w, 0, sizeof *w);
+    if (rows < 0 || cols < 0 ||
+        (cols > 0 && (uint64_t)rows > SIZE_MAX / sizeof(float) / (uint64_t)cols)) {
+        set_err(err, errlen, "cuda: bad weight shape (%lld, %lld)", (long long)rows,
+                (long long)cols);
+        return -1;
+    }
+    if (c->failed) {
+        set_err(err, errlen, "%s", c->err);
+        return -1;
+    }
+    /* Vectors stay float32 (cheap, and they are added to float32
+     * activations); matrices keep the checkpoint's half dtype. */
+    td_dtype dt = TD_F32;
+    if (rows > 1)
+        dt = want == TD_F16 || want == TD_BF16 ? want : c->f32_as;
+    const size_t count = (size_t)rows * (size_t)cols;
+    const size_t esize = dt == TD_F32 ? 4 : 2;
+    const size_t bytes = count * esize;
+    void *staged = (void *)host;
+    if (dt != TD_F32 && count) {
+        staged = malloc(bytes);
+        if (!staged) {
+            set_err(err, errlen, "cuda: out of host memory converting a (%lld, %lld) weight",
+                    (long long)rows, (long long)cols);
+            return -1;
+        }
+        if (dt == TD_F16) {
+            __half *h = (__half *)staged;
+            for (size_t i = 0; i < count; i++)
+                h[i] = __float2half_rn(host[i]);
+        } else {
+            __nv_bfloat16 *h = (__nv_bfloat16 *)staged;
+            for (size_t i = 0; i < count; i++)
+                h[i] = __float2bfloat16_rn(host[i]);
+        }
+    }
+    void *dev = NULL;
+    cudaError_t e = cudaMalloc(&dev, bytes ? bytes : 256);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        size_t free_b = 0, total_b = 0;
+        (void)cudaMemGetInfo(&free_b, &total_b);
+        set_err(err, errlen,
+                "cuda: out of device memory for a (%lld, %lld) weight (%zu bytes; %zu of %zu "
+                "bytes free on device %d)",
+                (long long)rows, (long long)cols, bytes, free_b, total_b, c->device);
+        if (staged != host)
+            free(staged);
+        return -1;
+    }
+    if (bytes) {
+        e = cudaMemcpyAsync(dev, staged, bytes, cudaMemcpyHostToDevice, c->stream);
+        if (e == cudaSuccess)
+            e = cudaStreamSynchronize(c->stream);
+    }
+    if (staged != host)
+        free(staged);
+    if (e != cudaSuccess) {
+        set_err(err, errlen, "cuda: uploading a (%lld, %lld) weight: %s", (long long)rows,
+                (long long)cols, cudaGetErrorString(e));
+        (void)cudaFree(dev);
+        return -1;
+    }
+    w->data = dev;
+    w->dtype = dt;
+    w->rows = rows;
+    w->cols = cols;
+    return 0;
+}
+
+static void gpu_weight_free(td_backend *be, td_weight *w)
+{
+    if (!w)
+        return;
+    if (w->data) {
+        gpu_ctx *c = enter(be);
+        cudaError_t e = cudaFree(w->data);
+        if (e != cudaSuccess)
+            gpu_fail(c, "cuda: cudaFree(weight): %s", cudaGetErrorString(e));
+    }
+    memset(w, 0, sizeof *w);
+}
+
+/* --- compute: device made current, then the op family ------------------- */
+
+static void t_linear(td_backend *be, float *y, int64_t ld_y, const float *x, int64_t ld_x,
+                     int64_t n, const td_weight *w, const td_weight *bias)
+{
+    gpu_op_linear(enter(be), y, ld_y, x, ld_x, n, w, bias);
+}
+
+static void t_bias_act(td_backend *be, float *x, int64_t n, int64_t d, const td_weight *bias,
+                       td_activation act)
+{
+    gpu_op_bias_act(enter(be), x, n, d, bias, act);
+}
+
+static void t_layer_norm(td_backend *be, float *y, const float *x, const float *res,
+                         float *sum_out, int64_t n, int64_t d, const td_weight *gamma,
+                         const td_weight *beta, float eps)
+{
+    gpu_op_layer_norm(enter(be), y, x, res, sum_out, n, d, gamma, beta, eps);
+}
+
+static void t_add(td_backend *be, float *y, const float *x, int64_t n, int64_t d)
+{
+    gpu_op_add(enter(be), y, x, n, d);
+}
+
+static void t_embed(td_backend *be, float *y, const td_weight *table, const int32_t *ids,
+                    int64_t n, float scale, const float *pos, const int32_t *positions)
+{
+    gpu_op_embed(enter(be), y, table, ids, n, scale, pos, positions);
+}
+
+static void t_rope(td_backend *be, float *x, int n_seq, int n_t, int64_t ld, int64_t seq_stride,
+                   int n_heads, int head_dim, int pos0, const float *cos_sin)
+{
+    gpu_op_rope(enter(be), x, n_seq, n_t, ld, seq_stride, n_heads, head_dim, pos0, cos_sin);
+}
+
+static void t_attention(td_backend *be, const td_attn_args *a)
+{
+    gpu_op_attention(enter(be), a);
+}
+
+static void t_logprobs_topk(td_backend *be, float *logits, int64_t n, int64_t vocab,
+                            const int32_t *suppress, int n_suppress, int force_eos, int eos_id,
+                            const float *row_bias, int k, float *out_val, int32_t *out_idx)
+{
+    gpu_op_logprobs_topk(enter(be), logits, n, vocab, suppress, n_suppress, force_eos, eos_id,
+                         row_bias, k, out_val, out_idx);
+}
+
+static void t_gather_rows(td_backend *be, float *dst, const float *src, const int32_t *index,
+                          int64_t n, int64_t row_elems, int64_t ld)
+{
+    gpu_op_gather_rows(enter(be), dst, src, index, n, row_elems, ld);
+}
+
+static const td_backend_ops gpu_ops_template = {
+    "cuda",          gpu_destroy,   gpu_alloc,         gpu_dealloc,  gpu_upload,
+    gpu_download,    gpu_copy,      gpu_memset0,       gpu_sync,     gpu_weight_upload,
+    gpu_weight_free, t_linear,      t_bias_act,        t_layer_norm, t_add,
+    t_embed,         t_rope,        t_attention,       t_logprobs_topk, t_gather_rows,
+};
+
+int td_cuda_device_count(void)
+{
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    return n;
+}
+
+/* TRANSFORMERD_DTYPE: the storage of float32 matrices. */
+static int f32_storage(td_dtype *out, char *err, size_t errlen)
+{
+    const char *s = getenv("TRANSFORMERD_DTYPE");
+    *out = TD_F32;
+    if (!s || !*s || !strcmp(s, "auto") || !strcmp(s, "f32") || !strcmp(s, "float32"))
+        return 0;
+    if (!strcmp(s, "f16") || !strcmp(s, "float16")) {
+        *out = TD_F16;
+        return 0;
+    }
+    if (!strcmp(s, "bf16") || !strcmp(s, "bfloat16")) {
+        *out = TD_BF16;
+        return 0;
+    }
+    set_err(err, errlen, "TRANSFORMERD_DTYPE '%s': expected auto, f32, f16 or bf16", s);
+    return -1;
+}
+
+td_backend *td_cuda_backend_create(int device, char *err, size_t errlen)
+{
+    int count = 0;
+    cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess || count <= 0) {
+        (void)cudaGetLastError();
+        set_err(err, errlen, "cuda: no usable CUDA device (%s); use --device cpu",
+                e != cudaSuccess ? cudaGetErrorString(e) : "no device found");
+        return NULL;
+    }
+    if (device < 0 || device >= count) {
+        set_err(err, errlen, "cuda: device %d does not exist (%d device%s: cuda:0..cuda:%d); "
+                "or use --device cpu", device, count, count == 1 ? "" : "s", count - 1);
+        return NULL;
+    }
+    td_dtype f32_as;
+    if (f32_storage(&f32_as, err, errlen) != 0)
+        return NULL;
+    td_backend *be = (td_backend *)calloc(1, sizeof *be);
+    gpu_owner *o = (gpu_owner *)calloc(1, sizeof *o);
+    if (!be || !o) {
+        free(be);
+        free(o);
+        set_err(err, errlen, "cuda: out of host memory for the backend");
+        return NULL;
+    }
+    gpu_ctx *c = &o->c;
+    c->device = device;
+    c->f32_as = f32_as;
+    c->ops = gpu_ops_template;
+    if (device == 0)
+        snprintf(c->name, sizeof c->name, "cuda");
+    else
+        snprintf(c->name, sizeof c->name, "cuda:%d", device);
+    c->ops.name = c->name;
+    be->ops = &c->ops;
+    be->ctx = o; /* gpu_ctx is the first member */
+
+    const char *what = NULL;
+    cublasStatus_t bs = CUBLAS_STATUS_SUCCESS;
+    if ((e = cudaSetDevice(device)) != cudaSuccess)
+        what = "cudaSetDevice";
+    else if ((e = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking)) != cudaSuccess)
+        what = "cudaStreamCreate";
+    else if ((e = cudaDeviceGetAttribute(&c->max_smem_optin,
+                                         cudaDevAttrMaxSharedMemoryPerBlockOptin, device)) !=
+             cudaSuccess)
+        what = "cudaDeviceGetAttribute";
+    else if ((e = cudaMalloc(&o->blas_ws, GPU_BLAS_WORKSPACE)) != cudaSuccess)
+        what = "cudaMalloc(cuBLAS workspace)";
+    else if ((bs = cublasCreate(&c->blas)) != CUBLAS_STATUS_SUCCESS)
+        what = "cublasCreate";
+    else if ((bs = cublasSetStream(c->blas, c->stream)) != CUBLAS_STATUS_SUCCESS)
+        what = "cublasSetStream";
+    else if ((bs = cublasSetWorkspace(c->blas, o->blas_ws, GPU_BLAS_WORKSPACE)) !=
+             CUBLAS_STATUS_SUCCESS)
+        what = "cublasSetWorkspace";
+    /* Pure float32 GEMMs for float32 weights (no TF32): the F32 goldens are
+     * token-exact. */
+    else if ((bs = cublasSetMathMode(c->blas, CUBLAS_DEFAULT_MATH)) != CUBLAS_STATUS_SUCCESS)
+        what = "cublasSetMathMode";
+    if (what) {
+        (void)cudaGetLastError();
+        set_err(err, errlen, "cuda: %s on device %d: %s; use --device cpu if this machine has no "
+                "working GPU", what, device,
+                bs != CUBLAS_STATUS_SUCCESS ? cublasGetStatusString(bs) : cudaGetErrorString(e));
+        gpu_destroy(be);
+        return NULL;
+    }
+    return be;
+}

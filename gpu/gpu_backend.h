@@ -1,0 +1,61 @@
+/*
+ * gpu_backend.h - the CUDA implementation of td_backend_ops (backend.h):
+ * cuBLAS GEMMs with float32 accumulation and one CUDA kernel file per op
+ * family (gpu/gpu_*.cu). Plain C11; model/ and the tests include it, never a
+ * CUDA header.
+ *
+ * Memory: alloc() is cudaMalloc (called at start-up only: model load and
+ * worker init size everything for the worst case). Each backend owns one
+ * CUDA stream and one cuBLAS handle; every op is queued on that stream and
+ * returns without waiting, download() and sync() wait for it. The only
+ * device memory an op may allocate itself is the backend's grow-only scratch
+ * (activation copies in F16/BF16 for the GEMMs): it grows to the high-water
+ * mark during warm-up and is never released before destroy().
+ *
+ * upload() is cudaMemcpyAsync from pageable host memory: it returns once the
+ * source has been staged, so the caller may reuse it at once (do not pass
+ * cudaHostRegister'ed memory).
+ *
+ * Weights: weight_upload() keeps a matrix in the dtype asked for (the
+ * checkpoint's: F16 and BF16 stay half precision, F32 stays F32); vectors
+ * (rows == 1: biases, layer-norm parameters) are always float32. The
+ * environment variable TRANSFORMERD_DTYPE=f16|bf16 converts float32 matrices
+ * at upload (f32 or auto, the default, keeps them).
+ *
+ * Errors: the first failure of an op (a CUDA or cuBLAS error with the
+ * statement and file:line, an argument out of the op's contract) is latched
+ * and reported by sync(), as backend.h asks. A CUDA error that corrupts the
+ * context (illegal address, ...) makes every later call fail too: the
+ * caller must treat the backend as dead.
+ *
+ * Thread safety: one td_backend belongs to one thread; every entry point
+ * makes the backend's device current for the calling thread first.
+ */
+#ifndef TD_GPU_BACKEND_H
+#define TD_GPU_BACKEND_H
+
+#include <stddef.h>
+
+#include "backend.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Creates a CUDA backend on device `device` (0-based). Returns NULL with a
+ * message in err when there is no usable device (the message names
+ * --device cpu), the index is out of range, or the stream / cuBLAS handle
+ * cannot be made. The table's name is "cuda" for device 0 and "cuda:N"
+ * otherwise, so that a backend created from the name lands on the same
+ * device. Free with be->ops->destroy(be). */
+td_backend *td_cuda_backend_create(int device, char *err, size_t errlen);
+
+/* Number of CUDA devices usable by this process: 0 when there is no device
+ * or no driver (never an error). Tests use it to skip. */
+int td_cuda_device_count(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TD_GPU_BACKEND_H */

@@ -1,0 +1,120 @@
+/*
+ * gpu_eltwise.cu - the element-wise ops: bias + activation, add, and the row
+ * gather that reorders KV caches (beam search) and compacts batches.
+ * Memory-bound grid-stride loops; formulas as cpu/cpu_backend.c.
+ */
+#include "gpu_internal.cuh"
+
+static __device__ __forceinline__ float act_fn(float v, td_activation act)
+{
+    switch (act) {
+    case TD_ACT_RELU:
+        return v > 0.0f ? v : 0.0f;
+    case TD_ACT_GELU: /* torch.nn.functional.gelu, approximate='none' */
+        return 0.5f * v * (1.0f + erff(v * 0.70710678118654752f));
+    case TD_ACT_GELU_NEW: { /* transformers' NewGELUActivation */
+        const float k = 0.7978845608028654f; /* sqrt(2/pi) */
+        return 0.5f * v * (1.0f + tanhf(k * (v + 0.044715f * v * v * v)));
+    }
+    case TD_ACT_SILU:
+        return v / (1.0f + expf(-v));
+    case TD_ACT_NONE:
+    default:
+        return v;
+    }
+}
+
+static __global__ void k_bias_act(float *__restrict__ x, int64_t n, int64_t d,
+                                  const void *__restrict__ bias, td_dtype bdt, td_activation act)
+{
+    const int64_t total = n * d;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        float v = x[i];
+        if (bias)
+            v += gpu_wload(bias, bdt, i % d);
+        x[i] = act_fn(v, act);
+    }
+}
+
+static __global__ void k_add(float *__restrict__ y, const float *__restrict__ x, int64_t total)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total;
+         i += (int64_t)gridDim.x * blockDim.x)
+        y[i] += x[i];
+}
+
+/* One y-block row per gathered row (grid.y strides over rows), float4 when
+ * every row start and length is 16-byte aligned. */
+template <typename V>
+static __global__ void k_gather(V *__restrict__ dst, const V *__restrict__ src,
+                                const int32_t *__restrict__ index, int64_t n, int64_t row_vecs,
+                                int64_t ld_vecs)
+{
+    for (int64_t r = blockIdx.y; r < n; r += gridDim.y) {
+        const V *s = src + (int64_t)index[r] * ld_vecs;
+        V *d = dst + r * ld_vecs;
+        for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < row_vecs;
+             i += (int64_t)gridDim.x * blockDim.x)
+            d[i] = s[i];
+    }
+}
+
+static void launch_bias_act(gpu_ctx *c, float *x, int64_t n, int64_t d, const td_weight *bias,
+                            td_activation act)
+{
+    k_bias_act<<<gpu_blocks(n * d, 256), 256, 0, c->stream>>>(
+        x, n, d, bias ? bias->data : NULL, bias ? bias->dtype : TD_F32, act);
+    CUDA_CHECK_LAUNCH();
+}
+
+static void launch_add(gpu_ctx *c, float *y, const float *x, int64_t total)
+{
+    k_add<<<gpu_blocks(total, 256), 256, 0, c->stream>>>(y, x, total);
+    CUDA_CHECK_LAUNCH();
+}
+
+static void launch_gather(gpu_ctx *c, float *dst, const float *src, const int32_t *index,
+                          int64_t n, int64_t row_elems, int64_t ld)
+{
+    const int vec = ((uintptr_t)dst % 16 == 0 && (uintptr_t)src % 16 == 0 && ld % 4 == 0 &&
+                     row_elems % 4 == 0);
+    const int64_t row_vecs = vec ? row_elems / 4 : row_elems;
+    int64_t bx = (row_vecs + 255) / 256;
+    bx = bx > 1024 ? 1024 : bx;
+    dim3 grid((unsigned)bx, (unsigned)(n < 65535 ? n : 65535));
+    if (vec)
+        k_gather<float4><<<grid, 256, 0, c->stream>>>((float4 *)dst, (const float4 *)src, index,
+                                                      n, row_vecs, ld / 4);
+    else
+        k_gather<float><<<grid, 256, 0, c->stream>>>(dst, src, index, n, row_vecs, ld);
+    CUDA_CHECK_LAUNCH();
+}
+
+extern "C" void gpu_op_bias_act(gpu_ctx *c, float *x, int64_t n, int64_t d,
+                                const td_weight *bias, td_activation act)
+{
+    if (n <= 0 || d <= 0 || (!bias && act == TD_ACT_NONE))
+        return;
+    if (bias && (!bias->data || bias->rows * bias->cols < d)) {
+        gpu_fail(c, "cuda: bias_act: bias of %lld values for d %lld",
+                 (long long)(bias->rows * bias->cols), (long long)d);
+        return;
+    }
+    launch_bias_act(c, x, n, d, bias, act);
+}
+
+extern "C" void gpu_op_add(gpu_ctx *c, float *y, const float *x, int64_t n, int64_t d)
+{
+    if (n > 0 && d > 0)
+        launch_add(c, y, x, n * d);
+}
+
+extern "C" void gpu_op_gather_rows(gpu_ctx *c, float *dst, const float *src,
+                                   const int32_t *index, int64_t n, int64_t row_elems,
+                                   int64_t ld)
+{
+    if (n <= 0 || row_elems <= 0)
+        return;
+    launch_gather(c, dst, src, index, n, row_elems, ld);
+}

@@ -1,0 +1,155 @@
+/*
+ * gpu_internal.cuh - shared by the .cu files of gpu/ only (CUDA C++): the
+ * backend context, the error macros and the entry points of each op family.
+ * Not a public header (model/ never sees it).
+ */
+#ifndef TD_GPU_INTERNAL_CUH
+#define TD_GPU_INTERNAL_CUH
+
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend.h"
+
+/* One backend: everything here is touched only by the thread that owns the
+ * backend (backend.h). */
+typedef struct gpu_ctx {
+    int device;
+    cudaStream_t stream;
+    cublasHandle_t blas;
+    void *scratch;          /* grow-only device scratch, see gpu_scratch() */
+    size_t scratch_bytes;
+    int max_smem_optin;     /* cudaDevAttrMaxSharedMemoryPerBlockOptin */
+    td_dtype f32_as;        /* storage of float32 matrices (TRANSFORMERD_DTYPE) */
+    int failed;             /* latched failure, cleared by sync() */
+    char err[512];
+    td_backend_ops ops;     /* per backend: the name carries the device */
+    char name[16];
+} gpu_ctx;
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Latches the first failure (printf-style message); later ones are dropped. */
+void gpu_fail(gpu_ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* At least `bytes` of device scratch or NULL (failure latched). The old
+ * contents are not kept; growing waits for the stream first, so work queued
+ * on the old buffer finishes before it is freed. */
+void *gpu_scratch(gpu_ctx *c, size_t bytes);
+
+/* Op entry points, one family per file. Arguments as in backend.h. */
+void gpu_op_linear(gpu_ctx *c, float *y, int64_t ld_y, const float *x, int64_t ld_x,
+                   int64_t n, const td_weight *w, const td_weight *bias);
+void gpu_op_bias_act(gpu_ctx *c, float *x, int64_t n, int64_t d, const td_weight *bias,
+                     td_activation act);
+void gpu_op_add(gpu_ctx *c, float *y, const float *x, int64_t n, int64_t d);
+void gpu_op_gather_rows(gpu_ctx *c, float *dst, const float *src, const int32_t *index,
+                        int64_t n, int64_t row_elems, int64_t ld);
+void gpu_op_layer_norm(gpu_ctx *c, float *y, const float *x, const float *res,
+                       float *sum_out, int64_t n, int64_t d, const td_weight *gamma,
+                       const td_weight *beta, float eps);
+void gpu_op_embed(gpu_ctx *c, float *y, const td_weight *table, const int32_t *ids,
+                  int64_t n, float scale, const float *pos, const int32_t *positions);
+void gpu_op_rope(gpu_ctx *c, float *x, int n_seq, int n_t, int64_t ld, int64_t seq_stride,
+                 int n_heads, int head_dim, int pos0, const float *cos_sin);
+void gpu_op_attention(gpu_ctx *c, const td_attn_args *a);
+void gpu_op_logprobs_topk(gpu_ctx *c, float *logits, int64_t n, int64_t vocab,
+                          const int32_t *suppress, int n_suppress, int force_eos, int eos_id,
+                          const float *row_bias, int k, float *out_val, int32_t *out_idx);
+
+#ifdef __cplusplus
+}
+#endif
+
+/* CUDA_CHECK / CUBLAS_CHECK: on failure latch "statement: error (file:line,
+ * device N)" in the context `c` in scope and `return` from the function (void
+ * functions only; use the _RET forms elsewhere). STYLE.md. */
+#define CUDA_CHECK(x)                                                              \
+    do {                                                                           \
+        cudaError_t e_ = (x);                                                      \
+        if (e_ != cudaSuccess) {                                                   \
+            gpu_fail(c, "cuda: %s: %s (%s:%d, device %d)", #x, cudaGetErrorString(e_), \
+                     __FILE__, __LINE__, c->device);                               \
+            return;                                                                \
+        }                                                                          \
+    } while (0)
+
+#define CUBLAS_CHECK(x)                                                            \
+    do {                                                                           \
+        cublasStatus_t s_ = (x);                                                   \
+        if (s_ != CUBLAS_STATUS_SUCCESS) {                                         \
+            gpu_fail(c, "cublas: %s: %s (%s:%d, device %d)", #x,                   \
+                     cublasGetStatusString(s_), __FILE__, __LINE__, c->device);    \
+            return;                                                                \
+        }                                                                          \
+    } while (0)
+
+/* After each kernel launch (launch configuration errors, sticky errors). */
+#define CUDA_CHECK_LAUNCH() CUDA_CHECK(cudaGetLastError())
+
+/* Grid size for `total` items at `per_block` per block, capped for
+ * grid-stride loops. */
+static inline unsigned gpu_blocks(int64_t total, int per_block)
+{
+    int64_t b = (total + per_block - 1) / per_block;
+    if (b < 1)
+        b = 1;
+    if (b > 65535LL * 32)
+        b = 65535LL * 32;
+    return (unsigned)b;
+}
+
+#ifdef __CUDACC__
+/* Element i of a weight stored as dtype dt, in float32. */
+static __device__ __forceinline__ float gpu_wload(const void *p, td_dtype dt, int64_t i)
+{
+    if (dt == TD_F16)
+        return __half2float(((const __half *)p)[i]);
+    if (dt == TD_BF16)
+        return __bfloat162float(((const __nv_bfloat16 *)p)[i]);
+    return ((const float *)p)[i];
+}
+
+/* Block-wide sum / max (blockDim.x a multiple of 32, at most 1024); every
+ * thread gets the result. red: 32 floats of shared memory, reusable right
+ * after the call. */
+static __device__ __forceinline__ float gpu_block_sum(float v, float *red)
+{
+    for (int o = 16; o > 0; o >>= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, o);
+    const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
+    const int nw = (blockDim.x + 31) >> 5;
+    __syncthreads(); /* red may still be read by the previous call */
+    if (lane == 0)
+        red[wid] = v;
+    __syncthreads();
+    v = lane < nw ? red[lane] : 0.0f;
+    for (int o = 16; o > 0; o >>= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+static __device__ __forceinline__ float gpu_block_max(float v, float *red)
+{
+    for (int o = 16; o > 0; o >>= 1)
+        v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
+    const int nw = (blockDim.x + 31) >> 5;
+    __syncthreads();
+    if (lane == 0)
+        red[wid] = v;
+    __syncthreads();
+    v = lane < nw ? red[lane] : -INFINITY;
+    for (int o = 16; o > 0; o >>= 1)
+        v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+#endif
+
+#endif /* TD_GPU_INTERNAL_CUH */

@@ -1,0 +1,103 @@
+/*
+ * text.c - text in, text out: tokenize, translate in length-sorted batches,
+ * detokenize. The layer that `transformerd translate` and the daemon use.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model_internal.h"
+#include "tokenizer.h"
+
+int td_model_tokenizer_load(const td_model *m, const char *dir, td_tokenizer **out, char *err,
+                            size_t errlen)
+{
+    return td_tok_load(out, dir, m->cfg.vocab_size, m->cfg.decoder_vocab_size, err, errlen);
+}
+
+void td_text_result_free(td_text_result *r)
+{
+    if (!r)
+        return;
+    free(r->text);
+    free(r->src_ids);
+    td_result_free(&r->r);
+    memset(r, 0, sizeof *r);
+}
+
+typedef struct order {
+    int len, idx;
+} order;
+
+static int order_cmp(const void *a, const void *b)
+{
+    const order *x = a, *y = b;
+    if (x->len != y->len)
+        return x->len - y->len;
+    return x->idx - y->idx;
+}
+
+int td_translate_text(td_worker *w, const td_tokenizer *tok, const char *const *texts,
+                      const size_t *lens, int n, const td_decode_opts *opts,
+                      td_text_result *results, char *err, size_t errlen)
+{
+    memset(results, 0, (size_t)n * sizeof *results);
+    order *ord = malloc((size_t)(n > 0 ? n : 1) * sizeof *ord);
+    const int32_t **src = malloc((size_t)w->o.max_batch * sizeof *src);
+    int *slen = malloc((size_t)w->o.max_batch * sizeof *slen);
+    td_result *res = malloc((size_t)w->o.max_batch * sizeof *res);
+    int rc = -1;
+    if (!ord || !src || !slen || !res) {
+        snprintf(err, errlen, "out of memory");
+        goto out;
+    }
+    for (int i = 0; i < n; i++) {
+        size_t len = lens ? lens[i] : strlen(texts[i]);
+        if (td_tok_encode(tok, TD_TOK_SOURCE, texts[i], len, &results[i].src_ids,
+                          &results[i].n_src) != 0) {
+            snprintf(err, errlen, "text %d: out of memory while tokenizing", i);
+            goto fail;
+        }
+        if (results[i].n_src > w->o.max_src_len) {
+            snprintf(err, errlen, "text %d: %d tokens, more than the limit of %d", i,
+                     results[i].n_src, w->o.max_src_len);
+            goto fail;
+        }
+        ord[i].len = results[i].n_src;
+        ord[i].idx = i;
+    }
+    /* Sorted by length, batches pad little. */
+    qsort(ord, (size_t)n, sizeof *ord, order_cmp);
+    for (int b0 = 0; b0 < n; b0 += w->o.max_batch) {
+        int nb = n - b0 < w->o.max_batch ? n - b0 : w->o.max_batch;
+        for (int j = 0; j < nb; j++) {
+            td_text_result *r = &results[ord[b0 + j].idx];
+            src[j] = r->src_ids;
+            slen[j] = r->n_src;
+        }
+        if (td_translate_batch(w, src, slen, nb, opts, res, err, errlen) != 0)
+            goto fail;
+        for (int j = 0; j < nb; j++) {
+            td_text_result *r = &results[ord[b0 + j].idx];
+            r->r = res[j];
+            const td_hypothesis *h = &r->r.hyps[0];
+            if (td_tok_decode(tok, h->tokens, h->n_tokens, &r->text) != 0) {
+                snprintf(err, errlen, "out of memory while detokenizing");
+                for (int k = j + 1; k < nb; k++)
+                    results[ord[b0 + k].idx].r = res[k];
+                goto fail;
+            }
+        }
+    }
+    rc = 0;
+    goto out;
+fail:
+    for (int i = 0; i < n; i++)
+        td_text_result_free(&results[i]);
+out:
+    free(ord);
+    free(src);
+    free(slen);
+    free(res);
+    return rc;
+}

@@ -1,0 +1,358 @@
+/*
+ * tokenizer.c - MarianTokenizer in C (transformers/models/marian/
+ * tokenization_marian.py): SentencePiece pieces mapped through vocab.json.
+ */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tokenizer.h"
+
+/* piece -> id, open addressing over FNV-1a hashes */
+typedef struct vocab {
+    char **piece_of;    /* (n_ids) id -> piece, NULL for holes */
+    int n_ids;          /* max id + 1 */
+    int32_t *slots;     /* (cap) ids, -1 empty */
+    size_t cap;
+    int unk, eos, pad;
+} vocab;
+
+struct td_tokenizer {
+    spm_model *spm_src, *spm_tgt;
+    vocab src, tgt;     /* tgt aliases src when the vocabulary is shared */
+    int separate;
+};
+
+static uint64_t fnv1a(const char *s, size_t n)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++) {
+        h ^= (unsigned char)s[i];
+        h *= 1099511628211ull;
+    }
+    return h;
+}
+
+static int vocab_find(const vocab *v, const char *s, size_t n)
+{
+    if (!v->cap)
+        return -1;
+    for (size_t i = fnv1a(s, n) & (v->cap - 1);; i = (i + 1) & (v->cap - 1)) {
+        int32_t id = v->slots[i];
+        if (id < 0)
+            return -1;
+        const char *p = v->piece_of[id];
+        if (strlen(p) == n && memcmp(p, s, n) == 0)
+            return id;
+    }
+}
+
+static void vocab_free(vocab *v)
+{
+    for (int i = 0; v->piece_of && i < v->n_ids; i++)
+        free(v->piece_of[i]);
+    free(v->piece_of);
+    free(v->slots);
+    memset(v, 0, sizeof *v);
+}
+
+/* Loads a vocab.json (object piece -> id). Ids must be unique, in
+ * [0, limit) when limit > 0; <unk>, </s> and <pad> must be present
+ * (transformers raises without <unk>). */
+static int vocab_load(vocab *v, const char *path, const char *fname, int limit, char *err,
+                      size_t errlen)
+{
+    memset(v, 0, sizeof *v);
+    json_error_t je;
+    json_t *o = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
+    if (!o) {
+        snprintf(err, errlen, "%s: %s (line %d)", fname, je.text, je.line);
+        return -1;
+    }
+    int rc = -1;
+    if (!json_is_object(o)) {
+        snprintf(err, errlen, "%s: must be a JSON object mapping pieces to ids", fname);
+        goto out;
+    }
+    const char *key;
+    json_t *val;
+    int max_id = -1;
+    json_object_foreach(o, key, val) {
+        if (!json_is_integer(val) || json_integer_value(val) < 0 ||
+            json_integer_value(val) >= (1 << 24)) {
+            snprintf(err, errlen, "%s: piece '%.64s': id must be an integer in [0, 2^24)", fname, key);
+            goto out;
+        }
+        int id = (int)json_integer_value(val);
+        if (limit > 0 && id >= limit) {
+            snprintf(err, errlen, "%s: piece '%.64s': id %d is outside the model's vocabulary (%d)",
+                     fname, key, id, limit);
+            goto out;
+        }
+        if (id > max_id)
+            max_id = id;
+    }
+    v->n_ids = max_id + 1;
+    v->piece_of = calloc((size_t)(v->n_ids > 0 ? v->n_ids : 1), sizeof(char *));
+    size_t cap = 16;
+    while (cap < 2 * json_object_size(o) + 16)
+        cap <<= 1;
+    v->cap = cap;
+    v->slots = malloc(cap * sizeof(int32_t));
+    if (!v->piece_of || !v->slots) {
+        snprintf(err, errlen, "%s: out of memory", fname);
+        goto out;
+    }
+    for (size_t i = 0; i < cap; i++)
+        v->slots[i] = -1;
+    json_object_foreach(o, key, val) {
+        int id = (int)json_integer_value(val);
+        if (v->piece_of[id]) {
+            snprintf(err, errlen, "%s: id %d is used by both '%.64s' and '%.64s'", fname, id,
+                     v->piece_of[id], key);
+            goto out;
+        }
+        v->piece_of[id] = strdup(key);
+        if (!v->piece_of[id]) {
+            snprintf(err, errlen, "%s: out of memory", fname);
+            goto out;
+        }
+        size_t n = strlen(key);
+        size_t i = fnv1a(key, n) & (cap - 1);
+        while (v->slots[i] >= 0)
+            i = (i + 1) & (cap - 1);
+        v->slots[i] = id;
+    }
+    v->unk = vocab_find(v, "<unk>", 5);
+    v->eos = vocab_find(v, "</s>", 4);
+    v->pad = vocab_find(v, "<pad>", 5);
+    if (v->unk < 0 || v->eos < 0) {
+        snprintf(err, errlen, "%s: the vocabulary must contain <unk> and </s>", fname);
+        goto out;
+    }
+    rc = 0;
+out:
+    json_decref(o);
+    if (rc != 0)
+        vocab_free(v);
+    return rc;
+}
+
+void td_tok_free(td_tokenizer *t)
+{
+    if (!t)
+        return;
+    spm_free(t->spm_src);
+    spm_free(t->spm_tgt);
+    vocab_free(&t->src);
+    if (t->separate)
+        vocab_free(&t->tgt);
+    free(t);
+}
+
+int td_tok_load(td_tokenizer **out, const char *dir, int src_vocab_size, int tgt_vocab_size,
+                char *err, size_t errlen)
+{
+    *out = NULL;
+    td_tokenizer *t = calloc(1, sizeof *t);
+    if (!t) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    char path[4096], e2[512];
+    snprintf(path, sizeof path, "%s/source.spm", dir);
+    if (spm_load(&t->spm_src, path, e2, sizeof e2) != 0) {
+        snprintf(err, errlen, "source.spm: %s", e2);
+        goto fail;
+    }
+    snprintf(path, sizeof path, "%s/target.spm", dir);
+    if (spm_load(&t->spm_tgt, path, e2, sizeof e2) != 0) {
+        snprintf(err, errlen, "target.spm: %s", e2);
+        goto fail;
+    }
+    snprintf(path, sizeof path, "%s/target_vocab.json", dir);
+    FILE *f = fopen(path, "r");
+    t->separate = f != NULL;
+    if (f)
+        fclose(f);
+    snprintf(path, sizeof path, "%s/vocab.json", dir);
+    if (vocab_load(&t->src, path, "vocab.json", src_vocab_size, err, errlen) != 0)
+        goto fail;
+    if (t->separate) {
+        snprintf(path, sizeof path, "%s/target_vocab.json", dir);
+        if (vocab_load(&t->tgt, path, "target_vocab.json", tgt_vocab_size, err, errlen) != 0)
+            goto fail;
+    } else {
+        if (tgt_vocab_size > 0 && t->src.n_ids > tgt_vocab_size) {
+            snprintf(err, errlen, "vocab.json: %d ids do not fit the decoder vocabulary (%d)",
+                     t->src.n_ids, tgt_vocab_size);
+            goto fail;
+        }
+        t->tgt = t->src;
+    }
+    *out = t;
+    return 0;
+fail:
+    if (!t->separate)
+        memset(&t->tgt, 0, sizeof t->tgt);
+    td_tok_free(t);
+    return -1;
+}
+
+typedef struct idbuf {
+    int32_t *v;
+    int n, cap;
+} idbuf;
+
+static int push(idbuf *b, int32_t id)
+{
+    if (b->n == b->cap) {
+        int cap = b->cap ? 2 * b->cap : 32;
+        int32_t *p = realloc(b->v, (size_t)cap * sizeof(int32_t));
+        if (!p)
+            return -1;
+        b->v = p;
+        b->cap = cap;
+    }
+    b->v[b->n++] = id;
+    return 0;
+}
+
+int td_tok_encode(const td_tokenizer *t, td_tok_side side, const char *text, size_t len,
+                  int32_t **ids, int *n)
+{
+    const spm_model *sp = side == TD_TOK_TARGET ? t->spm_tgt : t->spm_src;
+    const vocab *v = side == TD_TOK_TARGET ? &t->tgt : &t->src;
+    idbuf b = {0};
+    *ids = NULL;
+    *n = 0;
+    /* MarianTokenizer.remove_language_code: ">>xx<<" at the very start */
+    if (len >= 4 && text[0] == '>' && text[1] == '>') {
+        const char *end = NULL;
+        for (size_t i = 2; i + 1 < len; i++)
+            if (text[i] == '<' && text[i + 1] == '<') {
+                end = text + i + 2;
+                break;
+            }
+        if (end) {
+            size_t cl = (size_t)(end - text);
+            int id = vocab_find(v, text, cl);
+            if (push(&b, id >= 0 ? id : v->unk))
+                goto oom;
+            len -= cl;
+            text = end;
+        }
+    }
+    int32_t *sid = NULL;
+    int sn = 0;
+    if (len > 0) {
+        if (spm_encode(sp, text, len, &sid, &sn) != 0)
+            goto oom;
+        for (int i = 0; i < sn; i++) {
+            const char *piece = spm_id_to_piece(sp, sid[i]);
+            int id = piece ? vocab_find(v, piece, strlen(piece)) : -1;
+            if (push(&b, id >= 0 ? id : v->unk)) {
+                free(sid);
+                goto oom;
+            }
+        }
+        free(sid);
+    }
+    if (push(&b, v->eos))
+        goto oom;
+    *ids = b.v;
+    *n = b.n;
+    return 0;
+oom:
+    free(b.v);
+    return -1;
+}
+
+/* The piece of id on a side: the vocabulary's, else the spm piece with the
+ * same number (MarianTokenizer._convert_id_to_token), else "<unk>". */
+static const char *piece_of(const td_tokenizer *t, const vocab *v, const spm_model *sp, int id)
+{
+    if (id >= 0 && id < v->n_ids && v->piece_of[id])
+        return v->piece_of[id];
+    const char *p = spm_id_to_piece(sp, id);
+    (void)t;
+    return p ? p : "<unk>";
+}
+
+int td_tok_pieces(const td_tokenizer *t, td_tok_side side, const int32_t *ids, int n,
+                  const char ***pieces)
+{
+    const vocab *v = side == TD_TOK_TARGET ? &t->tgt : &t->src;
+    const spm_model *sp = side == TD_TOK_TARGET ? t->spm_tgt : t->spm_src;
+    *pieces = malloc((size_t)(n > 0 ? n : 1) * sizeof(char *));
+    if (!*pieces)
+        return -1;
+    for (int i = 0; i < n; i++)
+        (*pieces)[i] = piece_of(t, v, sp, ids[i]);
+    return 0;
+}
+
+int td_tok_decode(const td_tokenizer *t, const int32_t *ids, int n, char **text)
+{
+    const vocab *v = &t->tgt;
+    /* MarianTokenizer._decode: shared vocabularies decode with the source
+     * model, separate ones with the target model. */
+    const spm_model *sp = t->separate ? t->spm_tgt : t->spm_src;
+    const char **pieces = malloc((size_t)(n > 0 ? n : 1) * sizeof(char *));
+    if (!pieces)
+        return -1;
+    int k = 0;
+    for (int i = 0; i < n; i++) {
+        int id = ids[i];
+        /* skip_special_tokens: </s>, <unk>, <pad> */
+        if (id == v->eos || id == v->unk || id == v->pad)
+            continue;
+        pieces[k++] = piece_of(t, v, sp, id);
+    }
+    char *raw = NULL;
+    size_t rl = 0;
+    int rc = spm_decode_pieces(sp, pieces, k, &raw, &rl);
+    free(pieces);
+    if (rc != 0)
+        return -1;
+    /* .replace("\u2581", " ").strip() — Python's str.strip() removes every
+     * Unicode whitespace; the ASCII ones and U+2581 cover what decoding
+     * leaves at the ends. */
+    size_t w = 0;
+    for (size_t i = 0; i < rl;) {
+        if (i + 2 < rl && (unsigned char)raw[i] == 0xE2 && (unsigned char)raw[i + 1] == 0x96 &&
+            (unsigned char)raw[i + 2] == 0x81) {
+            raw[w++] = ' ';
+            i += 3;
+        } else {
+            raw[w++] = raw[i++];
+        }
+    }
+    size_t a = 0, b = w;
+    while (a < b && (raw[a] == ' ' || (raw[a] >= '\t' && raw[a] <= '\r') ||
+                     (raw[a] >= 0x1c && raw[a] <= 0x1f)))
+        a++;
+    while (b > a && (raw[b - 1] == ' ' || (raw[b - 1] >= '\t' && raw[b - 1] <= '\r') ||
+                     (raw[b - 1] >= 0x1c && raw[b - 1] <= 0x1f)))
+        b--;
+    memmove(raw, raw + a, b - a);
+    raw[b - a] = 0;
+    *text = raw;
+    return 0;
+}
+
+int td_tok_eos_id(const td_tokenizer *t)
+{
+    return t->src.eos;
+}
+
+int td_tok_unk_id(const td_tokenizer *t)
+{
+    return t->src.unk;
+}
+
+int td_tok_pad_id(const td_tokenizer *t)
+{
+    return t->src.pad;
+}

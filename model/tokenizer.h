@@ -1,0 +1,73 @@
+/*
+ * tokenizer.h - the Marian tokenizer: SentencePiece (spm.h) plus the
+ * vocab.json mapping, exactly as transformers' MarianTokenizer does it.
+ *
+ * Source side: a leading language code ">>xx<<" is split off and looked up
+ * as one token; the rest is encoded with source.spm into pieces; each piece
+ * is mapped through vocab.json (a piece missing from vocab.json becomes
+ * <unk>); </s> is appended.
+ * Target side (td_tok_decode): special ids (</s>, <pad>, <unk>) are dropped,
+ * the others mapped to pieces (vocab.json, else the spm piece) and decoded
+ * with SentencePiece; U+2581 becomes a space and the result is stripped.
+ * As MarianTokenizer does, a checkpoint with one shared vocabulary decodes
+ * with source.spm, one with separate vocabularies (target_vocab.json) with
+ * target.spm.
+ *
+ * Unlike the Python tokenizer, special-token strings inside the input text
+ * ("</s>", "<pad>") are text, not control tokens: clients of a server cannot
+ * inject them (docs/decisions.md).
+ *
+ * Thread safety: immutable after load; use from any number of threads.
+ */
+#ifndef TD_TOKENIZER_H
+#define TD_TOKENIZER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "spm.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct td_tokenizer td_tokenizer;
+
+typedef enum td_tok_side {
+    TD_TOK_SOURCE = 0,
+    TD_TOK_TARGET = 1,
+} td_tok_side;
+
+/* Loads dir/source.spm, dir/target.spm, dir/vocab.json and, when present,
+ * dir/target_vocab.json. Every id must fit the model's vocabularies
+ * (src_vocab_size / tgt_vocab_size from config.json; 0 skips the check).
+ * Returns 0, or -1 with a message naming the file. */
+int td_tok_load(td_tokenizer **out, const char *dir, int src_vocab_size, int tgt_vocab_size,
+                char *err, size_t errlen);
+void td_tok_free(td_tokenizer *t); /* accepts NULL */
+
+/* Text (any bytes) -> model ids, </s> appended. side TD_TOK_TARGET encodes
+ * with target.spm and the target vocabulary (transformers' text_target).
+ * *ids is malloc'd. Returns 0, or -1 when out of memory. */
+int td_tok_encode(const td_tokenizer *t, td_tok_side side, const char *text, size_t len,
+                  int32_t **ids, int *n);
+
+/* Model ids -> pieces as strings (for `transformerd tokenize --pieces`):
+ * *pieces is a malloc'd array of n pointers into the tokenizer (do not
+ * free them); free the array only. */
+int td_tok_pieces(const td_tokenizer *t, td_tok_side side, const int32_t *ids, int n,
+                  const char ***pieces);
+
+/* Target ids -> text, skipping special tokens; *text malloc'd,
+ * NUL-terminated. Returns 0, or -1 when out of memory. */
+int td_tok_decode(const td_tokenizer *t, const int32_t *ids, int n, char **text);
+
+int td_tok_eos_id(const td_tokenizer *t);
+int td_tok_unk_id(const td_tokenizer *t);
+int td_tok_pad_id(const td_tokenizer *t);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TD_TOKENIZER_H */

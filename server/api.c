@@ -1,0 +1,720 @@
+/*
+ * api.c - the endpoints: request JSON -> validated options and tokenized
+ * jobs, finished jobs -> response JSON (DESIGN.md, "HTTP API (v1)").
+ *
+ * Validation order for POST /v1/translate: the body parses (jansson, with
+ * duplicate keys rejected), it is an object, every key is known, then each
+ * field's type and range, then the texts are tokenized and each is held to
+ * --max-input-tokens (422). Every failure is a 4xx error object whose param
+ * names the field. Each request gets its own copy of the model's default
+ * decoding options; nothing a client sends touches shared state.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <jansson.h>
+
+#include "server.h"
+
+int srv_api_key_ok(const srv_server *s, const char *given)
+{
+    const char *k = s->o.api_key;
+    if (!k || !*k)
+        return 1;
+    if (!given)
+        return 0;
+    /* Constant time in the key's content: every byte of the key is
+     * compared whatever the first mismatch. */
+    size_t kl = strlen(k), gl = strlen(given);
+    volatile unsigned char d = kl != gl;
+    for (size_t i = 0; i < kl; i++)
+        d |= (unsigned char)((unsigned char)k[i] ^ (unsigned char)(i < gl ? given[i] : 0));
+    return d == 0;
+}
+
+void srv_api_req_free(srv_req *r)
+{
+    for (int i = 0; r->jobs && i < r->n_jobs; i++)
+        td_result_free(&r->jobs[i].res);
+    for (int i = 0; r->src && i < r->n_jobs; i++)
+        free(r->src[i]);
+    free(r->src);
+    free(r->jobs);
+    free(r->attn_layers);
+    free(r->attn_heads);
+    r->jobs = NULL;
+    r->src = NULL;
+    r->attn_layers = r->attn_heads = NULL;
+}
+
+/* Tokenizes n texts into r->jobs; 422 for a text over the limit. Returns 1
+ * (submit) or 0 (an error was recorded). */
+static int make_jobs(srv_req *r, const char *const *texts, const size_t *lens, int n,
+                     const char *param)
+{
+    srv_model *sm = r->model;
+    r->jobs = calloc((size_t)n, sizeof *r->jobs);
+    r->src = calloc((size_t)n, sizeof *r->src);
+    if (!r->jobs || !r->src) {
+        srv_req_error(r, 500, "internal", NULL, "out of memory");
+        return 0;
+    }
+    r->n_jobs = n;
+    r->tokens_in = 0;
+    for (int i = 0; i < n; i++) {
+        int nt = 0;
+        if (td_tok_encode(sm->tok, TD_TOK_SOURCE, texts[i], lens[i], &r->src[i], &nt) != 0) {
+            srv_req_error(r, 500, "internal", NULL, "out of memory while tokenizing");
+            return 0;
+        }
+        if (nt > sm->max_input_tokens) {
+            srv_req_error(r, 422, "text_too_long", param,
+                          "text %d has %d tokens; the limit is %d (including </s>)", i, nt,
+                          sm->max_input_tokens);
+            return 0;
+        }
+        srv_job *j = &r->jobs[i];
+        j->src = r->src[i];
+        j->n_src = nt;
+        j->opts = &r->opts;
+        j->task = &r->task;
+        r->tokens_in += nt;
+    }
+    return 1;
+}
+
+/* Reads an optional integer field into *out; 0 ok, -1 error recorded. */
+static int get_int(srv_req *r, json_t *root, const char *key, long lo, long hi, int *out)
+{
+    json_t *v = json_object_get(root, key);
+    if (!v)
+        return 0;
+    if (!json_is_integer(v)) {
+        srv_req_error(r, 400, "invalid_type", key, "%s must be an integer", key);
+        return -1;
+    }
+    json_int_t x = json_integer_value(v);
+    if (x < lo || x > hi) {
+        srv_req_error(r, 400, "out_of_range", key, "%s must be in %ld..%ld (got %lld)", key, lo,
+                      hi, (long long)x);
+        return -1;
+    }
+    *out = (int)x;
+    return 0;
+}
+
+static int get_bool(srv_req *r, json_t *root, const char *key, int *out)
+{
+    json_t *v = json_object_get(root, key);
+    if (!v)
+        return 0;
+    if (!json_is_boolean(v)) {
+        srv_req_error(r, 400, "invalid_type", key, "%s must be true or false", key);
+        return -1;
+    }
+    *out = json_is_true(v);
+    return 0;
+}
+
+/* An optional array of ints in lo..hi, 1..64 entries, into a malloc'd copy. */
+static int get_int_array(srv_req *r, json_t *root, const char *key, int lo, int hi, int **out,
+                         int *n)
+{
+    json_t *v = json_object_get(root, key);
+    if (!v)
+        return 0;
+    size_t k = json_is_array(v) ? json_array_size(v) : 0;
+    if (!json_is_array(v) || k < 1 || k > 64) {
+        srv_req_error(r, 400, "invalid_type", key, "%s must be an array of 1..64 integers", key);
+        return -1;
+    }
+    *out = malloc(k * sizeof(int));
+    if (!*out) {
+        srv_req_error(r, 500, "internal", NULL, "out of memory");
+        return -1;
+    }
+    for (size_t i = 0; i < k; i++) {
+        json_t *e = json_array_get(v, i);
+        if (!json_is_integer(e)) {
+            srv_req_error(r, 400, "invalid_type", key, "%s[%zu] must be an integer", key, i);
+            return -1;
+        }
+        json_int_t x = json_integer_value(e);
+        if (x < lo || x > hi) {
+            srv_req_error(r, 400, "out_of_range", key, "%s[%zu] must be in %d..%d (got %lld)",
+                          key, i, lo, hi, (long long)x);
+            return -1;
+        }
+        (*out)[i] = (int)x;
+    }
+    *n = (int)k;
+    return 0;
+}
+
+/* "text" / "q": a string or a non-empty array of strings. Fills texts and
+ * lens (malloc'd arrays of pointers into the JSON). */
+static int get_texts(srv_req *r, json_t *v, const char *key, const char ***texts, size_t **lens,
+                     int *n, int *is_list)
+{
+    int max = r->s->o.max_batch_texts;
+    if (!v) {
+        srv_req_error(r, 400, "missing_field", key, "%s is required", key);
+        return -1;
+    }
+    size_t k = json_is_string(v) ? 1 : json_is_array(v) ? json_array_size(v) : 0;
+    if (!json_is_string(v) && !json_is_array(v)) {
+        srv_req_error(r, 400, "invalid_type", key, "%s must be a string or an array of strings",
+                      key);
+        return -1;
+    }
+    if (k < 1 || k > (size_t)max) {
+        srv_req_error(r, 400, "out_of_range", key, "%s must hold 1..%d texts (got %zu)", key, max,
+                      k);
+        return -1;
+    }
+    *texts = malloc(k * sizeof **texts);
+    *lens = malloc(k * sizeof **lens);
+    if (!*texts || !*lens) {
+        srv_req_error(r, 500, "internal", NULL, "out of memory");
+        return -1;
+    }
+    *is_list = json_is_array(v);
+    for (size_t i = 0; i < k; i++) {
+        json_t *e = json_is_array(v) ? json_array_get(v, i) : v;
+        if (!json_is_string(e)) {
+            srv_req_error(r, 400, "invalid_type", key, "%s[%zu] must be a string", key, i);
+            return -1;
+        }
+        (*texts)[i] = json_string_value(e);
+        (*lens)[i] = json_string_length(e);
+    }
+    *n = (int)k;
+    return 0;
+}
+
+static const char *const k_fields[] = {
+    "text",           "beam_size",        "num_hypotheses",   "length_penalty",
+    "max_length",     "return_tokens",    "return_attention", "attention_layers",
+    "attention_heads", "model",
+};
+
+static json_t *parse_json_body(srv_req *r)
+{
+    json_error_t je;
+    json_t *root = json_loadb(r->body, r->body_len, JSON_REJECT_DUPLICATES, &je);
+    if (!root) {
+        srv_req_error(r, 400, "invalid_json", NULL, "invalid JSON at line %d column %d: %s",
+                      je.line, je.column, je.text);
+        return NULL;
+    }
+    if (!json_is_object(root)) {
+        srv_req_error(r, 400, "invalid_request", NULL, "the body must be a JSON object");
+        json_decref(root);
+        return NULL;
+    }
+    return root;
+}
+
+/* The model a request is for. One model today; the "model" field (native)
+ * or source/target (LibreTranslate) will route between several. */
+static srv_model *pick_model(srv_req *r, const char *name)
+{
+    srv_server *s = r->s;
+    for (int i = 0; i < s->n_models; i++)
+        if (!name || !strcmp(name, s->models[i].name))
+            return &s->models[i];
+    srv_req_error(r, 400, "model_not_found", "model", "no model named '%s' is loaded", name ? name : "(none)");
+    return NULL;
+}
+
+int srv_api_translate_parse(srv_req *r, const char *ctype, const char *auth_key)
+{
+    (void)ctype;
+    (void)auth_key; /* checked before the body was read */
+    json_t *root = parse_json_body(r);
+    if (!root)
+        return 0;
+    int rc = 0;
+    const char **texts = NULL;
+    size_t *lens = NULL;
+    const char *key;
+    json_t *val;
+    json_object_foreach(root, key, val)
+    {
+        int known = 0;
+        for (size_t i = 0; i < sizeof k_fields / sizeof k_fields[0]; i++)
+            known |= !strcmp(key, k_fields[i]);
+        if (!known) {
+            srv_req_error(r, 400, "unknown_field", key, "unknown field '%s'", key);
+            goto out;
+        }
+    }
+    json_t *mv = json_object_get(root, "model");
+    if (mv && !json_is_string(mv)) {
+        srv_req_error(r, 400, "invalid_type", "model", "model must be a string");
+        goto out;
+    }
+    srv_model *sm = pick_model(r, mv ? json_string_value(mv) : NULL);
+    if (!sm)
+        goto out;
+    r->model = sm;
+    r->opts = sm->defaults;
+    int n = 0, is_list = 0;
+    if (get_texts(r, json_object_get(root, "text"), "text", &texts, &lens, &n, &is_list))
+        goto out;
+    const td_config *c = td_model_config(sm->m);
+    td_decode_opts *o = &r->opts;
+    o->num_hypotheses = 1;
+    if (get_int(r, root, "beam_size", 1, TD_MAX_BEAM, &o->beam_size) ||
+        get_int(r, root, "num_hypotheses", 1, TD_MAX_BEAM, &o->num_hypotheses) ||
+        get_int(r, root, "max_length", 1, sm->max_length, &o->max_length) ||
+        get_bool(r, root, "return_tokens", &r->return_tokens) ||
+        get_bool(r, root, "return_attention", &r->return_attention))
+        goto out;
+    if (o->num_hypotheses > o->beam_size) {
+        srv_req_error(r, 400, "out_of_range", "num_hypotheses",
+                      "num_hypotheses (%d) must not exceed beam_size (%d)", o->num_hypotheses,
+                      o->beam_size);
+        goto out;
+    }
+    json_t *lp = json_object_get(root, "length_penalty");
+    if (lp) {
+        if (!json_is_number(lp)) {
+            srv_req_error(r, 400, "invalid_type", "length_penalty",
+                          "length_penalty must be a number");
+            goto out;
+        }
+        double x = json_number_value(lp);
+        if (!isfinite(x) || x < -10 || x > 10) {
+            srv_req_error(r, 400, "out_of_range", "length_penalty",
+                          "length_penalty must be in -10..10");
+            goto out;
+        }
+        o->length_penalty = (float)x;
+    }
+    int nl = 0, nh = 0;
+    if (get_int_array(r, root, "attention_layers", -c->decoder_layers, c->decoder_layers - 1,
+                      &r->attn_layers, &nl) ||
+        get_int_array(r, root, "attention_heads", 0, c->decoder_attention_heads - 1,
+                      &r->attn_heads, &nh))
+        goto out;
+    if (r->return_attention) {
+        o->return_attention = 1;
+        o->attn_layers = r->attn_layers;
+        o->n_attn_layers = nl;
+        o->attn_heads = r->attn_heads;
+        o->n_attn_heads = nh;
+        r->return_tokens = 1;
+    }
+    rc = make_jobs(r, texts, lens, n, "text");
+out:
+    free(texts);
+    free(lens);
+    json_decref(root);
+    return rc;
+}
+
+/* ---- LibreTranslate ------------------------------------------------------ */
+
+static int hexval(int ch)
+{
+    if (ch >= '0' && ch <= '9')
+        return ch - '0';
+    if (ch >= 'a' && ch <= 'f')
+        return ch - 'a' + 10;
+    if (ch >= 'A' && ch <= 'F')
+        return ch - 'A' + 10;
+    return -1;
+}
+
+/* Decodes application/x-www-form-urlencoded in place into a JSON object of
+ * strings; a key given several times becomes an array (q). */
+static json_t *parse_form(char *body)
+{
+    json_t *o = json_object();
+    if (!o)
+        return NULL;
+    char *save = NULL;
+    for (char *kv = strtok_r(body, "&", &save); kv; kv = strtok_r(NULL, "&", &save)) {
+        char *eq = strchr(kv, '=');
+        char *parts[2] = {kv, eq ? eq + 1 : kv + strlen(kv)};
+        if (eq)
+            *eq = 0;
+        size_t lens[2];
+        for (int p = 0; p < 2; p++) {
+            char *w = parts[p];
+            for (char *q = parts[p]; *q; q++) {
+                if (*q == '+') {
+                    *w++ = ' ';
+                } else if (*q == '%' && hexval(q[1]) >= 0 && hexval(q[2]) >= 0) {
+                    *w++ = (char)(hexval(q[1]) * 16 + hexval(q[2]));
+                    q += 2;
+                } else {
+                    *w++ = *q;
+                }
+            }
+            lens[p] = (size_t)(w - parts[p]);
+            *w = 0;
+        }
+        json_t *v = json_stringn(parts[1], lens[1]);
+        if (!v) /* not UTF-8 */
+            v = json_string("\xEF\xBF\xBD");
+        json_t *old = json_object_get(o, parts[0]);
+        if (old && json_is_array(old)) {
+            json_array_append_new(old, v);
+        } else if (old) {
+            json_t *a = json_array();
+            json_array_append(a, old);
+            json_array_append_new(a, v);
+            json_object_set_new(o, parts[0], a);
+        } else {
+            json_object_set_new(o, parts[0], v);
+        }
+    }
+    return o;
+}
+
+int srv_api_libre_parse(srv_req *r, const char *ctype, const char *auth_key)
+{
+    int form = ctype && !strncasecmp(ctype, "application/x-www-form-urlencoded", 33);
+    json_t *root = form ? parse_form(r->body) : parse_json_body(r);
+    if (!root) {
+        if (form)
+            srv_req_error(r, 500, "internal", NULL, "out of memory");
+        return 0;
+    }
+    int rc = 0;
+    const char **texts = NULL;
+    size_t *lens = NULL;
+    r->libre = 1;
+    json_t *ak = json_object_get(root, "api_key");
+    if (!srv_api_key_ok(r->s, auth_key) &&
+        !(json_is_string(ak) && srv_api_key_ok(r->s, json_string_value(ak)))) {
+        srv_req_error(r, 401, "unauthorized", "api_key", "a valid API key is required");
+        goto out;
+    }
+    srv_model *sm = pick_model(r, NULL);
+    if (!sm)
+        goto out;
+    r->model = sm;
+    r->opts = sm->defaults;
+    r->opts.num_hypotheses = 1;
+    json_t *src = json_object_get(root, "source"), *tgt = json_object_get(root, "target");
+    json_t *fmt = json_object_get(root, "format"), *alt = json_object_get(root, "alternatives");
+    if (src && (!json_is_string(src) || (strcmp(json_string_value(src), "auto") &&
+                                         strcmp(json_string_value(src), sm->src_lang)))) {
+        srv_req_error(r, 400, "unsupported_language", "source",
+                      "source must be \"%s\" or \"auto\"", sm->src_lang);
+        goto out;
+    }
+    r->libre_auto = src && !strcmp(json_string_value(src), "auto");
+    if (tgt && (!json_is_string(tgt) || strcmp(json_string_value(tgt), sm->tgt_lang))) {
+        srv_req_error(r, 400, "unsupported_language", "target", "target must be \"%s\"",
+                      sm->tgt_lang);
+        goto out;
+    }
+    if (fmt && (!json_is_string(fmt) || strcmp(json_string_value(fmt), "text"))) {
+        srv_req_error(r, 400, "unsupported_format", "format",
+                      "format must be \"text\" (html is not supported)");
+        goto out;
+    }
+    if (alt) {
+        long a = -1;
+        if (json_is_integer(alt))
+            a = (long)json_integer_value(alt);
+        else if (json_is_string(alt)) {
+            char *end;
+            const char *sv = json_string_value(alt);
+            a = strtol(sv, &end, 10);
+            if (end == sv || *end)
+                a = -1;
+        }
+        if (a < 0 || a > TD_MAX_BEAM - 1) {
+            srv_req_error(r, 400, "out_of_range", "alternatives",
+                          "alternatives must be an integer in 0..%d", TD_MAX_BEAM - 1);
+            goto out;
+        }
+        r->alternatives = (int)a;
+        r->opts.num_hypotheses = (int)a + 1;
+        if (r->opts.beam_size < (int)a + 1)
+            r->opts.beam_size = (int)a + 1;
+    }
+    int n = 0;
+    if (get_texts(r, json_object_get(root, "q"), "q", &texts, &lens, &n, &r->libre_list))
+        goto out;
+    rc = make_jobs(r, texts, lens, n, "q");
+out:
+    free(texts);
+    free(lens);
+    json_decref(root);
+    return rc;
+}
+
+/* ---- responses ----------------------------------------------------------- */
+
+static json_t *real_or_null(double x)
+{
+    return isfinite(x) ? json_real(x) : json_null();
+}
+
+static json_t *pieces_json(const td_tokenizer *tok, td_tok_side side, const int32_t *ids, int n)
+{
+    const char **p = NULL;
+    if (td_tok_pieces(tok, side, ids, n, &p) != 0)
+        return NULL;
+    json_t *a = json_array();
+    for (int i = 0; a && i < n; i++) {
+        json_t *v = json_string(p[i]); /* NULL for a piece that is not UTF-8 */
+        json_array_append_new(a, v ? v : json_string("\xEF\xBF\xBD"));
+    }
+    free(p);
+    return a;
+}
+
+static json_t *attention_json(const td_result *res)
+{
+    json_t *layers = json_array(), *heads = json_array(), *cross = json_array();
+    for (int l = 0; l < res->attn_n_layers; l++)
+        json_array_append_new(layers, json_integer(res->attn_layer_ids[l]));
+    for (int h = 0; h < res->attn_n_heads; h++)
+        json_array_append_new(heads, json_integer(res->attn_head_ids[h]));
+    const int T = res->attn_n_t, S = res->attn_n_s;
+    for (int l = 0; l < res->attn_n_layers; l++) {
+        json_t *jl = json_array();
+        for (int h = 0; h < res->attn_n_heads; h++) {
+            json_t *jh = json_array();
+            for (int t = 0; t < T; t++) {
+                json_t *jt = json_array();
+                const float *row =
+                    res->attention + (((size_t)l * res->attn_n_heads + h) * T + t) * S;
+                for (int s = 0; s < S; s++)
+                    json_array_append_new(jt, real_or_null(row[s]));
+                json_array_append_new(jh, jt);
+            }
+            json_array_append_new(jl, jh);
+        }
+        json_array_append_new(cross, jl);
+    }
+    return json_pack("{s:o,s:o,s:o}", "layers", layers, "heads", heads, "cross", cross);
+}
+
+static char *decode_text(const srv_model *sm, const td_hypothesis *h)
+{
+    char *t = NULL;
+    if (td_tok_decode(sm->tok, h->tokens, h->n_tokens, &t) != 0)
+        return NULL;
+    return t;
+}
+
+/* JSON string of a detokenized text; invalid UTF-8 (byte pieces that do
+ * not form characters) is replaced rather than failing the request. */
+static json_t *text_json(char *t)
+{
+    if (!t)
+        return NULL;
+    json_t *v = json_string(t);
+    if (!v) {
+        for (unsigned char *p = (unsigned char *)t; *p; p++)
+            if (*p >= 0x80)
+                *p = '?';
+        v = json_string(t);
+    }
+    free(t);
+    return v;
+}
+
+static json_t *native_translation(srv_req *r, const srv_job *j)
+{
+    const srv_model *sm = r->model;
+    const td_result *res = &j->res;
+    const td_hypothesis *best = &res->hyps[0];
+    json_t *o = json_object();
+    if (!o)
+        return NULL;
+    json_object_set_new(o, "text", text_json(decode_text(sm, best)));
+    json_object_set_new(o, "score", real_or_null(best->score));
+    if (r->return_tokens) {
+        json_object_set_new(o, "tokens",
+                            pieces_json(sm->tok, TD_TOK_TARGET, best->tokens, best->n_tokens));
+        json_object_set_new(o, "source_tokens",
+                            pieces_json(sm->tok, TD_TOK_SOURCE, j->src, j->n_src));
+    }
+    if (r->return_attention && res->attention)
+        json_object_set_new(o, "attention", attention_json(res));
+    if (r->opts.num_hypotheses > 1) {
+        json_t *hs = json_array();
+        for (int k = 0; k < res->n_hyps; k++) {
+            const td_hypothesis *h = &res->hyps[k];
+            json_t *ho = json_object();
+            json_object_set_new(ho, "text", text_json(decode_text(sm, h)));
+            json_object_set_new(ho, "score", real_or_null(h->score));
+            if (r->return_tokens)
+                json_object_set_new(ho, "tokens",
+                                    pieces_json(sm->tok, TD_TOK_TARGET, h->tokens, h->n_tokens));
+            json_array_append_new(hs, ho);
+        }
+        json_object_set_new(o, "hypotheses", hs);
+    }
+    return o;
+}
+
+static json_t *libre_response(srv_req *r)
+{
+    const srv_model *sm = r->model;
+    json_t *texts = json_array(), *alts = json_array();
+    for (int i = 0; i < r->n_jobs; i++) {
+        const td_result *res = &r->jobs[i].res;
+        json_array_append_new(texts, text_json(decode_text(sm, &res->hyps[0])));
+        json_t *a = json_array();
+        for (int k = 1; k < res->n_hyps; k++)
+            json_array_append_new(a, text_json(decode_text(sm, &res->hyps[k])));
+        json_array_append_new(alts, a);
+    }
+    json_t *o = json_object();
+    if (r->libre_list) {
+        json_object_set(o, "translatedText", texts);
+        if (r->alternatives > 0)
+            json_object_set(o, "alternatives", alts);
+    } else {
+        json_object_set(o, "translatedText", json_array_get(texts, 0));
+        if (r->alternatives > 0)
+            json_object_set(o, "alternatives", json_array_get(alts, 0));
+    }
+    if (r->libre_auto) {
+        json_t *d = json_pack("{s:i,s:s}", "confidence", 100, "language", sm->src_lang);
+        if (r->libre_list) {
+            json_t *l = json_array();
+            for (int i = 0; i < r->n_jobs; i++)
+                json_array_append(l, d);
+            json_decref(d);
+            d = l;
+        }
+        json_object_set_new(o, "detectedLanguage", d);
+    }
+    json_decref(texts);
+    json_decref(alts);
+    return o;
+}
+
+void srv_api_translate_respond(srv_req *r)
+{
+    for (int i = 0; i < r->n_jobs; i++) {
+        switch (r->jobs[i].state) {
+        case SRV_JOB_DONE:
+            continue;
+        case SRV_JOB_TIMEOUT:
+            srv_req_error(r, 504, "timeout", NULL,
+                          "the request waited longer than %d s and was dropped",
+                          r->s->o.request_timeout_s);
+            return;
+        case SRV_JOB_SHUTDOWN:
+            srv_req_error(r, 503, "draining", NULL,
+                          "the server shut down before the request could run");
+            return;
+        case SRV_JOB_GONE:
+            srv_req_error(r, 503, "client_gone", NULL, "the client closed the connection");
+            return;
+        case SRV_JOB_FAILED:
+            srv_req_error(r, 500, "internal", NULL, "translation failed: %s", r->task.err);
+            return;
+        default:
+            srv_req_error(r, 500, "internal", NULL, "job %d did not finish", i);
+            return;
+        }
+    }
+    long tout = 0;
+    for (int i = 0; i < r->n_jobs; i++)
+        tout += r->jobs[i].res.hyps[0].n_tokens;
+    r->tokens_out = tout;
+    json_t *root;
+    if (r->libre) {
+        root = libre_response(r);
+    } else {
+        json_t *tr = json_array();
+        for (int i = 0; i < r->n_jobs; i++)
+            json_array_append_new(tr, native_translation(r, &r->jobs[i]));
+        root = json_pack("{s:s,s:o,s:{s:I,s:I}}", "model", r->model->name, "translations", tr,
+                         "usage", "source_tokens", (json_int_t)r->tokens_in, "target_tokens",
+                         (json_int_t)tout);
+    }
+    char *body = root ? json_dumps(root, JSON_COMPACT | JSON_REAL_PRECISION(9)) : NULL;
+    json_decref(root);
+    if (!body) {
+        srv_req_error(r, 500, "internal", NULL, "out of memory building the response");
+        return;
+    }
+    srv_req_json(r, 200, body);
+}
+
+void srv_api_models(srv_req *r)
+{
+    srv_server *s = r->s;
+    json_t *list = json_array();
+    for (int i = 0; i < s->n_models; i++) {
+        const srv_model *sm = &s->models[i];
+        const td_config *c = td_model_config(sm->m);
+        static const char *const pe[] = {"sinusoidal", "sinusoidal_interleaved", "learned",
+                                         "relative", "rope"};
+        json_t *arch = json_pack(
+            "{s:s,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:s,s:b}", "model_type",
+            c->model_type[0] ? c->model_type : "marian", "d_model", c->d_model, "encoder_layers",
+            c->encoder_layers, "decoder_layers", c->decoder_layers, "encoder_attention_heads",
+            c->encoder_attention_heads, "decoder_attention_heads", c->decoder_attention_heads,
+            "encoder_ffn_dim", c->encoder_ffn_dim, "decoder_ffn_dim", c->decoder_ffn_dim,
+            "vocab_size", c->vocab_size, "decoder_vocab_size", c->decoder_vocab_size,
+            "max_position_embeddings", c->max_position_embeddings, "position_encoding",
+            (unsigned)c->position_encoding < 5 ? pe[c->position_encoding] : "unknown",
+            "normalize_before", c->normalize_before);
+        json_t *m = json_pack(
+            "{s:s,s:{s:s,s:s},s:o,s:s,s:s,s:I,s:{s:i,s:i,s:f},s:{s:i,s:i,s:i,s:i}}", "name",
+            sm->name, "languages", "source", sm->src_lang, "target", sm->tgt_lang,
+            "architecture", arch, "dtype", sm->dtype, "device", sm->device, "weight_bytes",
+            (json_int_t)td_model_weight_bytes(sm->m), "defaults", "beam_size",
+            sm->defaults.beam_size, "max_length", sm->defaults.max_length, "length_penalty",
+            (double)sm->defaults.length_penalty, "limits", "max_input_tokens",
+            sm->max_input_tokens, "max_length", sm->max_length, "max_batch_texts",
+            s->o.max_batch_texts, "max_beam_size", TD_MAX_BEAM);
+        json_array_append_new(list, m);
+    }
+    json_t *root = json_pack("{s:o}", "models", list);
+    char *body = root ? json_dumps(root, JSON_COMPACT) : NULL;
+    json_decref(root);
+    if (!body)
+        srv_req_error(r, 500, "internal", NULL, "out of memory");
+    else
+        srv_req_json(r, 200, body);
+}
+
+static const char *lang_name(const char *code)
+{
+    static const char *const t[][2] = {
+        {"en", "English"}, {"de", "German"},   {"fr", "French"},     {"es", "Spanish"},
+        {"it", "Italian"}, {"pt", "Portuguese"}, {"nl", "Dutch"},    {"ru", "Russian"},
+        {"zh", "Chinese"}, {"ja", "Japanese"}, {"ar", "Arabic"},     {"pl", "Polish"},
+        {"sv", "Swedish"}, {"cs", "Czech"},    {"fi", "Finnish"},    {"uk", "Ukrainian"},
+    };
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
+        if (!strcmp(t[i][0], code))
+            return t[i][1];
+    return code;
+}
+
+void srv_api_languages(srv_req *r)
+{
+    srv_server *s = r->s;
+    json_t *list = json_array();
+    for (int i = 0; i < s->n_models; i++) {
+        const srv_model *sm = &s->models[i];
+        json_array_append_new(list, json_pack("{s:s,s:s,s:[s]}", "code", sm->src_lang, "name",
+                                              lang_name(sm->src_lang), "targets", sm->tgt_lang));
+    }
+    char *body = json_dumps(list, JSON_COMPACT);
+    json_decref(list);
+    if (!body)
+        srv_req_error(r, 500, "internal", NULL, "out of memory");
+    else
+        srv_req_json(r, 200, body);
+}

@@ -1,0 +1,506 @@
+/*
+ * batcher.c - the bounded queue of one model and its scheduler threads.
+ *
+ * Each text of a request is a job. Jobs wait in one FIFO per model; each
+ * worker (a td_worker with its own scheduler thread) takes a batch when the
+ * oldest job has company enough (--max-batch-size sentences, or
+ * --max-batch-tokens padded source tokens among jobs with the same options)
+ * or has waited --batch-delay-ms. The batch always holds the oldest job (so
+ * nothing starves); the rest are the compatible queued jobs closest to it in
+ * length (the candidates are sorted by length, and the window grows towards
+ * the nearer neighbour), which keeps padding small. Texts of one request
+ * can land in different batches; the request reassembles them by index.
+ *
+ * Before a batch runs, jobs whose deadline passed or whose client closed
+ * its socket are dropped. The thread that finishes a request's last job
+ * resumes its connection; MHD then calls the handler, which writes the
+ * response. Locks: b->mu guards the queue, draining and stop; the model
+ * runs without it.
+ */
+#include <errno.h>
+#include <math.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include <microhttpd.h>
+
+#include "server.h"
+
+typedef struct srv_worker {
+    srv_batcher *b;
+    td_worker *w;
+    pthread_t th;
+    int started;
+    int busy;              /* under b->mu: running a batch */
+    /* per-batch scratch, sized max_batch_size (this thread only) */
+    srv_job **batch;
+    const int32_t **src;
+    int *len;
+    td_result *res;
+} srv_worker;
+
+struct srv_batcher {
+    srv_model *sm;
+    srv_metrics *metrics;
+    int max_batch_size, max_batch_tokens, batch_delay_ms, max_queue;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;       /* queue changed / stop */
+    pthread_cond_t idle_cv;  /* a batch finished (drain waits on it) */
+    srv_job *head, *tail;    /* FIFO, under mu */
+    long depth;              /* jobs queued, under mu */
+    int draining, stop;      /* under mu */
+    srv_worker *workers;
+    int n_workers;
+    struct cand_ord *cand;   /* candidate scratch: max 8*max_batch_size, under mu */
+    int cand_cap;
+};
+
+double srv_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int int_arrays_equal(const int *a, int na, const int *b, int nb)
+{
+    if (na != nb || (!a) != (!b))
+        return 0;
+    return na == 0 || !a || memcmp(a, b, (size_t)na * sizeof(int)) == 0;
+}
+
+int srv_opts_equal(const td_decode_opts *a, const td_decode_opts *b)
+{
+    if (a == b)
+        return 1;
+    if (a->beam_size != b->beam_size || a->num_hypotheses != b->num_hypotheses ||
+        a->max_length != b->max_length || a->return_attention != b->return_attention ||
+        memcmp(&a->length_penalty, &b->length_penalty, sizeof(float)) != 0)
+        return 0;
+    if (!a->return_attention)
+        return 1;
+    return int_arrays_equal(a->attn_layers, a->n_attn_layers, b->attn_layers, b->n_attn_layers) &&
+           int_arrays_equal(a->attn_heads, a->n_attn_heads, b->attn_heads, b->n_attn_heads);
+}
+
+/* Marks a job finished; the last job of its task resumes the connection.
+ * The task must not be touched after the resume. */
+static void finish_job(srv_job *j, srv_job_state st)
+{
+    j->state = st;
+    srv_task *t = j->task;
+    if (atomic_fetch_sub(&t->pending, 1) == 1)
+        MHD_resume_connection(t->conn);
+}
+
+/* A client that closed its end shows EOF (or an error) on a peek. Data it
+ * pipelined is not EOF. */
+static int client_gone(int fd)
+{
+    if (fd < 0)
+        return 0;
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    if (poll(&p, 1, 0) <= 0)
+        return 0;
+    if (p.revents & (POLLERR | POLLHUP | POLLNVAL))
+        return 1;
+    char c;
+    ssize_t k = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+    return k == 0 || (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
+static void unlink_job(srv_batcher *b, srv_job *prev, srv_job *j)
+{
+    if (prev)
+        prev->next = j->next;
+    else
+        b->head = j->next;
+    if (b->tail == j)
+        b->tail = prev;
+    j->next = NULL;
+    b->depth--;
+}
+
+/* Under mu: drops queued jobs whose deadline passed. Resuming from under
+ * the lock is fine: MHD_resume_connection only flags the connection. */
+static void sweep_expired(srv_batcher *b, double now)
+{
+    srv_job *prev = NULL, *j = b->head;
+    while (j) {
+        srv_job *next = j->next;
+        if (now >= j->task->deadline) {
+            unlink_job(b, prev, j);
+            srv_metrics_dropped(b->metrics, "timeout");
+            finish_job(j, SRV_JOB_TIMEOUT);
+        } else {
+            prev = j;
+        }
+        j = next;
+    }
+    srv_metrics_queue_depth(b->metrics, b->depth);
+}
+
+typedef struct cand_ord {
+    srv_job *j;
+    int seq; /* FIFO position */
+} cand_ord;
+
+static int cand_cmp(const void *x, const void *y)
+{
+    const cand_ord *a = x, *c = y;
+    if (a->j->n_src != c->j->n_src)
+        return a->j->n_src < c->j->n_src ? -1 : 1;
+    return a->seq - c->seq;
+}
+
+/* Under mu, queue non-empty: chooses the batch of the oldest job into
+ * out[] (removing it from the queue) when it is due, and returns its size;
+ * returns 0 and sets *wait_until when the oldest should wait for company. */
+static int take_batch(srv_batcher *b, srv_job **out, double now, double *wait_until)
+{
+    srv_job *old = b->head;
+    int nc = 0;
+    long tokens = 0;
+    cand_ord *ord = b->cand;
+    for (srv_job *j = b->head; j && nc < b->cand_cap; j = j->next)
+        if (srv_opts_equal(j->opts, old->opts)) {
+            ord[nc].j = j;
+            ord[nc].seq = nc;
+            nc++;
+            tokens += j->n_src;
+        }
+    double due = old->t_enqueue + b->batch_delay_ms * 1e-3;
+    if (!b->draining && now < due && nc < b->max_batch_size && tokens < b->max_batch_tokens) {
+        *wait_until = due;
+        return 0;
+    }
+    qsort(ord, (size_t)nc, sizeof ord[0], cand_cmp);
+    int p = 0;
+    while (ord[p].j != old)
+        p++;
+    int lo = p, hi = p;
+    const int L = old->n_src;
+    for (;;) {
+        int n = hi - lo + 1;
+        if (n >= b->max_batch_size)
+            break;
+        int can_l = lo > 0 && (long)ord[hi].j->n_src * (n + 1) <= b->max_batch_tokens;
+        int can_r = hi + 1 < nc && (long)ord[hi + 1].j->n_src * (n + 1) <= b->max_batch_tokens;
+        if (can_l && can_r) {
+            if (L - ord[lo - 1].j->n_src <= ord[hi + 1].j->n_src - L)
+                lo--;
+            else
+                hi++;
+        } else if (can_l) {
+            lo--;
+        } else if (can_r) {
+            hi++;
+        } else {
+            break;
+        }
+    }
+    int n = 0;
+    for (int i = lo; i <= hi; i++)
+        out[n++] = ord[i].j;
+    /* unlink the chosen jobs */
+    for (int i = 0; i < n; i++) {
+        srv_job *prev = NULL;
+        for (srv_job *j = b->head; j; prev = j, j = j->next)
+            if (j == out[i]) {
+                unlink_job(b, prev, j);
+                break;
+            }
+    }
+    srv_metrics_queue_depth(b->metrics, b->depth);
+    return n;
+}
+
+/* Runs one batch outside the lock: drops gone/expired jobs, translates the
+ * rest, records metrics, finishes every job. */
+static void run_batch(srv_worker *wk, int n)
+{
+    srv_batcher *b = wk->b;
+    double now = srv_now();
+    int k = 0;
+    for (int i = 0; i < n; i++) {
+        srv_job *j = wk->batch[i];
+        srv_metrics_queue_wait(b->metrics, now - j->t_enqueue);
+        if (now >= j->task->deadline) {
+            srv_metrics_dropped(b->metrics, "timeout");
+            finish_job(j, SRV_JOB_TIMEOUT);
+        } else if (client_gone(j->task->fd)) {
+            srv_metrics_dropped(b->metrics, "gone");
+            finish_job(j, SRV_JOB_GONE);
+        } else {
+            wk->batch[k++] = j;
+        }
+    }
+    if (k == 0)
+        return;
+    long maxlen = 0, tin = 0, tout = 0;
+    for (int i = 0; i < k; i++) {
+        wk->src[i] = wk->batch[i]->src;
+        wk->len[i] = wk->batch[i]->n_src;
+        if (wk->len[i] > maxlen)
+            maxlen = wk->len[i];
+        tin += wk->len[i];
+    }
+    char err[256];
+    double t0 = srv_now();
+    int rc = td_translate_batch(wk->w, wk->src, wk->len, k, wk->batch[0]->opts, wk->res, err,
+                                sizeof err);
+    double dt = srv_now() - t0;
+    srv_metrics_batch(b->metrics, k, maxlen * k, dt);
+    for (int i = 0; i < k; i++) {
+        srv_job *j = wk->batch[i];
+        if (rc == 0) {
+            j->res = wk->res[i];
+            tout += j->res.n_hyps > 0 ? j->res.hyps[0].n_tokens : 0;
+            finish_job(j, SRV_JOB_DONE);
+        } else {
+            if (!atomic_flag_test_and_set(&j->task->err_set))
+                snprintf(j->task->err, sizeof j->task->err, "%s", err);
+            finish_job(j, SRV_JOB_FAILED);
+        }
+    }
+    if (rc == 0)
+        srv_metrics_tokens(b->metrics, tin, tout);
+    else
+        fprintf(stderr, "transformerd: batch of %d failed: %s\n", k, err);
+}
+
+static void *worker_main(void *arg)
+{
+    srv_worker *wk = arg;
+    srv_batcher *b = wk->b;
+    pthread_mutex_lock(&b->mu);
+    for (;;) {
+        if (b->stop && !b->head)
+            break;
+        if (!b->head) {
+            pthread_cond_wait(&b->cv, &b->mu);
+            continue;
+        }
+        double now = srv_now(), wait_until = 0;
+        sweep_expired(b, now);
+        if (!b->head)
+            continue;
+        int n = take_batch(b, wk->batch, now, &wait_until);
+        if (n == 0) {
+            /* wake at the oldest job's due time (or earlier for deadlines) */
+            if (wait_until > now + 0.2)
+                wait_until = now + 0.2;
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            double d = wait_until - now;
+            ts.tv_sec += (time_t)d;
+            ts.tv_nsec += (long)((d - floor(d)) * 1e9);
+            if (ts.tv_nsec >= 1000000000L) {
+                ts.tv_sec++;
+                ts.tv_nsec -= 1000000000L;
+            }
+            pthread_cond_timedwait(&b->cv, &b->mu, &ts);
+            continue;
+        }
+        wk->busy = 1;
+        pthread_mutex_unlock(&b->mu);
+        run_batch(wk, n);
+        pthread_mutex_lock(&b->mu);
+        wk->busy = 0;
+        pthread_cond_broadcast(&b->idle_cv);
+    }
+    pthread_mutex_unlock(&b->mu);
+    return NULL;
+}
+
+/* One tiny greedy batch, so that first-touch page faults, BLAS thread
+ * start-up and lazily built tables are paid before readiness. */
+static int warm_up(td_worker *w, const srv_model *sm, char *err, size_t errlen)
+{
+    int32_t src[2] = {td_tok_eos_id(sm->tok), td_tok_eos_id(sm->tok)};
+    const int32_t *srcs[1] = {src};
+    int len[1] = {2};
+    td_decode_opts o = sm->defaults;
+    o.beam_size = 1;
+    o.num_hypotheses = 1;
+    o.max_length = o.max_length < 4 ? o.max_length : 4;
+    td_result r;
+    if (td_translate_batch(w, srcs, len, 1, &o, &r, err, errlen) != 0)
+        return -1;
+    td_result_free(&r);
+    return 0;
+}
+
+void srv_batcher_free(srv_batcher *b)
+{
+    if (!b)
+        return;
+    pthread_mutex_lock(&b->mu);
+    b->stop = 1;
+    b->draining = 1;
+    pthread_cond_broadcast(&b->cv);
+    pthread_mutex_unlock(&b->mu);
+    for (int i = 0; b->workers && i < b->n_workers; i++) {
+        srv_worker *wk = &b->workers[i];
+        if (wk->started)
+            pthread_join(wk->th, NULL);
+        td_worker_free(wk->w);
+        free(wk->batch);
+        free(wk->src);
+        free(wk->len);
+        free(wk->res);
+    }
+    /* Jobs left (none after a drain) are finished so no connection stays
+     * suspended. */
+    for (srv_job *j = b->head, *next; j; j = next) {
+        next = j->next;
+        finish_job(j, SRV_JOB_SHUTDOWN);
+    }
+    free(b->workers);
+    free(b->cand);
+    pthread_cond_destroy(&b->cv);
+    pthread_cond_destroy(&b->idle_cv);
+    pthread_mutex_destroy(&b->mu);
+    free(b);
+}
+
+int srv_batcher_init(srv_batcher **out, srv_model *sm, const srv_opts *o, srv_metrics *metrics,
+                     char *err, size_t errlen)
+{
+    *out = NULL;
+    srv_batcher *b = calloc(1, sizeof *b);
+    if (!b) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    pthread_mutex_init(&b->mu, NULL);
+    pthread_cond_init(&b->cv, NULL);
+    pthread_cond_init(&b->idle_cv, NULL);
+    b->sm = sm;
+    b->metrics = metrics;
+    b->max_batch_size = o->max_batch_size;
+    b->max_batch_tokens = o->max_batch_tokens;
+    b->batch_delay_ms = o->batch_delay_ms;
+    b->max_queue = o->max_queue;
+    b->n_workers = o->workers > 0 ? o->workers : 1;
+    b->cand_cap = 8 * o->max_batch_size;
+    b->cand = calloc((size_t)b->cand_cap, sizeof *b->cand);
+    b->workers = calloc((size_t)b->n_workers, sizeof *b->workers);
+    if (!b->cand || !b->workers) {
+        snprintf(err, errlen, "out of memory");
+        goto fail;
+    }
+    const size_t B = (size_t)o->max_batch_size;
+    for (int i = 0; i < b->n_workers; i++) {
+        srv_worker *wk = &b->workers[i];
+        wk->b = b;
+        wk->batch = calloc(B, sizeof *wk->batch);
+        wk->src = calloc(B, sizeof *wk->src);
+        wk->len = calloc(B, sizeof *wk->len);
+        wk->res = calloc(B, sizeof *wk->res);
+        if (!wk->batch || !wk->src || !wk->len || !wk->res) {
+            snprintf(err, errlen, "out of memory");
+            goto fail;
+        }
+        td_worker_opts wo = {.max_batch = o->max_batch_size,
+                             .max_src_len = sm->max_input_tokens,
+                             .max_length = sm->max_length,
+                             .max_beam = TD_MAX_BEAM,
+                             .n_threads = o->threads};
+        if (td_worker_init(&wk->w, sm->m, &wo, err, errlen) != 0)
+            goto fail;
+        if (warm_up(wk->w, sm, err, errlen) != 0)
+            goto fail;
+    }
+    for (int i = 0; i < b->n_workers; i++) {
+        if (pthread_create(&b->workers[i].th, NULL, worker_main, &b->workers[i]) != 0) {
+            snprintf(err, errlen, "cannot start a scheduler thread");
+            goto fail;
+        }
+        b->workers[i].started = 1;
+    }
+    *out = b;
+    return 0;
+fail:
+    srv_batcher_free(b);
+    return -1;
+}
+
+srv_submit_rc srv_batcher_submit(srv_batcher *b, srv_job *const *jobs, int n)
+{
+    double now = srv_now();
+    pthread_mutex_lock(&b->mu);
+    if (b->draining) {
+        pthread_mutex_unlock(&b->mu);
+        return SRV_SUBMIT_DRAINING;
+    }
+    if (b->depth + n > b->max_queue) {
+        pthread_mutex_unlock(&b->mu);
+        return SRV_SUBMIT_FULL;
+    }
+    for (int i = 0; i < n; i++) {
+        srv_job *j = jobs[i];
+        j->state = SRV_JOB_QUEUED;
+        j->t_enqueue = now;
+        j->next = NULL;
+        if (b->tail)
+            b->tail->next = j;
+        else
+            b->head = j;
+        b->tail = j;
+        b->depth++;
+    }
+    srv_metrics_queue_depth(b->metrics, b->depth);
+    pthread_cond_broadcast(&b->cv);
+    pthread_mutex_unlock(&b->mu);
+    return SRV_SUBMIT_OK;
+}
+
+long srv_batcher_queue_depth(srv_batcher *b)
+{
+    pthread_mutex_lock(&b->mu);
+    long d = b->depth;
+    pthread_mutex_unlock(&b->mu);
+    return d;
+}
+
+void srv_batcher_drain(srv_batcher *b, double deadline_s)
+{
+    pthread_mutex_lock(&b->mu);
+    b->draining = 1; /* due at once: no more waiting for company */
+    pthread_cond_broadcast(&b->cv);
+    for (;;) {
+        int busy = 0;
+        for (int i = 0; i < b->n_workers; i++)
+            busy |= b->workers[i].busy;
+        if (!b->head && !busy)
+            break;
+        double now = srv_now();
+        if (now >= deadline_s) {
+            /* Out of time: drop what still waits; running batches finish. */
+            while (b->head) {
+                srv_job *j = b->head;
+                unlink_job(b, NULL, j);
+                srv_metrics_dropped(b->metrics, "shutdown");
+                finish_job(j, SRV_JOB_SHUTDOWN);
+            }
+            srv_metrics_queue_depth(b->metrics, 0);
+            if (!busy)
+                break;
+        }
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 50 * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&b->idle_cv, &b->mu, &ts);
+    }
+    pthread_mutex_unlock(&b->mu);
+}

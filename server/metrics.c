@@ -1,0 +1,291 @@
+/*
+ * metrics.c - Prometheus counters, gauges and histograms of the daemon.
+ *
+ * Every recorder is a handful of relaxed atomic adds: the HTTP and batcher
+ * threads never take a lock to count. Rendering reads the atomics one by
+ * one, so a scrape may see a request counted in one series and not yet in
+ * another; Prometheus tolerates that.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "server.h"
+
+static const int k_statuses[] = {200, 400, 401, 404, 405, 408, 413, 415, 422, 429, 500, 503, 504};
+#define N_STATUS ((int)(sizeof k_statuses / sizeof k_statuses[0]) + 1) /* + "other" */
+
+static const double k_lat_buckets[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
+                                       0.25,  0.5,    1,     2.5,  5,     10,   30};
+#define N_LAT ((int)(sizeof k_lat_buckets / sizeof k_lat_buckets[0]))
+static const double k_size_buckets[] = {1, 2, 4, 8, 16, 32, 64, 128, 256};
+#define N_SIZE ((int)(sizeof k_size_buckets / sizeof k_size_buckets[0]))
+static const double k_tok_buckets[] = {16, 64, 256, 1024, 4096, 16384, 65536};
+#define N_TOK ((int)(sizeof k_tok_buckets / sizeof k_tok_buckets[0]))
+
+/* A histogram with at most 16 finite buckets; sum kept in micro-units so
+ * that it can be an integer atomic. */
+typedef struct hist {
+    atomic_ullong bucket[17]; /* non-cumulative; last = +Inf only */
+    atomic_ullong count;
+    atomic_ullong sum_micro;
+} hist;
+
+struct srv_metrics {
+    atomic_ullong requests[SRV_EP_COUNT][N_STATUS];
+    hist latency[SRV_EP_COUNT];
+    hist queue_wait;
+    hist batch_size;
+    hist batch_tokens;
+    hist batch_seconds;
+    atomic_ullong batches;
+    atomic_ullong tokens_in, tokens_out;
+    atomic_long queue_depth;
+    atomic_ullong dropped_timeout, dropped_gone, dropped_shutdown;
+};
+
+static const char *k_ep_names[SRV_EP_COUNT] = {
+    "/v1/translate", "/translate", "/languages", "/v1/models", "/health/live",
+    "/health/ready", "/metrics",   "/openapi.json", "other",
+};
+
+const char *srv_endpoint_name(srv_endpoint ep)
+{
+    return ep >= 0 && ep < SRV_EP_COUNT ? k_ep_names[ep] : "other";
+}
+
+srv_metrics *srv_metrics_new(void)
+{
+    srv_metrics *m = calloc(1, sizeof *m);
+    return m; /* all-zero bits are valid initial atomics on every target we build for */
+}
+
+void srv_metrics_free(srv_metrics *m)
+{
+    free(m);
+}
+
+static void hist_add(hist *h, const double *bounds, int nb, double v)
+{
+    int i = 0;
+    while (i < nb && v > bounds[i])
+        i++;
+    atomic_fetch_add_explicit(&h->bucket[i], 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&h->count, 1, memory_order_relaxed);
+    if (v > 0)
+        atomic_fetch_add_explicit(&h->sum_micro, (unsigned long long)(v * 1e6 + 0.5),
+                                  memory_order_relaxed);
+}
+
+void srv_metrics_request(srv_metrics *m, srv_endpoint ep, int status, double seconds)
+{
+    if (!m)
+        return;
+    if (ep < 0 || ep >= SRV_EP_COUNT)
+        ep = SRV_EP_UNKNOWN;
+    int si = N_STATUS - 1;
+    for (int i = 0; i < N_STATUS - 1; i++)
+        if (k_statuses[i] == status)
+            si = i;
+    atomic_fetch_add_explicit(&m->requests[ep][si], 1, memory_order_relaxed);
+    hist_add(&m->latency[ep], k_lat_buckets, N_LAT, seconds);
+}
+
+void srv_metrics_queue_wait(srv_metrics *m, double seconds)
+{
+    if (m)
+        hist_add(&m->queue_wait, k_lat_buckets, N_LAT, seconds);
+}
+
+void srv_metrics_batch(srv_metrics *m, int n, long padded_tokens, double seconds)
+{
+    if (!m)
+        return;
+    atomic_fetch_add_explicit(&m->batches, 1, memory_order_relaxed);
+    hist_add(&m->batch_size, k_size_buckets, N_SIZE, n);
+    hist_add(&m->batch_tokens, k_tok_buckets, N_TOK, (double)padded_tokens);
+    hist_add(&m->batch_seconds, k_lat_buckets, N_LAT, seconds);
+}
+
+void srv_metrics_tokens(srv_metrics *m, long in, long out)
+{
+    if (!m)
+        return;
+    atomic_fetch_add_explicit(&m->tokens_in, (unsigned long long)in, memory_order_relaxed);
+    atomic_fetch_add_explicit(&m->tokens_out, (unsigned long long)out, memory_order_relaxed);
+}
+
+void srv_metrics_queue_depth(srv_metrics *m, long depth)
+{
+    if (m)
+        atomic_store_explicit(&m->queue_depth, depth, memory_order_relaxed);
+}
+
+void srv_metrics_dropped(srv_metrics *m, const char *reason)
+{
+    if (!m)
+        return;
+    atomic_ullong *c = !strcmp(reason, "timeout") ? &m->dropped_timeout
+                       : !strcmp(reason, "gone")  ? &m->dropped_gone
+                                                  : &m->dropped_shutdown;
+    atomic_fetch_add_explicit(c, 1, memory_order_relaxed);
+}
+
+/* ---- rendering ----------------------------------------------------------- */
+
+typedef struct sbuf {
+    char *p;
+    size_t n, cap;
+    int failed;
+} sbuf;
+
+static void sb_printf(sbuf *b, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+static void sb_printf(sbuf *b, const char *fmt, ...)
+{
+    if (b->failed)
+        return;
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int k = vsnprintf(b->p + b->n, b->cap - b->n, fmt, ap);
+        va_end(ap);
+        if (k < 0) {
+            b->failed = 1;
+            return;
+        }
+        if ((size_t)k < b->cap - b->n) {
+            b->n += (size_t)k;
+            return;
+        }
+        size_t cap = b->cap * 2 + (size_t)k + 1;
+        char *q = realloc(b->p, cap);
+        if (!q) {
+            b->failed = 1;
+            return;
+        }
+        b->p = q;
+        b->cap = cap;
+    }
+}
+
+static unsigned long long ld(atomic_ullong *a)
+{
+    return atomic_load_explicit(a, memory_order_relaxed);
+}
+
+static void render_hist(sbuf *b, const char *name, const char *labels, hist *h,
+                        const double *bounds, int nb)
+{
+    unsigned long long cum = 0;
+    const char *sep = labels[0] ? "," : "";
+    for (int i = 0; i < nb; i++) {
+        cum += ld(&h->bucket[i]);
+        sb_printf(b, "%s_bucket{%s%sle=\"%g\"} %llu\n", name, labels, sep, bounds[i], cum);
+    }
+    cum += ld(&h->bucket[nb]);
+    sb_printf(b, "%s_bucket{%s%sle=\"+Inf\"} %llu\n", name, labels, sep, cum);
+    if (labels[0]) {
+        sb_printf(b, "%s_sum{%s} %.6f\n", name, labels, (double)ld(&h->sum_micro) / 1e6);
+        sb_printf(b, "%s_count{%s} %llu\n", name, labels, ld(&h->count));
+    } else {
+        sb_printf(b, "%s_sum %.6f\n", name, (double)ld(&h->sum_micro) / 1e6);
+        sb_printf(b, "%s_count %llu\n", name, ld(&h->count));
+    }
+}
+
+char *srv_metrics_render(const srv_server *s)
+{
+    srv_metrics *m = s->metrics;
+    sbuf b = {malloc(8192), 0, 8192, 0};
+    if (!b.p)
+        return NULL;
+    b.p[0] = 0;
+    sb_printf(&b, "# HELP transformerd_requests_total HTTP requests by endpoint and status.\n"
+                  "# TYPE transformerd_requests_total counter\n");
+    for (int e = 0; e < SRV_EP_COUNT; e++)
+        for (int i = 0; i < N_STATUS; i++) {
+            unsigned long long v = ld(&m->requests[e][i]);
+            if (!v)
+                continue;
+            if (i < N_STATUS - 1)
+                sb_printf(&b, "transformerd_requests_total{endpoint=\"%s\",status=\"%d\"} %llu\n",
+                          k_ep_names[e], k_statuses[i], v);
+            else
+                sb_printf(&b,
+                          "transformerd_requests_total{endpoint=\"%s\",status=\"other\"} %llu\n",
+                          k_ep_names[e], v);
+        }
+    sb_printf(&b, "# HELP transformerd_request_duration_seconds Time from the request's first "
+                  "byte to its response.\n"
+                  "# TYPE transformerd_request_duration_seconds histogram\n");
+    for (int e = 0; e < SRV_EP_COUNT; e++) {
+        if (!ld(&m->latency[e].count))
+            continue;
+        char lab[64];
+        snprintf(lab, sizeof lab, "endpoint=\"%s\"", k_ep_names[e]);
+        render_hist(&b, "transformerd_request_duration_seconds", lab, &m->latency[e],
+                    k_lat_buckets, N_LAT);
+    }
+    sb_printf(&b, "# HELP transformerd_queue_wait_seconds Time a text waited in the queue.\n"
+                  "# TYPE transformerd_queue_wait_seconds histogram\n");
+    render_hist(&b, "transformerd_queue_wait_seconds", "", &m->queue_wait, k_lat_buckets, N_LAT);
+    sb_printf(&b, "# HELP transformerd_batch_size Sentences per engine batch.\n"
+                  "# TYPE transformerd_batch_size histogram\n");
+    render_hist(&b, "transformerd_batch_size", "", &m->batch_size, k_size_buckets, N_SIZE);
+    sb_printf(&b, "# HELP transformerd_batch_tokens Padded source tokens per engine batch.\n"
+                  "# TYPE transformerd_batch_tokens histogram\n");
+    render_hist(&b, "transformerd_batch_tokens", "", &m->batch_tokens, k_tok_buckets, N_TOK);
+    sb_printf(&b, "# HELP transformerd_batch_duration_seconds Engine time per batch.\n"
+                  "# TYPE transformerd_batch_duration_seconds histogram\n");
+    render_hist(&b, "transformerd_batch_duration_seconds", "", &m->batch_seconds, k_lat_buckets,
+                N_LAT);
+    sb_printf(&b,
+              "# HELP transformerd_batches_total Engine batches run.\n"
+              "# TYPE transformerd_batches_total counter\n"
+              "transformerd_batches_total %llu\n"
+              "# HELP transformerd_queue_depth Texts waiting in the queues.\n"
+              "# TYPE transformerd_queue_depth gauge\n"
+              "transformerd_queue_depth %ld\n"
+              "# HELP transformerd_tokens_in_total Source tokens translated.\n"
+              "# TYPE transformerd_tokens_in_total counter\n"
+              "transformerd_tokens_in_total %llu\n"
+              "# HELP transformerd_tokens_out_total Target tokens generated.\n"
+              "# TYPE transformerd_tokens_out_total counter\n"
+              "transformerd_tokens_out_total %llu\n"
+              "# HELP transformerd_jobs_dropped_total Texts dropped before they ran.\n"
+              "# TYPE transformerd_jobs_dropped_total counter\n"
+              "transformerd_jobs_dropped_total{reason=\"timeout\"} %llu\n"
+              "transformerd_jobs_dropped_total{reason=\"gone\"} %llu\n"
+              "transformerd_jobs_dropped_total{reason=\"shutdown\"} %llu\n",
+              ld(&m->batches), atomic_load_explicit(&m->queue_depth, memory_order_relaxed),
+              ld(&m->tokens_in), ld(&m->tokens_out), ld(&m->dropped_timeout),
+              ld(&m->dropped_gone), ld(&m->dropped_shutdown));
+    sb_printf(&b, "# HELP transformerd_ready 1 when the model is loaded and warm, 0 otherwise.\n"
+                  "# TYPE transformerd_ready gauge\n"
+                  "transformerd_ready %d\n",
+              atomic_load(&s->ready) && !atomic_load(&s->draining));
+    sb_printf(&b, "# HELP transformerd_model_info The loaded models.\n"
+                  "# TYPE transformerd_model_info gauge\n");
+    if (atomic_load(&s->ready))
+        for (int i = 0; i < s->n_models; i++) {
+            const srv_model *sm = &s->models[i];
+            const td_config *c = td_model_config(sm->m);
+            sb_printf(&b,
+                      "transformerd_model_info{model=\"%s\",source=\"%s\",target=\"%s\","
+                      "device=\"%s\",dtype=\"%s\",d_model=\"%d\",encoder_layers=\"%d\","
+                      "decoder_layers=\"%d\"} 1\n",
+                      sm->name, sm->src_lang, sm->tgt_lang, sm->device, sm->dtype, c->d_model,
+                      c->encoder_layers, c->decoder_layers);
+        }
+    if (b.failed) {
+        free(b.p);
+        return NULL;
+    }
+    return b.p;
+}

@@ -1,0 +1,350 @@
+/*
+ * serve.c - `transformerd serve`: options, start-up and shutdown.
+ *
+ * Every flag --foo-bar also reads TRANSFORMERD_FOO_BAR (flags win). Start-up
+ * order: seed jansson's hash (before any thread), block SIGTERM/SIGINT (the
+ * MHD and batcher threads inherit the mask, so only sigwait() here sees
+ * them), listen (liveness answers, readiness is 503), load the model and
+ * tokenizer, make the workers and run a warm-up batch on each, then report
+ * ready. On SIGTERM/SIGINT: readiness 503, stop accepting, finish queued and
+ * running work within --drain-timeout-s, let every resumed connection get
+ * its response, stop, exit 0.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <jansson.h>
+
+#include "server.h"
+
+typedef enum opt_kind { OPT_STR, OPT_INT, OPT_LONG } opt_kind;
+
+typedef struct opt_def {
+    const char *flag;
+    opt_kind kind;
+    size_t off;
+    long lo, hi;
+    const char *help;
+} opt_def;
+
+#define OFF(f) offsetof(srv_opts, f)
+static const opt_def k_opts[] = {
+    {"--model", OPT_STR, OFF(model_dir), 0, 0, "model directory (Hugging Face Marian layout)"},
+    {"--device", OPT_STR, OFF(device), 0, 0, "cpu | cuda[:N]"},
+    {"--host", OPT_STR, OFF(host), 0, 0, "address to listen on"},
+    {"--port", OPT_INT, OFF(port), 0, 65535, "port (0: any free port, printed)"},
+    {"--threads", OPT_INT, OFF(threads), 0, 1024, "engine CPU threads (0: all cores)"},
+    {"--http-threads", OPT_INT, OFF(http_threads), 1, 256, "HTTP thread pool size"},
+    {"--workers", OPT_INT, OFF(workers), 1, 64, "model workers (scheduler threads)"},
+    {"--max-batch-tokens", OPT_INT, OFF(max_batch_tokens), 1, 1 << 24,
+     "padded source tokens per batch"},
+    {"--max-batch-size", OPT_INT, OFF(max_batch_size), 1, 1024, "sentences per batch"},
+    {"--batch-delay-ms", OPT_INT, OFF(batch_delay_ms), 0, 60000,
+     "longest wait of the oldest text for a fuller batch"},
+    {"--max-queue", OPT_INT, OFF(max_queue), 1, 1 << 20, "queued texts before 429"},
+    {"--max-input-tokens", OPT_INT, OFF(max_input_tokens), 0, 1 << 20,
+     "tokens per text incl. </s> (0: the model's max positions)"},
+    {"--max-batch-texts", OPT_INT, OFF(max_batch_texts), 1, 1 << 16, "texts per request"},
+    {"--max-body-bytes", OPT_LONG, OFF(max_body_bytes), 1, 1L << 30, "request body limit"},
+    {"--request-timeout-s", OPT_INT, OFF(request_timeout_s), 1, 86400,
+     "whole-request deadline (504)"},
+    {"--idle-timeout-s", OPT_INT, OFF(idle_timeout_s), 1, 86400, "idle connection timeout"},
+    {"--max-connections", OPT_INT, OFF(max_connections), 1, 1 << 20, "connections in all"},
+    {"--max-connections-per-ip", OPT_INT, OFF(max_connections_per_ip), 0, 1 << 20,
+     "connections per client address (0: no limit)"},
+    {"--drain-timeout-s", OPT_INT, OFF(drain_timeout_s), 0, 86400,
+     "SIGTERM: time to finish queued work"},
+    {"--api-key", OPT_STR, OFF(api_key), 0, 0, "require this key (Bearer or X-API-Key)"},
+};
+#define N_OPTS (sizeof k_opts / sizeof k_opts[0])
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: transformerd serve --model DIR [options]\n"
+               "every option is also read from TRANSFORMERD_<NAME> (e.g. TRANSFORMERD_PORT)\n");
+    for (size_t i = 0; i < N_OPTS; i++)
+        fprintf(f, "  %-26s %s\n", k_opts[i].flag, k_opts[i].help);
+}
+
+static void defaults(srv_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->model_dir = "models/en-de";
+    o->device = "cpu";
+    o->host = "127.0.0.1";
+    o->port = 8080;
+    o->http_threads = 4;
+    o->workers = 1;
+    o->max_batch_tokens = 8192;
+    o->max_batch_size = 32;
+    o->batch_delay_ms = 5;
+    o->max_queue = 1024;
+    o->max_batch_texts = 64;
+    o->max_body_bytes = 1L << 20;
+    o->request_timeout_s = 60;
+    o->idle_timeout_s = 30;
+    o->max_connections = 1024;
+    o->drain_timeout_s = 30;
+}
+
+static int set_opt(srv_opts *o, const opt_def *d, const char *v, const char *from)
+{
+    char *base = (char *)o + d->off;
+    if (d->kind == OPT_STR) {
+        *(const char **)(void *)base = v;
+        return 0;
+    }
+    char *end;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (errno || end == v || *end || x < d->lo || x > d->hi) {
+        fprintf(stderr, "transformerd: %s: expected an integer in %ld..%ld, got '%s'\n", from,
+                d->lo, d->hi, v);
+        return -1;
+    }
+    if (d->kind == OPT_INT)
+        *(int *)(void *)base = (int)x;
+    else
+        *(long *)(void *)base = x;
+    return 0;
+}
+
+/* TRANSFORMERD_MAX_BATCH_TOKENS for --max-batch-tokens. */
+static void env_name(const char *flag, char *out, size_t n)
+{
+    size_t k = (size_t)snprintf(out, n, "TRANSFORMERD_");
+    for (const char *p = flag + 2; *p && k + 1 < n; p++)
+        out[k++] = *p == '-' ? '_' : (char)toupper((unsigned char)*p);
+    out[k] = 0;
+}
+
+static int parse_opts(srv_opts *o, int argc, char **argv)
+{
+    defaults(o);
+    for (size_t i = 0; i < N_OPTS; i++) {
+        char name[64];
+        env_name(k_opts[i].flag, name, sizeof name);
+        const char *v = getenv(name);
+        if (v && set_opt(o, &k_opts[i], v, name))
+            return -1;
+    }
+    for (int i = 0; i < argc; i++) {
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            usage(stdout);
+            return 1;
+        }
+        const opt_def *d = NULL;
+        const char *v = NULL;
+        for (size_t k = 0; k < N_OPTS; k++) {
+            size_t fl = strlen(k_opts[k].flag);
+            if (!strcmp(argv[i], k_opts[k].flag)) {
+                d = &k_opts[k];
+                if (i + 1 >= argc) {
+                    fprintf(stderr, "transformerd: %s needs a value\n", argv[i]);
+                    return -1;
+                }
+                v = argv[++i];
+            } else if (!strncmp(argv[i], k_opts[k].flag, fl) && argv[i][fl] == '=') {
+                d = &k_opts[k];
+                v = argv[i] + fl + 1;
+            }
+            if (d)
+                break;
+        }
+        if (!d) {
+            fprintf(stderr, "transformerd: serve: unknown option '%s'\n", argv[i]);
+            usage(stderr);
+            return -1;
+        }
+        if (set_opt(o, d, v, d->flag))
+            return -1;
+    }
+    const char *dev = o->device;
+    if (strcmp(dev, "cpu") && strcmp(dev, "cuda") &&
+        !(strncmp(dev, "cuda:", 5) == 0 && dev[5] && strspn(dev + 5, "0123456789") == strlen(dev + 5))) {
+        fprintf(stderr, "transformerd: --device: expected cpu, cuda or cuda:N, got '%s'\n", dev);
+        return -1;
+    }
+    if (o->max_batch_texts > o->max_queue) {
+        fprintf(stderr, "transformerd: --max-batch-texts (%d) exceeds --max-queue (%d)\n",
+                o->max_batch_texts, o->max_queue);
+        return -1;
+    }
+    return 0;
+}
+
+/* Name = the directory's base name; languages = its last two parts when they
+ * look like language codes ("opus-mt-en-de", "marian_en_de", "en-de"). */
+static void describe_model(srv_model *sm, const char *dir)
+{
+    char tmp[256];
+    snprintf(tmp, sizeof tmp, "%s", dir);
+    size_t n = strlen(tmp);
+    while (n > 1 && tmp[n - 1] == '/')
+        tmp[--n] = 0;
+    const char *base = strrchr(tmp, '/') ? strrchr(tmp, '/') + 1 : tmp;
+    snprintf(sm->name, sizeof sm->name, "%.127s", base);
+    for (char *p = sm->name; *p; p++)
+        if (*p == '"' || *p == '\\' || (unsigned char)*p < 0x20)
+            *p = '_';
+    snprintf(sm->src_lang, sizeof sm->src_lang, "und");
+    snprintf(sm->tgt_lang, sizeof sm->tgt_lang, "und");
+    char parts[8][16];
+    int np = 0;
+    const char *p = sm->name;
+    while (*p && np < 8) {
+        size_t k = strcspn(p, "-_");
+        if (k < sizeof parts[0]) {
+            memcpy(parts[np], p, k);
+            parts[np][k] = 0;
+        } else {
+            parts[np][0] = 0;
+        }
+        np++;
+        p += k;
+        if (*p)
+            p++;
+    }
+    if (np >= 2) {
+        const char *a = parts[np - 2], *b = parts[np - 1];
+        int ok = 1;
+        for (const char *q = a; *q; q++)
+            ok &= islower((unsigned char)*q) != 0;
+        for (const char *q = b; *q; q++)
+            ok &= islower((unsigned char)*q) != 0;
+        size_t la = strlen(a), lb = strlen(b);
+        if (ok && la >= 2 && la <= 3 && lb >= 2 && lb <= 3) {
+            snprintf(sm->src_lang, sizeof sm->src_lang, "%s", a);
+            snprintf(sm->tgt_lang, sizeof sm->tgt_lang, "%s", b);
+        }
+    }
+    /* dtype: config.json's "dtype" (or the older "torch_dtype"). */
+    snprintf(sm->dtype, sizeof sm->dtype, "float32");
+    char path[4096];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    json_t *cfg = json_load_file(path, 0, NULL);
+    json_t *dt = cfg ? json_object_get(cfg, "dtype") : NULL;
+    if (!json_is_string(dt) && cfg)
+        dt = json_object_get(cfg, "torch_dtype");
+    if (json_is_string(dt))
+        snprintf(sm->dtype, sizeof sm->dtype, "%s", json_string_value(dt));
+    json_decref(cfg);
+}
+
+static int load_model(srv_server *s, srv_model *sm, char *err, size_t errlen)
+{
+    const srv_opts *o = &s->o;
+    describe_model(sm, o->model_dir);
+    snprintf(sm->device, sizeof sm->device, "%s", o->device);
+    td_load_opts lo = {.device = o->device, .n_threads = o->threads};
+    char e2[512];
+    if (td_model_load(&sm->m, o->model_dir, &lo, e2, sizeof e2) != 0) {
+        snprintf(err, errlen, "%s: %s", o->model_dir, e2);
+        return -1;
+    }
+    if (td_model_tokenizer_load(sm->m, o->model_dir, &sm->tok, e2, sizeof e2) != 0) {
+        snprintf(err, errlen, "%s: %s", o->model_dir, e2);
+        return -1;
+    }
+    const td_config *c = td_model_config(sm->m);
+    td_decode_opts_default(sm->m, &sm->defaults);
+    if (sm->defaults.beam_size < 1 || sm->defaults.beam_size > TD_MAX_BEAM)
+        sm->defaults.beam_size = 4;
+    sm->defaults.num_hypotheses = 1;
+    int maxpos = c->max_position_embeddings;
+    sm->max_input_tokens = o->max_input_tokens > 0 && o->max_input_tokens < maxpos
+                               ? o->max_input_tokens
+                               : maxpos;
+    sm->max_length = maxpos < 512 ? maxpos : 512;
+    if (sm->max_length < sm->defaults.max_length)
+        sm->max_length = sm->defaults.max_length;
+    return srv_batcher_init(&sm->b, sm, o, s->metrics, err, errlen);
+}
+
+static void free_models(srv_server *s)
+{
+    for (int i = 0; s->models && i < s->n_models; i++) {
+        srv_batcher_free(s->models[i].b);
+        td_tok_free(s->models[i].tok);
+        td_model_free(s->models[i].m);
+    }
+    free(s->models);
+    s->models = NULL;
+}
+
+int srv_main(int argc, char **argv)
+{
+    /* jansson's hash seed must be set before any thread may create objects. */
+    json_object_seed(0);
+    srv_server s;
+    memset(&s, 0, sizeof s);
+    s.quiesced_fd = -1;
+    int prc = parse_opts(&s.o, argc, argv);
+    if (prc)
+        return prc > 0 ? 0 : 2;
+
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    char err[1024];
+    s.metrics = srv_metrics_new();
+    s.models = calloc(1, sizeof *s.models);
+    if (!s.metrics || !s.models) {
+        fprintf(stderr, "transformerd: out of memory\n");
+        free(s.models);
+        srv_metrics_free(s.metrics);
+        return 1;
+    }
+    if (srv_http_start(&s, err, sizeof err) != 0) {
+        fprintf(stderr, "transformerd: %s\n", err);
+        free(s.models);
+        srv_metrics_free(s.metrics);
+        return 1;
+    }
+    fprintf(stderr, "transformerd: listening on http://%s:%u\n", s.o.host, (unsigned)s.port);
+    double t0 = srv_now();
+    s.n_models = 1;
+    if (load_model(&s, &s.models[0], err, sizeof err) != 0) {
+        fprintf(stderr, "transformerd: %s\n", err);
+        srv_http_stop(&s);
+        free_models(&s);
+        srv_metrics_free(s.metrics);
+        return 1;
+    }
+    atomic_store(&s.ready, 1);
+    fprintf(stderr, "transformerd: ready: model %s (%s -> %s) on %s, loaded and warmed in %.2f s\n",
+            s.models[0].name, s.models[0].src_lang, s.models[0].tgt_lang, s.o.device,
+            srv_now() - t0);
+
+    int sig = 0;
+    while (sigwait(&set, &sig) != 0)
+        ;
+    fprintf(stderr, "transformerd: %s: draining\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    atomic_store(&s.draining, 1);
+    srv_http_quiesce(&s);
+    double deadline = srv_now() + s.o.drain_timeout_s;
+    for (int i = 0; i < s.n_models; i++)
+        srv_batcher_drain(s.models[i].b, deadline);
+    /* Every job has finished and every connection was resumed; give the
+     * responses a bounded time to be written before the daemon stops. */
+    double until = srv_now() + 5;
+    while (atomic_load(&s.active) > 0 && srv_now() < until) {
+        struct timespec ts = {0, 10 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    srv_http_stop(&s);
+    free_models(&s);
+    srv_metrics_free(s.metrics);
+    fprintf(stderr, "transformerd: stopped\n");
+    return 0;
+}

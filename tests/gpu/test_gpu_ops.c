@@ -1,0 +1,701 @@
+/*
+ * test_gpu_ops.c - every op of the CUDA backend against the same op of the
+ * CPU backend (the reference: cpu/cpu_backend.c, itself checked against a
+ * double-precision reference by tests/test_cpu_ops.c), on seeded random
+ * inputs of awkward shapes (1, 7, 33, 513). Both backends get identical
+ * host inputs through alloc/upload; outputs are downloaded and compared
+ * with |gpu - cpu| <= tol_abs + tol_rel*|cpu|. Any NaN/Inf mismatch fails.
+ *
+ * Tolerances (per op, float32 unless stated):
+ *   linear F32 weights        1e-4 + 1e-4 rel (float32 GEMM, other summation order)
+ *   linear F16 weights        2e-3*sqrt(in) + 1e-2 rel: the activations are rounded
+ *                             to F16 (2^-11) before the GEMM; the weights are the same
+ *   linear BF16 weights       1.6e-2*sqrt(in) + 4e-2 rel (activations rounded to 2^-8)
+ *   element-wise, embed, rope 1e-6 + 1e-6 rel (same float formulas)
+ *   layer_norm                1e-4 + 1e-4 rel (float vs double statistics)
+ *   attention (out, probs)    2e-5 + 1e-4 rel
+ *   logprobs_topk             1e-5 + 1e-5 rel on values; ids equal, or (for random
+ *                             near-ties) the GPU's id has the CPU's value there
+ *
+ * No CUDA device: the program exits 77, ctest's skip code.
+ */
+#include <check.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "cpu_backend.h"
+#include "gpu_backend.h"
+
+#define SKIP_CODE 77
+#define SENTINEL 1234.5f
+
+static td_backend *bc; /* CPU: the reference */
+static td_backend *bg; /* CUDA */
+
+static const int SHAPES[4] = {1, 7, 33, 513};
+
+static void setup(void)
+{
+    char err[512] = "";
+    bc = td_cpu_backend_create(2, err, sizeof err);
+    ck_assert_msg(bc != NULL, "cpu: %s", err);
+    bg = td_cuda_backend_create(0, err, sizeof err);
+    ck_assert_msg(bg != NULL, "cuda: %s", err);
+}
+
+static void teardown(void)
+{
+    char err[512] = "";
+    int rc_c = bc->ops->sync(bc, err, sizeof err);
+    ck_assert_msg(rc_c == 0, "cpu sync: %s", err);
+    int rc_g = bg->ops->sync(bg, err, sizeof err);
+    ck_assert_msg(rc_g == 0, "cuda sync: %s", err);
+    bc->ops->destroy(bc);
+    bg->ops->destroy(bg);
+}
+
+/* --- helpers ------------------------------------------------------------- */
+
+static uint64_t rng_state;
+
+static void rng_seed(uint64_t s) { rng_state = s * 0x9E3779B97F4A7C15ull + 1; }
+
+static float frand(void) /* uniform in [-1, 1) */
+{
+    rng_state ^= rng_state >> 12;
+    rng_state ^= rng_state << 25;
+    rng_state ^= rng_state >> 27;
+    uint64_t r = rng_state * 0x2545F4914F6CDD1Dull;
+    return (float)((double)(r >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+}
+
+static int irand(int n) { return (int)((frand() + 1.0f) * 0.5f * (float)n) % n; }
+
+static void *xmalloc(size_t bytes)
+{
+    void *p = malloc(bytes ? bytes : 1);
+    ck_assert_ptr_nonnull(p);
+    return p;
+}
+
+static float *frand_vec(size_t n, float scale)
+{
+    float *v = xmalloc(n * sizeof *v);
+    for (size_t i = 0; i < n; i++)
+        v[i] = frand() * scale;
+    return v;
+}
+
+/* The value a float32 has after rounding to F16 / BF16 (nearest even), so
+ * that both backends hold the same weights. */
+static float round_f16(float f)
+{
+    if (fabsf(f) < 6.103515625e-05f) /* F16 subnormal: quantum 2^-24 */
+        return (float)(rint((double)f * 16777216.0) / 16777216.0);
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    u += 0x0FFFu + ((u >> 13) & 1u);
+    u &= ~0x1FFFu;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+static float round_bf16(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    u += 0x7FFFu + ((u >> 16) & 1u);
+    u &= 0xFFFF0000u;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* A buffer on both backends with the same contents. */
+typedef struct pair {
+    void *c, *g;
+    size_t bytes;
+} pair;
+
+static pair pair_from(const void *host, size_t bytes)
+{
+    pair p = {bc->ops->alloc(bc, bytes), bg->ops->alloc(bg, bytes), bytes};
+    ck_assert_ptr_nonnull(p.c);
+    ck_assert_ptr_nonnull(p.g);
+    if (host && bytes) {
+        bc->ops->upload(bc, p.c, host, bytes);
+        bg->ops->upload(bg, p.g, host, bytes);
+    }
+    return p;
+}
+
+static void pair_free(pair *p)
+{
+    bc->ops->dealloc(bc, p->c);
+    bg->ops->dealloc(bg, p->g);
+    memset(p, 0, sizeof *p);
+}
+
+typedef struct wpair {
+    td_weight c, g;
+} wpair;
+
+/* Weights from host data already rounded to `dt` (see round_f16). */
+static wpair wpair_from(const float *host, int64_t rows, int64_t cols, td_dtype dt)
+{
+    wpair w;
+    char err[512] = "";
+    ck_assert_msg(bc->ops->weight_upload(bc, &w.c, host, rows, cols, dt, err, sizeof err) == 0,
+                  "cpu weight: %s", err);
+    ck_assert_msg(bg->ops->weight_upload(bg, &w.g, host, rows, cols, dt, err, sizeof err) == 0,
+                  "cuda weight: %s", err);
+    if (rows > 1)
+        ck_assert_int_eq((int)w.g.dtype, (int)dt);
+    return w;
+}
+
+static void wpair_free(wpair *w)
+{
+    bc->ops->weight_free(bc, &w->c);
+    bg->ops->weight_free(bg, &w->g);
+}
+
+static void sync_both(const char *what)
+{
+    char err[512] = "";
+    ck_assert_msg(bc->ops->sync(bc, err, sizeof err) == 0, "%s: cpu: %s", what, err);
+    ck_assert_msg(bg->ops->sync(bg, err, sizeof err) == 0, "%s: cuda: %s", what, err);
+}
+
+static int close_f(float g, float c, double ta, double tr)
+{
+    if (isnan(c) || isnan(g))
+        return isnan(c) && isnan(g);
+    if (isinf(c) || isinf(g))
+        return g == c;
+    return fabs((double)g - (double)c) <= ta + tr * fabs((double)c);
+}
+
+/* Downloads `count` floats of p from both backends and compares them. */
+static void check_pair(const char *what, const pair *p, size_t count, double ta, double tr)
+{
+    sync_both(what);
+    float *hc = xmalloc(count * sizeof(float)), *hg = xmalloc(count * sizeof(float));
+    bc->ops->download(bc, hc, p->c, count * sizeof(float));
+    bg->ops->download(bg, hg, p->g, count * sizeof(float));
+    sync_both(what);
+    size_t bad = 0, first = 0;
+    for (size_t i = 0; i < count; i++)
+        if (!close_f(hg[i], hc[i], ta, tr)) {
+            if (!bad)
+                first = i;
+            if (bad++ < 5)
+                fprintf(stderr, "%s: [%zu] cuda %.9g cpu %.9g\n", what, i, (double)hg[i],
+                        (double)hc[i]);
+        }
+    ck_assert_msg(bad == 0, "%s: %zu of %zu values differ (first at %zu: cuda %.9g, cpu %.9g)",
+                  what, bad, count, first, (double)hg[first], (double)hc[first]);
+    free(hc);
+    free(hg);
+}
+
+static float *filled(size_t n, float v)
+{
+    float *p = xmalloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++)
+        p[i] = v;
+    return p;
+}
+
+/* --- memory and errors ---------------------------------------------------- */
+
+START_TEST(test_memory)
+{
+    rng_seed(1);
+    const size_t n = 1000;
+    float *h = frand_vec(n, 1.0f), *back = filled(n, 0.0f);
+    float *a = bg->ops->alloc(bg, n * 4), *b = bg->ops->alloc(bg, n * 4);
+    ck_assert_ptr_nonnull(a);
+    ck_assert_ptr_nonnull(b);
+    bg->ops->upload(bg, a, h, n * 4);
+    bg->ops->copy(bg, b, a, n * 4);
+    bg->ops->memset0(bg, a, 10 * 4);
+    bg->ops->download(bg, back, b, n * 4);
+    ck_assert_int_eq(memcmp(back, h, n * 4), 0);
+    bg->ops->download(bg, back, a, n * 4);
+    for (int i = 0; i < 10; i++)
+        ck_assert(back[i] == 0.0f);
+    ck_assert(back[10] == h[10]);
+    bg->ops->dealloc(bg, a);
+    bg->ops->dealloc(bg, b);
+    bg->ops->dealloc(bg, NULL);
+    ck_assert_str_eq(bg->ops->name, "cuda");
+    free(h);
+    free(back);
+}
+END_TEST
+
+START_TEST(test_latched_error)
+{
+    char err[512] = "";
+    pair l = pair_from(NULL, 16 * 4), v = pair_from(NULL, 65 * 4), ix = pair_from(NULL, 65 * 4);
+    bg->ops->memset0(bg, l.g, 16 * 4);
+    bg->ops->logprobs_topk(bg, l.g, 1, 16, NULL, 0, 0, 0, NULL, 65, v.g, ix.g);
+    ck_assert_int_eq(bg->ops->sync(bg, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, "logprobs_topk") != NULL, "%s", err);
+    ck_assert_int_eq(bg->ops->sync(bg, err, sizeof err), 0); /* cleared */
+    pair_free(&l);
+    pair_free(&v);
+    pair_free(&ix);
+    /* out-of-range device: a clear error */
+    td_backend *x = td_cuda_backend_create(td_cuda_device_count(), err, sizeof err);
+    ck_assert_ptr_null(x);
+    ck_assert_msg(strstr(err, "--device cpu") != NULL, "%s", err);
+}
+END_TEST
+
+/* --- linear ----------------------------------------------------------------- */
+
+static void run_linear(td_dtype dt, int n, int in, int out, int with_bias)
+{
+    const int ld_x = in + 3, ld_y = out + 5;
+    float *W = frand_vec((size_t)out * in, 1.0f);
+    for (size_t i = 0; i < (size_t)out * in; i++)
+        W[i] = dt == TD_F16 ? round_f16(W[i]) : dt == TD_BF16 ? round_bf16(W[i]) : W[i];
+    float *B = frand_vec((size_t)out, 1.0f);
+    float *X = frand_vec((size_t)n * ld_x, 1.0f);
+    float *Y = filled((size_t)n * ld_y, SENTINEL);
+    wpair w = wpair_from(W, out, in, dt), b = wpair_from(B, 1, out, TD_F32);
+    pair x = pair_from(X, (size_t)n * ld_x * 4), y = pair_from(Y, (size_t)n * ld_y * 4);
+    bc->ops->linear(bc, y.c, ld_y, x.c, ld_x, n, &w.c, with_bias ? &b.c : NULL);
+    bg->ops->linear(bg, y.g, ld_y, x.g, ld_x, n, &w.g, with_bias ? &b.g : NULL);
+    char what[128];
+    snprintf(what, sizeof what, "linear dtype %d n %d in %d out %d bias %d", (int)dt, n, in, out,
+             with_bias);
+    const double s = sqrt((double)(in > 0 ? in : 1));
+    double ta = 1e-4, tr = 1e-4;
+    if (dt == TD_F16)
+        ta = 2e-3 * s, tr = 1e-2;
+    else if (dt == TD_BF16)
+        ta = 1.6e-2 * s, tr = 4e-2;
+    check_pair(what, &y, (size_t)n * ld_y, ta, tr); /* padding columns stay SENTINEL */
+    wpair_free(&w);
+    wpair_free(&b);
+    pair_free(&x);
+    pair_free(&y);
+    free(W), free(B), free(X), free(Y);
+}
+
+START_TEST(test_linear)
+{
+    static const td_dtype dts[3] = {TD_F32, TD_F16, TD_BF16};
+    rng_seed(2 + (uint64_t)_i);
+    const td_dtype dt = dts[_i];
+    for (int a = 0; a < 4; a++)
+        for (int b = 0; b < 4; b++)
+            for (int c = 0; c < 4; c++)
+                run_linear(dt, SHAPES[a], SHAPES[b], SHAPES[c], (a + b + c) % 2);
+    run_linear(dt, 7, 0, 33, 1); /* in == 0: y = bias */
+}
+END_TEST
+
+/* --- element-wise --------------------------------------------------------- */
+
+START_TEST(test_bias_act)
+{
+    rng_seed(3);
+    for (int act = TD_ACT_NONE; act <= TD_ACT_SILU; act++)
+        for (int a = 0; a < 4; a++)
+            for (int b = 0; b < 4; b++) {
+                const int n = SHAPES[a], d = SHAPES[b];
+                float *X = frand_vec((size_t)n * d, 4.0f), *B = frand_vec((size_t)d, 1.0f);
+                wpair bias = wpair_from(B, 1, d, TD_F32);
+                pair x = pair_from(X, (size_t)n * d * 4);
+                const int use_b = (a + b + act) % 2;
+                bc->ops->bias_act(bc, x.c, n, d, use_b ? &bias.c : NULL, (td_activation)act);
+                bg->ops->bias_act(bg, x.g, n, d, use_b ? &bias.g : NULL, (td_activation)act);
+                char what[96];
+                snprintf(what, sizeof what, "bias_act act %d n %d d %d bias %d", act, n, d, use_b);
+                check_pair(what, &x, (size_t)n * d, 1e-6, 1e-6);
+                wpair_free(&bias);
+                pair_free(&x);
+                free(X), free(B);
+            }
+}
+END_TEST
+
+START_TEST(test_add)
+{
+    rng_seed(4);
+    for (int a = 0; a < 4; a++)
+        for (int b = 0; b < 4; b++) {
+            const int n = SHAPES[a], d = SHAPES[b];
+            float *X = frand_vec((size_t)n * d, 1.0f), *Y = frand_vec((size_t)n * d, 1.0f);
+            pair x = pair_from(X, (size_t)n * d * 4), y = pair_from(Y, (size_t)n * d * 4);
+            bc->ops->add(bc, y.c, x.c, n, d);
+            bg->ops->add(bg, y.g, x.g, n, d);
+            check_pair("add", &y, (size_t)n * d, 0.0, 0.0);
+            pair_free(&x);
+            pair_free(&y);
+            free(X), free(Y);
+        }
+}
+END_TEST
+
+/* alias: 0 distinct y, 1 y == x, 2 y == res; sum_out on or off. */
+START_TEST(test_layer_norm)
+{
+    rng_seed(5);
+    for (int a = 0; a < 4; a++)
+        for (int b = 0; b < 4; b++)
+            for (int mode = 0; mode < 6; mode++) {
+                const int n = SHAPES[a], d = SHAPES[b], alias = mode % 3, use_sum = mode / 3;
+                const size_t cnt = (size_t)n * d;
+                float *X = frand_vec(cnt, 3.0f), *R = frand_vec(cnt, 1.0f);
+                float *G = frand_vec((size_t)d, 1.0f), *B = frand_vec((size_t)d, 1.0f);
+                for (size_t i = 0; i < cnt; i++)
+                    X[i] += 0.5f; /* a non-zero mean */
+                wpair g = wpair_from(G, 1, d, TD_F32), bt = wpair_from(B, 1, d, TD_F32);
+                pair x = pair_from(X, cnt * 4), r = pair_from(R, cnt * 4);
+                pair y = pair_from(NULL, cnt * 4), so = pair_from(NULL, cnt * 4);
+                const int use_res = alias == 2 || (a + b) % 2;
+                float *yc = alias == 1 ? x.c : alias == 2 ? r.c : y.c;
+                float *yg = alias == 1 ? x.g : alias == 2 ? r.g : y.g;
+                bc->ops->layer_norm(bc, yc, x.c, use_res ? r.c : NULL, use_sum ? so.c : NULL, n,
+                                    d, &g.c, &bt.c, 1e-5f);
+                bg->ops->layer_norm(bg, yg, x.g, use_res ? r.g : NULL, use_sum ? so.g : NULL, n,
+                                    d, &g.g, &bt.g, 1e-5f);
+                pair out = {yc, yg, cnt * 4};
+                char what[128];
+                snprintf(what, sizeof what, "layer_norm n %d d %d alias %d res %d sum %d", n, d,
+                         alias, use_res, use_sum);
+                check_pair(what, &out, cnt, 1e-4, 1e-4);
+                if (use_sum)
+                    check_pair("layer_norm sum_out", &so, cnt, 1e-6, 1e-6);
+                wpair_free(&g);
+                wpair_free(&bt);
+                pair_free(&x);
+                pair_free(&r);
+                pair_free(&y);
+                pair_free(&so);
+                free(X), free(R), free(G), free(B);
+            }
+}
+END_TEST
+
+START_TEST(test_embed)
+{
+    rng_seed(6);
+    for (int dti = 0; dti < 3; dti++)
+        for (int a = 0; a < 4; a++)
+            for (int b = 0; b < 4; b++) {
+                const td_dtype dt = (td_dtype)dti;
+                const int n = SHAPES[a], d = SHAPES[b], vocab = 40, max_pos = 50;
+                float *T = frand_vec((size_t)vocab * d, 1.0f);
+                for (size_t i = 0; i < (size_t)vocab * d; i++)
+                    T[i] = dt == TD_F16 ? round_f16(T[i]) : dt == TD_BF16 ? round_bf16(T[i]) : T[i];
+                float *P = frand_vec((size_t)max_pos * d, 1.0f);
+                int32_t *ids = xmalloc((size_t)n * 4), *pos = xmalloc((size_t)n * 4);
+                for (int r = 0; r < n; r++)
+                    ids[r] = irand(vocab), pos[r] = irand(max_pos);
+                wpair t = wpair_from(T, vocab, d, dt);
+                pair p = pair_from(P, (size_t)max_pos * d * 4), di = pair_from(ids, (size_t)n * 4),
+                     dp = pair_from(pos, (size_t)n * 4), y = pair_from(NULL, (size_t)n * d * 4);
+                const int use_pos = (a + b + dti) % 2;
+                bc->ops->embed(bc, y.c, &t.c, di.c, n, 4.5f, use_pos ? p.c : NULL, dp.c);
+                bg->ops->embed(bg, y.g, &t.g, di.g, n, 4.5f, use_pos ? p.g : NULL, dp.g);
+                check_pair("embed", &y, (size_t)n * d, 1e-6, 1e-6);
+                wpair_free(&t);
+                pair_free(&p);
+                pair_free(&di);
+                pair_free(&dp);
+                pair_free(&y);
+                free(T), free(P), free(ids), free(pos);
+            }
+}
+END_TEST
+
+START_TEST(test_rope)
+{
+    rng_seed(7);
+    static const int hds[3] = {2, 8, 64};
+    for (int hi = 0; hi < 3; hi++)
+        for (int a = 0; a < 3; a++)
+            for (int pos0 = 0; pos0 < 10; pos0 += 5) {
+                const int hd = hds[hi], n_t = SHAPES[a], n_seq = 3, heads = 3, max_pos = 60;
+                const int64_t ld = heads * hd + 2, ss = n_t * ld + 4;
+                const size_t cnt = (size_t)(n_seq * ss);
+                float *X = frand_vec(cnt, 1.0f), *CS = frand_vec((size_t)max_pos * hd, 1.0f);
+                pair x = pair_from(X, cnt * 4), cs = pair_from(CS, (size_t)max_pos * hd * 4);
+                bc->ops->rope(bc, x.c, n_seq, n_t, ld, ss, heads, hd, pos0, cs.c);
+                bg->ops->rope(bg, x.g, n_seq, n_t, ld, ss, heads, hd, pos0, cs.g);
+                check_pair("rope", &x, cnt, 1e-6, 1e-6);
+                pair_free(&x);
+                pair_free(&cs);
+                free(X), free(CS);
+            }
+}
+END_TEST
+
+START_TEST(test_gather_rows)
+{
+    rng_seed(8);
+    static const int elems[5] = {1, 7, 33, 513, 512};
+    for (int a = 0; a < 4; a++)
+        for (int e = 0; e < 5; e++) {
+            const int n = SHAPES[a], re = elems[e];
+            const int64_t ld = re + (e == 4 ? 4 : 3), src_rows = n + 3;
+            float *S = frand_vec((size_t)(src_rows * ld), 1.0f);
+            float *D = filled((size_t)(n * ld), SENTINEL);
+            int32_t *ix = xmalloc((size_t)n * 4);
+            for (int r = 0; r < n; r++)
+                ix[r] = irand((int)src_rows);
+            pair s = pair_from(S, (size_t)(src_rows * ld) * 4), d = pair_from(D, (size_t)(n * ld) * 4),
+                 di = pair_from(ix, (size_t)n * 4);
+            bc->ops->gather_rows(bc, d.c, s.c, di.c, n, re, ld);
+            bg->ops->gather_rows(bg, d.g, s.g, di.g, n, re, ld);
+            check_pair("gather_rows", &d, (size_t)(n * ld), 0.0, 0.0);
+            pair_free(&s);
+            pair_free(&d);
+            pair_free(&di);
+            free(S), free(D), free(ix);
+        }
+}
+END_TEST
+
+/* --- attention -------------------------------------------------------------- */
+
+typedef struct attn_case {
+    const char *name;
+    int n_seq, n_kseq, n_q, n_k, kv_cap, heads, hd;
+    int causal, q_pos0, rel_max, rel_k, rel_v, capture;
+    int use_kv_len, use_kv_index;
+} attn_case;
+
+/* Key row j of key sequence ks is visible to some query of some sequence
+ * reading ks; every other row of the (n_kseq, kv_cap) K/V is NaN. */
+static void run_attention(const attn_case *t)
+{
+    const int H = t->heads, hd = t->hd, d = H * hd;
+    const int64_t ld_q = d + 3, ld_kv = d + 1, ld_out = d + 2;
+    const int64_t q_ss = t->n_q * ld_q + 5, kv_ss = t->kv_cap * ld_kv + 7,
+                  out_ss = t->n_q * ld_out + 1;
+    const int64_t probs_ld = t->n_k + 2;
+    int32_t *kv_len = xmalloc((size_t)t->n_seq * 4), *kv_index = xmalloc((size_t)t->n_seq * 4);
+    for (int s = 0; s < t->n_seq; s++) {
+        kv_index[s] = t->use_kv_index ? irand(t->n_kseq) : s;
+        /* lengths 0 (padding-only sequence), full, beyond n_k, random */
+        int L = irand(t->n_k + 1);
+        if (s == 0)
+            L = t->n_k;
+        if (s == 1)
+            L = 0;
+        if (s == 2)
+            L = t->n_k + 3;
+        kv_len[s] = t->use_kv_len ? L : t->n_k;
+    }
+    /* visible key bound per key sequence (the max over its readers) */
+    int *kbound = xmalloc((size_t)t->n_kseq * sizeof(int));
+    for (int k = 0; k < t->n_kseq; k++)
+        kbound[k] = 0;
+    for (int s = 0; s < t->n_seq; s++) {
+        int L = kv_len[s] < t->n_k ? kv_len[s] : t->n_k;
+        if (t->causal && t->q_pos0 + t->n_q < L)
+            L = t->q_pos0 + t->n_q;
+        if (L > kbound[kv_index[s]])
+            kbound[kv_index[s]] = L;
+    }
+    const size_t nq = (size_t)(t->n_seq * q_ss), nkv = (size_t)(t->n_kseq * kv_ss),
+                 nout = (size_t)(t->n_seq * out_ss),
+                 nprobs = (size_t)t->n_seq * H * t->n_q * probs_ld;
+    float *Q = frand_vec(nq, 0.5f), *K = frand_vec(nkv, 1.0f), *V = frand_vec(nkv, 1.0f);
+    for (int k = 0; k < t->n_kseq; k++)
+        for (int j = kbound[k]; j < t->kv_cap; j++)
+            for (int64_t c = 0; c < ld_kv; c++)
+                K[k * kv_ss + j * ld_kv + c] = V[k * kv_ss + j * ld_kv + c] = NAN;
+    const int n_rel = 2 * t->rel_max + 1;
+    float *RK = frand_vec((size_t)n_rel * hd, 0.5f), *RV = frand_vec((size_t)n_rel * hd, 0.5f);
+    float *O = filled(nout, SENTINEL), *P = filled(nprobs, SENTINEL);
+    pair q = pair_from(Q, nq * 4), k = pair_from(K, nkv * 4), v = pair_from(V, nkv * 4),
+         rk = pair_from(RK, (size_t)n_rel * hd * 4), rv = pair_from(RV, (size_t)n_rel * hd * 4),
+         o = pair_from(O, nout * 4), p = pair_from(P, nprobs * 4),
+         kl = pair_from(kv_len, (size_t)t->n_seq * 4), ki = pair_from(kv_index, (size_t)t->n_seq * 4);
+    for (int side = 0; side < 2; side++) {
+        td_backend *be = side ? bg : bc;
+#define PICK(pp) (side ? (pp).g : (pp).c)
+        td_attn_args a;
+        memset(&a, 0, sizeof a);
+        a.q = PICK(q);
+        a.k = PICK(k);
+        a.v = PICK(v);
+        a.out = PICK(o);
+        a.n_seq = t->n_seq;
+        a.n_q = t->n_q;
+        a.n_k = t->n_k;
+        a.n_heads = H;
+        a.head_dim = hd;
+        a.ld_q = ld_q;
+        a.q_seq_stride = q_ss;
+        a.ld_kv = ld_kv;
+        a.kv_seq_stride = kv_ss;
+        a.ld_out = ld_out;
+        a.out_seq_stride = out_ss;
+        a.kv_index = t->use_kv_index ? PICK(ki) : NULL;
+        a.kv_len = t->use_kv_len ? PICK(kl) : NULL;
+        a.causal = t->causal;
+        a.q_pos0 = t->q_pos0;
+        a.rel_k = t->rel_k ? PICK(rk) : NULL;
+        a.rel_v = t->rel_v ? PICK(rv) : NULL;
+        a.rel_max = t->rel_max;
+        a.probs = t->capture ? PICK(p) : NULL;
+        a.probs_ld = probs_ld;
+        be->ops->attention(be, &a);
+#undef PICK
+    }
+    char what[160];
+    snprintf(what, sizeof what, "attention[%s] out", t->name);
+    check_pair(what, &o, nout, 2e-5, 1e-4);
+    snprintf(what, sizeof what, "attention[%s] probs", t->name);
+    check_pair(what, &p, nprobs, 2e-5, 1e-4);
+    pair *all[] = {&q, &k, &v, &rk, &rv, &o, &p, &kl, &ki};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        pair_free(all[i]);
+    free(Q), free(K), free(V), free(RK), free(RV), free(O), free(P);
+    free(kv_len), free(kv_index), free(kbound);
+}
+
+static const attn_case ATTN_CASES[] = {
+    /* name        n_seq kseq n_q  n_k  cap heads hd caus pos0 R  rk rv cap kvl kvi */
+    {"enc 1",          3,  3,   1,   1,   1,  2, 64, 0, 0, 0, 0, 0, 1, 1, 0},
+    {"enc 7",          4,  4,   7,   7,   7,  3,  9, 0, 0, 0, 0, 0, 1, 1, 0},
+    {"enc 33",         3,  3,  33,  33,  40,  4, 16, 0, 0, 0, 0, 0, 0, 1, 0},
+    {"enc 513",        3,  3, 513, 513, 513,  2, 64, 0, 0, 0, 0, 0, 1, 1, 0},
+    {"causal 33",      3,  3,  33,  33,  33,  2,  7, 1, 0, 0, 0, 0, 1, 0, 0},
+    {"causal pos0",    2,  2,   7,  20,  24,  2, 32, 1, 9, 0, 0, 0, 1, 0, 0},
+    {"decode 1",       5,  5,   1,   1,  16,  4, 16, 1, 0, 0, 0, 0, 0, 0, 0},
+    {"decode 33",      6,  6,   1,  34,  64,  8, 64, 1, 33, 0, 0, 0, 0, 0, 0},
+    {"decode 513",     3,  3,   1, 513, 600,  2, 64, 1, 512, 0, 0, 0, 0, 0, 0},
+    {"cross beams",   12,  3,   1,  33,  33,  4, 16, 0, 0, 0, 0, 0, 1, 1, 1},
+    {"cross 513",      8,  2,   1, 513, 513,  2, 64, 0, 0, 0, 0, 0, 1, 1, 1},
+    {"relative kv",    3,  3,   7,   7,   7,  4,  6, 0, 0, 3, 1, 1, 1, 1, 0},
+    {"relative keys",  3,  3,  33,  33,  33,  2,  8, 0, 0, 2, 1, 0, 1, 1, 0},
+    {"relative dec",   4,  4,   1,  30,  32,  2,  8, 1, 29, 3, 1, 1, 0, 0, 0},
+    {"wide head",      3,  3,   7,  33,  33,  2, 160, 0, 0, 0, 0, 0, 1, 1, 0},
+};
+
+START_TEST(test_attention)
+{
+    rng_seed(100 + (uint64_t)_i);
+    run_attention(&ATTN_CASES[_i]);
+}
+END_TEST
+
+/* --- logprobs_topk ------------------------------------------------------------ */
+
+static void run_topk(int n, int vocab, int k, int force_eos, int quantized, int use_bias)
+{
+    const size_t cnt = (size_t)n * vocab;
+    float *L = frand_vec(cnt, 8.0f);
+    if (quantized) /* exact ties everywhere: ids must match exactly */
+        for (size_t i = 0; i < cnt; i++)
+            L[i] = roundf(L[i] * 0.5f) * 2.0f;
+    if (n > 1) /* an all -inf row */
+        for (int t = 0; t < vocab; t++)
+            L[(size_t)vocab + t] = -INFINITY;
+    float *RB = frand_vec((size_t)n, 10.0f);
+    int32_t sup[3] = {vocab - 1, 0, vocab + 5};
+    const int eos = vocab / 2;
+    pair l = pair_from(L, cnt * 4), rb = pair_from(RB, (size_t)n * 4), s = pair_from(sup, 12),
+         ov = pair_from(NULL, (size_t)n * k * 4), oi = pair_from(NULL, (size_t)n * k * 4);
+    bc->ops->logprobs_topk(bc, l.c, n, vocab, s.c, 3, force_eos, eos, use_bias ? rb.c : NULL, k,
+                           ov.c, oi.c);
+    bg->ops->logprobs_topk(bg, l.g, n, vocab, s.g, 3, force_eos, eos, use_bias ? rb.g : NULL, k,
+                           ov.g, oi.g);
+    char what[128];
+    snprintf(what, sizeof what, "logprobs_topk n %d vocab %d k %d eos %d quant %d bias %d", n,
+             vocab, k, force_eos, quantized, use_bias);
+    check_pair(what, &l, cnt, 1e-5, 1e-5);
+    check_pair(what, &ov, (size_t)n * k, 1e-5, 1e-5);
+    float *lp = xmalloc(cnt * 4), *vc = xmalloc((size_t)n * k * 4);
+    int32_t *ic = xmalloc((size_t)n * k * 4), *ig = xmalloc((size_t)n * k * 4);
+    bc->ops->download(bc, lp, l.c, cnt * 4);
+    bc->ops->download(bc, vc, ov.c, (size_t)n * k * 4);
+    bc->ops->download(bc, ic, oi.c, (size_t)n * k * 4);
+    bg->ops->download(bg, ig, oi.g, (size_t)n * k * 4);
+    sync_both(what);
+    size_t bad = 0;
+    for (int r = 0; r < n; r++)
+        for (int j = 0; j < k; j++) {
+            const int32_t g = ig[r * k + j], c = ic[r * k + j];
+            int ok = g == c;
+            if (!ok && !quantized && g >= 0 && g < vocab) {
+                /* a random near-tie may order differently after rounding:
+                 * accept an id whose CPU score equals the CPU's value here */
+                const float sc = lp[(size_t)r * vocab + g] + (use_bias ? RB[r] : 0.0f);
+                ok = close_f(sc, vc[r * k + j], 1e-5, 1e-5);
+                for (int jj = 0; ok && jj < j; jj++)
+                    ok = ig[r * k + jj] != g; /* no duplicates */
+            }
+            if (!ok && bad++ < 5)
+                fprintf(stderr, "%s: row %d rank %d: cuda id %d, cpu id %d\n", what, r, j, g, c);
+        }
+    ck_assert_msg(bad == 0, "%s: %zu ids differ", what, bad);
+    pair *all[] = {&l, &rb, &s, &ov, &oi};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        pair_free(all[i]);
+    free(L), free(RB), free(lp), free(vc), free(ic), free(ig);
+}
+
+START_TEST(test_logprobs_topk)
+{
+    rng_seed(200);
+    static const int vocabs[5] = {1, 7, 33, 513, 32000};
+    static const int ks[4] = {1, 2, 8, 64};
+    for (int vi = 0; vi < 5; vi++)
+        for (int ki = 0; ki < 4; ki++)
+            for (int mode = 0; mode < 4; mode++) {
+                if (ks[ki] > vocabs[vi])
+                    continue;
+                const int n = SHAPES[(vi + ki + mode) % 3];
+                run_topk(n, vocabs[vi], ks[ki], mode == 3, mode == 1 || mode == 2, mode >= 2);
+            }
+}
+END_TEST
+
+int main(void)
+{
+    const int n_dev = td_cuda_device_count();
+    if (n_dev <= 0) {
+        char err[512] = "";
+        td_backend *b = td_cuda_backend_create(0, err, sizeof err);
+        if (b)
+            b->ops->destroy(b);
+        printf("test_gpu_ops: no CUDA device (%s): skipped\n", err);
+        return SKIP_CODE;
+    }
+    Suite *s = suite_create("gpu_ops");
+    TCase *tc = tcase_create("ops");
+    tcase_set_timeout(tc, 300);
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, test_memory);
+    tcase_add_test(tc, test_latched_error);
+    tcase_add_loop_test(tc, test_linear, 0, 3);
+    tcase_add_test(tc, test_bias_act);
+    tcase_add_test(tc, test_add);
+    tcase_add_test(tc, test_layer_norm);
+    tcase_add_test(tc, test_embed);
+    tcase_add_test(tc, test_rope);
+    tcase_add_test(tc, test_gather_rows);
+    tcase_add_loop_test(tc, test_attention, 0,
+                        (int)(sizeof ATTN_CASES / sizeof ATTN_CASES[0]));
+    tcase_add_test(tc, test_logprobs_topk);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

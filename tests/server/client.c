@@ -1,0 +1,280 @@
+/*
+ * client.c - see client.h.
+ */
+#include "client.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+void tc_resp_free(tc_resp *r)
+{
+    free(r->headers);
+    free(r->body);
+    memset(r, 0, sizeof *r);
+}
+
+int tc_connect(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0)
+        return -1;
+    struct timeval tv = {60, 0}; /* no exchange in these tests takes a minute */
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_port = htons((uint16_t)port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+static int send_all(int fd, const char *p, size_t n)
+{
+    while (n > 0) {
+        ssize_t k = send(fd, p, n, MSG_NOSIGNAL);
+        if (k <= 0) {
+            if (k < 0 && errno == EINTR)
+                continue;
+            return -1;
+        }
+        p += k;
+        n -= (size_t)k;
+    }
+    return 0;
+}
+
+static const char *find_ci(const char *hay, const char *needle)
+{
+    size_t n = strlen(needle);
+    for (; *hay; hay++)
+        if (!strncasecmp(hay, needle, n))
+            return hay;
+    return NULL;
+}
+
+/* Reads one response: headers, then Content-Length bytes (or to EOF). */
+static int read_resp(int fd, tc_resp *out)
+{
+    size_t cap = 8192, n = 0;
+    char *buf = malloc(cap);
+    char *hend = NULL;
+    long clen = -1;
+    if (!buf)
+        return -1;
+    for (;;) {
+        if (hend) {
+            size_t hlen = (size_t)(hend - buf) + 4;
+            if (clen >= 0 && n >= hlen + (size_t)clen)
+                break;
+        }
+        if (n + 4096 > cap) {
+            cap *= 2;
+            char *p = realloc(buf, cap);
+            if (!p) {
+                free(buf);
+                return -1;
+            }
+            buf = p;
+            if (hend)
+                hend = NULL; /* recomputed below */
+        }
+        ssize_t k = recv(fd, buf + n, cap - n - 1, 0);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            break;
+        n += (size_t)k;
+        buf[n] = 0;
+        if (!hend) {
+            hend = strstr(buf, "\r\n\r\n");
+            if (hend) {
+                const char *cl = find_ci(buf, "\r\nContent-Length:");
+                if (cl && cl < hend)
+                    clen = strtol(cl + 17, NULL, 10);
+            }
+        }
+    }
+    buf[n] = 0;
+    hend = strstr(buf, "\r\n\r\n");
+    if (!hend || sscanf(buf, "HTTP/1.%*d %d", &out->status) != 1) {
+        free(buf);
+        out->status = 0;
+        return -1;
+    }
+    size_t hlen = (size_t)(hend - buf);
+    out->headers = strndup(buf, hlen);
+    size_t blen = n - hlen - 4;
+    if (clen >= 0 && (size_t)clen < blen)
+        blen = (size_t)clen;
+    out->body = malloc(blen + 1);
+    memcpy(out->body, hend + 4, blen);
+    out->body[blen] = 0;
+    out->body_len = blen;
+    free(buf);
+    return 0;
+}
+
+int tc_request(int port, const char *method, const char *path, const char *extra_headers,
+               const char *body, size_t body_len, tc_resp *out)
+{
+    memset(out, 0, sizeof *out);
+    int fd = tc_connect(port);
+    if (fd < 0)
+        return -1;
+    char head[2048];
+    int hl = snprintf(head, sizeof head,
+                      "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n%s"
+                      "Content-Length: %zu\r\n\r\n",
+                      method, path, extra_headers ? extra_headers : "", body ? body_len : 0);
+    int rc = send_all(fd, head, (size_t)hl);
+    if (rc == 0 && body && body_len)
+        rc = send_all(fd, body, body_len);
+    if (rc == 0)
+        rc = read_resp(fd, out);
+    close(fd);
+    return rc;
+}
+
+int tc_post_json(int port, const char *path, const char *json, tc_resp *out)
+{
+    return tc_request(port, "POST", path, "Content-Type: application/json\r\n", json,
+                      strlen(json), out);
+}
+
+int tc_request_on(int fd, const char *method, const char *path, tc_resp *out)
+{
+    memset(out, 0, sizeof *out);
+    char head[1024];
+    int hl = snprintf(head, sizeof head, "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", method,
+                      path);
+    if (send_all(fd, head, (size_t)hl) != 0)
+        return -1;
+    return read_resp(fd, out);
+}
+
+const char *tc_header(const tc_resp *r, const char *name, char *buf, size_t n)
+{
+    if (!r->headers)
+        return NULL;
+    size_t nl = strlen(name);
+    for (const char *p = strstr(r->headers, "\r\n"); p; p = strstr(p + 2, "\r\n")) {
+        const char *h = p + 2;
+        if (!strncasecmp(h, name, nl) && h[nl] == ':') {
+            h += nl + 1;
+            while (*h == ' ')
+                h++;
+            size_t k = strcspn(h, "\r\n");
+            if (k >= n)
+                k = n - 1;
+            memcpy(buf, h, k);
+            buf[k] = 0;
+            return buf;
+        }
+    }
+    return NULL;
+}
+
+int tc_daemon_start(const char *daemon, const char *const *args, const char *log_path,
+                    double timeout_s, pid_t *pid)
+{
+    const char *argv[64];
+    int n = 0;
+    argv[n++] = daemon;
+    argv[n++] = "serve";
+    argv[n++] = "--host";
+    argv[n++] = "127.0.0.1";
+    argv[n++] = "--port";
+    argv[n++] = "0";
+    for (int i = 0; args[i] && n < 62; i++)
+        argv[n++] = args[i];
+    argv[n] = NULL;
+    pid_t p = fork();
+    if (p < 0)
+        return -1;
+    if (p == 0) {
+        int fd = open(log_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fd >= 0) {
+            dup2(fd, 2);
+            close(fd);
+        }
+        execv(daemon, (char *const *)argv);
+        _exit(127);
+    }
+    *pid = p;
+    double until = now_s() + timeout_s;
+    int port = -1;
+    while (now_s() < until) {
+        FILE *f = fopen(log_path, "r");
+        char line[1024];
+        int ready = 0;
+        while (f && fgets(line, sizeof line, f)) {
+            const char *q = strstr(line, "listening on http://127.0.0.1:");
+            if (q)
+                port = atoi(q + strlen("listening on http://127.0.0.1:"));
+            if (strstr(line, "transformerd: ready"))
+                ready = 1;
+        }
+        if (f)
+            fclose(f);
+        if (ready && port > 0)
+            return port;
+        int st;
+        if (waitpid(p, &st, WNOHANG) == p) {
+            *pid = -1;
+            return -1;
+        }
+        sleep_ms(20);
+    }
+    kill(p, SIGKILL);
+    waitpid(p, NULL, 0);
+    *pid = -1;
+    return -1;
+}
+
+int tc_daemon_wait(pid_t pid, double timeout_s)
+{
+    double until = now_s() + timeout_s;
+    while (now_s() < until) {
+        int st;
+        pid_t r = waitpid(pid, &st, WNOHANG);
+        if (r == pid)
+            return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+        if (r < 0)
+            return -1;
+        sleep_ms(20);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    return -1;
+}

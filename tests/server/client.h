@@ -1,0 +1,43 @@
+/*
+ * client.h - a small blocking HTTP/1.1 client and daemon launcher for the
+ * server tests. Loopback only; every wait has a timeout.
+ */
+#ifndef TD_TEST_CLIENT_H
+#define TD_TEST_CLIENT_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+typedef struct tc_resp {
+    int status;        /* 0 when the exchange failed */
+    char *headers;     /* raw header block, malloc'd */
+    char *body;        /* malloc'd, NUL-terminated */
+    size_t body_len;
+} tc_resp;
+
+void tc_resp_free(tc_resp *r);
+
+/* One request on a fresh connection (Connection: close). extra_headers is
+ * "Name: value\r\n..." or NULL. */
+int tc_request(int port, const char *method, const char *path, const char *extra_headers,
+               const char *body, size_t body_len, tc_resp *out);
+/* POST with Content-Type: application/json. */
+int tc_post_json(int port, const char *path, const char *json, tc_resp *out);
+
+/* Keep-alive: open, then send requests one after another on the socket. */
+int tc_connect(int port);
+int tc_request_on(int fd, const char *method, const char *path, tc_resp *out);
+
+/* The value of a response header (case-insensitive name) copied into buf,
+ * or NULL. */
+const char *tc_header(const tc_resp *r, const char *name, char *buf, size_t n);
+
+/* Starts `daemon serve --port 0 ARGS...` with stderr to log_path and waits
+ * (up to timeout_s) until it reports ready; returns its port, or -1. */
+int tc_daemon_start(const char *daemon, const char *const *args, const char *log_path,
+                    double timeout_s, pid_t *pid);
+/* Waits up to timeout_s for pid to exit; returns its exit status, or -1
+ * (killed with SIGKILL) on timeout or abnormal exit. */
+int tc_daemon_wait(pid_t pid, double timeout_s);
+
+#endif
