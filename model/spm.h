@@ -77,6 +77,15 @@ int spm_normalize(const spm_model *m, const char *text, size_t len, char **out,
  * SentencePieceProcessor::Encode / Python sp.encode(text). No bos/eos added. */
 int spm_encode(const spm_model *m, const char *text, size_t len, int32_t **ids, int *n);
 
+/* spm_encode plus the text of every piece, as EncodeAsPieces returns it:
+ * piece i is (*norm)[spans[2i] .. spans[2i] + spans[2i+1]) of the
+ * normalized text *norm (malloc'd, NUL-terminated). For known pieces that
+ * is the piece itself; for an unknown piece it is the text it covers (a
+ * run of unknowns is one piece), which is what MarianTokenizer looks up in
+ * vocab.json. Free *ids, *norm and *spans. */
+int spm_encode_pieces(const spm_model *m, const char *text, size_t len, int32_t **ids, int *n,
+                      char **norm, size_t **spans);
+
 /* Decodes ids into text (malloc'd, NUL-terminated), exactly as
  * SentencePieceProcessor::Decode: control pieces dropped, byte pieces
  * reassembled (invalid sequences become U+FFFD), U+2581 back to spaces,

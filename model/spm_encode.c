@@ -36,9 +36,12 @@ typedef struct idout {
     size_t n, cap;
     bool prev_unk;
     bool oom;
+    const char *base;   /* the normalized text, for spans */
+    size_t *spans;      /* (cap, 2) offset and length of each id's text, or NULL */
+    bool want_spans;
 } idout;
 
-static void push_id(idout *o, int32_t id)
+static void push_id(idout *o, int32_t id, const char *w, size_t len)
 {
     if (o->oom)
         return;
@@ -50,7 +53,19 @@ static void push_id(idout *o, int32_t id)
             return;
         }
         o->v = nv;
+        if (o->want_spans) {
+            size_t *ns = realloc(o->spans, ncap * 2 * sizeof *ns);
+            if (!ns) {
+                o->oom = true;
+                return;
+            }
+            o->spans = ns;
+        }
         o->cap = ncap;
+    }
+    if (o->want_spans) {
+        o->spans[2 * o->n] = (size_t)(w - o->base);
+        o->spans[2 * o->n + 1] = len;
     }
     o->v[o->n++] = id;
 }
@@ -63,12 +78,16 @@ static void emit(idout *o, const char *w, size_t len, int id)
     int type = spm_ptype(m, id);
     bool is_unk = type == SPM_UNKNOWN;
     if (type == SPM_CONTROL) {
-        push_id(o, id);
+        push_id(o, id, w, len);
     } else if (is_unk && m->p.byte_fallback) {
         for (size_t i = 0; i < len; i++)
-            push_id(o, m->byte_id[(unsigned char)w[i]]);
+            push_id(o, m->byte_id[(unsigned char)w[i]], w + i, 1);
     } else if (!(is_unk && o->prev_unk)) {
-        push_id(o, id);
+        push_id(o, id, w, len);
+    } else if (o->want_spans && o->n > 0 && !o->oom) {
+        /* a run of unknowns is one piece whose text grows (the reference
+         * appends w to the previous piece) */
+        o->spans[2 * (o->n - 1) + 1] = (size_t)(w + len - o->base) - o->spans[2 * (o->n - 1)];
     }
     o->prev_unk = is_unk;
 }
@@ -411,7 +430,9 @@ static void encode_word(const spm_model *m, const char *s, size_t size, idout *o
 
 /* ---- public ------------------------------------------------------------------ */
 
-int spm_encode(const spm_model *m, const char *text, size_t len, int32_t **ids, int *n)
+/* Shared by spm_encode and spm_encode_pieces. */
+static int encode_impl(const spm_model *m, const char *text, size_t len, int32_t **ids, int *n,
+                       char **norm_out, size_t **spans_out)
 {
     *ids = NULL;
     *n = 0;
@@ -419,7 +440,7 @@ int spm_encode(const spm_model *m, const char *text, size_t len, int32_t **ids, 
     size_t nlen;
     if (spm_normalize(m, text, len, &norm, &nlen) < 0)
         return -1;
-    idout o = {.m = m};
+    idout o = {.m = m, .base = norm, .want_spans = spans_out != NULL};
     int rc = 0;
     switch (m->p.model_type) {
     case SPM_BPE: rc = encode_bpe(m, norm, nlen, &o); break;
@@ -427,17 +448,41 @@ int spm_encode(const spm_model *m, const char *text, size_t len, int32_t **ids, 
     case SPM_WORD: encode_word(m, norm, nlen, &o); break;
     default: rc = encode_unigram(m, norm, nlen, &o); break;
     }
-    free(norm);
     if (rc < 0 || o.oom) {
+        free(norm);
         free(o.v);
+        free(o.spans);
         return -1;
     }
     if (!o.v) {
         o.v = malloc(sizeof *o.v);
-        if (!o.v)
+        if (o.want_spans && !o.spans)
+            o.spans = malloc(2 * sizeof *o.spans);
+        if (!o.v || (o.want_spans && !o.spans)) {
+            free(norm);
+            free(o.v);
+            free(o.spans);
             return -1;
+        }
     }
+    if (norm_out)
+        *norm_out = norm;
+    else
+        free(norm);
+    if (spans_out)
+        *spans_out = o.spans;
     *ids = o.v;
     *n = (int)o.n;
     return 0;
+}
+
+int spm_encode(const spm_model *m, const char *text, size_t len, int32_t **ids, int *n)
+{
+    return encode_impl(m, text, len, ids, n, NULL, NULL);
+}
+
+int spm_encode_pieces(const spm_model *m, const char *text, size_t len, int32_t **ids, int *n,
+                      char **norm, size_t **spans)
+{
+    return encode_impl(m, text, len, ids, n, norm, spans);
 }

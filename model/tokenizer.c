@@ -219,15 +219,13 @@ static int push(idbuf *b, int32_t id)
     return 0;
 }
 
-int td_tok_encode(const td_tokenizer *t, td_tok_side side, const char *text, size_t len,
-                  int32_t **ids, int *n)
+/* MarianTokenizer._tokenize on one chunk of text that holds no special
+ * token: a leading ">>xx<<" becomes one token (remove_language_code), the
+ * rest is encoded into pieces by SentencePiece and each piece (as a string)
+ * looked up in the vocabulary. */
+static int encode_chunk(const spm_model *sp, const vocab *v, const char *text, size_t len,
+                        idbuf *b)
 {
-    const spm_model *sp = side == TD_TOK_TARGET ? t->spm_tgt : t->spm_src;
-    const vocab *v = side == TD_TOK_TARGET ? &t->tgt : &t->src;
-    idbuf b = {0};
-    *ids = NULL;
-    *n = 0;
-    /* MarianTokenizer.remove_language_code: ">>xx<<" at the very start */
     if (len >= 4 && text[0] == '>' && text[1] == '>') {
         const char *end = NULL;
         for (size_t i = 2; i + 1 < len; i++)
@@ -238,27 +236,78 @@ int td_tok_encode(const td_tokenizer *t, td_tok_side side, const char *text, siz
         if (end) {
             size_t cl = (size_t)(end - text);
             int id = vocab_find(v, text, cl);
-            if (push(&b, id >= 0 ? id : v->unk))
-                goto oom;
+            if (push(b, id >= 0 ? id : v->unk))
+                return -1;
             len -= cl;
             text = end;
         }
     }
+    if (len == 0)
+        return 0;
     int32_t *sid = NULL;
     int sn = 0;
-    if (len > 0) {
-        if (spm_encode(sp, text, len, &sid, &sn) != 0)
-            goto oom;
-        for (int i = 0; i < sn; i++) {
-            const char *piece = spm_id_to_piece(sp, sid[i]);
-            int id = piece ? vocab_find(v, piece, strlen(piece)) : -1;
-            if (push(&b, id >= 0 ? id : v->unk)) {
-                free(sid);
-                goto oom;
+    char *norm = NULL;
+    size_t *spans = NULL;
+    if (spm_encode_pieces(sp, text, len, &sid, &sn, &norm, &spans) != 0)
+        return -1;
+    int rc = 0;
+    for (int i = 0; i < sn && rc == 0; i++) {
+        /* the piece as a string (MarianTokenizer encodes out_type=str): an
+         * unknown piece is the text it covers, looked up as such */
+        const char *piece = spm_id_to_piece(sp, sid[i]);
+        size_t pl = piece ? strlen(piece) : 0;
+        if (spm_piece_kind(sp, sid[i]) == SPM_UNKNOWN) {
+            piece = norm + spans[2 * i];
+            pl = spans[2 * i + 1];
+        }
+        int id = piece ? vocab_find(v, piece, pl) : -1;
+        rc = push(b, id >= 0 ? id : v->unk);
+    }
+    free(sid);
+    free(norm);
+    free(spans);
+    return rc;
+}
+
+int td_tok_encode(const td_tokenizer *t, td_tok_side side, const char *text, size_t len,
+                  int32_t **ids, int *n)
+{
+    const spm_model *sp = side == TD_TOK_TARGET ? t->spm_tgt : t->spm_src;
+    const vocab *v = side == TD_TOK_TARGET ? &t->tgt : &t->src;
+    idbuf b = {0};
+    *ids = NULL;
+    *n = 0;
+    /* PreTrainedTokenizer.tokenize: the special tokens' strings split the
+     * text (leftmost, longest first; no strip on either side) and stand for
+     * their ids; the chunks between are tokenized on their own. */
+    int specials[3] = {v->eos, v->unk, v->pad};
+    size_t start = 0;
+    for (size_t i = 0; i < len;) {
+        int hit = -1;
+        size_t hit_len = 0;
+        if (text[i] == '<') {
+            for (int k = 0; k < 3; k++) {
+                if (specials[k] < 0)
+                    continue;
+                const char *sv = v->piece_of[specials[k]];
+                size_t sl = strlen(sv);
+                if (sl > hit_len && sl <= len - i && memcmp(text + i, sv, sl) == 0) {
+                    hit = specials[k];
+                    hit_len = sl;
+                }
             }
         }
-        free(sid);
+        if (hit < 0) {
+            i++;
+            continue;
+        }
+        if (encode_chunk(sp, v, text + start, i - start, &b) || push(&b, hit))
+            goto oom;
+        i += hit_len;
+        start = i;
     }
+    if (encode_chunk(sp, v, text + start, len - start, &b))
+        goto oom;
     if (push(&b, v->eos))
         goto oom;
     *ids = b.v;

@@ -2,20 +2,18 @@
  * tokenizer.h - the Marian tokenizer: SentencePiece (spm.h) plus the
  * vocab.json mapping, exactly as transformers' MarianTokenizer does it.
  *
- * Source side: a leading language code ">>xx<<" is split off and looked up
- * as one token; the rest is encoded with source.spm into pieces; each piece
- * is mapped through vocab.json (a piece missing from vocab.json becomes
- * <unk>); </s> is appended.
+ * Source side: the strings of the special tokens (</s>, <unk>, <pad>) split
+ * the text and stand for their ids, as transformers' tokenize() does; in
+ * each chunk between them a leading language code ">>xx<<" is split off and
+ * looked up as one token, the rest is encoded with source.spm into pieces,
+ * and each piece (an unknown piece as the text it covers) is mapped through
+ * vocab.json (missing: <unk>); </s> is appended.
  * Target side (td_tok_decode): special ids (</s>, <pad>, <unk>) are dropped,
  * the others mapped to pieces (vocab.json, else the spm piece) and decoded
  * with SentencePiece; U+2581 becomes a space and the result is stripped.
  * As MarianTokenizer does, a checkpoint with one shared vocabulary decodes
  * with source.spm, one with separate vocabularies (target_vocab.json) with
  * target.spm.
- *
- * Unlike the Python tokenizer, special-token strings inside the input text
- * ("</s>", "<pad>") are text, not control tokens: clients of a server cannot
- * inject them (docs/decisions.md).
  *
  * Thread safety: immutable after load; use from any number of threads.
  */

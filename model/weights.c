@@ -213,7 +213,7 @@ static int bind_attn(loader *L, td_attn_w *a, const char *prefix, int heads,
 
 static int bind_ln(loader *L, td_ln_w *ln, const char *prefix)
 {
-    char n[256];
+    char n[320]; /* prefixes are at most 255 bytes */
     int64_t d = L->m->cfg.d_model;
     snprintf(n, sizeof n, "%s.weight", prefix);
     if (bind(L, &ln->g, n, 1, d))

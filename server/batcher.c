@@ -431,7 +431,8 @@ fail:
     return -1;
 }
 
-srv_submit_rc srv_batcher_submit(srv_batcher *b, srv_job *const *jobs, int n)
+srv_submit_rc srv_batcher_submit(srv_batcher *b, srv_job *const *jobs, int n,
+                                 struct MHD_Connection *conn)
 {
     double now = srv_now();
     pthread_mutex_lock(&b->mu);
@@ -443,6 +444,10 @@ srv_submit_rc srv_batcher_submit(srv_batcher *b, srv_job *const *jobs, int n)
         pthread_mutex_unlock(&b->mu);
         return SRV_SUBMIT_FULL;
     }
+    /* Suspended under the lock: no scheduler can finish (and resume) these
+     * jobs before the connection is suspended. Lock order everywhere: b->mu,
+     * then MHD's own. */
+    MHD_suspend_connection(conn);
     for (int i = 0; i < n; i++) {
         srv_job *j = jobs[i];
         j->state = SRV_JOB_QUEUED;

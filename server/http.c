@@ -309,21 +309,19 @@ static enum MHD_Result body_done(srv_req *r, struct MHD_Connection *c)
     }
     for (int i = 0; i < r->n_jobs; i++)
         jp[i] = &r->jobs[i];
-    /* Suspend before submitting: a batcher may finish and resume at once. */
+    /* Set before the submit: once queued, the phase is the batcher's cue. */
     r->phase = SRV_PH_QUEUED;
-    MHD_suspend_connection(c);
-    srv_submit_rc sr = srv_batcher_submit(r->model->b, jp, r->n_jobs);
+    srv_submit_rc sr = srv_batcher_submit(r->model->b, jp, r->n_jobs, c);
     free(jp);
-    if (sr != SRV_SUBMIT_OK) {
-        if (sr == SRV_SUBMIT_FULL) {
-            srv_req_error(r, 429, "queue_full", NULL, "the queue is full; retry later");
-            r->retry_after = 1;
-        } else {
-            srv_req_error(r, 503, "draining", NULL, "the server is shutting down");
-        }
-        MHD_resume_connection(c);
+    if (sr == SRV_SUBMIT_OK)
+        return MHD_YES; /* suspended; the batcher resumes it */
+    if (sr == SRV_SUBMIT_FULL) {
+        srv_req_error(r, 429, "queue_full", NULL, "the queue is full; retry later");
+        r->retry_after = 1;
+    } else {
+        srv_req_error(r, 503, "draining", NULL, "the server is shutting down");
     }
-    return MHD_YES;
+    return send_resp(c, r);
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
@@ -371,6 +369,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     switch (r->phase) {
     case SRV_PH_BODY:
         if (*upload_size > 0) {
+            /* The whole-request deadline also bounds a slow upload (the idle
+             * timeout alone would let a trickle hold the slot forever); MHD
+             * cannot answer mid-body, so the connection is closed. */
+            if (srv_now() > r->t0 + s->o.request_timeout_s)
+                return MHD_NO;
             if (!r->deferred)
                 append_body(r, upload_data, *upload_size);
             *upload_size = 0;
@@ -456,6 +459,11 @@ void srv_http_quiesce(srv_server *s)
     /* The socket is ours to close, but only after MHD_stop_daemon: a pool
      * thread may still be polling it. */
     s->quiesced_fd = MHD_quiesce_daemon(s->d);
+    /* Still open, the socket would let the kernel complete new handshakes
+     * into a backlog nobody accepts; shut down, new clients are refused at
+     * once (and the descriptor cannot be reused under MHD's feet). */
+    if (s->quiesced_fd >= 0)
+        shutdown(s->quiesced_fd, SHUT_RDWR);
 }
 
 void srv_http_stop(srv_server *s)

@@ -47,7 +47,7 @@ const char srv_openapi_json[] =
     "\"q\":{\"oneOf\":[{\"type\":\"string\"},{\"type\":\"array\",\"items\":{\"type\":\"string\"}}]},"
     "\"source\":{\"type\":\"string\"},\"target\":{\"type\":\"string\"},"
     "\"format\":{\"type\":\"string\",\"enum\":[\"text\"]},"
-    "\"alternatives\":{\"type\":\"integer\",\"minimum\":0,\"maximum\":15},\"api_key\":{\"type\":\"string\"}}}}},"
+    "\"alternatives\":{\"type\":\"integer\",\"minimum\":0,\"maximum\":15},\"api_key\":{\"type\":\"string\"}}}},"
  "\"responses\":{"
   "\"Error\":{\"description\":\"error\",\"content\":{\"application/json\":{\"schema\":{\"$ref\":\"#/components/schemas/Error\"}}}}}},"
 "\"paths\":{"

@@ -137,10 +137,11 @@ typedef enum srv_submit_rc {
  * starts one scheduler thread per worker. */
 int srv_batcher_init(srv_batcher **out, struct srv_model *sm, const srv_opts *o,
                      srv_metrics *metrics, char *err, size_t errlen);
-/* Enqueues n jobs of one task atomically (all or none). The caller has
- * already suspended task->conn; on anything but SRV_SUBMIT_OK nothing was
- * queued and the caller still owns the connection. */
-srv_submit_rc srv_batcher_submit(srv_batcher *b, srv_job *const *jobs, int n);
+/* Enqueues n jobs of one task atomically (all or none) and suspends conn
+ * (from the connection's handler) before any of them can run. On anything
+ * but SRV_SUBMIT_OK nothing was queued and conn is not suspended. */
+srv_submit_rc srv_batcher_submit(srv_batcher *b, srv_job *const *jobs, int n,
+                                 struct MHD_Connection *conn);
 /* Stops taking jobs, waits up to deadline_s for queued and running jobs,
  * then drops what is left (SRV_JOB_SHUTDOWN), resuming every connection. */
 void srv_batcher_drain(srv_batcher *b, double deadline_s);

@@ -9,16 +9,18 @@ Files (the Hugging Face Marian layout, as an OPUS-MT checkpoint has it):
                            (spm order, without <unk>/<s>/</s>), the target pieces not yet present, the language
                            codes ">>de<<" and ">>nds<<", "<pad>" last. A few pieces of each spm are LEFT OUT on
                            purpose (golden.json "dropped_pieces"): MarianTokenizer maps them to <unk>.
-  tokenizer_config.json, special_tokens_map.json   written by MarianTokenizer.save_pretrained
+  tokenizer_config.json    written by MarianTokenizer.save_pretrained (transformers 5.x writes no special_tokens_map)
   config.json, generation_config.json, model.safetensors   a tiny random MarianMTModel (d_model 32, 2+2 layers,
                            vocab_size = len(vocab.json), pad = id of "<pad>" = decoder_start, eos 0), weights drawn
-                           with tools/make_fixtures.py's randomize() + calibrate_eos_bias()
+                           with tools/make_fixtures.py's randomize(); the eos bias calibrated on the real sources
+                           (calibrate_eos_on_sources), the weight seed chosen among N_ATTEMPTS
   golden.json              see tools/README.md ("Text fixture")
 
 Deterministic: fixed seeds, one thread, CPU float32, sentencepiece trained with num_threads=1.
 """
 
 import json
+import math
 import os
 import random
 import sys
@@ -44,6 +46,8 @@ MAX_LENGTH = 33  # transformers' max_length (counts the decoder start token): up
 M = MAX_LENGTH - 1
 BEAM = 4
 N_ATTEMPTS = 20
+EXTRA_NEAR_TIES = 3
+CAL_MIN_GAP = 0.05
 
 EN_LINES = [
     "", " ", "   ", "\t", "Hello world", "Hello world!", "  Hello   world  ", "hello WORLD",
@@ -177,7 +181,57 @@ def near_ties(margins):
             if m < (mf.GREEDY_MARGIN if mode == "greedy" else mf.BEAM_MARGIN)]
 
 
-def make_model(vocab_size, pad, attempt):
+def length_entropy(lens):
+    bins = [0] * 6
+    for n in lens:
+        bins[0 if n == 1 else 5 if n >= M else min(4, n.bit_length() - 1)] += 1
+    return -sum(c / len(lens) * math.log(c / len(lens)) for c in bins if c)
+
+
+def calibrate_eos_on_sources(model, srcs, pad):
+    """Set final_logits_bias[eos] so that greedy lengths on the real sources vary.
+
+    Greedy with </s> disabled gives per source the gaps g_t = (best non-eos, non-pad logit) - (eos logit without
+    bias) along its path; with bias b the greedy output ends at the first step t with g_t < b (length t + 1), or at
+    the forced </s> (length M). b is the midpoint between two neighbouring gaps that maximises the number of sources
+    entropy of the length histogram over the bins 1 | 2-3 | 4-7 | 8-15 | 16-31 | M (ties: the smaller b), among
+    neighbouring gaps at least CAL_MIN_GAP apart. make_fixtures' calibration (random sources) makes most real
+    sources end at once or run to max_length.
+    """
+    with torch.no_grad():
+        model.final_logits_bias[0, mf.EOS] = -1e4
+    ids, mask = mf.pad_batch(srcs, pad)
+    with torch.no_grad():
+        out = model.generate(input_ids=ids, attention_mask=mask, generation_config=mf.gen_config(pad, 1, 1, 1.0, M))
+    gaps = []
+    for i in range(len(srcs)):
+        g = []
+        for t in range(M - 1):
+            lg = out.logits[t][i].double().clone()
+            eos_nb = float(lg[mf.EOS]) + 1e4
+            lg[mf.EOS] = -math.inf
+            lg[pad] = -math.inf
+            g.append(float(lg.max()) - eos_nb)
+        gaps.append(g)
+    allg = sorted({x for g in gaps for x in g})
+    best = None
+    for a, b in zip(allg, allg[1:]):
+        if b - a < CAL_MIN_GAP:  # keep the eos decision far from a tie
+            continue
+        bias = 0.5 * (a + b)
+        lens = []
+        for g in gaps:
+            t = next((t for t, x in enumerate(g) if x < bias), None)
+            lens.append(M if t is None else t + 1)
+        score = length_entropy(lens)
+        if best is None or score > best[0]:
+            best = (score, bias)
+    with torch.no_grad():
+        model.final_logits_bias[0, mf.EOS] = best[1]
+    return best
+
+
+def make_model(vocab_size, pad, attempt, srcs):
     cfg = MarianConfig(**mf.base_cfg(vocab_size, 32, 4, 64, max_position_embeddings=128))
     assert cfg.pad_token_id == pad and cfg.decoder_start_token_id == pad
     cfg._attn_implementation = "eager"
@@ -186,8 +240,8 @@ def make_model(vocab_size, pad, attempt):
     model.eval()
     wseed = SEED + 1000 * attempt
     mf.randomize(model, wseed, mf.EOS_BIAS)
-    mf.calibrate_eos_bias(model, wseed, M=M)
-    return model
+    score, bias = calibrate_eos_on_sources(model, srcs, pad)
+    return model, score
 
 
 def main():
@@ -215,23 +269,25 @@ def main():
     assert max(len(x) for x in enc) < 100
     srcs = [list(x) for x in enc]
 
-    # weights: the real sources cannot be redrawn, so try N_ATTEMPTS weight seeds and keep the one with the fewest
-    # near-ties (a greedy step whose top-2 gap < GREEDY_MARGIN, or a beam candidate gap < BEAM_MARGIN); the
-    # remaining near-tie cases are flagged "near_tie": true in golden.json
-    best = None
+    # weights: the real sources cannot be redrawn, so try N_ATTEMPTS weight seeds and keep the one with the most
+    # varied greedy lengths (entropy of the length histogram, see calibrate_eos_on_sources) among those with the
+    # with at most EXTRA_NEAR_TIES more near-ties than the best attempt (a near-tie: a greedy step whose top-2 gap
+    # < GREEDY_MARGIN, or a beam candidate gap < BEAM_MARGIN); the remaining near-tie cases are flagged
+    # "near_tie": true in golden.json
+    tried = []
     for attempt in range(N_ATTEMPTS):
-        model = make_model(len(vocab), pad, attempt)
+        model, score = make_model(len(vocab), pad, attempt, srcs)
         mf.save_fixture(model, OUT, dict(ext=None), pad)
         write_tokenizer_files(src_proto, tgt_proto, vocab)
         tok, results, margins = run_goldens(en_lines, srcs, pad)
         bad = near_ties(margins)
-        print(f"weight attempt {attempt}: {len(bad)} near-ties {bad}", flush=True)
-        if best is None or len(bad) < best[1]:
-            best = (attempt, len(bad))
-        if not bad:
-            break
-    attempt = best[0]
-    model = make_model(len(vocab), pad, attempt)
+        lens = sorted(len(x) for x in results["greedy"][0])
+        print(f"weight attempt {attempt}: length entropy {score:.3f}, {len(bad)} near-ties {bad}, greedy lengths "
+              f"{lens}", flush=True)
+        tried.append((len(bad), -score, attempt))
+    fewest = min(t[0] for t in tried)
+    attempt = min((t[1], t[2]) for t in tried if t[0] <= fewest + EXTRA_NEAR_TIES)[1]
+    model, _ = make_model(len(vocab), pad, attempt, srcs)
     mf.save_fixture(model, OUT, dict(ext=None), pad)  # wipes the directory: rewrite the tokenizer files
     write_tokenizer_files(src_proto, tgt_proto, vocab)
     gen = json.load(open(os.path.join(OUT, "generation_config.json")))

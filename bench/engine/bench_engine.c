@@ -48,7 +48,7 @@ static float randn(void)
 }
 
 typedef struct tspec {
-    char name[128];
+    char name[192];
     int rows, cols; /* cols == 0: vector of rows */
     float std, mean;
 } tspec;

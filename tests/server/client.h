@@ -27,6 +27,8 @@ int tc_post_json(int port, const char *path, const char *json, tc_resp *out);
 /* Keep-alive: open, then send requests one after another on the socket. */
 int tc_connect(int port);
 int tc_request_on(int fd, const char *method, const char *path, tc_resp *out);
+/* Reads one response from fd. */
+int tc_read_on(int fd, tc_resp *out);
 
 /* The value of a response header (case-insensitive name) copied into buf,
  * or NULL. */

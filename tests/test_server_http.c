@@ -1,0 +1,797 @@
+/*
+ * test_server_http.c - `transformerd serve` end to end on loopback: every
+ * endpoint and error status of DESIGN.md, batching across 32 concurrent
+ * clients against the answers of the same requests sent one by one, and
+ * SIGTERM with requests queued and running.
+ *
+ * The model is tests/data/text/marian_en_de when present; otherwise a
+ * stand-in built here: the marian_tied fixture's weights with a small
+ * SentencePiece model from tests/data/spm and a vocab.json mapping its first
+ * pieces onto the fixture's 64 ids (translations are nonsense, but
+ * deterministic, which is all these tests compare).
+ */
+#include <check.h>
+#include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "server/client.h"
+#include "spm.h"
+
+#ifndef TD_DAEMON
+#error "TD_DAEMON (path of the transformerd executable) must be defined"
+#endif
+
+static char g_model[512];
+static char g_tmp[256];
+static int g_port = -1; /* the main daemon */
+static pid_t g_pid = -1;
+
+/* ---- fixture ------------------------------------------------------------- */
+
+static int file_exists(const char *p)
+{
+    struct stat st;
+    return stat(p, &st) == 0;
+}
+
+static int make_model_dir(void)
+{
+    char p[1024];
+    snprintf(p, sizeof p, "%s/text/marian_en_de/config.json", TD_TEST_DATA);
+    if (file_exists(p)) {
+        snprintf(g_model, sizeof g_model, "%s/text/marian_en_de", TD_TEST_DATA);
+        return 0;
+    }
+    snprintf(g_model, sizeof g_model, "%s/marian_en_de", g_tmp);
+    if (mkdir(g_model, 0755) != 0)
+        return -1;
+    const char *links[][2] = {{"fixtures/marian_tied/config.json", "config.json"},
+                              {"fixtures/marian_tied/generation_config.json",
+                               "generation_config.json"},
+                              {"fixtures/marian_tied/model.safetensors", "model.safetensors"},
+                              {"spm/unigram_identity.model", "source.spm"},
+                              {"spm/unigram_identity.model", "target.spm"}};
+    for (size_t i = 0; i < sizeof links / sizeof links[0]; i++) {
+        char from[1024], to[1024];
+        snprintf(from, sizeof from, "%s/%s", TD_TEST_DATA, links[i][0]);
+        snprintf(to, sizeof to, "%s/%s", g_model, links[i][1]);
+        if (symlink(from, to) != 0)
+            return -1;
+    }
+    /* vocab.json: </s>=0, <unk>=1, <pad>=63 (the fixture's ids), spm pieces
+     * 3..63 -> 2..62. */
+    spm_model *sp = NULL;
+    char err[256], path[1024];
+    snprintf(path, sizeof path, "%s/spm/unigram_identity.model", TD_TEST_DATA);
+    if (spm_load(&sp, path, err, sizeof err) != 0)
+        return -1;
+    json_t *v = json_pack("{s:i,s:i,s:i}", "</s>", 0, "<unk>", 1, "<pad>", 63);
+    for (int id = 3; id <= 63 && id < spm_size(sp); id++)
+        json_object_set_new(v, spm_id_to_piece(sp, id), json_integer(id - 1));
+    spm_free(sp);
+    snprintf(path, sizeof path, "%s/vocab.json", g_model);
+    int rc = json_dump_file(v, path, 0);
+    json_decref(v);
+    return rc;
+}
+
+static int start(const char *const *args, const char *name, pid_t *pid)
+{
+    char log[512];
+    snprintf(log, sizeof log, "%s/%s.log", g_tmp, name);
+    const char *a[48];
+    int n = 0;
+    a[n++] = "--model";
+    a[n++] = g_model;
+    a[n++] = "--threads";
+    a[n++] = "1";
+    for (int i = 0; args[i]; i++)
+        a[n++] = args[i];
+    a[n] = NULL;
+    return tc_daemon_start(TD_DAEMON, a, log, 60, pid);
+}
+
+/* ---- helpers ------------------------------------------------------------- */
+
+static json_t *body_json(const tc_resp *r)
+{
+    json_error_t je;
+    return json_loads(r->body ? r->body : "", 0, &je);
+}
+
+/* Asserts status and, for errors, DESIGN.md's error object with code and
+ * param (NULL: JSON null). */
+static void expect_error(const tc_resp *r, int status, const char *param)
+{
+    ck_assert_int_eq(r->status, status);
+    json_t *j = body_json(r);
+    ck_assert_msg(j != NULL, "error body is not JSON: %s", r->body);
+    json_t *e = json_object_get(j, "error");
+    ck_assert(json_is_object(e));
+    ck_assert(json_is_string(json_object_get(e, "code")));
+    ck_assert(json_is_string(json_object_get(e, "message")));
+    json_t *p = json_object_get(e, "param");
+    if (param) {
+        ck_assert_msg(json_is_string(p) && !strcmp(json_string_value(p), param),
+                      "param: want %s in %s", param, r->body);
+    } else {
+        ck_assert_msg(json_is_null(p), "param: want null in %s", r->body);
+    }
+    ck_assert_int_eq(json_object_size(e), 3);
+    json_decref(j);
+}
+
+static void post_expect(const char *json, int status, const char *param)
+{
+    tc_resp r;
+    ck_assert_int_eq(tc_post_json(g_port, "/v1/translate", json, &r), 0);
+    expect_error(&r, status, param);
+    tc_resp_free(&r);
+}
+
+static json_t *translate_ok(int port, const char *json)
+{
+    tc_resp r;
+    ck_assert_int_eq(tc_post_json(port, "/v1/translate", json, &r), 0);
+    ck_assert_msg(r.status == 200, "%d %s for %s", r.status, r.body, json);
+    char ct[128];
+    ck_assert_ptr_nonnull(tc_header(&r, "Content-Type", ct, sizeof ct));
+    ck_assert_str_eq(ct, "application/json");
+    json_t *j = body_json(&r);
+    tc_resp_free(&r);
+    ck_assert_ptr_nonnull(j);
+    return j;
+}
+
+/* Same tokens and text; scores within 1e-4 (batch composition may change
+ * the float summation order). */
+static int same_field(json_t *a, json_t *b, const char *key)
+{
+    json_t *x = json_object_get(a, key), *y = json_object_get(b, key);
+    return (!x && !y) || (x && y && json_equal(x, y)); /* json_equal(NULL, NULL) is 0 */
+}
+
+static int same_translation(json_t *a, json_t *b)
+{
+    if (!same_field(a, b, "text") || !same_field(a, b, "tokens") ||
+        !same_field(a, b, "source_tokens"))
+        return 0;
+    double sa = json_number_value(json_object_get(a, "score"));
+    double sb = json_number_value(json_object_get(b, "score"));
+    if (fabs(sa - sb) > 1e-4)
+        return 0;
+    json_t *ha = json_object_get(a, "hypotheses"), *hb = json_object_get(b, "hypotheses");
+    if ((ha == NULL) != (hb == NULL) || json_array_size(ha) != json_array_size(hb))
+        return 0;
+    for (size_t i = 0; i < json_array_size(ha); i++)
+        if (!same_translation(json_array_get(ha, i), json_array_get(hb, i)))
+            return 0;
+    return 1;
+}
+
+static int same_response(json_t *a, json_t *b)
+{
+    json_t *ta = json_object_get(a, "translations"), *tb = json_object_get(b, "translations");
+    if (!json_is_array(ta) || !json_is_array(tb) || json_array_size(ta) != json_array_size(tb))
+        return 0;
+    for (size_t i = 0; i < json_array_size(ta); i++)
+        if (!same_translation(json_array_get(ta, i), json_array_get(tb, i)))
+            return 0;
+    return json_equal(json_object_get(a, "usage"), json_object_get(b, "usage"));
+}
+
+static double metric(const char *text, const char *series)
+{
+    const char *p = strstr(text, series);
+    while (p && p != text && p[-1] != '\n')
+        p = strstr(p + 1, series);
+    if (!p)
+        return -1;
+    return strtod(p + strlen(series), NULL);
+}
+
+/* ---- endpoints ----------------------------------------------------------- */
+
+START_TEST(test_health_and_info)
+{
+    const char *ok[] = {"/health/live", "/v2/health/live", "/health/ready", "/v2/health/ready"};
+    for (int i = 0; i < 4; i++) {
+        tc_resp r;
+        ck_assert_int_eq(tc_request(g_port, "GET", ok[i], NULL, NULL, 0, &r), 0);
+        ck_assert_int_eq(r.status, 200);
+        json_t *j = body_json(&r);
+        ck_assert_str_eq(json_string_value(json_object_get(j, "status")), i < 2 ? "ok" : "ready");
+        json_decref(j);
+        tc_resp_free(&r);
+    }
+    tc_resp r;
+    ck_assert_int_eq(tc_request(g_port, "GET", "/v1/models", NULL, NULL, 0, &r), 0);
+    ck_assert_int_eq(r.status, 200);
+    json_t *j = body_json(&r);
+    json_t *m = json_array_get(json_object_get(j, "models"), 0);
+    ck_assert_str_eq(json_string_value(json_object_get(m, "name")), "marian_en_de");
+    ck_assert_str_eq(json_string_value(json_object_get(m, "device")), "cpu");
+    ck_assert_str_eq(
+        json_string_value(json_object_get(json_object_get(m, "languages"), "source")), "en");
+    ck_assert_int_eq(json_integer_value(json_object_get(json_object_get(m, "architecture"),
+                                                        "decoder_layers")),
+                     2);
+    json_decref(j);
+    tc_resp_free(&r);
+
+    ck_assert_int_eq(tc_request(g_port, "GET", "/languages", NULL, NULL, 0, &r), 0);
+    ck_assert_int_eq(r.status, 200);
+    j = body_json(&r);
+    ck_assert_str_eq(json_string_value(json_object_get(json_array_get(j, 0), "code")), "en");
+    ck_assert_str_eq(json_string_value(json_array_get(
+                         json_object_get(json_array_get(j, 0), "targets"), 0)),
+                     "de");
+    json_decref(j);
+    tc_resp_free(&r);
+
+    /* openapi.json lists every routed path */
+    ck_assert_int_eq(tc_request(g_port, "GET", "/openapi.json", NULL, NULL, 0, &r), 0);
+    ck_assert_int_eq(r.status, 200);
+    j = body_json(&r);
+    ck_assert_ptr_nonnull(j);
+    const char *paths[] = {"/v1/translate", "/translate",     "/languages",
+                           "/v1/models",    "/health/live",   "/health/ready",
+                           "/v2/health/live", "/v2/health/ready", "/metrics",
+                           "/openapi.json"};
+    for (int i = 0; i < 10; i++)
+        ck_assert_msg(json_object_get(json_object_get(j, "paths"), paths[i]) != NULL, "%s",
+                      paths[i]);
+    json_decref(j);
+    tc_resp_free(&r);
+
+    ck_assert_int_eq(tc_request(g_port, "GET", "/metrics", NULL, NULL, 0, &r), 0);
+    ck_assert_int_eq(r.status, 200);
+    char ct[128];
+    ck_assert_ptr_nonnull(tc_header(&r, "Content-Type", ct, sizeof ct));
+    ck_assert(!strncmp(ct, "text/plain; version=0.0.4", 25));
+    ck_assert_ptr_nonnull(strstr(r.body, "transformerd_requests_total{endpoint=\"/health/live\",status=\"200\"}"));
+    ck_assert_ptr_nonnull(strstr(r.body, "transformerd_queue_depth "));
+    ck_assert_ptr_nonnull(strstr(r.body, "transformerd_model_info{model=\"marian_en_de\""));
+    tc_resp_free(&r);
+}
+END_TEST
+
+START_TEST(test_translate)
+{
+    json_t *one = translate_ok(g_port, "{\"text\":\"the test.\"}");
+    ck_assert_str_eq(json_string_value(json_object_get(one, "model")), "marian_en_de");
+    json_t *t0 = json_array_get(json_object_get(one, "translations"), 0);
+    ck_assert(json_is_string(json_object_get(t0, "text")));
+    ck_assert(json_is_number(json_object_get(t0, "score")));
+    ck_assert_ptr_null(json_object_get(t0, "tokens"));
+    ck_assert_ptr_null(json_object_get(t0, "attention"));
+
+    /* several texts: one translation each, in order, the same as alone */
+    json_t *many = translate_ok(g_port, "{\"text\":[\"a\",\"the test.\",\"se ro te an ar\"],"
+                                        "\"return_tokens\":true}");
+    json_t *tr = json_object_get(many, "translations");
+    ck_assert_int_eq(json_array_size(tr), 3);
+    ck_assert(json_equal(json_object_get(json_array_get(tr, 1), "text"),
+                         json_object_get(t0, "text")));
+    long src_total = 0, tgt_total = 0;
+    for (size_t i = 0; i < 3; i++) {
+        json_t *t = json_array_get(tr, i);
+        json_t *st = json_object_get(t, "source_tokens"), *tt = json_object_get(t, "tokens");
+        ck_assert(json_array_size(st) >= 1 && json_array_size(tt) >= 1);
+        ck_assert_str_eq(json_string_value(json_array_get(st, json_array_size(st) - 1)), "</s>");
+        src_total += (long)json_array_size(st);
+        tgt_total += (long)json_array_size(tt);
+    }
+    json_t *usage = json_object_get(many, "usage");
+    ck_assert_int_eq(json_integer_value(json_object_get(usage, "source_tokens")), src_total);
+    ck_assert_int_eq(json_integer_value(json_object_get(usage, "target_tokens")), tgt_total);
+    json_decref(many);
+    json_decref(one);
+
+    /* attention with layer and head selection */
+    json_t *att = translate_ok(g_port, "{\"text\":\"the test.\",\"return_attention\":true,"
+                                       "\"attention_layers\":[-1],\"attention_heads\":[0,2],"
+                                       "\"beam_size\":1}");
+    json_t *t = json_array_get(json_object_get(att, "translations"), 0);
+    json_t *a = json_object_get(t, "attention");
+    ck_assert(json_is_object(a));
+    ck_assert_int_eq(json_integer_value(json_array_get(json_object_get(a, "layers"), 0)), 1);
+    ck_assert_int_eq(json_array_size(json_object_get(a, "heads")), 2);
+    ck_assert_int_eq(json_integer_value(json_array_get(json_object_get(a, "heads"), 1)), 2);
+    json_t *cross = json_object_get(a, "cross");
+    size_t T = json_array_size(json_object_get(t, "tokens"));
+    size_t S = json_array_size(json_object_get(t, "source_tokens"));
+    ck_assert_int_eq(json_array_size(cross), 1);
+    ck_assert_int_eq(json_array_size(json_array_get(cross, 0)), 2);
+    for (size_t h = 0; h < 2; h++) {
+        json_t *W = json_array_get(json_array_get(cross, 0), h);
+        ck_assert_int_eq(json_array_size(W), T);
+        for (size_t ti = 0; ti < T; ti++) {
+            json_t *row = json_array_get(W, ti);
+            ck_assert_int_eq(json_array_size(row), S);
+            double sum = 0;
+            for (size_t s = 0; s < S; s++)
+                sum += json_number_value(json_array_get(row, s));
+            ck_assert_msg(fabs(sum - 1) < 1e-4, "row sums to %g", sum);
+        }
+    }
+    json_decref(att);
+
+    /* hypotheses, best first */
+    json_t *hy = translate_ok(g_port, "{\"text\":\"the test.\",\"beam_size\":4,"
+                                      "\"num_hypotheses\":3}");
+    t = json_array_get(json_object_get(hy, "translations"), 0);
+    json_t *hs = json_object_get(t, "hypotheses");
+    ck_assert_int_eq(json_array_size(hs), 3);
+    ck_assert(json_equal(json_object_get(json_array_get(hs, 0), "text"), json_object_get(t, "text")));
+    for (size_t i = 1; i < 3; i++)
+        ck_assert(json_number_value(json_object_get(json_array_get(hs, i - 1), "score")) >=
+                  json_number_value(json_object_get(json_array_get(hs, i), "score")));
+    json_decref(hy);
+
+    /* max_length bounds the output */
+    json_t *ml = translate_ok(g_port, "{\"text\":\"the test.\",\"max_length\":2,"
+                                      "\"return_tokens\":true}");
+    t = json_array_get(json_object_get(ml, "translations"), 0);
+    ck_assert(json_array_size(json_object_get(t, "tokens")) <= 2);
+    json_decref(ml);
+}
+END_TEST
+
+START_TEST(test_libretranslate)
+{
+    tc_resp r;
+    const char *js = "{\"q\":\"the test.\",\"source\":\"en\",\"target\":\"de\"}";
+    ck_assert_int_eq(tc_post_json(g_port, "/translate", js, &r), 0);
+    ck_assert_int_eq(r.status, 200);
+    json_t *j = body_json(&r);
+    json_t *native = translate_ok(g_port, "{\"text\":\"the test.\"}");
+    ck_assert(json_equal(json_object_get(j, "translatedText"),
+                         json_object_get(json_array_get(json_object_get(native, "translations"), 0),
+                                         "text")));
+    json_decref(j);
+    tc_resp_free(&r);
+
+    const char *form = "q=the+test%2E&source=auto&target=de&alternatives=2";
+    ck_assert_int_eq(tc_request(g_port, "POST", "/translate",
+                                "Content-Type: application/x-www-form-urlencoded\r\n", form,
+                                strlen(form), &r),
+                     0);
+    ck_assert_int_eq(r.status, 200);
+    j = body_json(&r);
+    ck_assert(json_is_string(json_object_get(j, "translatedText")));
+    ck_assert_int_eq(json_array_size(json_object_get(j, "alternatives")), 2);
+    ck_assert_str_eq(json_string_value(json_object_get(json_object_get(j, "detectedLanguage"),
+                                                       "language")),
+                     "en");
+    json_decref(j);
+    tc_resp_free(&r);
+
+    ck_assert_int_eq(tc_post_json(g_port, "/translate", "{\"q\":[\"a\",\"the test.\"],"
+                                                        "\"source\":\"en\",\"target\":\"de\"}",
+                                  &r),
+                     0);
+    ck_assert_int_eq(r.status, 200);
+    j = body_json(&r);
+    json_t *list = json_object_get(j, "translatedText");
+    ck_assert_int_eq(json_array_size(list), 2);
+    ck_assert(json_equal(json_array_get(list, 1),
+                         json_object_get(json_array_get(json_object_get(native, "translations"), 0),
+                                         "text")));
+    json_decref(j);
+    json_decref(native);
+    tc_resp_free(&r);
+
+    ck_assert_int_eq(tc_post_json(g_port, "/translate",
+                                  "{\"q\":\"a\",\"source\":\"en\",\"target\":\"fr\"}", &r),
+                     0);
+    expect_error(&r, 400, "target");
+    tc_resp_free(&r);
+    ck_assert_int_eq(tc_post_json(g_port, "/translate", "{\"source\":\"en\"}", &r), 0);
+    expect_error(&r, 400, "q");
+    tc_resp_free(&r);
+}
+END_TEST
+
+START_TEST(test_errors)
+{
+    post_expect("{\"text\":", 400, NULL);
+    post_expect("[\"a\"]", 400, NULL);
+    post_expect("{\"text\":\"a\",\"text\":\"b\"}", 400, NULL);
+    post_expect("{\"text\":\"a\",\"beam\":2}", 400, "beam");
+    post_expect("{}", 400, "text");
+    post_expect("{\"text\":[]}", 400, "text");
+    post_expect("{\"text\":[1]}", 400, "text");
+    post_expect("{\"text\":7}", 400, "text");
+    post_expect("{\"text\":[\"1\",\"2\",\"3\",\"4\",\"5\",\"6\",\"7\",\"8\",\"9\"]}", 400, "text");
+    post_expect("{\"text\":\"a\",\"beam_size\":\"4\"}", 400, "beam_size");
+    post_expect("{\"text\":\"a\",\"beam_size\":17}", 400, "beam_size");
+    post_expect("{\"text\":\"a\",\"beam_size\":0}", 400, "beam_size");
+    post_expect("{\"text\":\"a\",\"beam_size\":2.5}", 400, "beam_size");
+    post_expect("{\"text\":\"a\",\"beam_size\":2,\"num_hypotheses\":3}", 400, "num_hypotheses");
+    post_expect("{\"text\":\"a\",\"length_penalty\":\"1\"}", 400, "length_penalty");
+    post_expect("{\"text\":\"a\",\"max_length\":0}", 400, "max_length");
+    post_expect("{\"text\":\"a\",\"max_length\":100000}", 400, "max_length");
+    post_expect("{\"text\":\"a\",\"return_tokens\":1}", 400, "return_tokens");
+    post_expect("{\"text\":\"a\",\"return_attention\":\"yes\"}", 400, "return_attention");
+    post_expect("{\"text\":\"a\",\"attention_layers\":[2]}", 400, "attention_layers");
+    post_expect("{\"text\":\"a\",\"attention_layers\":[-3]}", 400, "attention_layers");
+    post_expect("{\"text\":\"a\",\"attention_layers\":3}", 400, "attention_layers");
+    post_expect("{\"text\":\"a\",\"attention_heads\":[4]}", 400, "attention_heads");
+    post_expect("{\"text\":\"a\",\"model\":\"nope\"}", 400, "model");
+
+    /* 422: over --max-input-tokens (48) */
+    char big[512] = "{\"text\":[\"a\",\"";
+    for (int i = 0; i < 60; i++)
+        strcat(big, "x y ");
+    strcat(big, "\"]}");
+    post_expect(big, 422, "text");
+
+    tc_resp r;
+    /* 404, 405 with Allow */
+    ck_assert_int_eq(tc_request(g_port, "GET", "/nope", NULL, NULL, 0, &r), 0);
+    expect_error(&r, 404, NULL);
+    tc_resp_free(&r);
+    ck_assert_int_eq(tc_request(g_port, "GET", "/v1/translate", NULL, NULL, 0, &r), 0);
+    expect_error(&r, 405, NULL);
+    char allow[64];
+    ck_assert_ptr_nonnull(tc_header(&r, "Allow", allow, sizeof allow));
+    ck_assert_str_eq(allow, "POST");
+    tc_resp_free(&r);
+    ck_assert_int_eq(tc_request(g_port, "POST", "/health/live",
+                                "Content-Type: application/json\r\n", "{}", 2, &r),
+                     0);
+    expect_error(&r, 405, NULL);
+    tc_resp_free(&r);
+
+    /* 415 */
+    ck_assert_int_eq(tc_request(g_port, "POST", "/v1/translate", "Content-Type: text/plain\r\n",
+                                "{\"text\":\"a\"}", 12, &r),
+                     0);
+    expect_error(&r, 415, NULL);
+    tc_resp_free(&r);
+    ck_assert_int_eq(tc_request(g_port, "POST", "/v1/translate", NULL, "{\"text\":\"a\"}", 12, &r),
+                     0);
+    expect_error(&r, 415, NULL);
+    tc_resp_free(&r);
+
+    /* 413 from Content-Length alone (--max-body-bytes 65536) */
+    size_t n = 70000;
+    char *body = malloc(n + 1);
+    memset(body, ' ', n);
+    body[n] = 0;
+    ck_assert_int_eq(tc_request(g_port, "POST", "/v1/translate",
+                                "Content-Type: application/json\r\n", body, n, &r),
+                     0);
+    expect_error(&r, 413, NULL);
+    tc_resp_free(&r);
+    free(body);
+
+    /* the errors were counted by status */
+    ck_assert_int_eq(tc_request(g_port, "GET", "/metrics", NULL, NULL, 0, &r), 0);
+    ck_assert(metric(r.body, "transformerd_requests_total{endpoint=\"/v1/translate\",status=\"400\"}") >= 20);
+    ck_assert(metric(r.body, "transformerd_requests_total{endpoint=\"other\",status=\"404\"}") >= 1);
+    tc_resp_free(&r);
+}
+END_TEST
+
+START_TEST(test_api_key)
+{
+    pid_t pid;
+    const char *args[] = {"--api-key", "s3cret", NULL};
+    int port = start(args, "apikey", &pid);
+    ck_assert_int_gt(port, 0);
+    tc_resp r;
+    const char *js = "{\"text\":\"a\"}";
+    ck_assert_int_eq(tc_post_json(port, "/v1/translate", js, &r), 0);
+    expect_error(&r, 401, NULL);
+    tc_resp_free(&r);
+    ck_assert_int_eq(tc_request(port, "POST", "/v1/translate",
+                                "Content-Type: application/json\r\nAuthorization: Bearer s3cre\r\n",
+                                js, strlen(js), &r),
+                     0);
+    expect_error(&r, 401, NULL);
+    tc_resp_free(&r);
+    ck_assert_int_eq(tc_request(port, "POST", "/v1/translate",
+                                "Content-Type: application/json\r\nAuthorization: Bearer s3cret\r\n",
+                                js, strlen(js), &r),
+                     0);
+    ck_assert_int_eq(r.status, 200);
+    tc_resp_free(&r);
+    ck_assert_int_eq(tc_request(port, "POST", "/v1/translate",
+                                "Content-Type: application/json\r\nX-API-Key: s3cret\r\n", js,
+                                strlen(js), &r),
+                     0);
+    ck_assert_int_eq(r.status, 200);
+    tc_resp_free(&r);
+    ck_assert_int_eq(tc_post_json(port, "/translate", "{\"q\":\"a\",\"api_key\":\"s3cret\"}", &r),
+                     0);
+    ck_assert_int_eq(r.status, 200);
+    tc_resp_free(&r);
+    ck_assert_int_eq(tc_post_json(port, "/translate", "{\"q\":\"a\",\"api_key\":\"x\"}", &r), 0);
+    expect_error(&r, 401, "api_key");
+    tc_resp_free(&r);
+    ck_assert_int_eq(tc_request(port, "GET", "/health/ready", NULL, NULL, 0, &r), 0);
+    ck_assert_int_eq(r.status, 200);
+    tc_resp_free(&r);
+    kill(pid, SIGTERM);
+    ck_assert_int_eq(tc_daemon_wait(pid, 30), 0);
+}
+END_TEST
+
+/* ---- 429 and 504 ----------------------------------------------------------- */
+
+typedef struct async_req {
+    pthread_t th;
+    int port;
+    const char *path;
+    char *json;
+    tc_resp r;
+} async_req;
+
+static void *async_main(void *p)
+{
+    async_req *a = p;
+    tc_post_json(a->port, a->path, a->json, &a->r);
+    return NULL;
+}
+
+START_TEST(test_queue_full_and_timeout)
+{
+    pid_t pid;
+    /* The first request's texts wait 3 s for company (longer than the 1 s
+     * deadline), so they are still queued when the second arrives. */
+    const char *args[] = {"--max-queue", "4", "--max-batch-texts", "4", "--batch-delay-ms",
+                          "3000", "--request-timeout-s", "1", "--max-batch-size", "64", NULL};
+    int port = start(args, "queue", &pid);
+    ck_assert_int_gt(port, 0);
+    async_req a = {.port = port, .path = "/v1/translate",
+                   .json = strdup("{\"text\":[\"a\",\"b\",\"c\"]}")};
+    pthread_create(&a.th, NULL, async_main, &a);
+    tc_resp r;
+    int depth_seen = 0;
+    for (int i = 0; i < 100 && !depth_seen; i++) {
+        ck_assert_int_eq(tc_request(port, "GET", "/metrics", NULL, NULL, 0, &r), 0);
+        depth_seen = metric(r.body, "transformerd_queue_depth ") == 3;
+        tc_resp_free(&r);
+        if (!depth_seen) {
+            struct timespec ts = {0, 5000000L};
+            nanosleep(&ts, NULL);
+        }
+    }
+    ck_assert(depth_seen);
+    ck_assert_int_eq(tc_post_json(port, "/v1/translate", "{\"text\":[\"d\",\"e\"]}", &r), 0);
+    expect_error(&r, 429, NULL);
+    char ra[16];
+    ck_assert_ptr_nonnull(tc_header(&r, "Retry-After", ra, sizeof ra));
+    ck_assert_int_ge(atoi(ra), 1);
+    tc_resp_free(&r);
+    pthread_join(a.th, NULL);
+    expect_error(&a.r, 504, NULL);
+    tc_resp_free(&a.r);
+    free(a.json);
+    kill(pid, SIGTERM);
+    ck_assert_int_eq(tc_daemon_wait(pid, 30), 0);
+}
+END_TEST
+
+/* ---- concurrency ----------------------------------------------------------- */
+
+#define N_CLIENTS 32
+#define N_PER_CLIENT 20
+
+static const char *const k_texts[] = {
+    "\"a\"", "\"the test.\"", "\"se ro te an ar\"", "\"the d, c p n - : r f y b k m g l.\"",
+    "\"er le in es al or an ar se ro te ri ed\"", "[\"a\",\"the test.\",\"te\"]",
+    "\"s.\"", "\"the the the the the the the the\"",
+};
+static const char *const k_options[] = {
+    "", ",\"beam_size\":1", ",\"beam_size\":2,\"num_hypotheses\":2", ",\"max_length\":5",
+    ",\"return_tokens\":true", ",\"length_penalty\":0.5,\"beam_size\":3",
+};
+#define N_TEXTS ((int)(sizeof k_texts / sizeof k_texts[0]))
+#define N_VARIANTS (N_TEXTS * (int)(sizeof k_options / sizeof k_options[0]))
+
+static char *variant(int v)
+{
+    char *s = malloc(512);
+    snprintf(s, 512, "{\"text\":%s%s}", k_texts[v % N_TEXTS], k_options[v / N_TEXTS]);
+    return s;
+}
+
+static json_t *g_expected[N_VARIANTS];
+
+typedef struct client {
+    pthread_t th;
+    int id, mismatches, failures;
+} client;
+
+static void *client_main(void *p)
+{
+    client *c = p;
+    for (int k = 0; k < N_PER_CLIENT; k++) {
+        int v = (c->id * 7 + k * 5) % N_VARIANTS;
+        char *js = variant(v);
+        tc_resp r;
+        if (tc_post_json(g_port, "/v1/translate", js, &r) != 0 || r.status != 200) {
+            c->failures++;
+        } else {
+            json_t *j = body_json(&r);
+            if (!j || !same_response(j, g_expected[v])) {
+                c->mismatches++;
+                fprintf(stderr, "mismatch for %s:\n  got  %s\n", js, r.body);
+            }
+            json_decref(j);
+        }
+        tc_resp_free(&r);
+        free(js);
+    }
+    return NULL;
+}
+
+START_TEST(test_concurrency)
+{
+    tc_resp r;
+    ck_assert_int_eq(tc_request(g_port, "GET", "/metrics", NULL, NULL, 0, &r), 0);
+    double b1_before = metric(r.body, "transformerd_batch_size_bucket{le=\"1\"} ");
+    double n_before = metric(r.body, "transformerd_batch_size_count ");
+    tc_resp_free(&r);
+    for (int v = 0; v < N_VARIANTS; v++) {
+        char *js = variant(v);
+        g_expected[v] = translate_ok(g_port, js);
+        free(js);
+    }
+    static client cl[N_CLIENTS];
+    for (int i = 0; i < N_CLIENTS; i++) {
+        cl[i].id = i;
+        ck_assert_int_eq(pthread_create(&cl[i].th, NULL, client_main, &cl[i]), 0);
+    }
+    int mism = 0, fail = 0;
+    for (int i = 0; i < N_CLIENTS; i++) {
+        pthread_join(cl[i].th, NULL);
+        mism += cl[i].mismatches;
+        fail += cl[i].failures;
+    }
+    for (int v = 0; v < N_VARIANTS; v++)
+        json_decref(g_expected[v]);
+    ck_assert_int_eq(fail, 0);
+    ck_assert_int_eq(mism, 0);
+    ck_assert_int_eq(tc_request(g_port, "GET", "/metrics", NULL, NULL, 0, &r), 0);
+    double b1 = metric(r.body, "transformerd_batch_size_bucket{le=\"1\"} ") - b1_before;
+    double n = metric(r.body, "transformerd_batch_size_count ") - n_before;
+    tc_resp_free(&r);
+    /* some batches held more than one sentence */
+    ck_assert_msg(n > b1, "batches %g, of them single %g", n, b1);
+}
+END_TEST
+
+/* ---- SIGTERM ----------------------------------------------------------------- */
+
+START_TEST(test_sigterm_drains)
+{
+    pid_t pid;
+    const char *args[] = {"--batch-delay-ms", "300", "--max-batch-size", "4", NULL};
+    int port = start(args, "sigterm", &pid);
+    ck_assert_int_gt(port, 0);
+    int ka = tc_connect(port); /* kept alive across the signal */
+    ck_assert_int_ge(ka, 0);
+    tc_resp r;
+    ck_assert_int_eq(tc_request_on(ka, "GET", "/health/ready", &r), 0);
+    ck_assert_int_eq(r.status, 200);
+    tc_resp_free(&r);
+    enum { N = 12 };
+    static async_req a[N];
+    for (int i = 0; i < N; i++) {
+        a[i].port = port;
+        a[i].path = "/v1/translate";
+        a[i].json = variant(i);
+        pthread_create(&a[i].th, NULL, async_main, &a[i]);
+    }
+    /* wait until work is queued, then signal */
+    int queued = 0;
+    for (int i = 0; i < 200 && !queued; i++) {
+        ck_assert_int_eq(tc_request(port, "GET", "/metrics", NULL, NULL, 0, &r), 0);
+        queued = metric(r.body, "transformerd_queue_depth ") > 0;
+        tc_resp_free(&r);
+        struct timespec ts = {0, 5000000L};
+        nanosleep(&ts, NULL);
+    }
+    ck_assert(queued);
+    /* A request whose body is half sent holds the daemon in its drain (it
+     * waits for accepted requests), so the checks below are not a race. */
+    int slow = tc_connect(port);
+    ck_assert_int_ge(slow, 0);
+    const char *head = "POST /v1/translate HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                       "Content-Type: application/json\r\nContent-Length: 12\r\n\r\n{\"text\"";
+    ck_assert_int_eq(send(slow, head, strlen(head), MSG_NOSIGNAL), (ssize_t)strlen(head));
+    struct timespec ts = {0, 100000000L};
+    nanosleep(&ts, NULL);
+    kill(pid, SIGTERM);
+    /* every queued and running request completes */
+    for (int i = 0; i < N; i++) {
+        pthread_join(a[i].th, NULL);
+        ck_assert_msg(a[i].r.status == 200, "request %d: %d %s", i, a[i].r.status,
+                      a[i].r.body ? a[i].r.body : "");
+        tc_resp_free(&a[i].r);
+        free(a[i].json);
+    }
+    /* readiness on an existing connection: draining */
+    ck_assert_int_eq(tc_request_on(ka, "GET", "/health/ready", &r), 0);
+    expect_error(&r, 503, NULL);
+    tc_resp_free(&r);
+    close(ka);
+    /* no new connections are accepted */
+    ck_assert_int_lt(tc_request(port, "GET", "/health/live", NULL, NULL, 0, &r), 0);
+    tc_resp_free(&r);
+    /* the late request is refused with 503, not dropped */
+    ck_assert_int_eq(send(slow, ":\"a\"}", 5, MSG_NOSIGNAL), 5);
+    ck_assert_int_eq(tc_read_on(slow, &r), 0);
+    expect_error(&r, 503, NULL);
+    tc_resp_free(&r);
+    close(slow);
+    ck_assert_int_eq(tc_daemon_wait(pid, 30), 0);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("server");
+    TCase *tc = tcase_create("http");
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, test_health_and_info);
+    tcase_add_test(tc, test_translate);
+    tcase_add_test(tc, test_libretranslate);
+    tcase_add_test(tc, test_errors);
+    tcase_add_test(tc, test_api_key);
+    tcase_add_test(tc, test_queue_full_and_timeout);
+    tcase_add_test(tc, test_concurrency);
+    tcase_add_test(tc, test_sigterm_drains);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    snprintf(g_tmp, sizeof g_tmp, "/tmp/td_server_test.XXXXXX");
+    if (!mkdtemp(g_tmp) || make_model_dir() != 0) {
+        fprintf(stderr, "cannot set up the model directory in %s\n", g_tmp);
+        return 1;
+    }
+    const char *args[] = {"--max-batch-size", "16",  "--batch-delay-ms",  "10",
+                          "--max-batch-texts", "8",  "--max-body-bytes", "65536",
+                          "--max-input-tokens", "48", "--http-threads", "4", NULL};
+    g_port = start(args, "main", &g_pid);
+    if (g_port <= 0) {
+        fprintf(stderr, "the daemon did not start; see %s/main.log\n", g_tmp);
+        return 1;
+    }
+    SRunner *sr = srunner_create(suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    kill(g_pid, SIGTERM);
+    int st = tc_daemon_wait(g_pid, 30);
+    if (st != 0) {
+        fprintf(stderr, "the main daemon exited with %d after SIGTERM\n", st);
+        failed++;
+    }
+    if (!failed) {
+        char cmd[512];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_tmp);
+        if (system(cmd) != 0)
+            fprintf(stderr, "could not remove %s\n", g_tmp);
+    } else {
+        fprintf(stderr, "daemon logs kept in %s\n", g_tmp);
+    }
+    return failed ? 1 : 0;
+}

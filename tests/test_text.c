@@ -1,0 +1,242 @@
+/*
+ * test_text.c - text in, text out, against transformers' MarianTokenizer +
+ * MarianMTModel.generate + batch_decode (goldens from
+ * tools/make_text_fixture.py, fixture tests/data/text/marian_en_de):
+ *   - source tokenization (ids identical), target tokenization (text_target)
+ *   - decoding of id sequences (skip_special_tokens=True)
+ *   - td_translate_text, greedy and beam 4: output ids and text identical
+ *   - `transformerd translate` on stdin/stdout: identical lines, in order
+ */
+#include <check.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "tokenizer.h"
+#include "translator.h"
+
+#define DIR TD_TEST_DATA "/text/marian_en_de"
+
+static json_t *g_gold;
+
+static int ids_equal(const int32_t *got, int n, json_t *want)
+{
+    if ((int)json_array_size(want) != n)
+        return 0;
+    for (int i = 0; i < n; i++)
+        if (json_integer_value(json_array_get(want, (size_t)i)) != got[i])
+            return 0;
+    return 1;
+}
+
+static void print_ids(const char *what, const int32_t *ids, int n, json_t *want)
+{
+    fprintf(stderr, "  %s got ", what);
+    for (int i = 0; i < n; i++)
+        fprintf(stderr, "%d ", ids[i]);
+    fprintf(stderr, "\n  %s want ", what);
+    for (size_t i = 0; i < json_array_size(want); i++)
+        fprintf(stderr, "%lld ", (long long)json_integer_value(json_array_get(want, i)));
+    fprintf(stderr, "\n");
+}
+
+START_TEST(test_tokenize)
+{
+    char err[512];
+    td_tokenizer *tok = NULL;
+    ck_assert_msg(td_tok_load(&tok, DIR, 0, 0, err, sizeof err) == 0, "%s", err);
+    json_t *cases = json_object_get(g_gold, "cases");
+    int bad = 0, n_cases = (int)json_array_size(cases);
+    ck_assert_int_ge(n_cases, 20);
+    for (int i = 0; i < n_cases; i++) {
+        json_t *c = json_array_get(cases, (size_t)i);
+        json_t *text = json_object_get(c, "text");
+        int32_t *ids;
+        int n;
+        ck_assert(td_tok_encode(tok, TD_TOK_SOURCE, json_string_value(text),
+                                json_string_length(text), &ids, &n) == 0);
+        if (!ids_equal(ids, n, json_object_get(c, "source_ids"))) {
+            fprintf(stderr, "source case %d '%s':\n", i, json_string_value(text));
+            print_ids("ids", ids, n, json_object_get(c, "source_ids"));
+            bad++;
+        }
+        free(ids);
+    }
+    json_t *tt = json_object_get(g_gold, "target_tokenize");
+    for (size_t i = 0; i < json_array_size(tt); i++) {
+        json_t *c = json_array_get(tt, i);
+        json_t *text = json_object_get(c, "text");
+        int32_t *ids;
+        int n;
+        ck_assert(td_tok_encode(tok, TD_TOK_TARGET, json_string_value(text),
+                                json_string_length(text), &ids, &n) == 0);
+        if (!ids_equal(ids, n, json_object_get(c, "input_ids"))) {
+            fprintf(stderr, "target case %zu '%s':\n", i, json_string_value(text));
+            print_ids("ids", ids, n, json_object_get(c, "input_ids"));
+            bad++;
+        }
+        free(ids);
+    }
+    json_t *dec = json_object_get(g_gold, "decode");
+    ck_assert_int_gt((int)json_array_size(dec), 0);
+    for (size_t i = 0; i < json_array_size(dec); i++) {
+        json_t *c = json_array_get(dec, i);
+        json_t *a = json_object_get(c, "ids");
+        int n = (int)json_array_size(a);
+        int32_t *ids = malloc((size_t)(n ? n : 1) * sizeof(int32_t));
+        for (int j = 0; j < n; j++)
+            ids[j] = (int32_t)json_integer_value(json_array_get(a, (size_t)j));
+        char *text;
+        ck_assert(td_tok_decode(tok, ids, n, &text) == 0);
+        const char *want = json_string_value(json_object_get(c, "skip_special"));
+        if (strcmp(text, want) != 0) {
+            fprintf(stderr, "decode case %zu: got '%s' want '%s'\n", i, text, want);
+            bad++;
+        }
+        free(text);
+        free(ids);
+    }
+    td_tok_free(tok);
+    ck_assert_msg(bad == 0, "%d tokenizer mismatches against MarianTokenizer", bad);
+}
+END_TEST
+
+static int run_translate(td_worker *w, td_tokenizer *tok, int beam, const char *key, int M)
+{
+    json_t *cases = json_object_get(g_gold, "cases");
+    int n = (int)json_array_size(cases);
+    const char **texts = calloc((size_t)n, sizeof(char *));
+    size_t *lens = calloc((size_t)n, sizeof(size_t));
+    td_text_result *res = calloc((size_t)n, sizeof(td_text_result));
+    for (int i = 0; i < n; i++) {
+        json_t *t = json_object_get(json_array_get(cases, (size_t)i), "text");
+        texts[i] = json_string_value(t);
+        lens[i] = json_string_length(t);
+    }
+    td_decode_opts o;
+    memset(&o, 0, sizeof o);
+    o.beam_size = beam;
+    o.num_hypotheses = 1;
+    o.length_penalty = 1.0f;
+    o.max_length = M;
+    char err[512];
+    int rc = td_translate_text(w, tok, texts, lens, n, &o, res, err, sizeof err);
+    ck_assert_msg(rc == 0, "%s", err);
+    int bad = 0;
+    for (int i = 0; i < n; i++) {
+        json_t *g = json_object_get(json_array_get(cases, (size_t)i), key);
+        const td_hypothesis *h = &res[i].r.hyps[0];
+        if (!ids_equal(h->tokens, h->n_tokens, json_object_get(g, "output_ids"))) {
+            fprintf(stderr, "%s case %d '%s':\n", key, i, texts[i]);
+            print_ids("output", h->tokens, h->n_tokens, json_object_get(g, "output_ids"));
+            bad++;
+        }
+        const char *want = json_string_value(json_object_get(g, "translation"));
+        if (strcmp(res[i].text, want) != 0) {
+            fprintf(stderr, "%s case %d: got '%s' want '%s'\n", key, i, res[i].text, want);
+            bad++;
+        }
+        td_text_result_free(&res[i]);
+    }
+    free(texts);
+    free(lens);
+    free(res);
+    return bad;
+}
+
+START_TEST(test_translate_text)
+{
+    char err[512];
+    td_model *m = NULL;
+    td_load_opts lo = {.device = "cpu", .n_threads = 1};
+    ck_assert_msg(td_model_load(&m, DIR, &lo, err, sizeof err) == 0, "%s", err);
+    td_tokenizer *tok = NULL;
+    ck_assert_msg(td_model_tokenizer_load(m, DIR, &tok, err, sizeof err) == 0, "%s", err);
+    int M = (int)json_integer_value(json_object_get(g_gold, "max_length")) - 1;
+    /* a small max_batch so that texts span several length-sorted batches */
+    td_worker_opts wo = {.max_batch = 8, .max_length = M, .max_beam = 4, .n_threads = 1};
+    td_worker *w = NULL;
+    ck_assert_msg(td_worker_init(&w, m, &wo, err, sizeof err) == 0, "%s", err);
+    int bad = run_translate(w, tok, 1, "greedy", M);
+    bad += run_translate(w, tok, 4, "beam4", M);
+    td_worker_free(w);
+    td_tok_free(tok);
+    td_model_free(m);
+    ck_assert_msg(bad == 0, "%d mismatches against transformers' generate + batch_decode", bad);
+}
+END_TEST
+
+/* The command line, as a user runs it: lines in, translations out. */
+START_TEST(test_cli_translate)
+{
+    json_t *cases = json_object_get(g_gold, "cases");
+    char in[] = "/tmp/td_text_in_XXXXXX";
+    int fd = mkstemp(in);
+    ck_assert(fd >= 0);
+    FILE *f = fdopen(fd, "w");
+    int n = 0;
+    int idx[1024];
+    for (size_t i = 0; i < json_array_size(cases) && n < 1024; i++) {
+        json_t *t = json_object_get(json_array_get(cases, i), "text");
+        const char *s = json_string_value(t);
+        if (strchr(s, '\n') || strchr(s, '\r') || strlen(s) != json_string_length(t))
+            continue; /* one sentence per line */
+        fprintf(f, "%s\n", s);
+        idx[n++] = (int)i;
+    }
+    fclose(f);
+    int M = (int)json_integer_value(json_object_get(g_gold, "max_length")) - 1;
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "'%s' translate --model '%s' --beam 4 --max-length %d --batch 5 "
+             "--threads 1 < '%s'", TD_BIN, DIR, M, in);
+    FILE *p = popen(cmd, "r");
+    ck_assert(p != NULL);
+    char *line = NULL;
+    size_t cap = 0;
+    int got = 0, bad = 0;
+    ssize_t len;
+    while ((len = getline(&line, &cap, p)) >= 0) {
+        if (len > 0 && line[len - 1] == '\n')
+            line[--len] = 0;
+        ck_assert_int_lt(got, n);
+        json_t *g = json_object_get(json_array_get(cases, (size_t)idx[got]), "beam4");
+        const char *want = json_string_value(json_object_get(g, "translation"));
+        if (strcmp(line, want) != 0) {
+            fprintf(stderr, "cli line %d: got '%s' want '%s'\n", got + 1, line, want);
+            bad++;
+        }
+        got++;
+    }
+    free(line);
+    int status = pclose(p);
+    unlink(in);
+    ck_assert_int_eq(status, 0);
+    ck_assert_int_eq(got, n);
+    ck_assert_msg(bad == 0, "%d lines differ", bad);
+}
+END_TEST
+
+int main(void)
+{
+    json_error_t je;
+    g_gold = json_load_file(DIR "/golden.json", 0, &je);
+    if (!g_gold) {
+        fprintf(stderr, "%s/golden.json: %s\n", DIR, je.text);
+        return EXIT_FAILURE;
+    }
+    Suite *s = suite_create("text");
+    TCase *tc = tcase_create("marian_en_de");
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, test_tokenize);
+    tcase_add_test(tc, test_translate_text);
+    tcase_add_test(tc, test_cli_translate);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    json_decref(g_gold);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
