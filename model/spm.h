@@ -79,12 +79,13 @@ int spm_encode(const spm_model *m, const char *text, size_t len, int32_t **ids, 
 
 /* spm_encode plus the text of every piece, as EncodeAsPieces returns it:
  * piece i is (*norm)[spans[2i] .. spans[2i] + spans[2i+1]) of the
- * normalized text *norm (malloc'd, NUL-terminated). For known pieces that
+ * normalized text *norm (malloc'd, *norm_len bytes plus a NUL; it may hold
+ * NUL bytes of its own: a NUL in the input is a character). For known pieces that
  * is the piece itself; for an unknown piece it is the text it covers (a
  * run of unknowns is one piece), which is what MarianTokenizer looks up in
  * vocab.json. Free *ids, *norm and *spans. */
 int spm_encode_pieces(const spm_model *m, const char *text, size_t len, int32_t **ids, int *n,
-                      char **norm, size_t **spans);
+                      char **norm, size_t *norm_len, size_t **spans);
 
 /* Decodes ids into text (malloc'd, NUL-terminated), exactly as
  * SentencePieceProcessor::Decode: control pieces dropped, byte pieces

@@ -432,7 +432,7 @@ static void encode_word(const spm_model *m, const char *s, size_t size, idout *o
 
 /* Shared by spm_encode and spm_encode_pieces. */
 static int encode_impl(const spm_model *m, const char *text, size_t len, int32_t **ids, int *n,
-                       char **norm_out, size_t **spans_out)
+                       char **norm_out, size_t *norm_len, size_t **spans_out)
 {
     *ids = NULL;
     *n = 0;
@@ -465,6 +465,8 @@ static int encode_impl(const spm_model *m, const char *text, size_t len, int32_t
             return -1;
         }
     }
+    if (norm_len)
+        *norm_len = nlen;
     if (norm_out)
         *norm_out = norm;
     else
@@ -478,11 +480,11 @@ static int encode_impl(const spm_model *m, const char *text, size_t len, int32_t
 
 int spm_encode(const spm_model *m, const char *text, size_t len, int32_t **ids, int *n)
 {
-    return encode_impl(m, text, len, ids, n, NULL, NULL);
+    return encode_impl(m, text, len, ids, n, NULL, NULL, NULL);
 }
 
 int spm_encode_pieces(const spm_model *m, const char *text, size_t len, int32_t **ids, int *n,
-                      char **norm, size_t **spans)
+                      char **norm, size_t *norm_len, size_t **spans)
 {
-    return encode_impl(m, text, len, ids, n, norm, spans);
+    return encode_impl(m, text, len, ids, n, norm, norm_len, spans);
 }

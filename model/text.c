@@ -58,6 +58,13 @@ int td_translate_text(td_worker *w, const td_tokenizer *tok, const char *const *
             snprintf(err, errlen, "text %d: out of memory while tokenizing", i);
             goto fail;
         }
+        results[i].n_src_full = results[i].n_src;
+        if (results[i].n_src > w->o.max_src_len &&
+            opts->long_source == TD_LONG_SOURCE_TRUNCATE) {
+            int keep = w->o.max_src_len;
+            results[i].src_ids[keep - 1] = results[i].src_ids[results[i].n_src - 1]; /* </s> */
+            results[i].n_src = keep;
+        }
         if (results[i].n_src > w->o.max_src_len) {
             snprintf(err, errlen, "text %d: %d tokens, more than the limit of %d", i,
                      results[i].n_src, w->o.max_src_len);

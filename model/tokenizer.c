@@ -248,7 +248,8 @@ static int encode_chunk(const spm_model *sp, const vocab *v, const char *text, s
     int sn = 0;
     char *norm = NULL;
     size_t *spans = NULL;
-    if (spm_encode_pieces(sp, text, len, &sid, &sn, &norm, &spans) != 0)
+    size_t norm_len = 0;
+    if (spm_encode_pieces(sp, text, len, &sid, &sn, &norm, &norm_len, &spans) != 0)
         return -1;
     int rc = 0;
     for (int i = 0; i < sn && rc == 0; i++) {

@@ -62,6 +62,11 @@ void td_worker_free(td_worker *w); /* accepts NULL */
 /* Bytes of device memory the worker allocated at start-up. */
 size_t td_worker_arena_bytes(const td_worker *w);
 
+typedef enum td_long_source {
+    TD_LONG_SOURCE_ERROR = 0,  /* the call fails, naming the text (the daemon's 422) */
+    TD_LONG_SOURCE_TRUNCATE,   /* keep the first max_src_len - 1 tokens and </s> */
+} td_long_source;
+
 /* Decoding options of one call. Zero-initialise and set what you need;
  * td_decode_opts_default() fills the model's defaults. */
 typedef struct td_decode_opts {
@@ -76,6 +81,8 @@ typedef struct td_decode_opts {
     int n_attn_layers;
     const int *attn_heads;  /* heads; NULL = all */
     int n_attn_heads;
+    td_long_source long_source; /* td_translate_text only: what a text
+                                   longer than the worker's max_src_len gets */
 } td_decode_opts;
 
 void td_decode_opts_default(const td_model *m, td_decode_opts *o);
@@ -124,12 +131,14 @@ typedef struct td_text_result {
     td_result r;           /* ids, scores, attention as td_translate_batch */
     int32_t *src_ids;      /* the tokenized source (with </s>) */
     int n_src;
+    int n_src_full;        /* tokens before truncation (= n_src when not cut) */
 } td_text_result;
 
 /* Tokenizes n texts, translates them in batches of at most the worker's
  * max_batch (sorted by length to cut padding, results in input order) and
  * detokenizes the best hypothesis of each. A text longer than the worker's
- * max_src_len tokens is an error naming its index (nothing is returned).
+ * max_src_len tokens is an error naming its index (nothing is returned), or
+ * is truncated when opts->long_source says so.
  * Free each result with td_text_result_free. */
 int td_translate_text(td_worker *w, const struct td_tokenizer *tok, const char *const *texts,
                       const size_t *lens, int n, const td_decode_opts *opts,

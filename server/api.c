@@ -230,6 +230,16 @@ static srv_model *pick_model(srv_req *r, const char *name)
     return NULL;
 }
 
+/* A model whose device failed refuses work (503) instead of queueing it
+ * for a batch that would fail too. Returns 1 when an error was recorded. */
+static int model_failed(srv_req *r, const srv_model *sm)
+{
+    if (!atomic_load(&sm->failed))
+        return 0;
+    srv_req_error(r, 503, "device_error", NULL, "the model's device failed: %s", sm->failed_msg);
+    return 1;
+}
+
 int srv_api_translate_parse(srv_req *r, const char *ctype, const char *auth_key)
 {
     (void)ctype;
@@ -258,7 +268,7 @@ int srv_api_translate_parse(srv_req *r, const char *ctype, const char *auth_key)
         goto out;
     }
     srv_model *sm = pick_model(r, mv ? json_string_value(mv) : NULL);
-    if (!sm)
+    if (!sm || model_failed(r, sm))
         goto out;
     r->model = sm;
     r->opts = sm->defaults;
@@ -274,6 +284,12 @@ int srv_api_translate_parse(srv_req *r, const char *ctype, const char *auth_key)
         get_bool(r, root, "return_tokens", &r->return_tokens) ||
         get_bool(r, root, "return_attention", &r->return_attention))
         goto out;
+    if (o->beam_size > sm->max_beam) {
+        srv_req_error(r, 400, "out_of_range", "beam_size",
+                      "beam_size %d exceeds this server's limit of %d (--max-beam)",
+                      o->beam_size, sm->max_beam);
+        goto out;
+    }
     if (o->num_hypotheses > o->beam_size) {
         srv_req_error(r, 400, "out_of_range", "num_hypotheses",
                       "num_hypotheses (%d) must not exceed beam_size (%d)", o->num_hypotheses,
@@ -397,7 +413,7 @@ int srv_api_libre_parse(srv_req *r, const char *ctype, const char *auth_key)
         goto out;
     }
     srv_model *sm = pick_model(r, NULL);
-    if (!sm)
+    if (!sm || model_failed(r, sm))
         goto out;
     r->model = sm;
     r->opts = sm->defaults;
@@ -432,9 +448,10 @@ int srv_api_libre_parse(srv_req *r, const char *ctype, const char *auth_key)
             if (end == sv || *end)
                 a = -1;
         }
-        if (a < 0 || a > TD_MAX_BEAM - 1) {
+        if (a < 0 || a > sm->max_beam - 1) {
             srv_req_error(r, 400, "out_of_range", "alternatives",
-                          "alternatives must be an integer in 0..%d", TD_MAX_BEAM - 1);
+                          "alternatives must be an integer in 0..%d (--max-beam %d)",
+                          sm->max_beam - 1, sm->max_beam);
             goto out;
         }
         r->alternatives = (int)a;
@@ -676,7 +693,7 @@ void srv_api_models(srv_req *r)
             sm->defaults.beam_size, "max_length", sm->defaults.max_length, "length_penalty",
             (double)sm->defaults.length_penalty, "limits", "max_input_tokens",
             sm->max_input_tokens, "max_length", sm->max_length, "max_batch_texts",
-            s->o.max_batch_texts, "max_beam_size", TD_MAX_BEAM);
+            s->o.max_batch_texts, "max_beam_size", sm->max_beam);
         json_array_append_new(list, m);
     }
     json_t *root = json_pack("{s:o}", "models", list);

@@ -58,6 +58,7 @@ struct srv_batcher {
     int n_workers;
     struct cand_ord *cand;   /* candidate scratch: max 8*max_batch_size, under mu */
     int cand_cap;
+    int fail_mode;           /* test hook: 0 off, 1 engine error, 2 device error */
 };
 
 double srv_now(void)
@@ -220,6 +221,11 @@ static int take_batch(srv_batcher *b, srv_job **out, double now, double *wait_un
     return n;
 }
 
+static int is_device_error(const srv_model *sm, const char *err)
+{
+    return strcmp(sm->device, "cpu") != 0 || !strncmp(err, "cuda", 4);
+}
+
 /* Runs one batch outside the lock: drops gone/expired jobs, translates the
  * rest, records metrics, finishes every job. */
 static void run_batch(srv_worker *wk, int n)
@@ -252,10 +258,40 @@ static void run_batch(srv_worker *wk, int n)
     }
     char err[256];
     double t0 = srv_now();
-    int rc = td_translate_batch(wk->w, wk->src, wk->len, k, wk->batch[0]->opts, wk->res, err,
+    srv_model *sm = b->sm;
+    int rc;
+    if (atomic_load(&sm->failed)) {
+        /* The device already failed: do not touch it again. */
+        rc = -1;
+        snprintf(err, sizeof err, "%s", sm->failed_msg);
+    } else if (b->fail_mode) {
+        rc = -1;
+        snprintf(err, sizeof err, "%s (TRANSFORMERD_TEST_FAIL_BATCHES)",
+                 b->fail_mode == 2 ? "cuda: injected device failure" : "injected engine failure");
+    } else {
+        rc = td_translate_batch(wk->w, wk->src, wk->len, k, wk->batch[0]->opts, wk->res, err,
                                 sizeof err);
+    }
     double dt = srv_now() - t0;
-    srv_metrics_batch(b->metrics, k, maxlen * k, dt);
+    if (rc == 0) {
+        srv_metrics_batch(b->metrics, k, maxlen * k, dt);
+    } else {
+        srv_metrics_batch_failed(b->metrics);
+        /* The requests are validated against the worker's limits before they
+         * are queued, so a failure here is out of memory or the device. On a
+         * GPU (or with a CUDA message) the device is presumed unusable:
+         * readiness goes 503 and new translations are refused with 503. */
+        if (is_device_error(sm, err)) {
+            pthread_mutex_lock(&b->mu);
+            if (!atomic_load(&sm->failed)) {
+                snprintf(sm->failed_msg, sizeof sm->failed_msg, "%s", err);
+                atomic_store(&sm->failed, 1);
+                fprintf(stderr, "transformerd: model %s: device error, readiness is now 503: %s\n",
+                        sm->name, err);
+            }
+            pthread_mutex_unlock(&b->mu);
+        }
+    }
     for (int i = 0; i < k; i++) {
         srv_job *j = wk->batch[i];
         if (rc == 0) {
@@ -388,6 +424,10 @@ int srv_batcher_init(srv_batcher **out, srv_model *sm, const srv_opts *o, srv_me
     b->batch_delay_ms = o->batch_delay_ms;
     b->max_queue = o->max_queue;
     b->n_workers = o->workers > 0 ? o->workers : 1;
+    /* Test hook (not a flag): every batch after the warm-up fails, as an
+     * engine error ("engine") or a device error ("device"). */
+    const char *fm = getenv("TRANSFORMERD_TEST_FAIL_BATCHES");
+    b->fail_mode = !fm ? 0 : !strcmp(fm, "device") ? 2 : !strcmp(fm, "engine") ? 1 : 0;
     b->cand_cap = 8 * o->max_batch_size;
     b->cand = calloc((size_t)b->cand_cap, sizeof *b->cand);
     b->workers = calloc((size_t)b->n_workers, sizeof *b->workers);
@@ -410,10 +450,11 @@ int srv_batcher_init(srv_batcher **out, srv_model *sm, const srv_opts *o, srv_me
         td_worker_opts wo = {.max_batch = o->max_batch_size,
                              .max_src_len = sm->max_input_tokens,
                              .max_length = sm->max_length,
-                             .max_beam = TD_MAX_BEAM,
+                             .max_beam = sm->max_beam,
                              .n_threads = o->threads};
         if (td_worker_init(&wk->w, sm->m, &wo, err, errlen) != 0)
             goto fail;
+        sm->worker_bytes = td_worker_arena_bytes(wk->w);
         if (warm_up(wk->w, sm, err, errlen) != 0)
             goto fail;
     }

@@ -76,6 +76,16 @@ void srv_req_error(srv_req *r, int status, const char *code, const char *param, 
     srv_req_json(r, status, body);
 }
 
+int srv_server_ready(const srv_server *s)
+{
+    if (!atomic_load(&s->ready) || atomic_load(&s->draining))
+        return 0;
+    for (int i = 0; i < s->n_models; i++)
+        if (atomic_load(&s->models[i].failed))
+            return 0;
+    return 1;
+}
+
 /* Queues r's recorded response. Returns MHD_NO only when MHD refuses. */
 static enum MHD_Result send_resp(struct MHD_Connection *c, srv_req *r)
 {
@@ -130,12 +140,19 @@ static void handle_get(srv_req *r)
         srv_req_json(r, 200, strdup("{\"status\":\"ok\"}"));
         return;
     case SRV_EP_READY:
-        if (atomic_load(&s->draining))
+        if (atomic_load(&s->draining)) {
             srv_req_error(r, 503, "draining", NULL, "the server is shutting down");
-        else if (!atomic_load(&s->ready))
+        } else if (!atomic_load(&s->ready)) {
             srv_req_error(r, 503, "not_ready", NULL, "the model is loading");
-        else
+        } else {
+            for (int i = 0; i < s->n_models; i++)
+                if (atomic_load(&s->models[i].failed)) {
+                    srv_req_error(r, 503, "device_error", NULL, "model %s: the device failed: %s",
+                                  s->models[i].name, s->models[i].failed_msg);
+                    return;
+                }
             srv_req_json(r, 200, strdup("{\"status\":\"ready\"}"));
+        }
         return;
     case SRV_EP_METRICS: {
         char *t = srv_metrics_render(s);

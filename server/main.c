@@ -260,6 +260,9 @@ static int cmd_translate(int argc, char **argv)
         o.beam_size = c.beam;
     if (c.max_length)
         o.max_length = c.max_length;
+    /* A line longer than the model's positions is cut (with a warning)
+     * rather than failing the whole run: every line gets an output line. */
+    o.long_source = TD_LONG_SOURCE_TRUNCATE;
     td_worker_opts wo = {.max_batch = c.batch, .max_length = o.max_length,
                          .max_beam = o.beam_size, .n_threads = c.threads};
     td_worker *w = NULL;
@@ -295,6 +298,9 @@ static int cmd_translate(int argc, char **argv)
                 rc = 1;
             } else {
                 for (int i = 0; i < n; i++) {
+                    if (res[i].n_src_full > res[i].n_src)
+                        fprintf(stderr, "transformerd: line %d: %d tokens, cut to %d\n",
+                                first + i, res[i].n_src_full, res[i].n_src);
                     puts(res[i].text);
                     td_text_result_free(&res[i]);
                 }

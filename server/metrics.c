@@ -43,6 +43,7 @@ struct srv_metrics {
     atomic_ullong tokens_in, tokens_out;
     atomic_long queue_depth;
     atomic_ullong dropped_timeout, dropped_gone, dropped_shutdown;
+    atomic_ullong batches_failed;
 };
 
 static const char *k_ep_names[SRV_EP_COUNT] = {
@@ -130,6 +131,12 @@ void srv_metrics_dropped(srv_metrics *m, const char *reason)
                        : !strcmp(reason, "gone")  ? &m->dropped_gone
                                                   : &m->dropped_shutdown;
     atomic_fetch_add_explicit(c, 1, memory_order_relaxed);
+}
+
+void srv_metrics_batch_failed(srv_metrics *m)
+{
+    if (m)
+        atomic_fetch_add_explicit(&m->batches_failed, 1, memory_order_relaxed);
 }
 
 /* ---- rendering ----------------------------------------------------------- */
@@ -262,14 +269,19 @@ char *srv_metrics_render(const srv_server *s)
               "# TYPE transformerd_jobs_dropped_total counter\n"
               "transformerd_jobs_dropped_total{reason=\"timeout\"} %llu\n"
               "transformerd_jobs_dropped_total{reason=\"gone\"} %llu\n"
-              "transformerd_jobs_dropped_total{reason=\"shutdown\"} %llu\n",
+              "transformerd_jobs_dropped_total{reason=\"shutdown\"} %llu\n"
+              "# HELP transformerd_batches_failed_total Engine batches that returned an error "
+              "(their requests got 500).\n"
+              "# TYPE transformerd_batches_failed_total counter\n"
+              "transformerd_batches_failed_total %llu\n",
               ld(&m->batches), atomic_load_explicit(&m->queue_depth, memory_order_relaxed),
               ld(&m->tokens_in), ld(&m->tokens_out), ld(&m->dropped_timeout),
-              ld(&m->dropped_gone), ld(&m->dropped_shutdown));
-    sb_printf(&b, "# HELP transformerd_ready 1 when the model is loaded and warm, 0 otherwise.\n"
+              ld(&m->dropped_gone), ld(&m->dropped_shutdown), ld(&m->batches_failed));
+    sb_printf(&b, "# HELP transformerd_ready 1 when the model is loaded and warm (and neither "
+                  "draining nor failed), 0 otherwise.\n"
                   "# TYPE transformerd_ready gauge\n"
                   "transformerd_ready %d\n",
-              atomic_load(&s->ready) && !atomic_load(&s->draining));
+              srv_server_ready(s));
     sb_printf(&b, "# HELP transformerd_model_info The loaded models.\n"
                   "# TYPE transformerd_model_info gauge\n");
     if (atomic_load(&s->ready))

@@ -45,6 +45,8 @@ static const opt_def k_opts[] = {
     {"--max-batch-tokens", OPT_INT, OFF(max_batch_tokens), 1, 1 << 24,
      "padded source tokens per batch"},
     {"--max-batch-size", OPT_INT, OFF(max_batch_size), 1, 1024, "sentences per batch"},
+    {"--max-beam", OPT_INT, OFF(max_beam), 0, TD_MAX_BEAM,
+     "largest beam_size a request may ask (0: the model's num_beams); sizes the workers"},
     {"--batch-delay-ms", OPT_INT, OFF(batch_delay_ms), 0, 60000,
      "longest wait of the oldest text for a fuller batch"},
     {"--max-queue", OPT_INT, OFF(max_queue), 1, 1 << 20, "queued texts before 429"},
@@ -257,6 +259,15 @@ static int load_model(srv_server *s, srv_model *sm, char *err, size_t errlen)
     if (sm->defaults.beam_size < 1 || sm->defaults.beam_size > TD_MAX_BEAM)
         sm->defaults.beam_size = 4;
     sm->defaults.num_hypotheses = 1;
+    /* Each worker is allocated for max_batch x max_beam rows of max_length
+     * tokens, so the beam limit is a flag rather than always TD_MAX_BEAM. */
+    sm->max_beam = o->max_beam > 0 ? o->max_beam : sm->defaults.beam_size;
+    if (sm->defaults.beam_size > sm->max_beam) {
+        fprintf(stderr, "transformerd: the model's default beam_size %d exceeds --max-beam %d; "
+                        "requests without beam_size use %d\n",
+                sm->defaults.beam_size, sm->max_beam, sm->max_beam);
+        sm->defaults.beam_size = sm->max_beam;
+    }
     int maxpos = c->max_position_embeddings;
     sm->max_input_tokens = o->max_input_tokens > 0 && o->max_input_tokens < maxpos
                                ? o->max_input_tokens
@@ -322,9 +333,13 @@ int srv_main(int argc, char **argv)
         return 1;
     }
     atomic_store(&s.ready, 1);
-    fprintf(stderr, "transformerd: ready: model %s (%s -> %s) on %s, loaded and warmed in %.2f s\n",
+    fprintf(stderr,
+            "transformerd: ready: model %s (%s -> %s) on %s, loaded and warmed in %.2f s; "
+            "%d worker(s) of %.1f MiB each (batch %d x beam %d x length %d, source %d)\n",
             s.models[0].name, s.models[0].src_lang, s.models[0].tgt_lang, s.o.device,
-            srv_now() - t0);
+            srv_now() - t0, s.o.workers, (double)s.models[0].worker_bytes / (1 << 20),
+            s.o.max_batch_size, s.models[0].max_beam, s.models[0].max_length,
+            s.models[0].max_input_tokens);
 
     int sig = 0;
     while (sigwait(&set, &sig) != 0)

@@ -41,6 +41,8 @@ typedef struct srv_opts {
     int workers;              /* td_workers (scheduler threads) per model */
     int max_batch_tokens;     /* padded source tokens per batch */
     int max_batch_size;       /* sentences per batch */
+    int max_beam;             /* largest beam_size a request may ask; 0 = the model's
+                                 num_beams (capped at TD_MAX_BEAM) */
     int batch_delay_ms;       /* longest wait of the oldest job for company */
     int max_queue;            /* texts waiting in a model's queue */
     int max_input_tokens;     /* per text, incl. </s>; 0 = max positions */
@@ -82,6 +84,7 @@ void srv_metrics_batch(srv_metrics *m, int n_sentences, long padded_tokens, doub
 void srv_metrics_tokens(srv_metrics *m, long in, long out);
 void srv_metrics_queue_depth(srv_metrics *m, long depth);
 void srv_metrics_dropped(srv_metrics *m, const char *reason); /* "timeout" | "gone" | "shutdown" */
+void srv_metrics_batch_failed(srv_metrics *m);
 
 struct srv_server;
 /* Prometheus text exposition (malloc'd, NUL-terminated), or NULL. */
@@ -163,6 +166,13 @@ typedef struct srv_model {
     td_decode_opts defaults;
     int max_input_tokens;  /* effective per-text limit */
     int max_length;        /* largest max_length a request may ask */
+    int max_beam;          /* largest beam_size a request may ask (--max-beam) */
+    size_t worker_bytes;   /* arena of one worker (td_worker_arena_bytes) */
+    /* Set (never cleared) when a batch failed with a device error: the
+     * device is presumed unusable, readiness is 503 and translations are
+     * refused with 503 so that an orchestrator replaces the process. */
+    atomic_int failed;
+    char failed_msg[256];  /* written once before failed is set */
     srv_batcher *b;
 } srv_model;
 
@@ -178,6 +188,9 @@ typedef struct srv_server {
     atomic_int draining;
     atomic_long active;    /* requests accepted and not yet completed */
 } srv_server;
+
+/* 1 when loaded, warmed, not draining and no model's device failed. */
+int srv_server_ready(const srv_server *s);
 
 /* http.c */
 int srv_http_start(srv_server *s, char *err, size_t errlen);

@@ -226,6 +226,9 @@ START_TEST(test_health_and_info)
     ck_assert_int_eq(json_integer_value(json_object_get(json_object_get(m, "architecture"),
                                                         "decoder_layers")),
                      2);
+    ck_assert_int_eq(json_integer_value(json_object_get(json_object_get(m, "limits"),
+                                                        "max_beam_size")),
+                     4);
     json_decref(j);
     tc_resp_free(&r);
 
@@ -400,6 +403,13 @@ START_TEST(test_libretranslate)
     ck_assert_int_eq(tc_post_json(g_port, "/translate", "{\"source\":\"en\"}", &r), 0);
     expect_error(&r, 400, "q");
     tc_resp_free(&r);
+    /* alternatives + 1 beams must fit --max-beam (4 here) */
+    ck_assert_int_eq(tc_post_json(g_port, "/translate", "{\"q\":\"a\",\"alternatives\":4}", &r), 0);
+    expect_error(&r, 400, "alternatives");
+    tc_resp_free(&r);
+    ck_assert_int_eq(tc_post_json(g_port, "/translate", "{\"q\":\"a\",\"format\":\"html\"}", &r), 0);
+    expect_error(&r, 400, "format");
+    tc_resp_free(&r);
 }
 END_TEST
 
@@ -419,6 +429,8 @@ START_TEST(test_errors)
     post_expect("{\"text\":\"a\",\"beam_size\":0}", 400, "beam_size");
     post_expect("{\"text\":\"a\",\"beam_size\":2.5}", 400, "beam_size");
     post_expect("{\"text\":\"a\",\"beam_size\":2,\"num_hypotheses\":3}", 400, "num_hypotheses");
+    /* within 1..16 but over --max-beam (default: the fixture's num_beams, 4) */
+    post_expect("{\"text\":\"a\",\"beam_size\":5}", 400, "beam_size");
     post_expect("{\"text\":\"a\",\"length_penalty\":\"1\"}", 400, "length_penalty");
     post_expect("{\"text\":\"a\",\"max_length\":0}", 400, "max_length");
     post_expect("{\"text\":\"a\",\"max_length\":100000}", 400, "max_length");
@@ -580,6 +592,112 @@ START_TEST(test_queue_full_and_timeout)
     expect_error(&a.r, 504, NULL);
     tc_resp_free(&a.r);
     free(a.json);
+    kill(pid, SIGTERM);
+    ck_assert_int_eq(tc_daemon_wait(pid, 30), 0);
+}
+END_TEST
+
+/* ---- --max-beam and failing batches ------------------------------------------ */
+
+START_TEST(test_max_beam)
+{
+    pid_t pid;
+    const char *args[] = {"--max-beam", "16", "--max-batch-size", "2", NULL};
+    int port = start(args, "maxbeam16", &pid);
+    ck_assert_int_gt(port, 0);
+    json_t *j = translate_ok(port, "{\"text\":\"the test.\",\"beam_size\":16,"
+                                   "\"num_hypotheses\":16}");
+    json_t *t = json_array_get(json_object_get(j, "translations"), 0);
+    ck_assert_int_eq(json_array_size(json_object_get(t, "hypotheses")), 16);
+    json_decref(j);
+    kill(pid, SIGTERM);
+    ck_assert_int_eq(tc_daemon_wait(pid, 30), 0);
+
+    /* from the environment; the model's default beam (4) is capped to it */
+    setenv("TRANSFORMERD_MAX_BEAM", "2", 1);
+    const char *none[] = {NULL};
+    port = start(none, "maxbeam2", &pid);
+    unsetenv("TRANSFORMERD_MAX_BEAM");
+    ck_assert_int_gt(port, 0);
+    tc_resp r;
+    ck_assert_int_eq(tc_post_json(port, "/v1/translate", "{\"text\":\"a\",\"beam_size\":3}", &r), 0);
+    expect_error(&r, 400, "beam_size");
+    tc_resp_free(&r);
+    j = translate_ok(port, "{\"text\":\"the test.\"}");
+    json_decref(j);
+    j = translate_ok(port, "{\"text\":\"the test.\",\"beam_size\":2,\"num_hypotheses\":2}");
+    json_decref(j);
+    ck_assert_int_eq(tc_request(port, "GET", "/v1/models", NULL, NULL, 0, &r), 0);
+    j = body_json(&r);
+    json_t *m = json_array_get(json_object_get(j, "models"), 0);
+    ck_assert_int_eq(json_integer_value(json_object_get(json_object_get(m, "limits"),
+                                                        "max_beam_size")),
+                     2);
+    ck_assert_int_eq(json_integer_value(json_object_get(json_object_get(m, "defaults"),
+                                                        "beam_size")),
+                     2);
+    json_decref(j);
+    tc_resp_free(&r);
+    kill(pid, SIGTERM);
+    ck_assert_int_eq(tc_daemon_wait(pid, 30), 0);
+}
+END_TEST
+
+/* TRANSFORMERD_TEST_FAIL_BATCHES makes every batch after the warm-up fail. */
+START_TEST(test_failing_batches)
+{
+    const char *none[] = {NULL};
+    pid_t pid;
+    tc_resp r;
+    /* an engine error: 500 for the request, the server stays ready */
+    setenv("TRANSFORMERD_TEST_FAIL_BATCHES", "engine", 1);
+    int port = start(none, "failengine", &pid);
+    unsetenv("TRANSFORMERD_TEST_FAIL_BATCHES");
+    ck_assert_int_gt(port, 0);
+    ck_assert_int_eq(tc_post_json(port, "/v1/translate", "{\"text\":[\"a\",\"b c\"]}", &r), 0);
+    expect_error(&r, 500, NULL);
+    tc_resp_free(&r);
+    ck_assert_int_eq(tc_post_json(port, "/translate", "{\"q\":\"a\"}", &r), 0);
+    expect_error(&r, 500, NULL);
+    tc_resp_free(&r);
+    ck_assert_int_eq(tc_request(port, "GET", "/health/ready", NULL, NULL, 0, &r), 0);
+    ck_assert_int_eq(r.status, 200);
+    tc_resp_free(&r);
+    ck_assert_int_eq(tc_request(port, "GET", "/metrics", NULL, NULL, 0, &r), 0);
+    ck_assert(metric(r.body, "transformerd_batches_failed_total ") >= 2);
+    ck_assert(metric(r.body, "transformerd_requests_total{endpoint=\"/v1/translate\",status=\"500\"} ") == 1);
+    ck_assert(metric(r.body, "transformerd_ready ") == 1);
+    tc_resp_free(&r);
+    kill(pid, SIGTERM);
+    ck_assert_int_eq(tc_daemon_wait(pid, 30), 0);
+
+    /* a device error: 500, then readiness 503 and translations refused */
+    setenv("TRANSFORMERD_TEST_FAIL_BATCHES", "device", 1);
+    port = start(none, "faildevice", &pid);
+    unsetenv("TRANSFORMERD_TEST_FAIL_BATCHES");
+    ck_assert_int_gt(port, 0);
+    ck_assert_int_eq(tc_post_json(port, "/v1/translate", "{\"text\":\"a\"}", &r), 0);
+    expect_error(&r, 500, NULL);
+    tc_resp_free(&r);
+    ck_assert_int_eq(tc_request(port, "GET", "/health/ready", NULL, NULL, 0, &r), 0);
+    expect_error(&r, 503, NULL);
+    ck_assert_ptr_nonnull(strstr(r.body, "device_error"));
+    tc_resp_free(&r);
+    ck_assert_int_eq(tc_request(port, "GET", "/v2/health/ready", NULL, NULL, 0, &r), 0);
+    ck_assert_int_eq(r.status, 503);
+    tc_resp_free(&r);
+    ck_assert_int_eq(tc_request(port, "GET", "/health/live", NULL, NULL, 0, &r), 0);
+    ck_assert_int_eq(r.status, 200);
+    tc_resp_free(&r);
+    ck_assert_int_eq(tc_post_json(port, "/v1/translate", "{\"text\":\"a\"}", &r), 0);
+    expect_error(&r, 503, NULL);
+    tc_resp_free(&r);
+    ck_assert_int_eq(tc_post_json(port, "/translate", "{\"q\":\"a\"}", &r), 0);
+    expect_error(&r, 503, NULL);
+    tc_resp_free(&r);
+    ck_assert_int_eq(tc_request(port, "GET", "/metrics", NULL, NULL, 0, &r), 0);
+    ck_assert(metric(r.body, "transformerd_ready ") == 0);
+    tc_resp_free(&r);
     kill(pid, SIGTERM);
     ck_assert_int_eq(tc_daemon_wait(pid, 30), 0);
 }
@@ -754,6 +872,8 @@ static Suite *suite(void)
     tcase_add_test(tc, test_errors);
     tcase_add_test(tc, test_api_key);
     tcase_add_test(tc, test_queue_full_and_timeout);
+    tcase_add_test(tc, test_max_beam);
+    tcase_add_test(tc, test_failing_batches);
     tcase_add_test(tc, test_concurrency);
     tcase_add_test(tc, test_sigterm_drains);
     suite_add_tcase(s, tc);

@@ -218,6 +218,42 @@ START_TEST(test_cli_translate)
 }
 END_TEST
 
+/* Bad input never crashes the command and every line gets an output line:
+ * empty, invalid UTF-8, a NUL byte, control characters, a 1 MB line (cut to
+ * the model's positions with a warning). */
+START_TEST(test_cli_bad_input)
+{
+    char in[] = "/tmp/td_text_bad_XXXXXX";
+    int fd = mkstemp(in);
+    ck_assert(fd >= 0);
+    FILE *f = fdopen(fd, "w");
+    fputs("\n", f);                                /* empty */
+    fputs("caf\xc3 \xff\xfe \xed\xa0\x80 ok\n", f); /* malformed UTF-8 */
+    fwrite("a\0b\n", 1, 4, f);                     /* NUL inside */
+    fputs("\x01\x7f\t \r\n", f);                   /* controls, CRLF */
+    for (int i = 0; i < 1 << 19; i++)               /* 1 MB line */
+        fputs("a ", f);
+    fputs("\n", f);
+    fputs("the end\n", f);
+    fclose(f);
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "'%s' translate --model '%s' --beam 2 --max-length 8 --threads 1 "
+             "< '%s' 2>/dev/null", TD_BIN, DIR, in);
+    FILE *p = popen(cmd, "r");
+    ck_assert(p != NULL);
+    char *line = NULL;
+    size_t cap = 0;
+    int lines = 0;
+    while (getline(&line, &cap, p) >= 0)
+        lines++;
+    free(line);
+    int status = pclose(p);
+    unlink(in);
+    ck_assert_int_eq(status, 0);
+    ck_assert_int_eq(lines, 6);
+}
+END_TEST
+
 int main(void)
 {
     json_error_t je;
@@ -232,6 +268,7 @@ int main(void)
     tcase_add_test(tc, test_tokenize);
     tcase_add_test(tc, test_translate_text);
     tcase_add_test(tc, test_cli_translate);
+    tcase_add_test(tc, test_cli_bad_input);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -16,7 +16,7 @@ seconds=${FUZZ_SECONDS:-60}
 build=${FUZZ_BUILD:-$root/build-fuzz}
 artifacts=${FUZZ_ARTIFACTS:-/tmp/td-fuzz-artifacts}
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(fuzz_safetensors fuzz_config)
+[ ${#targets[@]} -gt 0 ] || targets=(fuzz_safetensors fuzz_config fuzz_spm_model fuzz_spm_encode)
 
 cc=${CC:-clang}
 if ! command -v "$cc" >/dev/null; then
@@ -40,7 +40,7 @@ for t in "${targets[@]}"; do
   # shellcheck disable=SC2086
   if ! UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
        "$build/tests/fuzz/$t" -max_total_time="$seconds" -print_final_stats=1 \
-       -dict="$root/tests/fuzz/$name.dict" -artifact_prefix="$artifacts/$name/" \
+       $( [ -f "$root/tests/fuzz/$name.dict" ] && echo "-dict=$root/tests/fuzz/$name.dict" ) -artifact_prefix="$artifacts/$name/" \
        ${FUZZ_ARGS:-} "$work/$name"; then
     echo "== $t: FAILED, reproducer in $artifacts/$name/ (rerun: $build/tests/fuzz/$t FILE)" >&2
     status=1

@@ -694,6 +694,11 @@ int main(void)
     tcase_add_test(tc, test_logprobs_topk);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
+    /* No fork: main() has already initialised CUDA (td_cuda_device_count),
+     * and a forked child of a process that initialised the CUDA driver
+     * cannot use CUDA (every call fails with an initialisation error). ctest
+     * sets CK_FORK=no too; this keeps a direct run of the binary correct. */
+    srunner_set_fork_status(sr, CK_NOFORK);
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);

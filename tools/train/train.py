@@ -1,0 +1,253 @@
+#!/usr/bin/env python3
+"""Stage 3: train the Marian Transformer in PyTorch (transformers' MarianMTModel), resumable.
+
+The model is a MarianMTModel built from a MarianConfig (Marian's conventions: sinusoidal positions with sin in
+the first half of the columns, swish, scaled embeddings, one embedding matrix shared by encoder, decoder and the
+output layer, pad = last id = decoder start, eos 0). Loss: cross-entropy with label smoothing 0.1; Adam
+(0.9, 0.98, 1e-9) with linear warm-up and inverse-square-root decay; batches of about --batch-tokens target
+tokens (sentences of similar length, batch order shuffled per epoch with a fixed seed); bf16 autocast on CPU
+(--bf16, default on) or CUDA.
+
+Every --ckpt-minutes a checkpoint WORK/ckpt/ckpt-STEP.pt (model, optimizer, step, epoch, batch position, RNG)
+is written and the newest --keep are kept; a run resumes from the newest automatically. --minutes bounds the
+wall-clock time of this run (the process saves and exits when it is spent).
+
+Usage: nice -n 10 tools/.venv/bin/python tools/train/train.py --minutes 60 [--layers 3] [--work .train]
+"""
+import argparse
+import glob
+import json
+import math
+import os
+import random
+import time
+
+import torch
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def model_config(vocab_size, pad, a):
+    from transformers import MarianConfig
+    return MarianConfig(
+        vocab_size=vocab_size, decoder_vocab_size=vocab_size, d_model=a.d_model,
+        encoder_layers=a.layers, decoder_layers=a.dec_layers or a.layers,
+        encoder_attention_heads=a.heads, decoder_attention_heads=a.heads,
+        encoder_ffn_dim=a.ffn, decoder_ffn_dim=a.ffn, activation_function="swish",
+        max_position_embeddings=256, scale_embedding=True, share_encoder_decoder_embeddings=True,
+        tie_word_embeddings=True, pad_token_id=pad, eos_token_id=0, decoder_start_token_id=pad,
+        forced_eos_token_id=0, bos_token_id=None, dropout=a.dropout, attention_dropout=0.0,
+        activation_dropout=0.0, init_std=0.02, num_beams=4, max_length=256,
+        bad_words_ids=[[pad]])
+
+
+def encode_file(sp, vocab, path, max_len=255):
+    """MarianTokenizer's ids: spm pieces -> vocab.json ids (unk 1), truncated, + </s> (0)."""
+    with open(path, encoding="utf-8") as f:
+        lines = [x.rstrip("\n") for x in f]
+    out = []
+    for pieces in sp.encode(lines, out_type=str):
+        ids = [vocab.get(p, 1) for p in pieces][:max_len - 1] + [0]
+        out.append(ids)
+    return out
+
+
+def load_data(work):
+    os.makedirs(os.path.join(work, "ckpt"), exist_ok=True)
+    cache = os.path.join(work, "ckpt", "data.pt")
+    if os.path.exists(cache):
+        return torch.load(cache)
+    import sentencepiece as spm
+    sp = spm.SentencePieceProcessor(model_file=os.path.join(work, "spm", "joint.spm"))
+    with open(os.path.join(work, "spm", "vocab.json"), encoding="utf-8") as f:
+        vocab = json.load(f)
+    c = os.path.join(work, "corpus")
+    d = {"vocab_size": len(vocab), "pad": vocab["<pad>"]}
+    for split in ("train", "dev"):
+        d[split] = (encode_file(sp, vocab, os.path.join(c, f"{split}.en")),
+                    encode_file(sp, vocab, os.path.join(c, f"{split}.de")))
+    torch.save(d, cache)
+    return d
+
+
+def make_batches(src, tgt, batch_tokens, seed):
+    """Sentences sorted by (target, source) length inside shuffled chunks, cut into batches of about
+    batch_tokens padded target tokens; the batch order shuffled. Deterministic in seed."""
+    rng = random.Random(seed)
+    idx = list(range(len(src)))
+    rng.shuffle(idx)
+    batches = []
+    chunk = 100 * 64
+    for c0 in range(0, len(idx), chunk):
+        part = sorted(idx[c0:c0 + chunk], key=lambda i: (len(tgt[i]), len(src[i])))
+        cur, mx = [], 0
+        for i in part:
+            m = max(mx, len(tgt[i]) + 1, len(src[i]))
+            if cur and m * (len(cur) + 1) > batch_tokens:
+                batches.append(cur)
+                cur, m = [], max(len(tgt[i]) + 1, len(src[i]))
+            cur.append(i)
+            mx = m
+        if cur:
+            batches.append(cur)
+    rng.shuffle(batches)
+    return batches
+
+
+def collate(ids, src, tgt, pad):
+    S = max(len(src[i]) for i in ids)
+    T = max(len(tgt[i]) for i in ids)
+    x = torch.full((len(ids), S), pad, dtype=torch.long)
+    labels = torch.full((len(ids), T), -100, dtype=torch.long)
+    dec = torch.full((len(ids), T), pad, dtype=torch.long)
+    for r, i in enumerate(ids):
+        s, t = src[i], tgt[i]
+        x[r, :len(s)] = torch.tensor(s)
+        labels[r, :len(t)] = torch.tensor(t)
+        dec[r, 1:len(t)] = torch.tensor(t[:-1])  # decoder start = pad
+    return x, (x != pad).long(), dec, labels
+
+
+def lr_at(step, a):
+    step = max(step, 1)
+    return a.lr * min(step / a.warmup, math.sqrt(a.warmup / step))
+
+
+def latest_ckpt(d):
+    cks = sorted(glob.glob(os.path.join(d, "ckpt-*.pt")), key=lambda p: int(p.split("-")[-1][:-3]))
+    return cks[-1] if cks else None
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--work", default=os.path.join(ROOT, ".train"))
+    ap.add_argument("--minutes", type=float, default=60.0)
+    ap.add_argument("--layers", type=int, default=3)
+    ap.add_argument("--dec-layers", type=int, default=0)
+    ap.add_argument("--d-model", type=int, default=256)
+    ap.add_argument("--heads", type=int, default=4)
+    ap.add_argument("--ffn", type=int, default=1024)
+    ap.add_argument("--dropout", type=float, default=0.1)
+    ap.add_argument("--batch-tokens", type=int, default=4096)
+    ap.add_argument("--lr", type=float, default=1e-3)
+    ap.add_argument("--warmup", type=int, default=500)
+    ap.add_argument("--label-smoothing", type=float, default=0.1)
+    ap.add_argument("--ckpt-minutes", type=float, default=5.0)
+    ap.add_argument("--keep", type=int, default=10)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--bf16", type=int, default=1)
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--seed", type=int, default=1234)
+    ap.add_argument("--log-every", type=int, default=50)
+    ap.add_argument("--max-steps", type=int, default=0, help="stop after this many steps (0: no limit)")
+    a = ap.parse_args()
+    t_start = time.time()
+    torch.set_num_threads(a.threads)
+    torch.manual_seed(a.seed)
+    from transformers import MarianMTModel
+    ck_dir = os.path.join(a.work, "ckpt")
+    os.makedirs(ck_dir, exist_ok=True)
+    data = load_data(a.work)
+    pad, V = data["pad"], data["vocab_size"]
+    src, tgt = data["train"]
+    dsrc, dtgt = data["dev"]
+
+    path = latest_ckpt(ck_dir)
+    if path:
+        ck = torch.load(path, weights_only=False)
+        for k in ("layers", "dec_layers", "d_model", "heads", "ffn"):  # the architecture of the run resumed
+            setattr(a, k, ck["args"][k])
+    model = MarianMTModel(model_config(V, pad, a)).to(a.device)
+    opt = torch.optim.Adam(model.parameters(), lr=a.lr, betas=(0.9, 0.98), eps=1e-9)
+    step, epoch, pos, elapsed = 0, 0, 0, 0.0
+    if path:
+        model.load_state_dict(ck["model"])
+        opt.load_state_dict(ck["opt"])
+        step, epoch, pos, elapsed = ck["step"], ck["epoch"], ck["pos"], ck.get("elapsed", 0.0)
+        torch.set_rng_state(ck["rng"])
+        print(f"resumed {path}: step {step} epoch {epoch} batch {pos} ({elapsed / 60:.1f} min trained)", flush=True)
+    nparam = sum(p.numel() for p in model.parameters())
+    print(f"model: {a.layers}+{a.dec_layers or a.layers} layers d{a.d_model} ffn{a.ffn}, {nparam / 1e6:.2f} M params; "
+          f"train {len(src)} pairs; device {a.device}", flush=True)
+    lossf = torch.nn.CrossEntropyLoss(ignore_index=-100, label_smoothing=a.label_smoothing)
+    ac = torch.autocast(a.device.split(":")[0], dtype=torch.bfloat16, enabled=bool(a.bf16))
+    log = open(os.path.join(a.work, "train.log"), "a")
+
+    def dev_loss():
+        model.eval()
+        tot, n = 0.0, 0
+        with torch.no_grad(), ac:
+            for b in make_batches(dsrc, dtgt, 8192, 0):
+                x, m, d, y = (t.to(a.device) for t in collate(b, dsrc, dtgt, pad))
+                logits = model(input_ids=x, attention_mask=m, decoder_input_ids=d).logits.float()
+                tot += torch.nn.functional.cross_entropy(logits.view(-1, V), y.view(-1), ignore_index=-100,
+                                                         reduction="sum").item()
+                n += (y != -100).sum().item()
+        model.train()
+        return tot / n
+
+    def save(tag=""):
+        p = os.path.join(ck_dir, f"ckpt-{step}.pt")
+        torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step, "epoch": epoch, "pos": pos,
+                    "elapsed": elapsed + time.time() - t_run, "rng": torch.get_rng_state(), "args": vars(a)},
+                   p + ".tmp")
+        os.replace(p + ".tmp", p)
+        cks = sorted(glob.glob(os.path.join(ck_dir, "ckpt-*.pt")), key=lambda q: int(q.split("-")[-1][:-3]))
+        for q in cks[:-a.keep]:
+            os.remove(q)
+        dl = dev_loss()
+        msg = json.dumps({"time": time.strftime("%H:%M:%S"), "step": step, "epoch": epoch, "pos": pos,
+                          "trained_min": round((elapsed + time.time() - t_run) / 60, 1), "dev_loss": round(dl, 4),
+                          "dev_ppl": round(math.exp(dl), 2), "ckpt": os.path.basename(p), "tag": tag})
+        print(msg, flush=True)
+        log.write(msg + "\n")
+        log.flush()
+
+    model.train()
+    t_run = time.time()
+    t_ck = time.time()
+    deadline = t_start + a.minutes * 60
+    tok_acc, t_acc, loss_acc, n_acc = 0, time.time(), 0.0, 0
+    done = False
+    while not done:
+        batches = make_batches(src, tgt, a.batch_tokens, a.seed + epoch)
+        while pos < len(batches):
+            b = batches[pos]
+            x, m, d, y = (t.to(a.device) for t in collate(b, src, tgt, pad))
+            for g in opt.param_groups:
+                g["lr"] = lr_at(step + 1, a)
+            with ac:
+                logits = model(input_ids=x, attention_mask=m, decoder_input_ids=d).logits
+            loss = lossf(logits.float().view(-1, V), y.view(-1))
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            step += 1
+            pos += 1
+            ntok = (y != -100).sum().item()
+            tok_acc += ntok
+            loss_acc += loss.item() * ntok
+            n_acc += ntok
+            if step % a.log_every == 0:
+                dt = time.time() - t_acc
+                print(f"step {step} epoch {epoch} {pos}/{len(batches)} loss {loss_acc / n_acc:.3f} "
+                      f"lr {lr_at(step, a):.2e} {tok_acc / dt:.0f} tgt tok/s", flush=True)
+                tok_acc, t_acc, loss_acc, n_acc = 0, time.time(), 0.0, 0
+            if a.max_steps and step >= a.max_steps:
+                done = True
+                break
+            if time.time() >= deadline:
+                done = True
+                break
+            if time.time() - t_ck >= a.ckpt_minutes * 60:
+                save()
+                t_ck = time.time()
+        if not done:
+            epoch += 1
+            pos = 0
+    save("final")
+
+
+if __name__ == "__main__":
+    main()
