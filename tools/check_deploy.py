@@ -1,0 +1,748 @@
+#!/usr/bin/env python3
+"""Offline checks of the deployment files (no Docker engine, no cluster).
+
+    tools/check_deploy.py [--root DIR] [--hadolint PATH] [--yamllint PATH] [--self-test]
+
+Parses Dockerfile, .dockerignore, deploy/docker-compose.yml, deploy/k8s/**.yaml
+and deploy/systemd/transformerd.service (YAML with PyYAML) and checks the
+fields that the deployment contract needs (issue 7, DESIGN.md): a CUDA
+devel -> runtime build of the toolkit's major version, the bootstrap script,
+a non-root user, EXPOSE 8080, a HEALTHCHECK on /health/ready, exec-form
+ENTRYPOINT with STOPSIGNAL SIGTERM, TRANSFORMERD_* configuration, the GPU
+reservation, probes on /health/*, grace periods longer than the drain
+deadline (read from server/serve.c), a hardened systemd unit, and so on.
+Each failed check prints one line naming the file and the field.
+
+With --hadolint / --yamllint (or those tools on PATH) the Dockerfile is also
+linted by hadolint and the YAML files by yamllint; without them those two
+steps are reported as skipped (tools/check_deploy.sh installs both).
+
+--self-test deletes or breaks one required field at a time, in memory, and
+fails unless every such mutation is reported: the checker is shown to fail.
+
+Exit status: 0 all passed, 1 a check failed, 77 PyYAML is missing (ctest skip).
+"""
+import argparse
+import fnmatch
+import glob
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+
+try:
+    import yaml
+except ImportError:  # pragma: no cover - reported, then ctest skips
+    print("check_deploy: PyYAML is not installed (apt-get install python3-yaml, "
+          "or run tools/check_deploy.sh, which makes a venv with it)", file=sys.stderr)
+    sys.exit(77)
+
+# Files read, relative to the repository root.
+DOCKERFILE = "Dockerfile"
+DOCKERIGNORE = ".dockerignore"
+COMPOSE = "deploy/docker-compose.yml"
+K8S_GLOB = "deploy/k8s/*.yaml"
+K8S_EXTRAS_GLOB = "deploy/k8s/extras/*.yaml"
+UNIT = "deploy/systemd/transformerd.service"
+DEPLOY_README = "deploy/README.md"
+SERVE_C = "server/serve.c"
+METRICS_C = "server/metrics.c"
+
+BUNDLED_MODEL = "/opt/transformerd/models/en-de"
+PORT = 8080
+# Runtime packages a runtime stage may install (Debian 12 and Ubuntu 24.04
+# names): the daemon's shared libraries, curl for the HEALTHCHECK.
+RUNTIME_PKG = re.compile(r"^(libmicrohttpd\d+(t64)?|libjansson4|libopenblas0(-pthread|-openmp|-serial)?"
+                         r"|libgomp1|curl|ca-certificates)$")
+RUNTIME_NEEDS = {"libmicrohttpd": r"^libmicrohttpd", "jansson": r"^libjansson",
+                 "OpenBLAS": r"^libopenblas", "libgomp": r"^libgomp1$", "curl": r"^curl$"}
+
+
+class Report:
+    def __init__(self):
+        self.errors = []
+        self.passed = 0
+
+    def check(self, ok, where, msg):
+        if ok:
+            self.passed += 1
+        else:
+            self.errors.append("%s: %s" % (where, msg))
+        return ok
+
+
+# --------------------------------------------------------------------------
+# server/serve.c: the drain deadline the configurations must outlast.
+
+def serve_timing(files):
+    """(default --drain-timeout-s, seconds after the drain to write responses)."""
+    src = files.get(SERVE_C, "")
+    m = re.search(r"o->drain_timeout_s\s*=\s*(\d+)\s*;", src)
+    drain = int(m.group(1)) if m else 30
+    m = re.search(r"double until = srv_now\(\) \+ (\d+)", src)
+    write = int(m.group(1)) if m else 5
+    return drain, write
+
+
+def nvcc_major():
+    """The CUDA major version of the local toolkit, or None without nvcc."""
+    nvcc = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc" if os.path.exists("/usr/local/cuda/bin/nvcc") else None)
+    if not nvcc:
+        return None
+    try:
+        out = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    m = re.search(r"release (\d+)\.", out)
+    return int(m.group(1)) if m else None
+
+
+# --------------------------------------------------------------------------
+# Dockerfile
+
+def parse_dockerfile(text):
+    """Stages [{name, base, instrs: [(INSTR, args, line)]}] and global ARGs."""
+    logical, buf, start = [], "", None
+    for i, raw in enumerate(text.splitlines(), 1):
+        s = raw.strip()
+        if s.startswith("#") or (not buf and not s):
+            continue
+        if start is None:
+            start = i
+        if s.endswith("\\"):
+            buf += s[:-1] + " "
+            continue
+        logical.append((start, buf + s))
+        buf, start = "", None
+    if buf:
+        logical.append((start, buf))
+    gargs, stages = {}, []
+    for line, ins in logical:
+        word, _, args = ins.partition(" ")
+        word, args = word.upper(), args.strip()
+        if word == "FROM":
+            m = re.match(r"(?:--platform=\S+\s+)?(\S+)(?:\s+AS\s+(\S+))?$", args, re.I)
+            base = m.group(1) if m else args
+            base = re.sub(r"\$\{(\w+)\}|\$(\w+)", lambda x: gargs.get(x.group(1) or x.group(2), ""), base)
+            stages.append({"name": (m.group(2) or "").lower() if m else "", "base": base,
+                           "line": line, "instrs": []})
+        elif not stages:
+            if word == "ARG":
+                k, _, v = args.partition("=")
+                gargs[k.strip()] = v.strip().strip('"')
+        else:
+            stages[-1]["instrs"].append((word, args, line))
+    return stages, gargs
+
+
+def instrs(stage, word):
+    return [(a, ln) for w, a, ln in stage["instrs"] if w == word]
+
+
+def env_of(stage):
+    env = {}
+    for args, _ in instrs(stage, "ENV"):
+        try:
+            parts = shlex.split(args)
+        except ValueError:
+            continue
+        if parts and "=" not in parts[0] and len(parts) >= 2:
+            env[parts[0]] = " ".join(parts[1:])
+        else:
+            for p in parts:
+                k, _, v = p.partition("=")
+                env[k] = v
+    return env
+
+
+def apt_packages(stage):
+    pkgs = []
+    for args, _ in instrs(stage, "RUN"):
+        for m in re.finditer(r"apt-get\s+install\s+([^&;|]*)", args):
+            pkgs += [p for p in m.group(1).split() if not p.startswith("-")]
+    return pkgs
+
+
+def check_runtime_stage(rep, st, build_name, device, where):
+    w = "%s stage '%s'" % (where, st["name"])
+    users = instrs(st, "USER")
+    user = users[-1][0].split(":")[0] if users else ""
+    rep.check(users and user not in ("", "root", "0"), w, "USER must be set to a non-root user (got %r)" % user)
+    exposed = " ".join(a for a, _ in instrs(st, "EXPOSE")).split()
+    rep.check(str(PORT) in [p.split("/")[0] for p in exposed], w, "EXPOSE %d missing" % PORT)
+    hc = instrs(st, "HEALTHCHECK")
+    rep.check(hc and "/health/ready" in hc[-1][0] and "CMD" in hc[-1][0], w,
+              "HEALTHCHECK with CMD on /health/ready missing")
+    ss = instrs(st, "STOPSIGNAL")
+    rep.check(ss and ss[-1][0].strip() in ("SIGTERM", "15", "TERM"), w, "STOPSIGNAL SIGTERM missing")
+    ep = instrs(st, "ENTRYPOINT")
+    exec_form = False
+    if ep:
+        try:
+            v = json.loads(ep[-1][0])
+            exec_form = isinstance(v, list) and "serve" in v and v[0].endswith("transformerd")
+        except ValueError:
+            pass
+    rep.check(exec_form, w, 'ENTRYPOINT must be exec form ["/.../transformerd", "serve"] '
+              "(shell form would not pass SIGTERM to the daemon)")
+    env = env_of(st)
+    rep.check(env.get("TRANSFORMERD_MODEL") == BUNDLED_MODEL, w,
+              "ENV TRANSFORMERD_MODEL=%s (the bundled default) missing" % BUNDLED_MODEL)
+    rep.check(env.get("TRANSFORMERD_HOST") == "0.0.0.0", w,
+              "ENV TRANSFORMERD_HOST=0.0.0.0 missing (the default 127.0.0.1 is unreachable from outside)")
+    rep.check(env.get("TRANSFORMERD_DEVICE") == device, w, "ENV TRANSFORMERD_DEVICE=%s missing" % device)
+    bad_env = [k for k in env if k.startswith("TD_") or (k.startswith("TRANSFORMER") and not k.startswith("TRANSFORMERD_"))]
+    rep.check(not bad_env, w, "configuration goes through TRANSFORMERD_* (got %s)" % bad_env)
+    copies = [a for a, _ in instrs(st, "COPY")]
+    rep.check(any(("--from=%s" % build_name) in c and "transformerd" in c for c in copies), w,
+              "COPY --from=%s of the transformerd binary missing" % build_name)
+    rep.check(any(("--from=%s" % build_name) in c and "models" in c and "/opt/transformerd/models" in c
+                  for c in copies), w, "COPY --from=%s of models/ to /opt/transformerd/models missing" % build_name)
+    runs = " ".join(a for a, _ in instrs(st, "RUN"))
+    vols = " ".join(a for a, _ in instrs(st, "VOLUME"))
+    rep.check(re.search(r"mkdir[^&;]*\s/models(\s|$)", runs) or "/models" in vols, w,
+              "/models (the mount point for mounted models) is not created")
+    pkgs = apt_packages(st)
+    extra = [p for p in pkgs if not RUNTIME_PKG.match(p)]
+    rep.check(not extra, w, "runtime stage installs more than the runtime libraries: %s" % extra)
+    for lib, rx in RUNTIME_NEEDS.items():
+        rep.check(any(re.match(rx, p) for p in pkgs), w, "runtime library %s is not installed" % lib)
+    rep.check(not any(w2 == "ADD" and re.search(r"https?://", a) for w2, a, _ in st["instrs"]),
+              w, "ADD of a URL (unverified download)")
+
+
+def check_build_stage(rep, st, cuda_flag, where):
+    w = "%s stage '%s'" % (where, st["name"])
+    runs = [a for a, _ in instrs(st, "RUN")]
+    rep.check(any(re.search(r"(^|\s|/)tools/bootstrap\.sh", r) for r in runs), w,
+              "must install its dependencies with tools/bootstrap.sh (the README's script)")
+    cm = [r for r in runs if re.search(r"\bcmake\b", r)]
+    rep.check(any("-DCMAKE_BUILD_TYPE=Release" in r for r in cm), w, "cmake -DCMAKE_BUILD_TYPE=Release missing")
+    rep.check(any(("-DTD_CUDA=%s" % cuda_flag) in r for r in cm), w, "cmake -DTD_CUDA=%s missing" % cuda_flag)
+
+
+def check_dockerfile(rep, files, cuda_major):
+    text = files.get(DOCKERFILE)
+    if not rep.check(text is not None, DOCKERFILE, "missing"):
+        return
+    stages, _ = parse_dockerfile(text)
+    by_name = {s["name"]: s for s in stages}
+    cuda = re.compile(r"^(?:nvcr\.io/)?nvidia/cuda:(\d+)\.(\d+)\.(\d+)-(devel|runtime)-(\S+)$")
+    devel = [s for s in stages if cuda.match(s["base"]) and cuda.match(s["base"]).group(4) == "devel"]
+    runtime = [s for s in stages if cuda.match(s["base"]) and cuda.match(s["base"]).group(4) == "runtime"]
+    if rep.check(devel, DOCKERFILE, "no build stage FROM nvidia/cuda:X.Y.Z-devel-OS"):
+        check_build_stage(rep, devel[0], "ON", DOCKERFILE)
+    if rep.check(runtime, DOCKERFILE, "no runtime stage FROM nvidia/cuda:X.Y.Z-runtime-OS"):
+        d = cuda.match(devel[0]["base"]) if devel else None
+        r = cuda.match(runtime[0]["base"])
+        if d:
+            rep.check(d.group(1, 2, 3, 5) == r.group(1, 2, 3, 5), DOCKERFILE,
+                      "runtime image %s does not match the devel image %s" % (runtime[0]["base"], devel[0]["base"]))
+        if cuda_major is not None:
+            rep.check(int(r.group(1)) == cuda_major, DOCKERFILE,
+                      "CUDA %s in the images, but the toolkit here (nvcc) is CUDA %d" % (r.group(1), cuda_major))
+        rep.check(stages[-1] is runtime[0], DOCKERFILE,
+                  "the GPU runtime stage must be the last one (the default `docker build` target)")
+        if devel:
+            check_runtime_stage(rep, runtime[0], devel[0]["name"], "cuda", DOCKERFILE)
+    cpu = by_name.get("cpu")
+    if rep.check(cpu is not None, DOCKERFILE, "no stage named 'cpu' (docker build --target cpu)"):
+        rep.check(re.match(r"^debian:(12|bookworm)(\.\d+)?-slim$", cpu["base"]), DOCKERFILE,
+                  "stage 'cpu' must be FROM debian:12-slim (got %s)" % cpu["base"])
+        src = [re.search(r"--from=(\S+)", a) for a, _ in instrs(cpu, "COPY")]
+        names = [m.group(1).lower() for m in src if m]
+        bst = by_name.get(names[0]) if names else None
+        if rep.check(bst is not None, DOCKERFILE, "stage 'cpu' copies from no build stage"):
+            check_build_stage(rep, bst, "OFF", DOCKERFILE)
+            check_runtime_stage(rep, cpu, bst["name"], "cpu", DOCKERFILE)
+
+
+def dockerignore_excludes(patterns, path):
+    """Whether .dockerignore's patterns exclude PATH (last match wins)."""
+    def rx(p):
+        out, i = "", 0
+        while i < len(p):
+            if p.startswith("**/", i):
+                out += "(?:.*/)?"
+                i += 3
+            elif p.startswith("**", i):
+                out += ".*"
+                i += 2
+            elif p[i] == "*":
+                out += "[^/]*"
+                i += 1
+            elif p[i] == "?":
+                out += "[^/]"
+                i += 1
+            else:
+                out += re.escape(p[i])
+                i += 1
+        return re.compile(out + "$")
+    parts = path.split("/")
+    excluded = False
+    for raw in patterns:
+        neg = raw.startswith("!")
+        p = raw[1:] if neg else raw
+        p = p.strip("/")
+        r = rx(p)
+        if any(r.match("/".join(parts[:k])) for k in range(1, len(parts) + 1)):
+            excluded = not neg
+    return excluded
+
+
+def check_dockerignore(rep, files):
+    text = files.get(DOCKERIGNORE)
+    if not rep.check(text is not None, DOCKERIGNORE, "missing"):
+        return
+    pats = [l.strip() for l in text.splitlines() if l.strip() and not l.strip().startswith("#")]
+    for p in (".git/HEAD", "build/transformerd", "build-asan/x", "tools/.venv/bin/python",
+              "tools/__pycache__/x.pyc"):
+        rep.check(dockerignore_excludes(pats, p), DOCKERIGNORE, "does not exclude %s" % p)
+    for p in ("models/en-de/config.json", "tools/bootstrap.sh", "CMakeLists.txt", "server/serve.c",
+              "model/config.c", "cpu/cpu_backend.c", "gpu/gpu_backend.cu", "gpu/CMakeLists.txt"):
+        rep.check(not dockerignore_excludes(pats, p), DOCKERIGNORE, "excludes %s, which the build needs" % p)
+
+
+# --------------------------------------------------------------------------
+# docker compose
+
+def seconds(v):
+    """Compose/Go durations ("45s", "1m30s", 90) to seconds; None if unreadable."""
+    if isinstance(v, (int, float)):
+        return float(v)
+    m = re.fullmatch(r"(?:(\d+)h)?(?:(\d+)m(?!s))?(?:(\d+)s)?(?:(\d+)ms)?", str(v).strip())
+    if not m or not any(m.groups()):
+        return None
+    h, mi, s, ms = (int(x) if x else 0 for x in m.groups())
+    return h * 3600 + mi * 60 + s + ms / 1000.0
+
+
+def interp(v):
+    """Compose interpolation with the defaults: ${X:-d} / ${X-d} -> d."""
+    return re.sub(r"\$\{\w+:?-([^}]*)\}", r"\1", str(v)) if v is not None else v
+
+
+def compose_env(svc):
+    env = svc.get("environment") or {}
+    if isinstance(env, list):
+        env = dict(e.partition("=")[::2] for e in env)
+    return {k: interp(v) for k, v in env.items()}
+
+
+def check_compose(rep, files, drain_default, write_s):
+    text = files.get(COMPOSE)
+    if not rep.check(text is not None, COMPOSE, "missing"):
+        return
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        rep.check(False, COMPOSE, "YAML: %s" % e)
+        return
+    svcs = (doc or {}).get("services") or {}
+    rep.check(svcs, COMPOSE, "no services")
+
+    def gpu_reserved(s):
+        devs = (((s.get("deploy") or {}).get("resources") or {}).get("reservations") or {}).get("devices") or []
+        return any(d.get("driver") == "nvidia" and str(d.get("count", "")) in ("1", "all")
+                   and "gpu" in (d.get("capabilities") or []) for d in devs)
+
+    gpu = [(n, s) for n, s in svcs.items() if gpu_reserved(s)]
+    cpu = [(n, s) for n, s in svcs.items() if "cpu" in (s.get("profiles") or [])]
+    rep.check(gpu, COMPOSE, "no service with deploy.resources.reservations.devices "
+              "[{driver: nvidia, count: 1, capabilities: [gpu]}]")
+    rep.check(cpu, COMPOSE, "no service in the 'cpu' profile")
+    for (n, s), device, target in [(g, "cuda", "gpu") for g in gpu[:1]] + [(c, "cpu", "cpu") for c in cpu[:1]]:
+        w = "%s service '%s'" % (COMPOSE, n)
+        b = s.get("build") or {}
+        rep.check(isinstance(b, dict) and b.get("target") == target, w, "build.target must be '%s'" % target)
+        if device == "cpu":
+            rep.check(not gpu_reserved(s), w, "the cpu service reserves a GPU")
+        ports = [str(p.get("target")) if isinstance(p, dict) else str(p).split(":")[-1].split("/")[0]
+                 for p in s.get("ports") or []]
+        rep.check(str(PORT) in ports, w, "no port mapped to container port %d" % PORT)
+        vols = [v.get("target") if isinstance(v, dict) else interp(v).split(":")[1]
+                for v in s.get("volumes") or [] if isinstance(v, dict) or ":" in str(v)]
+        rep.check("/models" in vols, w, "no volume mounted at /models")
+        hc = s.get("healthcheck") or {}
+        test = hc.get("test")
+        test = " ".join(test) if isinstance(test, list) else str(test or "")
+        rep.check("/health/ready" in test and not hc.get("disable"), w, "healthcheck on /health/ready missing")
+        env = compose_env(s)
+        rep.check(all(k.startswith("TRANSFORMERD_") for k in env), w,
+                  "environment other than TRANSFORMERD_*: %s" % [k for k in env if not k.startswith("TRANSFORMERD_")])
+        rep.check(env.get("TRANSFORMERD_DEVICE") == device, w, "TRANSFORMERD_DEVICE=%s missing" % device)
+        rep.check(env.get("TRANSFORMERD_HOST") == "0.0.0.0", w, "TRANSFORMERD_HOST=0.0.0.0 missing")
+        drain = int(env.get("TRANSFORMERD_DRAIN_TIMEOUT_S", drain_default))
+        grace = seconds(s.get("stop_grace_period", "10s"))
+        rep.check(grace is not None and grace > drain + write_s, w,
+                  "stop_grace_period %s must exceed the drain deadline %d s + %d s"
+                  % (s.get("stop_grace_period", "10s (default)"), drain, write_s))
+        rep.check(s.get("stop_signal", "SIGTERM") == "SIGTERM", w, "stop_signal must be SIGTERM")
+
+
+# --------------------------------------------------------------------------
+# Kubernetes
+
+def labels_match(selector, labels):
+    return bool(selector) and all(labels.get(k) == v for k, v in selector.items())
+
+
+def container_port(ctr, ref):
+    if isinstance(ref, int) or str(ref).isdigit():
+        return int(ref)
+    for p in ctr.get("ports") or []:
+        if p.get("name") == ref:
+            return p.get("containerPort")
+    return None
+
+
+def check_k8s(rep, files, drain_default, write_s):
+    docs = []
+    for path in sorted(p for p in files if fnmatch.fnmatch(p, K8S_GLOB) or fnmatch.fnmatch(p, K8S_EXTRAS_GLOB)):
+        try:
+            for d in yaml.safe_load_all(files[path]):
+                if d:
+                    docs.append((path, d))
+        except yaml.YAMLError as e:
+            rep.check(False, path, "YAML: %s" % e)
+    main = [(p, d) for p, d in docs if fnmatch.fnmatch(p, K8S_GLOB)]
+    extras = [(p, d) for p, d in docs if fnmatch.fnmatch(p, K8S_EXTRAS_GLOB)]
+    kinds = {}
+    for p, d in main:
+        kinds.setdefault(d.get("kind"), []).append((p, d))
+    for k in ("Deployment", "Service", "HorizontalPodAutoscaler", "PodDisruptionBudget"):
+        rep.check(k in kinds, "deploy/k8s", "no %s" % k)
+    if "Deployment" not in kinds:
+        return
+    path, dep = kinds["Deployment"][0]
+    w = "%s Deployment" % path
+    rep.check(dep.get("apiVersion") == "apps/v1", w, "apiVersion must be apps/v1")
+    spec = dep.get("spec") or {}
+    tmpl = spec.get("template") or {}
+    pod_labels = (tmpl.get("metadata") or {}).get("labels") or {}
+    rep.check(labels_match((spec.get("selector") or {}).get("matchLabels"), pod_labels), w,
+              "spec.selector.matchLabels does not match the pod template's labels")
+    pspec = tmpl.get("spec") or {}
+    ctrs = pspec.get("containers") or []
+    if not rep.check(ctrs, w, "no containers"):
+        return
+    ctr = ctrs[0]
+    res = ctr.get("resources") or {}
+    lim, req = res.get("limits") or {}, res.get("requests") or {}
+    rep.check(str(lim.get("nvidia.com/gpu")) == "1", w, "resources.limits nvidia.com/gpu: 1 missing")
+    rep.check("cpu" in req and "memory" in req, w, "resources.requests cpu and memory missing")
+    rep.check("memory" in lim, w, "resources.limits.memory missing")
+    ports = [p.get("containerPort") for p in ctr.get("ports") or []]
+    rep.check(PORT in ports, w, "containerPort %d missing" % PORT)
+    for probe, pth in (("readinessProbe", "/health/ready"), ("livenessProbe", "/health/live")):
+        hg = (ctr.get(probe) or {}).get("httpGet") or {}
+        rep.check(hg.get("path") == pth, w, "%s.httpGet.path must be %s" % (probe, pth))
+        rep.check(container_port(ctr, hg.get("port")) == PORT, w, "%s port does not resolve to %d" % (probe, PORT))
+    env = {e.get("name"): e.get("value") for e in ctr.get("env") or []}
+    rep.check(all(str(k).startswith("TRANSFORMERD_") or str(k).startswith("CUDA_") for k in env), w,
+              "env other than TRANSFORMERD_* / CUDA_*: %s" % [k for k in env if not str(k).startswith(("TRANSFORMERD_", "CUDA_"))])
+    rep.check(env.get("TRANSFORMERD_HOST") == "0.0.0.0", w,
+              "TRANSFORMERD_HOST=0.0.0.0 missing (probes and the Service reach the pod IP)")
+    rep.check(env.get("TRANSFORMERD_DEVICE", "").startswith("cuda"), w, "TRANSFORMERD_DEVICE=cuda missing")
+    drain = int(env.get("TRANSFORMERD_DRAIN_TIMEOUT_S") or drain_default)
+    pre = ((ctr.get("lifecycle") or {}).get("preStop") or {})
+    sleep = 0
+    cmd = (pre.get("exec") or {}).get("command") or []
+    if len(cmd) == 2 and cmd[0].endswith("sleep") and str(cmd[1]).isdigit():
+        sleep = int(cmd[1])
+    elif "sleep" in pre:
+        sleep = int((pre.get("sleep") or {}).get("seconds", 0))
+    grace = pspec.get("terminationGracePeriodSeconds", 30)
+    rep.check(isinstance(grace, int) and grace > sleep + drain + write_s, w,
+              "terminationGracePeriodSeconds %s must exceed preStop %d s + drain %d s + %d s"
+              % (grace, sleep, drain, write_s))
+    sc = pspec.get("securityContext") or {}
+    csc = ctr.get("securityContext") or {}
+    rep.check(sc.get("runAsNonRoot") is True or csc.get("runAsNonRoot") is True, w, "runAsNonRoot: true missing")
+    rep.check(csc.get("allowPrivilegeEscalation") is False, w, "allowPrivilegeEscalation: false missing")
+
+    name = (dep.get("metadata") or {}).get("name")
+    for p, svc in kinds.get("Service", []):
+        w = "%s Service" % p
+        s = svc.get("spec") or {}
+        rep.check(labels_match(s.get("selector"), pod_labels), w, "selector does not match the Deployment's pods")
+        rep.check(any(container_port(ctr, sp.get("targetPort", sp.get("port"))) == PORT for sp in s.get("ports") or []),
+                  w, "no port targeting container port %d" % PORT)
+
+    def check_hpa(p, h, want_metric):
+        w = "%s HorizontalPodAutoscaler" % p
+        rep.check(h.get("apiVersion") == "autoscaling/v2", w, "apiVersion must be autoscaling/v2")
+        s = h.get("spec") or {}
+        ref = s.get("scaleTargetRef") or {}
+        rep.check(ref.get("kind") == "Deployment" and ref.get("name") == name, w,
+                  "scaleTargetRef must be Deployment %s" % name)
+        lo, hi = s.get("minReplicas", 1), s.get("maxReplicas", 0)
+        rep.check(isinstance(lo, int) and isinstance(hi, int) and 1 <= lo <= hi, w, "need 1 <= minReplicas <= maxReplicas")
+        ms = s.get("metrics") or []
+        has_cpu = any(m.get("type") == "Resource" and (m.get("resource") or {}).get("name") == "cpu" for m in ms)
+        has_q = any(m.get("type") == "Pods" and ((m.get("pods") or {}).get("metric") or {}).get("name")
+                    == "transformerd_queue_depth" for m in ms)
+        if want_metric == "cpu":
+            rep.check(has_cpu, w, "no Resource cpu metric")
+        else:
+            rep.check(has_q, w, "no Pods metric transformerd_queue_depth")
+        return lo
+
+    min_rep = 1
+    for p, h in kinds.get("HorizontalPodAutoscaler", []):
+        min_rep = check_hpa(p, h, "cpu")
+    qhpa = [(p, d) for p, d in extras if d.get("kind") == "HorizontalPodAutoscaler"]
+    if rep.check(qhpa, "deploy/k8s/extras", "no queue-depth HorizontalPodAutoscaler"):
+        check_hpa(qhpa[0][0], qhpa[0][1], "queue")
+    rep.check("transformerd_queue_depth" in files.get(METRICS_C, "transformerd_queue_depth"), METRICS_C,
+              "the daemon no longer exports transformerd_queue_depth, which the HPA uses")
+    rep.check("prometheus-adapter" in files.get(DEPLOY_README, ""), DEPLOY_README,
+              "must document the metrics adapter (prometheus-adapter) the queue-depth HPA needs")
+    for p, pdb in kinds.get("PodDisruptionBudget", []):
+        w = "%s PodDisruptionBudget" % p
+        rep.check(pdb.get("apiVersion") == "policy/v1", w, "apiVersion must be policy/v1")
+        s = pdb.get("spec") or {}
+        rep.check(labels_match((s.get("selector") or {}).get("matchLabels"), pod_labels), w,
+                  "selector does not match the Deployment's pods")
+        rep.check(("minAvailable" in s) != ("maxUnavailable" in s), w, "exactly one of minAvailable/maxUnavailable")
+        if isinstance(s.get("minAvailable"), int):
+            rep.check(s["minAvailable"] < min_rep, w, "minAvailable >= minReplicas blocks every node drain")
+
+
+# --------------------------------------------------------------------------
+# systemd
+
+def parse_unit(text):
+    """{section: {key: [values in order]}} (continuation lines joined)."""
+    out, sec, buf = {}, None, ""
+    for raw in text.splitlines():
+        line = buf + raw.strip()
+        buf = ""
+        if line.endswith("\\"):
+            buf = line[:-1] + " "
+            continue
+        if not line or line[0] in "#;":
+            continue
+        if line.startswith("[") and line.endswith("]"):
+            sec = line[1:-1]
+            out.setdefault(sec, {})
+        elif "=" in line and sec:
+            k, _, v = line.partition("=")
+            out[sec].setdefault(k.strip(), []).append(v.strip())
+    return out
+
+
+def unit_seconds(v):
+    m = re.fullmatch(r"(?:(\d+)min)?\s*(?:(\d+)s?)?", v.strip())
+    if not m or not any(m.groups()):
+        return None
+    return int(m.group(1) or 0) * 60 + int(m.group(2) or 0)
+
+
+def check_unit(rep, files, drain_default, write_s, daemon):
+    text = files.get(UNIT)
+    if not rep.check(text is not None, UNIT, "missing"):
+        return
+    svc = parse_unit(text).get("Service", {})
+
+    def last(k, d=None):
+        return svc[k][-1] if k in svc else d
+
+    w = UNIT
+    rep.check("transformerd serve" in (last("ExecStart") or ""), w, "ExecStart must run `transformerd serve`")
+    rep.check(last("DynamicUser") == "yes" or last("User") not in (None, "", "root", "0"), w,
+              "DynamicUser=yes or a dedicated User= missing")
+    rep.check(last("ProtectSystem") == "strict", w, "ProtectSystem=strict missing")
+    rep.check(last("ProtectHome") in ("yes", "read-only", "tmpfs"), w, "ProtectHome missing")
+    rep.check(last("PrivateTmp") == "yes", w, "PrivateTmp=yes missing")
+    rep.check(last("NoNewPrivileges") == "yes", w, "NoNewPrivileges=yes missing")
+    fams = last("RestrictAddressFamilies") or ""
+    rep.check(fams and "AF_INET" in fams and not fams.startswith("~"), w,
+              "RestrictAddressFamilies= (an allow-list with AF_INET) missing")
+    rep.check("CapabilityBoundingSet" in svc and last("CapabilityBoundingSet") == "", w,
+              "CapabilityBoundingSet= (empty) missing")
+    rep.check(last("MemoryDenyWriteExecute") == "yes", w, "MemoryDenyWriteExecute=yes missing")
+    rep.check(last("Restart") in ("on-failure", "always"), w, "Restart=on-failure missing")
+    rep.check(bool(last("EnvironmentFile")), w, "EnvironmentFile= missing")
+    rep.check(last("KillSignal", "SIGTERM") == "SIGTERM", w, "KillSignal must be SIGTERM")
+    env = {}
+    for e in svc.get("Environment", []):
+        for item in shlex.split(e):
+            k, _, v = item.partition("=")
+            env[k] = v
+    drain = int(env.get("TRANSFORMERD_DRAIN_TIMEOUT_S", drain_default))
+    stop = unit_seconds(last("TimeoutStopSec", "90"))
+    rep.check(stop is not None and stop > drain + write_s, w,
+              "TimeoutStopSec=%s must exceed the drain deadline %d s + %d s" % (last("TimeoutStopSec"), drain, write_s))
+    # systemd's own parser, where there is one (ExecStart must name a file).
+    sa = shutil.which("systemd-analyze")
+    if sa and os.path.exists(daemon or ""):
+        with tempfile.TemporaryDirectory() as d:
+            p = os.path.join(d, "transformerd.service")
+            with open(p, "w") as f:
+                f.write(text.replace("/usr/local/bin/transformerd", os.path.abspath(daemon)))
+            r = subprocess.run([sa, "verify", p], capture_output=True, text=True, timeout=60)
+            rep.check(r.returncode == 0, w, "systemd-analyze verify: %s" % (r.stderr.strip() or r.stdout.strip()))
+
+
+# --------------------------------------------------------------------------
+# external linters
+
+def lint(rep, root, hadolint, yamllint, log):
+    hl = hadolint or shutil.which("hadolint")
+    if hl:
+        r = subprocess.run([hl, "--no-color", os.path.join(root, DOCKERFILE)], capture_output=True, text=True)
+        rep.check(r.returncode == 0, DOCKERFILE, "hadolint:\n" + r.stdout + r.stderr)
+        log.append("hadolint %s: %s" % (DOCKERFILE, "ok" if r.returncode == 0 else "FAILED"))
+    else:
+        log.append("hadolint: not installed, skipped (tools/check_deploy.sh installs it)")
+    yl = yamllint or shutil.which("yamllint")
+    if yl:
+        cfg = ("{extends: default, rules: {line-length: {max: 120}, document-start: disable, "
+               "comments: {min-spaces-from-content: 1}, truthy: {check-keys: false}}}")
+        paths = [os.path.join(root, p) for p in [COMPOSE] + sorted(glob.glob(os.path.join(root, K8S_GLOB)))
+                 + sorted(glob.glob(os.path.join(root, K8S_EXTRAS_GLOB)))]
+        paths = [p for p in paths if os.path.exists(p)]
+        r = subprocess.run([yl, "-f", "parsable", "-d", cfg] + paths, capture_output=True, text=True)
+        rep.check(r.returncode == 0, "yamllint", r.stdout + r.stderr)
+        log.append("yamllint (%d files): %s" % (len(paths), "ok" if r.returncode == 0 else "FAILED"))
+    else:
+        log.append("yamllint: not installed, skipped (tools/check_deploy.sh installs it)")
+
+
+# --------------------------------------------------------------------------
+
+def load(root):
+    files = {}
+    names = [DOCKERFILE, DOCKERIGNORE, COMPOSE, UNIT, DEPLOY_README, SERVE_C, METRICS_C]
+    names += [os.path.relpath(p, root) for g in (K8S_GLOB, K8S_EXTRAS_GLOB) for p in glob.glob(os.path.join(root, g))]
+    for n in names:
+        p = os.path.join(root, n)
+        if os.path.exists(p):
+            with open(p, encoding="utf-8") as f:
+                files[n] = f.read()
+    return files
+
+
+def run_checks(files, cuda_major, daemon):
+    rep = Report()
+    drain, write_s = serve_timing(files)
+    check_dockerfile(rep, files, cuda_major)
+    check_dockerignore(rep, files)
+    check_compose(rep, files, drain, write_s)
+    check_k8s(rep, files, drain, write_s)
+    check_unit(rep, files, drain, write_s, daemon)
+    return rep
+
+
+# Each mutation breaks one required field (every match of the regex is
+# replaced); the checker must report it.
+# (file, regex, replacement, text the error must contain)
+MUTATIONS = [
+    (DOCKERFILE, r"(?m)^USER .*\n", "", "USER"),
+    (DOCKERFILE, r"(?m)^HEALTHCHECK .*\\\n.*\n", "", "HEALTHCHECK"),
+    (DOCKERFILE, r"(?m)^EXPOSE 8080$", "EXPOSE 9090", "EXPOSE"),
+    (DOCKERFILE, r"(?m)^STOPSIGNAL SIGTERM$", "STOPSIGNAL SIGKILL", "STOPSIGNAL"),
+    (DOCKERFILE, r"(?m)^ENTRYPOINT \[.*\]$", "ENTRYPOINT /usr/local/bin/transformerd serve", "ENTRYPOINT"),
+    (DOCKERFILE, r"-runtime-", "-base-", "runtime stage"),
+    (DOCKERFILE, r"\$\{CUDA_VERSION\}-runtime", "12.8.1-runtime", "does not match"),
+    (DOCKERFILE, r"RUN sh tools/bootstrap\.sh && ", "RUN ", "bootstrap.sh"),
+    (DOCKERFILE, r"-DTD_CUDA=ON", "-DTD_CUDA=AUTO", "TD_CUDA=ON"),
+    (DOCKERFILE, r"libjansson4", "libjansson-dev", "more than the runtime"),
+    (DOCKERFILE, r"TRANSFORMERD_HOST=0\.0\.0\.0", "TRANSFORMERD_HOST=127.0.0.1", "TRANSFORMERD_HOST"),
+    (DOCKERFILE, r"ENV TRANSFORMERD_MODEL=/opt/transformerd/models/en-de", "ENV TRANSFORMERD_MODEL=/models",
+     "TRANSFORMERD_MODEL"),
+    (DOCKERFILE, r"AS cpu\n", "AS slim\n", "'cpu'"),
+    (DOCKERIGNORE, r"$", "\nmodels\n", "models/en-de"),
+    (DOCKERIGNORE, r"(?m)^\.(\*|git)\n", "", ".git"),
+    (COMPOSE, r"(?m)^\s*capabilities: \[gpu\]\n", "", "reservations"),
+    (COMPOSE, r"stop_grace_period: \d+s", "stop_grace_period: 20s", "stop_grace_period"),
+    (COMPOSE, r"(?m)^\s*profiles: \[cpu\]\n", "", "'cpu' profile"),
+    (COMPOSE, r"/health/ready", "/health/live", "healthcheck"),
+    (COMPOSE, r":/models:ro", ":/srv:ro", "/models"),
+    ("deploy/k8s/deployment.yaml", r"terminationGracePeriodSeconds: \d+", "terminationGracePeriodSeconds: 35",
+     "terminationGracePeriodSeconds"),
+    ("deploy/k8s/deployment.yaml", r"(?m)^\s*nvidia\.com/gpu: 1\n", "", "nvidia.com/gpu"),
+    ("deploy/k8s/deployment.yaml", r"path: /health/ready", "path: /health/live", "readinessProbe"),
+    ("deploy/k8s/deployment.yaml", r"livenessProbe:", "livenessProbeX:", "livenessProbe"),
+    ("deploy/k8s/deployment.yaml", r"value: 0\.0\.0\.0", "value: 127.0.0.1", "TRANSFORMERD_HOST"),
+    ("deploy/k8s/service.yaml", r"(?m)^(\s+)app\.kubernetes\.io/name: transformerd\s*$(?![\s\S]*selector)",
+     r"\1app.kubernetes.io/name: other", "selector"),
+    ("deploy/k8s/hpa.yaml", r"autoscaling/v2", "autoscaling/v1", "autoscaling/v2"),
+    ("deploy/k8s/hpa.yaml", r"name: cpu", "name: memory", "cpu metric"),
+    ("deploy/k8s/pdb.yaml", r"maxUnavailable: 1", "maxUnavailable: 1\n  minAvailable: 1", "exactly one"),
+    ("deploy/k8s/extras/hpa-queue-depth.yaml", r"name: transformerd_queue_depth", "name: queue", "transformerd_queue_depth"),
+    (DEPLOY_README, r"prometheus-adapter", "an adapter", "prometheus-adapter"),
+    (UNIT, r"(?m)^ProtectSystem=strict\n", "", "ProtectSystem"),
+    (UNIT, r"(?m)^TimeoutStopSec=\d+$", "TimeoutStopSec=30", "TimeoutStopSec"),
+    (UNIT, r"(?m)^MemoryDenyWriteExecute=yes\n", "", "MemoryDenyWriteExecute"),
+    (UNIT, r"(?m)^CapabilityBoundingSet=$", "CapabilityBoundingSet=CAP_NET_ADMIN", "CapabilityBoundingSet"),
+    (UNIT, r"(?m)^DynamicUser=yes\n", "", "DynamicUser"),
+    (UNIT, r"(?m)^Restart=on-failure\n", "", "Restart"),
+    (UNIT, r"(?m)^EnvironmentFile=.*\n", "", "EnvironmentFile"),
+    (UNIT, r"(?m)^NoNewPrivileges=yes\n", "", "NoNewPrivileges"),
+    (UNIT, r"(?m)^PrivateTmp=yes\n", "", "PrivateTmp"),
+    (UNIT, r"(?m)^ProtectHome=yes\n", "", "ProtectHome"),
+    (UNIT, r"(?m)^RestrictAddressFamilies=.*\n", "", "RestrictAddressFamilies"),
+]
+
+
+def self_test(files, cuda_major):
+    base = run_checks(files, cuda_major, None)
+    if base.errors:
+        print("check_deploy: self-test needs the unmodified files to pass first:", file=sys.stderr)
+        for e in base.errors:
+            print("  " + e, file=sys.stderr)
+        return 1
+    missed = 0
+    for path, rx, repl, want in MUTATIONS:
+        text = files.get(path, "")
+        mutated, n = re.subn(rx, repl, text)
+        if n == 0 or mutated == text:
+            print("self-test: mutation of %s (%s) does not apply: the file changed?" % (path, rx), file=sys.stderr)
+            missed += 1
+            continue
+        rep = run_checks(dict(files, **{path: mutated}), cuda_major, None)
+        hit = [e for e in rep.errors if want in e]
+        if hit:
+            print("self-test: %-40s %-28s -> caught: %s" % (path, want, hit[0].splitlines()[0][:110]))
+        else:
+            print("self-test: %s: breaking %r (%s) was NOT reported (errors: %s)"
+                  % (path, want, rx, rep.errors), file=sys.stderr)
+            missed += 1
+    print("check_deploy: self-test: %d mutations, %d caught, %d missed" % (len(MUTATIONS), len(MUTATIONS) - missed, missed))
+    return 1 if missed else 0
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    here = os.path.dirname(os.path.abspath(__file__))
+    ap.add_argument("--root", default=os.path.dirname(here), help="repository root")
+    ap.add_argument("--hadolint", help="hadolint executable (default: on PATH, else skipped)")
+    ap.add_argument("--yamllint", help="yamllint executable (default: on PATH, else skipped)")
+    ap.add_argument("--daemon", help="a transformerd binary, for systemd-analyze verify")
+    ap.add_argument("--self-test", action="store_true", help="prove every required field is checked")
+    a = ap.parse_args()
+    files = load(a.root)
+    cuda_major = nvcc_major()
+    if a.self_test:
+        return self_test(files, cuda_major)
+    rep = run_checks(files, cuda_major, a.daemon)
+    log = []
+    lint(rep, a.root, a.hadolint, a.yamllint, log)
+    for line in log:
+        print("check_deploy: " + line)
+    if cuda_major is None:
+        print("check_deploy: nvcc not found: the CUDA major version of the images was not compared")
+    for e in rep.errors:
+        print("check_deploy: FAIL " + e, file=sys.stderr)
+    print("check_deploy: %d passed, %d failed" % (rep.passed, len(rep.errors)))
+    return 1 if rep.errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
