@@ -2,7 +2,7 @@
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 BUILD ?= build
 ASAN_BUILD ?= build-asan
-MODEL ?= models/en-de
+MODEL ?= $(if $(wildcard models/en-de/config.json),models/en-de,tests/data/text/marian_en_de)
 
 .PHONY: all bootstrap build test test-asan run bench clean
 

@@ -18,7 +18,9 @@
  *        [--concurrency 1,8,64] [--threads T] [--batch B] [--requests N]
  *        [--max-seconds S] [--batch-delay-ms D] [--log-dir DIR]
  */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>

@@ -225,12 +225,19 @@ int tc_daemon_start(const char *daemon, const char *const *args, const char *log
     for (int i = 0; args[i] && n < 62; i++)
         argv[n++] = args[i];
     argv[n] = NULL;
+    /* Truncated here, not only in the child: otherwise the loop below may
+     * read an old log's "ready" line before the child has started. */
+    int lfd = open(log_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (lfd >= 0)
+        close(lfd);
     pid_t p = fork();
     if (p < 0)
         return -1;
     if (p == 0) {
         int fd = open(log_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
         if (fd >= 0) {
+            /* stdout too: a caller's pipe must not stay open in the daemon */
+            dup2(fd, 1);
             dup2(fd, 2);
             close(fd);
         }
