@@ -85,7 +85,7 @@ static void defaults(srv_opts *o)
     o->workers = 1;
     o->max_batch_tokens = 8192;
     o->max_batch_size = 32;
-    o->batch_delay_ms = 5;
+    o->batch_delay_ms = 0; /* docs/decisions.md: batches form while the worker runs */
     o->max_queue = 1024;
     o->max_batch_texts = 64;
     o->max_body_bytes = 1L << 20;
