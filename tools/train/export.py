@@ -89,6 +89,8 @@ def main():
     tok.save_pretrained(a.out)
     with open(vpath, encoding="utf-8") as f:
         assert json.load(f) == vocab, "vocab.json rewritten differently"
+    for name, dst in (("provenance.tsv", "data-provenance.tsv"), ("stats.json", "corpus-stats.json")):
+        shutil.copyfile(os.path.join(a.work, "corpus", name), os.path.join(a.out, dst))
     with open(os.path.join(a.out, "averaged.json"), "w") as f:
         json.dump({"averaged_checkpoints": meta}, f, indent=2)
         f.write("\n")
