@@ -157,6 +157,25 @@ COMMON_CASES = [
 SWEEP_POOL_LENGTHS = [9, 1, 4, 17, 2, 29, 12, 6, 23, 3, 14, 8, 19, 5, 26, 11]
 SWEEP_BATCHES = [2, 5, 9, 16]
 
+# early_stopping variants (marian_tied_es_true / marian_tied_es_never): marian_tied's weights stored F32 (same seed,
+# weight attempt and eos bias), generation_config.json "early_stopping": true / "never", beam cases only (greedy does
+# not use early_stopping). Short sources in the attention case keep the directory small.
+ES_CASES = [
+    ("beam4_h2_attn", 4, 2, 1.0, 10, [3, 1, 5, 2, 4], True),
+    ("beam4_lp0.6_h2", 4, 2, 0.6, 14, [5, 12, 2, 9, 17, 7], False),
+    ("beam4_lp1.5", 4, 1, 1.5, 14, [9, 4, 14, 3, 6, 11, 2], False),
+    ("beam4_lp0.0_h2", 4, 2, 0.0, 14, [7, 13, 3, 10, 5], False),
+    ("beam16_h3", 16, 3, 1.0, 10, [6, 13, 2, 9, 4], False),
+]
+# "never" with length_penalty > 0 runs every sentence to max_length: a shorter attention case keeps the size down
+ES_NEVER_CASES = [("beam4_h2_attn", 4, 2, 1.0, 7, [2, 1, 3, 2, 3], True), ES_CASES[1],
+                  ("beam4_lp1.5", 4, 1, 1.5, 14, [9, 4, 3, 6, 2], False)] + ES_CASES[3:] + [
+    ("beam4_lp-0.5_h2", 4, 2, -0.5, 14, [8, 3, 12, 6, 15], False)]
+VARIANTS["marian_tied_es_true"] = dict(cfg=None, ext=None, same_as="marian_tied", storage="F32", cases=None,
+                                       case_defs=ES_CASES, early_stopping=True)
+VARIANTS["marian_tied_es_never"] = dict(cfg=None, ext=None, same_as="marian_tied", storage="F32", cases=None,
+                                        case_defs=ES_NEVER_CASES, early_stopping="never")
+
 
 # ----------------------------------------------------------------------------------------------------------------
 # Extension patching
@@ -546,6 +565,8 @@ def save_fixture(model, d, vdef, pad):
         f.write("\n")
     gen = {"bad_words_ids": [[pad]], "decoder_start_token_id": pad, "eos_token_id": EOS, "forced_eos_token_id": EOS,
            "pad_token_id": pad, "num_beams": 4, "max_length": 64}
+    if vdef.get("early_stopping", False) is not False:  # absent (= false) in every other variant
+        gen["early_stopping"] = vdef["early_stopping"]
     with open(os.path.join(d, "generation_config.json"), "w") as f:
         json.dump(gen, f, indent=2)
         f.write("\n")
@@ -579,7 +600,14 @@ class BeamRecorder:
             best = kw["running_beam_scores"][:, 0] / (hyp_len ** lp)
             worst = torch.where(kw["is_sent_finished"].all(dim=1), kw["beam_scores"].min(dim=1)[0],
                                 torch.full_like(best, -1e9))
-            self.heur.append((kw["is_early_stop_heuristic_unsatisfied"][:, 0].clone(), best.clone(), worst.clone()))
+            state = kw["is_early_stop_heuristic_unsatisfied"][:, 0].clone()
+            if kw["early_stopping"] is True:
+                # early_stopping True: a sentence whose B finished slots were all filled before this step is done
+                # (nothing can be added any more), whatever the heuristic says
+                if self.prev_all_fin is not None:
+                    state &= ~self.prev_all_fin
+                self.prev_all_fin = kw["is_sent_finished"].all(dim=1).clone()
+            self.heur.append((state, best.clone(), worst.clone()))
             return orig_heur(**kw)
 
         def fin(*a, **kw):
@@ -593,6 +621,7 @@ class BeamRecorder:
 
     def reset(self):
         self.topk, self.heur, self.final_scores = [], [], None
+        self.prev_all_fin = None
 
     def violations(self, num_beams, batch):
         """Per batch item: smallest relevant gap (inf if none).
@@ -621,11 +650,11 @@ class BeamRecorder:
         return worst
 
 
-def gen_config(pad, beam, nhyp, lp, M):
+def gen_config(pad, beam, nhyp, lp, M, early_stopping=False):
     return GenerationConfig(
         bad_words_ids=[[pad]], decoder_start_token_id=pad, eos_token_id=EOS, forced_eos_token_id=EOS,
         pad_token_id=pad, num_beams=beam, num_return_sequences=nhyp, length_penalty=lp, max_length=M + 1,
-        early_stopping=False, do_sample=False, output_scores=True, output_logits=True,
+        early_stopping=early_stopping, do_sample=False, output_scores=True, output_logits=True,
         return_dict_in_generate=True, use_cache=True,
     )
 
@@ -648,12 +677,13 @@ def strip(seq, pad):
     return toks
 
 
-def run_generate(model, rec, sources, pad, beam, nhyp, lp, M):
+def run_generate(model, rec, sources, pad, beam, nhyp, lp, M, early_stopping=False):
     """Generate a padded batch; return per-source list of (tokens, score_or_None) and per-source min margin."""
     ids, mask = pad_batch(sources, pad)
     rec.reset()
     with torch.no_grad():
-        out = model.generate(input_ids=ids, attention_mask=mask, generation_config=gen_config(pad, beam, nhyp, lp, M))
+        gc = gen_config(pad, beam, nhyp, lp, M, early_stopping)
+        out = model.generate(input_ids=ids, attention_mask=mask, generation_config=gc)
     n = len(sources)
     res = []
     for i in range(n):
@@ -730,7 +760,8 @@ def solve_group(model, rec, name, pool, cases, vocab, pad, rng):
         results = []
         for case in cases:
             srcs = [pool[j] for j in case["idx"]]
-            res, margins, raw = run_generate(model, rec, srcs, pad, case["beam"], case["nhyp"], case["lp"], case["M"])
+            res, margins, raw = run_generate(model, rec, srcs, pad, case["beam"], case["nhyp"], case["lp"], case["M"],
+                                             case["es"])
             need = GREEDY_MARGIN if case["beam"] == 1 else BEAM_MARGIN
             for k, m in enumerate(margins):
                 if m < need:
@@ -766,7 +797,8 @@ def make_variant_attempt(vname, attempt):
     weight_seed = seed_of(vdef.get("same_as") or vname) + 1000 * attempt
     if vdef.get("same_as"):  # same model, other storage: take the base definition, without its sweep
         base = VARIANTS[vdef["same_as"]]
-        vdef = dict(base, sweep=False, storage=vdef["storage"], cases=vdef.get("cases"))
+        vdef = dict(base, sweep=False, storage=vdef["storage"], cases=vdef.get("cases"),
+                    case_defs=vdef.get("case_defs"), early_stopping=vdef.get("early_stopping", False))
     storage = vdef.get("storage", "F32")
     d = os.path.join(OUT, vname)
     cfg = make_config(vdef)
@@ -809,12 +841,13 @@ def make_variant_attempt(vname, attempt):
     rng = np.random.default_rng(seed_of(vname) + 1)
     cases_out = []
     groups = []
-    for (cname, beam, nhyp, lp, M, lengths, attn) in COMMON_CASES:
+    es = vdef.get("early_stopping", False)
+    for (cname, beam, nhyp, lp, M, lengths, attn) in (vdef.get("case_defs") or COMMON_CASES):
         if vdef.get("cases") is not None and cname not in vdef["cases"]:
             continue
         pool = [draw_source(rng, L, src_vocab) for L in lengths]
         groups.append((pool, [dict(name=cname, beam=beam, nhyp=nhyp, lp=lp, M=M, idx=list(range(len(pool))),
-                                   attn=attn)]))
+                                   attn=attn, es=es)]))
     if vdef.get("sweep"):
         pool = [draw_source(rng, L, src_vocab) for L in SWEEP_POOL_LENGTHS]
         srng = np.random.default_rng(seed_of(vname) + 2)
@@ -825,7 +858,7 @@ def make_variant_attempt(vname, attempt):
                 idx = [idx[i] for i in srng.permutation(bs)]
                 kind = "greedy" if beam == 1 else "beam2"
                 sweep_cases.append(dict(name=f"sweep_{kind}_bs{bs}", beam=beam, nhyp=1, lp=1.0, M=M, idx=idx,
-                                        attn=False))
+                                        attn=False, es=es))
         groups.append((pool, sweep_cases))
 
     total_redrawn = 0
@@ -843,7 +876,8 @@ def make_variant_attempt(vname, attempt):
             for i, src in enumerate(srcs):
                 hyps = res[i]
                 # consistency: the same source alone
-                alone, _, _ = run_generate(model, rec, [src], pad, case["beam"], case["nhyp"], case["lp"], case["M"])
+                alone, _, _ = run_generate(model, rec, [src], pad, case["beam"], case["nhyp"], case["lp"], case["M"],
+                                           case["es"])
                 for h in range(case["nhyp"]):
                     if alone[0][h][0] != hyps[h][0]:
                         STATS["alone_mismatch"].append((vname, case["name"], i, h, hyps[h][0], alone[0][h][0]))
@@ -876,6 +910,8 @@ def make_variant_attempt(vname, attempt):
         "torch_version": torch.__version__,
         "cases": cases_out,
     }
+    if es is not False:  # only the early_stopping variants (the other goldens stay byte-identical)
+        golden = dict(list(golden.items())[:2] + [("early_stopping", es)] + list(golden.items())[2:])
     with open(os.path.join(d, "golden.json"), "w") as f:
         json.dump(golden, f, separators=(",", ":"))
         f.write("\n")
