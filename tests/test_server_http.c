@@ -200,6 +200,27 @@ static double metric(const char *text, const char *series)
     return strtod(p + strlen(series), NULL);
 }
 
+/* The value of a series once it reaches at least min: a request's counters
+ * are recorded when libmicrohttpd reports it completed, which may be just
+ * after the client has read the response. Polls /metrics for up to 5 s;
+ * returns the last value seen. */
+static double wait_metric(int port, const char *series, double min)
+{
+    double v = -1;
+    for (int i = 0; i < 100; i++) {
+        tc_resp r;
+        if (tc_request(port, "GET", "/metrics", NULL, NULL, 0, &r) == 0) {
+            v = metric(r.body, series);
+            tc_resp_free(&r);
+            if (v >= min)
+                break;
+        }
+        struct timespec ts = {0, 50 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    return v;
+}
+
 /* ---- endpoints ----------------------------------------------------------- */
 
 START_TEST(test_health_and_info)
@@ -491,7 +512,7 @@ START_TEST(test_errors)
 
     /* the errors were counted by status */
     ck_assert_int_eq(tc_request(g_port, "GET", "/metrics", NULL, NULL, 0, &r), 0);
-    ck_assert(metric(r.body, "transformerd_requests_total{endpoint=\"/v1/translate\",status=\"400\"}") >= 20);
+    ck_assert(wait_metric(g_port, "transformerd_requests_total{endpoint=\"/v1/translate\",status=\"400\"}", 20) >= 20);
     ck_assert(metric(r.body, "transformerd_requests_total{endpoint=\"other\",status=\"404\"}") >= 1);
     tc_resp_free(&r);
 }
@@ -665,7 +686,7 @@ START_TEST(test_failing_batches)
     tc_resp_free(&r);
     ck_assert_int_eq(tc_request(port, "GET", "/metrics", NULL, NULL, 0, &r), 0);
     ck_assert(metric(r.body, "transformerd_batches_failed_total ") >= 2);
-    ck_assert(metric(r.body, "transformerd_requests_total{endpoint=\"/v1/translate\",status=\"500\"} ") == 1);
+    ck_assert(wait_metric(port, "transformerd_requests_total{endpoint=\"/v1/translate\",status=\"500\"} ", 1) == 1);
     ck_assert(metric(r.body, "transformerd_ready ") == 1);
     tc_resp_free(&r);
     kill(pid, SIGTERM);

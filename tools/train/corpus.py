@@ -232,6 +232,14 @@ def deb_sources(debdir):
                     mos.append((os.path.basename(n), tf.extractfile(m).read()))
                 elif m.isfile() and n.endswith(f"/usr/share/doc/{pkg}/copyright"):
                     lic = licence_of_copyright(tf.extractfile(m).read().decode("utf-8", "replace"))
+                elif m.issym() and n.endswith(f"/usr/share/doc/{pkg}") and lic == "unknown":
+                    # doc directory linked to another package's (gcc-12-locales -> gcc-12-base)
+                    try:
+                        with open(f"/usr/share/doc/{m.linkname}/copyright", encoding="utf-8",
+                                  errors="replace") as f:
+                            lic = licence_of_copyright(f.read()) + f" (copyright of {m.linkname})"
+                    except OSError:
+                        lic = f"see the copyright of {m.linkname}"
         for name, data in mos:
             yield pkg, "apt-get download", lic, name, data
 

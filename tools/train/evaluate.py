@@ -130,6 +130,20 @@ def main():
                                                "text_exact_pct": round(100 * same_txt / n, 2)}
                 print(f"agreement {name}: token-exact {same_ids}/{n} ({100 * same_ids / n:.2f} %), "
                       f"text-exact {same_txt}/{n} ({100 * same_txt / n:.2f} %)", flush=True)
+    # twenty samples for the model card: a fixed random draw (seed 7) of the test lines, beam-4 output
+    hyp_path = os.path.join(a.out, "hf.beam4.de")
+    if not os.path.exists(hyp_path):
+        hyp_path = os.path.join(a.out, "td.beam4.de")
+    if os.path.exists(hyp_path):
+        import random
+        hyp = read(hyp_path)
+        pick = sorted(random.Random(7).sample(range(len(src)), min(20, len(src))))
+        esc = lambda x: x.replace("|", "\\|")  # noqa: E731
+        rows = ["| # | source | reference | beam 4 | chrF |", "| --- | --- | --- | --- | --- |"]
+        for i in pick:
+            c = sacrebleu.sentence_chrf(hyp[i], [ref[i]]).score
+            rows.append(f"| {i + 1} | {esc(src[i])} | {esc(ref[i])} | {esc(hyp[i])} | {c:.0f} |")
+        write(os.path.join(a.out, "samples.md"), rows)
     with open(sp_path, "w") as f:
         json.dump(scores, f, indent=2)
         f.write("\n")
