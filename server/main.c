@@ -23,7 +23,7 @@
 #include "tokenizer.h"
 #include "translator.h"
 
-#define TD_GOMP_SPINCOUNT "10000"
+#define TD_GOMP_SPINCOUNT "1000"
 
 int srv_main(int argc, char **argv); /* server/serve.c */
 

@@ -9,7 +9,7 @@ set -eu
 cd "$(dirname "$0")/../.."
 THREADS=${THREADS:-$(nproc)}
 # the same OpenMP wait as the transformerd command sets for itself (server/main.c)
-[ -n "${OMP_WAIT_POLICY:-}" ] || export GOMP_SPINCOUNT=${GOMP_SPINCOUNT:-10000}
+[ -n "${OMP_WAIT_POLICY:-}" ] || export GOMP_SPINCOUNT=${GOMP_SPINCOUNT:-1000}
 REPEAT=${REPEAT:-3}
 DIR=${BENCH_MODEL_DIR:-/tmp/transformerd-bench-base}
 OUT=${BENCH_OUT:-/tmp/transformerd-bench}
