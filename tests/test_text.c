@@ -1,7 +1,9 @@
 /*
  * test_text.c - text in, text out, against transformers' MarianTokenizer +
  * MarianMTModel.generate + batch_decode (goldens from
- * tools/make_text_fixture.py, fixture tests/data/text/marian_en_de):
+ * tools/make_text_fixture.py, fixtures tests/data/text/marian_en_de (shared
+ * vocabulary) and tests/data/text/marian_sep (vocab.json + target_vocab.json,
+ * separate embeddings); the CLI tests run on marian_en_de only):
  *   - source tokenization (ids identical), target tokenization (text_target)
  *   - decoding of id sequences (skip_special_tokens=True)
  *   - td_translate_text, greedy and beam 4: output ids and text identical
@@ -17,9 +19,13 @@
 #include "tokenizer.h"
 #include "translator.h"
 
-#define DIR TD_TEST_DATA "/text/marian_en_de"
-
-static json_t *g_gold;
+/* the tokenizer and API tests loop over both fixtures (_i indexes these) */
+static const char *const FIXTURES[] = {"marian_en_de", "marian_sep"};
+#define N_FIXTURES ((int)(sizeof FIXTURES / sizeof FIXTURES[0]))
+static char g_dirs[N_FIXTURES][512];
+static json_t *g_golds[N_FIXTURES];
+#define DIR (g_dirs[_i])
+#define g_gold (g_golds[_i])
 
 static int ids_equal(const int32_t *got, int n, json_t *want)
 {
@@ -58,7 +64,7 @@ START_TEST(test_tokenize)
         ck_assert(td_tok_encode(tok, TD_TOK_SOURCE, json_string_value(text),
                                 json_string_length(text), &ids, &n) == 0);
         if (!ids_equal(ids, n, json_object_get(c, "source_ids"))) {
-            fprintf(stderr, "source case %d '%s':\n", i, json_string_value(text));
+            fprintf(stderr, "%s source case %d '%s':\n", FIXTURES[_i], i, json_string_value(text));
             print_ids("ids", ids, n, json_object_get(c, "source_ids"));
             bad++;
         }
@@ -73,7 +79,7 @@ START_TEST(test_tokenize)
         ck_assert(td_tok_encode(tok, TD_TOK_TARGET, json_string_value(text),
                                 json_string_length(text), &ids, &n) == 0);
         if (!ids_equal(ids, n, json_object_get(c, "input_ids"))) {
-            fprintf(stderr, "target case %zu '%s':\n", i, json_string_value(text));
+            fprintf(stderr, "%s target case %zu '%s':\n", FIXTURES[_i], i, json_string_value(text));
             print_ids("ids", ids, n, json_object_get(c, "input_ids"));
             bad++;
         }
@@ -92,7 +98,7 @@ START_TEST(test_tokenize)
         ck_assert(td_tok_decode(tok, ids, n, &text) == 0);
         const char *want = json_string_value(json_object_get(c, "skip_special"));
         if (strcmp(text, want) != 0) {
-            fprintf(stderr, "decode case %zu: got '%s' want '%s'\n", i, text, want);
+            fprintf(stderr, "%s decode case %zu: got '%s' want '%s'\n", FIXTURES[_i], i, text, want);
             bad++;
         }
         free(text);
@@ -103,7 +109,7 @@ START_TEST(test_tokenize)
 }
 END_TEST
 
-static int run_translate(td_worker *w, td_tokenizer *tok, int beam, const char *key, int M)
+static int run_translate(int _i, td_worker *w, td_tokenizer *tok, int beam, const char *key, int M)
 {
     json_t *cases = json_object_get(g_gold, "cases");
     int n = (int)json_array_size(cases);
@@ -129,13 +135,14 @@ static int run_translate(td_worker *w, td_tokenizer *tok, int beam, const char *
         json_t *g = json_object_get(json_array_get(cases, (size_t)i), key);
         const td_hypothesis *h = &res[i].r.hyps[0];
         if (!ids_equal(h->tokens, h->n_tokens, json_object_get(g, "output_ids"))) {
-            fprintf(stderr, "%s case %d '%s':\n", key, i, texts[i]);
+            fprintf(stderr, "%s %s case %d '%s':\n", FIXTURES[_i], key, i, texts[i]);
             print_ids("output", h->tokens, h->n_tokens, json_object_get(g, "output_ids"));
             bad++;
         }
         const char *want = json_string_value(json_object_get(g, "translation"));
         if (strcmp(res[i].text, want) != 0) {
-            fprintf(stderr, "%s case %d: got '%s' want '%s'\n", key, i, res[i].text, want);
+            fprintf(stderr, "%s %s case %d: got '%s' want '%s'\n", FIXTURES[_i], key, i, res[i].text,
+                    want);
             bad++;
         }
         td_text_result_free(&res[i]);
@@ -159,8 +166,8 @@ START_TEST(test_translate_text)
     td_worker_opts wo = {.max_batch = 8, .max_length = M, .max_beam = 4, .n_threads = 1};
     td_worker *w = NULL;
     ck_assert_msg(td_worker_init(&w, m, &wo, err, sizeof err) == 0, "%s", err);
-    int bad = run_translate(w, tok, 1, "greedy", M);
-    bad += run_translate(w, tok, 4, "beam4", M);
+    int bad = run_translate(_i, w, tok, 1, "greedy", M);
+    bad += run_translate(_i, w, tok, 4, "beam4", M);
     td_worker_free(w);
     td_tok_free(tok);
     td_model_free(m);
@@ -171,6 +178,7 @@ END_TEST
 /* The command line, as a user runs it: lines in, translations out. */
 START_TEST(test_cli_translate)
 {
+    _i = 0; /* marian_en_de (added with tcase_add_test: _i is 0 anyway) */
     json_t *cases = json_object_get(g_gold, "cases");
     char in[] = "/tmp/td_text_in_XXXXXX";
     int fd = mkstemp(in);
@@ -188,7 +196,7 @@ START_TEST(test_cli_translate)
     }
     fclose(f);
     int M = (int)json_integer_value(json_object_get(g_gold, "max_length")) - 1;
-    char cmd[1024];
+    char cmd[4096];
     snprintf(cmd, sizeof cmd, "'%s' translate --model '%s' --beam 4 --max-length %d --batch 5 "
              "--threads 1 < '%s'", TD_BIN, DIR, M, in);
     FILE *p = popen(cmd, "r");
@@ -223,6 +231,7 @@ END_TEST
  * the model's positions with a warning). */
 START_TEST(test_cli_bad_input)
 {
+    _i = 0; /* marian_en_de (added with tcase_add_test: _i is 0 anyway) */
     char in[] = "/tmp/td_text_bad_XXXXXX";
     int fd = mkstemp(in);
     ck_assert(fd >= 0);
@@ -236,7 +245,7 @@ START_TEST(test_cli_bad_input)
     fputs("\n", f);
     fputs("the end\n", f);
     fclose(f);
-    char cmd[1024];
+    char cmd[4096];
     snprintf(cmd, sizeof cmd, "'%s' translate --model '%s' --beam 2 --max-length 8 --threads 1 "
              "< '%s' 2>/dev/null", TD_BIN, DIR, in);
     FILE *p = popen(cmd, "r");
@@ -256,17 +265,22 @@ END_TEST
 
 int main(void)
 {
-    json_error_t je;
-    g_gold = json_load_file(DIR "/golden.json", 0, &je);
-    if (!g_gold) {
-        fprintf(stderr, "%s/golden.json: %s\n", DIR, je.text);
-        return EXIT_FAILURE;
+    for (int _i = 0; _i < N_FIXTURES; _i++) {
+        json_error_t je;
+        snprintf(g_dirs[_i], sizeof g_dirs[_i], "%s/text/%s", TD_TEST_DATA, FIXTURES[_i]);
+        char path[1100];
+        snprintf(path, sizeof path, "%s/golden.json", DIR);
+        g_gold = json_load_file(path, 0, &je);
+        if (!g_gold) {
+            fprintf(stderr, "%s: %s\n", path, je.text);
+            return EXIT_FAILURE;
+        }
     }
     Suite *s = suite_create("text");
-    TCase *tc = tcase_create("marian_en_de");
+    TCase *tc = tcase_create("text");
     tcase_set_timeout(tc, 300);
-    tcase_add_test(tc, test_tokenize);
-    tcase_add_test(tc, test_translate_text);
+    tcase_add_loop_test(tc, test_tokenize, 0, N_FIXTURES);
+    tcase_add_loop_test(tc, test_translate_text, 0, N_FIXTURES);
     tcase_add_test(tc, test_cli_translate);
     tcase_add_test(tc, test_cli_bad_input);
     suite_add_tcase(s, tc);
@@ -274,6 +288,7 @@ int main(void)
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);
-    json_decref(g_gold);
+    for (int i = 0; i < N_FIXTURES; i++)
+        json_decref(g_golds[i]);
     return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }

@@ -16,6 +16,9 @@ Files (the Hugging Face Marian layout, as an OPUS-MT checkpoint has it):
                            (calibrate_eos_on_sources), the weight seed chosen among N_ATTEMPTS
   golden.json              see tools/README.md ("Text fixture")
 
+Also writes tests/data/text/marian_sep/ (separate vocab.json / target_vocab.json, separate embeddings; see main_sep
+and tools/README.md). `make_text_fixture.py [marian_en_de] [marian_sep]` regenerates only the named ones.
+
 Deterministic: fixed seeds, one thread, CPU float32, sentencepiece trained with num_threads=1.
 """
 
@@ -151,10 +154,10 @@ def write_tokenizer_files(src_proto, tgt_proto, vocab):
     assert json.load(open(vpath)) == vocab
 
 
-def run_goldens(en_lines, srcs, pad):
+def run_goldens(en_lines, srcs, pad, out=OUT):
     """Everything from the files on disk, as a user would: from_pretrained, one padded batch, generate()."""
-    tok = MarianTokenizer.from_pretrained(OUT)
-    model = MarianMTModel.from_pretrained(OUT, dtype=torch.float32, attn_implementation="eager")
+    tok = MarianTokenizer.from_pretrained(out)
+    model = MarianMTModel.from_pretrained(out, dtype=torch.float32, attn_implementation="eager")
     model.eval()
     rec = mf.BeamRecorder(model)
     batch = tok(en_lines, return_tensors="pt", padding=True)
@@ -231,8 +234,8 @@ def calibrate_eos_on_sources(model, srcs, pad):
     return best
 
 
-def make_model(vocab_size, pad, attempt, srcs):
-    cfg = MarianConfig(**mf.base_cfg(vocab_size, 32, 4, 64, max_position_embeddings=128))
+def make_model(vocab_size, pad, attempt, srcs, dims=(32, 4, 64), **kw):
+    cfg = MarianConfig(**mf.base_cfg(vocab_size, *dims, max_position_embeddings=128, **kw))
     assert cfg.pad_token_id == pad and cfg.decoder_start_token_id == pad
     cfg._attn_implementation = "eager"
     torch.manual_seed(SEED)
@@ -244,7 +247,7 @@ def make_model(vocab_size, pad, attempt, srcs):
     return model, score
 
 
-def main():
+def main_en_de():
     os.makedirs(OUT, exist_ok=True)
     for f in os.listdir(OUT):
         os.remove(os.path.join(OUT, f))
@@ -376,6 +379,260 @@ def main():
         tot += sz
         print(f"  {f:28s} {sz / 1024:8.1f} KiB")
     print(f"total {tot / 1024:.1f} KiB")
+    return 0
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# tests/data/text/marian_sep/: separate source / target vocabularies (MarianTokenizer(separate_vocabs=True))
+# ----------------------------------------------------------------------------------------------------------------
+
+SEP_OUT = os.path.join(ROOT, "tests", "data", "text", "marian_sep")
+SEP_SRC_VOCAB = 300
+SEP_TGT_VOCAB = 360
+SEP_LANG_CODES = [">>deu<<", ">>nds<<"]  # in the SOURCE vocab only (a multilingual-target model)
+SEP_DIMS = (16, 2, 32)  # d_model, heads, ffn: keeps the directory under 400 KB
+SEP_N_HELD = 4
+SEP_N_ATTEMPTS = 40
+SEP_N_HELD_DE = 6
+
+# the source spm's normalizer: a small user-defined rule table (a real precompiled charsmap, but ~1 KB instead of
+# nmt_nfkc's ~240 KB); the target spm uses "identity" (no charsmap at all)
+SEP_RULES = ([(chr(c), chr(c - 0xFEE0)) for c in range(0xFF01, 0xFF5F)]  # full-width ASCII
+             + [("\u3000", " "), ("\u00a0", " "), ("\t", " "), ("\ufb01", "fi"), ("\ufb02", "fl"), ("\u338f", "kg")]
+             + [(chr(0x2460 + i), str(i + 1)) for i in range(9)]  # circled digits 1-9
+             + [("e\u0301", "\u00e9"), ("i\u0308", "\u00ef"), ("u\u0308", "\u00fc"), ("a\u0308", "\u00e4")])
+
+SEP_EN_LINES = [
+    "", " ", "Hello world", "Hello world!", "  Hello   world  ", "hello WORLD", "File not found.",
+    "Cannot open file %s: %s", "Print version information and exit.", "Usage: %s [OPTION]... [FILE]...",
+    "No such file or directory", "Permission denied", "Are you sure? [y/N]",
+    "The quick brown fox jumps over the lazy dog.", "Tom asked his teacher for advice.",
+    "Download 3 packages (12.5 MB) from https://example.com/pkgs?id=42", "😀 Thank you! 👍🏽",
+    "Ｆｕｌｌ-ｗｉｄｔｈ ＡＢＣ and ｶﾀｶﾅ", "ﬁle ﬂow ① ㎏ ⑩", "naïve café façade", "nai\u0308ve cafe\u0301",
+    "straße STRASSE", "Привет, мир!", "日本語のテキスト",
+    ">>deu<< Hello world", ">>deu<<Hello world", ">>nds<< Good morning", ">>de<< a code of the other fixture",
+    " >>deu<< leading space before the code", "Hello >>deu<< in the middle", ">>deu<<",
+    "tab\tseparated\tvalues", "no\u00a0break\u3000space", "UPPERCASE SENTENCE WITH MANY WORDS", "1234567890",
+    "x" * 40, "This is a longer sentence that has quite a few words in it, but it stays below one hundred tokens.",
+    "a </s> b", "<unk> and <pad> as text", "end </s>", "▁ lower one eighth block ▁",
+]
+
+SEP_DE_LINES = [
+    "", " ", "Hallo Welt", "Hallo Welt!", "  Hallo   Welt  ", "Die Datei wurde nicht gefunden.",
+    "Datei %s kann nicht geöffnet werden: %s", "»%s --help« gibt weitere Informationen.", "Speicher erschöpft!",
+    "Grüße aus Köln", "Straße STRASSE ß ẞ", "Ärger Öl Übel äöü", "Gru\u0308ße", "Ｖｏｌｌｂｒｅｉｔ", "ﬁ ﬂ ①",
+    "a\tb", "😀 Danke! 👍🏽", "„Anführungszeichen“", "Preis: 12,50 €", ">>deu<< Hallo", ">>de<< Hallo",
+    "<unk> als Text", "a </s> b", "mit <pad> darin", "x" * 30,
+    "Dies ist ein längerer Satz mit einigen Wörtern, der aber unter hundert Token bleibt.",
+]
+
+
+def train_sep(lines, vocab_size, rules):
+    kw = dict(normalization_rule_name="identity")
+    tsv = None
+    if rules:
+        import tempfile
+        fd, tsv = tempfile.mkstemp(suffix=".tsv")
+        with os.fdopen(fd, "w") as f:
+            for a, b in rules:
+                f.write(" ".join(f"{ord(c):X}" for c in a) + "\t" + " ".join(f"{ord(c):X}" for c in b) + "\n")
+        kw = dict(normalization_rule_tsv=tsv)
+    spm.set_random_generator_seed(SEED)
+    buf = __import__("io").BytesIO()
+    try:
+        spm.SentencePieceTrainer.train(
+            sentence_iterator=iter(lines), model_writer=buf, model_type="unigram", vocab_size=vocab_size,
+            num_threads=1, minloglevel=2, shuffle_input_sentence=False, input_sentence_size=0,
+            character_coverage=0.9995, **kw)
+    finally:
+        if tsv:
+            os.remove(tsv)
+    return buf.getvalue()
+
+
+def build_sep_vocabs(src, tgt):
+    """vocab.json (source) and target_vocab.json (target); returns (src_vocab, tgt_vocab, dropped pieces).
+
+    Both as Marian writes a vocabulary ("</s>" 0, "<unk>" 1, the spm pieces in spm order without <unk>/<s>/</s>),
+    with "<pad>" at the SAME id P in both: P is the last id of the (smaller) source vocabulary and sits between the
+    target pieces P-1 and P+1 of the (larger) target vocabulary. MarianTokenizer resolves the special tokens
+    (</s>, <unk>, <pad>) once, through the SOURCE vocab, and uses those ids on the target side too (the
+    special-token split of text_target, skip_special_tokens, convert_ids_to_tokens), and the model needs pad
+    (= decoder_start) valid in both embeddings, so </s>, <unk> and <pad> must have the same ids in both files.
+    """
+    def pieces(sp):
+        return [sp.id_to_piece(i) for i in range(sp.get_piece_size())
+                if not (sp.is_control(i) or sp.is_unknown(i))]
+
+    def dropped_of(sp, salt):
+        cands = [p for p in pieces(sp) if len(p) >= 3 and zlib.crc32((salt + p).encode()) % 40 == 0]
+        return cands[:4]
+
+    d_src, d_tgt = dropped_of(src, "src"), dropped_of(tgt, "tgt")
+    sv = {"</s>": 0, "<unk>": 1}
+    for p in pieces(src):
+        if p not in sv and p not in d_src:
+            sv[p] = len(sv)
+    for c in SEP_LANG_CODES:
+        sv[c] = len(sv)
+    pad = len(sv)
+    sv["<pad>"] = pad
+    tv = {"</s>": 0, "<unk>": 1}
+    for p in pieces(tgt):
+        if len(tv) == pad:
+            tv["<pad>"] = pad
+        if p not in tv and p not in d_tgt:
+            tv[p] = len(tv)
+    assert tv.get("<pad>") == pad and len(tv) > len(sv), (len(sv), len(tv))
+    return sv, tv, d_src + d_tgt
+
+
+def write_sep_tokenizer_files(src_proto, tgt_proto, sv, tv):
+    out = SEP_OUT
+    for name, proto in (("source.spm", src_proto), ("target.spm", tgt_proto)):
+        with open(os.path.join(out, name), "wb") as f:
+            f.write(proto)
+    vpath, tpath = os.path.join(out, "vocab.json"), os.path.join(out, "target_vocab.json")
+    write_json(vpath, sv, indent=2)
+    write_json(tpath, tv, indent=2)
+    tok = MarianTokenizer(source_spm=os.path.join(out, "source.spm"), target_spm=os.path.join(out, "target.spm"),
+                          vocab=vpath, target_vocab_file=tpath, separate_vocabs=True, source_lang="eng",
+                          target_lang="deu")
+    tok.save_pretrained(out)
+    assert json.load(open(vpath)) == sv and json.load(open(tpath)) == tv
+    assert json.load(open(os.path.join(out, "tokenizer_config.json")))["separate_vocabs"] is True
+
+
+def main_sep():
+    out = SEP_OUT
+    os.makedirs(out, exist_ok=True)
+    for f in os.listdir(out):
+        os.remove(os.path.join(out, f))
+    en_tr, de_tr, held = corpus()
+    src_proto = train_sep(en_tr, SEP_SRC_VOCAB, SEP_RULES)
+    tgt_proto = train_sep(de_tr, SEP_TGT_VOCAB, None)
+    src = spm.SentencePieceProcessor(model_proto=src_proto)
+    tgt = spm.SentencePieceProcessor(model_proto=tgt_proto)
+    sv, tv, dropped = build_sep_vocabs(src, tgt)
+    pad = sv["<pad>"]
+    write_sep_tokenizer_files(src_proto, tgt_proto, sv, tv)
+    tok = MarianTokenizer.from_pretrained(out)
+    assert tok.separate_vocabs and tok.pad_token_id == pad and tok.eos_token_id == 0 and tok.unk_token_id == 1
+
+    rng = random.Random(SEED + 7)
+    held_en = [k for k, _ in held if "\n" not in k and 5 <= len(k) <= 80]
+    held_de = [v for _, v in held if "\n" not in v and 5 <= len(v) <= 80]
+    en_lines = SEP_EN_LINES + rng.sample(held_en, SEP_N_HELD)
+    de_lines = SEP_DE_LINES + rng.sample(held_de, SEP_N_HELD_DE)
+    srcs = [list(x) for x in tok(en_lines)["input_ids"]]
+    assert max(len(x) for x in srcs) < 100
+
+    kw = dict(dims=SEP_DIMS, decoder_vocab_size=len(tv), share_encoder_decoder_embeddings=False)
+    tried = []
+    for attempt in range(SEP_N_ATTEMPTS):
+        model, score = make_model(len(sv), pad, attempt, srcs, **kw)
+        mf.save_fixture(model, out, dict(ext=None), pad)
+        write_sep_tokenizer_files(src_proto, tgt_proto, sv, tv)
+        tok, results, margins = run_goldens(en_lines, srcs, pad, out)
+        bad = near_ties(margins)
+        lens = sorted(len(x) for x in results["greedy"][0])
+        print(f"sep weight attempt {attempt}: length entropy {score:.3f}, {len(bad)} near-ties {bad}, greedy "
+              f"lengths {lens}", flush=True)
+        tried.append((len(bad), -score, attempt))
+    fewest = min(t[0] for t in tried)
+    attempt = min((t[1], t[2]) for t in tried if t[0] <= fewest + EXTRA_NEAR_TIES)[1]
+    model, _ = make_model(len(sv), pad, attempt, srcs, **kw)
+    mf.save_fixture(model, out, dict(ext=None), pad)
+    write_sep_tokenizer_files(src_proto, tgt_proto, sv, tv)
+    cfg = json.load(open(os.path.join(out, "config.json")))
+    assert cfg["vocab_size"] == len(sv) and cfg["decoder_vocab_size"] == len(tv)
+    assert cfg["share_encoder_decoder_embeddings"] is False and cfg["pad_token_id"] == pad
+    gen = json.load(open(os.path.join(out, "generation_config.json")))
+    gen.update(num_beams=BEAM, max_length=MAX_LENGTH)
+    write_json(os.path.join(out, "generation_config.json"), gen, indent=2)
+    tok, results, margins = run_goldens(en_lines, srcs, pad, out)
+    bad = near_ties(margins)
+    print(f"sep: using weight attempt {attempt}: near-ties {bad}", flush=True)
+
+    cases = []
+    for i, text in enumerate(en_lines):
+        c = {"text": text, "pieces": tok.tokenize(text), "source_ids": srcs[i]}
+        split = tok(text, split_special_tokens=True)["input_ids"]
+        if split != srcs[i]:
+            c["source_ids_split_special"] = split
+        for mode in ("greedy", "beam4"):
+            ids, trans, trans_tgt, raw, scores = results[mode]
+            r = {"output_ids": ids[i], "translation": trans[i]}
+            if trans_tgt[i] != trans[i]:
+                r["translation_target_spm"] = trans_tgt[i]
+            r["decoded_with_special"] = raw[i]
+            if scores[i] is not None:
+                r["score"] = scores[i]
+            if (mode, i) in bad:
+                r["near_tie"] = True
+            r["min_margin"] = float(f"{margins[mode][i]:.3g}") if margins[mode][i] != float("inf") else None
+            c[mode] = r
+        cases.append(c)
+
+    tcases = []
+    for text in de_lines:
+        ids = tok(text_target=text)["input_ids"]
+        c = {"text": text, "input_ids": ids, "pieces": tok.convert_ids_to_tokens(ids)}
+        split = tok(text_target=text, split_special_tokens=True)["input_ids"]
+        if split != ids:
+            c["input_ids_split_special"] = split
+        tcases.append(c)
+
+    # decode cases: target-side ids (target_vocab.json + target spm), including ids above the pad
+    some = [tv[p] for p in list(tv)[2:12]]
+    high = list(range(pad + 1, min(pad + 8, len(tv))))
+    dec_inputs = [[], [0], [1], [pad], some, some + [0], [1] + some + [1], [pad] + some + [0, pad, pad],
+                  high, [pad] + high + [0], [tv[p] for p in list(tv) if p.startswith("▁")][:5]]
+    dec_rng = random.Random(SEED + 9)
+    for _ in range(12):
+        dec_inputs.append([dec_rng.randrange(len(tv)) for _ in range(dec_rng.randint(1, 15))])
+    decode_cases = []
+    for ids in dec_inputs:
+        decode_cases.append({
+            "ids": ids,
+            "skip_special": tok.decode(ids, skip_special_tokens=True),
+            "skip_special_target_spm": tok.decode(ids, skip_special_tokens=True, use_source_tokenizer=False),
+            "with_special": tok.decode(ids, skip_special_tokens=False),
+        })
+
+    golden = {
+        "transformers_version": transformers.__version__,
+        "torch_version": torch.__version__,
+        "sentencepiece_version": spm.__version__,
+        "max_length": MAX_LENGTH,
+        "num_beams": BEAM,
+        "pad_id": pad, "eos_id": 0, "unk_id": 1, "vocab_size": len(sv), "decoder_vocab_size": len(tv),
+        "separate_vocabs": True,
+        "dropped_pieces": dropped,
+        "weight_attempt": attempt,
+        "cases": cases,
+        "target_tokenize": tcases,
+        "decode": decode_cases,
+    }
+    write_json(os.path.join(out, "golden.json"), golden, ensure_ascii=False, indent=1)
+    n_early = sum(len(x) < M for x in results["greedy"][0])
+    print(f"sep: source vocab {len(sv)}, target vocab {len(tv)}, pad {pad}, dropped {dropped}")
+    print(f"sep: greedy outputs ending before {M} tokens: {n_early}/{len(cases)}")
+    for mode in ("greedy", "beam4"):
+        print(f"sep {mode}: min margin {min(margins[mode]):.2e}")
+    tot = 0
+    for f in sorted(os.listdir(out)):
+        sz = os.path.getsize(os.path.join(out, f))
+        tot += sz
+        print(f"  {f:28s} {sz / 1024:8.1f} KiB")
+    print(f"total {tot / 1024:.1f} KiB")
+    return 0
+
+
+def main():
+    which = sys.argv[1:] or ["marian_en_de", "marian_sep"]
+    for w in which:
+        {"marian_en_de": main_en_de, "marian_sep": main_sep}[w]()
     return 0
 
 
