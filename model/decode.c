@@ -505,11 +505,11 @@ int td_translate_batch(td_worker *w, const int32_t *const *src, const int *src_l
     int32_t *r_kvl = malloc((size_t)rows_max * sizeof(int32_t));
     int32_t *gather = malloc((size_t)rows_max * sizeof(int32_t));
     float *r_bias = malloc((size_t)rows_max * sizeof(float));
-    float *val = malloc((size_t)rows_max * K * sizeof(float));
-    int32_t *idx = malloc((size_t)rows_max * K * sizeof(int32_t));
+    float *val = malloc((size_t)rows_max * K * 2 * sizeof(float)); /* values, then ids */
+    int32_t *idx = NULL; /* points into val, set every step */
     float *probs_host[64] = {0};
     if (!ss || !h_ids || !h_pos || !h_len || !r_ids || !r_pos || !r_kvi || !r_kvl || !gather ||
-        !r_bias || !val || !idx) {
+        !r_bias || !val) {
         errf(err, errlen, "out of memory");
         goto out;
     }
@@ -589,10 +589,12 @@ int td_translate_batch(td_worker *w, const int32_t *const *src, const int *src_l
         td_decode_step(w, n_rows, t, s_max, sel.mask);
         int force = c->forced_eos_token_id >= 0 && t == M - 1;
         ops->logprobs_topk(w->be, w->logits, n_rows, V, w->d_suppress, c->n_suppress, force,
-                           c->forced_eos_token_id, B > 1 ? w->row_bias : NULL, K, w->topk_val,
-                           w->topk_idx);
-        ops->download(w->be, val, w->topk_val, (size_t)n_rows * K * sizeof(float));
-        ops->download(w->be, idx, w->topk_idx, (size_t)n_rows * K * sizeof(int32_t));
+                           c->forced_eos_token_id, B > 1 ? w->row_bias : NULL, K, w->topk,
+                           (int32_t *)(w->topk + (int64_t)n_rows * K));
+        /* one transfer for values and ids (the only host wait of a step
+         * without attention capture) */
+        ops->download(w->be, val, w->topk, (size_t)n_rows * K * 2 * sizeof(float));
+        idx = (int32_t *)(val + (int64_t)n_rows * K);
         for (int li = 0; li < sel.n_layers; li++)
             ops->download(w->be, probs_host[li], w->probs[sel.layers[li]],
                           (size_t)n_rows * H * s_max * sizeof(float));
@@ -646,7 +648,6 @@ out:
     free(gather);
     free(r_bias);
     free(val);
-    free(idx);
     for (int li = 0; li < 64; li++)
         free(probs_host[li]);
     free(sel.heads);

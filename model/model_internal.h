@@ -83,8 +83,9 @@ struct td_worker {
     int64_t dec_rows;
     float *dx, *dh, *dq, *dctx, *dffn;            /* (N, d) / (N, ffn) */
     float *logits;                                /* (N, dec_vocab) */
-    float *topk_val;                              /* (N, 2*max_beam) */
-    int32_t *topk_idx;
+    float *topk;  /* 2 x (N, 2*max_beam) 32-bit words: a step's n rows of
+                     top-k values, then right after them its n rows of ids,
+                     so that one download brings both */
     float *row_bias;                              /* (N) */
     int32_t *d_ids, *d_pos, *d_kv_index, *d_kv_len, *d_gather; /* (N) */
     int32_t *d_suppress;                          /* (TD_MAX_SUPPRESS) */

@@ -113,7 +113,7 @@ void td_worker_free(td_worker *w)
         td_backend *be = w->be;
         void *flat[] = {w->ex, w->eh, w->eq, w->ek, w->ev, w->ectx, w->effn, w->e_ids,
                         w->e_pos, w->e_len, w->dx, w->dh, w->dq, w->dctx, w->dffn,
-                        w->logits, w->topk_val, w->topk_idx, w->row_bias, w->d_ids,
+                        w->logits, w->topk, w->row_bias, w->d_ids,
                         w->d_pos, w->d_kv_index, w->d_kv_len, w->d_gather, w->d_suppress,
                         w->cache_tmp};
         for (size_t i = 0; i < sizeof flat / sizeof flat[0]; i++)
@@ -235,8 +235,7 @@ int td_worker_init(td_worker **out, const td_model *m, const td_worker_opts *opt
     w->dctx = walloc(w, N * d, sizeof(float), &failed);
     w->dffn = walloc(w, N * ffn, sizeof(float), &failed);
     w->logits = walloc(w, N * c->decoder_vocab_size, sizeof(float), &failed);
-    w->topk_val = walloc(w, N * K, sizeof(float), &failed);
-    w->topk_idx = walloc(w, N * K, sizeof(int32_t), &failed);
+    w->topk = walloc(w, 2 * N * K, sizeof(float), &failed);
     w->row_bias = walloc(w, N, sizeof(float), &failed);
     w->d_ids = walloc(w, N, sizeof(int32_t), &failed);
     w->d_pos = walloc(w, N, sizeof(int32_t), &failed);
