@@ -6,7 +6,7 @@ tokenizer_config.json (MarianTokenizer.save_pretrained), generation_config.json 
 bad_words_ids [[pad]], forced_eos 0, decoder_start pad), then reloads the directory with MarianMTModel /
 MarianTokenizer and checks that the tokenizer gives the training ids and the model translates.
 
-Usage: tools/.venv/bin/python tools/train/export.py [--work .train] [--last 4] [--out models/en-de]
+Usage: tools/.venv/bin/python tools/train/export.py [--work .train] [--last 2] [--out models/en-de]
 """
 import argparse
 import glob
@@ -25,7 +25,7 @@ sys.path.insert(0, HERE)
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--work", default=os.path.join(ROOT, ".train"))
-    ap.add_argument("--last", type=int, default=4)
+    ap.add_argument("--last", type=int, default=2)
     ap.add_argument("--out", default=os.path.join(ROOT, "models", "en-de"))
     a = ap.parse_args()
     torch.set_num_threads(2)
