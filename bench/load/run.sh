@@ -13,7 +13,7 @@
 # fixture's golden texts, repeated to $LINES lines), LINES (512), THREADS
 # (engine threads of all three runs, default 1: the fixture is tiny, and on
 # shared cores spinning thread pools make the numbers noisy), BATCH (32),
-# DELAY (--batch-delay-ms of both daemons, default 5, the daemon's default),
+# DELAY (--batch-delay-ms of both daemons, default 0, the daemon's default),
 # LEVELS (1,8,64), MAX_SECONDS per level (60), BUILD (build),
 # OUT (/tmp/transformerd-load: logs, the generated input, the load binary).
 set -eu
