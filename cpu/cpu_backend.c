@@ -6,6 +6,7 @@
  * in a dtype this backend did not make) are latched in the context and
  * reported by sync(), as backend.h asks.
  */
+#include "activation.h"
 #include "cpu_backend.h"
 
 #include <cblas.h>
@@ -266,25 +267,6 @@ static void cpu_linear(td_backend *be, float *y, int64_t ld_y, const float *x,
     }
 }
 
-static inline float cpu_act(float v, td_activation act)
-{
-    switch (act) {
-    case TD_ACT_RELU:
-        return v > 0.0f ? v : 0.0f;
-    case TD_ACT_GELU: /* torch.nn.functional.gelu, approximate='none' */
-        return 0.5f * v * (1.0f + erff(v * 0.70710678118654752f));
-    case TD_ACT_GELU_NEW: { /* transformers' NewGELUActivation */
-        const float k = 0.7978845608028654f; /* sqrt(2/pi) */
-        return 0.5f * v * (1.0f + tanhf(k * (v + 0.044715f * v * v * v)));
-    }
-    case TD_ACT_SILU:
-        return v / (1.0f + expf(-v));
-    case TD_ACT_NONE:
-    default:
-        return v;
-    }
-}
-
 static void cpu_bias_act(td_backend *be, float *x, int64_t n, int64_t d,
                          const td_weight *bias, td_activation act)
 {
@@ -298,7 +280,7 @@ static void cpu_bias_act(td_backend *be, float *x, int64_t n, int64_t d,
     for (int64_t r = 0; r < n; r++) {
         float *xr = x + r * d;
         for (int64_t i = 0; i < d; i++)
-            xr[i] = cpu_act(b ? xr[i] + b[i] : xr[i], act);
+            xr[i] = td_act(b ? xr[i] + b[i] : xr[i], act);
     }
 }
 

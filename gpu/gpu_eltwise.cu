@@ -1,28 +1,10 @@
 /*
  * gpu_eltwise.cu - the element-wise ops: bias + activation, add, and the row
  * gather that reorders KV caches (beam search) and compacts batches.
- * Memory-bound grid-stride loops; formulas as cpu/cpu_backend.c.
+ * Memory-bound grid-stride loops; activations from model/activation.h, shared with the CPU.
  */
+#include "activation.h"
 #include "gpu_internal.cuh"
-
-static __device__ __forceinline__ float act_fn(float v, td_activation act)
-{
-    switch (act) {
-    case TD_ACT_RELU:
-        return v > 0.0f ? v : 0.0f;
-    case TD_ACT_GELU: /* torch.nn.functional.gelu, approximate='none' */
-        return 0.5f * v * (1.0f + erff(v * 0.70710678118654752f));
-    case TD_ACT_GELU_NEW: { /* transformers' NewGELUActivation */
-        const float k = 0.7978845608028654f; /* sqrt(2/pi) */
-        return 0.5f * v * (1.0f + tanhf(k * (v + 0.044715f * v * v * v)));
-    }
-    case TD_ACT_SILU:
-        return v / (1.0f + expf(-v));
-    case TD_ACT_NONE:
-    default:
-        return v;
-    }
-}
 
 static __global__ void k_bias_act(float *__restrict__ x, int64_t n, int64_t d,
                                   const void *__restrict__ bias, td_dtype bdt, td_activation act)
@@ -33,7 +15,7 @@ static __global__ void k_bias_act(float *__restrict__ x, int64_t n, int64_t d,
         float v = x[i];
         if (bias)
             v += gpu_wload(bias, bdt, i % d);
-        x[i] = act_fn(v, act);
+        x[i] = td_act(v, act);
     }
 }
 
