@@ -247,6 +247,40 @@ def make_model(vocab_size, pad, attempt, srcs, dims=(32, 4, 64), **kw):
     return model, score
 
 
+def golden_cases(tok, en_lines, de_lines, srcs, results, margins, bad):
+    """The source cases (tokenization + greedy and beam-4 results) and the
+    target-tokenization cases of a text fixture's golden.json."""
+    cases = []
+    for i, text in enumerate(en_lines):
+        c = {"text": text, "pieces": tok.tokenize(text), "source_ids": srcs[i]}
+        split = tok(text, split_special_tokens=True)["input_ids"]
+        if split != srcs[i]:
+            c["source_ids_split_special"] = split
+        for mode in ("greedy", "beam4"):
+            ids, trans, trans_tgt, raw, scores = results[mode]
+            r = {"output_ids": ids[i], "translation": trans[i]}
+            if trans_tgt[i] != trans[i]:
+                r["translation_target_spm"] = trans_tgt[i]
+            r["decoded_with_special"] = raw[i]
+            if scores[i] is not None:
+                r["score"] = scores[i]
+            if (mode, i) in bad:
+                r["near_tie"] = True
+            r["min_margin"] = float(f"{margins[mode][i]:.3g}") if margins[mode][i] != float("inf") else None
+            c[mode] = r
+        cases.append(c)
+
+    tcases = []
+    for text in de_lines:
+        ids = tok(text_target=text)["input_ids"]
+        c = {"text": text, "input_ids": ids, "pieces": tok.convert_ids_to_tokens(ids)}
+        split = tok(text_target=text, split_special_tokens=True)["input_ids"]
+        if split != ids:
+            c["input_ids_split_special"] = split
+        tcases.append(c)
+    return cases, tcases
+
+
 def main_en_de():
     os.makedirs(OUT, exist_ok=True)
     for f in os.listdir(OUT):
@@ -300,34 +334,7 @@ def main_en_de():
     bad = near_ties(margins)
     print(f"using weight attempt {attempt}: near-ties {bad}", flush=True)
 
-    cases = []
-    for i, text in enumerate(en_lines):
-        c = {"text": text, "pieces": tok.tokenize(text), "source_ids": srcs[i]}
-        split = tok(text, split_special_tokens=True)["input_ids"]
-        if split != srcs[i]:
-            c["source_ids_split_special"] = split
-        for mode in ("greedy", "beam4"):
-            ids, trans, trans_tgt, raw, scores = results[mode]
-            r = {"output_ids": ids[i], "translation": trans[i]}
-            if trans_tgt[i] != trans[i]:
-                r["translation_target_spm"] = trans_tgt[i]
-            r["decoded_with_special"] = raw[i]
-            if scores[i] is not None:
-                r["score"] = scores[i]
-            if (mode, i) in bad:
-                r["near_tie"] = True
-            r["min_margin"] = float(f"{margins[mode][i]:.3g}") if margins[mode][i] != float("inf") else None
-            c[mode] = r
-        cases.append(c)
-
-    tcases = []
-    for text in de_lines:
-        ids = tok(text_target=text)["input_ids"]
-        c = {"text": text, "input_ids": ids, "pieces": tok.convert_ids_to_tokens(ids)}
-        split = tok(text_target=text, split_special_tokens=True)["input_ids"]
-        if split != ids:
-            c["input_ids_split_special"] = split
-        tcases.append(c)
+    cases, tcases = golden_cases(tok, en_lines, de_lines, srcs, results, margins, bad)
 
     # decode cases: hand-made id sequences
     v = vocab
@@ -431,9 +438,10 @@ def train_sep(lines, vocab_size, rules):
     kw = dict(normalization_rule_name="identity")
     tsv = None
     if rules:
-        import tempfile
-        fd, tsv = tempfile.mkstemp(suffix=".tsv")
-        with os.fdopen(fd, "w") as f:
+        # a fixed path: the trainer records it in the model, and the
+        # fixture must come out byte-identical on every run
+        tsv = "/tmp/td_make_text_fixture_rules.tsv"
+        with open(tsv, "w") as f:
             for a, b in rules:
                 f.write(" ".join(f"{ord(c):X}" for c in a) + "\t" + " ".join(f"{ord(c):X}" for c in b) + "\n")
         kw = dict(normalization_rule_tsv=tsv)
@@ -554,34 +562,7 @@ def main_sep():
     bad = near_ties(margins)
     print(f"sep: using weight attempt {attempt}: near-ties {bad}", flush=True)
 
-    cases = []
-    for i, text in enumerate(en_lines):
-        c = {"text": text, "pieces": tok.tokenize(text), "source_ids": srcs[i]}
-        split = tok(text, split_special_tokens=True)["input_ids"]
-        if split != srcs[i]:
-            c["source_ids_split_special"] = split
-        for mode in ("greedy", "beam4"):
-            ids, trans, trans_tgt, raw, scores = results[mode]
-            r = {"output_ids": ids[i], "translation": trans[i]}
-            if trans_tgt[i] != trans[i]:
-                r["translation_target_spm"] = trans_tgt[i]
-            r["decoded_with_special"] = raw[i]
-            if scores[i] is not None:
-                r["score"] = scores[i]
-            if (mode, i) in bad:
-                r["near_tie"] = True
-            r["min_margin"] = float(f"{margins[mode][i]:.3g}") if margins[mode][i] != float("inf") else None
-            c[mode] = r
-        cases.append(c)
-
-    tcases = []
-    for text in de_lines:
-        ids = tok(text_target=text)["input_ids"]
-        c = {"text": text, "input_ids": ids, "pieces": tok.convert_ids_to_tokens(ids)}
-        split = tok(text_target=text, split_special_tokens=True)["input_ids"]
-        if split != ids:
-            c["input_ids_split_special"] = split
-        tcases.append(c)
+    cases, tcases = golden_cases(tok, en_lines, de_lines, srcs, results, margins, bad)
 
     # decode cases: target-side ids (target_vocab.json + target spm), including ids above the pad
     some = [tv[p] for p in list(tv)[2:12]]
