@@ -272,7 +272,7 @@ static void greedy_update(sent *s, const float *val, const int32_t *idx, int t, 
         return;
     }
     if (s->origin)
-        s->origin[(t + 1) * 1 + 0] = 0;
+        s->origin[t + 1] = 0; /* one beam: it came from beam 0 */
     gather[(*n_new)++] = r;
 }
 

@@ -321,12 +321,11 @@ oom:
 
 /* The piece of id on a side: the vocabulary's, else the spm piece with the
  * same number (MarianTokenizer._convert_id_to_token), else "<unk>". */
-static const char *piece_of(const td_tokenizer *t, const vocab *v, const spm_model *sp, int id)
+static const char *piece_of(const vocab *v, const spm_model *sp, int id)
 {
     if (id >= 0 && id < v->n_ids && v->piece_of[id])
         return v->piece_of[id];
     const char *p = spm_id_to_piece(sp, id);
-    (void)t;
     return p ? p : "<unk>";
 }
 
@@ -339,7 +338,7 @@ int td_tok_pieces(const td_tokenizer *t, td_tok_side side, const int32_t *ids, i
     if (!*pieces)
         return -1;
     for (int i = 0; i < n; i++)
-        (*pieces)[i] = piece_of(t, v, sp, ids[i]);
+        (*pieces)[i] = piece_of(v, sp, ids[i]);
     return 0;
 }
 
@@ -358,7 +357,7 @@ int td_tok_decode(const td_tokenizer *t, const int32_t *ids, int n, char **text)
         /* skip_special_tokens: </s>, <unk>, <pad> */
         if (id == v->eos || id == v->unk || id == v->pad)
             continue;
-        pieces[k++] = piece_of(t, v, sp, id);
+        pieces[k++] = piece_of(v, sp, id);
     }
     char *raw = NULL;
     size_t rl = 0;
