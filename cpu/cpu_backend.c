@@ -178,7 +178,7 @@ static int cpu_sync(td_backend *be, char *err, size_t errlen)
 }
 
 static int cpu_weight_upload(td_backend *be, td_weight *w, const float *host,
-                             int64_t rows, int64_t cols, td_dtype want,
+                             int64_t rows, int64_t cols, td_dtype want, float scale,
                              char *err, size_t errlen)
 {
     (void)be;
@@ -199,8 +199,13 @@ static int cpu_weight_upload(td_backend *be, td_weight *w, const float *host,
                      (long long)rows, (long long)cols);
         return -1;
     }
-    if (bytes)
-        memcpy(p, host, bytes);
+    if (scale == 1.0f || scale == 0.0f) {
+        if (bytes)
+            memcpy(p, host, bytes);
+    } else {
+        for (size_t i = 0; i < (size_t)rows * (size_t)cols; i++)
+            p[i] = host[i] * scale; /* float32: folded (w->scale stays 0) */
+    }
     w->data = p;
     w->dtype = TD_F32;
     w->rows = rows;

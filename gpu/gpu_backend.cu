@@ -110,11 +110,17 @@ static void *gpu_alloc(td_backend *be, size_t bytes)
     void *p = NULL;
     if (bytes == 0)
         bytes = 256;
-    if (cudaMalloc(&p, bytes) != cudaSuccess) {
-        (void)cudaGetLastError(); /* out of memory is reported by NULL */
+    cudaError_t e = cudaMalloc(&p, bytes);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError(); /* an allocation failure is not sticky */
+        size_t free_b = 0, total_b = 0;
+        (void)cudaMemGetInfo(&free_b, &total_b);
+        (void)cudaGetLastError();
+        /* NULL tells the caller; the latched message (sync) has the numbers */
+        gpu_fail(c, "cuda: cudaMalloc(%zu bytes): %s (%zu of %zu bytes free on device %d)",
+                 bytes, cudaGetErrorString(e), free_b, total_b, c->device);
         return NULL;
     }
-    (void)c;
     return p;
 }
 
@@ -177,7 +183,8 @@ static int gpu_sync(td_backend *be, char *err, size_t errlen)
 /* --- weights ------------------------------------------------------------ */
 
 static int gpu_weight_upload(td_backend *be, td_weight *w, const float *host, int64_t rows,
-                             int64_t cols, td_dtype want, char *err, size_t errlen)
+                             int64_t cols, td_dtype want, float scale, char *err,
+                             size_t errlen)
 {
     gpu_ctx *c = enter(be);
     memset(w, 0, sizeof *w);
@@ -192,15 +199,33 @@ static int gpu_weight_upload(td_backend *be, td_weight *w, const float *host, in
         return -1;
     }
     /* Vectors stay float32 (cheap, and they are added to float32
-     * activations); matrices keep the checkpoint's half dtype. */
+     * activations); matrices keep the checkpoint's dtype unless a storage
+     * was asked for. */
     td_dtype dt = TD_F32;
-    if (rows > 1)
-        dt = want == TD_F16 || want == TD_BF16 ? want : c->f32_as;
+    if (rows > 1) {
+        switch (c->store) {
+        case TD_STORE_F32: dt = TD_F32; break;
+        case TD_STORE_F16: dt = TD_F16; break;
+        case TD_STORE_BF16: dt = TD_BF16; break;
+        default: dt = want == TD_F16 || want == TD_BF16 ? want : TD_F32; break;
+        }
+    }
     const size_t count = (size_t)rows * (size_t)cols;
     const size_t esize = dt == TD_F32 ? 4 : 2;
     const size_t bytes = count * esize;
+    const int scaled = scale != 0.0f && scale != 1.0f;
     void *staged = (void *)host;
-    if (dt != TD_F32 && count) {
+    if (dt == TD_F32 && scaled && count) { /* float32: fold the scale */
+        float *f = (float *)malloc(bytes);
+        if (!f) {
+            set_err(err, errlen, "cuda: out of host memory scaling a (%lld, %lld) weight",
+                    (long long)rows, (long long)cols);
+            return -1;
+        }
+        for (size_t i = 0; i < count; i++)
+            f[i] = host[i] * scale;
+        staged = f;
+    } else if (dt != TD_F32 && count) { /* half: the values as they are */
         staged = malloc(bytes);
         if (!staged) {
             set_err(err, errlen, "cuda: out of host memory converting a (%lld, %lld) weight",
@@ -248,6 +273,7 @@ static int gpu_weight_upload(td_backend *be, td_weight *w, const float *host, in
     w->dtype = dt;
     w->rows = rows;
     w->cols = cols;
+    w->scale = dt != TD_F32 && scaled ? scale : 0.0f; /* applied by linear */
     return 0;
 }
 
@@ -338,27 +364,14 @@ int td_cuda_device_count(void)
     return n;
 }
 
-/* TRANSFORMERD_DTYPE: the storage of float32 matrices. */
-static int f32_storage(td_dtype *out, char *err, size_t errlen)
+td_backend *td_cuda_backend_create(int device, const td_cuda_opts *opts, char *err,
+                                   size_t errlen)
 {
-    const char *s = getenv("TRANSFORMERD_DTYPE");
-    *out = TD_F32;
-    if (!s || !*s || !strcmp(s, "auto") || !strcmp(s, "f32") || !strcmp(s, "float32"))
-        return 0;
-    if (!strcmp(s, "f16") || !strcmp(s, "float16")) {
-        *out = TD_F16;
-        return 0;
+    const td_cuda_opts co = opts ? *opts : td_cuda_opts{};
+    if (co.store < TD_STORE_AUTO || co.store > TD_STORE_BF16) {
+        set_err(err, errlen, "cuda: unknown weight storage %d", (int)co.store);
+        return NULL;
     }
-    if (!strcmp(s, "bf16") || !strcmp(s, "bfloat16")) {
-        *out = TD_BF16;
-        return 0;
-    }
-    set_err(err, errlen, "TRANSFORMERD_DTYPE '%s': expected auto, f32, f16 or bf16", s);
-    return -1;
-}
-
-td_backend *td_cuda_backend_create(int device, char *err, size_t errlen)
-{
     int count = 0;
     cudaError_t e = cudaGetDeviceCount(&count);
     if (e != cudaSuccess || count <= 0) {
@@ -372,9 +385,6 @@ td_backend *td_cuda_backend_create(int device, char *err, size_t errlen)
                 "or use --device cpu", device, count, count == 1 ? "" : "s", count - 1);
         return NULL;
     }
-    td_dtype f32_as;
-    if (f32_storage(&f32_as, err, errlen) != 0)
-        return NULL;
     td_backend *be = (td_backend *)calloc(1, sizeof *be);
     gpu_owner *o = (gpu_owner *)calloc(1, sizeof *o);
     if (!be || !o) {
@@ -385,7 +395,8 @@ td_backend *td_cuda_backend_create(int device, char *err, size_t errlen)
     }
     gpu_ctx *c = &o->c;
     c->device = device;
-    c->f32_as = f32_as;
+    c->store = co.store;
+    c->half_activations = co.half_activations != 0;
     c->ops = gpu_ops_template;
     if (device == 0)
         snprintf(c->name, sizeof c->name, "cuda");

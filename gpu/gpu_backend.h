@@ -16,11 +16,20 @@
  * source has been staged, so the caller may reuse it at once (do not pass
  * cudaHostRegister'ed memory).
  *
- * Weights: weight_upload() keeps a matrix in the dtype asked for (the
- * checkpoint's: F16 and BF16 stay half precision, F32 stays F32); vectors
- * (rows == 1: biases, layer-norm parameters) are always float32. The
- * environment variable TRANSFORMERD_DTYPE=f16|bf16 converts float32 matrices
- * at upload (f32 or auto, the default, keeps them).
+ * Weights: weight_upload() keeps a matrix in the checkpoint's dtype (F16 and
+ * BF16 stay half precision, F32 stays F32) unless td_cuda_opts.dtype names
+ * one storage for every matrix; vectors (rows == 1: biases, layer-norm
+ * parameters) are always float32.
+ *
+ * Precision of the GEMMs with half-precision weights (td_cuda_opts.
+ * half_activations): by default the float32 activation x is split into two
+ * half-precision terms, hi = half(x) and lo = half(x - hi), stacked as twice
+ * the rows of one GEMM whose two float32 results are summed: the product is
+ * then as accurate as with float32 activations (hi + lo keeps 22 bits of F16
+ * mantissa, 16 of BF16), for twice the tensor-core work but the same weight
+ * traffic, which is what a decoding step is bound by. half_activations = 1
+ * rounds x once (the usual fp16 inference, faster on large encoder batches;
+ * tokens may then differ from float32 near ties).
  *
  * Errors: the first failure of an op (a CUDA or cuBLAS error with the
  * statement and file:line, an argument out of the op's contract) is latched
@@ -42,13 +51,22 @@
 extern "C" {
 #endif
 
-/* Creates a CUDA backend on device `device` (0-based). Returns NULL with a
+/* Zeroed = the defaults. */
+typedef struct td_cuda_opts {
+    td_store store;       /* storage of weight matrices (TD_STORE_AUTO: the
+                           * checkpoint's dtype) */
+    int half_activations; /* 0: two-term split (float32 accuracy); 1: rounded once */
+} td_cuda_opts;
+
+/* Creates a CUDA backend on device `device` (0-based); opts NULL = defaults.
+ * Returns NULL with a
  * message in err when there is no usable device (the message names
  * --device cpu), the index is out of range, or the stream / cuBLAS handle
  * cannot be made. The table's name is "cuda" for device 0 and "cuda:N"
  * otherwise, so that a backend created from the name lands on the same
  * device. Free with be->ops->destroy(be). */
-td_backend *td_cuda_backend_create(int device, char *err, size_t errlen);
+td_backend *td_cuda_backend_create(int device, const td_cuda_opts *opts, char *err,
+                                   size_t errlen);
 
 /* Number of CUDA devices usable by this process: 0 when there is no device
  * or no driver (never an error). Tests use it to skip. */

@@ -24,7 +24,8 @@ typedef struct gpu_ctx {
     void *scratch;          /* grow-only device scratch, see gpu_scratch() */
     size_t scratch_bytes;
     int max_smem_optin;     /* cudaDevAttrMaxSharedMemoryPerBlockOptin */
-    td_dtype f32_as;        /* storage of float32 matrices (TRANSFORMERD_DTYPE) */
+    td_store store;         /* storage of weight matrices (td_cuda_opts) */
+    int half_activations;   /* GEMMs with half weights: round x once, no split */
     int failed;             /* latched failure, cleared by sync() */
     char err[512];
     td_backend_ops ops;     /* per backend: the name carries the device */

@@ -3,10 +3,14 @@
  * accumulation: CUBLAS_COMPUTE_32F).
  *
  * Float32 weights: a plain float32 GEMM (no TF32), so the engine matches the
- * CPU to rounding. F16 / BF16 weights: the float32 activations are rounded
- * to the weight's dtype into the backend scratch, the GEMM reads both in
- * half precision on the tensor cores and writes float32 (the usual mixed
- * precision of fp16 inference: transformers in fp16 rounds them too).
+ * CPU to rounding. F16 / BF16 weights: the GEMM reads half-precision inputs
+ * on the tensor cores and accumulates in float32. The float32 activation x
+ * reaches it in one of two ways (gpu_backend.h):
+ *   split (default): hi = half(x), lo = half(x - hi) as 2n rows of one GEMM,
+ *     y = y_hi + y_lo + b: float32-accurate activations, the weights read
+ *     once;
+ *   half_activations: x rounded once (the usual mixed precision of fp16
+ *     inference; transformers in fp16 rounds them too).
  *
  * Row-major y (n, out) with row stride ld_y is column-major (out, n) with
  * leading dimension ld_y, so y^T = W x^T is one GEMM with op(W) = T:
@@ -26,16 +30,50 @@ static __device__ __forceinline__ void store_half(__nv_bfloat16 *p, float v)
     *p = __float2bfloat16_rn(v);
 }
 
-/* dst (n, in) contiguous = half(src (n, in) of row stride ld). */
+static __device__ __forceinline__ float load_half(const __half *p)
+{
+    return __half2float(*p);
+}
+
+static __device__ __forceinline__ float load_half(const __nv_bfloat16 *p)
+{
+    return __bfloat162float(*p);
+}
+
+/* dst (n, in) contiguous = half(src (n, in) of row stride ld); with split,
+ * dst + n*in holds the remainders half(src - half(src)) (0 where the first
+ * term overflowed: inf - inf would add a NaN of our own). */
 template <typename H>
 static __global__ void k_to_half(H *__restrict__ dst, const float *__restrict__ src,
-                                 int64_t n, int64_t in, int64_t ld)
+                                 int64_t n, int64_t in, int64_t ld, int split)
 {
     const int64_t total = n * in;
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total;
          i += (int64_t)gridDim.x * blockDim.x) {
         const int64_t r = i / in, col = i % in;
-        store_half(dst + i, src[r * ld + col]);
+        const float v = src[r * ld + col];
+        store_half(dst + i, v);
+        if (split) {
+            const float hi = load_half(dst + i);
+            store_half(dst + total + i, isfinite(hi) ? v - hi : 0.0f);
+        }
+    }
+}
+
+/* y[r, o] = y2[r, o] + y2[n + r, o] + bias[o]: the two terms of a split GEMM
+ * (y2 contiguous (2n, out)) into y of row stride ld_y. */
+static __global__ void k_sum_split(float *__restrict__ y, int64_t ld_y,
+                                   const float *__restrict__ y2, int64_t n, int64_t out,
+                                   const float *__restrict__ bias)
+{
+    const int64_t total = n * out;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t r = i / out, o = i % out;
+        float v = y2[i] + y2[total + i];
+        if (bias)
+            v += bias[o];
+        y[r * ld_y + o] = v;
     }
 }
 
@@ -55,14 +93,14 @@ static __global__ void k_add_bias(float *__restrict__ y, int64_t ld_y, int64_t n
 }
 
 static void launch_to_half(gpu_ctx *c, void *dst, td_dtype dt, const float *x, int64_t n,
-                           int64_t in, int64_t ld_x)
+                           int64_t in, int64_t ld_x, int split)
 {
     const unsigned blocks = gpu_blocks(n * in, 256);
     if (dt == TD_F16)
-        k_to_half<__half><<<blocks, 256, 0, c->stream>>>((__half *)dst, x, n, in, ld_x);
+        k_to_half<__half><<<blocks, 256, 0, c->stream>>>((__half *)dst, x, n, in, ld_x, split);
     else
         k_to_half<__nv_bfloat16><<<blocks, 256, 0, c->stream>>>((__nv_bfloat16 *)dst, x, n, in,
-                                                                ld_x);
+                                                                ld_x, split);
     CUDA_CHECK_LAUNCH();
 }
 
@@ -98,27 +136,50 @@ extern "C" void gpu_op_linear(gpu_ctx *c, float *y, int64_t ld_y, const float *x
         launch_add_bias(c, y, ld_y, n, out, b, 1);
         return;
     }
-    const float one = 1.0f, zero = 0.0f;
-    const void *B = x;
-    cudaDataType_t t = CUDA_R_32F;
-    int ldb = (int)ld_x;
-    if (w->dtype == TD_F16 || w->dtype == TD_BF16) {
-        void *xh = gpu_scratch(c, (size_t)n * (size_t)in * 2);
-        if (!xh)
-            return;
-        launch_to_half(c, xh, w->dtype, x, n, in, ld_x);
-        if (c->failed)
-            return;
-        B = xh;
-        ldb = (int)in;
-        t = w->dtype == TD_F16 ? CUDA_R_16F : CUDA_R_16BF;
-    } else if (w->dtype != TD_F32) {
+    /* alpha: the load-time scale a half-precision matrix keeps unfolded */
+    const float one = w->scale != 0.0f ? w->scale : 1.0f, zero = 0.0f;
+    if (w->dtype == TD_F32) {
+        CUBLAS_CHECK(cublasGemmEx(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)out, (int)n, (int)in,
+                                  &one, w->data, CUDA_R_32F, (int)in, x, CUDA_R_32F, (int)ld_x,
+                                  &zero, y, CUDA_R_32F, (int)ld_y, CUBLAS_COMPUTE_32F,
+                                  CUBLAS_GEMM_DEFAULT));
+        if (b)
+            launch_add_bias(c, y, ld_y, n, out, b, 0);
+        return;
+    }
+    if (w->dtype != TD_F16 && w->dtype != TD_BF16) {
         gpu_fail(c, "cuda: linear: weight dtype %d unknown", (int)w->dtype);
         return;
     }
-    CUBLAS_CHECK(cublasGemmEx(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)out, (int)n, (int)in, &one,
-                              w->data, t, (int)in, B, t, ldb, &zero, y, CUDA_R_32F, (int)ld_y,
-                              CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-    if (b)
-        launch_add_bias(c, y, ld_y, n, out, b, 0);
+    const cudaDataType_t t = w->dtype == TD_F16 ? CUDA_R_16F : CUDA_R_16BF;
+    const int split = !c->half_activations;
+    const int64_t rows = split ? 2 * n : n; /* GEMM columns: x rows (twice when split) */
+    if (rows > INT_MAX) {
+        gpu_fail(c, "cuda: linear: %lld rows out of range", (long long)rows);
+        return;
+    }
+    /* scratch: the half activations, then (split) the (2n, out) float32 terms */
+    const size_t xh_bytes = ((size_t)rows * (size_t)in * 2 + 255) / 256 * 256;
+    const size_t y2_bytes = split ? (size_t)rows * (size_t)out * sizeof(float) : 0;
+    char *scr = (char *)gpu_scratch(c, xh_bytes + y2_bytes);
+    if (!scr)
+        return;
+    launch_to_half(c, scr, w->dtype, x, n, in, ld_x, split);
+    if (c->failed)
+        return;
+    if (!split) {
+        CUBLAS_CHECK(cublasGemmEx(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)out, (int)n, (int)in,
+                                  &one, w->data, t, (int)in, scr, t, (int)in, &zero, y,
+                                  CUDA_R_32F, (int)ld_y, CUBLAS_COMPUTE_32F,
+                                  CUBLAS_GEMM_DEFAULT));
+        if (b)
+            launch_add_bias(c, y, ld_y, n, out, b, 0);
+        return;
+    }
+    float *y2 = (float *)(scr + xh_bytes);
+    CUBLAS_CHECK(cublasGemmEx(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)out, (int)rows, (int)in,
+                              &one, w->data, t, (int)in, scr, t, (int)in, &zero, y2, CUDA_R_32F,
+                              (int)out, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    k_sum_split<<<gpu_blocks(n * out, 256), 256, 0, c->stream>>>(y, ld_y, y2, n, out, b);
+    CUDA_CHECK_LAUNCH();
 }

@@ -53,6 +53,15 @@ typedef enum td_dtype {
     TD_BF16 = 2,
 } td_dtype;
 
+/* The storage a backend is asked to keep weight matrices in (the loader's
+ * --dtype): AUTO keeps the checkpoint's dtype. */
+typedef enum td_store {
+    TD_STORE_AUTO = 0,
+    TD_STORE_F32,
+    TD_STORE_F16,
+    TD_STORE_BF16,
+} td_store;
+
 typedef enum td_activation {
     TD_ACT_NONE = 0,
     TD_ACT_RELU,
@@ -69,6 +78,11 @@ typedef struct td_weight {
     td_dtype dtype;    /* storage dtype chosen by the backend */
     int64_t rows;
     int64_t cols;
+    float scale;       /* 0 or 1: none. Else the stored values are the
+                        * checkpoint's and linear multiplies x @ W^T by it:
+                        * a backend keeping half precision does not fold a
+                        * load-time scale into the values (weight_upload),
+                        * which would round them a second time. */
 } td_weight;
 
 /* Arguments of the attention op, in one struct because there are many.
@@ -149,15 +163,18 @@ typedef struct td_backend_ops {
 
     /* Make a weight from host float32 data (rows*cols values). The backend
      * picks its storage dtype (want is a hint: the checkpoint's dtype).
-     * Returns 0, or -1 with a message in err. */
+     * The weight stands for host * scale: a float32 weight holds the
+     * products; a half-precision matrix holds host as it is and records
+     * scale in w->scale. Returns 0, or -1 with a message in err. */
     int (*weight_upload)(td_backend *be, td_weight *w, const float *host,
-                         int64_t rows, int64_t cols, td_dtype want,
+                         int64_t rows, int64_t cols, td_dtype want, float scale,
                          char *err, size_t errlen);
     void (*weight_free)(td_backend *be, td_weight *w); /* accepts zeroed w */
 
     /* --- compute -------------------------------------------------------- */
 
-    /* y (n, w->rows) = x (n, w->cols) @ w^T + bias (optional, 1 x w->rows).
+    /* y (n, w->rows) = x (n, w->cols) @ w^T (times w->scale when set) + bias
+     * (optional, 1 x w->rows).
      * x has row stride ld_x, y has row stride ld_y (both >= the widths).
      * y must not alias x. */
     void (*linear)(td_backend *be, float *y, int64_t ld_y, const float *x,

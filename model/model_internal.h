@@ -47,6 +47,9 @@ struct td_model {
     char *dir;
     td_backend *be;            /* the backend that owns the weights */
     td_dtype file_dtype;       /* dtype of the checkpoint's tensors */
+    td_dtype matrix_dtype;     /* storage the backend chose for the matrices */
+    td_store store;            /* td_load_opts.dtype, parsed */
+    int half_activations;      /* td_load_opts.precision == "half" */
 
     td_weight enc_embed;       /* (vocab_size, d_model) */
     td_weight dec_embed;       /* (decoder_vocab_size, d_model) */

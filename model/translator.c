@@ -13,12 +13,46 @@
 #endif
 #include "model_internal.h"
 
-/* Creates a backend for the device string ("cpu"; "cuda" or "cuda:N" when
- * built with the CUDA backend). */
-static td_backend *backend_create(const char *device, int n_threads, char *err, size_t errlen)
+/* Parses td_load_opts.dtype / .precision into the model. */
+static int parse_numerics(td_model *m, const td_load_opts *opts, char *err, size_t errlen)
 {
-    if (!device || strcmp(device, "cpu") == 0)
+    static const struct { const char *name; td_store store; } stores[] = {
+        {"auto", TD_STORE_AUTO},      {"float32", TD_STORE_F32}, {"f32", TD_STORE_F32},
+        {"float16", TD_STORE_F16},    {"f16", TD_STORE_F16},     {"bfloat16", TD_STORE_BF16},
+        {"bf16", TD_STORE_BF16},
+    };
+    const char *dt = opts && opts->dtype && *opts->dtype ? opts->dtype : "auto";
+    const char *pr = opts && opts->precision && *opts->precision ? opts->precision : "full";
+    size_t i = 0;
+    while (i < sizeof stores / sizeof stores[0] && strcmp(stores[i].name, dt) != 0)
+        i++;
+    if (i == sizeof stores / sizeof stores[0]) {
+        snprintf(err, errlen, "dtype '%s': expected auto, float32, float16 or bfloat16", dt);
+        return -1;
+    }
+    m->store = stores[i].store;
+    if (strcmp(pr, "full") != 0 && strcmp(pr, "half") != 0) {
+        snprintf(err, errlen, "precision '%s': expected full or half", pr);
+        return -1;
+    }
+    m->half_activations = strcmp(pr, "half") == 0;
+    return 0;
+}
+
+/* Creates a backend for the device string ("cpu"; "cuda" or "cuda:N" when
+ * built with the CUDA backend) with the model's numerics. */
+static td_backend *backend_create(const td_model *m, const char *device, int n_threads,
+                                  char *err, size_t errlen)
+{
+    if (!device || strcmp(device, "cpu") == 0) {
+        if (m->store == TD_STORE_F16 || m->store == TD_STORE_BF16) {
+            snprintf(err, errlen, "dtype %s needs --device cuda: the CPU backend keeps "
+                     "float32 weights (use --dtype auto or float32)",
+                     m->store == TD_STORE_F16 ? "float16" : "bfloat16");
+            return NULL;
+        }
         return td_cpu_backend_create(n_threads, err, errlen);
+    }
     if (strncmp(device, "cuda", 4) == 0) {
         const char *p = device + 4;
         int idx = 0;
@@ -37,7 +71,8 @@ static td_backend *backend_create(const char *device, int n_threads, char *err, 
             return NULL;
         }
 #ifdef TD_HAVE_CUDA
-        return td_cuda_backend_create(idx, err, errlen);
+        td_cuda_opts co = {.store = m->store, .half_activations = m->half_activations};
+        return td_cuda_backend_create(idx, &co, err, errlen);
 #else
         (void)idx;
         snprintf(err, errlen,
@@ -76,7 +111,10 @@ int td_model_load(td_model **out, const char *dir, const td_load_opts *opts, cha
     }
     if (td_config_load(&m->cfg, dir, err, errlen) != 0)
         goto fail;
-    m->be = backend_create(opts ? opts->device : NULL, opts ? opts->n_threads : 0, err, errlen);
+    if (parse_numerics(m, opts, err, errlen) != 0)
+        goto fail;
+    m->be = backend_create(m, opts ? opts->device : NULL, opts ? opts->n_threads : 0, err,
+                           errlen);
     if (!m->be)
         goto fail;
     m->embed_scale = m->cfg.scale_embedding ? sqrtf((float)m->cfg.d_model) : 1.0f;
@@ -101,6 +139,12 @@ const td_config *td_model_config(const td_model *m)
 size_t td_model_weight_bytes(const td_model *m)
 {
     return m->weight_bytes;
+}
+
+const char *td_model_weight_dtype(const td_model *m)
+{
+    return m->matrix_dtype == TD_F16 ? "float16" : m->matrix_dtype == TD_BF16 ? "bfloat16"
+                                                                                : "float32";
 }
 
 /* ------------------------------------------------------------------------ */
@@ -204,7 +248,7 @@ int td_worker_init(td_worker **out, const td_model *m, const td_worker_opts *opt
     }
     w->m = m;
     w->o = o;
-    w->be = backend_create(m->be->ops->name, o.n_threads, err, errlen);
+    w->be = backend_create(m, m->be->ops->name, o.n_threads, err, errlen);
     if (!w->be) {
         free(w);
         return -1;
@@ -259,10 +303,15 @@ int td_worker_init(td_worker **out, const td_model *m, const td_worker_opts *opt
         w->probs[l] = walloc(w, N * c->decoder_attention_heads * S, sizeof(float), &failed);
     }
     if (failed) {
+        /* the backend latched the failing allocation (size, free memory) */
+        char why[512] = "out of memory";
+        (void)w->be->ops->sync(w->be, why, sizeof why);
         snprintf(err, errlen,
-                 "worker: cannot allocate the arena (%zu bytes so far) for max_batch %d, "
-                 "max_src_len %d, max_length %d, max_beam %d",
-                 w->arena_bytes, o.max_batch, o.max_src_len, o.max_length, o.max_beam);
+                 "worker: cannot allocate its memory on %s (%zu bytes allocated before the "
+                 "failure) for max_batch %d, max_src_len %d, max_length %d, max_beam %d: %s; "
+                 "lower --max-batch-size, --max-input-tokens or --max-beam",
+                 w->be->ops->name, w->arena_bytes, o.max_batch, o.max_src_len, o.max_length,
+                 o.max_beam, why);
         td_worker_free(w);
         return -1;
     }

@@ -71,9 +71,8 @@ static void shape_str(char *out, size_t n, const td_st_tensor *t)
 
 /* Checks that tensor t has `rows x cols` elements in one of the accepted
  * shapes: (rows, cols); for rows == 1 also (cols). Converts it to float32 in
- * L->buf, multiplied by scale, and rejects non-finite values. */
-static int fetch_f32(loader *L, const td_st_tensor *t, int64_t rows, int64_t cols,
-                     float scale)
+ * L->buf and rejects non-finite values. */
+static int fetch_f32(loader *L, const td_st_tensor *t, int64_t rows, int64_t cols)
 {
     int ok = 0;
     if (t->rank == 2 && t->shape[0] == rows && t->shape[1] == cols)
@@ -103,7 +102,6 @@ static int fetch_f32(loader *L, const td_st_tensor *t, int64_t rows, int64_t col
         if (!isfinite(L->buf[i]))
             return fail(L, "model.safetensors: tensor '%s': non-finite value %g at flat index %zu",
                         t->name, (double)L->buf[i], i);
-        L->buf[i] *= scale;
     }
     return 0;
 }
@@ -134,13 +132,17 @@ static int bind_scaled(loader *L, td_weight *w, const char *name, int64_t rows,
             return fail(L, "model.safetensors: missing tensor '%s'", name);
         return 1;
     }
-    if (fetch_f32(L, t, rows, cols, scale) != 0)
+    if (fetch_f32(L, t, rows, cols) != 0)
         return -1;
     td_backend *be = L->m->be;
     char berr[256];
-    if (be->ops->weight_upload(be, w, L->buf, rows, cols, t->dtype, berr, sizeof berr) != 0)
+    /* the backend applies scale (folded in float32, or at use for half) */
+    if (be->ops->weight_upload(be, w, L->buf, rows, cols, t->dtype, scale, berr,
+                               sizeof berr) != 0)
         return fail(L, "model.safetensors: tensor '%s': upload failed: %s", name, berr);
     L->m->weight_bytes += (size_t)(rows * cols) * td_dtype_size(w->dtype);
+    if (rows > 1)
+        L->m->matrix_dtype = w->dtype;
     if (add_owned(L, key, w) != 0) {
         be->ops->weight_free(be, w);
         return -1;
@@ -164,7 +166,7 @@ static int bind_raw(loader *L, float **out, const char *name, int64_t rows,
             return fail(L, "model.safetensors: missing tensor '%s'", name);
         return 1;
     }
-    if (fetch_f32(L, t, rows, cols, 1.0f) != 0)
+    if (fetch_f32(L, t, rows, cols) != 0)
         return -1;
     size_t bytes = (size_t)(rows * cols) * sizeof(float);
     float *dev = L->m->be->ops->alloc(L->m->be, bytes);
@@ -318,7 +320,7 @@ static int bind_embeddings(loader *L)
             return fail(L, "final_logits_bias: out of memory");
         char berr[256];
         int urc = m->be->ops->weight_upload(m->be, &m->lm_bias, z, 1, (int64_t)n, TD_F32,
-                                            berr, sizeof berr);
+                                            1.0f, berr, sizeof berr);
         free(z);
         if (urc != 0)
             return fail(L, "final_logits_bias: upload failed: %s", berr);

@@ -2,17 +2,22 @@
  * main.c - the transformerd command line.
  *
  *   transformerd translate-ids --model DIR [--beam N] [--max-length N]
- *                              [--threads N] [--batch N]
+ *                              [--threads N] [--batch N] [--device D]
+ *                              [--dtype T] [--precision P]
  *       reads one sentence of space-separated source token ids per line
  *       from stdin and prints the best hypothesis' ids, its score and a tab
  *       between them, one line per input line, in order.
  *   transformerd translate --model DIR [--beam N] [--max-length N] [--threads N]
- *                          [--batch N] [--device cpu]
+ *                          [--batch N] [--device D] [--dtype T] [--precision P]
  *       reads one sentence per line from stdin and writes its translation,
  *       one line per input line, in order; translated in batches.
  *   transformerd tokenize --model DIR [--target] [--pieces]
  *       prints each stdin line's model ids (or pieces), space-separated.
- *   transformerd serve ...      the HTTP daemon (issue 4, not built yet)
+ *   transformerd serve ...      the HTTP daemon (server/serve.c)
+ *
+ * --device cpu | cuda[:N]; --dtype auto | float32 | float16 | bfloat16 (the
+ * weights' storage; half types need cuda); --precision full | half (cuda
+ * GEMMs with half weights: float32-accurate or half-rounded activations).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -29,7 +34,7 @@ int srv_main(int argc, char **argv); /* server/serve.c */
 
 /* Options shared by translate and translate-ids. */
 typedef struct cli_opts {
-    const char *model, *device;
+    const char *model, *device, *dtype, *precision;
     int beam, max_length, threads, batch;
     int target, pieces; /* tokenize */
 } cli_opts;
@@ -38,11 +43,12 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: transformerd translate --model DIR [--beam N] [--max-length N]\n"
-            "                              [--threads N] [--batch N] [--device cpu]\n"
+            "                              [--threads N] [--batch N] [--device cpu|cuda[:N]]\n"
+            "                              [--dtype auto|float32|float16|bfloat16]\n"
+            "                              [--precision full|half]\n"
             "       transformerd tokenize --model DIR [--target] [--pieces]\n"
-            "       transformerd translate-ids --model DIR [--beam N] [--max-length N]\n"
-            "                                  [--threads N] [--batch N] [--device cpu]\n"
-            "       transformerd serve --model DIR ...   (not available yet)\n");
+            "       transformerd translate-ids --model DIR ... (the options of translate)\n"
+            "       transformerd serve --model DIR ...   (transformerd serve --help)\n");
 }
 
 static int parse_int(const char *flag, const char *s, int lo, int hi, int *out)
@@ -122,7 +128,8 @@ static int cmd_translate_ids(int argc, char **argv)
     int beam = c.beam, max_length = c.max_length, threads = c.threads, batch = c.batch;
     char err[1024];
     td_model *m = NULL;
-    td_load_opts lo = {.device = device, .n_threads = threads};
+    td_load_opts lo = {.device = device, .n_threads = threads, .dtype = c.dtype,
+                       .precision = c.precision};
     if (td_model_load(&m, model, &lo, err, sizeof err) != 0) {
         fprintf(stderr, "transformerd: %s: %s\n", model, err);
         return 1;
@@ -202,6 +209,10 @@ static int parse_cli(int argc, char **argv, cli_opts *o, int tokenize)
             o->model = v;
         else if (!tokenize && !strcmp(a, "--device"))
             o->device = v;
+        else if (!tokenize && !strcmp(a, "--dtype"))
+            o->dtype = v;
+        else if (!tokenize && !strcmp(a, "--precision"))
+            o->precision = v;
         else if (!tokenize && !strcmp(a, "--beam")) {
             if (parse_int(a, v, 1, TD_MAX_BEAM, &o->beam))
                 return -1;
@@ -246,7 +257,8 @@ static int cmd_translate(int argc, char **argv)
         return 2;
     char err[1024];
     td_model *m = NULL;
-    td_load_opts lo = {.device = c.device, .n_threads = c.threads};
+    td_load_opts lo = {.device = c.device, .n_threads = c.threads, .dtype = c.dtype,
+                       .precision = c.precision};
     if (td_model_load(&m, c.model, &lo, err, sizeof err) != 0) {
         fprintf(stderr, "transformerd: %s: %s\n", c.model, err);
         return 1;

@@ -37,6 +37,10 @@ typedef struct opt_def {
 static const opt_def k_opts[] = {
     {"--model", OPT_STR, OFF(model_dir), 0, 0, "model directory (Hugging Face Marian layout)"},
     {"--device", OPT_STR, OFF(device), 0, 0, "cpu | cuda[:N]"},
+    {"--dtype", OPT_STR, OFF(dtype), 0, 0,
+     "weight storage: auto (the checkpoint's) | float32 | float16 | bfloat16 (cuda)"},
+    {"--precision", OPT_STR, OFF(precision), 0, 0,
+     "cuda GEMMs with half weights: full (float32-accurate activations) | half"},
     {"--host", OPT_STR, OFF(host), 0, 0, "address to listen on"},
     {"--port", OPT_INT, OFF(port), 0, 65535, "port (0: any free port, printed)"},
     {"--threads", OPT_INT, OFF(threads), 0, 1024, "engine CPU threads (0: all cores)"},
@@ -79,6 +83,8 @@ static void defaults(srv_opts *o)
     memset(o, 0, sizeof *o);
     o->model_dir = "models/en-de";
     o->device = "cpu";
+    o->dtype = "auto";
+    o->precision = "full";
     o->host = "127.0.0.1";
     o->port = 8080;
     o->http_threads = 4;
@@ -226,17 +232,6 @@ static void describe_model(srv_model *sm, const char *dir)
             snprintf(sm->tgt_lang, sizeof sm->tgt_lang, "%s", b);
         }
     }
-    /* dtype: config.json's "dtype" (or the older "torch_dtype"). */
-    snprintf(sm->dtype, sizeof sm->dtype, "float32");
-    char path[4096];
-    snprintf(path, sizeof path, "%s/config.json", dir);
-    json_t *cfg = json_load_file(path, 0, NULL);
-    json_t *dt = cfg ? json_object_get(cfg, "dtype") : NULL;
-    if (!json_is_string(dt) && cfg)
-        dt = json_object_get(cfg, "torch_dtype");
-    if (json_is_string(dt))
-        snprintf(sm->dtype, sizeof sm->dtype, "%s", json_string_value(dt));
-    json_decref(cfg);
 }
 
 static int load_model(srv_server *s, srv_model *sm, char *err, size_t errlen)
@@ -244,12 +239,15 @@ static int load_model(srv_server *s, srv_model *sm, char *err, size_t errlen)
     const srv_opts *o = &s->o;
     describe_model(sm, o->model_dir);
     snprintf(sm->device, sizeof sm->device, "%s", o->device);
-    td_load_opts lo = {.device = o->device, .n_threads = o->threads};
+    td_load_opts lo = {.device = o->device, .n_threads = o->threads, .dtype = o->dtype,
+                       .precision = o->precision};
     char e2[512];
     if (td_model_load(&sm->m, o->model_dir, &lo, e2, sizeof e2) != 0) {
         snprintf(err, errlen, "%s: %s", o->model_dir, e2);
         return -1;
     }
+    /* what is resident, not what the checkpoint says */
+    snprintf(sm->dtype, sizeof sm->dtype, "%s", td_model_weight_dtype(sm->m));
     if (td_model_tokenizer_load(sm->m, o->model_dir, &sm->tok, e2, sizeof e2) != 0) {
         snprintf(err, errlen, "%s: %s", o->model_dir, e2);
         return -1;

@@ -34,6 +34,8 @@ struct MHD_Daemon;
 typedef struct srv_opts {
     const char *model_dir;
     const char *device;       /* "cpu" | "cuda[:N]" */
+    const char *dtype;        /* weight storage: auto | float32 | float16 | bfloat16 */
+    const char *precision;    /* half-weight GEMMs on cuda: full | half */
     const char *host;         /* numeric address or "localhost" */
     int port;                 /* 0: any free port (printed on stderr) */
     int threads;              /* engine CPU threads; 0 = all cores */

@@ -227,7 +227,7 @@ static int run_all_cases(const td_model *m, const char *variant, json_t *g, int 
     return bad;
 }
 
-int golden_run_fixture(const char *variant, const char *device, const golden_tol *tol,
+int golden_run_fixture(const char *variant, const td_load_opts *lo_in, const golden_tol *tol,
                        golden_count *count, char *err, size_t errlen)
 {
     char dir[512];
@@ -235,7 +235,9 @@ int golden_run_fixture(const char *variant, const char *device, const golden_tol
     if (!g)
         return -1;
     td_model *m = NULL;
-    td_load_opts lo = {.device = device, .n_threads = 1};
+    td_load_opts lo = *lo_in;
+    if (lo.n_threads == 0)
+        lo.n_threads = 1;
     int bad = -1;
     if (td_model_load(&m, dir, &lo, err, errlen) == 0)
         bad = run_all_cases(m, variant, g, 1, tol, count, err, errlen);
@@ -262,7 +264,7 @@ static void *shared_main(void *arg)
     return NULL;
 }
 
-int golden_run_shared(const char *variant, const char *device, int n_workers,
+int golden_run_shared(const char *variant, const td_load_opts *lo_in, int n_workers,
                       const golden_tol *tol, golden_count *count, char *err, size_t errlen)
 {
     char dir[512];
@@ -270,7 +272,9 @@ int golden_run_shared(const char *variant, const char *device, int n_workers,
     if (!g)
         return -1;
     td_model *m = NULL;
-    td_load_opts lo = {.device = device, .n_threads = 1};
+    td_load_opts lo = *lo_in;
+    if (lo.n_threads == 0)
+        lo.n_threads = 1;
     if (td_model_load(&m, dir, &lo, err, errlen) != 0) {
         json_decref(g);
         return -1;

@@ -27,17 +27,18 @@ typedef struct golden_count {
  * returns how many (at most max). */
 int golden_list(char (*names)[256], int max);
 
-/* Runs every case of one fixture on device with one worker; each case as
+/* Runs every case of one fixture with one worker, the model loaded with lo
+ * (device, dtype, precision; n_threads 0 is taken as 1); each case as
  * its batch and sentence by sentence. Returns the number of mismatches
  * (printed to stderr), or -1 with err set when the model or the golden
  * cannot be loaded. */
-int golden_run_fixture(const char *variant, const char *device, const golden_tol *tol,
+int golden_run_fixture(const char *variant, const td_load_opts *lo, const golden_tol *tol,
                        golden_count *count, char *err, size_t errlen);
 
 /* Loads the fixture once and runs every case twice from each of n_workers
  * threads, each with its own worker (workers share one read-only model).
  * Returns mismatches, or -1 with err set. */
-int golden_run_shared(const char *variant, const char *device, int n_workers,
+int golden_run_shared(const char *variant, const td_load_opts *lo, int n_workers,
                       const golden_tol *tol, golden_count *count, char *err, size_t errlen);
 
 #endif /* TD_GOLDEN_CHECK_H */

@@ -4,11 +4,14 @@
 # transformers produced (MarianMTModel.generate + MarianTokenizer, written by
 # tools/train/evaluate.py into tests/data/en_de_test/transformers.*.de),
 # greedy and beam 4.
-#   tests/model_en_de.sh BIN ROOT [N]
+#   tests/model_en_de.sh BIN ROOT [N [TRANSLATE-OPTIONS...]]
+# (tools/gpu-check.sh passes --device cuda and a --precision.)
 set -eu
 BIN=$1
 ROOT=$2
 N=${3:-300}
+shift 2
+[ $# -gt 0 ] && shift
 M=$ROOT/models/en-de
 D=$ROOT/tests/data/en_de_test
 [ -f "$M/config.json" ] || { echo "model_en_de: no bundled model in $M"; exit 77; }
@@ -19,7 +22,7 @@ status=0
 for mode in greedy:1 beam4:4; do
     name=${mode%%:*}
     beam=${mode#*:}
-    "$BIN" translate --model "$M" --beam "$beam" --threads 2 < "$tmp/src" > "$tmp/$name"
+    "$BIN" translate --model "$M" --beam "$beam" --threads 2 "$@" < "$tmp/src" > "$tmp/$name"
     head -n "$N" "$D/transformers.$name.de" > "$tmp/want"
     if cmp -s "$tmp/want" "$tmp/$name"; then
         echo "model_en_de: $name: $N/$N lines identical to transformers"

@@ -88,7 +88,7 @@ static td_weight weight_from(const float *host, int64_t rows, int64_t cols)
 {
     td_weight w;
     char err[256] = "";
-    int rc = be->ops->weight_upload(be, &w, host, rows, cols, TD_F32, err,
+    int rc = be->ops->weight_upload(be, &w, host, rows, cols, TD_F32, 1.0f, err,
                                     sizeof err);
     ck_assert_msg(rc == 0, "weight_upload: %s", err);
     ck_assert_int_eq(w.rows, rows);

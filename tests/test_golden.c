@@ -18,6 +18,7 @@
 #include "golden_check.h"
 
 static const golden_tol kTol = {.abs = 1e-4, .rel = 1e-4, .attn = 1e-4, .half = 0};
+static const td_load_opts kCpu = {.device = "cpu", .n_threads = 1};
 
 static char g_names[64][256];
 static int g_n_names;
@@ -27,7 +28,7 @@ START_TEST(test_fixture)
     ck_assert_int_gt(g_n_names, _i);
     golden_count count = {0};
     char err[1024];
-    int bad = golden_run_fixture(g_names[_i], "cpu", &kTol, &count, err, sizeof err);
+    int bad = golden_run_fixture(g_names[_i], &kCpu, &kTol, &count, err, sizeof err);
     ck_assert_msg(bad >= 0, "%s: %s", g_names[_i], err);
     ck_assert_int_gt(count.hyps, 0);
     ck_assert_msg(bad == 0, "%s: %d mismatches against the transformers goldens", g_names[_i],
@@ -48,7 +49,7 @@ START_TEST(test_workers_share_a_model)
 {
     golden_count count = {0};
     char err[1024];
-    int bad = golden_run_shared("marian_tied", "cpu", 3, &kTol, &count, err, sizeof err);
+    int bad = golden_run_shared("marian_tied", &kCpu, 3, &kTol, &count, err, sizeof err);
     ck_assert_msg(bad >= 0, "%s", err);
     ck_assert_msg(bad == 0, "%d mismatches with three workers sharing one model", bad);
 }

@@ -4,7 +4,7 @@
  *
  *   bench_engine --make-model DIR      write the random model (Marian layout)
  *   bench_engine --model DIR [--device cpu|cuda[:N]] [--threads N] [--src-len 24]
- *                [--max-length 32] [--repeat 3]
+ *                [--max-length 32] [--repeat 3] [--dtype T] [--precision P]
  *       prints one JSON line per configuration (greedy / beam 4 at batch 1
  *       and 32): generated target tokens per second, best of --repeat runs.
  *
@@ -189,7 +189,7 @@ static double now(void)
 
 int main(int argc, char **argv)
 {
-    const char *model = NULL, *device = "cpu";
+    const char *model = NULL, *device = "cpu", *dtype = NULL, *precision = NULL;
     int threads = 0, src_len = 24, max_length = 32, repeat = 3;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--make-model") && i + 1 < argc)
@@ -198,6 +198,10 @@ int main(int argc, char **argv)
             model = argv[++i];
         else if (!strcmp(argv[i], "--device") && i + 1 < argc)
             device = argv[++i];
+        else if (!strcmp(argv[i], "--dtype") && i + 1 < argc)
+            dtype = argv[++i];
+        else if (!strcmp(argv[i], "--precision") && i + 1 < argc)
+            precision = argv[++i];
         else if (!strcmp(argv[i], "--threads") && i + 1 < argc)
             threads = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--src-len") && i + 1 < argc)
@@ -208,7 +212,8 @@ int main(int argc, char **argv)
             repeat = atoi(argv[++i]);
         else {
             fprintf(stderr, "usage: bench_engine --make-model DIR | --model DIR [--device D] [--threads N] "
-                            "[--src-len N] [--max-length N] [--repeat N]\n");
+                            "[--src-len N] [--max-length N] [--repeat N] [--dtype T] "
+                            "[--precision P]\n");
             return 2;
         }
     }
@@ -218,7 +223,8 @@ int main(int argc, char **argv)
     }
     char err[1024];
     td_model *m = NULL;
-    td_load_opts lo = {.device = device, .n_threads = threads};
+    td_load_opts lo = {.device = device, .n_threads = threads, .dtype = dtype,
+                       .precision = precision};
     if (td_model_load(&m, model, &lo, err, sizeof err)) {
         fprintf(stderr, "bench_engine: %s\n", err);
         return 1;
@@ -272,11 +278,12 @@ int main(int argc, char **argv)
                 if (dt < best)
                     best = dt;
             }
-            printf("{\"engine\": \"transformerd\", \"device\": \"%s\", \"batch\": %d, "
+            printf("{\"engine\": \"transformerd\", \"device\": \"%s\", \"dtype\": \"%s\", "
+                   "\"precision\": \"%s\", \"batch\": %d, "
                    "\"beam\": %d, \"threads\": %d, \"src_len\": %d, \"tokens\": %ld, "
                    "\"seconds\": %.4f, \"tokens_per_s\": %.1f}\n",
-                   device, batches[bi], beams[be], threads, src_len, toks, best,
-                   (double)toks / best);
+                   device, td_model_weight_dtype(m), precision ? precision : "full",
+                   batches[bi], beams[be], threads, src_len, toks, best, (double)toks / best);
             fflush(stdout);
         }
     td_worker_free(w);

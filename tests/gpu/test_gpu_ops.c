@@ -8,9 +8,12 @@
  *
  * Tolerances (per op, float32 unless stated):
  *   linear F32 weights        1e-4 + 1e-4 rel (float32 GEMM, other summation order)
- *   linear F16 weights        2e-3*sqrt(in) + 1e-2 rel: the activations are rounded
- *                             to F16 (2^-11) before the GEMM; the weights are the same
- *   linear BF16 weights       1.6e-2*sqrt(in) + 4e-2 rel (activations rounded to 2^-8)
+ *   linear F16 weights, split 1e-4 + 1e-5*sqrt(in) + 1e-4 rel: the activations enter
+ *                             as hi + lo F16 terms (22 bits); the weights are the same
+ *   linear BF16 weights, split 1e-4 + 2e-5*sqrt(in) + 1e-4 rel (16 bits)
+ *   linear F16, half          2e-3*sqrt(in) + 1e-2 rel: the activations are rounded
+ *                             to F16 (2^-11) before the GEMM (precision "half")
+ *   linear BF16, half         1.6e-2*sqrt(in) + 4e-2 rel (activations rounded to 2^-8)
  *   element-wise, embed, rope 1e-6 + 1e-6 rel (same float formulas)
  *   layer_norm                1e-4 + 1e-4 rel (float vs double statistics)
  *   attention (out, probs)    2e-5 + 1e-4 rel
@@ -43,7 +46,7 @@ static void setup(void)
     char err[512] = "";
     bc = td_cpu_backend_create(2, err, sizeof err);
     ck_assert_msg(bc != NULL, "cpu: %s", err);
-    bg = td_cuda_backend_create(0, err, sizeof err);
+    bg = td_cuda_backend_create(0, NULL, err, sizeof err);
     ck_assert_msg(bg != NULL, "cuda: %s", err);
 }
 
@@ -144,17 +147,25 @@ typedef struct wpair {
 } wpair;
 
 /* Weights from host data already rounded to `dt` (see round_f16). */
-static wpair wpair_from(const float *host, int64_t rows, int64_t cols, td_dtype dt)
+static wpair wpair_scaled(const float *host, int64_t rows, int64_t cols, td_dtype dt,
+                          float scale)
 {
     wpair w;
     char err[512] = "";
-    ck_assert_msg(bc->ops->weight_upload(bc, &w.c, host, rows, cols, dt, err, sizeof err) == 0,
+    ck_assert_msg(bc->ops->weight_upload(bc, &w.c, host, rows, cols, dt, scale, err,
+                                         sizeof err) == 0,
                   "cpu weight: %s", err);
-    ck_assert_msg(bg->ops->weight_upload(bg, &w.g, host, rows, cols, dt, err, sizeof err) == 0,
+    ck_assert_msg(bg->ops->weight_upload(bg, &w.g, host, rows, cols, dt, scale, err,
+                                         sizeof err) == 0,
                   "cuda weight: %s", err);
     if (rows > 1)
         ck_assert_int_eq((int)w.g.dtype, (int)dt);
     return w;
+}
+
+static wpair wpair_from(const float *host, int64_t rows, int64_t cols, td_dtype dt)
+{
+    return wpair_scaled(host, rows, cols, dt, 1.0f);
 }
 
 static void wpair_free(wpair *w)
@@ -250,8 +261,14 @@ START_TEST(test_latched_error)
     pair_free(&l);
     pair_free(&v);
     pair_free(&ix);
+    /* out of device memory: NULL, and the latched message has the numbers */
+    void *huge = bg->ops->alloc(bg, (size_t)1 << 50);
+    ck_assert_ptr_null(huge);
+    ck_assert_int_eq(bg->ops->sync(bg, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, "1125899906842624 bytes") && strstr(err, "bytes free on device"),
+                  "%s", err);
     /* out-of-range device: a clear error */
-    td_backend *x = td_cuda_backend_create(td_cuda_device_count(), err, sizeof err);
+    td_backend *x = td_cuda_backend_create(td_cuda_device_count(), NULL, err, sizeof err);
     ck_assert_ptr_null(x);
     ck_assert_msg(strstr(err, "--device cpu") != NULL, "%s", err);
 }
@@ -259,8 +276,11 @@ END_TEST
 
 /* --- linear ----------------------------------------------------------------- */
 
-static void run_linear(td_dtype dt, int n, int in, int out, int with_bias)
+/* gh: the GPU backend that computes (bg, or one with half_activations; it
+ * shares bg's device, so bg's buffers are valid there). */
+static void run_linear(td_backend *gh, td_dtype dt, int n, int in, int out, int with_bias)
 {
+    const int half = gh != bg;
     const int ld_x = in + 3, ld_y = out + 5;
     float *W = frand_vec((size_t)out * in, 1.0f);
     for (size_t i = 0; i < (size_t)out * in; i++)
@@ -268,19 +288,26 @@ static void run_linear(td_dtype dt, int n, int in, int out, int with_bias)
     float *B = frand_vec((size_t)out, 1.0f);
     float *X = frand_vec((size_t)n * ld_x, 1.0f);
     float *Y = filled((size_t)n * ld_y, SENTINEL);
-    wpair w = wpair_from(W, out, in, dt), b = wpair_from(B, 1, out, TD_F32);
+    /* with a bias: a load-time scale (folded on the CPU, alpha for half) */
+    const float scale = with_bias ? 0.40824829f : 1.0f;
+    wpair w = wpair_scaled(W, out, in, dt, scale), b = wpair_scaled(B, 1, out, TD_F32, scale);
     pair x = pair_from(X, (size_t)n * ld_x * 4), y = pair_from(Y, (size_t)n * ld_y * 4);
     bc->ops->linear(bc, y.c, ld_y, x.c, ld_x, n, &w.c, with_bias ? &b.c : NULL);
-    bg->ops->linear(bg, y.g, ld_y, x.g, ld_x, n, &w.g, with_bias ? &b.g : NULL);
+    char err[512] = "";
+    if (half) /* bg's uploads done before gh's stream reads them */
+        ck_assert_msg(bg->ops->sync(bg, err, sizeof err) == 0, "%s", err);
+    gh->ops->linear(gh, y.g, ld_y, x.g, ld_x, n, &w.g, with_bias ? &b.g : NULL);
+    if (half) /* and gh's work done before bg downloads */
+        ck_assert_msg(gh->ops->sync(gh, err, sizeof err) == 0, "%s", err);
     char what[128];
-    snprintf(what, sizeof what, "linear dtype %d n %d in %d out %d bias %d", (int)dt, n, in, out,
-             with_bias);
+    snprintf(what, sizeof what, "linear dtype %d%s n %d in %d out %d bias+scale %d", (int)dt,
+             half ? " half" : "", n, in, out, with_bias);
     const double s = sqrt((double)(in > 0 ? in : 1));
     double ta = 1e-4, tr = 1e-4;
     if (dt == TD_F16)
-        ta = 2e-3 * s, tr = 1e-2;
+        ta = half ? 2e-3 * s : 1e-4 + 1e-5 * s, tr = half ? 1e-2 : 1e-4;
     else if (dt == TD_BF16)
-        ta = 1.6e-2 * s, tr = 4e-2;
+        ta = half ? 1.6e-2 * s : 1e-4 + 2e-5 * s, tr = half ? 4e-2 : 1e-4;
     check_pair(what, &y, (size_t)n * ld_y, ta, tr); /* padding columns stay SENTINEL */
     wpair_free(&w);
     wpair_free(&b);
@@ -289,16 +316,26 @@ static void run_linear(td_dtype dt, int n, int in, int out, int with_bias)
     free(W), free(B), free(X), free(Y);
 }
 
+/* _i: 0 F32, 1 F16, 2 BF16 (split, the default), 3 F16, 4 BF16 (half) */
 START_TEST(test_linear)
 {
-    static const td_dtype dts[3] = {TD_F32, TD_F16, TD_BF16};
+    static const td_dtype dts[5] = {TD_F32, TD_F16, TD_BF16, TD_F16, TD_BF16};
     rng_seed(2 + (uint64_t)_i);
     const td_dtype dt = dts[_i];
+    td_backend *gh = bg;
+    if (_i >= 3) {
+        char err[512] = "";
+        const td_cuda_opts ho = {.half_activations = 1};
+        gh = td_cuda_backend_create(0, &ho, err, sizeof err);
+        ck_assert_msg(gh != NULL, "cuda (half): %s", err);
+    }
     for (int a = 0; a < 4; a++)
         for (int b = 0; b < 4; b++)
             for (int c = 0; c < 4; c++)
-                run_linear(dt, SHAPES[a], SHAPES[b], SHAPES[c], (a + b + c) % 2);
-    run_linear(dt, 7, 0, 33, 1); /* in == 0: y = bias */
+                run_linear(gh, dt, SHAPES[a], SHAPES[b], SHAPES[c], (a + b + c) % 2);
+    run_linear(gh, dt, 7, 0, 33, 1); /* in == 0: y = bias */
+    if (gh != bg)
+        gh->ops->destroy(gh);
 }
 END_TEST
 
@@ -670,7 +707,7 @@ int main(void)
     const int n_dev = td_cuda_device_count();
     if (n_dev <= 0) {
         char err[512] = "";
-        td_backend *b = td_cuda_backend_create(0, err, sizeof err);
+        td_backend *b = td_cuda_backend_create(0, NULL, err, sizeof err);
         if (b)
             b->ops->destroy(b);
         printf("test_gpu_ops: no CUDA device (%s): skipped\n", err);
@@ -682,7 +719,7 @@ int main(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, test_memory);
     tcase_add_test(tc, test_latched_error);
-    tcase_add_loop_test(tc, test_linear, 0, 3);
+    tcase_add_loop_test(tc, test_linear, 0, 5);
     tcase_add_test(tc, test_bias_act);
     tcase_add_test(tc, test_add);
     tcase_add_test(tc, test_layer_norm);
