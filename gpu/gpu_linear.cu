@@ -12,6 +12,12 @@
  *   half_activations: x rounded once (the usual mixed precision of fp16
  *     inference; transformers in fp16 rounds them too).
  *
+ * Few rows (n <= GEMV_MAX_ROWS: a decoding step of a small batch) skip cuBLAS:
+ * one kernel reads each weight row once, in its stored dtype, multiplies it
+ * with the float32 rows of x (no rounding of x in any precision) and adds the
+ * bias. Such a step is bound by launches and weight reads, and this is one
+ * launch instead of two to four.
+ *
  * Row-major y (n, out) with row stride ld_y is column-major (out, n) with
  * leading dimension ld_y, so y^T = W x^T is one GEMM with op(W) = T:
  *   m = out, n = n, k = in, A = W (lda = in), B = x (ldb = ld_x), C = y (ldc = ld_y).
@@ -92,6 +98,95 @@ static __global__ void k_add_bias(float *__restrict__ y, int64_t ld_y, int64_t n
     }
 }
 
+/* --- few rows: y = alpha * x @ W^T + b, one warp per output column --- */
+
+#define GEMV_MAX_ROWS 8
+#define GEMV_WARPS 8
+
+static __device__ __forceinline__ float wload1(const float *p) { return *p; }
+static __device__ __forceinline__ float wload1(const __half *p) { return __half2float(*p); }
+static __device__ __forceinline__ float wload1(const __nv_bfloat16 *p)
+{
+    return __bfloat162float(*p);
+}
+
+/* VEC weights per lane per step, loaded as one 16-byte word when VEC > 1
+ * (then in % VEC == 0, so every row starts 16-byte aligned). */
+template <typename W, int VEC, int NR>
+static __global__ void k_gemv(float *__restrict__ y, int64_t ld_y, const float *__restrict__ x,
+                              int64_t ld_x, int n, int64_t in, int64_t out,
+                              const W *__restrict__ w, float alpha,
+                              const float *__restrict__ bias)
+{
+    const int lane = threadIdx.x & 31;
+    const int64_t o = (int64_t)blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5);
+    if (o >= out)
+        return; /* the whole warp: no block-wide synchronisation below */
+    const W *wr = w + o * in;
+    float acc[NR];
+#pragma unroll
+    for (int r = 0; r < NR; r++)
+        acc[r] = 0.0f;
+    for (int64_t k = (int64_t)lane * VEC; k < in; k += 32 * VEC) {
+        alignas(16) W wv[VEC];
+        if constexpr (VEC > 1)
+            *(uint4 *)wv = __ldg((const uint4 *)(wr + k));
+        else
+            wv[0] = wr[k];
+#pragma unroll
+        for (int e = 0; e < VEC; e++) {
+            const float f = wload1(&wv[e]);
+#pragma unroll
+            for (int r = 0; r < NR; r++)
+                if (r < n)
+                    acc[r] += f * __ldg(x + r * ld_x + k + e);
+        }
+    }
+#pragma unroll
+    for (int r = 0; r < NR; r++) {
+        float v = acc[r];
+        for (int off = 16; off > 0; off >>= 1)
+            v += __shfl_xor_sync(0xffffffffu, v, off);
+        if (lane == 0 && r < n)
+            y[r * ld_y + o] = v * alpha + (bias ? bias[o] : 0.0f);
+    }
+}
+
+template <typename W, int VEC>
+static void launch_gemv_rows(gpu_ctx *c, float *y, int64_t ld_y, const float *x, int64_t ld_x,
+                             int n, int64_t in, int64_t out, const W *w, float alpha,
+                             const float *bias)
+{
+    const unsigned blocks = (unsigned)((out + GEMV_WARPS - 1) / GEMV_WARPS);
+    const int threads = 32 * GEMV_WARPS;
+    if (n <= 1)
+        k_gemv<W, VEC, 1><<<blocks, threads, 0, c->stream>>>(y, ld_y, x, ld_x, n, in, out, w,
+                                                             alpha, bias);
+    else if (n <= 2)
+        k_gemv<W, VEC, 2><<<blocks, threads, 0, c->stream>>>(y, ld_y, x, ld_x, n, in, out, w,
+                                                             alpha, bias);
+    else if (n <= 4)
+        k_gemv<W, VEC, 4><<<blocks, threads, 0, c->stream>>>(y, ld_y, x, ld_x, n, in, out, w,
+                                                             alpha, bias);
+    else
+        k_gemv<W, VEC, GEMV_MAX_ROWS><<<blocks, threads, 0, c->stream>>>(y, ld_y, x, ld_x, n, in,
+                                                                         out, w, alpha, bias);
+    CUDA_CHECK_LAUNCH();
+}
+
+template <typename W>
+static void launch_gemv(gpu_ctx *c, float *y, int64_t ld_y, const float *x, int64_t ld_x,
+                        int n, int64_t in, int64_t out, const void *w, float alpha,
+                        const float *bias)
+{
+    const int vec = (int)(16 / sizeof(W)); /* elements per 16-byte load */
+    if (in % vec == 0)
+        launch_gemv_rows<W, 16 / sizeof(W)>(c, y, ld_y, x, ld_x, n, in, out, (const W *)w, alpha,
+                                            bias);
+    else
+        launch_gemv_rows<W, 1>(c, y, ld_y, x, ld_x, n, in, out, (const W *)w, alpha, bias);
+}
+
 static void launch_to_half(gpu_ctx *c, void *dst, td_dtype dt, const float *x, int64_t n,
                            int64_t in, int64_t ld_x, int split)
 {
@@ -138,6 +233,17 @@ extern "C" void gpu_op_linear(gpu_ctx *c, float *y, int64_t ld_y, const float *x
     }
     /* alpha: the load-time scale a half-precision matrix keeps unfolded */
     const float one = w->scale != 0.0f ? w->scale : 1.0f, zero = 0.0f;
+    if (n <= GEMV_MAX_ROWS && out <= (int64_t)GEMV_WARPS * 2147483647LL) {
+        if (w->dtype == TD_F32)
+            launch_gemv<float>(c, y, ld_y, x, ld_x, (int)n, in, out, w->data, one, b);
+        else if (w->dtype == TD_F16)
+            launch_gemv<__half>(c, y, ld_y, x, ld_x, (int)n, in, out, w->data, one, b);
+        else if (w->dtype == TD_BF16)
+            launch_gemv<__nv_bfloat16>(c, y, ld_y, x, ld_x, (int)n, in, out, w->data, one, b);
+        else
+            gpu_fail(c, "cuda: linear: weight dtype %d unknown", (int)w->dtype);
+        return;
+    }
     if (w->dtype == TD_F32) {
         CUBLAS_CHECK(cublasGemmEx(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)out, (int)n, (int)in,
                                   &one, w->data, CUDA_R_32F, (int)in, x, CUDA_R_32F, (int)ld_x,

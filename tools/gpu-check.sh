@@ -81,7 +81,7 @@ fi
 # 2. GPU tests --------------------------------------------------------------
 note ""
 note "## GPU tests (ctest -L gpu)"
-(cd "$BUILD" && timeout 180 ctest -L gpu --output-on-failure) >"$OUT/tests.log" 2>&1
+(cd "$BUILD" && timeout 180 ctest -L gpu -V) >"$OUT/tests.log" 2>&1
 rc=$?
 grep -E "tests passed|Skipped|Failed|token-exact|Passed" "$OUT/tests.log" | sed 's/^/    /' |
     tee -a "$SUM"

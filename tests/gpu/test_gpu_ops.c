@@ -7,7 +7,9 @@
  * with |gpu - cpu| <= tol_abs + tol_rel*|cpu|. Any NaN/Inf mismatch fails.
  *
  * Tolerances (per op, float32 unless stated):
- *   linear F32 weights        1e-4 + 1e-4 rel (float32 GEMM, other summation order)
+ *   linear F32 weights        1e-4 + 1e-4 rel (float32 GEMM, other summation order;
+ *                             n <= 8 rows take our own kernel, with float32
+ *                             activations whatever the weights' dtype)
  *   linear F16 weights, split 1e-4 + 1e-5*sqrt(in) + 1e-4 rel: the activations enter
  *                             as hi + lo F16 terms (22 bits); the weights are the same
  *   linear BF16 weights, split 1e-4 + 2e-5*sqrt(in) + 1e-4 rel (16 bits)
@@ -334,6 +336,12 @@ START_TEST(test_linear)
             for (int c = 0; c < 4; c++)
                 run_linear(gh, dt, SHAPES[a], SHAPES[b], SHAPES[c], (a + b + c) % 2);
     run_linear(gh, dt, 7, 0, 33, 1); /* in == 0: y = bias */
+    /* widths that are multiples of 8: the vectorised loads of the few-rows
+     * kernel (n <= 8) and the half GEMM's aligned paths */
+    static const int EVEN[][3] = {{1, 64, 40}, {4, 512, 1000}, {8, 2048, 33},
+                                  {3, 24, 7},  {9, 512, 96},   {2, 8, 1}};
+    for (size_t k = 0; k < sizeof EVEN / sizeof EVEN[0]; k++)
+        run_linear(gh, dt, EVEN[k][0], EVEN[k][1], EVEN[k][2], (int)(k % 2));
     if (gh != bg)
         gh->ops->destroy(gh);
 }
