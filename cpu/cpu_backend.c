@@ -710,6 +710,7 @@ static const td_backend_ops cpu_ops = {
     .attention = cpu_attention,
     .logprobs_topk = cpu_logprobs_topk,
     .gather_rows = cpu_gather_rows,
+    .reserve_linear = NULL, /* the CPU needs no temporary memory for linear */
 };
 
 td_backend *td_cpu_backend_create(int n_threads, char *err, size_t errlen)

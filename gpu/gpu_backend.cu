@@ -35,8 +35,9 @@ void *gpu_scratch(gpu_ctx *c, size_t bytes)
 {
     if (bytes <= c->scratch_bytes)
         return c->scratch;
-    size_t want = c->scratch_bytes * 2 > bytes ? c->scratch_bytes * 2 : bytes;
-    want = (want + 255) / 256 * 256;
+    /* exactly what is asked: workers reserve the worst case at start-up
+     * (reserve_linear), so growing later is the exception */
+    const size_t want = (bytes + 255) / 256 * 256;
     cudaError_t e = cudaStreamSynchronize(c->stream);
     if (e == cudaSuccess && c->scratch)
         e = cudaFree(c->scratch);
@@ -47,8 +48,11 @@ void *gpu_scratch(gpu_ctx *c, size_t bytes)
     if (e != cudaSuccess) {
         (void)cudaGetLastError(); /* an allocation failure is not sticky */
         c->scratch = NULL;
-        gpu_fail(c, "cuda: cannot grow the scratch to %zu bytes: %s (device %d)", want,
-                 cudaGetErrorString(e), c->device);
+        size_t free_b = 0, total_b = 0;
+        (void)cudaMemGetInfo(&free_b, &total_b);
+        (void)cudaGetLastError();
+        gpu_fail(c, "cuda: cannot grow the GEMM scratch to %zu bytes: %s (%zu of %zu bytes "
+                 "free on device %d)", want, cudaGetErrorString(e), free_b, total_b, c->device);
         return NULL;
     }
     c->scratch_bytes = want;
@@ -347,11 +351,17 @@ static void t_gather_rows(td_backend *be, float *dst, const float *src, const in
     gpu_op_gather_rows(enter(be), dst, src, index, n, row_elems, ld);
 }
 
+static void t_reserve_linear(td_backend *be, const td_weight *w, int64_t rows)
+{
+    gpu_op_reserve_linear(enter(be), w, rows);
+}
+
 static const td_backend_ops gpu_ops_template = {
     "cuda",          gpu_destroy,   gpu_alloc,         gpu_dealloc,  gpu_upload,
     gpu_download,    gpu_copy,      gpu_memset0,       gpu_sync,     gpu_weight_upload,
     gpu_weight_free, t_linear,      t_bias_act,        t_layer_norm, t_add,
     t_embed,         t_rope,        t_attention,       t_logprobs_topk, t_gather_rows,
+    t_reserve_linear,
 };
 
 int td_cuda_device_count(void)

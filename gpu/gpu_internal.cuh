@@ -47,6 +47,7 @@ void *gpu_scratch(gpu_ctx *c, size_t bytes);
 /* Op entry points, one family per file. Arguments as in backend.h. */
 void gpu_op_linear(gpu_ctx *c, float *y, int64_t ld_y, const float *x, int64_t ld_x,
                    int64_t n, const td_weight *w, const td_weight *bias);
+void gpu_op_reserve_linear(gpu_ctx *c, const td_weight *w, int64_t rows);
 void gpu_op_bias_act(gpu_ctx *c, float *x, int64_t n, int64_t d, const td_weight *bias,
                      td_activation act);
 void gpu_op_add(gpu_ctx *c, float *y, const float *x, int64_t n, int64_t d);

@@ -98,9 +98,31 @@ static __global__ void k_add_bias(float *__restrict__ y, int64_t ld_y, int64_t n
     }
 }
 
+/* Scratch a linear of n rows with weight w needs (0 for float32 weights and
+ * the few-rows kernel): the half activations (*xh_bytes, 256-aligned), then
+ * with the split the (2n, out) float32 terms. */
+#define GEMV_MAX_ROWS 8
+static size_t scratch_bytes(const gpu_ctx *c, const td_weight *w, int64_t n, size_t *xh_bytes)
+{
+    *xh_bytes = 0;
+    if (n <= GEMV_MAX_ROWS || (w->dtype != TD_F16 && w->dtype != TD_BF16) || w->cols == 0)
+        return 0;
+    const int split = !c->half_activations;
+    const size_t rows = (size_t)(split ? 2 * n : n);
+    *xh_bytes = (rows * (size_t)w->cols * 2 + 255) / 256 * 256;
+    return *xh_bytes + (split ? rows * (size_t)w->rows * sizeof(float) : 0);
+}
+
+extern "C" void gpu_op_reserve_linear(gpu_ctx *c, const td_weight *w, int64_t rows)
+{
+    size_t xh;
+    const size_t bytes = rows > 0 && w && w->data ? scratch_bytes(c, w, rows, &xh) : 0;
+    if (bytes)
+        (void)gpu_scratch(c, bytes);
+}
+
 /* --- few rows: y = alpha * x @ W^T + b, one warp per output column --- */
 
-#define GEMV_MAX_ROWS 8
 #define GEMV_WARPS 8
 
 static __device__ __forceinline__ float wload1(const float *p) { return *p; }
@@ -264,10 +286,8 @@ extern "C" void gpu_op_linear(gpu_ctx *c, float *y, int64_t ld_y, const float *x
         gpu_fail(c, "cuda: linear: %lld rows out of range", (long long)rows);
         return;
     }
-    /* scratch: the half activations, then (split) the (2n, out) float32 terms */
-    const size_t xh_bytes = ((size_t)rows * (size_t)in * 2 + 255) / 256 * 256;
-    const size_t y2_bytes = split ? (size_t)rows * (size_t)out * sizeof(float) : 0;
-    char *scr = (char *)gpu_scratch(c, xh_bytes + y2_bytes);
+    size_t xh_bytes;
+    char *scr = (char *)gpu_scratch(c, scratch_bytes(c, w, n, &xh_bytes));
     if (!scr)
         return;
     launch_to_half(c, scr, w->dtype, x, n, in, ld_x, split);

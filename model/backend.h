@@ -243,6 +243,12 @@ typedef struct td_backend_ops {
     void (*gather_rows)(td_backend *be, float *dst, const float *src,
                         const int32_t *index, int64_t n, int64_t row_elems,
                         int64_t ld);
+
+    /* Optional (NULL: nothing to reserve). The caller will run linear with
+     * weight w on up to `rows` rows: a backend that needs temporary device
+     * memory for that takes it now (workers call this at start-up, so that
+     * no request allocates). A failure is latched, reported by sync. */
+    void (*reserve_linear)(td_backend *be, const td_weight *w, int64_t rows);
 } td_backend_ops;
 
 struct td_backend {

@@ -13,8 +13,9 @@
 #include "translator.h"
 
 /* One attention block: q/k/v/out projections (d_model, d_model) + biases.
- * q and its bias are pre-multiplied by head_dim^-0.5 at load (Marian's
- * q_proj(x) * scaling folded into the weights). */
+ * q and its bias stand for themselves times head_dim^-0.5 (Marian's
+ * q_proj(x) * scaling): folded into float32 values at load, or kept as
+ * td_weight.scale by a backend holding q in half precision. */
 typedef struct td_attn_w {
     td_weight q, q_b, k, k_b, v, v_b, o, o_b;
     float *rel_k;   /* (2k+1, head_dim) device float32 or NULL (relative) */

@@ -315,6 +315,18 @@ int td_worker_init(td_worker **out, const td_model *m, const td_worker_opts *opt
         td_worker_free(w);
         return -1;
     }
+    /* temporary memory of the largest linears (GPU GEMM scratch), now
+     * rather than during the first request that needs it */
+    if (w->be->ops->reserve_linear && c->encoder_layers > 0 && c->decoder_layers > 0) {
+        const td_layer_w *el = &m->enc[0], *dl = &m->dec[0];
+        const td_weight *enc_w[] = {&el->self_attn.q, &el->fc1, &el->fc2, &dl->cross_attn.k};
+        const td_weight *dec_w[] = {&dl->self_attn.q, &dl->cross_attn.q, &dl->fc1, &dl->fc2,
+                                    &m->lm_head};
+        for (size_t i = 0; i < sizeof enc_w / sizeof enc_w[0]; i++)
+            w->be->ops->reserve_linear(w->be, enc_w[i], ER);
+        for (size_t i = 0; i < sizeof dec_w / sizeof dec_w[0]; i++)
+            w->be->ops->reserve_linear(w->be, dec_w[i], N);
+    }
     w->be->ops->upload(w->be, w->d_suppress, c->suppress,
                        (size_t)c->n_suppress * sizeof(int32_t));
     if (w->be->ops->sync(w->be, err, errlen) != 0) {
