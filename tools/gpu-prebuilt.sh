@@ -1,0 +1,82 @@
+#!/bin/sh
+# gpu-prebuilt.sh - run tools/gpu-check.sh on a GPU machine that has CUDA but
+# none of our Debian build dependencies (jansson, OpenBLAS, libcheck,
+# libmicrohttpd), e.g. a borrowed CUDA image with no package access. The
+# build happens here; the GPU machine only runs it.
+#
+#   tools/gpu-prebuilt.sh pack [DIR]   (here, default DIR .dev)
+#       builds build-dev (TD_CUDA=ON, Release, sm_90 unless
+#       CUDA_ARCH=...), then packs into DIR: build.tar.xz (the test and bench
+#       binaries, CTest files, CMakeCache) and libs.tar.xz (every shared
+#       library they load, except glibc's, libstdc++/libgcc and CUDA's).
+#   tools/gpu-prebuilt.sh run OUTDIR [DIR]   (there, from the repository root)
+#       unpacks both, puts on LD_LIBRARY_PATH only the libraries that
+#       machine lacks, points /work/main at this checkout when the CTest
+#       files' absolute paths need it, runs PREBUILT=1 tools/gpu-check.sh and
+#       leaves OUTDIR/gc.tgz (all its logs; a device's file limit may allow
+#       only a few files).
+#
+# The packed binaries need the same CUDA major version there (libcudart,
+# libcublas .so.13 for CUDA 13) and a glibc at least as new as here.
+set -u
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+BINS="tests/gpu/test_gpu_ops tests/gpu/test_gpu_golden bench/engine/bench_engine transformerd"
+
+case "${1:-}" in
+pack)
+    D=${2:-.dev}
+    mkdir -p "$D/libs"
+    cmake -S . -B build-dev -DTD_CUDA=ON -DCMAKE_BUILD_TYPE=Release \
+        -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCH:-90-real}" >/dev/null || exit 1
+    cmake --build build-dev -j "$(nproc)" >/dev/null || exit 1
+    for b in $BINS; do ldd "build-dev/$b"; done | awk '/=>/ {print $1, $3}' | sort -u |
+    while read -r n p; do
+        case $n in
+        libc.so* | libm.so* | libdl.so* | libpthread.so* | librt.so* | libgcc_s* | \
+        libstdc++* | libcudart* | libcublas*) ;;
+        *) cp -L "$p" "$D/libs/$n" ;;
+        esac
+    done
+    tar cJf "$D/libs.tar.xz" -C "$D/libs" . && rm -rf "$D/libs"
+    { find build-dev -name CTestTestfile.cmake; echo build-dev/CMakeCache.txt
+      for b in $BINS; do echo "build-dev/$b"; done; } >"$D/files"
+    tar cJf "$D/build.tar.xz" -T "$D/files" && rm -f "$D/files"
+    ls -la "$D"
+    ;;
+run)
+    [ $# -ge 2 ] || { echo "usage: $0 run OUTDIR [DIR]" >&2; exit 2; }
+    O=$2
+    D=${3:-.dev}
+    G=/tmp/gc
+    L=/tmp/gpu-prebuilt-libs
+    mkdir -p "$G" "$L/all" "$L/use" "$O"
+    # python's tarfile: the machine may have no xz
+    x() { python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' "$1" "$2"; }
+    x "$D/libs.tar.xz" "$L/all" && x "$D/build.tar.xz" . || exit 1
+    for f in "$L"/all/*; do
+        n=$(basename "$f")
+        ldconfig -p | grep -q "^[[:space:]]*$n " || cp -a "$f" "$L/use/"
+    done
+    # the CTest files name the source tree this was built in
+    SRC=$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' build-dev/CMakeCache.txt)
+    if [ -n "$SRC" ] && [ "$SRC" != "$ROOT" ] && [ ! -e "$SRC" ]; then
+        mkdir -p "$(dirname "$SRC")" && ln -s "$ROOT" "$SRC"
+    fi
+    export LD_LIBRARY_PATH="$L/use${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    {
+        echo "carried libraries used: $(ls "$L/use" | tr '\n' ' ')"
+        for b in $BINS; do ldd "build-dev/$b" | grep "not found"; done
+    } | tee "$G/env.log"
+    cd "${SRC:-$ROOT}" || exit 1
+    PREBUILT=1 BUILD=build-dev SANITIZE=${SANITIZE:-1} timeout "${GC_TIMEOUT:-420}" \
+        tools/gpu-check.sh "$G"
+    rc=$?
+    tar czf "$O/gc.tgz" -C /tmp gc
+    exit $rc
+    ;;
+*)
+    echo "usage: $0 pack [DIR] | run OUTDIR [DIR]" >&2
+    exit 2
+    ;;
+esac
