@@ -11,6 +11,7 @@
  * deterministic, which is all these tests compare).
  */
 #include <check.h>
+#include <sys/wait.h>
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
@@ -242,6 +243,8 @@ START_TEST(test_health_and_info)
     json_t *m = json_array_get(json_object_get(j, "models"), 0);
     ck_assert_str_eq(json_string_value(json_object_get(m, "name")), "marian_en_de");
     ck_assert_str_eq(json_string_value(json_object_get(m, "device")), "cpu");
+    /* what is resident: the CPU computes in float32 whatever the checkpoint */
+    ck_assert_str_eq(json_string_value(json_object_get(m, "dtype")), "float32");
     ck_assert_str_eq(
         json_string_value(json_object_get(json_object_get(m, "languages"), "source")), "en");
     ck_assert_int_eq(json_integer_value(json_object_get(json_object_get(m, "architecture"),
@@ -618,6 +621,36 @@ START_TEST(test_queue_full_and_timeout)
 }
 END_TEST
 
+/* ---- start-up errors ------------------------------------------------------------ */
+
+/* Runs the daemon with extra arguments (and an optional environment
+ * assignment) on a free port; returns its exit status, its output in out. */
+static int run_daemon_fail(const char *env, const char *args, char *out, size_t outlen)
+{
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "%s '%s' serve --model '%s' --threads 1 --host 127.0.0.1 "
+             "--port 0 %s 2>&1 </dev/null", env ? env : "", TD_DAEMON, g_model, args);
+    FILE *p = popen(cmd, "r");
+    ck_assert(p != NULL);
+    size_t n = fread(out, 1, outlen - 1, p);
+    out[n] = 0;
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+START_TEST(test_startup_errors)
+{
+    char out[4096];
+    /* the CPU keeps float32: asking for half weights there is an error */
+    ck_assert_int_eq(run_daemon_fail(NULL, "--dtype float16", out, sizeof out), 1);
+    ck_assert_msg(strstr(out, "needs --device cuda") != NULL, "%s", out);
+    ck_assert_int_eq(run_daemon_fail("TRANSFORMERD_DTYPE=bfloat16", "", out, sizeof out), 1);
+    ck_assert_msg(strstr(out, "needs --device cuda") != NULL, "%s", out);
+    ck_assert_int_eq(run_daemon_fail(NULL, "--precision quarter", out, sizeof out), 1);
+    ck_assert_msg(strstr(out, "expected full or half") != NULL, "%s", out);
+}
+END_TEST
+
 /* ---- --max-beam and failing batches ------------------------------------------ */
 
 START_TEST(test_max_beam)
@@ -894,6 +927,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_api_key);
     tcase_add_test(tc, test_queue_full_and_timeout);
     tcase_add_test(tc, test_max_beam);
+    tcase_add_test(tc, test_startup_errors);
     tcase_add_test(tc, test_failing_batches);
     tcase_add_test(tc, test_concurrency);
     tcase_add_test(tc, test_sigterm_drains);

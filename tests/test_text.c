@@ -10,6 +10,7 @@
  *   - `transformerd translate` on stdin/stdout: identical lines, in order
  */
 #include <check.h>
+#include <sys/wait.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -263,6 +264,46 @@ START_TEST(test_cli_bad_input)
 }
 END_TEST
 
+/* Runs `transformerd translate` on one line with extra options; returns its
+ * exit status, stdout+stderr in out. */
+static int run_cli_translate(const char *opts, char *out, size_t outlen)
+{
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "echo 'the end' | '%s' translate --model '%s' --threads 1 %s 2>&1",
+             TD_BIN, g_dirs[0], opts);
+    FILE *p = popen(cmd, "r");
+    ck_assert(p != NULL);
+    size_t n = fread(out, 1, outlen - 1, p);
+    out[n] = 0;
+    int status = pclose(p);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/* Numerics and device options: a clear error at start-up for what this
+ * machine cannot do, never a silent fallback. */
+START_TEST(test_cli_device_options)
+{
+    _i = 0;
+    char out[4096];
+    ck_assert_int_eq(run_cli_translate("--dtype float32 --precision full", out, sizeof out), 0);
+    ck_assert_int_eq(run_cli_translate("--dtype auto --precision half", out, sizeof out), 0);
+    ck_assert_int_eq(run_cli_translate("--dtype float16", out, sizeof out), 1);
+    ck_assert_msg(strstr(out, "needs --device cuda") != NULL, "%s", out);
+    ck_assert_int_eq(run_cli_translate("--dtype float8", out, sizeof out), 1);
+    ck_assert_msg(strstr(out, "expected auto, float32, float16 or bfloat16") != NULL, "%s", out);
+    ck_assert_int_eq(run_cli_translate("--precision quarter", out, sizeof out), 1);
+    ck_assert_msg(strstr(out, "expected full or half") != NULL, "%s", out);
+    ck_assert_int_eq(run_cli_translate("--device cuda:x", out, sizeof out), 1);
+    ck_assert_msg(strstr(out, "cuda:N") != NULL, "%s", out);
+    ck_assert_int_eq(run_cli_translate("--device tpu", out, sizeof out), 1);
+    ck_assert_msg(strstr(out, "unknown device") != NULL, "%s", out);
+    /* without a usable GPU (CI): an error that names the way out */
+    int rc = run_cli_translate("--device cuda", out, sizeof out);
+    if (rc != 0)
+        ck_assert_msg(strstr(out, "--device cpu") != NULL, "%s", out);
+}
+END_TEST
+
 int main(void)
 {
     for (int _i = 0; _i < N_FIXTURES; _i++) {
@@ -283,6 +324,7 @@ int main(void)
     tcase_add_loop_test(tc, test_translate_text, 0, N_FIXTURES);
     tcase_add_test(tc, test_cli_translate);
     tcase_add_test(tc, test_cli_bad_input);
+    tcase_add_test(tc, test_cli_device_options);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
