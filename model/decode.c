@@ -488,7 +488,7 @@ int td_translate_batch(td_worker *w, const int32_t *const *src, const int *src_l
     const int B = o->beam_size, M = o->max_length, K = B == 1 ? 1 : 2 * B;
     const int H = c->decoder_attention_heads;
     const int64_t V = c->decoder_vocab_size;
-    int rc = -1;
+    int rc = TD_EINVAL;
     int s_max = 0;
     for (int i = 0; i < n; i++)
         if (src_len[i] > s_max)
@@ -598,8 +598,10 @@ int td_translate_batch(td_worker *w, const int32_t *const *src, const int *src_l
         for (int li = 0; li < sel.n_layers; li++)
             ops->download(w->be, probs_host[li], w->probs[sel.layers[li]],
                           (size_t)n_rows * H * s_max * sizeof(float));
-        if (ops->sync(w->be, err, errlen) != 0)
+        if (ops->sync(w->be, err, errlen) != 0) {
+            rc = TD_EDEVICE;
             goto out;
+        }
 
         int n_new = 0;
         for (int i = 0; i < n; i++) {

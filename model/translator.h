@@ -117,11 +117,18 @@ typedef struct td_result {
     int *attn_head_ids;
 } td_result;
 
+/* td_translate_batch's failures: the request (or host memory), or the
+ * device. After TD_EDEVICE the worker's device may be unusable (a CUDA error
+ * can poison the whole context): a service stops sending work to it. */
+#define TD_EINVAL (-1)
+#define TD_EDEVICE (-2)
+
 /* Translates n sentences. src[i] has src_len[i] ids (each in
  * [0, vocab_size), normally ending with </s>). Fills results[0..n) (caller
- * owns them; free each with td_result_free). Returns 0, or -1 with a message
- * (bad options, too many sentences or tokens for this worker, device error);
- * on failure no result needs freeing. */
+ * owns them; free each with td_result_free). Returns 0; TD_EINVAL with a
+ * message (bad options, too many sentences or tokens for this worker, out of
+ * host memory); or TD_EDEVICE with the backend's message (a failed kernel,
+ * GEMM or transfer). On failure no result needs freeing. */
 int td_translate_batch(td_worker *w, const int32_t *const *src,
                        const int *src_len, int n, const td_decode_opts *opts,
                        td_result *results, char *err, size_t errlen);

@@ -221,11 +221,6 @@ static int take_batch(srv_batcher *b, srv_job **out, double now, double *wait_un
     return n;
 }
 
-static int is_device_error(const srv_model *sm, const char *err)
-{
-    return strcmp(sm->device, "cpu") != 0 || !strncmp(err, "cuda", 4);
-}
-
 /* Runs one batch outside the lock: drops gone/expired jobs, translates the
  * rest, records metrics, finishes every job. */
 static void run_batch(srv_worker *wk, int n)
@@ -262,10 +257,10 @@ static void run_batch(srv_worker *wk, int n)
     int rc;
     if (atomic_load(&sm->failed)) {
         /* The device already failed: do not touch it again. */
-        rc = -1;
+        rc = TD_EDEVICE;
         snprintf(err, sizeof err, "%s", sm->failed_msg);
     } else if (b->fail_mode) {
-        rc = -1;
+        rc = b->fail_mode == 2 ? TD_EDEVICE : TD_EINVAL;
         snprintf(err, sizeof err, "%s (TRANSFORMERD_TEST_FAIL_BATCHES)",
                  b->fail_mode == 2 ? "cuda: injected device failure" : "injected engine failure");
     } else {
@@ -278,10 +273,10 @@ static void run_batch(srv_worker *wk, int n)
     } else {
         srv_metrics_batch_failed(b->metrics);
         /* The requests are validated against the worker's limits before they
-         * are queued, so a failure here is out of memory or the device. On a
-         * GPU (or with a CUDA message) the device is presumed unusable:
-         * readiness goes 503 and new translations are refused with 503. */
-        if (is_device_error(sm, err)) {
+         * are queued, so a failure here is host memory (this batch fails) or
+         * the device (TD_EDEVICE: presumed unusable, a CUDA error can poison
+         * the context: readiness goes 503 and new translations get 503). */
+        if (rc == TD_EDEVICE) {
             pthread_mutex_lock(&b->mu);
             if (!atomic_load(&sm->failed)) {
                 snprintf(sm->failed_msg, sizeof sm->failed_msg, "%s", err);
