@@ -11,7 +11,6 @@
  * deterministic, which is all these tests compare).
  */
 #include <check.h>
-#include <sys/wait.h>
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
@@ -27,6 +26,7 @@
 
 #include "server/client.h"
 #include "spm.h"
+#include "run_capture.h"
 
 #ifndef TD_DAEMON
 #error "TD_DAEMON (path of the transformerd executable) must be defined"
@@ -630,12 +630,7 @@ static int run_daemon_fail(const char *env, const char *args, char *out, size_t 
     char cmd[2048];
     snprintf(cmd, sizeof cmd, "%s '%s' serve --model '%s' --threads 1 --host 127.0.0.1 "
              "--port 0 %s 2>&1 </dev/null", env ? env : "", TD_DAEMON, g_model, args);
-    FILE *p = popen(cmd, "r");
-    ck_assert(p != NULL);
-    size_t n = fread(out, 1, outlen - 1, p);
-    out[n] = 0;
-    int st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    return run_capture(cmd, out, outlen);
 }
 
 START_TEST(test_startup_errors)

@@ -10,7 +10,6 @@
  *   - `transformerd translate` on stdin/stdout: identical lines, in order
  */
 #include <check.h>
-#include <sys/wait.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +18,7 @@
 
 #include "tokenizer.h"
 #include "translator.h"
+#include "run_capture.h"
 
 /* the tokenizer and API tests loop over both fixtures (_i indexes these) */
 static const char *const FIXTURES[] = {"marian_en_de", "marian_sep"};
@@ -271,12 +271,7 @@ static int run_cli_translate(const char *opts, char *out, size_t outlen)
     char cmd[4096];
     snprintf(cmd, sizeof cmd, "echo 'the end' | '%s' translate --model '%s' --threads 1 %s 2>&1",
              TD_BIN, g_dirs[0], opts);
-    FILE *p = popen(cmd, "r");
-    ck_assert(p != NULL);
-    size_t n = fread(out, 1, outlen - 1, p);
-    out[n] = 0;
-    int status = pclose(p);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return run_capture(cmd, out, outlen);
 }
 
 /* Numerics and device options: a clear error at start-up for what this
