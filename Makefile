@@ -28,8 +28,9 @@ test-asan: bootstrap
 run: build
 	./$(BUILD)/transformerd serve --model $(MODEL) --host 127.0.0.1 --port 8080
 
+# The engine against transformers, side by side (makes its own venv).
 bench: build
-	./$(BUILD)/bench/engine/bench_engine
+	sh bench/engine/run.sh
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD)
