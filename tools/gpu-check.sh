@@ -15,7 +15,8 @@
 #
 #   4. end to end: the bundled model's 2000 test lines through `transformerd
 #      translate --device cuda` (both precisions) against transformers' text,
-#      and `transformerd serve --device cuda` answering one request
+#      and `transformerd serve --device cuda` answering one request, then
+#      under load (bench/load/run.sh, concurrency 1, 8, 64)
 #   5. with SANITIZE=1: test_gpu_ops once more under compute-sanitizer
 #      (memcheck), when it is installed.
 #
@@ -216,6 +217,13 @@ print("daemon exit", rc)
 sys.exit(0 if rc == 0 else 1)
 PY
     note "exit $?: $(head -c 600 "$OUT/daemon.log" | tr '\n' ' ')"
+    note ""
+    note "## Daemon under load on $DEVICE (bench/load/run.sh: bundled model, 512 test lines)"
+    head -n 512 tests/data/en_de_test/test.en >"$OUT/load_input.txt"
+    MODEL="$MODEL" INPUT="$OUT/load_input.txt" DEVICE="$DEVICE" BUILD="$BUILD" THREADS=4 \
+        MAX_SECONDS=20 OUT="$OUT/load" timeout 200 sh bench/load/run.sh >"$OUT/load.log" 2>&1
+    note "exit $?"
+    grep -E '^\||^offline' "$OUT/load.log" | tee -a "$SUM"
 fi
 
 # 5. memcheck ---------------------------------------------------------------

@@ -16,7 +16,7 @@
  *
  *   load --daemon build/transformerd --model DIR --input FILE
  *        [--concurrency 1,8,64] [--threads T] [--batch B] [--requests N]
- *        [--max-seconds S] [--batch-delay-ms D] [--log-dir DIR]
+ *        [--max-seconds S] [--batch-delay-ms D] [--log-dir DIR] [--device D]
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -46,7 +46,7 @@ static double now_s(void)
 }
 
 typedef struct cfg {
-    const char *daemon, *model, *input, *log_dir;
+    const char *daemon, *model, *input, *log_dir, *device;
     int levels[16], n_levels;
     int threads, batch, requests, batch_delay_ms;
     double max_seconds;
@@ -105,7 +105,7 @@ static double run_translate(const cfg *c, const char *path)
     snprintf(th, sizeof th, "%d", c->threads);
     snprintf(bs, sizeof bs, "%d", c->batch);
     const char *argv[] = {c->daemon, "translate", "--model", c->model, "--threads", th,
-                          "--batch", bs, NULL};
+                          "--batch", bs, "--device", c->device, NULL};
     double t0 = now_s();
     pid_t p = fork();
     if (p < 0)
@@ -282,7 +282,7 @@ static int run_daemon(const cfg *c, int mbs, const char *name, level_result *res
     snprintf(log, sizeof log, "%s/%s.log", c->log_dir, name);
     const char *args[] = {"--model",       c->model, "--threads", th, "--max-batch-size", bs,
                           "--batch-delay-ms", dl,    "--max-queue", mq, "--max-batch-texts", "1",
-                          NULL};
+                          "--device", c->device, NULL};
     pid_t pid;
     int port = tc_daemon_start(c->daemon, args, log, 120, &pid);
     if (port <= 0) {
@@ -320,12 +320,12 @@ static void usage(void)
     fprintf(stderr,
             "usage: load --daemon PATH --model DIR --input FILE [--concurrency 1,8,64]\n"
             "            [--threads T] [--batch B] [--requests N] [--max-seconds S]\n"
-            "            [--batch-delay-ms D] [--log-dir DIR]\n");
+            "            [--batch-delay-ms D] [--log-dir DIR] [--device cpu|cuda[:N]]\n");
 }
 
 int main(int argc, char **argv)
 {
-    cfg c = {.log_dir = "/tmp", .threads = 0, .batch = 32, .requests = 0, .batch_delay_ms = 5,
+    cfg c = {.log_dir = "/tmp", .device = "cpu", .threads = 0, .batch = 32, .requests = 0, .batch_delay_ms = 5,
              .max_seconds = 60};
     const char *levels = "1,8,64";
     for (int i = 1; i < argc; i++) {
@@ -355,6 +355,8 @@ int main(int argc, char **argv)
             c.batch_delay_ms = atoi(v);
         else if (!strcmp(a, "--log-dir"))
             c.log_dir = v;
+        else if (!strcmp(a, "--device"))
+            c.device = v;
         else {
             usage();
             return 2;

@@ -14,8 +14,10 @@
 # (engine threads of all three runs, default 1: the fixture is tiny, and on
 # shared cores spinning thread pools make the numbers noisy), BATCH (32),
 # DELAY (--batch-delay-ms of both daemons, default 0, the daemon's default),
-# LEVELS (1,8,64), MAX_SECONDS per level (60), BUILD (build),
-# OUT (/tmp/transformerd-load: logs, the generated input, the load binary).
+# LEVELS (1,8,64), MAX_SECONDS per level (60), BUILD (build), DEVICE (cpu;
+# cuda for the GPU backend), OUT (/tmp/transformerd-load: logs, the
+# generated input, the load binary). The load generator is $BUILD's
+# bench_load when built, else compiled here with cc.
 set -eu
 cd "$(dirname "$0")/../.."
 BUILD=${BUILD:-build}
@@ -29,11 +31,16 @@ DELAY=${DELAY:-0}
 LINES=${LINES:-512}
 MAX_SECONDS=${MAX_SECONDS:-60}
 OUT=${OUT:-/tmp/transformerd-load}
+DEVICE=${DEVICE:-cpu}
 mkdir -p "$OUT"
 [ -x "$BUILD/transformerd" ] || cmake --build "$BUILD" -j2 --target transformerd >/dev/null
 # The load generator: one C file plus the tests' HTTP client.
-cc -std=c11 -D_GNU_SOURCE -O2 -Wall -Wextra -Werror -pthread -Itests -o "$OUT/load" bench/load/load.c \
-    tests/server/client.c $(pkg-config --cflags --libs jansson)
+if [ -x "$BUILD/bench/load/bench_load" ]; then
+    cp "$BUILD/bench/load/bench_load" "$OUT/load"
+else
+    cc -std=c11 -D_GNU_SOURCE -O2 -Wall -Wextra -Werror -pthread -Itests -o "$OUT/load" \
+        bench/load/load.c tests/server/client.c $(pkg-config --cflags --libs jansson)
+fi
 if [ -z "${INPUT:-}" ]; then
     INPUT=$OUT/input.txt
     python3 - tests/data/text/marian_en_de/golden.json "$LINES" > "$INPUT" <<'PY'
@@ -47,4 +54,4 @@ PY
 fi
 exec "$OUT/load" --daemon "$BUILD/transformerd" --model "$MODEL" --input "$INPUT" \
     --threads "$THREADS" --batch "$BATCH" --concurrency "$LEVELS" \
-    --batch-delay-ms "$DELAY" --max-seconds "$MAX_SECONDS" --log-dir "$OUT"
+    --batch-delay-ms "$DELAY" --max-seconds "$MAX_SECONDS" --log-dir "$OUT" --device "$DEVICE"
