@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Dev perplexity of the average of the last 1..4 checkpoints (weights rounded to F16 as exported), to choose
-export.py --last N. Usage: tools/.venv/bin/python tools/train/dev_average.py (from the repository root)."""
+export.py --last N. Usage: tools/.venv/bin/python tools/train/dev_average.py [WORK] (from the repository root;
+WORK defaults to .train)."""
 import argparse
 import glob
 import math
@@ -10,8 +11,9 @@ import torch
 sys.path.insert(0, 'tools/train'); import train as T
 from transformers import MarianMTModel
 torch.set_num_threads(2)
-d = T.load_data('.train'); pad, V = d['pad'], d['vocab_size']; ds, dt = d['dev']
-cks = sorted(glob.glob('.train/ckpt/ckpt-*.pt'), key=lambda p: int(p.split('-')[-1][:-3]))
+W = sys.argv[1] if len(sys.argv) > 1 else '.train'
+d = T.load_data(W); pad, V = d['pad'], d['vocab_size']; ds, dt = d['dev']
+cks = sorted(glob.glob(W + '/ckpt/ckpt-*.pt'), key=lambda p: int(p.split('-')[-1][:-3]))
 sds = [torch.load(p, weights_only=False)['model'] for p in cks[-4:]]
 args = argparse.Namespace(**torch.load(cks[-1], weights_only=False)['args'])
 m = MarianMTModel(T.model_config(V, pad, args)); m.eval()
