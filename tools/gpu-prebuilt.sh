@@ -16,7 +16,8 @@
 #       leaves OUTDIR/gc.tgz (all its logs; a device's file limit may allow
 #       only a few files).
 #
-# The packed binaries need the same CUDA major version there (libcudart,
+# DIR (.dev) is git-ignored: a device tool that copies the working tree must
+# be told to carry it. The packed binaries need the same CUDA major version there (libcudart,
 # libcublas .so.13 for CUDA 13) and a glibc at least as new as here.
 set -u
 cd "$(dirname "$0")/.."
