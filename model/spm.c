@@ -151,7 +151,8 @@ int spm_piece_to_id(const spm_model *m, const char *s, size_t len)
     return id >= 0 ? id : m->unk_id;
 }
 
-/* PieceToByte: "<0xXX>" with upper-case hex, exactly as ByteToPiece writes. */
+/* PieceToByte: "<0x" + two upper-case hex digits + ">" (e.g. "<0x0A>"), exactly
+ * as ByteToPiece writes. */
 static int piece_to_byte(const char *s, size_t len)
 {
     static const char hex[] = "0123456789ABCDEF";

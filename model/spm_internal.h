@@ -131,7 +131,7 @@ struct spm_model {
     bool has_denorm;
     int unk_id;        /* index of the UNKNOWN piece */
     float min_score, max_score; /* over NORMAL pieces, as unigram::Model */
-    int32_t byte_id[256];       /* PieceToId("<0xXX>") when byte_fallback */
+    int32_t byte_id[256];       /* PieceToId("<0x00>".."<0xFF>"), byte_fallback */
     int16_t *piece_byte;        /* (npieces) PieceToByte(piece) or -1 */
 };
 

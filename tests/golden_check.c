@@ -227,20 +227,33 @@ static int run_all_cases(const td_model *m, const char *variant, json_t *g, int 
     return bad;
 }
 
-int golden_run_fixture(const char *variant, const td_load_opts *lo_in, const golden_tol *tol,
-                       golden_count *count, char *err, size_t errlen)
+/* The golden of a fixture and its model loaded with lo_in (n_threads 0 taken
+ * as 1); NULL with err set when either fails. */
+static json_t *load_fixture(const char *variant, const td_load_opts *lo_in, td_model **m,
+                            char *err, size_t errlen)
 {
     char dir[512];
     json_t *g = load_golden(variant, dir, sizeof dir, err, errlen);
     if (!g)
-        return -1;
-    td_model *m = NULL;
+        return NULL;
     td_load_opts lo = *lo_in;
     if (lo.n_threads == 0)
         lo.n_threads = 1;
-    int bad = -1;
-    if (td_model_load(&m, dir, &lo, err, errlen) == 0)
-        bad = run_all_cases(m, variant, g, 1, tol, count, err, errlen);
+    if (td_model_load(m, dir, &lo, err, errlen) != 0) {
+        json_decref(g);
+        return NULL;
+    }
+    return g;
+}
+
+int golden_run_fixture(const char *variant, const td_load_opts *lo_in, const golden_tol *tol,
+                       golden_count *count, char *err, size_t errlen)
+{
+    td_model *m = NULL;
+    json_t *g = load_fixture(variant, lo_in, &m, err, errlen);
+    if (!g)
+        return -1;
+    int bad = run_all_cases(m, variant, g, 1, tol, count, err, errlen);
     td_model_free(m);
     json_decref(g);
     return bad;
@@ -267,18 +280,10 @@ static void *shared_main(void *arg)
 int golden_run_shared(const char *variant, const td_load_opts *lo_in, int n_workers,
                       const golden_tol *tol, golden_count *count, char *err, size_t errlen)
 {
-    char dir[512];
-    json_t *g = load_golden(variant, dir, sizeof dir, err, errlen);
+    td_model *m = NULL;
+    json_t *g = load_fixture(variant, lo_in, &m, err, errlen);
     if (!g)
         return -1;
-    td_model *m = NULL;
-    td_load_opts lo = *lo_in;
-    if (lo.n_threads == 0)
-        lo.n_threads = 1;
-    if (td_model_load(&m, dir, &lo, err, errlen) != 0) {
-        json_decref(g);
-        return -1;
-    }
     shared_job jobs[8];
     pthread_t th[8];
     if (n_workers > 8)

@@ -281,6 +281,16 @@ def golden_cases(tok, en_lines, de_lines, srcs, results, margins, bad):
     return cases, tcases
 
 
+def decode_goldens(tok, dec_inputs):
+    """MarianTokenizer.decode of each id list: specials skipped (source and target spm) and kept."""
+    return [{
+        "ids": ids,
+        "skip_special": tok.decode(ids, skip_special_tokens=True),
+        "skip_special_target_spm": tok.decode(ids, skip_special_tokens=True, use_source_tokenizer=False),
+        "with_special": tok.decode(ids, skip_special_tokens=False),
+    } for ids in dec_inputs]
+
+
 def main_en_de():
     os.makedirs(OUT, exist_ok=True)
     for f in os.listdir(OUT):
@@ -345,14 +355,7 @@ def main_en_de():
     dec_rng = random.Random(SEED + 5)
     for _ in range(20):
         dec_inputs.append([dec_rng.randrange(len(v)) for _ in range(dec_rng.randint(1, 15))])
-    decode_cases = []
-    for ids in dec_inputs:
-        decode_cases.append({
-            "ids": ids,
-            "skip_special": tok.decode(ids, skip_special_tokens=True),
-            "skip_special_target_spm": tok.decode(ids, skip_special_tokens=True, use_source_tokenizer=False),
-            "with_special": tok.decode(ids, skip_special_tokens=False),
-        })
+    decode_cases = decode_goldens(tok, dec_inputs)
 
     n_early = sum(len(x) < M for x in results["greedy"][0])
     golden = {
@@ -572,14 +575,7 @@ def main_sep():
     dec_rng = random.Random(SEED + 9)
     for _ in range(12):
         dec_inputs.append([dec_rng.randrange(len(tv)) for _ in range(dec_rng.randint(1, 15))])
-    decode_cases = []
-    for ids in dec_inputs:
-        decode_cases.append({
-            "ids": ids,
-            "skip_special": tok.decode(ids, skip_special_tokens=True),
-            "skip_special_target_spm": tok.decode(ids, skip_special_tokens=True, use_source_tokenizer=False),
-            "with_special": tok.decode(ids, skip_special_tokens=False),
-        })
+    decode_cases = decode_goldens(tok, dec_inputs)
 
     golden = {
         "transformers_version": transformers.__version__,
