@@ -13,8 +13,9 @@
 #endif
 #include "model_internal.h"
 
-/* Parses td_load_opts.dtype / .precision into the model. */
-static int parse_numerics(td_model *m, const td_load_opts *opts, char *err, size_t errlen)
+/* Parses td_load_opts.dtype / .precision (NULL or "": the defaults). */
+static int parse_numerics(const td_load_opts *opts, td_store *store, int *half_activations,
+                          char *err, size_t errlen)
 {
     static const struct { const char *name; td_store store; } stores[] = {
         {"auto", TD_STORE_AUTO},      {"float32", TD_STORE_F32}, {"f32", TD_STORE_F32},
@@ -30,13 +31,20 @@ static int parse_numerics(td_model *m, const td_load_opts *opts, char *err, size
         snprintf(err, errlen, "dtype '%s': expected auto, float32, float16 or bfloat16", dt);
         return -1;
     }
-    m->store = stores[i].store;
     if (strcmp(pr, "full") != 0 && strcmp(pr, "half") != 0) {
         snprintf(err, errlen, "precision '%s': expected full or half", pr);
         return -1;
     }
-    m->half_activations = strcmp(pr, "half") == 0;
+    *store = stores[i].store;
+    *half_activations = strcmp(pr, "half") == 0;
     return 0;
+}
+
+int td_load_opts_check(const td_load_opts *opts, char *err, size_t errlen)
+{
+    td_store store;
+    int half;
+    return parse_numerics(opts, &store, &half, err, errlen);
 }
 
 /* Creates a backend for the device string ("cpu"; "cuda" or "cuda:N" when
@@ -111,7 +119,7 @@ int td_model_load(td_model **out, const char *dir, const td_load_opts *opts, cha
     }
     if (td_config_load(&m->cfg, dir, err, errlen) != 0)
         goto fail;
-    if (parse_numerics(m, opts, err, errlen) != 0)
+    if (parse_numerics(opts, &m->store, &m->half_activations, err, errlen) != 0)
         goto fail;
     m->be = backend_create(m, opts ? opts->device : NULL, opts ? opts->n_threads : 0, err,
                            errlen);

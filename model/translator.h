@@ -44,6 +44,11 @@ typedef struct td_load_opts {
                             * or "half" (activations rounded to half) */
 } td_load_opts;
 
+/* Checks the option values that need no model or device (dtype and precision
+ * names), so that a command line can reject them before loading anything.
+ * 0, or -1 with a message. td_model_load checks them too. */
+int td_load_opts_check(const td_load_opts *opts, char *err, size_t errlen);
+
 /* Loads config.json, generation_config.json and model.safetensors from dir,
  * validates every tensor against the config (names, shapes, finiteness) and
  * uploads the weights and position tables to the device. */

@@ -236,6 +236,12 @@ static int parse_cli(int argc, char **argv, cli_opts *o, int tokenize)
         fprintf(stderr, "transformerd: --model DIR is required\n");
         return -1;
     }
+    char err[256];
+    const td_load_opts lo = {.dtype = o->dtype, .precision = o->precision};
+    if (td_load_opts_check(&lo, err, sizeof err) != 0) {
+        fprintf(stderr, "transformerd: %s\n", err);
+        return -1;
+    }
     return 0;
 }
 

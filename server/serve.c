@@ -179,6 +179,12 @@ static int parse_opts(srv_opts *o, int argc, char **argv)
         fprintf(stderr, "transformerd: --device: expected cpu, cuda or cuda:N, got '%s'\n", dev);
         return -1;
     }
+    char nerr[256];
+    const td_load_opts lo = {.dtype = o->dtype, .precision = o->precision};
+    if (td_load_opts_check(&lo, nerr, sizeof nerr) != 0) {
+        fprintf(stderr, "transformerd: %s\n", nerr); /* names --dtype / --precision's value */
+        return -1;
+    }
     if (o->max_batch_texts > o->max_queue) {
         fprintf(stderr, "transformerd: --max-batch-texts (%d) exceeds --max-queue (%d)\n",
                 o->max_batch_texts, o->max_queue);
