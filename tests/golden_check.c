@@ -33,8 +33,13 @@ int golden_list(char (*names)[256], int max)
     return n;
 }
 
+/* NaN on either side is never close: every comparison here is written so
+ * that a NaN fails it (a "worst difference" kept with `diff > worst` would
+ * silently skip NaN). */
 static int close_enough(const golden_tol *tol, double got, double want)
 {
+    if (isnan(got) || isnan(want))
+        return 0;
     if (isinf(want) || isinf(got))
         return got == want;
     return fabs(got - want) <= tol->abs + tol->rel * fabs(want);
@@ -45,7 +50,7 @@ static int close_enough(const golden_tol *tol, double got, double want)
 static int compare(const char *where, const td_result *r, json_t *gold, int want_attn,
                    const golden_tol *tol, golden_count *count)
 {
-    int bad = 0;
+    int bad = 0, tokens_differ = 0;
     json_t *hyps = json_object_get(gold, "hypotheses");
     if ((int)json_array_size(hyps) != r->n_hyps) {
         fprintf(stderr, "%s: %d hypotheses, golden has %zu\n", where, r->n_hyps,
@@ -64,7 +69,7 @@ static int compare(const char *where, const td_result *r, json_t *gold, int want
         if (!same && tol->half) {
             fprintf(stderr, "%s: hypothesis %d tokens differ (counted against the 98%%)\n",
                     where, h);
-            want_attn = 0; /* attention rows follow the tokens */
+            tokens_differ = 1; /* attention rows follow the tokens */
             continue;
         }
         if (!same) {
@@ -86,13 +91,28 @@ static int compare(const char *where, const td_result *r, json_t *gold, int want
         }
     }
     json_t *att = json_object_get(gold, "attention");
-    if (want_attn && att && r->n_hyps > 0) {
+    if (want_attn && !json_is_array(att)) {
+        /* the case asks for attention: a golden without it is a broken
+         * fixture, never a pass */
+        fprintf(stderr, "%s: the case asks for attention but the golden has none\n", where);
+        return bad + 1;
+    }
+    if (!want_attn && att) {
+        fprintf(stderr, "%s: the golden has attention the case does not ask for\n", where);
+        return bad + 1;
+    }
+    if (want_attn && (r->n_hyps < 1 || !r->attention)) {
+        fprintf(stderr, "%s: no attention returned\n", where);
+        return bad + 1;
+    }
+    if (want_attn && !tokens_differ) {
         size_t L = json_array_size(att);
         if ((int)L != r->attn_n_layers) {
             fprintf(stderr, "%s: attention layers %d, golden %zu\n", where, r->attn_n_layers, L);
             return bad + 1;
         }
         double worst = 0;
+        long n_nan = 0;
         for (size_t l = 0; l < L; l++) {
             json_t *hl = json_array_get(att, l);
             if ((int)json_array_size(hl) != r->attn_n_heads)
@@ -114,13 +134,18 @@ static int compare(const char *where, const td_result *r, json_t *gold, int want
                                                        (size_t)r->attn_n_t + t) *
                                                       (size_t)r->attn_n_s + s];
                         double diff = fabs(got - want);
-                        if (diff > worst)
+                        if (isnan(diff))
+                            n_nan++;
+                        else if (diff > worst)
                             worst = diff;
                     }
                 }
             }
         }
-        if (worst > tol->attn) {
+        if (n_nan > 0) {
+            fprintf(stderr, "%s: %ld attention values are NaN\n", where, n_nan);
+            bad++;
+        } else if (!(worst <= tol->attn)) {
             fprintf(stderr, "%s: attention max abs difference %.3g > %.1g\n", where, worst,
                     tol->attn);
             bad++;

@@ -19,6 +19,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -169,7 +170,7 @@ static int same_translation(json_t *a, json_t *b)
         return 0;
     double sa = json_number_value(json_object_get(a, "score"));
     double sb = json_number_value(json_object_get(b, "score"));
-    if (fabs(sa - sb) > 1e-4)
+    if (!(fabs(sa - sb) <= 1e-4)) /* NaN fails */
         return 0;
     json_t *ha = json_object_get(a, "hypotheses"), *hb = json_object_get(b, "hypotheses");
     if ((ha == NULL) != (hb == NULL) || json_array_size(ha) != json_array_size(hb))
@@ -220,6 +221,22 @@ static double wait_metric(int port, const char *series, double min)
         nanosleep(&ts, NULL);
     }
     return v;
+}
+
+/* Resident set size of a process in kB (VmRSS), or -1. */
+static long rss_kb(pid_t pid)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    FILE *f = fopen(path, "r");
+    long kb = -1;
+    if (!f)
+        return -1;
+    while (fgets(line, sizeof line, f))
+        if (!strncmp(line, "VmRSS:", 6))
+            kb = strtol(line + 6, NULL, 10);
+    fclose(f);
+    return kb;
 }
 
 /* ---- endpoints ----------------------------------------------------------- */
@@ -375,6 +392,88 @@ START_TEST(test_translate)
 }
 END_TEST
 
+/* ---- order of a list's answers --------------------------------------------- */
+
+/* Texts whose translations all differ with this model, so that an answer at
+ * the wrong index cannot pass for the right one. */
+static const char *const k_distinct[] = {"se ro te an ar", "Hello world",
+                                         "The cat sat on the mat.", "I like it",
+                                         "red green blue"};
+#define N_DISTINCT ((int)(sizeof k_distinct / sizeof k_distinct[0]))
+
+/* The shape of an attention object: layers, heads, rows and columns. */
+static void attention_shape(json_t *t, size_t dims[4])
+{
+    json_t *a = json_object_get(t, "attention");
+    ck_assert(json_is_object(a));
+    json_t *cross = json_object_get(a, "cross");
+    dims[0] = json_array_size(cross);
+    dims[1] = json_array_size(json_array_get(cross, 0));
+    dims[2] = json_array_size(json_array_get(json_array_get(cross, 0), 0));
+    dims[3] = json_array_size(json_array_get(json_array_get(json_array_get(cross, 0), 0), 0));
+}
+
+START_TEST(test_list_order)
+{
+    char js[1024];
+    /* native API: every index equals its text translated alone */
+    size_t n = (size_t)snprintf(js, sizeof js, "{\"text\":[");
+    for (int i = 0; i < N_DISTINCT; i++)
+        n += (size_t)snprintf(js + n, sizeof js - n, "%s\"%s\"", i ? "," : "", k_distinct[i]);
+    snprintf(js + n, sizeof js - n, "],\"return_tokens\":true,\"return_attention\":true}");
+    json_t *many = translate_ok(g_port, js);
+    json_t *tr = json_object_get(many, "translations");
+    ck_assert_int_eq(json_array_size(tr), N_DISTINCT);
+    for (int i = 0; i < N_DISTINCT; i++) {
+        json_t *ti = json_array_get(tr, i);
+        for (int k = 0; k < i; k++)
+            ck_assert_msg(!json_equal(json_object_get(ti, "text"),
+                                      json_object_get(json_array_get(tr, k), "text")),
+                          "texts %d and %d translate alike: pick other texts", k, i);
+        snprintf(js, sizeof js, "{\"text\":\"%s\",\"return_tokens\":true,"
+                 "\"return_attention\":true}", k_distinct[i]);
+        json_t *one = translate_ok(g_port, js);
+        json_t *t1 = json_array_get(json_object_get(one, "translations"), 0);
+        ck_assert_msg(same_translation(ti, t1), "index %d differs from \"%s\" alone", i,
+                      k_distinct[i]);
+        size_t da[4], db[4];
+        attention_shape(ti, da);
+        attention_shape(t1, db);
+        for (int d = 0; d < 4; d++)
+            ck_assert_int_eq(da[d], db[d]);
+        ck_assert_int_eq(da[2], json_array_size(json_object_get(ti, "tokens")));
+        ck_assert_int_eq(da[3], json_array_size(json_object_get(ti, "source_tokens")));
+        json_decref(one);
+    }
+    json_decref(many);
+
+    /* LibreTranslate: q as a list, JSON and form, against q alone */
+    n = (size_t)snprintf(js, sizeof js, "{\"q\":[");
+    for (int i = 0; i < N_DISTINCT; i++)
+        n += (size_t)snprintf(js + n, sizeof js - n, "%s\"%s\"", i ? "," : "", k_distinct[i]);
+    snprintf(js + n, sizeof js - n, "],\"source\":\"en\",\"target\":\"de\"}");
+    tc_resp r;
+    ck_assert_int_eq(tc_post_json(g_port, "/translate", js, &r), 0);
+    ck_assert_int_eq(r.status, 200);
+    json_t *lt = body_json(&r);
+    tc_resp_free(&r);
+    json_t *list = json_object_get(lt, "translatedText");
+    ck_assert_int_eq(json_array_size(list), N_DISTINCT);
+    for (int i = 0; i < N_DISTINCT; i++) {
+        snprintf(js, sizeof js, "{\"q\":\"%s\",\"source\":\"en\",\"target\":\"de\"}",
+                 k_distinct[i]);
+        ck_assert_int_eq(tc_post_json(g_port, "/translate", js, &r), 0);
+        ck_assert_int_eq(r.status, 200);
+        json_t *one = body_json(&r);
+        tc_resp_free(&r);
+        ck_assert_msg(json_equal(json_array_get(list, i), json_object_get(one, "translatedText")),
+                      "LibreTranslate index %d differs from \"%s\" alone", i, k_distinct[i]);
+        json_decref(one);
+    }
+    json_decref(lt);
+}
+END_TEST
+
 START_TEST(test_libretranslate)
 {
     tc_resp r;
@@ -423,6 +522,14 @@ START_TEST(test_libretranslate)
                                   "{\"q\":\"a\",\"source\":\"en\",\"target\":\"fr\"}", &r),
                      0);
     expect_error(&r, 400, "target");
+    tc_resp_free(&r);
+    ck_assert_int_eq(tc_post_json(g_port, "/translate",
+                                  "{\"q\":\"a\",\"source\":\"fr\",\"target\":\"de\"}", &r),
+                     0);
+    expect_error(&r, 400, "source");
+    tc_resp_free(&r);
+    ck_assert_int_eq(tc_post_json(g_port, "/translate", "{\"q\":\"a\",\"source\":7}", &r), 0);
+    expect_error(&r, 400, "source");
     tc_resp_free(&r);
     ck_assert_int_eq(tc_post_json(g_port, "/translate", "{\"source\":\"en\"}", &r), 0);
     expect_error(&r, 400, "q");
@@ -501,17 +608,43 @@ START_TEST(test_errors)
     expect_error(&r, 415, NULL);
     tc_resp_free(&r);
 
-    /* 413 from Content-Length alone (--max-body-bytes 65536) */
-    size_t n = 70000;
-    char *body = malloc(n + 1);
-    memset(body, ' ', n);
-    body[n] = 0;
-    ck_assert_int_eq(tc_request(g_port, "POST", "/v1/translate",
-                                "Content-Type: application/json\r\n", body, n, &r),
-                     0);
+    /* 413 from the declared Content-Length alone (--max-body-bytes 65536):
+     * headers only, not one body byte sent; the answer must come without
+     * the daemon waiting for (or allocating) what the client declared. */
+    long rss_before = rss_kb(g_pid);
+    int fd = tc_connect(g_port);
+    ck_assert_int_ge(fd, 0);
+    struct timeval tv = {10, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    const char *head = "POST /v1/translate HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                       "Content-Type: application/json\r\nContent-Length: 200000000\r\n\r\n";
+    ck_assert_int_eq(send(fd, head, strlen(head), MSG_NOSIGNAL), (ssize_t)strlen(head));
+    ck_assert_int_eq(tc_read_on(fd, &r), 0);
     expect_error(&r, 413, NULL);
     tc_resp_free(&r);
-    free(body);
+    close(fd);
+    long rss_after = rss_kb(g_pid);
+    ck_assert_msg(rss_before > 0 && rss_after - rss_before < 4096,
+                  "daemon RSS %ld kB -> %ld kB", rss_before, rss_after);
+
+    /* 413 while streaming: a body without Content-Length (chunked) over
+     * the limit */
+    fd = tc_connect(g_port);
+    ck_assert_int_ge(fd, 0);
+    const char *chead = "POST /v1/translate HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                        "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n";
+    ck_assert_int_eq(send(fd, chead, strlen(chead), MSG_NOSIGNAL), (ssize_t)strlen(chead));
+    char chunk[8192 + 16];
+    int cl = snprintf(chunk, sizeof chunk, "2000\r\n");
+    memset(chunk + cl, ' ', 8192);
+    memcpy(chunk + cl + 8192, "\r\n", 2);
+    for (int i = 0; i < 9; i++) /* 73,728 bytes > 65,536 */
+        ck_assert_int_eq(send(fd, chunk, (size_t)cl + 8194, MSG_NOSIGNAL), cl + 8194);
+    ck_assert_int_eq(send(fd, "0\r\n\r\n", 5, MSG_NOSIGNAL), 5);
+    ck_assert_int_eq(tc_read_on(fd, &r), 0);
+    expect_error(&r, 413, NULL);
+    tc_resp_free(&r);
+    close(fd);
 
     /* the errors were counted by status */
     ck_assert_int_eq(tc_request(g_port, "GET", "/metrics", NULL, NULL, 0, &r), 0);
@@ -918,6 +1051,7 @@ static Suite *suite(void)
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, test_health_and_info);
     tcase_add_test(tc, test_translate);
+    tcase_add_test(tc, test_list_order);
     tcase_add_test(tc, test_libretranslate);
     tcase_add_test(tc, test_errors);
     tcase_add_test(tc, test_api_key);
