@@ -715,18 +715,40 @@ static void *async_main(void *p)
     return NULL;
 }
 
+/* As async_main, but the answer must come within 20 s. */
+static void *async_main_20s(void *p)
+{
+    async_req *a = p;
+    int fd = tc_connect(a->port);
+    if (fd < 0)
+        return NULL;
+    struct timeval tv = {20, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    char head[256];
+    int hl = snprintf(head, sizeof head, "POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                      "Content-Type: application/json\r\nContent-Length: %zu\r\n"
+                      "Connection: close\r\n\r\n", a->path, strlen(a->json));
+    if (send(fd, head, (size_t)hl, MSG_NOSIGNAL) == hl &&
+        send(fd, a->json, strlen(a->json), MSG_NOSIGNAL) == (ssize_t)strlen(a->json))
+        tc_read_on(fd, &a->r);
+    close(fd);
+    return NULL;
+}
+
 START_TEST(test_queue_full_and_timeout)
 {
     pid_t pid;
-    /* The first request's texts wait 3 s for company (longer than the 1 s
-     * deadline), so they are still queued when the second arrives. */
+    /* The first request's texts would wait 60 s for company, far beyond
+     * the 1 s deadline: they are still queued when the second arrives, and
+     * their 504 must come from the deadline, not from the batch that would
+     * form after a minute (the client gives up after 20 s). */
     const char *args[] = {"--max-queue", "4", "--max-batch-texts", "4", "--batch-delay-ms",
-                          "3000", "--request-timeout-s", "1", "--max-batch-size", "64", NULL};
+                          "60000", "--request-timeout-s", "1", "--max-batch-size", "64", NULL};
     int port = start(args, "queue", &pid);
     ck_assert_int_gt(port, 0);
     async_req a = {.port = port, .path = "/v1/translate",
                    .json = strdup("{\"text\":[\"a\",\"b\",\"c\"]}")};
-    pthread_create(&a.th, NULL, async_main, &a);
+    pthread_create(&a.th, NULL, async_main_20s, &a);
     tc_resp r;
     int depth_seen = 0;
     for (int i = 0; i < 100 && !depth_seen; i++) {
