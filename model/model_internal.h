@@ -97,7 +97,16 @@ struct td_worker {
     float *cache_tmp;                             /* (N, T, d) reorder scratch */
     float **cross_k, **cross_v;                   /* per layer (B, S, d) */
     float **probs;                                /* per layer (N, heads, S) */
+
+    /* host memory of td_translate_batch (decode.c), sized at init */
+    struct td_decode_scratch *scratch;
+    size_t scratch_bytes;
 };
+
+/* decode.c: the worker's host scratch, sized from w->o and the model. */
+typedef struct td_decode_scratch td_decode_scratch;
+int td_decode_scratch_init(td_worker *w, char *err, size_t errlen);
+void td_decode_scratch_free(td_worker *w); /* accepts a worker without one */
 
 /* weights.c */
 int td_weights_load(td_model *m, char *err, size_t errlen);

@@ -185,6 +185,7 @@ void td_worker_free(td_worker *w)
         }
         be->ops->destroy(be);
     }
+    td_decode_scratch_free(w);
     free(w->self_k);
     free(w->self_v);
     free(w->cross_k);
@@ -228,14 +229,15 @@ int td_worker_init(td_worker **out, const td_model *m, const td_worker_opts *opt
         o.max_batch = 32;
     if (o.max_src_len <= 0 || o.max_src_len > c->max_position_embeddings)
         o.max_src_len = c->max_position_embeddings;
-    int model_max = c->max_length - 1;
-    if (model_max > c->max_position_embeddings)
-        model_max = c->max_position_embeddings;
-    if (o.max_length <= 0)
-        o.max_length = model_max < 1 ? 1 : model_max;
-    if (o.max_length > c->max_position_embeddings) {
-        snprintf(err, errlen, "worker: max_length %d exceeds max_position_embeddings %d",
-                 o.max_length, c->max_position_embeddings);
+    if (o.max_length <= 0) {
+        td_decode_opts dflt;
+        td_decode_opts_default(m, &dflt);
+        o.max_length = dflt.max_length;
+    }
+    if (o.max_length > td_generated_cap(c)) {
+        snprintf(err, errlen, "worker: max_length %d exceeds %d (max_position_embeddings %d, "
+                 "at most %d)", o.max_length, td_generated_cap(c),
+                 c->max_position_embeddings, TD_MAX_GENERATED);
         return -1;
     }
     if (o.max_beam <= 0)
@@ -334,6 +336,10 @@ int td_worker_init(td_worker **out, const td_model *m, const td_worker_opts *opt
             w->be->ops->reserve_linear(w->be, enc_w[i], ER);
         for (size_t i = 0; i < sizeof dec_w / sizeof dec_w[0]; i++)
             w->be->ops->reserve_linear(w->be, dec_w[i], N);
+    }
+    if (td_decode_scratch_init(w, err, errlen) != 0) {
+        td_worker_free(w);
+        return -1;
     }
     w->be->ops->upload(w->be, w->d_suppress, c->suppress,
                        (size_t)c->n_suppress * sizeof(int32_t));

@@ -27,7 +27,12 @@
 extern "C" {
 #endif
 
-#define TD_MAX_BEAM 16
+/* Named limits of the engine. */
+#define TD_MAX_BEAM 16            /* beams per sentence */
+#define TD_MAX_GENERATED 512      /* generated tokens per sentence, whatever the
+                                     model's positions allow (td_generated_cap) */
+#define TD_MAX_LENGTH_PENALTY 10  /* |length_penalty| */
+#define TD_MAX_ATTN_SELECT 64     /* entries of attention_layers / attention_heads */
 
 typedef struct td_model td_model;
 typedef struct td_worker td_worker;
@@ -101,6 +106,27 @@ typedef struct td_decode_opts {
 } td_decode_opts;
 
 void td_decode_opts_default(const td_model *m, td_decode_opts *o);
+
+/* The most generated tokens (incl. </s>) any worker or request of this model
+ * may use: max_position_embeddings, at most TD_MAX_GENERATED. The default
+ * of a request (td_decode_opts_default) is the model's max_length - 1 within
+ * this cap. */
+int td_generated_cap(const td_config *c);
+
+/* What a worker (or a service in front of its workers) accepts. */
+typedef struct td_decode_limits {
+    int max_beam;    /* beam_size at most this (<= TD_MAX_BEAM) */
+    int max_length;  /* max_length at most this (<= td_generated_cap) */
+} td_decode_limits;
+
+/* The one check of decoding options, used by td_translate_batch with the
+ * worker's limits and by the daemon for its 400 answers: beam_size,
+ * num_hypotheses, max_length, length_penalty and the attention selection.
+ * Returns 0, or -1 with the failing option's name (its JSON field name, e.g.
+ * "beam_size") in *param (when param is not NULL) and a message in err. */
+int td_decode_opts_check(const td_config *c, const td_decode_limits *lim,
+                         const td_decode_opts *o, const char **param, char *err,
+                         size_t errlen);
 
 typedef struct td_hypothesis {
     int32_t *tokens;     /* generated ids, without the decoder start token,

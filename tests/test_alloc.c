@@ -1,0 +1,151 @@
+/*
+ * test_alloc.c - td_translate_batch allocates its results (and, when
+ * attention is asked, one history block) and nothing per decoding step: the
+ * number of host allocations of a call does not grow with the number of
+ * steps it runs.
+ *
+ * The executable is linked with -Wl,--wrap=malloc,--wrap=calloc,
+ * --wrap=realloc (tests/CMakeLists.txt): every call from the engine's
+ * objects goes through the counters below while g_counting is set. Under
+ * ASan the real functions are ASan's, so the test runs there as well.
+ */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "translator.h"
+
+void *__real_malloc(size_t n);
+void *__real_calloc(size_t n, size_t size);
+void *__real_realloc(void *p, size_t n);
+void *__wrap_malloc(size_t n);
+void *__wrap_calloc(size_t n, size_t size);
+void *__wrap_realloc(void *p, size_t n);
+
+static int g_counting;
+static long g_allocs;
+
+void *__wrap_malloc(size_t n)
+{
+    if (g_counting)
+        g_allocs++;
+    return __real_malloc(n);
+}
+
+void *__wrap_calloc(size_t n, size_t size)
+{
+    if (g_counting)
+        g_allocs++;
+    return __real_calloc(n, size);
+}
+
+void *__wrap_realloc(void *p, size_t n)
+{
+    if (g_counting)
+        g_allocs++;
+    return __real_realloc(p, n);
+}
+
+static td_model *g_model;
+static td_worker *g_worker;
+
+static void setup(void)
+{
+    char dir[512], err[512];
+    snprintf(dir, sizeof dir, "%s/fixtures/marian_tied", TD_TEST_DATA);
+    td_load_opts lo = {.device = "cpu", .n_threads = 1};
+    ck_assert_msg(td_model_load(&g_model, dir, &lo, err, sizeof err) == 0, "%s", err);
+    td_worker_opts wo = {.max_batch = 4, .max_length = 48, .max_beam = 4, .n_threads = 1};
+    ck_assert_msg(td_worker_init(&g_worker, g_model, &wo, err, sizeof err) == 0, "%s", err);
+}
+
+static void teardown(void)
+{
+    td_worker_free(g_worker);
+    td_model_free(g_model);
+}
+
+typedef struct call_count {
+    long allocs;
+    int tokens; /* generated tokens of all best hypotheses: the steps run */
+} call_count;
+
+static call_count count_call(int beam, int max_length, int attention)
+{
+    static const int32_t a[] = {5, 9, 17, 30, 2, 0}, b[] = {41, 7, 0}, c[] = {12, 12, 12, 0};
+    const int32_t *src[] = {a, b, c};
+    const int len[] = {6, 3, 4};
+    td_decode_opts o;
+    td_decode_opts_default(g_model, &o);
+    o.beam_size = beam;
+    o.num_hypotheses = beam > 1 ? 2 : 1;
+    o.max_length = max_length;
+    o.return_attention = attention;
+    td_result res[3];
+    char err[512];
+    g_allocs = 0;
+    g_counting = 1;
+    int rc = td_translate_batch(g_worker, src, len, 3, &o, res, err, sizeof err);
+    g_counting = 0;
+    ck_assert_msg(rc == 0, "%s", err);
+    call_count out = {.allocs = g_allocs, .tokens = 0};
+    for (int i = 0; i < 3; i++) {
+        out.tokens += res[i].hyps[0].n_tokens;
+        td_result_free(&res[i]);
+    }
+    return out;
+}
+
+/* The same call with 3 and with 40 steps allowed: the long one runs many
+ * more steps (checked) and allocates exactly as often. */
+static void expect_flat(int beam, int attention)
+{
+    call_count s = count_call(beam, 3, attention);
+    call_count l = count_call(beam, 40, attention);
+    ck_assert_msg(l.tokens > s.tokens + 20, "beam %d: %d vs %d tokens: the long call must run "
+                  "more steps", beam, l.tokens, s.tokens);
+    ck_assert_msg(s.allocs == l.allocs,
+                  "beam %d, attention %d: %ld allocations for %d tokens, %ld for %d tokens",
+                  beam, attention, s.allocs, s.tokens, l.allocs, l.tokens);
+    /* results only: per sentence the hypotheses array and their tokens
+     * (+ attention, layer ids, head ids), plus one history block */
+    long hyps = beam > 1 ? 2 : 1;
+    long want = 3 * (1 + hyps) + (attention ? 3 * 3 + 1 : 0);
+    ck_assert_msg(l.allocs <= want, "beam %d, attention %d: %ld allocations, at most %ld "
+                  "expected", beam, attention, l.allocs, want);
+}
+
+START_TEST(test_greedy_allocations_flat)
+{
+    expect_flat(1, 0);
+    expect_flat(1, 1);
+}
+END_TEST
+
+START_TEST(test_beam_allocations_flat)
+{
+    expect_flat(4, 0);
+    expect_flat(4, 1);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("alloc");
+    TCase *tc = tcase_create("translate_batch");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, test_greedy_allocations_flat);
+    tcase_add_test(tc, test_beam_allocations_flat);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
