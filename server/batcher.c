@@ -38,7 +38,7 @@ typedef struct srv_worker {
     td_worker *w;
     pthread_t th;
     int started;
-    int busy;              /* under b->mu: running a batch */
+    int busy;              /* under b->mu: running a batch or finishing jobs */
     /* per-batch scratch, sized max_batch_size (this thread only) */
     srv_job **batch;
     const int32_t **src;
@@ -324,9 +324,14 @@ static void *worker_main(void *arg)
         double now = srv_now(), wait_until = 0;
         srv_job *expired = take_expired(b, now);
         if (expired) {
+            /* busy while their completions run: a drain must not return
+             * (and let the transport stop) before they are finished. */
+            wk->busy = 1;
             pthread_mutex_unlock(&b->mu);
             finish_chain(b, expired, SRV_JOB_TIMEOUT, SRV_DROP_TIMEOUT);
             pthread_mutex_lock(&b->mu);
+            wk->busy = 0;
+            pthread_cond_broadcast(&b->idle_cv);
             continue;
         }
         int n = take_batch(b, wk->batch, now, &wait_until);
