@@ -1,6 +1,7 @@
 /*
- * api.c - the endpoints: request JSON -> validated options and tokenized
- * jobs, finished jobs -> response JSON (DESIGN.md, "HTTP API (v1)").
+ * api.c - the endpoints: routes, request JSON -> validated options and
+ * tokenized jobs, finished jobs -> response JSON, GET endpoints, error
+ * objects (docs/api.md).
  *
  * Validation order for POST /v1/translate: the body parses (jansson, with
  * duplicate keys rejected), it is an object, every key is known, then each
@@ -8,8 +9,15 @@
  * --max-input-tokens (422). Every failure is a 4xx error object whose param
  * names the field. Each request gets its own copy of the model's default
  * decoding options; nothing a client sends touches shared state.
+ *
+ * Text <-> tokens happens in one section below (encode_source,
+ * decode_target, pieces_json); everything else sees token ids.
+ *
+ * Threads: every function runs on the HTTP thread that owns the request,
+ * except srv_api_job_finished (a scheduler thread, see api.h).
  */
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,7 +25,61 @@
 
 #include <jansson.h>
 
-#include "server.h"
+#include "api.h"
+#include "openapi.h"
+
+/* ---- routes and responses ------------------------------------------------ */
+
+static const srv_route k_routes[] = {
+    {"/v1/translate", SRV_EP_TRANSLATE, SRV_METHOD_POST},
+    {"/translate", SRV_EP_LIBRE, SRV_METHOD_POST},
+    {"/languages", SRV_EP_LANGUAGES, SRV_METHOD_GET},
+    {"/v1/models", SRV_EP_MODELS, SRV_METHOD_GET},
+    {"/health/live", SRV_EP_LIVE, SRV_METHOD_GET},
+    {"/v2/health/live", SRV_EP_LIVE, SRV_METHOD_GET},
+    {"/health/ready", SRV_EP_READY, SRV_METHOD_GET},
+    {"/v2/health/ready", SRV_EP_READY, SRV_METHOD_GET},
+    {"/metrics", SRV_EP_METRICS, SRV_METHOD_GET},
+    {"/openapi.json", SRV_EP_OPENAPI, SRV_METHOD_GET},
+};
+
+const srv_route *srv_api_route(const char *path)
+{
+    for (size_t i = 0; i < sizeof k_routes / sizeof k_routes[0]; i++)
+        if (!strcmp(path, k_routes[i].path))
+            return &k_routes[i];
+    return NULL;
+}
+
+void srv_req_json(srv_req *r, int status, char *body)
+{
+    free(r->resp);
+    r->status = status;
+    r->resp = body;
+    r->resp_len = body ? strlen(body) : 0;
+    r->resp_ctype = "application/json";
+}
+
+void srv_req_error(srv_req *r, int status, const char *code, const char *param, const char *fmt,
+                   ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    json_t *e = json_pack("{s:{s:s,s:s,s:o}}", "error", "code", code, "message", msg, "param",
+                          param ? json_string(param) : json_null());
+    char *body = e ? json_dumps(e, JSON_COMPACT) : NULL;
+    json_decref(e);
+    if (!body) {
+        /* Out of memory: still an error, never a 200. */
+        status = 500;
+        body = strdup("{\"error\":{\"code\":\"internal\",\"message\":\"out of memory\","
+                      "\"param\":null}}");
+    }
+    srv_req_json(r, status, body);
+}
 
 int srv_api_key_ok(const srv_server *s, const char *given)
 {
@@ -37,6 +99,8 @@ int srv_api_key_ok(const srv_server *s, const char *given)
 
 void srv_api_req_free(srv_req *r)
 {
+    free(r->resp);
+    r->resp = NULL;
     for (int i = 0; r->jobs && i < r->n_jobs; i++)
         td_result_free(&r->jobs[i].res);
     for (int i = 0; r->src && i < r->n_jobs; i++)
@@ -49,6 +113,45 @@ void srv_api_req_free(srv_req *r)
     r->src = NULL;
     r->attn_layers = r->attn_heads = NULL;
 }
+
+/* ---- text <-> tokens -------------------------------------------------------
+ * The one place api.c turns text into token ids and back; the rest of the
+ * file sees ids (jobs, results) and JSON. */
+
+/* The source ids of a text (ending with </s>) into *ids (malloc'd). Returns
+ * 0, or -1 when out of memory. */
+static int encode_source(const srv_model *sm, const char *text, size_t len, int32_t **ids,
+                         int *n)
+{
+    return td_tok_encode(sm->tok, TD_TOK_SOURCE, text, len, ids, n);
+}
+
+/* The detokenized text of target ids (malloc'd), or NULL when out of memory. */
+static char *decode_target(const srv_model *sm, const int32_t *ids, int n)
+{
+    char *t = NULL;
+    if (td_tok_decode(sm->tok, ids, n, &t) != 0)
+        return NULL;
+    return t;
+}
+
+/* A JSON array of the pieces of ids (docs/api.md: tokens are pieces); a
+ * piece that is not UTF-8 becomes U+FFFD. NULL when out of memory. */
+static json_t *pieces_json(const srv_model *sm, td_tok_side side, const int32_t *ids, int n)
+{
+    const char **p = NULL;
+    if (td_tok_pieces(sm->tok, side, ids, n, &p) != 0)
+        return NULL;
+    json_t *a = json_array();
+    for (int i = 0; a && i < n; i++) {
+        json_t *v = json_string(p[i]); /* NULL for a piece that is not UTF-8 */
+        json_array_append_new(a, v ? v : json_string("\xEF\xBF\xBD"));
+    }
+    free(p);
+    return a;
+}
+
+/* ---- requests -> jobs ------------------------------------------------------ */
 
 /* Tokenizes n texts into r->jobs; 422 for a text over the limit. Returns 1
  * (submit) or 0 (an error was recorded). */
@@ -66,7 +169,7 @@ static int make_jobs(srv_req *r, const char *const *texts, const size_t *lens, i
     r->tokens_in = 0;
     for (int i = 0; i < n; i++) {
         int nt = 0;
-        if (td_tok_encode(sm->tok, TD_TOK_SOURCE, texts[i], lens[i], &r->src[i], &nt) != 0) {
+        if (encode_source(sm, texts[i], lens[i], &r->src[i], &nt) != 0) {
             srv_req_error(r, 500, "internal", NULL, "out of memory while tokenizing");
             return 0;
         }
@@ -80,7 +183,6 @@ static int make_jobs(srv_req *r, const char *const *texts, const size_t *lens, i
         j->src = r->src[i];
         j->n_src = nt;
         j->opts = &r->opts;
-        j->task = &r->task;
         r->tokens_in += nt;
     }
     return 1;
@@ -234,9 +336,10 @@ static srv_model *pick_model(srv_req *r, const char *name)
  * for a batch that would fail too. Returns 1 when an error was recorded. */
 static int model_failed(srv_req *r, const srv_model *sm)
 {
-    if (!atomic_load(&sm->failed))
+    const char *why = srv_model_failed(sm);
+    if (!why)
         return 0;
-    srv_req_error(r, 503, "device_error", NULL, "the model's device failed: %s", sm->failed_msg);
+    srv_req_error(r, 503, "device_error", NULL, "the model's device failed: %s", why);
     return 1;
 }
 
@@ -477,20 +580,6 @@ static json_t *real_or_null(double x)
     return isfinite(x) ? json_real(x) : json_null();
 }
 
-static json_t *pieces_json(const td_tokenizer *tok, td_tok_side side, const int32_t *ids, int n)
-{
-    const char **p = NULL;
-    if (td_tok_pieces(tok, side, ids, n, &p) != 0)
-        return NULL;
-    json_t *a = json_array();
-    for (int i = 0; a && i < n; i++) {
-        json_t *v = json_string(p[i]); /* NULL for a piece that is not UTF-8 */
-        json_array_append_new(a, v ? v : json_string("\xEF\xBF\xBD"));
-    }
-    free(p);
-    return a;
-}
-
 static json_t *attention_json(const td_result *res)
 {
     json_t *layers = json_array(), *heads = json_array(), *cross = json_array();
@@ -520,10 +609,7 @@ static json_t *attention_json(const td_result *res)
 
 static char *decode_text(const srv_model *sm, const td_hypothesis *h)
 {
-    char *t = NULL;
-    if (td_tok_decode(sm->tok, h->tokens, h->n_tokens, &t) != 0)
-        return NULL;
-    return t;
+    return decode_target(sm, h->tokens, h->n_tokens);
 }
 
 /* JSON string of a detokenized text; invalid UTF-8 (byte pieces that do
@@ -555,9 +641,9 @@ static json_t *native_translation(srv_req *r, const srv_job *j)
     json_object_set_new(o, "score", real_or_null(best->score));
     if (r->return_tokens) {
         json_object_set_new(o, "tokens",
-                            pieces_json(sm->tok, TD_TOK_TARGET, best->tokens, best->n_tokens));
+                            pieces_json(sm, TD_TOK_TARGET, best->tokens, best->n_tokens));
         json_object_set_new(o, "source_tokens",
-                            pieces_json(sm->tok, TD_TOK_SOURCE, j->src, j->n_src));
+                            pieces_json(sm, TD_TOK_SOURCE, j->src, j->n_src));
     }
     if (r->return_attention && res->attention)
         json_object_set_new(o, "attention", attention_json(res));
@@ -570,7 +656,7 @@ static json_t *native_translation(srv_req *r, const srv_job *j)
             json_object_set_new(ho, "score", real_or_null(h->score));
             if (r->return_tokens)
                 json_object_set_new(ho, "tokens",
-                                    pieces_json(sm->tok, TD_TOK_TARGET, h->tokens, h->n_tokens));
+                                    pieces_json(sm, TD_TOK_TARGET, h->tokens, h->n_tokens));
             json_array_append_new(hs, ho);
         }
         json_object_set_new(o, "hypotheses", hs);
@@ -616,10 +702,16 @@ static json_t *libre_response(srv_req *r)
     return o;
 }
 
+void srv_api_job_finished(srv_req *r, const srv_job *j)
+{
+    if (j->status == SRV_JOB_FAILED)
+        srv_model_engine_error(r->model, j->engine_rc, j->engine_err);
+}
+
 void srv_api_translate_respond(srv_req *r)
 {
     for (int i = 0; i < r->n_jobs; i++) {
-        switch (r->jobs[i].state) {
+        switch (r->jobs[i].status) {
         case SRV_JOB_DONE:
             continue;
         case SRV_JOB_TIMEOUT:
@@ -635,7 +727,8 @@ void srv_api_translate_respond(srv_req *r)
             srv_req_error(r, 503, "client_gone", NULL, "the client closed the connection");
             return;
         case SRV_JOB_FAILED:
-            srv_req_error(r, 500, "internal", NULL, "translation failed: %s", r->task.err);
+            srv_req_error(r, 500, "internal", NULL, "translation failed: %s",
+                          r->jobs[i].engine_err);
             return;
         default:
             srv_req_error(r, 500, "internal", NULL, "job %d did not finish", i);
@@ -666,7 +759,7 @@ void srv_api_translate_respond(srv_req *r)
     srv_req_json(r, 200, body);
 }
 
-void srv_api_models(srv_req *r)
+static void api_models(srv_req *r)
 {
     srv_server *s = r->s;
     json_t *list = json_array();
@@ -719,7 +812,7 @@ static const char *lang_name(const char *code)
     return code;
 }
 
-void srv_api_languages(srv_req *r)
+static void api_languages(srv_req *r)
 {
     srv_server *s = r->s;
     json_t *list = json_array();
@@ -734,4 +827,65 @@ void srv_api_languages(srv_req *r)
         srv_req_error(r, 500, "internal", NULL, "out of memory");
     else
         srv_req_json(r, 200, body);
+}
+
+/* GET /health/ready: readiness as state.c decides it. */
+static void api_ready(srv_req *r)
+{
+    const srv_model *failed = NULL;
+    switch (srv_server_readiness(r->s, &failed)) {
+    case SRV_READY:
+        srv_req_json(r, 200, strdup("{\"status\":\"ready\"}"));
+        return;
+    case SRV_NOT_READY_DRAINING:
+        srv_req_error(r, 503, "draining", NULL, "the server is shutting down");
+        return;
+    case SRV_NOT_READY_LOADING:
+        srv_req_error(r, 503, "not_ready", NULL, "the model is loading");
+        return;
+    case SRV_NOT_READY_DEVICE:
+        srv_req_error(r, 503, "device_error", NULL, "model %s: the device failed: %s",
+                      failed->name, srv_model_failed(failed));
+        return;
+    }
+    srv_req_error(r, 500, "internal", NULL, "unknown readiness");
+}
+
+void srv_api_get(srv_req *r)
+{
+    srv_server *s = r->s;
+    switch (r->ep) {
+    case SRV_EP_LIVE:
+        srv_req_json(r, 200, strdup("{\"status\":\"ok\"}"));
+        return;
+    case SRV_EP_READY:
+        api_ready(r);
+        return;
+    case SRV_EP_METRICS: {
+        char *t = srv_metrics_render(s->metrics, srv_server_readiness(s, NULL) == SRV_READY);
+        if (!t) {
+            srv_req_error(r, 500, "internal", NULL, "out of memory");
+            return;
+        }
+        srv_req_json(r, 200, t);
+        r->resp_ctype = "text/plain; version=0.0.4; charset=utf-8";
+        return;
+    }
+    case SRV_EP_OPENAPI:
+        srv_req_json(r, 200, strdup(srv_openapi_json));
+        return;
+    case SRV_EP_MODELS:
+    case SRV_EP_LANGUAGES:
+        if (!atomic_load(&s->ready)) {
+            srv_req_error(r, 503, "not_ready", NULL, "the model is loading");
+            return;
+        }
+        if (r->ep == SRV_EP_MODELS)
+            api_models(r);
+        else
+            api_languages(r);
+        return;
+    default:
+        srv_req_error(r, 500, "internal", NULL, "unrouted GET");
+    }
 }

@@ -11,32 +11,34 @@
  * the nearer neighbour), which keeps padding small. Texts of one request
  * can land in different batches; the request reassembles them by index.
  *
- * Before a batch runs, jobs whose deadline passed or whose client closed
- * its socket are dropped. The thread that finishes a request's last job
- * resumes its connection; MHD then calls the handler, which writes the
- * response. Locks: b->mu guards the queue, draining and stop; the model
- * runs without it.
+ * Before a batch runs, jobs whose deadline passed or whose submitter's
+ * gone hook fires are dropped. Every accepted job is finished exactly once
+ * through its completion's done callback, always outside b->mu (expired
+ * and drained jobs are unlinked under the lock and finished after it is
+ * released), so done may take its own locks or wake other threads.
+ *
+ * Locks: b->mu guards the queue, draining, stop and each worker's busy
+ * flag; the engine runs without it. The halt state is lock-free (written
+ * once, published by an atomic store). Per-batch scratch belongs to its
+ * worker's thread.
  */
-#include <errno.h>
 #include <math.h>
-#include <poll.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <time.h>
 
-#include <microhttpd.h>
-
-#include "server.h"
+#include "batcher.h"
+#include "clock.h"
 
 typedef struct srv_worker {
     srv_batcher *b;
     td_worker *w;
     pthread_t th;
     int started;
-    int busy;              /* under b->mu: running a batch */
+    int busy;              /* under b->mu: running a batch or finishing jobs */
     /* per-batch scratch, sized max_batch_size (this thread only) */
     srv_job **batch;
     const int32_t **src;
@@ -45,7 +47,7 @@ typedef struct srv_worker {
 } srv_worker;
 
 struct srv_batcher {
-    srv_model *sm;
+    td_model *model;
     srv_metrics *metrics;
     int max_batch_size, max_batch_tokens, batch_delay_ms, max_queue;
     pthread_mutex_t mu;
@@ -58,15 +60,15 @@ struct srv_batcher {
     int n_workers;
     struct cand_ord *cand;   /* candidate scratch: max 8*max_batch_size, under mu */
     int cand_cap;
-    int fail_mode;           /* test hook: 0 off, 1 engine error, 2 device error */
+    size_t worker_bytes;     /* one worker's arena, set at init */
+    srv_fault fault;         /* tests only */
+    /* srv_batcher_halt: 0 running, 1 a halt is being written, 2 halted
+     * (halt_rc and halt_msg written before the store of 2, read after a
+     * load of 2). */
+    atomic_int halt_state;
+    int halt_rc;
+    char halt_msg[256];
 };
-
-double srv_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static int int_arrays_equal(const int *a, int na, const int *b, int nb)
 {
@@ -75,7 +77,8 @@ static int int_arrays_equal(const int *a, int na, const int *b, int nb)
     return na == 0 || !a || memcmp(a, b, (size_t)na * sizeof(int)) == 0;
 }
 
-int srv_opts_equal(const td_decode_opts *a, const td_decode_opts *b)
+/* Two jobs may share a batch exactly when their options are equal. */
+static int decode_opts_equal(const td_decode_opts *a, const td_decode_opts *b)
 {
     if (a == b)
         return 1;
@@ -89,30 +92,25 @@ int srv_opts_equal(const td_decode_opts *a, const td_decode_opts *b)
            int_arrays_equal(a->attn_heads, a->n_attn_heads, b->attn_heads, b->n_attn_heads);
 }
 
-/* Marks a job finished; the last job of its task resumes the connection.
- * The task must not be touched after the resume. */
-static void finish_job(srv_job *j, srv_job_state st)
+/* Finishes a job: its status, then its submitter's done. Called without
+ * b->mu; the job is not touched after done is entered. */
+static void finish_job(srv_job *j, srv_job_status st)
 {
-    j->state = st;
-    srv_task *t = j->task;
-    if (atomic_fetch_sub(&t->pending, 1) == 1)
-        MHD_resume_connection(t->conn);
+    j->status = st;
+    srv_completion c = j->completion;
+    c.done(j, c.ud);
 }
 
-/* A client that closed its end shows EOF (or an error) on a peek. Data it
- * pipelined is not EOF. */
-static int client_gone(int fd)
+/* Finishes a chain of jobs unlinked from the queue (linked by next). */
+static void finish_chain(srv_batcher *b, srv_job *j, srv_job_status st, srv_drop_reason why)
 {
-    if (fd < 0)
-        return 0;
-    struct pollfd p = {.fd = fd, .events = POLLIN};
-    if (poll(&p, 1, 0) <= 0)
-        return 0;
-    if (p.revents & (POLLERR | POLLHUP | POLLNVAL))
-        return 1;
-    char c;
-    ssize_t k = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
-    return k == 0 || (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+    while (j) {
+        srv_job *next = j->next;
+        j->next = NULL;
+        srv_metrics_dropped(b->metrics, why);
+        finish_job(j, st);
+        j = next;
+    }
 }
 
 static void unlink_job(srv_batcher *b, srv_job *prev, srv_job *j)
@@ -127,23 +125,25 @@ static void unlink_job(srv_batcher *b, srv_job *prev, srv_job *j)
     b->depth--;
 }
 
-/* Under mu: drops queued jobs whose deadline passed. Resuming from under
- * the lock is fine: MHD_resume_connection only flags the connection. */
-static void sweep_expired(srv_batcher *b, double now)
+/* Under mu: unlinks the queued jobs whose deadline passed and returns them
+ * as a chain, for the caller to finish once it released the lock. */
+static srv_job *take_expired(srv_batcher *b, double now)
 {
+    srv_job *expired = NULL, **tail = &expired;
     srv_job *prev = NULL, *j = b->head;
     while (j) {
         srv_job *next = j->next;
-        if (now >= j->task->deadline) {
+        if (now >= j->deadline) {
             unlink_job(b, prev, j);
-            srv_metrics_dropped(b->metrics, "timeout");
-            finish_job(j, SRV_JOB_TIMEOUT);
+            *tail = j;
+            tail = &j->next;
         } else {
             prev = j;
         }
         j = next;
     }
     srv_metrics_queue_depth(b->metrics, b->depth);
+    return expired;
 }
 
 typedef struct cand_ord {
@@ -169,7 +169,7 @@ static int take_batch(srv_batcher *b, srv_job **out, double now, double *wait_un
     long tokens = 0;
     cand_ord *ord = b->cand;
     for (srv_job *j = b->head; j && nc < b->cand_cap; j = j->next)
-        if (srv_opts_equal(j->opts, old->opts)) {
+        if (decode_opts_equal(j->opts, old->opts)) {
             ord[nc].j = j;
             ord[nc].seq = nc;
             nc++;
@@ -221,9 +221,30 @@ static int take_batch(srv_batcher *b, srv_job **out, double now, double *wait_un
     return n;
 }
 
-/* Runs one batch outside the lock: drops gone/expired jobs, translates the
- * rest, records metrics, finishes every job. */
-static void run_batch(srv_worker *wk, int n)
+/* The engine call of a batch, or its stand-in once halted or under fault
+ * injection. Returns td_translate_batch's code; err holds its message. */
+static int translate(srv_worker *wk, int k, char *err, size_t errlen)
+{
+    srv_batcher *b = wk->b;
+    if (atomic_load(&b->halt_state) == 2) {
+        /* The engine is presumed unusable: do not touch it again. */
+        snprintf(err, errlen, "%s", b->halt_msg);
+        return b->halt_rc;
+    }
+    if (b->fault != SRV_FAULT_NONE) {
+        snprintf(err, errlen, "%s (--test-fail-batches)",
+                 b->fault == SRV_FAULT_DEVICE ? "cuda: injected device failure"
+                                              : "injected engine failure");
+        return b->fault == SRV_FAULT_DEVICE ? TD_EDEVICE : TD_EINVAL;
+    }
+    return td_translate_batch(wk->w, wk->src, wk->len, k, wk->batch[0]->opts, wk->res, err,
+                              errlen);
+}
+
+/* Stage 1 of a batch: finishes the jobs that expired or were given up
+ * while queued, compacts the rest to the front of wk->batch and returns
+ * their count. */
+static int drop_stale(srv_worker *wk, int n)
 {
     srv_batcher *b = wk->b;
     double now = srv_now();
@@ -231,16 +252,25 @@ static void run_batch(srv_worker *wk, int n)
     for (int i = 0; i < n; i++) {
         srv_job *j = wk->batch[i];
         srv_metrics_queue_wait(b->metrics, now - j->t_enqueue);
-        if (now >= j->task->deadline) {
-            srv_metrics_dropped(b->metrics, "timeout");
+        if (now >= j->deadline) {
+            srv_metrics_dropped(b->metrics, SRV_DROP_TIMEOUT);
             finish_job(j, SRV_JOB_TIMEOUT);
-        } else if (client_gone(j->task->fd)) {
-            srv_metrics_dropped(b->metrics, "gone");
+        } else if (j->completion.gone && j->completion.gone(j->completion.ud)) {
+            srv_metrics_dropped(b->metrics, SRV_DROP_GONE);
             finish_job(j, SRV_JOB_GONE);
         } else {
             wk->batch[k++] = j;
         }
     }
+    return k;
+}
+
+/* Runs one batch outside the lock: drops stale jobs, translates the rest,
+ * records metrics, finishes every job. */
+static void run_batch(srv_worker *wk, int n)
+{
+    srv_batcher *b = wk->b;
+    int k = drop_stale(wk, n);
     if (k == 0)
         return;
     long maxlen = 0, tin = 0, tout = 0;
@@ -253,40 +283,14 @@ static void run_batch(srv_worker *wk, int n)
     }
     char err[256];
     double t0 = srv_now();
-    srv_model *sm = b->sm;
-    int rc;
-    if (atomic_load(&sm->failed)) {
-        /* The device already failed: do not touch it again. */
-        rc = TD_EDEVICE;
-        snprintf(err, sizeof err, "%s", sm->failed_msg);
-    } else if (b->fail_mode) {
-        rc = b->fail_mode == 2 ? TD_EDEVICE : TD_EINVAL;
-        snprintf(err, sizeof err, "%s (TRANSFORMERD_TEST_FAIL_BATCHES)",
-                 b->fail_mode == 2 ? "cuda: injected device failure" : "injected engine failure");
-    } else {
-        rc = td_translate_batch(wk->w, wk->src, wk->len, k, wk->batch[0]->opts, wk->res, err,
-                                sizeof err);
-    }
+    int rc = translate(wk, k, err, sizeof err);
     double dt = srv_now() - t0;
-    if (rc == 0) {
+    if (rc == 0)
         srv_metrics_batch(b->metrics, k, maxlen * k, dt);
-    } else {
+    else
         srv_metrics_batch_failed(b->metrics);
-        /* The requests are validated against the worker's limits before they
-         * are queued, so a failure here is host memory (this batch fails) or
-         * the device (TD_EDEVICE: presumed unusable, a CUDA error can poison
-         * the context: readiness goes 503 and new translations get 503). */
-        if (rc == TD_EDEVICE) {
-            pthread_mutex_lock(&b->mu);
-            if (!atomic_load(&sm->failed)) {
-                snprintf(sm->failed_msg, sizeof sm->failed_msg, "%s", err);
-                atomic_store(&sm->failed, 1);
-                fprintf(stderr, "transformerd: model %s: device error, readiness is now 503: %s\n",
-                        sm->name, err);
-            }
-            pthread_mutex_unlock(&b->mu);
-        }
-    }
+    /* What an engine error means (host memory, or a device presumed lost)
+     * is the submitter's to decide: each job carries the code. */
     for (int i = 0; i < k; i++) {
         srv_job *j = wk->batch[i];
         if (rc == 0) {
@@ -294,8 +298,8 @@ static void run_batch(srv_worker *wk, int n)
             tout += j->res.n_hyps > 0 ? j->res.hyps[0].n_tokens : 0;
             finish_job(j, SRV_JOB_DONE);
         } else {
-            if (!atomic_flag_test_and_set(&j->task->err_set))
-                snprintf(j->task->err, sizeof j->task->err, "%s", err);
+            j->engine_rc = rc;
+            snprintf(j->engine_err, sizeof j->engine_err, "%s", err);
             finish_job(j, SRV_JOB_FAILED);
         }
     }
@@ -318,9 +322,18 @@ static void *worker_main(void *arg)
             continue;
         }
         double now = srv_now(), wait_until = 0;
-        sweep_expired(b, now);
-        if (!b->head)
+        srv_job *expired = take_expired(b, now);
+        if (expired) {
+            /* busy while their completions run: a drain must not return
+             * (and let the transport stop) before they are finished. */
+            wk->busy = 1;
+            pthread_mutex_unlock(&b->mu);
+            finish_chain(b, expired, SRV_JOB_TIMEOUT, SRV_DROP_TIMEOUT);
+            pthread_mutex_lock(&b->mu);
+            wk->busy = 0;
+            pthread_cond_broadcast(&b->idle_cv);
             continue;
+        }
         int n = take_batch(b, wk->batch, now, &wait_until);
         if (n == 0) {
             /* wake at the oldest job's due time (or earlier for deadlines) */
@@ -351,12 +364,12 @@ static void *worker_main(void *arg)
 
 /* One tiny greedy batch, so that first-touch page faults, BLAS thread
  * start-up and lazily built tables are paid before readiness. */
-static int warm_up(td_worker *w, const srv_model *sm, char *err, size_t errlen)
+static int warm_up(td_worker *w, const srv_batcher_opts *bo, char *err, size_t errlen)
 {
-    int32_t src[2] = {td_tok_eos_id(sm->tok), td_tok_eos_id(sm->tok)};
+    int32_t src[2] = {bo->warm_up_token, bo->warm_up_token};
     const int32_t *srcs[1] = {src};
     int len[1] = {2};
-    td_decode_opts o = sm->defaults;
+    td_decode_opts o = bo->warm_up;
     o.beam_size = 1;
     o.num_hypotheses = 1;
     o.max_length = o.max_length < 4 ? o.max_length : 4;
@@ -386,10 +399,13 @@ void srv_batcher_free(srv_batcher *b)
         free(wk->len);
         free(wk->res);
     }
-    /* Jobs left (none after a drain) are finished so no connection stays
-     * suspended. */
-    for (srv_job *j = b->head, *next; j; j = next) {
+    /* Jobs left (none after a drain) are finished so that no submitter
+     * waits for ever. */
+    srv_job *left = b->head;
+    b->head = b->tail = NULL;
+    for (srv_job *j = left, *next; j; j = next) {
         next = j->next;
+        j->next = NULL;
         finish_job(j, SRV_JOB_SHUTDOWN);
     }
     free(b->workers);
@@ -400,7 +416,7 @@ void srv_batcher_free(srv_batcher *b)
     free(b);
 }
 
-int srv_batcher_init(srv_batcher **out, srv_model *sm, const srv_opts *o, srv_metrics *metrics,
+int srv_batcher_init(srv_batcher **out, const srv_batcher_opts *o, srv_metrics *metrics,
                      char *err, size_t errlen)
 {
     *out = NULL;
@@ -412,17 +428,14 @@ int srv_batcher_init(srv_batcher **out, srv_model *sm, const srv_opts *o, srv_me
     pthread_mutex_init(&b->mu, NULL);
     pthread_cond_init(&b->cv, NULL);
     pthread_cond_init(&b->idle_cv, NULL);
-    b->sm = sm;
+    b->model = o->model;
     b->metrics = metrics;
     b->max_batch_size = o->max_batch_size;
     b->max_batch_tokens = o->max_batch_tokens;
     b->batch_delay_ms = o->batch_delay_ms;
     b->max_queue = o->max_queue;
     b->n_workers = o->workers > 0 ? o->workers : 1;
-    /* Test hook (not a flag): every batch after the warm-up fails, as an
-     * engine error ("engine") or a device error ("device"). */
-    const char *fm = getenv("TRANSFORMERD_TEST_FAIL_BATCHES");
-    b->fail_mode = !fm ? 0 : !strcmp(fm, "device") ? 2 : !strcmp(fm, "engine") ? 1 : 0;
+    b->fault = o->fault;
     b->cand_cap = 8 * o->max_batch_size;
     b->cand = calloc((size_t)b->cand_cap, sizeof *b->cand);
     b->workers = calloc((size_t)b->n_workers, sizeof *b->workers);
@@ -443,14 +456,14 @@ int srv_batcher_init(srv_batcher **out, srv_model *sm, const srv_opts *o, srv_me
             goto fail;
         }
         td_worker_opts wo = {.max_batch = o->max_batch_size,
-                             .max_src_len = sm->max_input_tokens,
-                             .max_length = sm->max_length,
-                             .max_beam = sm->max_beam,
+                             .max_src_len = o->max_src_len,
+                             .max_length = o->max_length,
+                             .max_beam = o->max_beam,
                              .n_threads = o->threads};
-        if (td_worker_init(&wk->w, sm->m, &wo, err, errlen) != 0)
+        if (td_worker_init(&wk->w, o->model, &wo, err, errlen) != 0)
             goto fail;
-        sm->worker_bytes = td_worker_arena_bytes(wk->w);
-        if (warm_up(wk->w, sm, err, errlen) != 0)
+        b->worker_bytes = td_worker_arena_bytes(wk->w);
+        if (warm_up(wk->w, o, err, errlen) != 0)
             goto fail;
     }
     for (int i = 0; i < b->n_workers; i++) {
@@ -467,8 +480,13 @@ fail:
     return -1;
 }
 
-srv_submit_rc srv_batcher_submit(srv_batcher *b, srv_job *const *jobs, int n,
-                                 struct MHD_Connection *conn)
+size_t srv_batcher_worker_bytes(const srv_batcher *b)
+{
+    return b->worker_bytes;
+}
+
+srv_submit_rc srv_batcher_submit(srv_batcher *b, srv_job *jobs, int n, double deadline,
+                                 const srv_completion *c)
 {
     double now = srv_now();
     pthread_mutex_lock(&b->mu);
@@ -480,13 +498,11 @@ srv_submit_rc srv_batcher_submit(srv_batcher *b, srv_job *const *jobs, int n,
         pthread_mutex_unlock(&b->mu);
         return SRV_SUBMIT_FULL;
     }
-    /* Suspended under the lock: no scheduler can finish (and resume) these
-     * jobs before the connection is suspended. Lock order everywhere: b->mu,
-     * then MHD's own. */
-    MHD_suspend_connection(conn);
     for (int i = 0; i < n; i++) {
-        srv_job *j = jobs[i];
-        j->state = SRV_JOB_QUEUED;
+        srv_job *j = &jobs[i];
+        j->status = SRV_JOB_QUEUED;
+        j->completion = *c;
+        j->deadline = deadline;
         j->t_enqueue = now;
         j->next = NULL;
         if (b->tail)
@@ -500,6 +516,16 @@ srv_submit_rc srv_batcher_submit(srv_batcher *b, srv_job *const *jobs, int n,
     pthread_cond_broadcast(&b->cv);
     pthread_mutex_unlock(&b->mu);
     return SRV_SUBMIT_OK;
+}
+
+void srv_batcher_halt(srv_batcher *b, int engine_rc, const char *msg)
+{
+    int expected = 0;
+    if (!atomic_compare_exchange_strong(&b->halt_state, &expected, 1))
+        return;
+    b->halt_rc = engine_rc;
+    snprintf(b->halt_msg, sizeof b->halt_msg, "%s", msg ? msg : "");
+    atomic_store(&b->halt_state, 2);
 }
 
 long srv_batcher_queue_depth(srv_batcher *b)
@@ -522,17 +548,17 @@ void srv_batcher_drain(srv_batcher *b, double deadline_s)
         if (!b->head && !busy)
             break;
         double now = srv_now();
-        if (now >= deadline_s) {
-            /* Out of time: drop what still waits; running batches finish. */
-            while (b->head) {
-                srv_job *j = b->head;
-                unlink_job(b, NULL, j);
-                srv_metrics_dropped(b->metrics, "shutdown");
-                finish_job(j, SRV_JOB_SHUTDOWN);
-            }
+        if (now >= deadline_s && b->head) {
+            /* Out of time: drop what still waits (finished outside the
+             * lock); running batches finish. */
+            srv_job *left = b->head;
+            b->head = b->tail = NULL;
+            b->depth = 0;
             srv_metrics_queue_depth(b->metrics, 0);
-            if (!busy)
-                break;
+            pthread_mutex_unlock(&b->mu);
+            finish_chain(b, left, SRV_JOB_SHUTDOWN, SRV_DROP_SHUTDOWN);
+            pthread_mutex_lock(&b->mu);
+            continue;
         }
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);

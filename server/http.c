@@ -7,19 +7,30 @@
  *               byte is read; GET endpoints answer here.
  *   body calls  the raw body is appended to a buffer capped at
  *               --max-body-bytes (no PostProcessor).
- *   last call   api.c parses and tokenizes; a translation suspends the
- *               connection and submits its jobs to the model's batcher.
- *   resumed     the batcher resumed the connection after its last job:
- *               api.c builds the response from the results.
+ *   last call   api.c parses and tokenizes; a translation submits its jobs
+ *               to the model's batcher with job_done as their completion,
+ *               and suspends the connection.
+ *   resumed     the last job's completion resumed the connection: api.c
+ *               builds the response from the results.
  *   completed   access-log line, metrics, free.
  *
- * Per-request state lives in *req_cls (srv_req); no HTTP thread waits on the
- * model. Every error is DESIGN.md's error object with its status.
+ * Per-request state lives in *req_cls (http_req). Its lifetime while jobs
+ * are queued: pending counts the unfinished jobs plus one reference held
+ * by the handler until the connection is suspended; whoever drops the last
+ * reference resumes the connection and touches the request no more. Only
+ * after that can MHD call the handler again and, once the response is
+ * sent or the connection dies, on_completed, which frees the request. So
+ * a job whose client left, a job that expired (504), one dropped by the
+ * drain and a failed one all reach job_done while the request is alive,
+ * and nothing touches it after its free. Every error is docs/api.md's
+ * error object with its status, built by api.c.
  */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <netdb.h>
 #include <netinet/in.h>
-#include <stdarg.h>
+#include <poll.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,68 +38,51 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <jansson.h>
 #include <microhttpd.h>
 
-#include "server.h"
+#include "api.h"
+#include "batcher.h"
+#include "clock.h"
+#include "http.h"
+#include "metrics.h"
+#include "state.h"
 
-typedef struct route {
-    const char *path;
-    srv_endpoint ep;
-    int post;            /* 1: POST, 0: GET (and HEAD) */
-} route;
-
-static const route k_routes[] = {
-    {"/v1/translate", SRV_EP_TRANSLATE, 1}, {"/translate", SRV_EP_LIBRE, 1},
-    {"/languages", SRV_EP_LANGUAGES, 0},    {"/v1/models", SRV_EP_MODELS, 0},
-    {"/health/live", SRV_EP_LIVE, 0},       {"/v2/health/live", SRV_EP_LIVE, 0},
-    {"/health/ready", SRV_EP_READY, 0},     {"/v2/health/ready", SRV_EP_READY, 0},
-    {"/metrics", SRV_EP_METRICS, 0},        {"/openapi.json", SRV_EP_OPENAPI, 0},
+struct srv_http {
+    srv_server *s;
+    struct MHD_Daemon *d;
+    uint16_t port;
+    int quiesced_fd;       /* MHD_quiesce_daemon's listen socket, closed after stop */
+    atomic_long active;    /* requests accepted and not yet completed */
 };
 
-void srv_req_json(srv_req *r, int status, char *body)
-{
-    free(r->resp);
-    r->status = status;
-    r->resp = body;
-    r->resp_len = body ? strlen(body) : 0;
-    r->resp_ctype = "application/json";
-}
+typedef enum http_phase {
+    HTTP_PH_BODY = 0,   /* reading the body */
+    HTTP_PH_QUEUED,     /* jobs submitted, connection suspended */
+    HTTP_PH_RESPONDED,  /* a response was queued */
+} http_phase;
 
-void srv_req_error(srv_req *r, int status, const char *code, const char *param, const char *fmt,
-                   ...)
-{
-    char msg[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    json_t *e = json_pack("{s:{s:s,s:s,s:o}}", "error", "code", code, "message", msg, "param",
-                          param ? json_string(param) : json_null());
-    char *body = e ? json_dumps(e, JSON_COMPACT) : NULL;
-    json_decref(e);
-    if (!body) {
-        /* Out of memory: still an error, never a 200. */
-        status = 500;
-        body = strdup("{\"error\":{\"code\":\"internal\",\"message\":\"out of memory\","
-                      "\"param\":null}}");
-    }
-    srv_req_json(r, status, body);
-}
-
-int srv_server_ready(const srv_server *s)
-{
-    if (!atomic_load(&s->ready) || atomic_load(&s->draining))
-        return 0;
-    for (int i = 0; i < s->n_models; i++)
-        if (atomic_load(&s->models[i].failed))
-            return 0;
-    return 1;
-}
+/* One request. Owned by the HTTP thread running its handler, except while
+ * its jobs are the batcher's: then job_done and client_left (scheduler
+ * threads) read conn, fd and the api part's model, and drop references. */
+typedef struct http_req {
+    srv_req api;             /* what the endpoints see; api.body is ours */
+    srv_http *h;
+    const char *method, *url;  /* MHD's, valid for the request's life */
+    char client[64];
+    double t0;
+    http_phase phase;
+    size_t body_cap;
+    int body_too_large;
+    int deferred;            /* a response is recorded; sent when the request is complete */
+    struct MHD_Connection *conn;
+    int fd;                  /* the client socket, polled for EOF before a job runs */
+    atomic_int pending;      /* unfinished jobs + the handler's reference */
+} http_req;
 
 /* Queues r's recorded response. Returns MHD_NO only when MHD refuses. */
-static enum MHD_Result send_resp(struct MHD_Connection *c, srv_req *r)
+static enum MHD_Result send_resp(struct MHD_Connection *c, http_req *hr)
 {
+    srv_req *r = &hr->api;
     if (!r->resp) {
         srv_req_error(r, 500, "internal", NULL, "no response was produced");
         if (!r->resp)
@@ -114,7 +108,7 @@ static enum MHD_Result send_resp(struct MHD_Connection *c, srv_req *r)
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
     enum MHD_Result ret = MHD_queue_response(c, (unsigned)r->status, resp);
     MHD_destroy_response(resp);
-    r->phase = SRV_PH_RESPONDED;
+    hr->phase = HTTP_PH_RESPONDED;
     return ret;
 }
 
@@ -132,91 +126,44 @@ static const char *header_key(struct MHD_Connection *c)
     return header(c, "X-API-Key");
 }
 
-static void handle_get(srv_req *r)
-{
-    srv_server *s = r->s;
-    switch (r->ep) {
-    case SRV_EP_LIVE:
-        srv_req_json(r, 200, strdup("{\"status\":\"ok\"}"));
-        return;
-    case SRV_EP_READY:
-        if (atomic_load(&s->draining)) {
-            srv_req_error(r, 503, "draining", NULL, "the server is shutting down");
-        } else if (!atomic_load(&s->ready)) {
-            srv_req_error(r, 503, "not_ready", NULL, "the model is loading");
-        } else {
-            for (int i = 0; i < s->n_models; i++)
-                if (atomic_load(&s->models[i].failed)) {
-                    srv_req_error(r, 503, "device_error", NULL, "model %s: the device failed: %s",
-                                  s->models[i].name, s->models[i].failed_msg);
-                    return;
-                }
-            srv_req_json(r, 200, strdup("{\"status\":\"ready\"}"));
-        }
-        return;
-    case SRV_EP_METRICS: {
-        char *t = srv_metrics_render(s);
-        if (!t) {
-            srv_req_error(r, 500, "internal", NULL, "out of memory");
-            return;
-        }
-        srv_req_json(r, 200, t);
-        r->resp_ctype = "text/plain; version=0.0.4; charset=utf-8";
-        return;
-    }
-    case SRV_EP_OPENAPI:
-        srv_req_json(r, 200, strdup(srv_openapi_json));
-        return;
-    case SRV_EP_MODELS:
-    case SRV_EP_LANGUAGES:
-        if (!atomic_load(&s->ready)) {
-            srv_req_error(r, 503, "not_ready", NULL, "the model is loading");
-            return;
-        }
-        if (r->ep == SRV_EP_MODELS)
-            srv_api_models(r);
-        else
-            srv_api_languages(r);
-        return;
-    default:
-        srv_req_error(r, 500, "internal", NULL, "unrouted GET");
-    }
-}
-
 /* First call: everything decidable from the request line and headers.
  * Returns 1 when a response was recorded. */
-static int first_call(srv_req *r, struct MHD_Connection *c)
+static int first_call(http_req *hr, struct MHD_Connection *c)
 {
+    srv_req *r = &hr->api;
     srv_server *s = r->s;
-    const route *rt = NULL;
-    for (size_t i = 0; i < sizeof k_routes / sizeof k_routes[0]; i++)
-        if (!strcmp(r->url, k_routes[i].path))
-            rt = &k_routes[i];
+    const srv_route *rt = srv_api_route(hr->url);
     if (!rt) {
         r->ep = SRV_EP_UNKNOWN;
-        srv_req_error(r, 404, "not_found", NULL, "no such endpoint: %s", r->url);
+        srv_req_error(r, 404, "not_found", NULL, "no such endpoint: %s", hr->url);
         return 1;
     }
     r->ep = rt->ep;
-    int is_get = !strcmp(r->method, "GET") || !strcmp(r->method, "HEAD");
-    if (rt->post ? strcmp(r->method, "POST") != 0 : !is_get) {
-        r->allow = rt->post ? "POST" : "GET, HEAD";
-        srv_req_error(r, 405, "method_not_allowed", NULL, "%s %s: allowed: %s", r->method,
-                      r->url, r->allow);
+    int post = rt->method == SRV_METHOD_POST;
+    int is_get = !strcmp(hr->method, "GET") || !strcmp(hr->method, "HEAD");
+    if (post ? strcmp(hr->method, "POST") != 0 : !is_get) {
+        r->allow = post ? "POST" : "GET, HEAD";
+        srv_req_error(r, 405, "method_not_allowed", NULL, "%s %s: allowed: %s", hr->method,
+                      hr->url, r->allow);
         return 1;
     }
-    if (!rt->post) {
-        handle_get(r);
+    if (!post) {
+        srv_api_get(r);
         return 1;
     }
-    if (atomic_load(&s->draining)) {
+    /* A device failure is not refused here: it is reported after the body
+     * (and the API key in it) was read, by api.c. */
+    switch (srv_server_readiness(s, NULL)) {
+    case SRV_NOT_READY_DRAINING:
         srv_req_error(r, 503, "draining", NULL, "the server is shutting down");
         return 1;
-    }
-    if (!atomic_load(&s->ready)) {
+    case SRV_NOT_READY_LOADING:
         srv_req_error(r, 503, "not_ready", NULL, "the model is loading");
         r->retry_after = 1;
         return 1;
+    case SRV_READY:
+    case SRV_NOT_READY_DEVICE:
+        break;
     }
     /* LibreTranslate may carry its key in the body: checked after parsing. */
     if (r->ep == SRV_EP_TRANSLATE && !srv_api_key_ok(s, header_key(c))) {
@@ -246,8 +193,8 @@ static int first_call(srv_req *r, struct MHD_Connection *c)
             return 1;
         }
         /* The declared size is capped above, so this allocation is bounded. */
-        r->body_cap = (size_t)v + 1;
-        r->body = malloc(r->body_cap);
+        hr->body_cap = (size_t)v + 1;
+        r->body = malloc(hr->body_cap);
         if (!r->body) {
             srv_req_error(r, 500, "internal", NULL, "out of memory");
             return 1;
@@ -256,89 +203,143 @@ static int first_call(srv_req *r, struct MHD_Connection *c)
     return 0;
 }
 
-static void append_body(srv_req *r, const char *data, size_t n)
+static void append_body(http_req *hr, const char *data, size_t n)
 {
-    if (r->body_too_large)
+    srv_req *r = &hr->api;
+    if (hr->body_too_large)
         return;
     if (r->body_len + n > (size_t)r->s->o.max_body_bytes) {
-        r->body_too_large = 1;
+        hr->body_too_large = 1;
         return;
     }
-    if (r->body_len + n + 1 > r->body_cap) {
-        size_t cap = r->body_cap ? r->body_cap : 4096;
+    if (r->body_len + n + 1 > hr->body_cap) {
+        size_t cap = hr->body_cap ? hr->body_cap : 4096;
         while (cap < r->body_len + n + 1)
             cap *= 2;
         char *p = realloc(r->body, cap);
         if (!p) {
-            r->body_too_large = 1; /* reported as 500 below */
+            hr->body_too_large = 1; /* reported as 500 below */
             free(r->body);
             r->body = NULL;
             r->body_len = 0;
             return;
         }
         r->body = p;
-        r->body_cap = cap;
+        hr->body_cap = cap;
     }
     memcpy(r->body + r->body_len, data, n);
     r->body_len += n;
     r->body[r->body_len] = 0;
 }
 
-/* The body is complete: parse it and (translations) submit the jobs. */
-static enum MHD_Result body_done(srv_req *r, struct MHD_Connection *c)
+/* Drops one reference to hr's jobs (see the top of the file): the last
+ * one resumes the connection, after which hr may be freed at any moment by
+ * an HTTP thread, so it is not touched again. */
+static void release(http_req *hr)
 {
+    struct MHD_Connection *c = hr->conn;
+    if (atomic_fetch_sub(&hr->pending, 1) == 1)
+        MHD_resume_connection(c);
+}
+
+/* The completion of every job (a scheduler thread, or the main thread in
+ * a drain): api.c takes note of the outcome, then the job's reference is
+ * dropped. */
+static void job_done(srv_job *j, void *ud)
+{
+    http_req *hr = ud;
+    srv_api_job_finished(&hr->api, j);
+    release(hr);
+}
+
+/* A client that closed its end shows EOF (or an error) on a peek. Data it
+ * pipelined is not EOF. */
+static int client_gone(int fd)
+{
+    if (fd < 0)
+        return 0;
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    if (poll(&p, 1, 0) <= 0)
+        return 0;
+    if (p.revents & (POLLERR | POLLHUP | POLLNVAL))
+        return 1;
+    char ch;
+    ssize_t k = recv(fd, &ch, 1, MSG_PEEK | MSG_DONTWAIT);
+    return k == 0 || (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
+/* The batcher's gone hook: the connection is suspended (so MHD does not
+ * read the socket) and hr is alive while the job is unfinished. */
+static int client_left(void *ud)
+{
+    const http_req *hr = ud;
+    return client_gone(hr->fd);
+}
+
+/* Submits a parsed translation's jobs and suspends the connection; on a
+ * refusal (429, 503) responds at once. */
+static enum MHD_Result submit(http_req *hr, struct MHD_Connection *c)
+{
+    srv_req *r = &hr->api;
     srv_server *s = r->s;
-    if (r->body_too_large) {
-        if (r->body)
-            srv_req_error(r, 413, "body_too_large", NULL, "the body exceeds %ld bytes",
-                          s->o.max_body_bytes);
-        else
-            srv_req_error(r, 500, "internal", NULL, "out of memory reading the body");
-        return send_resp(c, r);
-    }
-    if (srv_now() > r->t0 + s->o.request_timeout_s) {
-        srv_req_error(r, 504, "timeout", NULL, "the request took longer than %d s",
-                      s->o.request_timeout_s);
-        return send_resp(c, r);
-    }
-    if (!r->body) {
-        r->body = strdup("");
-        if (!r->body) {
-            srv_req_error(r, 500, "internal", NULL, "out of memory");
-            return send_resp(c, r);
-        }
-    }
-    const char *ct = header(c, MHD_HTTP_HEADER_CONTENT_TYPE);
-    int rc = r->ep == SRV_EP_TRANSLATE ? srv_api_translate_parse(r, ct, header_key(c))
-                                       : srv_api_libre_parse(r, ct, header_key(c));
-    if (rc != 1)
-        return send_resp(c, r);
     const union MHD_ConnectionInfo *ci =
         MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
-    r->task.conn = c;
-    r->task.fd = ci ? ci->connect_fd : -1;
-    r->task.deadline = r->t0 + s->o.request_timeout_s;
-    atomic_init(&r->task.pending, r->n_jobs);
-    srv_job **jp = malloc((size_t)r->n_jobs * sizeof *jp);
-    if (!jp) {
-        srv_req_error(r, 500, "internal", NULL, "out of memory");
-        return send_resp(c, r);
+    hr->conn = c;
+    hr->fd = ci ? ci->connect_fd : -1;
+    /* One reference per job plus the handler's own, dropped once the
+     * connection is suspended: no completion can resume it before. */
+    atomic_init(&hr->pending, r->n_jobs + 1);
+    /* Set before the submit: once queued, the phase is the resumed
+     * handler's cue. */
+    hr->phase = HTTP_PH_QUEUED;
+    const srv_completion done = {.done = job_done, .gone = client_left, .ud = hr};
+    srv_submit_rc sr = srv_batcher_submit(r->model->b, r->jobs, r->n_jobs,
+                                          hr->t0 + s->o.request_timeout_s, &done);
+    if (sr == SRV_SUBMIT_OK) {
+        MHD_suspend_connection(c);
+        release(hr);
+        return MHD_YES; /* the last completion resumes it */
     }
-    for (int i = 0; i < r->n_jobs; i++)
-        jp[i] = &r->jobs[i];
-    /* Set before the submit: once queued, the phase is the batcher's cue. */
-    r->phase = SRV_PH_QUEUED;
-    srv_submit_rc sr = srv_batcher_submit(r->model->b, jp, r->n_jobs, c);
-    free(jp);
-    if (sr == SRV_SUBMIT_OK)
-        return MHD_YES; /* suspended; the batcher resumes it */
     if (sr == SRV_SUBMIT_FULL) {
         srv_req_error(r, 429, "queue_full", NULL, "the queue is full; retry later");
         r->retry_after = 1;
     } else {
         srv_req_error(r, 503, "draining", NULL, "the server is shutting down");
     }
-    return send_resp(c, r);
+    return send_resp(c, hr);
+}
+
+/* The body is complete: parse it and (translations) submit the jobs. */
+static enum MHD_Result body_done(http_req *hr, struct MHD_Connection *c)
+{
+    srv_req *r = &hr->api;
+    srv_server *s = r->s;
+    if (hr->body_too_large) {
+        if (r->body)
+            srv_req_error(r, 413, "body_too_large", NULL, "the body exceeds %ld bytes",
+                          s->o.max_body_bytes);
+        else
+            srv_req_error(r, 500, "internal", NULL, "out of memory reading the body");
+        return send_resp(c, hr);
+    }
+    if (srv_now() > hr->t0 + s->o.request_timeout_s) {
+        srv_req_error(r, 504, "timeout", NULL, "the request took longer than %d s",
+                      s->o.request_timeout_s);
+        return send_resp(c, hr);
+    }
+    if (!r->body) {
+        r->body = strdup("");
+        if (!r->body) {
+            srv_req_error(r, 500, "internal", NULL, "out of memory");
+            return send_resp(c, hr);
+        }
+    }
+    const char *ct = header(c, MHD_HTTP_HEADER_CONTENT_TYPE);
+    int rc = r->ep == SRV_EP_TRANSLATE ? srv_api_translate_parse(r, ct, header_key(c))
+                                       : srv_api_libre_parse(r, ct, header_key(c));
+    if (rc != 1)
+        return send_resp(c, hr);
+    return submit(hr, c);
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
@@ -346,65 +347,67 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                                   const char *upload_data, size_t *upload_size, void **req_cls)
 {
     (void)version;
-    srv_server *s = cls;
-    srv_req *r = *req_cls;
-    if (!r) {
-        r = calloc(1, sizeof *r);
-        if (!r)
+    srv_http *h = cls;
+    srv_server *s = h->s;
+    http_req *hr = *req_cls;
+    if (!hr) {
+        hr = calloc(1, sizeof *hr);
+        if (!hr)
             return MHD_NO;
-        r->s = s;
-        r->method = method;
-        r->url = url;
-        r->t0 = srv_now();
-        r->task.fd = -1;
+        hr->api.s = s;
+        hr->h = h;
+        hr->method = method;
+        hr->url = url;
+        hr->t0 = srv_now();
+        hr->fd = -1;
         const union MHD_ConnectionInfo *ci =
             MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
         if (ci && ci->client_addr) {
             const struct sockaddr *sa = ci->client_addr;
             if (sa->sa_family == AF_INET)
                 inet_ntop(AF_INET, &((const struct sockaddr_in *)(const void *)sa)->sin_addr,
-                          r->client, sizeof r->client);
+                          hr->client, sizeof hr->client);
             else if (sa->sa_family == AF_INET6)
                 inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr,
-                          r->client, sizeof r->client);
+                          hr->client, sizeof hr->client);
         }
-        if (!r->client[0])
-            snprintf(r->client, sizeof r->client, "-");
-        atomic_fetch_add(&s->active, 1);
-        *req_cls = r;
-        if (first_call(r, c)) {
+        if (!hr->client[0])
+            snprintf(hr->client, sizeof hr->client, "-");
+        atomic_fetch_add(&h->active, 1);
+        *req_cls = hr;
+        if (first_call(hr, c)) {
             /* A GET has no body to refuse: answering on the next call (the
              * request complete) keeps the connection alive. Anything else
              * is answered before its body is read, and MHD closes. */
             if (!strcmp(method, "GET") || !strcmp(method, "HEAD"))
-                r->deferred = 1;
+                hr->deferred = 1;
             else
-                return send_resp(c, r);
+                return send_resp(c, hr);
         }
         return MHD_YES;
     }
-    switch (r->phase) {
-    case SRV_PH_BODY:
+    switch (hr->phase) {
+    case HTTP_PH_BODY:
         if (*upload_size > 0) {
             /* The whole-request deadline also bounds a slow upload (the idle
              * timeout alone would let a trickle hold the slot forever); MHD
              * cannot answer mid-body, so the connection is closed. */
-            if (srv_now() > r->t0 + s->o.request_timeout_s)
+            if (srv_now() > hr->t0 + s->o.request_timeout_s)
                 return MHD_NO;
-            if (!r->deferred)
-                append_body(r, upload_data, *upload_size);
+            if (!hr->deferred)
+                append_body(hr, upload_data, *upload_size);
             *upload_size = 0;
             return MHD_YES;
         }
-        if (r->deferred)
-            return send_resp(c, r);
-        return body_done(r, c);
-    case SRV_PH_QUEUED:
+        if (hr->deferred)
+            return send_resp(c, hr);
+        return body_done(hr, c);
+    case HTTP_PH_QUEUED:
         /* resumed: every job finished (or the submit failed) */
-        if (!r->resp)
-            srv_api_translate_respond(r);
-        return send_resp(c, r);
-    case SRV_PH_RESPONDED:
+        if (!hr->api.resp)
+            srv_api_translate_respond(&hr->api);
+        return send_resp(c, hr);
+    case HTTP_PH_RESPONDED:
     default:
         *upload_size = 0;
         return MHD_YES;
@@ -415,27 +418,28 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls,
                          enum MHD_RequestTerminationCode toe)
 {
     (void)c;
-    srv_server *s = cls;
-    srv_req *r = *req_cls;
-    if (!r)
+    srv_http *h = cls;
+    http_req *hr = *req_cls;
+    if (!hr)
         return;
-    double dt = srv_now() - r->t0;
-    int status = r->phase == SRV_PH_RESPONDED ? r->status : 0;
-    srv_metrics_request(s->metrics, r->ep, status, dt);
+    const srv_req *r = &hr->api;
+    double dt = srv_now() - hr->t0;
+    int status = hr->phase == HTTP_PH_RESPONDED ? r->status : 0;
+    srv_metrics_request(h->s->metrics, r->ep, status, dt);
     /* One line per request; one fprintf so lines do not interleave. */
-    fprintf(stderr, "%s \"%s %s\" %d %.1fms in=%ld out=%ld%s\n", r->client, r->method, r->url,
-            status, dt * 1e3, r->tokens_in, r->tokens_out,
+    fprintf(stderr, "%s \"%s %s\" %d %.1fms in=%ld out=%ld%s\n", hr->client, hr->method,
+            hr->url, status, dt * 1e3, r->tokens_in, r->tokens_out,
             toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (aborted)");
-    srv_api_req_free(r);
-    free(r->resp);
-    free(r->body);
-    free(r);
+    srv_api_req_free(&hr->api);
+    free(hr->api.body);
+    free(hr);
     *req_cls = NULL;
-    atomic_fetch_sub(&s->active, 1);
+    atomic_fetch_sub(&h->active, 1);
 }
 
-int srv_http_start(srv_server *s, char *err, size_t errlen)
+int srv_http_start(srv_http **out, srv_server *s, char *err, size_t errlen)
 {
+    *out = NULL;
     struct addrinfo hints, *ai = NULL;
     memset(&hints, 0, sizeof hints);
     hints.ai_family = AF_UNSPEC;
@@ -448,47 +452,68 @@ int srv_http_start(srv_server *s, char *err, size_t errlen)
         snprintf(err, errlen, "--host %s: %s", s->o.host, gai_strerror(gai));
         return -1;
     }
+    srv_http *h = calloc(1, sizeof *h);
+    if (!h) {
+        freeaddrinfo(ai);
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    h->s = s;
+    h->quiesced_fd = -1;
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_ALLOW_SUSPEND_RESUME |
                      MHD_USE_ITC | MHD_USE_ERROR_LOG;
     if (ai->ai_family == AF_INET6)
         flags |= MHD_USE_IPv6;
-    s->d = MHD_start_daemon(
-        flags, (uint16_t)s->o.port, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
+    h->d = MHD_start_daemon(
+        flags, (uint16_t)s->o.port, NULL, NULL, on_request, h, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
         MHD_OPTION_THREAD_POOL_SIZE, (unsigned)s->o.http_threads, MHD_OPTION_CONNECTION_LIMIT,
         (unsigned)s->o.max_connections, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
         (unsigned)s->o.max_connections_per_ip, MHD_OPTION_CONNECTION_TIMEOUT,
-        (unsigned)s->o.idle_timeout_s, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+        (unsigned)s->o.idle_timeout_s, MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
         MHD_OPTION_END);
     freeaddrinfo(ai);
-    if (!s->d) {
+    if (!h->d) {
         snprintf(err, errlen, "cannot listen on %s:%d", s->o.host, s->o.port);
+        free(h);
         return -1;
     }
-    const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
-    s->port = di ? di->port : (uint16_t)s->o.port;
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(h->d, MHD_DAEMON_INFO_BIND_PORT);
+    h->port = di ? di->port : (uint16_t)s->o.port;
+    *out = h;
     return 0;
 }
 
-void srv_http_quiesce(srv_server *s)
+uint16_t srv_http_port(const srv_http *h)
 {
-    if (!s->d)
+    return h->port;
+}
+
+long srv_http_active(const srv_http *h)
+{
+    return atomic_load(&h->active);
+}
+
+void srv_http_quiesce(srv_http *h)
+{
+    if (!h || !h->d)
         return;
     /* The socket is ours to close, but only after MHD_stop_daemon: a pool
      * thread may still be polling it. */
-    s->quiesced_fd = MHD_quiesce_daemon(s->d);
+    h->quiesced_fd = MHD_quiesce_daemon(h->d);
     /* Still open, the socket would let the kernel complete new handshakes
      * into a backlog nobody accepts; shut down, new clients are refused at
      * once (and the descriptor cannot be reused under MHD's feet). */
-    if (s->quiesced_fd >= 0)
-        shutdown(s->quiesced_fd, SHUT_RDWR);
+    if (h->quiesced_fd >= 0)
+        shutdown(h->quiesced_fd, SHUT_RDWR);
 }
 
-void srv_http_stop(srv_server *s)
+void srv_http_stop(srv_http *h)
 {
-    if (s->d)
-        MHD_stop_daemon(s->d);
-    s->d = NULL;
-    if (s->quiesced_fd >= 0)
-        close(s->quiesced_fd);
-    s->quiesced_fd = -1;
+    if (!h)
+        return;
+    if (h->d)
+        MHD_stop_daemon(h->d);
+    if (h->quiesced_fd >= 0)
+        close(h->quiesced_fd);
+    free(h);
 }

@@ -25,12 +25,11 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "serve.h"
 #include "tokenizer.h"
 #include "translator.h"
 
 #define TD_GOMP_SPINCOUNT "1000"
-
-int srv_main(int argc, char **argv); /* server/serve.c */
 
 /* Options shared by translate and translate-ids. */
 typedef struct cli_opts {

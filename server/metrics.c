@@ -1,17 +1,20 @@
 /*
  * metrics.c - Prometheus counters, gauges and histograms of the daemon.
  *
- * Every recorder is a handful of relaxed atomic adds: the HTTP and batcher
- * threads never take a lock to count. Rendering reads the atomics one by
- * one, so a scrape may see a request counted in one series and not yet in
- * another; Prometheus tolerates that.
+ * Every recorder is a handful of relaxed atomic adds: the HTTP and scheduler
+ * threads never take a lock to count. Rendering (an HTTP thread) reads the
+ * atomics one by one, so a scrape may see a request counted in one series
+ * and not yet in another; Prometheus tolerates that. The model-info lines
+ * are written by the main thread before readiness and published by a
+ * release store of their count.
  */
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "server.h"
+#include "metrics.h"
 
 static const int k_statuses[] = {200, 400, 401, 404, 405, 408, 413, 415, 422, 429, 500, 503, 504};
 #define N_STATUS ((int)(sizeof k_statuses / sizeof k_statuses[0]) + 1) /* + "other" */
@@ -23,6 +26,7 @@ static const double k_size_buckets[] = {1, 2, 4, 8, 16, 32, 64, 128, 256};
 #define N_SIZE ((int)(sizeof k_size_buckets / sizeof k_size_buckets[0]))
 static const double k_tok_buckets[] = {16, 64, 256, 1024, 4096, 16384, 65536};
 #define N_TOK ((int)(sizeof k_tok_buckets / sizeof k_tok_buckets[0]))
+#define SRV_METRICS_MAX_MODELS 16
 
 /* A histogram with at most 16 finite buckets; sum kept in micro-units so
  * that it can be an integer atomic. */
@@ -44,6 +48,10 @@ struct srv_metrics {
     atomic_long queue_depth;
     atomic_ullong dropped_timeout, dropped_gone, dropped_shutdown;
     atomic_ullong batches_failed;
+    /* transformerd_model_info: whole series lines, written before n_models
+     * is published (release) and read after it is loaded (acquire). */
+    char *model_lines[SRV_METRICS_MAX_MODELS];
+    atomic_int n_models;
 };
 
 static const char *k_ep_names[SRV_EP_COUNT] = {
@@ -64,7 +72,32 @@ srv_metrics *srv_metrics_new(void)
 
 void srv_metrics_free(srv_metrics *m)
 {
+    if (!m)
+        return;
+    for (int i = 0; i < atomic_load(&m->n_models); i++)
+        free(m->model_lines[i]);
     free(m);
+}
+
+int srv_metrics_add_model(srv_metrics *m, const srv_model_info *in)
+{
+    int n = atomic_load_explicit(&m->n_models, memory_order_relaxed);
+    if (n >= SRV_METRICS_MAX_MODELS)
+        return -1;
+#define MODEL_INFO_FMT                                                                     \
+    "transformerd_model_info{model=\"%s\",source=\"%s\",target=\"%s\",device=\"%s\","      \
+    "dtype=\"%s\",d_model=\"%d\",encoder_layers=\"%d\",decoder_layers=\"%d\"} 1\n"
+    int len = snprintf(NULL, 0, MODEL_INFO_FMT, in->model, in->source, in->target, in->device, in->dtype,
+                       in->d_model, in->encoder_layers, in->decoder_layers);
+    char *line = len >= 0 ? malloc((size_t)len + 1) : NULL;
+    if (!line)
+        return -1;
+    snprintf(line, (size_t)len + 1, MODEL_INFO_FMT, in->model, in->source, in->target,
+             in->device, in->dtype, in->d_model, in->encoder_layers, in->decoder_layers);
+#undef MODEL_INFO_FMT
+    m->model_lines[n] = line;
+    atomic_store_explicit(&m->n_models, n + 1, memory_order_release);
+    return 0;
 }
 
 static void hist_add(hist *h, const double *bounds, int nb, double v)
@@ -123,12 +156,12 @@ void srv_metrics_queue_depth(srv_metrics *m, long depth)
         atomic_store_explicit(&m->queue_depth, depth, memory_order_relaxed);
 }
 
-void srv_metrics_dropped(srv_metrics *m, const char *reason)
+void srv_metrics_dropped(srv_metrics *m, srv_drop_reason reason)
 {
     if (!m)
         return;
-    atomic_ullong *c = !strcmp(reason, "timeout") ? &m->dropped_timeout
-                       : !strcmp(reason, "gone")  ? &m->dropped_gone
+    atomic_ullong *c = reason == SRV_DROP_TIMEOUT ? &m->dropped_timeout
+                       : reason == SRV_DROP_GONE  ? &m->dropped_gone
                                                   : &m->dropped_shutdown;
     atomic_fetch_add_explicit(c, 1, memory_order_relaxed);
 }
@@ -206,9 +239,8 @@ static void render_hist(sbuf *b, const char *name, const char *labels, hist *h,
     }
 }
 
-char *srv_metrics_render(const srv_server *s)
+char *srv_metrics_render(srv_metrics *m, int ready)
 {
-    srv_metrics *m = s->metrics;
     sbuf b = {malloc(8192), 0, 8192, 0};
     if (!b.p)
         return NULL;
@@ -281,20 +313,12 @@ char *srv_metrics_render(const srv_server *s)
                   "draining nor failed), 0 otherwise.\n"
                   "# TYPE transformerd_ready gauge\n"
                   "transformerd_ready %d\n",
-              srv_server_ready(s));
+              ready);
     sb_printf(&b, "# HELP transformerd_model_info The loaded models.\n"
                   "# TYPE transformerd_model_info gauge\n");
-    if (atomic_load(&s->ready))
-        for (int i = 0; i < s->n_models; i++) {
-            const srv_model *sm = &s->models[i];
-            const td_config *c = td_model_config(sm->m);
-            sb_printf(&b,
-                      "transformerd_model_info{model=\"%s\",source=\"%s\",target=\"%s\","
-                      "device=\"%s\",dtype=\"%s\",d_model=\"%d\",encoder_layers=\"%d\","
-                      "decoder_layers=\"%d\"} 1\n",
-                      sm->name, sm->src_lang, sm->tgt_lang, sm->device, sm->dtype, c->d_model,
-                      c->encoder_layers, c->decoder_layers);
-        }
+    int nm = atomic_load_explicit(&m->n_models, memory_order_acquire);
+    for (int i = 0; i < nm; i++)
+        sb_printf(&b, "%s", m->model_lines[i]);
     if (b.failed) {
         free(b.p);
         return NULL;

@@ -1,9 +1,9 @@
 /*
- * openapi.c - GET /openapi.json: the HTTP API of DESIGN.md as OpenAPI 3.0.
- * Keep it in step with api.c and http.c (tests/server check that every path
- * the server routes is listed here).
+ * openapi.c - GET /openapi.json: the HTTP API of docs/api.md as OpenAPI 3.0.
+ * Keep it in step with api.c (tests/test_server_http.c checks that every
+ * path the server routes is listed here).
  */
-#include "server.h"
+#include "openapi.h"
 
 /* clang-format off */
 const char srv_openapi_json[] =

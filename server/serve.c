@@ -9,6 +9,11 @@
  * ready. On SIGTERM/SIGINT: readiness 503, stop accepting, finish queued and
  * running work within --drain-timeout-s, let every resumed connection get
  * its response, stop, exit 0.
+ *
+ * The wiring: the state (state.h) is filled here before ready is set;
+ * each model gets a batcher (batcher.h) made from the options; the HTTP
+ * layer (http.h) is started first and stopped last. Everything in this file
+ * runs on the main thread.
  */
 #include <ctype.h>
 #include <errno.h>
@@ -21,9 +26,19 @@
 
 #include <jansson.h>
 
-#include "server.h"
+#include "batcher.h"
+#include "clock.h"
+#include "http.h"
+#include "metrics.h"
+#include "serve.h"
+#include "state.h"
 
-typedef enum opt_kind { OPT_STR, OPT_INT, OPT_LONG } opt_kind;
+typedef enum opt_kind {
+    OPT_STR,
+    OPT_INT,
+    OPT_LONG,
+    OPT_FAULT, /* srv_fault: "engine" | "device" ("" or "none": off) */
+} opt_kind;
 
 typedef struct opt_def {
     const char *flag;
@@ -67,6 +82,8 @@ static const opt_def k_opts[] = {
     {"--drain-timeout-s", OPT_INT, OFF(drain_timeout_s), 0, 86400,
      "SIGTERM: time to finish queued work"},
     {"--api-key", OPT_STR, OFF(api_key), 0, 0, "require this key (Bearer or X-API-Key)"},
+    {"--test-fail-batches", OPT_FAULT, OFF(test_fault), 0, 0,
+     "FOR TESTS ONLY: engine | device: every batch after the warm-up fails with that error"},
 };
 #define N_OPTS (sizeof k_opts / sizeof k_opts[0])
 
@@ -106,6 +123,18 @@ static int set_opt(srv_opts *o, const opt_def *d, const char *v, const char *fro
     char *base = (char *)o + d->off;
     if (d->kind == OPT_STR) {
         *(const char **)(void *)base = v;
+        return 0;
+    }
+    if (d->kind == OPT_FAULT) {
+        srv_fault f = !strcmp(v, "engine")             ? SRV_FAULT_ENGINE
+                      : !strcmp(v, "device")           ? SRV_FAULT_DEVICE
+                      : !*v || !strcmp(v, "none")      ? SRV_FAULT_NONE
+                                                       : (srv_fault)-1;
+        if ((int)f < 0) {
+            fprintf(stderr, "transformerd: %s: expected engine or device, got '%s'\n", from, v);
+            return -1;
+        }
+        *(srv_fault *)(void *)base = f;
         return 0;
     }
     char *end;
@@ -279,7 +308,35 @@ static int load_model(srv_server *s, srv_model *sm, char *err, size_t errlen)
     sm->max_length = maxpos < 512 ? maxpos : 512;
     if (sm->max_length < sm->defaults.max_length)
         sm->max_length = sm->defaults.max_length;
-    return srv_batcher_init(&sm->b, sm, o, s->metrics, err, errlen);
+    const srv_batcher_opts bo = {.model = sm->m,
+                                 .warm_up = sm->defaults,
+                                 .warm_up_token = td_tok_eos_id(sm->tok),
+                                 .workers = o->workers,
+                                 .threads = o->threads,
+                                 .max_batch_size = o->max_batch_size,
+                                 .max_batch_tokens = o->max_batch_tokens,
+                                 .batch_delay_ms = o->batch_delay_ms,
+                                 .max_queue = o->max_queue,
+                                 .max_src_len = sm->max_input_tokens,
+                                 .max_length = sm->max_length,
+                                 .max_beam = sm->max_beam,
+                                 .fault = o->test_fault};
+    if (srv_batcher_init(&sm->b, &bo, s->metrics, err, errlen) != 0)
+        return -1;
+    sm->worker_bytes = srv_batcher_worker_bytes(sm->b);
+    const srv_model_info info = {.model = sm->name,
+                                 .source = sm->src_lang,
+                                 .target = sm->tgt_lang,
+                                 .device = sm->device,
+                                 .dtype = sm->dtype,
+                                 .d_model = c->d_model,
+                                 .encoder_layers = c->encoder_layers,
+                                 .decoder_layers = c->decoder_layers};
+    if (srv_metrics_add_model(s->metrics, &info) != 0) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    return 0;
 }
 
 static void free_models(srv_server *s)
@@ -299,7 +356,7 @@ int srv_main(int argc, char **argv)
     json_object_seed(0);
     srv_server s;
     memset(&s, 0, sizeof s);
-    s.quiesced_fd = -1;
+    srv_http *http = NULL;
     int prc = parse_opts(&s.o, argc, argv);
     if (prc)
         return prc > 0 ? 0 : 2;
@@ -320,18 +377,19 @@ int srv_main(int argc, char **argv)
         srv_metrics_free(s.metrics);
         return 1;
     }
-    if (srv_http_start(&s, err, sizeof err) != 0) {
+    if (srv_http_start(&http, &s, err, sizeof err) != 0) {
         fprintf(stderr, "transformerd: %s\n", err);
         free(s.models);
         srv_metrics_free(s.metrics);
         return 1;
     }
-    fprintf(stderr, "transformerd: listening on http://%s:%u\n", s.o.host, (unsigned)s.port);
+    fprintf(stderr, "transformerd: listening on http://%s:%u\n", s.o.host,
+            (unsigned)srv_http_port(http));
     double t0 = srv_now();
     s.n_models = 1;
     if (load_model(&s, &s.models[0], err, sizeof err) != 0) {
         fprintf(stderr, "transformerd: %s\n", err);
-        srv_http_stop(&s);
+        srv_http_stop(http);
         free_models(&s);
         srv_metrics_free(s.metrics);
         return 1;
@@ -350,18 +408,18 @@ int srv_main(int argc, char **argv)
         ;
     fprintf(stderr, "transformerd: %s: draining\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
     atomic_store(&s.draining, 1);
-    srv_http_quiesce(&s);
+    srv_http_quiesce(http);
     double deadline = srv_now() + s.o.drain_timeout_s;
     for (int i = 0; i < s.n_models; i++)
         srv_batcher_drain(s.models[i].b, deadline);
     /* Every job has finished and every connection was resumed; give the
      * responses a bounded time to be written before the daemon stops. */
     double until = srv_now() + 5;
-    while (atomic_load(&s.active) > 0 && srv_now() < until) {
+    while (srv_http_active(http) > 0 && srv_now() < until) {
         struct timespec ts = {0, 10 * 1000000L};
         nanosleep(&ts, NULL);
     }
-    srv_http_stop(&s);
+    srv_http_stop(http);
     free_models(&s);
     srv_metrics_free(s.metrics);
     fprintf(stderr, "transformerd: stopped\n");

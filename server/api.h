@@ -1,0 +1,113 @@
+/*
+ * api.h - the HTTP API's semantics, without the transport: the routes, the
+ * request and response JSON of every endpoint (docs/api.md), the error
+ * objects, and the jobs a translation request becomes.
+ *
+ * Promise: every response body the daemon sends is built here, and every
+ * error is docs/api.md's error object with a non-200 status. Nothing a
+ * client sends touches shared state: each request gets its own copy of the
+ * model's default decoding options.
+ *
+ * Threads: a srv_req belongs to the HTTP thread that runs its handler;
+ * while its jobs are queued only srv_api_job_finished touches it, from a
+ * scheduler thread, and only the job it is given.
+ */
+#ifndef SRV_API_H
+#define SRV_API_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "batcher.h"
+#include "metrics.h"
+#include "state.h"
+#include "translator.h"
+
+/* ---- routes --------------------------------------------------------------- */
+
+typedef enum srv_method {
+    SRV_METHOD_GET = 0, /* GET and HEAD */
+    SRV_METHOD_POST,
+} srv_method;
+
+typedef struct srv_route {
+    const char *path;
+    srv_endpoint ep;
+    srv_method method;
+} srv_route;
+
+/* The route of an exact path, or NULL (404). */
+const srv_route *srv_api_route(const char *path);
+
+/* ---- one request ---------------------------------------------------------- */
+
+typedef struct srv_req {
+    srv_server *s;
+    srv_endpoint ep;
+    char *body;              /* the complete body, NUL-terminated: the HTTP layer's
+                                buffer (the endpoints may modify it in place) */
+    size_t body_len;
+    /* the response, recorded by srv_req_json / srv_req_error */
+    int status;
+    char *resp;              /* malloc'd */
+    size_t resp_len;
+    const char *resp_ctype;
+    int retry_after;         /* seconds, 0 = no header */
+    const char *allow;       /* 405: the Allow header */
+    /* a translation */
+    srv_model *model;
+    srv_job *jobs;           /* one per text, in input order */
+    int n_jobs;
+    int32_t **src;           /* per text, owned */
+    td_decode_opts opts;     /* this request's own copy of the defaults */
+    int *attn_layers, *attn_heads;
+    int return_tokens, return_attention;
+    int libre, libre_list, libre_auto, alternatives;
+    long tokens_in, tokens_out;
+} srv_req;
+
+/* Records body (taken, malloc'd; NULL when out of memory) as a JSON
+ * response with status. */
+void srv_req_json(srv_req *r, int status, char *body);
+
+/* Records an error object {"error":{code,message,param}} as the response;
+ * out of memory makes it a 500, never a 200. */
+void srv_req_error(srv_req *r, int status, const char *code, const char *param,
+                   const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 5, 6)))
+#endif
+    ;
+
+/* Frees what r owns (response, jobs and their results, token ids); r
+ * itself and its body are the caller's. */
+void srv_api_req_free(srv_req *r);
+
+/* ---- endpoints ------------------------------------------------------------ */
+
+/* Answers a GET endpoint (health, readiness, metrics, models, languages,
+ * openapi) into r's response. */
+void srv_api_get(srv_req *r);
+
+/* POST /v1/translate and POST /translate, once the body is complete: each
+ * either records a response and returns 0, or fills r->jobs (validated,
+ * tokenized) and returns 1 for the caller to submit them to
+ * r->model->b. ctype is the Content-Type header; auth_key the key from the
+ * headers (LibreTranslate may carry its own in the body). */
+int srv_api_translate_parse(srv_req *r, const char *ctype, const char *auth_key);
+int srv_api_libre_parse(srv_req *r, const char *ctype, const char *auth_key);
+
+/* Called from a job's completion (a scheduler thread) before the job's
+ * request is handed back: applies the device-failed policy to a failed
+ * job. Touches only j and the model's state, never the rest of r. */
+void srv_api_job_finished(srv_req *r, const srv_job *j);
+
+/* Once every job finished: records the response (200 with the
+ * translations, or the error of the first job that did not finish). */
+void srv_api_translate_respond(srv_req *r);
+
+/* 1 when the server has no API key or given matches it; constant time in
+ * the key's content. */
+int srv_api_key_ok(const srv_server *s, const char *given);
+
+#endif /* SRV_API_H */

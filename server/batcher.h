@@ -1,0 +1,141 @@
+/*
+ * batcher.h - the bounded queue of one model and its scheduler threads.
+ *
+ * A job is one text to translate. A submitter (the HTTP layer) hands the
+ * batcher its jobs together with a completion: a done(job, ud) callback and
+ * its user pointer (redis's aeFileProc + clientData), an optional
+ * gone(ud) hook and a deadline. The batcher forms batches, runs the engine
+ * on them and finishes every job it accepted exactly once through done. It
+ * knows nothing of the transport (no HTTP header, no sockets) and no policy
+ * about engine errors: a failed job carries the engine's return code and
+ * message, and the submitter decides what that means (see docs/api.md for
+ * the statuses the daemon makes of them).
+ *
+ * Threads: srv_batcher_submit, _queue_depth and _halt may be called from
+ * any thread; one scheduler thread per worker runs batches and calls done
+ * and gone; _drain and _free belong to the thread that owns the batcher
+ * (serve.c's main thread). done and gone are never called with the
+ * batcher's lock held.
+ */
+#ifndef SRV_BATCHER_H
+#define SRV_BATCHER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "metrics.h"
+#include "translator.h"
+
+typedef enum srv_job_status {
+    SRV_JOB_QUEUED = 0,
+    SRV_JOB_DONE,      /* res holds the translation */
+    SRV_JOB_TIMEOUT,   /* the deadline passed before the job ran */
+    SRV_JOB_GONE,      /* gone(ud) said the submitter's client left before the job ran */
+    SRV_JOB_SHUTDOWN,  /* the drain deadline passed before the job ran */
+    SRV_JOB_FAILED,    /* the engine failed the job's batch: engine_rc, engine_err */
+} srv_job_status;
+
+typedef struct srv_job srv_job;
+
+/* Called exactly once per accepted job, from a scheduler thread (or from
+ * the thread in srv_batcher_drain / _free), after status and its outcome
+ * fields are written. From the moment done is entered the batcher never
+ * touches the job again, so done may free it (or let another thread do
+ * so). It must be quick: it runs between two batches of a worker. */
+typedef void (*srv_job_done_fn)(srv_job *job, void *ud);
+
+/* Polled from a scheduler thread just before a job runs: nonzero when
+ * nobody waits for the result any more (the job is then finished as
+ * SRV_JOB_GONE without running). */
+typedef int (*srv_job_gone_fn)(void *ud);
+
+/* How a submitter hears from the batcher about the jobs of one submit. */
+typedef struct srv_completion {
+    srv_job_done_fn done; /* required */
+    srv_job_gone_fn gone; /* NULL: never gone */
+    void *ud;             /* passed to both; must stay valid until the last done */
+} srv_completion;
+
+struct srv_job {
+    /* Set by the submitter; read-only while the job is the batcher's. src
+     * and opts must stay valid until done. */
+    const int32_t *src;
+    int n_src;
+    const td_decode_opts *opts;
+    /* The outcome, written by the batcher before done and the submitter's
+     * after it. */
+    srv_job_status status;
+    td_result res;        /* SRV_JOB_DONE: the submitter frees it (td_result_free) */
+    int engine_rc;        /* SRV_JOB_FAILED: td_translate_batch's code (TD_EDEVICE, ...) */
+    char engine_err[256]; /* SRV_JOB_FAILED: the engine's message */
+    /* The batcher's own, from submit until done. */
+    srv_completion completion;
+    double deadline;  /* srv_now() seconds */
+    double t_enqueue; /* srv_now() seconds */
+    srv_job *next;    /* queue link, under the batcher's lock */
+};
+
+/* Fault injection, for tests only: every batch after the warm-up fails as
+ * if the engine had returned this error, without calling the engine. */
+typedef enum srv_fault {
+    SRV_FAULT_NONE = 0,
+    SRV_FAULT_ENGINE, /* TD_EINVAL: only that batch fails */
+    SRV_FAULT_DEVICE, /* TD_EDEVICE */
+} srv_fault;
+
+typedef struct srv_batcher_opts {
+    td_model *model;          /* loaded; outlives the batcher */
+    td_decode_opts warm_up;   /* the model's defaults (the warm-up runs them greedy, <= 4 tokens) */
+    int32_t warm_up_token;    /* the source of the warm-up batch: two of it (</s>) */
+    int workers;              /* td_workers, one scheduler thread each */
+    int threads;              /* engine CPU threads per worker; 0 = all cores */
+    int max_batch_size;       /* sentences per batch; sizes the workers */
+    int max_batch_tokens;     /* padded source tokens per batch */
+    int batch_delay_ms;       /* longest wait of the oldest job for company */
+    int max_queue;            /* jobs waiting before SRV_SUBMIT_FULL */
+    int max_src_len, max_length, max_beam; /* size the workers (td_worker_opts) */
+    srv_fault fault;          /* SRV_FAULT_NONE outside tests */
+} srv_batcher_opts;
+
+typedef struct srv_batcher srv_batcher;
+
+/* Makes the workers (td_worker_init), runs one warm-up batch on each and
+ * starts one scheduler thread per worker. metrics may be NULL. On failure
+ * *out is NULL and err says why. */
+int srv_batcher_init(srv_batcher **out, const srv_batcher_opts *o, srv_metrics *metrics,
+                     char *err, size_t errlen);
+
+/* Bytes of one worker's arena (td_worker_arena_bytes). */
+size_t srv_batcher_worker_bytes(const srv_batcher *b);
+
+typedef enum srv_submit_rc {
+    SRV_SUBMIT_OK = 0,
+    SRV_SUBMIT_FULL,     /* the queue holds max_queue jobs */
+    SRV_SUBMIT_DRAINING, /* srv_batcher_drain was called */
+} srv_submit_rc;
+
+/* Queues the n jobs of jobs[] atomically (all or none), each with the
+ * deadline and the completion c (copied). On SRV_SUBMIT_OK every job will
+ * be finished through c->done, possibly before this returns; on anything
+ * else nothing was queued and done will not be called. */
+srv_submit_rc srv_batcher_submit(srv_batcher *b, srv_job *jobs, int n, double deadline,
+                                 const srv_completion *c);
+
+/* From now on every batch fails at once with engine_rc and msg without
+ * calling the engine (the engine is presumed unusable); its jobs still
+ * finish through done. The first call wins; lock-free, so a done callback
+ * may call it. */
+void srv_batcher_halt(srv_batcher *b, int engine_rc, const char *msg);
+
+/* Stops taking jobs, waits until deadline_s (srv_now() seconds) for queued
+ * and running jobs, then finishes what is still queued as
+ * SRV_JOB_SHUTDOWN; returns when no batch runs any more. */
+void srv_batcher_drain(srv_batcher *b, double deadline_s);
+
+long srv_batcher_queue_depth(srv_batcher *b);
+
+/* Stops and joins the threads; jobs still queued (none after a drain) are
+ * finished as SRV_JOB_SHUTDOWN. Accepts NULL and a half-built batcher. */
+void srv_batcher_free(srv_batcher *b);
+
+#endif /* SRV_BATCHER_H */

@@ -1,0 +1,113 @@
+/*
+ * state.h - what the daemon's modules share: the options of `serve`, the
+ * loaded models, the server's lifecycle flags, readiness, and the
+ * device-failed policy.
+ *
+ * Promise: readiness is decided here and only here (srv_server_readiness),
+ * and so is what an engine error means for a model (srv_model_engine_error:
+ * after TD_EDEVICE the model is failed for good; docs/api.md, "Errors" and
+ * GET /health/ready).
+ *
+ * Threads: the main thread (serve.c) fills srv_opts and the models before it
+ * sets ready; after that they are read-only, except the atomics below and
+ * the failed state of a model, which the policy sets from a scheduler
+ * thread (via a job's completion) and any thread reads.
+ */
+#ifndef SRV_STATE_H
+#define SRV_STATE_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+
+#include "batcher.h"
+#include "metrics.h"
+#include "tokenizer.h"
+#include "translator.h"
+
+/* The options of `transformerd serve` (flags and TRANSFORMERD_* variables,
+ * docs/api.md "Command line and environment"). */
+typedef struct srv_opts {
+    const char *model_dir;
+    const char *device;       /* "cpu" | "cuda[:N]" */
+    const char *dtype;        /* weight storage: auto | float32 | float16 | bfloat16 */
+    const char *precision;    /* half-weight GEMMs on cuda: full | half */
+    const char *host;         /* numeric address or "localhost" */
+    int port;                 /* 0: any free port (printed on stderr) */
+    int threads;              /* engine CPU threads; 0 = all cores */
+    int http_threads;         /* MHD thread pool size */
+    int workers;              /* td_workers (scheduler threads) per model */
+    int max_batch_tokens;     /* padded source tokens per batch */
+    int max_batch_size;       /* sentences per batch */
+    int max_beam;             /* largest beam_size a request may ask; 0 = the model's
+                                 num_beams (capped at TD_MAX_BEAM) */
+    int batch_delay_ms;       /* longest wait of the oldest job for company */
+    int max_queue;            /* texts waiting in a model's queue */
+    int max_input_tokens;     /* per text, incl. </s>; 0 = max positions */
+    int max_batch_texts;      /* texts per request */
+    long max_body_bytes;
+    int request_timeout_s;    /* whole-request deadline */
+    int idle_timeout_s;       /* MHD connection (idle) timeout */
+    int max_connections;
+    int max_connections_per_ip; /* 0 = no per-IP limit */
+    int drain_timeout_s;      /* SIGTERM: time to finish queued work */
+    const char *api_key;      /* NULL or "" = no key */
+    srv_fault test_fault;     /* --test-fail-batches: tests only */
+} srv_opts;
+
+typedef struct srv_model {
+    char name[128];
+    char src_lang[16], tgt_lang[16];
+    char dtype[16];
+    char device[32];
+    td_model *m;
+    td_tokenizer *tok;
+    td_decode_opts defaults;
+    int max_input_tokens;  /* effective per-text limit */
+    int max_length;        /* largest max_length a request may ask */
+    int max_beam;          /* largest beam_size a request may ask (--max-beam) */
+    size_t worker_bytes;   /* arena of one worker */
+    srv_batcher *b;
+    /* Set by srv_model_engine_error, never cleared: failed_claim picks the
+     * one writer of failed_msg, failed (set after the message is written)
+     * publishes it. */
+    atomic_int failed_claim;
+    atomic_int failed;
+    char failed_msg[256];
+} srv_model;
+
+typedef struct srv_server {
+    srv_opts o;
+    srv_model *models;     /* written before ready is set, read-only after */
+    int n_models;
+    srv_metrics *metrics;
+    atomic_int ready;      /* loaded and warmed (set once by the main thread) */
+    atomic_int draining;   /* SIGTERM/SIGINT received (set once by the main thread) */
+} srv_server;
+
+typedef enum srv_readiness {
+    SRV_READY = 0,
+    SRV_NOT_READY_DRAINING,  /* after SIGTERM/SIGINT */
+    SRV_NOT_READY_LOADING,   /* the model is loading or warming */
+    SRV_NOT_READY_DEVICE,    /* a model's device failed */
+} srv_readiness;
+
+/* Whether the server takes work, and if not why, in that order of
+ * precedence. With SRV_NOT_READY_DEVICE and failed non-NULL, *failed is
+ * the model whose device failed. Any thread. */
+srv_readiness srv_server_readiness(const srv_server *s, const srv_model **failed);
+
+/* The device-failed policy, given the engine code of a job that failed on
+ * sm (any thread, e.g. a job's completion on a scheduler thread):
+ * TD_EDEVICE presumes the device unusable (a CUDA error can poison the
+ * whole context): sm is failed for good (readiness 503 device_error, new
+ * translations refused, see srv_model_failed) and its batcher is halted so
+ * that queued jobs fail without touching the device, so that an
+ * orchestrator replaces the process. Any other code (host memory) fails
+ * only that batch. The first device error's message is kept. */
+void srv_model_engine_error(srv_model *sm, int engine_rc, const char *msg);
+
+/* The message of the device error that failed sm, or NULL while it has
+ * not failed. Any thread. */
+const char *srv_model_failed(const srv_model *sm);
+
+#endif /* SRV_STATE_H */
