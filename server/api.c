@@ -16,6 +16,7 @@
  * Threads: every function runs on the HTTP thread that owns the request,
  * except srv_api_job_finished (a scheduler thread, see api.h).
  */
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -221,16 +222,17 @@ static int get_bool(srv_req *r, json_t *root, const char *key, int *out)
     return 0;
 }
 
-/* An optional array of ints in lo..hi, 1..64 entries, into a malloc'd copy. */
-static int get_int_array(srv_req *r, json_t *root, const char *key, int lo, int hi, int **out,
-                         int *n)
+/* An optional array of 1..TD_MAX_ATTN_SELECT ints, into a malloc'd copy
+ * (their ranges are td_decode_opts_check's). */
+static int get_int_array(srv_req *r, json_t *root, const char *key, int **out, int *n)
 {
     json_t *v = json_object_get(root, key);
     if (!v)
         return 0;
     size_t k = json_is_array(v) ? json_array_size(v) : 0;
-    if (!json_is_array(v) || k < 1 || k > 64) {
-        srv_req_error(r, 400, "invalid_type", key, "%s must be an array of 1..64 integers", key);
+    if (!json_is_array(v) || k < 1 || k > TD_MAX_ATTN_SELECT) {
+        srv_req_error(r, 400, "invalid_type", key, "%s must be an array of 1..%d integers", key,
+                      TD_MAX_ATTN_SELECT);
         return -1;
     }
     *out = malloc(k * sizeof(int));
@@ -240,14 +242,9 @@ static int get_int_array(srv_req *r, json_t *root, const char *key, int lo, int 
     }
     for (size_t i = 0; i < k; i++) {
         json_t *e = json_array_get(v, i);
-        if (!json_is_integer(e)) {
+        json_int_t x = json_is_integer(e) ? json_integer_value(e) : 0;
+        if (!json_is_integer(e) || x < INT_MIN || x > INT_MAX) {
             srv_req_error(r, 400, "invalid_type", key, "%s[%zu] must be an integer", key, i);
-            return -1;
-        }
-        json_int_t x = json_integer_value(e);
-        if (x < lo || x > hi) {
-            srv_req_error(r, 400, "out_of_range", key, "%s[%zu] must be in %d..%d (got %lld)",
-                          key, i, lo, hi, (long long)x);
             return -1;
         }
         (*out)[i] = (int)x;
@@ -381,24 +378,14 @@ int srv_api_translate_parse(srv_req *r, const char *ctype, const char *auth_key)
     const td_config *c = td_model_config(sm->m);
     td_decode_opts *o = &r->opts;
     o->num_hypotheses = 1;
-    if (get_int(r, root, "beam_size", 1, TD_MAX_BEAM, &o->beam_size) ||
-        get_int(r, root, "num_hypotheses", 1, TD_MAX_BEAM, &o->num_hypotheses) ||
-        get_int(r, root, "max_length", 1, sm->max_length, &o->max_length) ||
+    /* Types here; every range, with the server's limits, in the engine's one
+     * check (td_decode_opts_check), which names the failing field. */
+    if (get_int(r, root, "beam_size", INT_MIN, INT_MAX, &o->beam_size) ||
+        get_int(r, root, "num_hypotheses", INT_MIN, INT_MAX, &o->num_hypotheses) ||
+        get_int(r, root, "max_length", INT_MIN, INT_MAX, &o->max_length) ||
         get_bool(r, root, "return_tokens", &r->return_tokens) ||
         get_bool(r, root, "return_attention", &r->return_attention))
         goto out;
-    if (o->beam_size > sm->max_beam) {
-        srv_req_error(r, 400, "out_of_range", "beam_size",
-                      "beam_size %d exceeds this server's limit of %d (--max-beam)",
-                      o->beam_size, sm->max_beam);
-        goto out;
-    }
-    if (o->num_hypotheses > o->beam_size) {
-        srv_req_error(r, 400, "out_of_range", "num_hypotheses",
-                      "num_hypotheses (%d) must not exceed beam_size (%d)", o->num_hypotheses,
-                      o->beam_size);
-        goto out;
-    }
     json_t *lp = json_object_get(root, "length_penalty");
     if (lp) {
         if (!json_is_number(lp)) {
@@ -407,19 +394,26 @@ int srv_api_translate_parse(srv_req *r, const char *ctype, const char *auth_key)
             goto out;
         }
         double x = json_number_value(lp);
-        if (!isfinite(x) || x < -10 || x > 10) {
-            srv_req_error(r, 400, "out_of_range", "length_penalty",
-                          "length_penalty must be in -10..10");
-            goto out;
-        }
-        o->length_penalty = (float)x;
+        o->length_penalty = fabs(x) > 1e6 ? (float)(x > 0 ? 1e6 : -1e6) : (float)x;
     }
     int nl = 0, nh = 0;
-    if (get_int_array(r, root, "attention_layers", -c->decoder_layers, c->decoder_layers - 1,
-                      &r->attn_layers, &nl) ||
-        get_int_array(r, root, "attention_heads", 0, c->decoder_attention_heads - 1,
-                      &r->attn_heads, &nh))
+    if (get_int_array(r, root, "attention_layers", &r->attn_layers, &nl) ||
+        get_int_array(r, root, "attention_heads", &r->attn_heads, &nh))
         goto out;
+    /* the selection is checked whenever it is given, asked for or not */
+    td_decode_opts chk = *o;
+    chk.return_attention = r->return_attention || nl > 0 || nh > 0;
+    chk.attn_layers = r->attn_layers;
+    chk.n_attn_layers = nl;
+    chk.attn_heads = r->attn_heads;
+    chk.n_attn_heads = nh;
+    td_decode_limits lim = {.max_beam = sm->max_beam, .max_length = sm->max_length};
+    const char *param = NULL;
+    char msg[256];
+    if (td_decode_opts_check(c, &lim, &chk, &param, msg, sizeof msg) != 0) {
+        srv_req_error(r, 400, "out_of_range", param, "%s", msg);
+        goto out;
+    }
     if (r->return_attention) {
         o->return_attention = 1;
         o->attn_layers = r->attn_layers;

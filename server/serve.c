@@ -305,9 +305,7 @@ static int load_model(srv_server *s, srv_model *sm, char *err, size_t errlen)
     sm->max_input_tokens = o->max_input_tokens > 0 && o->max_input_tokens < maxpos
                                ? o->max_input_tokens
                                : maxpos;
-    sm->max_length = maxpos < 512 ? maxpos : 512;
-    if (sm->max_length < sm->defaults.max_length)
-        sm->max_length = sm->defaults.max_length;
+    sm->max_length = td_generated_cap(td_model_config(sm->m));
     const srv_batcher_opts bo = {.model = sm->m,
                                  .warm_up = sm->defaults,
                                  .warm_up_token = td_tok_eos_id(sm->tok),
