@@ -23,8 +23,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "spm.h"
-
 #ifdef __cplusplus
 extern "C" {
 #endif
