@@ -51,9 +51,19 @@ int td_load_opts_check(const td_load_opts *opts, char *err, size_t errlen);
 
 /* Loads config.json, generation_config.json and model.safetensors from dir,
  * validates every tensor against the config (names, shapes, finiteness) and
- * uploads the weights and position tables to the device. */
+ * uploads the weights and position tables to the device. opts->device is
+ * resolved by the device registry (backend/device.h), after the config and
+ * the numerics have been checked; the engine itself never reads the name. */
 int td_model_load(td_model **out, const char *dir, const td_load_opts *opts,
                   char *err, size_t errlen);
+
+struct td_device; /* backend/device.h */
+
+/* td_model_load on a device the caller resolved (td_device_resolve);
+ * opts->device is ignored. The model and its workers create their backends
+ * from dev (copied). */
+int td_model_load_on(td_model **out, const char *dir, const struct td_device *dev,
+                     const td_load_opts *opts, char *err, size_t errlen);
 void td_model_free(td_model *m); /* accepts NULL */
 const td_config *td_model_config(const td_model *m);
 /* Bytes of weights resident on the device. */
