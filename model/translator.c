@@ -327,3 +327,8 @@ size_t td_worker_arena_bytes(const td_worker *w)
 {
     return w->arena_bytes;
 }
+
+int td_worker_max_src_len(const td_worker *w)
+{
+    return w->o.max_src_len;
+}
