@@ -741,3 +741,38 @@ td_backend *td_cpu_backend_create(int n_threads, char *err, size_t errlen)
     openblas_set_num_threads(1);
     return be;
 }
+
+/* The registry's create(): the CPU keeps float32 weights, so storage in
+ * half precision is a request for another device. */
+static td_backend *cpu_device_create(const td_device *dev, const td_backend_params *p, char *err,
+                                     size_t errlen)
+{
+    (void)dev;
+    if (p->store == TD_STORE_F16 || p->store == TD_STORE_BF16) {
+        if (err && errlen)
+            snprintf(err, errlen, "dtype %s needs --device cuda: the CPU backend keeps "
+                     "float32 weights (use --dtype auto or float32)",
+                     p->store == TD_STORE_F16 ? "float16" : "bfloat16");
+        return NULL;
+    }
+    return td_cpu_backend_create(p->n_threads, err, errlen);
+}
+
+static int cpu_device_count(char *why, size_t whylen)
+{
+    (void)why;
+    (void)whylen;
+    return 1;
+}
+
+static const td_device_family cpu_family = {
+    .name = "cpu",
+    .kind = TD_DEVICE_CPU,
+    .count = cpu_device_count,
+    .create = cpu_device_create,
+};
+
+int td_cpu_backend_register(void)
+{
+    return td_device_register(&cpu_family);
+}

@@ -24,6 +24,7 @@
 #include <stddef.h>
 
 #include "backend.h"
+#include "device.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -33,6 +34,11 @@ extern "C" {
  * (0 = number of online CPUs). Returns NULL with a message in err on
  * failure (n_threads < 0, out of memory). Free with be->ops->destroy(be). */
 td_backend *td_cpu_backend_create(int n_threads, char *err, size_t errlen);
+
+/* Registers the "cpu" device family (device.h): one device, whose create()
+ * refuses F16/BF16 storage with a message naming --device cuda. Called by
+ * td_backends_register_all(). Returns td_device_register's result. */
+int td_cpu_backend_register(void);
 
 #ifdef __cplusplus
 }

@@ -356,7 +356,7 @@ static void t_reserve_linear(td_backend *be, const td_weight *w, int64_t rows)
     gpu_op_reserve_linear(enter(be), w, rows);
 }
 
-static const td_backend_ops gpu_ops_template = {
+static const td_backend_ops gpu_ops = {
     "cuda",          gpu_destroy,   gpu_alloc,         gpu_dealloc,  gpu_upload,
     gpu_download,    gpu_copy,      gpu_memset0,       gpu_sync,     gpu_weight_upload,
     gpu_weight_free, t_linear,      t_bias_act,        t_layer_norm, t_add,
@@ -372,6 +372,36 @@ int td_cuda_device_count(void)
         return 0;
     }
     return n;
+}
+
+/* The registry's count(): td_cuda_device_count with the reason for none. */
+static int gpu_device_count(char *why, size_t whylen)
+{
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess || n <= 0) {
+        (void)cudaGetLastError();
+        set_err(why, whylen, "%s", e != cudaSuccess ? cudaGetErrorString(e) : "no device found");
+        return 0;
+    }
+    return n;
+}
+
+static td_backend *gpu_device_create(const td_device *dev, const td_backend_params *p,
+                                     char *err, size_t errlen)
+{
+    td_cuda_opts co = {};
+    co.store = p->store;
+    co.half_activations = p->half_activations;
+    return td_cuda_backend_create(dev->index, &co, err, errlen);
+}
+
+static const td_device_family gpu_family = {"cuda", TD_DEVICE_CUDA, gpu_device_count,
+                                            gpu_device_create};
+
+int td_cuda_backend_register(void)
+{
+    return td_device_register(&gpu_family);
 }
 
 td_backend *td_cuda_backend_create(int device, const td_cuda_opts *opts, char *err,
@@ -407,13 +437,7 @@ td_backend *td_cuda_backend_create(int device, const td_cuda_opts *opts, char *e
     c->device = device;
     c->store = co.store;
     c->half_activations = co.half_activations != 0;
-    c->ops = gpu_ops_template;
-    if (device == 0)
-        snprintf(c->name, sizeof c->name, "cuda");
-    else
-        snprintf(c->name, sizeof c->name, "cuda:%d", device);
-    c->ops.name = c->name;
-    be->ops = &c->ops;
+    be->ops = &gpu_ops;
     be->ctx = o; /* gpu_ctx is the first member */
 
     const char *what = NULL;

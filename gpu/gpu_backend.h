@@ -1,8 +1,8 @@
 /*
  * gpu_backend.h - the CUDA implementation of td_backend_ops (backend.h):
  * cuBLAS GEMMs with float32 accumulation and one CUDA kernel file per op
- * family (gpu/gpu_*.cu). Plain C11; model/ and the tests include it, never a
- * CUDA header.
+ * family (gpu/gpu_*.cu). Plain C11; the all-backends unit and the tests include it,
+ * never a CUDA header; model/ reaches it only through the registry (device.h).
  *
  * Memory: alloc() is cudaMalloc (called at start-up only: model load and
  * worker init size everything for the worst case). Each backend owns one
@@ -46,6 +46,7 @@
 #include <stddef.h>
 
 #include "backend.h"
+#include "device.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -62,15 +63,19 @@ typedef struct td_cuda_opts {
  * Returns NULL with a
  * message in err when there is no usable device (the message names
  * --device cpu), the index is out of range, or the stream / cuBLAS handle
- * cannot be made. The table's name is "cuda" for device 0 and "cuda:N"
- * otherwise, so that a backend created from the name lands on the same
- * device. Free with be->ops->destroy(be). */
+ * cannot be made. The table's name is "cuda" whatever the device (the
+ * registry's td_device names the device). Free with be->ops->destroy(be). */
 td_backend *td_cuda_backend_create(int device, const td_cuda_opts *opts, char *err,
                                    size_t errlen);
 
 /* Number of CUDA devices usable by this process: 0 when there is no device
  * or no driver (never an error). Tests use it to skip. */
 int td_cuda_device_count(void);
+
+/* Registers the "cuda" device family (device.h): one device per CUDA
+ * device, counted when "cuda" is first resolved (a CPU run never touches
+ * CUDA). Called by td_backends_register_all(). */
+int td_cuda_backend_register(void);
 
 #ifdef __cplusplus
 }

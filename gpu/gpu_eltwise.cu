@@ -1,7 +1,7 @@
 /*
  * gpu_eltwise.cu - the element-wise ops: bias + activation, add, and the row
  * gather that reorders KV caches (beam search) and compacts batches.
- * Memory-bound grid-stride loops; activations from model/activation.h, shared with the CPU.
+ * Memory-bound grid-stride loops; activations from backend/activation.h, shared with the CPU.
  */
 #include "activation.h"
 #include "gpu_internal.cuh"

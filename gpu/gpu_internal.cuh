@@ -28,8 +28,6 @@ typedef struct gpu_ctx {
     int half_activations;   /* GEMMs with half weights: round x once, no split */
     int failed;             /* latched failure, cleared by sync() */
     char err[512];
-    td_backend_ops ops;     /* per backend: the name carries the device */
-    char name[16];
 } gpu_ctx;
 
 #ifdef __cplusplus
@@ -71,7 +69,7 @@ void gpu_op_logprobs_topk(gpu_ctx *c, float *logits, int64_t n, int64_t vocab,
 
 /* CUDA_CHECK / CUBLAS_CHECK: on failure latch "statement: error (file:line,
  * device N)" in the context `c` in scope and `return` from the function (void
- * functions only; use the _RET forms elsewhere). STYLE.md. */
+ * functions only; use the _RET forms elsewhere). */
 #define CUDA_CHECK(x)                                                              \
     do {                                                                           \
         cudaError_t e_ = (x);                                                      \

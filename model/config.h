@@ -14,7 +14,7 @@
 
 #include <stddef.h>
 
-#include "backend.h" /* td_activation */
+#include "activation.h" /* td_activation */
 
 #ifdef __cplusplus
 extern "C" {
@@ -53,7 +53,7 @@ typedef struct td_config {
     int bos_token_id;                /* informational, -1 when absent */
     int forced_eos_token_id;         /* -1 when absent/null */
     float layer_norm_eps;            /* 1e-5 (nn.LayerNorm default) */
-    /* extensions (DESIGN.md) */
+    /* extensions (docs/architecture.md) */
     td_posenc position_encoding;     /* default sinusoidal */
     int relative_attention_max_distance; /* k, required > 0 for relative */
     int relative_attention_values;   /* bool: relative_value weights present (set by the loader) */

@@ -10,6 +10,7 @@
 
 #include "backend.h"
 #include "config.h"
+#include "device.h"
 #include "translator.h"
 
 /* One attention block: q/k/v/out projections (d_model, d_model) + biases.
@@ -46,6 +47,8 @@ typedef struct td_owned_w {
 struct td_model {
     td_config cfg;
     char *dir;
+    td_device dev;             /* resolved at load; workers create their
+                                * backends from it */
     td_backend *be;            /* the backend that owns the weights */
     td_dtype file_dtype;       /* dtype of the checkpoint's tensors */
     td_dtype matrix_dtype;     /* storage the backend chose for the matrices */

@@ -1,6 +1,7 @@
 /*
  * text.c - text in, text out: tokenize, translate in length-sorted batches,
- * detokenize. The layer that `transformerd translate` and the daemon use.
+ * detokenize: the engine part of the text pipeline whose tokenizer part is
+ * td_tok_encode_batch / td_tok_decode (tokenizer/tokenizer.h).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,11 +38,20 @@ static int order_cmp(const void *a, const void *b)
     return x->idx - y->idx;
 }
 
-int td_translate_text(td_worker *w, const td_tokenizer *tok, const char *const *texts,
-                      const size_t *lens, int n, const td_decode_opts *opts,
-                      td_text_result *results, char *err, size_t errlen)
+/* The engine part of the text pipeline: src (ownership of each ids moves
+ * into results[i].src_ids, also on failure) translated in length-sorted
+ * batches of at most max_batch, the best hypotheses detokenized. */
+int td_translate_tokenized(td_worker *w, const td_tokenizer *tok, td_tok_ids *src_in, int n,
+                           const td_decode_opts *opts, td_text_result *results, char *err,
+                           size_t errlen)
 {
-    memset(results, 0, (size_t)n * sizeof *results);
+    memset(results, 0, (size_t)(n > 0 ? n : 0) * sizeof *results);
+    for (int i = 0; i < n; i++) {
+        results[i].src_ids = src_in[i].ids;
+        results[i].n_src = src_in[i].n;
+        results[i].n_src_full = src_in[i].n_full;
+        src_in[i].ids = NULL;
+    }
     order *ord = malloc((size_t)(n > 0 ? n : 1) * sizeof *ord);
     const int32_t **src = malloc((size_t)w->o.max_batch * sizeof *src);
     int *slen = malloc((size_t)w->o.max_batch * sizeof *slen);
@@ -49,22 +59,9 @@ int td_translate_text(td_worker *w, const td_tokenizer *tok, const char *const *
     int rc = -1;
     if (!ord || !src || !slen || !res) {
         snprintf(err, errlen, "out of memory");
-        goto out;
+        goto fail;
     }
     for (int i = 0; i < n; i++) {
-        size_t len = lens ? lens[i] : strlen(texts[i]);
-        if (td_tok_encode(tok, TD_TOK_SOURCE, texts[i], len, &results[i].src_ids,
-                          &results[i].n_src) != 0) {
-            snprintf(err, errlen, "text %d: out of memory while tokenizing", i);
-            goto fail;
-        }
-        results[i].n_src_full = results[i].n_src;
-        if (results[i].n_src > w->o.max_src_len &&
-            opts->long_source == TD_LONG_SOURCE_TRUNCATE) {
-            int keep = w->o.max_src_len;
-            results[i].src_ids[keep - 1] = results[i].src_ids[results[i].n_src - 1]; /* </s> */
-            results[i].n_src = keep;
-        }
         if (results[i].n_src > w->o.max_src_len) {
             snprintf(err, errlen, "text %d: %d tokens, more than the limit of %d", i,
                      results[i].n_src, w->o.max_src_len);
@@ -106,5 +103,23 @@ out:
     free(src);
     free(slen);
     free(res);
+    return rc;
+}
+
+int td_translate_text(td_worker *w, const td_tokenizer *tok, const char *const *texts,
+                      const size_t *lens, int n, const td_decode_opts *opts,
+                      td_text_result *results, char *err, size_t errlen)
+{
+    memset(results, 0, (size_t)(n > 0 ? n : 0) * sizeof *results);
+    td_tok_ids *src = calloc((size_t)(n > 0 ? n : 1), sizeof *src);
+    if (!src) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    int rc = td_tok_encode_batch(tok, texts, lens, n, w->o.max_src_len, TD_LONG_SOURCE_ERROR,
+                                 src, NULL, err, errlen) == 0
+                 ? td_translate_tokenized(w, tok, src, n, opts, results, err, errlen)
+                 : -1;
+    free(src);
     return rc;
 }

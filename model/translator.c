@@ -7,10 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cpu_backend.h"
-#ifdef TD_HAVE_CUDA
-#include "gpu_backend.h"
-#endif
+#include "device.h"
 #include "model_internal.h"
 
 /* Parses td_load_opts.dtype / .precision (NULL or "": the defaults). */
@@ -47,49 +44,12 @@ int td_load_opts_check(const td_load_opts *opts, char *err, size_t errlen)
     return parse_numerics(opts, &store, &half, err, errlen);
 }
 
-/* Creates a backend for the device string ("cpu"; "cuda" or "cuda:N" when
- * built with the CUDA backend) with the model's numerics. */
-static td_backend *backend_create(const td_model *m, const char *device, int n_threads,
-                                  char *err, size_t errlen)
+/* A backend on the model's device with the model's numerics. */
+static td_backend *backend_create(const td_model *m, int n_threads, char *err, size_t errlen)
 {
-    if (!device || strcmp(device, "cpu") == 0) {
-        if (m->store == TD_STORE_F16 || m->store == TD_STORE_BF16) {
-            snprintf(err, errlen, "dtype %s needs --device cuda: the CPU backend keeps "
-                     "float32 weights (use --dtype auto or float32)",
-                     m->store == TD_STORE_F16 ? "float16" : "bfloat16");
-            return NULL;
-        }
-        return td_cpu_backend_create(n_threads, err, errlen);
-    }
-    if (strncmp(device, "cuda", 4) == 0) {
-        const char *p = device + 4;
-        int idx = 0;
-        if (*p == ':') {
-            char *end = NULL;
-            long v = p[1] >= '0' && p[1] <= '9' ? strtol(p + 1, &end, 10) : -1;
-            if (v < 0 || v > 1023 || !end || *end) {
-                snprintf(err, errlen,
-                         "device '%s': expected cuda or cuda:N with N a device index", device);
-                return NULL;
-            }
-            idx = (int)v;
-        } else if (*p) {
-            snprintf(err, errlen, "device '%s': unknown device (expected cpu or cuda[:N])",
-                     device);
-            return NULL;
-        }
-#ifdef TD_HAVE_CUDA
-        td_cuda_opts co = {.store = m->store, .half_activations = m->half_activations};
-        return td_cuda_backend_create(idx, &co, err, errlen);
-#else
-        (void)idx;
-        snprintf(err, errlen,
-                 "device '%s': this build has no CUDA backend; use --device cpu", device);
-        return NULL;
-#endif
-    }
-    snprintf(err, errlen, "device '%s': unknown device (expected cpu or cuda[:N])", device);
-    return NULL;
+    const td_backend_params p = {.n_threads = n_threads, .store = m->store,
+                                 .half_activations = m->half_activations};
+    return m->dev.create(&m->dev, &p, err, errlen);
 }
 
 void td_model_free(td_model *m)
@@ -103,8 +63,11 @@ void td_model_free(td_model *m)
     free(m);
 }
 
-int td_model_load(td_model **out, const char *dir, const td_load_opts *opts, char *err,
-                  size_t errlen)
+/* Loads the model on dev, or (dev NULL) on the device the registry resolves
+ * from device_text, after the config and the numerics have been checked. */
+static int model_load(td_model **out, const char *dir, const td_device *dev,
+                      const char *device_text, const td_load_opts *opts, char *err,
+                      size_t errlen)
 {
     *out = NULL;
     td_model *m = calloc(1, sizeof *m);
@@ -121,8 +84,11 @@ int td_model_load(td_model **out, const char *dir, const td_load_opts *opts, cha
         goto fail;
     if (parse_numerics(opts, &m->store, &m->half_activations, err, errlen) != 0)
         goto fail;
-    m->be = backend_create(m, opts ? opts->device : NULL, opts ? opts->n_threads : 0, err,
-                           errlen);
+    if (dev)
+        m->dev = *dev;
+    else if (td_device_resolve(device_text, &m->dev, err, errlen) != 0)
+        goto fail;
+    m->be = backend_create(m, opts ? opts->n_threads : 0, err, errlen);
     if (!m->be)
         goto fail;
     m->embed_scale = m->cfg.scale_embedding ? sqrtf((float)m->cfg.d_model) : 1.0f;
@@ -137,6 +103,18 @@ int td_model_load(td_model **out, const char *dir, const td_load_opts *opts, cha
 fail:
     td_model_free(m);
     return -1;
+}
+
+int td_model_load(td_model **out, const char *dir, const td_load_opts *opts, char *err,
+                  size_t errlen)
+{
+    return model_load(out, dir, NULL, opts ? opts->device : NULL, opts, err, errlen);
+}
+
+int td_model_load_on(td_model **out, const char *dir, const td_device *dev,
+                     const td_load_opts *opts, char *err, size_t errlen)
+{
+    return model_load(out, dir, dev, NULL, opts, err, errlen);
 }
 
 const td_config *td_model_config(const td_model *m)
@@ -258,7 +236,7 @@ int td_worker_init(td_worker **out, const td_model *m, const td_worker_opts *opt
     }
     w->m = m;
     w->o = o;
-    w->be = backend_create(m, m->be->ops->name, o.n_threads, err, errlen);
+    w->be = backend_create(m, o.n_threads, err, errlen);
     if (!w->be) {
         free(w);
         return -1;
@@ -320,7 +298,7 @@ int td_worker_init(td_worker **out, const td_model *m, const td_worker_opts *opt
                  "worker: cannot allocate its memory on %s (%zu bytes allocated before the "
                  "failure) for max_batch %d, max_src_len %d, max_length %d, max_beam %d: %s; "
                  "lower --max-batch-size, --max-input-tokens or --max-beam",
-                 w->be->ops->name, w->arena_bytes, o.max_batch, o.max_src_len, o.max_length,
+                 m->dev.name, w->arena_bytes, o.max_batch, o.max_src_len, o.max_length,
                  o.max_beam, why);
         td_worker_free(w);
         return -1;
@@ -354,4 +332,9 @@ int td_worker_init(td_worker **out, const td_model *m, const td_worker_opts *opt
 size_t td_worker_arena_bytes(const td_worker *w)
 {
     return w->arena_bytes;
+}
+
+int td_worker_max_src_len(const td_worker *w)
+{
+    return w->o.max_src_len;
 }

@@ -56,9 +56,19 @@ int td_load_opts_check(const td_load_opts *opts, char *err, size_t errlen);
 
 /* Loads config.json, generation_config.json and model.safetensors from dir,
  * validates every tensor against the config (names, shapes, finiteness) and
- * uploads the weights and position tables to the device. */
+ * uploads the weights and position tables to the device. opts->device is
+ * resolved by the device registry (backend/device.h), after the config and
+ * the numerics have been checked; the engine itself never reads the name. */
 int td_model_load(td_model **out, const char *dir, const td_load_opts *opts,
                   char *err, size_t errlen);
+
+struct td_device; /* backend/device.h */
+
+/* td_model_load on a device the caller resolved (td_device_resolve);
+ * opts->device is ignored. The model and its workers create their backends
+ * from dev (copied). */
+int td_model_load_on(td_model **out, const char *dir, const struct td_device *dev,
+                     const td_load_opts *opts, char *err, size_t errlen);
 void td_model_free(td_model *m); /* accepts NULL */
 const td_config *td_model_config(const td_model *m);
 /* Bytes of weights resident on the device. */
@@ -81,11 +91,8 @@ int td_worker_init(td_worker **out, const td_model *m,
 void td_worker_free(td_worker *w); /* accepts NULL */
 /* Bytes of device memory the worker allocated at start-up. */
 size_t td_worker_arena_bytes(const td_worker *w);
-
-typedef enum td_long_source {
-    TD_LONG_SOURCE_ERROR = 0,  /* the call fails, naming the text (the daemon's 422) */
-    TD_LONG_SOURCE_TRUNCATE,   /* keep the first max_src_len - 1 tokens and </s> */
-} td_long_source;
+/* The longest source (tokens including </s>) the worker takes. */
+int td_worker_max_src_len(const td_worker *w);
 
 /* Decoding options of one call. Zero-initialise and set what you need;
  * td_decode_opts_default() fills the model's defaults. */
@@ -101,8 +108,6 @@ typedef struct td_decode_opts {
     int n_attn_layers;
     const int *attn_heads;  /* heads; NULL = all */
     int n_attn_heads;
-    td_long_source long_source; /* td_translate_text only: what a text
-                                   longer than the worker's max_src_len gets */
 } td_decode_opts;
 
 void td_decode_opts_default(const td_model *m, td_decode_opts *o);
@@ -167,7 +172,8 @@ void td_result_free(td_result *r); /* accepts NULL and zeroed results */
 
 /* ---- text ---------------------------------------------------------------- */
 
-struct td_tokenizer; /* tokenizer.h */
+struct td_tokenizer; /* tokenizer/tokenizer.h */
+struct td_tok_ids;   /* tokenizer/tokenizer.h: td_tok_encode_batch's output */
 
 /* Loads the model directory's tokenizer (source.spm, target.spm,
  * vocab.json) checked against the model's vocabularies. */
@@ -185,12 +191,23 @@ typedef struct td_text_result {
 /* Tokenizes n texts, translates them in batches of at most the worker's
  * max_batch (sorted by length to cut padding, results in input order) and
  * detokenizes the best hypothesis of each. A text longer than the worker's
- * max_src_len tokens is an error naming its index (nothing is returned), or
- * is truncated when opts->long_source says so.
- * Free each result with td_text_result_free. */
+ * max_src_len tokens is an error naming its index (nothing is returned).
+ * It is td_tok_encode_batch(TD_LONG_SOURCE_ERROR) + td_translate_tokenized:
+ * a caller that cuts long texts instead (`transformerd translate`) calls the
+ * two itself. Free each result with td_text_result_free. */
 int td_translate_text(td_worker *w, const struct td_tokenizer *tok, const char *const *texts,
                       const size_t *lens, int n, const td_decode_opts *opts,
                       td_text_result *results, char *err, size_t errlen);
+
+/* The engine part of td_translate_text: n sources tokenized by
+ * td_tok_encode_batch (each at most td_worker_max_src_len tokens, else an
+ * error naming the text), translated in length-sorted batches, the best
+ * hypotheses detokenized with tok. The ids of src[i] move into
+ * results[i].src_ids (src[i].ids is NULL afterwards, also on failure; the
+ * results then need no freeing). Returns 0 or -1 with a message. */
+int td_translate_tokenized(td_worker *w, const struct td_tokenizer *tok, struct td_tok_ids *src,
+                           int n, const td_decode_opts *opts, td_text_result *results,
+                           char *err, size_t errlen);
 void td_text_result_free(td_text_result *r); /* accepts NULL */
 
 #ifdef __cplusplus

@@ -280,9 +280,6 @@ static int cmd_translate(int argc, char **argv)
         o.beam_size = c.beam;
     if (c.max_length)
         o.max_length = c.max_length;
-    /* A line longer than the model's positions is cut (with a warning)
-     * rather than failing the whole run: every line gets an output line. */
-    o.long_source = TD_LONG_SOURCE_TRUNCATE;
     td_worker_opts wo = {.max_batch = c.batch, .max_length = o.max_length,
                          .max_beam = o.beam_size, .n_threads = c.threads};
     td_worker *w = NULL;
@@ -293,12 +290,16 @@ static int cmd_translate(int argc, char **argv)
         return 1;
     }
     /* Lines are gathered in groups of a few batches, so that sorting by
-     * length inside td_translate_text cuts padding, and written in order. */
+     * length inside td_translate_tokenized cuts padding, and written in
+     * order. A line longer than the model's positions is cut (with a
+     * warning) rather than failing the whole run: every line gets an output
+     * line. */
     const int group = c.batch * 4;
     char **lines = calloc((size_t)group, sizeof(char *));
     size_t *lens = calloc((size_t)group, sizeof(size_t));
     td_text_result *res = calloc((size_t)group, sizeof(td_text_result));
-    int rc = lines && lens && res ? 0 : 1, n = 0, eof = 0, first = 1;
+    td_tok_ids *src = calloc((size_t)group, sizeof(td_tok_ids));
+    int rc = lines && lens && res && src ? 0 : 1, n = 0, eof = 0, first = 1;
     while (rc == 0 && !eof) {
         char *line = NULL;
         size_t cap = 0;
@@ -312,8 +313,10 @@ static int cmd_translate(int argc, char **argv)
             n++;
         }
         if (n == group || (eof && n > 0)) {
-            if (td_translate_text(w, tok, (const char *const *)lines, lens, n, &o, res, err,
-                                  sizeof err) != 0) {
+            if (td_tok_encode_batch(tok, (const char *const *)lines, lens, n,
+                                    td_worker_max_src_len(w), TD_LONG_SOURCE_TRUNCATE, src, NULL,
+                                    err, sizeof err) != 0 ||
+                td_translate_tokenized(w, tok, src, n, &o, res, err, sizeof err) != 0) {
                 fprintf(stderr, "transformerd: input lines %d..: %s\n", first, err);
                 rc = 1;
             } else {
@@ -337,6 +340,7 @@ static int cmd_translate(int argc, char **argv)
     free(lines);
     free(lens);
     free(res);
+    free(src);
     td_worker_free(w);
     td_tok_free(tok);
     td_model_free(m);

@@ -1,5 +1,5 @@
 /*
- * test_spm.c - model/spm.h against the reference library (google/sentencepiece,
+ * test_spm.c - tokenizer/spm.h against the reference library (google/sentencepiece,
  * the Python package) and against corrupt input.
  *
  * Goldens: tests/data/spm/, written by tools/make_spm_fixtures.py (see its

@@ -303,7 +303,7 @@ def check_dockerignore(rep, files):
               "tools/__pycache__/x.pyc"):
         rep.check(dockerignore_excludes(pats, p), DOCKERIGNORE, "does not exclude %s" % p)
     for p in ("models/en-de/config.json", "tools/bootstrap.sh", "CMakeLists.txt", "server/serve.c",
-              "model/config.c", "cpu/cpu_backend.c", "gpu/gpu_backend.cu", "gpu/CMakeLists.txt"):
+              "model/config.c", "backend/backend.h", "tokenizer/spm.c", "cpu/cpu_backend.c", "gpu/gpu_backend.cu", "gpu/CMakeLists.txt"):
         rep.check(not dockerignore_excludes(pats, p), DOCKERIGNORE, "excludes %s, which the build needs" % p)
 
 

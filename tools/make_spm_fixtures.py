@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # Regenerate:  tools/setup_venv.sh && tools/.venv/bin/python tools/make_spm_fixtures.py
-"""SentencePiece goldens for model/spm.h from the reference library (the `sentencepiece` Python package).
+"""SentencePiece goldens for tokenizer/spm.h from the reference library (the `sentencepiece` Python package).
 
 Writes tests/data/spm/:
   <name>.model                 four small models trained here (see MODELS)

@@ -1,5 +1,5 @@
 /*
- * bench_tokenizer.c - SentencePiece encode/decode throughput of model/spm.c.
+ * bench_tokenizer.c - SentencePiece encode/decode throughput of tokenizer/spm.c.
  *
  *   bench_tokenizer MODEL LINES.jsonl [--repeat N]
  *

@@ -1,5 +1,5 @@
 #!/bin/sh
-# Tokenizer throughput: model/spm.c against the sentencepiece Python library
+# Tokenizer throughput: tokenizer/spm.c against the sentencepiece Python library
 # on the same lines and the same model, in one run.
 #   bench/tokenizer/run.sh [MODEL] [LINES.jsonl]
 set -eu

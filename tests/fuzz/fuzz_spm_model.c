@@ -1,6 +1,6 @@
 /*
  * fuzz_spm_model.c - libFuzzer target for the SentencePiece ModelProto
- * reader (model/spm_proto.c) and everything built from it at load (piece
+ * reader (tokenizer/spm_proto.c) and everything built from it at load (piece
  * tables, the charsmap trie, byte pieces). A model that loads must then
  * encode and decode without faults, with every id in range.
  */

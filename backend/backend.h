@@ -43,6 +43,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "activation.h" /* td_activation */
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -61,14 +63,6 @@ typedef enum td_store {
     TD_STORE_F16,
     TD_STORE_BF16,
 } td_store;
-
-typedef enum td_activation {
-    TD_ACT_NONE = 0,
-    TD_ACT_RELU,
-    TD_ACT_GELU,      /* exact erf form (torch.nn.functional.gelu) */
-    TD_ACT_GELU_NEW,  /* tanh approximation (transformers' NewGELUActivation) */
-    TD_ACT_SILU,      /* x * sigmoid(x); transformers' "swish" and "silu" */
-} td_activation;
 
 /* A weight matrix or vector resident in the backend. rows x cols, row-major
  * (a Linear weight is (out_features, in_features) exactly as in PyTorch).

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "spm.h"
 #include "tokenizer.h"
 
 /* piece -> id, open addressing over FNV-1a hashes */

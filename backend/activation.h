@@ -9,7 +9,16 @@
 
 #include <math.h>
 
-#include "backend.h" /* td_activation */
+/* The activation of the feed-forward blocks (config.json's
+ * activation_function). Here rather than in backend.h so that config.h can
+ * name it without the op table. */
+typedef enum td_activation {
+    TD_ACT_NONE = 0,
+    TD_ACT_RELU,
+    TD_ACT_GELU,      /* exact erf form (torch.nn.functional.gelu) */
+    TD_ACT_GELU_NEW,  /* tanh approximation (transformers' NewGELUActivation) */
+    TD_ACT_SILU,      /* x * sigmoid(x); transformers' "swish" and "silu" */
+} td_activation;
 
 #ifdef __CUDACC__
 #define TD_ACT_FN static __host__ __device__ __forceinline__

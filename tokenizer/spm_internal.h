@@ -1,5 +1,5 @@
 /*
- * spm_internal.h - private to model/spm*.c: the parsed ModelProto, the byte
+ * spm_internal.h - private to tokenizer/spm*.c: the parsed ModelProto, the byte
  * trie used for piece lookup, and the normalizer shared by spm.c,
  * spm_proto.c and spm_normalizer.c. Not part of the public API (spm.h).
  */

@@ -23,8 +23,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "spm.h"
-
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -59,6 +57,42 @@ int td_tok_pieces(const td_tokenizer *t, td_tok_side side, const int32_t *ids, i
 /* Target ids -> text, skipping special tokens; *text malloc'd,
  * NUL-terminated. Returns 0, or -1 when out of memory. */
 int td_tok_decode(const td_tokenizer *t, const int32_t *ids, int n, char **text);
+
+/* ---- the tokenizer side of the text pipeline ----------------------------
+ * One pipeline for `transformerd translate` (td_translate_text,
+ * model/translator.h) and the daemon: td_tok_encode_batch, the engine, then
+ * td_tok_decode of each best hypothesis. */
+
+/* What a source text longer than the limit gets. */
+typedef enum td_long_source {
+    TD_LONG_SOURCE_ERROR = 0,  /* the batch fails, naming the text (the daemon's 422) */
+    TD_LONG_SOURCE_TRUNCATE,   /* keep the first max_len - 1 tokens and </s> */
+} td_long_source;
+
+/* One tokenized source text. */
+typedef struct td_tok_ids {
+    int32_t *ids;   /* (n) model ids ending with </s>, malloc'd */
+    int n;          /* tokens kept (<= the limit) */
+    int n_full;     /* tokens before cutting (= n when not cut) */
+} td_tok_ids;
+
+#define TD_TOK_ENOMEM (-1)
+#define TD_TOK_ETOOLONG (-2)
+
+/* Tokenizes n source texts (lens NULL: NUL-terminated) into out[0..n) with
+ * td_tok_encode(TD_TOK_SOURCE). A text of more than max_len tokens is cut to
+ * max_len keeping </s> (TRUNCATE; out[i].n_full keeps the full count), or
+ * fails the batch (ERROR). Returns 0; TD_TOK_ETOOLONG or TD_TOK_ENOMEM with
+ * *bad (may be NULL) the index of the failing text and a message naming it
+ * in err ("text 3: 700 tokens, more than the limit of 512"). On failure
+ * every out[i].ids is freed and NULL, and the counts of the texts up to *bad
+ * stay (out[*bad].n_full is the refused text's count). Free the ids with
+ * td_tok_ids_free. Thread safety: as td_tok_encode. */
+int td_tok_encode_batch(const td_tokenizer *t, const char *const *texts, const size_t *lens,
+                        int n, int max_len, td_long_source long_source, td_tok_ids *out,
+                        int *bad, char *err, size_t errlen);
+/* Frees ids[0..n).ids (and sets them NULL); accepts NULL. */
+void td_tok_ids_free(td_tok_ids *ids, int n);
 
 int td_tok_eos_id(const td_tokenizer *t);
 int td_tok_unk_id(const td_tokenizer *t);
