@@ -10,7 +10,7 @@
  * names the field. Each request gets its own copy of the model's default
  * decoding options; nothing a client sends touches shared state.
  *
- * Text <-> tokens happens in one section below (encode_source,
+ * Text <-> tokens happens in one section below (td_tok_encode_batch,
  * decode_target, pieces_json); everything else sees token ids.
  *
  * Threads: every function runs on the HTTP thread that owns the request,
@@ -119,14 +119,6 @@ void srv_api_req_free(srv_req *r)
  * The one place api.c turns text into token ids and back; the rest of the
  * file sees ids (jobs, results) and JSON. */
 
-/* The source ids of a text (ending with </s>) into *ids (malloc'd). Returns
- * 0, or -1 when out of memory. */
-static int encode_source(const srv_model *sm, const char *text, size_t len, int32_t **ids,
-                         int *n)
-{
-    return td_tok_encode(sm->tok, TD_TOK_SOURCE, text, len, ids, n);
-}
-
 /* The detokenized text of target ids (malloc'd), or NULL when out of memory. */
 static char *decode_target(const srv_model *sm, const int32_t *ids, int n)
 {
@@ -168,25 +160,35 @@ static int make_jobs(srv_req *r, const char *const *texts, const size_t *lens, i
     }
     r->n_jobs = n;
     r->tokens_in = 0;
-    for (int i = 0; i < n; i++) {
-        int nt = 0;
-        if (encode_source(sm, texts[i], lens[i], &r->src[i], &nt) != 0) {
-            srv_req_error(r, 500, "internal", NULL, "out of memory while tokenizing");
-            return 0;
-        }
-        if (nt > sm->max_input_tokens) {
-            srv_req_error(r, 422, "text_too_long", param,
-                          "text %d has %d tokens; the limit is %d (including </s>)", i, nt,
-                          sm->max_input_tokens);
-            return 0;
-        }
-        srv_job *j = &r->jobs[i];
-        j->src = r->src[i];
-        j->n_src = nt;
-        j->opts = &r->opts;
-        r->tokens_in += nt;
+    /* the text pipeline's tokenizer stage, as `transformerd translate` runs
+     * it, refusing (not cutting) a text over the limit */
+    td_tok_ids *ids = calloc((size_t)n, sizeof *ids);
+    if (!ids) {
+        srv_req_error(r, 500, "internal", NULL, "out of memory");
+        return 0;
     }
-    return 1;
+    int bad = -1;
+    char msg[256];
+    int rc = td_tok_encode_batch(sm->tok, texts, lens, n, sm->max_input_tokens,
+                                 TD_LONG_SOURCE_ERROR, ids, &bad, msg, sizeof msg);
+    if (rc == TD_TOK_ETOOLONG) {
+        srv_req_error(r, 422, "text_too_long", param,
+                      "text %d has %d tokens; the limit is %d (including </s>)", bad,
+                      ids[bad].n_full, sm->max_input_tokens);
+    } else if (rc != 0) {
+        srv_req_error(r, 500, "internal", NULL, "%s", msg);
+    } else {
+        for (int i = 0; i < n; i++) {
+            r->src[i] = ids[i].ids; /* owned by r from here */
+            srv_job *j = &r->jobs[i];
+            j->src = r->src[i];
+            j->n_src = ids[i].n;
+            j->opts = &r->opts;
+            r->tokens_in += ids[i].n;
+        }
+    }
+    free(ids);
+    return rc == 0;
 }
 
 /* Reads an optional integer field into *out; 0 ok, -1 error recorded. */

@@ -28,6 +28,7 @@
 
 #include "batcher.h"
 #include "clock.h"
+#include "device.h"
 #include "http.h"
 #include "metrics.h"
 #include "serve.h"
@@ -273,11 +274,15 @@ static int load_model(srv_server *s, srv_model *sm, char *err, size_t errlen)
 {
     const srv_opts *o = &s->o;
     describe_model(sm, o->model_dir);
-    snprintf(sm->device, sizeof sm->device, "%s", o->device);
-    td_load_opts lo = {.device = o->device, .n_threads = o->threads, .dtype = o->dtype,
-                       .precision = o->precision};
     char e2[512];
-    if (td_model_load(&sm->m, o->model_dir, &lo, e2, sizeof e2) != 0) {
+    td_device dev;
+    if (td_device_resolve(o->device, &dev, e2, sizeof e2) != 0) {
+        snprintf(err, errlen, "%s", e2);
+        return -1;
+    }
+    snprintf(sm->device, sizeof sm->device, "%s", dev.name);
+    td_load_opts lo = {.n_threads = o->threads, .dtype = o->dtype, .precision = o->precision};
+    if (td_model_load_on(&sm->m, o->model_dir, &dev, &lo, e2, sizeof e2) != 0) {
         snprintf(err, errlen, "%s: %s", o->model_dir, e2);
         return -1;
     }
