@@ -74,32 +74,77 @@ struct td_model {
     size_t weight_bytes;
 };
 
+/* The worker's device buffers, described once (llm.c's act_sizes idea):
+ * field, element type, rows, width; a buffer holds rows x width elements.
+ * translator.c allocates, frees and totals them from these lists alone.
+ * Rows and widths are the fields n_<rows> and w_<width> of td_wsizes:
+ *   rows  enc    max_batch * max_src_len encoder rows
+ *         dec    max_batch * max_beam decoder rows (N)
+ *         dec_t  N * max_length: one self-attention cache, (N, T, d)
+ *         batch  max_batch sentences
+ *         one    1
+ *   width d      d_model
+ *         ffn    the larger of encoder_ffn_dim and decoder_ffn_dim
+ *         vocab  decoder_vocab_size
+ *         topk   2 * 2*max_beam: a step's n rows of top-k values, then
+ *                right after them its n rows of ids (one download)
+ *         heads_s decoder heads * max_src_len (captured attention)
+ *         suppress TD_MAX_SUPPRESS
+ *         one    1 */
+#define TD_WORKER_BUFFERS(X)                                                    \
+    X(ex, float, enc, d)         /* encoder hidden states */                    \
+    X(eh, float, enc, d)         /* sub-layer output / normed input */          \
+    X(eq, float, enc, d)                                                        \
+    X(ek, float, enc, d)                                                        \
+    X(ev, float, enc, d)                                                        \
+    X(ectx, float, enc, d)       /* attention context */                        \
+    X(effn, float, enc, ffn)                                                    \
+    X(e_ids, int32_t, enc, one)                                                 \
+    X(e_pos, int32_t, enc, one)                                                 \
+    X(e_len, int32_t, batch, one)                                               \
+    X(dx, float, dec, d)         /* decoder hidden states of a step */          \
+    X(dh, float, dec, d)                                                        \
+    X(dq, float, dec, d)                                                        \
+    X(dctx, float, dec, d)                                                      \
+    X(dffn, float, dec, ffn)                                                    \
+    X(logits, float, dec, vocab)                                                \
+    X(topk, float, dec, topk)                                                   \
+    X(row_bias, float, dec, one) /* running beam scores */                      \
+    X(d_ids, int32_t, dec, one)  /* last tokens */                              \
+    X(d_pos, int32_t, dec, one)                                                 \
+    X(d_kv_index, int32_t, dec, one) /* row -> sentence (cross K/V) */          \
+    X(d_kv_len, int32_t, dec, one)   /* row -> source length */                 \
+    X(d_gather, int32_t, dec, one)   /* new row -> old row */                   \
+    X(d_suppress, int32_t, one, suppress)                                       \
+    X(cache_tmp, float, dec_t, d) /* spare cache for reordering */
+/* One allocation per decoder layer each. */
+#define TD_WORKER_LAYER_BUFFERS(X)                                              \
+    X(self_k, float, dec_t, d)   /* self-attention caches (N, T, d) */          \
+    X(self_v, float, dec_t, d)                                                  \
+    X(cross_k, float, enc, d)    /* cross-attention K/V (B, S, d) */            \
+    X(cross_v, float, enc, d)                                                   \
+    X(probs, float, dec, heads_s) /* captured cross-attention */
+
+typedef struct td_wsizes {
+    int64_t n_enc, n_dec, n_dec_t, n_batch, n_one;
+    int64_t w_d, w_ffn, w_vocab, w_topk, w_heads_s, w_suppress, w_one;
+} td_wsizes;
+
 /* Device buffers of a worker, all allocated at td_worker_init. */
 struct td_worker {
     const td_model *m;
     td_backend *be;
     td_worker_opts o;
     size_t arena_bytes;
+    int64_t enc_rows;  /* max_batch * max_src_len */
+    int64_t dec_rows;  /* max_batch * max_beam */
 
-    /* encoder: rows = max_batch * max_src_len */
-    int64_t enc_rows;
-    float *ex, *eh, *eq, *ek, *ev, *ectx, *effn; /* (rows, d) / (rows, ffn) */
-    int32_t *e_ids, *e_pos, *e_len;               /* (rows), (rows), (max_batch) */
-
-    /* decoder: rows N = max_batch * max_beam */
-    int64_t dec_rows;
-    float *dx, *dh, *dq, *dctx, *dffn;            /* (N, d) / (N, ffn) */
-    float *logits;                                /* (N, dec_vocab) */
-    float *topk;  /* 2 x (N, 2*max_beam) 32-bit words: a step's n rows of
-                     top-k values, then right after them its n rows of ids,
-                     so that one download brings both */
-    float *row_bias;                              /* (N) */
-    int32_t *d_ids, *d_pos, *d_kv_index, *d_kv_len, *d_gather; /* (N) */
-    int32_t *d_suppress;                          /* (TD_MAX_SUPPRESS) */
-    float **self_k, **self_v;                     /* per layer (N, T, d) */
-    float *cache_tmp;                             /* (N, T, d) reorder scratch */
-    float **cross_k, **cross_v;                   /* per layer (B, S, d) */
-    float **probs;                                /* per layer (N, heads, S) */
+#define TD_WB_FIELD(name, type, rows, width) type *name;
+#define TD_WB_LAYER_FIELD(name, type, rows, width) type **name;
+    TD_WORKER_BUFFERS(TD_WB_FIELD)
+    TD_WORKER_LAYER_BUFFERS(TD_WB_LAYER_FIELD)
+#undef TD_WB_FIELD
+#undef TD_WB_LAYER_FIELD
 
     /* host memory of td_translate_batch (decode.c), sized at init */
     struct td_decode_scratch *scratch;

@@ -141,50 +141,40 @@ void td_worker_free(td_worker *w)
         return;
     if (w->be) {
         td_backend *be = w->be;
-        void *flat[] = {w->ex, w->eh, w->eq, w->ek, w->ev, w->ectx, w->effn, w->e_ids,
-                        w->e_pos, w->e_len, w->dx, w->dh, w->dq, w->dctx, w->dffn,
-                        w->logits, w->topk, w->row_bias, w->d_ids,
-                        w->d_pos, w->d_kv_index, w->d_kv_len, w->d_gather, w->d_suppress,
-                        w->cache_tmp};
-        for (size_t i = 0; i < sizeof flat / sizeof flat[0]; i++)
-            be->ops->dealloc(be, flat[i]);
-        int L = w->m->cfg.decoder_layers;
-        for (int l = 0; l < L; l++) {
-            if (w->self_k)
-                be->ops->dealloc(be, w->self_k[l]);
-            if (w->self_v)
-                be->ops->dealloc(be, w->self_v[l]);
-            if (w->cross_k)
-                be->ops->dealloc(be, w->cross_k[l]);
-            if (w->cross_v)
-                be->ops->dealloc(be, w->cross_v[l]);
-            if (w->probs)
-                be->ops->dealloc(be, w->probs[l]);
-        }
+        const int L = w->m->cfg.decoder_layers;
+#define FREE_BUF(name, type, rows, width) be->ops->dealloc(be, w->name);
+#define FREE_LAYER_BUF(name, type, rows, width)                                 \
+        for (int l = 0; w->name && l < L; l++)                                  \
+            be->ops->dealloc(be, w->name[l]);
+        TD_WORKER_BUFFERS(FREE_BUF)
+        TD_WORKER_LAYER_BUFFERS(FREE_LAYER_BUF)
+#undef FREE_BUF
+#undef FREE_LAYER_BUF
         be->ops->destroy(be);
     }
     td_decode_scratch_free(w);
-    free(w->self_k);
-    free(w->self_v);
-    free(w->cross_k);
-    free(w->cross_v);
-    free(w->probs);
+#define FREE_LAYER_ARRAY(name, type, rows, width) free(w->name);
+    TD_WORKER_LAYER_BUFFERS(FREE_LAYER_ARRAY)
+#undef FREE_LAYER_ARRAY
     free(w);
 }
 
-/* Allocates `count` elements of `size` bytes with overflow checks, adding
- * the bytes to the worker's arena total. */
-static void *walloc(td_worker *w, int64_t count, size_t size, int *failed)
+/* Allocates rows x width elements of `size` bytes with overflow checks,
+ * adding the bytes to the worker's arena total. */
+static void *walloc(td_worker *w, int64_t rows, int64_t width, size_t size, int *failed)
 {
     if (*failed)
         return NULL;
-    if (count <= 0)
-        count = 1;
-    if ((uint64_t)count > SIZE_MAX / size) {
+    if (rows < 1)
+        rows = 1;
+    if (width < 1)
+        width = 1;
+    if ((uint64_t)rows > (uint64_t)INT64_MAX / (uint64_t)width ||
+        (uint64_t)(rows * width) > SIZE_MAX / size) {
         *failed = 1;
         return NULL;
     }
-    size_t bytes = (size_t)count * size;
+    size_t bytes = (size_t)(rows * width) * size;
     void *p = w->be->ops->alloc(w->be, bytes);
     if (!p) {
         *failed = 1;
@@ -241,55 +231,36 @@ int td_worker_init(td_worker **out, const td_model *m, const td_worker_opts *opt
         free(w);
         return -1;
     }
-    const int64_t d = c->d_model, L = c->decoder_layers;
-    const int64_t ffn = c->encoder_ffn_dim > c->decoder_ffn_dim ? c->encoder_ffn_dim
-                                                                 : c->decoder_ffn_dim;
+    const int64_t L = c->decoder_layers;
     const int64_t ER = (int64_t)o.max_batch * o.max_src_len;
     const int64_t N = (int64_t)o.max_batch * o.max_beam;
-    const int64_t T = o.max_length, S = o.max_src_len;
-    const int K = 2 * o.max_beam;
+    const td_wsizes sz = {
+        .n_enc = ER, .n_dec = N, .n_dec_t = N * o.max_length, .n_batch = o.max_batch,
+        .n_one = 1, .w_d = c->d_model,
+        .w_ffn = c->encoder_ffn_dim > c->decoder_ffn_dim ? c->encoder_ffn_dim
+                                                          : c->decoder_ffn_dim,
+        .w_vocab = c->decoder_vocab_size, .w_topk = 2 * 2 * (int64_t)o.max_beam,
+        .w_heads_s = (int64_t)c->decoder_attention_heads * o.max_src_len,
+        .w_suppress = TD_MAX_SUPPRESS, .w_one = 1,
+    };
     int failed = 0;
     w->enc_rows = ER;
     w->dec_rows = N;
-    w->ex = walloc(w, ER * d, sizeof(float), &failed);
-    w->eh = walloc(w, ER * d, sizeof(float), &failed);
-    w->eq = walloc(w, ER * d, sizeof(float), &failed);
-    w->ek = walloc(w, ER * d, sizeof(float), &failed);
-    w->ev = walloc(w, ER * d, sizeof(float), &failed);
-    w->ectx = walloc(w, ER * d, sizeof(float), &failed);
-    w->effn = walloc(w, ER * ffn, sizeof(float), &failed);
-    w->e_ids = walloc(w, ER, sizeof(int32_t), &failed);
-    w->e_pos = walloc(w, ER, sizeof(int32_t), &failed);
-    w->e_len = walloc(w, o.max_batch, sizeof(int32_t), &failed);
-    w->dx = walloc(w, N * d, sizeof(float), &failed);
-    w->dh = walloc(w, N * d, sizeof(float), &failed);
-    w->dq = walloc(w, N * d, sizeof(float), &failed);
-    w->dctx = walloc(w, N * d, sizeof(float), &failed);
-    w->dffn = walloc(w, N * ffn, sizeof(float), &failed);
-    w->logits = walloc(w, N * c->decoder_vocab_size, sizeof(float), &failed);
-    w->topk = walloc(w, 2 * N * K, sizeof(float), &failed);
-    w->row_bias = walloc(w, N, sizeof(float), &failed);
-    w->d_ids = walloc(w, N, sizeof(int32_t), &failed);
-    w->d_pos = walloc(w, N, sizeof(int32_t), &failed);
-    w->d_kv_index = walloc(w, N, sizeof(int32_t), &failed);
-    w->d_kv_len = walloc(w, N, sizeof(int32_t), &failed);
-    w->d_gather = walloc(w, N, sizeof(int32_t), &failed);
-    w->d_suppress = walloc(w, TD_MAX_SUPPRESS, sizeof(int32_t), &failed);
-    w->cache_tmp = walloc(w, N * T * d, sizeof(float), &failed);
-    w->self_k = calloc((size_t)L, sizeof(float *));
-    w->self_v = calloc((size_t)L, sizeof(float *));
-    w->cross_k = calloc((size_t)L, sizeof(float *));
-    w->cross_v = calloc((size_t)L, sizeof(float *));
-    w->probs = calloc((size_t)L, sizeof(float *));
-    if (!w->self_k || !w->self_v || !w->cross_k || !w->cross_v || !w->probs)
+#define ALLOC_BUF(name, type, rows, width)                                      \
+    w->name = walloc(w, sz.n_##rows, sz.w_##width, sizeof(type), &failed);
+#define ALLOC_LAYER_ARRAY(name, type, rows, width)                              \
+    if (!(w->name = calloc((size_t)L, sizeof *w->name)))                        \
         failed = 1;
+#define ALLOC_LAYER_BUF(name, type, rows, width)                                \
+    w->name[l] = walloc(w, sz.n_##rows, sz.w_##width, sizeof(type), &failed);
+    TD_WORKER_BUFFERS(ALLOC_BUF)
+    TD_WORKER_LAYER_BUFFERS(ALLOC_LAYER_ARRAY)
     for (int64_t l = 0; !failed && l < L; l++) {
-        w->self_k[l] = walloc(w, N * T * d, sizeof(float), &failed);
-        w->self_v[l] = walloc(w, N * T * d, sizeof(float), &failed);
-        w->cross_k[l] = walloc(w, ER * d, sizeof(float), &failed);
-        w->cross_v[l] = walloc(w, ER * d, sizeof(float), &failed);
-        w->probs[l] = walloc(w, N * c->decoder_attention_heads * S, sizeof(float), &failed);
+        TD_WORKER_LAYER_BUFFERS(ALLOC_LAYER_BUF)
     }
+#undef ALLOC_BUF
+#undef ALLOC_LAYER_ARRAY
+#undef ALLOC_LAYER_BUF
     if (failed) {
         /* the backend latched the failing allocation (size, free memory) */
         char why[512] = "out of memory";
