@@ -11,7 +11,7 @@
 #   cross-attention of one layer and head (rows = target tokens, columns =
 #   source tokens, each row sums to 1 within 1e-3), LibreTranslate's
 #   POST /translate (same text as the native API) and GET /languages, two
-#   error cases (400 with DESIGN.md's error object), and the Prometheus
+#   error cases (400 with docs/api.md's error object), and the Prometheus
 #   series on GET /metrics.
 #
 # Environment:
@@ -146,7 +146,7 @@ expect_json() {
     return 0
 }
 
-# expect_error STATUS PARAM WHAT: DESIGN.md's error object, exactly
+# expect_error STATUS PARAM WHAT: docs/api.md's error object, exactly
 # {"error": {"code": STRING, "message": STRING, "param": STRING|null}}.
 expect_error() {
     expect_json "$1" "$3" || return

@@ -5,7 +5,7 @@
 
 Parses Dockerfile, .dockerignore, deploy/docker-compose.yml, deploy/k8s/**.yaml
 and deploy/systemd/transformerd.service (YAML with PyYAML) and checks the
-fields that the deployment contract needs (issue 7, DESIGN.md): a CUDA
+fields that the deployment contract needs (deploy/README.md): a CUDA
 devel -> runtime build of the toolkit's major version, the bootstrap script,
 a non-root user, EXPOSE 8080, a HEALTHCHECK on /health/ready, exec-form
 ENTRYPOINT with STOPSIGNAL SIGTERM, TRANSFORMERD_* configuration, the GPU

@@ -69,7 +69,7 @@ def main():
                            decoder_start_token_id=pad, pad_token_id=pad, eos_token_id=0)
     model.generation_config = gen
     model.save_pretrained(a.out, safe_serialization=True)
-    # config.json: the extension key of DESIGN.md (transformers ignores it) and the run's metadata
+    # config.json: the extension key of docs/architecture.md (transformers ignores it) and the run's metadata
     cpath = os.path.join(a.out, "config.json")
     with open(cpath) as f:
         c = json.load(f)
