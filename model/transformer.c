@@ -2,7 +2,7 @@
  * transformer.c - the encoder and one decoder step, as MarianMTModel
  * computes them (transformers/models/marian/modeling_marian.py), plus the
  * pre-norm variant (normalize_before) and the relative / rotary position
- * extensions of DESIGN.md. Every computation goes through the backend table.
+ * extensions of docs/architecture.md. Every computation goes through the backend table.
  *
  * Post-norm (Marian):  x = LN(x + SelfAttn(x));  x = LN(x + FFN(x))
  * Pre-norm:            x = x + SelfAttn(LN(x));  x = x + FFN(LN(x)); final LN

@@ -1,7 +1,7 @@
 /*
  * test_golden.c - every fixture model in tests/data/fixtures on the CPU
  * against the goldens that tools/make_fixtures.py computed with transformers
- * itself (MarianMTModel.generate, plus patched modules for the DESIGN.md
+ * itself (MarianMTModel.generate, plus patched modules for the config
  * extensions). Token ids must be identical; scores and cross-attention
  * within 1e-4 (abs + rel). The F16/BF16 fixtures are computed by
  * transformers in float32 from the rounded weights, as the CPU engine

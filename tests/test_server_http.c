@@ -1,6 +1,6 @@
 /*
  * test_server_http.c - `transformerd serve` end to end on loopback: every
- * endpoint and error status of DESIGN.md, batching across 32 concurrent
+ * endpoint and error status of docs/api.md, batching across 32 concurrent
  * clients against the answers of the same requests sent one by one, and
  * SIGTERM with requests queued and running.
  *
@@ -111,7 +111,7 @@ static json_t *body_json(const tc_resp *r)
     return json_loads(r->body ? r->body : "", 0, &je);
 }
 
-/* Asserts status and, for errors, DESIGN.md's error object with code and
+/* Asserts status and, for errors, docs/api.md's error object with code and
  * param (NULL: JSON null). */
 static void expect_error(const tc_resp *r, int status, const char *param)
 {
