@@ -56,8 +56,9 @@ typedef struct run {
     int steps;
 } run;
 
-/* Beam 2, length_penalty 1, two hypotheses, over the script. */
-static run run_script(const script_step *script, int n_script)
+/* Beam 2, length_penalty 1, two hypotheses, at most max_length tokens,
+ * over the script; forced_eos 0: the model forces no </s> at the end. */
+static run run_script(const script_step *script, int n_script, int max_length, int forced_eos)
 {
     char dir[512], err[512];
     snprintf(dir, sizeof dir, "%s/fixtures/marian_tied", TD_TEST_DATA);
@@ -66,6 +67,8 @@ static run run_script(const script_step *script, int n_script)
     ck_assert_msg(td_model_load(&m, dir, &lo, err, sizeof err) == 0, "%s", err);
     ck_assert_int_eq(td_model_config(m)->eos_token_id, 0);
     ck_assert_int_ne(td_model_config(m)->early_stopping, TD_EARLY_STOP_TRUE);
+    if (!forced_eos)
+        m->cfg.forced_eos_token_id = -1; /* as a checkpoint without forced_eos_token_id */
     td_worker_opts wo = {.max_batch = 1, .max_length = 16, .max_beam = 2, .n_threads = 1};
     td_worker *w = NULL;
     ck_assert_msg(td_worker_init(&w, m, &wo, err, sizeof err) == 0, "%s", err);
@@ -83,7 +86,7 @@ static run run_script(const script_step *script, int n_script)
     o.beam_size = 2;
     o.num_hypotheses = 2;
     o.length_penalty = 1.0f;
-    o.max_length = 16;
+    o.max_length = max_length;
     const int32_t src[] = {5, 6, 0};
     const int32_t *srcs[] = {src};
     const int len = 3;
@@ -121,7 +124,7 @@ START_TEST(test_early_stop_tie_stops)
         {{0, 8, 9, 10}, {-1.0f, -1.0f, -5.0f, -6.0f}},
         {{0, 11, 12, 13}, {0.0f, -1.0f, -2.0f, -3.0f}},
     };
-    run r = run_script(s, 3);
+    run r = run_script(s, 3, 16, 1);
     ck_assert_int_eq(r.steps, 2);
     ck_assert_int_eq(r.res.n_hyps, 2);
     expect_hyp(&r.res.hyps[0], (const int32_t[]){0}, 1, -1.0f);
@@ -142,12 +145,32 @@ START_TEST(test_early_stop_better_continues)
         {{8, 0, 9, 10}, {-0.9f, -1.0f, -5.0f, -6.0f}},
         {{0, 11, 12, 13}, {0.0f, -1.0f, -2.0f, -3.0f}},
     };
-    run r = run_script(s, 3);
+    run r = run_script(s, 3, 16, 1);
     ck_assert_int_eq(r.steps, 3);
     ck_assert_int_eq(r.res.n_hyps, 2);
     float run_score = -2.0f + -0.9f; /* float32, as the op adds */
     expect_hyp(&r.res.hyps[0], (const int32_t[]){5, 8, 0}, 3, (run_score + 0.0f) / 3.0f);
     expect_hyp(&r.res.hyps[1], (const int32_t[]){0}, 1, -1.0f);
+    td_result_free(&r.res);
+}
+END_TEST
+
+/*
+ * No </s> anywhere and none forced: at the last step (t = max_length - 1)
+ * every candidate hits the length limit, so the best two become the
+ * finished hypotheses (transformers' next_token_hits_stopping_criteria
+ * includes the max length), each of max_length tokens.
+ */
+START_TEST(test_max_length_finishes_beams)
+{
+    static const script_step s[] = {
+        {{5, 6, 7, 8}, {-1.0f, -2.0f, -3.0f, -4.0f}},
+    };
+    run r = run_script(s, 1, 3, 0);
+    ck_assert_int_eq(r.steps, 3);
+    ck_assert_int_eq(r.res.n_hyps, 2);
+    expect_hyp(&r.res.hyps[0], (const int32_t[]){5, 5, 5}, 3, -3.0f / 3.0f);
+    expect_hyp(&r.res.hyps[1], (const int32_t[]){5, 5, 6}, 3, -4.0f / 3.0f);
     td_result_free(&r.res);
 }
 END_TEST
@@ -158,6 +181,7 @@ static Suite *suite(void)
     TCase *tc = tcase_create("beam");
     tcase_add_test(tc, test_early_stop_tie_stops);
     tcase_add_test(tc, test_early_stop_better_continues);
+    tcase_add_test(tc, test_max_length_finishes_beams);
     suite_add_tcase(s, tc);
     return s;
 }

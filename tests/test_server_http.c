@@ -908,6 +908,57 @@ START_TEST(test_failing_batches)
 }
 END_TEST
 
+/* Every histogram of a /metrics text is well-formed: its buckets, in the
+ * order listed, never decrease, and the +Inf bucket equals _count. Returns
+ * the number of histograms seen. */
+static int check_histograms(const char *text)
+{
+    int n_hist = 0;
+    char prev_key[512] = "";
+    double prev = -1;
+    for (const char *line = text; line && *line;) {
+        const char *eol = strchr(line, '\n');
+        size_t len = eol ? (size_t)(eol - line) : strlen(line);
+        char buf[512];
+        snprintf(buf, sizeof buf, "%.*s", (int)(len < 511 ? len : 511), line);
+        line = eol ? eol + 1 : NULL;
+        char *b = strstr(buf, "_bucket{");
+        if (buf[0] == '#' || !b)
+            continue;
+        char *le = strstr(b, "le=\"");
+        char *close = strrchr(buf, '}');
+        ck_assert_msg(le && close, "bucket without le: %s", buf);
+        /* the series' key: name and labels without le */
+        char key[512];
+        char *q = strchr(le + 4, '"');
+        ck_assert_ptr_nonnull(q);
+        snprintf(key, sizeof key, "%.*s%s", (int)(le - buf), buf, q + 1);
+        double v = strtod(close + 1, NULL);
+        if (strcmp(key, prev_key) != 0) {
+            snprintf(prev_key, sizeof prev_key, "%s", key);
+            prev = -1;
+            n_hist++;
+        }
+        ck_assert_msg(v >= prev, "histogram bucket decreases: %s (previous %g)", buf, prev);
+        prev = v;
+        if (!strncmp(le, "le=\"+Inf\"", 9)) {
+            /* NAME_count{labels} equals the +Inf bucket (labels: those
+             * before le, without its comma) */
+            char count[512];
+            const char *brace = strchr(buf, '{');
+            int nl = (int)(le - brace - 1);
+            if (nl <= 0)
+                snprintf(count, sizeof count, "%.*s_count ", (int)(b - buf), buf);
+            else
+                snprintf(count, sizeof count, "%.*s_count{%.*s} ", (int)(b - buf), buf, nl - 1,
+                         brace + 1);
+            double want = metric(text, count);
+            ck_assert_msg(want == v, "%s: +Inf bucket %g, count %g", buf, v, want);
+        }
+    }
+    return n_hist;
+}
+
 /* ---- concurrency ----------------------------------------------------------- */
 
 #define N_CLIENTS 32
@@ -992,6 +1043,7 @@ START_TEST(test_concurrency)
     ck_assert_int_eq(tc_request(g_port, "GET", "/metrics", NULL, NULL, 0, &r), 0);
     double b1 = metric(r.body, "transformerd_batch_size_bucket{le=\"1\"} ") - b1_before;
     double n = metric(r.body, "transformerd_batch_size_count ") - n_before;
+    ck_assert_int_ge(check_histograms(r.body), 2);
     tc_resp_free(&r);
     /* some batches held more than one sentence */
     ck_assert_msg(n > b1, "batches %g, of them single %g", n, b1);
