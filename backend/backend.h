@@ -92,13 +92,18 @@ typedef struct td_weight {
  * n_seq entries), or s itself when kv_index is NULL. This lets the beams of
  * one sentence share the cross-attention K/V of their sentence.
  *
- * Query i of sequence s sees keys j < kv_len[s] (device int32 array, n_seq
- * entries; NULL means every sequence sees n_k keys), and when causal is set
- * only keys j <= q_pos0 + i as well. q is expected to be pre-scaled (the
- * Marian q_proj(x) * head_dim^-0.5); the op applies no scale of its own.
+ * Query i of sequence s has the absolute position
+ *   pos(s, i) = q_pos[s] + i   when q_pos != NULL (device int32 array, n_seq
+ *                              entries: sequences at different steps, the
+ *                              in-flight batch),
+ *               q_pos0 + i     otherwise (every sequence in lock-step).
+ * It sees keys j < kv_len[s] (device int32 array, n_seq entries; NULL means
+ * every sequence sees n_k keys), and when causal is set only keys
+ * j <= pos(s, i) as well. q is expected to be pre-scaled (the Marian
+ * q_proj(x) * head_dim^-0.5); the op applies no scale of its own.
  *
  * Relative positions (Shaw et al. 2018, eqs. 3-5), when rel_k != NULL:
- *   logit(i, j) = q_i . k_j + q_i . rel_k[clip(j - (q_pos0+i), -rel_max, rel_max) + rel_max]
+ *   logit(i, j) = q_i . k_j + q_i . rel_k[clip(j - pos(s, i), -rel_max, rel_max) + rel_max]
  *   out_i       = sum_j p(i,j) (v_j + rel_v[same index])   (rel_v optional)
  * rel_k / rel_v are (2*rel_max+1, head_dim) float32 device memory, shared by
  * all heads. Key j has absolute position j.
@@ -108,8 +113,7 @@ typedef struct td_weight {
  * rows that no query may see (j >= kv_len, beyond the causal bound, or
  * beyond n_k) may hold garbage, even NaN, from an unwritten cache: an
  * implementation must not read them (0 * NaN is NaN). kv_len > n_k is
- * treated as n_k. q_pos0 is shared by all sequences (they advance in
- * lock-step).
+ * treated as n_k. q_pos0 is ignored when q_pos is set.
  *
  * Capture: when probs != NULL the op writes the softmax probabilities of
  * heads [0, n_heads) to probs[((s*n_heads + h)*n_q + i)*probs_ld + j] for
@@ -130,7 +134,8 @@ typedef struct td_attn_args {
     const int32_t *kv_index; /* (n_seq) or NULL */
     const int32_t *kv_len;   /* (n_seq) or NULL */
     int causal;
-    int q_pos0;              /* absolute position of query row 0 */
+    int q_pos0;              /* absolute position of query row 0 (q_pos NULL) */
+    const int32_t *q_pos;    /* (n_seq) or NULL: position of row 0 per sequence */
     const float *rel_k;      /* (2*rel_max+1, head_dim) or NULL */
     const float *rel_v;      /* (2*rel_max+1, head_dim) or NULL */
     int rel_max;
@@ -208,6 +213,16 @@ typedef struct td_backend_ops {
                  int64_t seq_stride, int n_heads, int head_dim, int pos0,
                  const float *cos_sin);
 
+    /* Rotary position embedding of n independent rows (the in-flight batch:
+     * one new token per sequence, each at its own step): row r of x
+     * (n, ld), n_heads heads of head_dim, has absolute position pos[r]
+     * (device int32 array of n entries, each < the table's rows). The same
+     * convention, table and arithmetic as rope: a row comes out bit-identical
+     * to rope applied to it at that position on the same backend. */
+    void (*rope_rows)(td_backend *be, float *x, int64_t n, int64_t ld,
+                      int n_heads, int head_dim, const int32_t *pos,
+                      const float *cos_sin);
+
     /* Multi-head attention, see td_attn_args. */
     void (*attention)(td_backend *be, const td_attn_args *a);
 
@@ -216,8 +231,11 @@ typedef struct td_backend_ops {
      *   1. logits[r] = log_softmax(logits[r])
      *   2. logits[r][suppress[i]] = -inf for i < n_suppress (bad_words_ids
      *      with one token each, e.g. the pad id); suppress is device int32
-     *   3. when force_eos is set: every entry -inf except eos_id, which is 0
-     *      (transformers' ForcedEOSTokenLogitsProcessor at the last step)
+     *   3. for every row when force_eos is set, and for row r when
+     *      force_rows[r] != 0 (force_rows: device int32 array of n, or NULL;
+     *      rows of sequences at their last step in an in-flight batch):
+     *      every entry -inf except eos_id, which is 0 (transformers'
+     *      ForcedEOSTokenLogitsProcessor at the last step)
      *   4. top-k per row of logits[r] + row_bias[r] (row_bias optional: the
      *      running beam scores, device float array of n), sorted by value
      *      descending, ties toward the lower token id, out_val / out_idx
@@ -226,7 +244,8 @@ typedef struct td_backend_ops {
      * entries are all -inf yields -inf values (not NaN). */
     void (*logprobs_topk)(td_backend *be, float *logits, int64_t n,
                           int64_t vocab, const int32_t *suppress,
-                          int n_suppress, int force_eos, int eos_id,
+                          int n_suppress, int force_eos,
+                          const int32_t *force_rows, int eos_id,
                           const float *row_bias, int k, float *out_val,
                           int32_t *out_idx);
 
@@ -237,6 +256,19 @@ typedef struct td_backend_ops {
     void (*gather_rows)(td_backend *be, float *dst, const float *src,
                         const int32_t *index, int64_t n, int64_t row_elems,
                         int64_t ld);
+
+    /* Scatter rows, the inverse of gather_rows: dst[index[r]] = src[r] for
+     * r < n, each row row_elems floats; src rows strided by ld_src, dst rows
+     * by ld_dst (elements). index is a device int32 array of n distinct
+     * entries (two rows written to one place is the caller's bug: which one
+     * wins is unspecified). dst must not alias src; dst rows not named by
+     * index are left as they are. Used to write each decoder row's new
+     * self-attention K/V at its own position in the cache (index
+     * row*T + pos[row]) and to place a newly encoded sentence's
+     * cross-attention K/V into its slot. */
+    void (*scatter_rows)(td_backend *be, float *dst, int64_t ld_dst,
+                         const float *src, int64_t ld_src,
+                         const int32_t *index, int64_t n, int64_t row_elems);
 
     /* Optional (NULL: nothing to reserve). The caller will run linear with
      * weight w on up to `rows` rows: a backend that needs temporary device

@@ -357,29 +357,51 @@ static void cpu_embed(td_backend *be, float *y, const td_weight *table,
     }
 }
 
+/* Rotate-half RoPE of one row's n_heads heads with the table row cs. rope
+ * and rope_rows both go through here, so that a row comes out the same
+ * from either (backend.h). */
+static inline void cpu_rope_row(float *row, const float *cs, int n_heads,
+                                int head_dim)
+{
+    const int half = head_dim / 2;
+    for (int h = 0; h < n_heads; h++) {
+        float *x1 = row + (int64_t)h * head_dim, *x2 = x1 + half;
+        for (int i = 0; i < half; i++) {
+            const float co = cs[i], si = cs[half + i];
+            const float a = x1[i], b = x2[i];
+            x1[i] = a * co - b * si;
+            x2[i] = b * co + a * si;
+        }
+    }
+}
+
 static void cpu_rope(td_backend *be, float *x, int n_seq, int n_t, int64_t ld,
                      int64_t seq_stride, int n_heads, int head_dim, int pos0,
                      const float *cos_sin)
 {
     cpu_ctx *c = be->ctx;
-    const int half = head_dim / 2;
     const int64_t rows = (int64_t)n_seq * n_t;
 #pragma omp parallel for num_threads(cpu_nt(c, rows * n_heads * head_dim)) \
     schedule(static)
     for (int64_t st = 0; st < rows; st++) {
         const int64_t s = st / n_t, t = st % n_t;
-        const float *cs = cos_sin + (int64_t)(pos0 + t) * head_dim;
-        float *row = x + s * seq_stride + t * ld;
-        for (int h = 0; h < n_heads; h++) {
-            float *x1 = row + (int64_t)h * head_dim, *x2 = x1 + half;
-            for (int i = 0; i < half; i++) {
-                const float co = cs[i], si = cs[half + i];
-                const float a = x1[i], b = x2[i];
-                x1[i] = a * co - b * si;
-                x2[i] = b * co + a * si;
-            }
-        }
+        cpu_rope_row(x + s * seq_stride + t * ld,
+                     cos_sin + (int64_t)(pos0 + t) * head_dim, n_heads, head_dim);
     }
+}
+
+static void cpu_rope_rows(td_backend *be, float *x, int64_t n, int64_t ld,
+                          int n_heads, int head_dim, const int32_t *pos,
+                          const float *cos_sin)
+{
+    cpu_ctx *c = be->ctx;
+    if (n <= 0 || n_heads <= 0 || head_dim < 2)
+        return;
+#pragma omp parallel for num_threads(cpu_nt(c, n * n_heads * head_dim)) \
+    schedule(static)
+    for (int64_t r = 0; r < n; r++)
+        cpu_rope_row(x + r * ld, cos_sin + (int64_t)pos[r] * head_dim, n_heads,
+                     head_dim);
 }
 
 /* --- attention ------------------------------------------------------------ */
@@ -393,6 +415,12 @@ static inline float cpu_dot(const float *a, const float *b, int n)
     return s;
 }
 
+/* Absolute position of query row 0 of sequence s (backend.h: pos(s, 0)). */
+static inline int64_t cpu_attn_pos0(const td_attn_args *a, int s)
+{
+    return a->q_pos ? (int64_t)a->q_pos[s] : (int64_t)a->q_pos0;
+}
+
 /* Keys [0, cpu_attn_keys()) of sequence s may be visible to some query row:
  * kv_len and, when causal, the last query's position. Key rows beyond are
  * never read, so an unwritten cache tail (even NaN) cannot leak in. */
@@ -401,18 +429,18 @@ static int cpu_attn_keys(const td_attn_args *a, int s)
     int64_t L = a->n_k;
     if (a->kv_len && a->kv_len[s] < L)
         L = a->kv_len[s];
-    if (a->causal && (int64_t)a->q_pos0 + a->n_q < L)
-        L = (int64_t)a->q_pos0 + a->n_q;
+    if (a->causal && cpu_attn_pos0(a, s) + a->n_q < L)
+        L = cpu_attn_pos0(a, s) + a->n_q;
     return L < 0 ? 0 : (int)L;
 }
 
-/* Visible keys of query row i, given the sequence's key bound L. */
-static inline int cpu_attn_row_keys(const td_attn_args *a, int L, int i)
+/* Visible keys of query row i of sequence s, given the sequence's key bound
+ * L. */
+static inline int cpu_attn_row_keys(const td_attn_args *a, int s, int L, int i)
 {
-    if (a->causal && (int64_t)a->q_pos0 + i + 1 < L) {
-        int64_t lim = (int64_t)a->q_pos0 + i + 1;
+    const int64_t lim = cpu_attn_pos0(a, s) + i + 1;
+    if (a->causal && lim < L)
         return lim < 0 ? 0 : (int)lim;
-    }
     return L;
 }
 
@@ -469,7 +497,7 @@ static void cpu_attn_qk(const td_attn_args *a, int64_t pr, float *S)
 static void cpu_attn_softmax(const td_attn_args *a, int64_t pr, int i, float *S)
 {
     const int s = (int)(pr / a->n_heads), h = (int)(pr % a->n_heads);
-    const int L = cpu_attn_keys(a, s), lim = cpu_attn_row_keys(a, L, i);
+    const int L = cpu_attn_keys(a, s), lim = cpu_attn_row_keys(a, s, L, i);
     float *p = S + (int64_t)i * L;
     if (lim > 0)
         cpu_softmax_row(p, lim, L);
@@ -506,12 +534,12 @@ static void cpu_attn_row(const td_attn_args *a, int s, int h, int i, float *p,
 {
     const int hd = a->head_dim, R = a->rel_max;
     const int ks = a->kv_index ? a->kv_index[s] : s;
-    const int lim = cpu_attn_row_keys(a, cpu_attn_keys(a, s), i);
+    const int lim = cpu_attn_row_keys(a, s, cpu_attn_keys(a, s), i);
     const float *q = a->q + s * a->q_seq_stride + i * a->ld_q + (int64_t)h * hd;
     const float *K = a->k + ks * a->kv_seq_stride + (int64_t)h * hd;
     const float *V = a->v + ks * a->kv_seq_stride + (int64_t)h * hd;
     float *o = a->out + s * a->out_seq_stride + i * a->ld_out + (int64_t)h * hd;
-    const int64_t qpos = (int64_t)a->q_pos0 + i;
+    const int64_t qpos = cpu_attn_pos0(a, s) + i;
 
     if (lim == 0) {
         memset(o, 0, (size_t)hd * sizeof(float));
@@ -623,7 +651,8 @@ static inline void cpu_topk_push(float *val, int32_t *idx, int *cnt, int k,
 
 static void cpu_logprobs_topk(td_backend *be, float *logits, int64_t n,
                               int64_t vocab, const int32_t *suppress,
-                              int n_suppress, int force_eos, int eos_id,
+                              int n_suppress, int force_eos,
+                              const int32_t *force_rows, int eos_id,
                               const float *row_bias, int k, float *out_val,
                               int32_t *out_idx)
 {
@@ -657,8 +686,8 @@ static void cpu_logprobs_topk(td_backend *be, float *logits, int64_t n,
         for (int i = 0; i < n_suppress; i++)
             if (suppress[i] >= 0 && suppress[i] < vocab)
                 x[suppress[i]] = -INFINITY;
-        /* 3. forced EOS */
-        if (force_eos) {
+        /* 3. forced EOS, for the batch or for this row */
+        if (force_eos || (force_rows && force_rows[r])) {
             for (int64_t t = 0; t < vocab; t++)
                 x[t] = -INFINITY;
             if (eos_id >= 0 && eos_id < vocab)
@@ -689,6 +718,20 @@ static void cpu_gather_rows(td_backend *be, float *dst, const float *src,
                (size_t)row_elems * sizeof(float));
 }
 
+static void cpu_scatter_rows(td_backend *be, float *dst, int64_t ld_dst,
+                             const float *src, int64_t ld_src,
+                             const int32_t *index, int64_t n, int64_t row_elems)
+{
+    cpu_ctx *c = be->ctx;
+    if (n <= 0 || row_elems <= 0)
+        return;
+    /* index entries are distinct (backend.h): no two threads write a row */
+#pragma omp parallel for num_threads(cpu_nt(c, n * row_elems)) schedule(static)
+    for (int64_t r = 0; r < n; r++)
+        memcpy(dst + (int64_t)index[r] * ld_dst, src + r * ld_src,
+               (size_t)row_elems * sizeof(float));
+}
+
 static const td_backend_ops cpu_ops = {
     .name = "cpu",
     .destroy = cpu_destroy,
@@ -707,9 +750,11 @@ static const td_backend_ops cpu_ops = {
     .add = cpu_add,
     .embed = cpu_embed,
     .rope = cpu_rope,
+    .rope_rows = cpu_rope_rows,
     .attention = cpu_attention,
     .logprobs_topk = cpu_logprobs_topk,
     .gather_rows = cpu_gather_rows,
+    .scatter_rows = cpu_scatter_rows,
     .reserve_linear = NULL, /* the CPU needs no temporary memory for linear */
 };
 

@@ -724,7 +724,7 @@ static int stage_step(decode_call *dc, int t, char *err, size_t errlen)
     td_decode_step(w, n_rows, t, dc->s_max, dc->sel.mask);
     int force = c->forced_eos_token_id >= 0 && t == M - 1;
     ops->logprobs_topk(w->be, w->logits, n_rows, c->decoder_vocab_size, w->d_suppress,
-                       c->n_suppress, force, c->forced_eos_token_id,
+                       c->n_suppress, force, NULL, c->forced_eos_token_id,
                        B > 1 ? w->row_bias : NULL, K, w->topk,
                        (int32_t *)(w->topk + (int64_t)n_rows * K));
     /* one transfer for values and ids (the only host wait of a step

@@ -359,7 +359,7 @@ START_TEST(test_layer_norm)
 }
 END_TEST
 
-/* --- add, embed, rope, gather_rows -------------------------------------- */
+/* --- add, embed, rope, gather_rows, scatter_rows, rope_rows -------------- */
 
 START_TEST(test_add)
 {
@@ -482,6 +482,181 @@ START_TEST(test_gather_rows)
 }
 END_TEST
 
+/* Scatter n rows (the inverse of gather_rows) into n + 3 destination rows
+ * through a permutation, with different source and destination strides:
+ * the named rows get the source rows, the others keep their contents. */
+static void check_scatter(int64_t n, int64_t row_elems, int64_t ld_src,
+                          int64_t ld_dst)
+{
+    const int64_t n_dst = n + 3;
+    float *src = frand_vec((size_t)(n * ld_src), 1.0f);
+    int32_t *index = xmalloc((size_t)(n ? n : 1) * sizeof *index);
+    int32_t *perm = xmalloc((size_t)n_dst * sizeof *perm);
+    for (int64_t i = 0; i < n_dst; i++)
+        perm[i] = (int32_t)i;
+    for (int64_t i = n_dst - 1; i > 0; i--) { /* Fisher-Yates */
+        int64_t j = (int64_t)((frand() + 1.0f) * 0.5f * (float)(i + 1));
+        j = j > i ? i : j;
+        int32_t t = perm[i];
+        perm[i] = perm[j], perm[j] = t;
+    }
+    for (int64_t r = 0; r < n; r++)
+        index[r] = perm[r];
+    const size_t nd = (size_t)(n_dst * ld_dst);
+    float *dst = xmalloc(nd * sizeof *dst);
+    double *ref = xmalloc(nd * sizeof *ref);
+    for (size_t i = 0; i < nd; i++)
+        dst[i] = SENTINEL, ref[i] = SENTINEL;
+    for (int64_t r = 0; r < n; r++)
+        for (int64_t i = 0; i < row_elems; i++)
+            ref[index[r] * ld_dst + i] = src[r * ld_src + i];
+    float *dsrc = dev_from(src, (size_t)(n ? n * ld_src : 1) * sizeof(float));
+    float *ddst = dev_from(dst, nd * sizeof(float));
+    int32_t *didx = dev_from(index, (size_t)(n ? n : 1) * sizeof(int32_t));
+    be->ops->scatter_rows(be, ddst, ld_dst, dsrc, ld_src, didx, n, row_elems);
+    to_host(dst, ddst, nd * sizeof(float));
+    char what[96];
+    snprintf(what, sizeof what, "scatter_rows n=%lld elems=%lld ld_src=%lld ld_dst=%lld",
+             (long long)n, (long long)row_elems, (long long)ld_src, (long long)ld_dst);
+    ASSERT_CLOSE(what, dst, ref, nd, 0.0, 0.0);
+    /* gather_rows with the same index brings the rows back (same ld) */
+    if (ld_src == ld_dst && n > 0) {
+        float *back = xmalloc((size_t)(n * ld_src) * sizeof *back);
+        double *want = xmalloc((size_t)(n * ld_src) * sizeof *want);
+        for (int64_t i = 0; i < n * ld_src; i++)
+            back[i] = SENTINEL, want[i] = SENTINEL;
+        for (int64_t r = 0; r < n; r++)
+            for (int64_t i = 0; i < row_elems; i++)
+                want[r * ld_src + i] = src[r * ld_src + i];
+        float *dback = dev_from(back, (size_t)(n * ld_src) * sizeof(float));
+        be->ops->gather_rows(be, dback, ddst, didx, n, row_elems, ld_src);
+        to_host(back, dback, (size_t)(n * ld_src) * sizeof(float));
+        ASSERT_CLOSE("gather_rows after scatter_rows", back, want,
+                     (size_t)(n * ld_src), 0.0, 0.0);
+        be->ops->dealloc(be, dback);
+        free(back), free(want);
+    }
+    be->ops->dealloc(be, dsrc);
+    be->ops->dealloc(be, ddst);
+    be->ops->dealloc(be, didx);
+    free(src), free(index), free(perm), free(dst), free(ref);
+}
+
+START_TEST(test_scatter_rows)
+{
+    rng_seed(8);
+    static const int64_t ns[5] = {0, 1, 7, 33, 513};
+    static const int64_t elems[4] = {1, 7, 33, 513};
+    for (int a = 0; a < 5; a++)
+        for (int e = 0; e < 4; e++) {
+            check_scatter(ns[a], elems[e], elems[e], elems[e] + 3);
+            check_scatter(ns[a], elems[e], elems[e] + 5, elems[e] + 5);
+        }
+    check_scatter(7, 0, 4, 4); /* row_elems 0: nothing to copy */
+}
+END_TEST
+
+/* The cos|sin table of rope for max_pos positions of head_dim. */
+static float *rope_table(int max_pos, int hd)
+{
+    const int half = hd / 2;
+    float *cs = xmalloc((size_t)(max_pos * hd) * sizeof *cs);
+    for (int p = 0; p < max_pos; p++)
+        for (int i = 0; i < half; i++) {
+            double theta = pow(10000.0, -2.0 * i / hd);
+            cs[p * hd + i] = (float)cos(p * theta);
+            cs[p * hd + half + i] = (float)sin(p * theta);
+        }
+    return cs;
+}
+
+/* rope_rows on n rows at scattered positions: against the double
+ * reference, and bit for bit against rope applied to each row alone at
+ * the same position (backend.h promises the same arithmetic). */
+static void check_rope_rows(int64_t n, int n_heads, int hd)
+{
+    const int half = hd / 2, max_pos = 70;
+    const int64_t ld = n_heads * hd + 3;
+    float *cs = rope_table(max_pos, hd);
+    int32_t *pos = xmalloc((size_t)(n ? n : 1) * sizeof *pos);
+    for (int64_t r = 0; r < n; r++) /* repeated, descending, the last row */
+        pos[r] = r == 0 ? max_pos - 1 : (int32_t)((r * 37 + 11) % max_pos);
+    const size_t total = (size_t)(n * ld);
+    float *x = frand_vec(total, 1.0f);
+    double *ref = xmalloc((total ? total : 1) * sizeof *ref);
+    for (size_t i = 0; i < total; i++)
+        ref[i] = x[i]; /* padding stays as it was */
+    for (int64_t r = 0; r < n; r++)
+        for (int h = 0; h < n_heads; h++)
+            for (int i = 0; i < half; i++) {
+                const int64_t o = r * ld + h * hd;
+                const double c = cs[pos[r] * hd + i], sn = cs[pos[r] * hd + half + i];
+                const double x1 = x[o + i], x2 = x[o + half + i];
+                ref[o + i] = x1 * c - x2 * sn;
+                ref[o + half + i] = x2 * c + x1 * sn;
+            }
+    float *dx = dev_from(x, (total ? total : 1) * sizeof(float));
+    float *dx1 = dev_from(x, (total ? total : 1) * sizeof(float));
+    float *dcs = dev_from(cs, (size_t)(max_pos * hd) * sizeof(float));
+    int32_t *dpos = dev_from(pos, (size_t)(n ? n : 1) * sizeof(int32_t));
+    be->ops->rope_rows(be, dx, n, ld, n_heads, hd, dpos, dcs);
+    for (int64_t r = 0; r < n; r++)
+        be->ops->rope(be, dx1 + r * ld, 1, 1, ld, ld, n_heads, hd, pos[r], dcs);
+    float *got = xmalloc((total ? total : 1) * sizeof *got);
+    float *one = xmalloc((total ? total : 1) * sizeof *one);
+    to_host(got, dx, total * sizeof(float));
+    to_host(one, dx1, total * sizeof(float));
+    char what[96];
+    snprintf(what, sizeof what, "rope_rows n=%lld heads=%d hd=%d", (long long)n,
+             n_heads, hd);
+    ASSERT_CLOSE(what, got, ref, total, TOL_ABS, TOL_REL);
+    size_t diff = 0;
+    for (size_t i = 0; i < total; i++)
+        diff += memcmp(&got[i], &one[i], sizeof(float)) != 0;
+    ck_assert_msg(diff == 0, "%s: %zu of %zu values not bit-identical to rope", what,
+                  diff, total);
+    be->ops->dealloc(be, dx);
+    be->ops->dealloc(be, dx1);
+    be->ops->dealloc(be, dcs);
+    be->ops->dealloc(be, dpos);
+    free(cs), free(pos), free(x), free(ref), free(got), free(one);
+}
+
+START_TEST(test_rope_rows)
+{
+    rng_seed(9);
+    static const int64_t ns[5] = {0, 1, 7, 33, 513};
+    static const int hds[3] = {2, 10, 64};
+    for (int a = 0; a < 5; a++)
+        for (int h = 0; h < 3; h++)
+            check_rope_rows(ns[a], 1 + (a + h) % 3, hds[h]);
+
+    /* one call over a (n_seq, n_t) block: the same bits as rope over it */
+    const int n_seq = 3, n_t = 7, heads = 2, hd = 64, pos0 = 9, max_pos = 20;
+    const int64_t ld = heads * hd + 1, ss = n_t * ld; /* rows contiguous */
+    const size_t total = (size_t)(n_seq * ss);
+    float *cs = rope_table(max_pos, hd), *x = frand_vec(total, 1.0f);
+    int32_t pos[3 * 7];
+    for (int r = 0; r < n_seq * n_t; r++)
+        pos[r] = pos0 + r % n_t;
+    float *da = dev_from(x, total * sizeof(float)), *db = dev_from(x, total * sizeof(float));
+    float *dcs = dev_from(cs, (size_t)(max_pos * hd) * sizeof(float));
+    int32_t *dpos = dev_from(pos, sizeof pos);
+    be->ops->rope(be, da, n_seq, n_t, ld, ss, heads, hd, pos0, dcs);
+    be->ops->rope_rows(be, db, (int64_t)n_seq * n_t, ld, heads, hd, dpos, dcs);
+    float *a = xmalloc(total * sizeof *a), *b = xmalloc(total * sizeof *b);
+    to_host(a, da, total * sizeof(float));
+    to_host(b, db, total * sizeof(float));
+    ck_assert_msg(memcmp(a, b, total * sizeof(float)) == 0,
+                  "rope_rows over a block differs from rope");
+    be->ops->dealloc(be, da);
+    be->ops->dealloc(be, db);
+    be->ops->dealloc(be, dcs);
+    be->ops->dealloc(be, dpos);
+    free(cs), free(x), free(a), free(b);
+}
+END_TEST
+
 /* --- attention ------------------------------------------------------------ */
 
 typedef struct attn_spec {
@@ -491,6 +666,7 @@ typedef struct attn_spec {
     const int32_t *kv_index;               /* host, (n_seq) or NULL */
     const int32_t *kv_len;                 /* host, (n_seq) or NULL */
     int causal, q_pos0;
+    const int32_t *q_pos;                  /* host, (n_seq) or NULL */
     int rel_max, use_rel_k, use_rel_v;
     int capture;
     /* Fill key/value rows that no query may see with NaN: the CPU backend
@@ -498,20 +674,26 @@ typedef struct attn_spec {
     int nan_tail;
 } attn_spec;
 
+/* Absolute position of query row i of sequence s (backend.h: pos(s, i)). */
+static int attn_pos(const attn_spec *sp, int s, int i)
+{
+    return (sp->q_pos ? sp->q_pos[s] : sp->q_pos0) + i;
+}
+
 static int attn_visible(const attn_spec *sp, int s, int i, int j)
 {
     if (j >= sp->n_k)
         return 0;
     if (sp->kv_len && j >= sp->kv_len[s])
         return 0;
-    if (sp->causal && j > sp->q_pos0 + i)
+    if (sp->causal && j > attn_pos(sp, s, i))
         return 0;
     return 1;
 }
 
-static int attn_rel_index(const attn_spec *sp, int i, int j)
+static int attn_rel_index(const attn_spec *sp, int s, int i, int j)
 {
-    int r = j - (sp->q_pos0 + i);
+    int r = j - attn_pos(sp, s, i);
     r = r < -sp->rel_max ? -sp->rel_max : r > sp->rel_max ? sp->rel_max : r;
     return r + sp->rel_max;
 }
@@ -569,7 +751,7 @@ static void check_attention(const attn_spec *sp)
                     if (!attn_visible(sp, s, i, j))
                         continue;
                     const float *kj = k + ks * kv_ss + j * ld_kv + h * hd;
-                    const float *rkj = rk + attn_rel_index(sp, i, j) * hd;
+                    const float *rkj = rk + attn_rel_index(sp, s, i, j) * hd;
                     double t = 0;
                     for (int c = 0; c < hd; c++)
                         t += (double)qi[c] *
@@ -591,7 +773,7 @@ static void check_attention(const attn_spec *sp)
                     if (!vis)
                         continue;
                     const float *vj = v + ks * kv_ss + j * ld_kv + h * hd;
-                    const float *rvj = rv + attn_rel_index(sp, i, j) * hd;
+                    const float *rvj = rv + attn_rel_index(sp, s, i, j) * hd;
                     for (int c = 0; c < hd; c++)
                         o[c] += p * (vj[c] + (sp->use_rel_v ? (double)rvj[c] : 0.0));
                 }
@@ -607,6 +789,7 @@ static void check_attention(const attn_spec *sp)
     float *dprobs = dev_from(probs, (nprobs ? nprobs : 1) * sizeof(float));
     int32_t *dkvi = sp->kv_index ? dev_from(sp->kv_index, (size_t)sp->n_seq * 4) : NULL;
     int32_t *dkvl = sp->kv_len ? dev_from(sp->kv_len, (size_t)sp->n_seq * 4) : NULL;
+    int32_t *dqpos = sp->q_pos ? dev_from(sp->q_pos, (size_t)sp->n_seq * 4) : NULL;
     td_attn_args a = {
         .q = dq, .k = dk, .v = dv, .out = dout,
         .n_seq = sp->n_seq, .n_q = sp->n_q, .n_k = sp->n_k,
@@ -615,7 +798,7 @@ static void check_attention(const attn_spec *sp)
         .ld_kv = ld_kv, .kv_seq_stride = kv_ss,
         .ld_out = ld_out, .out_seq_stride = out_ss,
         .kv_index = dkvi, .kv_len = dkvl,
-        .causal = sp->causal, .q_pos0 = sp->q_pos0,
+        .causal = sp->causal, .q_pos0 = sp->q_pos0, .q_pos = dqpos,
         .rel_k = sp->use_rel_k ? drk : NULL,
         .rel_v = sp->use_rel_v ? drv : NULL,
         .rel_max = sp->rel_max,
@@ -668,6 +851,7 @@ static void check_attention(const attn_spec *sp)
     be->ops->dealloc(be, dprobs);
     be->ops->dealloc(be, dkvi);
     be->ops->dealloc(be, dkvl);
+    be->ops->dealloc(be, dqpos);
     free(q), free(k), free(v), free(rk), free(rv);
     free(ref), free(ref_p), free(l), free(out), free(probs);
 }
@@ -826,29 +1010,82 @@ START_TEST(test_attention_large)
 }
 END_TEST
 
+START_TEST(test_attention_q_pos)
+{
+    rng_seed(16);
+    /* In-flight decoding: every sequence at its own step (q_pos), one new
+     * row each, against a cache of capacity 9 whose rows beyond each
+     * sequence's position are unwritten (NaN). q_pos0 is garbage: q_pos
+     * must replace it. */
+    const int32_t q_pos[4] = {0, 3, 8, 5};
+    attn_spec sp = {.name = "q_pos decode", .n_seq = 4, .n_kseq = 4, .n_q = 1,
+                    .n_k = 9, .kv_cap = 9, .n_heads = 3, .head_dim = 7,
+                    .pad_q = 1, .pad_kv = 2, .pad_probs = 3, .causal = 1,
+                    .q_pos0 = 1000, .q_pos = q_pos, .capture = 1, .nan_tail = 1};
+    check_attention(&sp);
+    /* kv_len per sequence, below and above the causal bound (0: no key) */
+    const int32_t kv_len[4] = {1, 2, 9, 0};
+    sp.name = "q_pos decode + kv_len", sp.kv_len = kv_len;
+    check_attention(&sp);
+    /* relative keys and values: distances from each sequence's own position */
+    sp.name = "q_pos rel decode", sp.kv_len = NULL, sp.rel_max = 3;
+    sp.use_rel_k = 1, sp.use_rel_v = 1;
+    check_attention(&sp);
+    /* several rows per sequence (a chunk after a prefix) with relative
+     * terms, and without the causal mask (positions only in the distances) */
+    const int32_t q_pos3[3] = {0, 2, 5};
+    sp.name = "q_pos rel chunk", sp.n_seq = sp.n_kseq = 3, sp.n_q = 7;
+    sp.n_k = 12, sp.kv_cap = 13, sp.q_pos = q_pos3, sp.rel_max = 2;
+    check_attention(&sp);
+    sp.name = "q_pos rel non-causal", sp.causal = 0, sp.nan_tail = 0;
+    check_attention(&sp);
+    /* the BLAS path (n_q >= 8, no relative terms): q_pos bounds the keys of
+     * each sequence and of each row; 17 x 40 x 33 multiply-adds per head */
+    const int32_t q_pos4[4] = {0, 16, 23, 5};
+    const int32_t kv_len4[4] = {40, 40, 30, 40};
+    sp = (attn_spec){.name = "q_pos blas causal", .n_seq = 4, .n_kseq = 4,
+                     .n_q = 17, .n_k = 40, .kv_cap = 41, .n_heads = 3,
+                     .head_dim = 33, .pad_q = 1, .pad_kv = 2, .pad_out = 3,
+                     .pad_probs = 1, .causal = 1, .q_pos0 = -7, .q_pos = q_pos4,
+                     .capture = 1, .nan_tail = 1};
+    check_attention(&sp);
+    sp.name = "q_pos blas causal + kv_len", sp.kv_len = kv_len4;
+    check_attention(&sp);
+    /* beams sharing their sentence's cache through kv_index, each at its
+     * own position */
+    const int32_t kv_index[4] = {1, 1, 0, 0};
+    const int32_t q_pos5[4] = {2, 9, 0, 20};
+    sp.name = "q_pos blas kv_index", sp.kv_len = NULL, sp.kv_index = kv_index;
+    sp.q_pos = q_pos5, sp.n_q = 13; /* 13 x 40 x 33 >= the BLAS threshold */
+    check_attention(&sp);
+}
+END_TEST
+
 /* --- logprobs_topk ---------------------------------------------------------- */
 
 /* Runs logprobs_topk on host rows and returns the in-place scores and the
  * top-k through the caller's buffers. */
 static void run_topk(float *logits, int64_t n, int64_t vocab,
                      const int32_t *suppress, int n_suppress, int force_eos,
-                     int eos_id, const float *row_bias, int k, float *val,
-                     int32_t *idx)
+                     const int32_t *force_rows, int eos_id,
+                     const float *row_bias, int k, float *val, int32_t *idx)
 {
     const size_t lb = (size_t)(n * vocab) * sizeof(float);
     float *dl = dev_from(logits, lb);
+    int32_t *dfr = force_rows ? dev_from(force_rows, (size_t)n * 4) : NULL;
     int32_t *ds = n_suppress ? dev_from(suppress, (size_t)n_suppress * 4) : NULL;
     float *db = row_bias ? dev_from(row_bias, (size_t)n * sizeof(float)) : NULL;
     float *dv = be->ops->alloc(be, (size_t)(n * k) * sizeof(float));
     int32_t *di = be->ops->alloc(be, (size_t)(n * k) * sizeof(int32_t));
     ck_assert_ptr_nonnull(dv);
     ck_assert_ptr_nonnull(di);
-    be->ops->logprobs_topk(be, dl, n, vocab, ds, n_suppress, force_eos, eos_id,
-                           db, k, dv, di);
+    be->ops->logprobs_topk(be, dl, n, vocab, ds, n_suppress, force_eos, dfr,
+                           eos_id, db, k, dv, di);
     to_host(logits, dl, lb);
     to_host(val, dv, (size_t)(n * k) * sizeof(float));
     to_host(idx, di, (size_t)(n * k) * sizeof(int32_t));
     be->ops->dealloc(be, dl);
+    be->ops->dealloc(be, dfr);
     be->ops->dealloc(be, ds);
     be->ops->dealloc(be, db);
     be->ops->dealloc(be, dv);
@@ -861,7 +1098,7 @@ START_TEST(test_logprobs_topk_literal)
     float logits[5] = {1, 3, 3, 2, 0};
     float val[3];
     int32_t idx[3];
-    run_topk(logits, 1, 5, NULL, 0, 0, 0, NULL, 3, val, idx);
+    run_topk(logits, 1, 5, NULL, 0, 0, NULL, 0, NULL, 3, val, idx);
     const double lse = log(exp(1.0) + 2 * exp(3.0) + exp(2.0) + exp(0.0));
     ck_assert_int_eq(idx[0], 1);
     ck_assert_int_eq(idx[1], 2);
@@ -872,7 +1109,7 @@ START_TEST(test_logprobs_topk_literal)
     /* suppress the best one, bias the row: ids 2, 3, 0 */
     float logits2[5] = {1, 3, 3, 2, 0}, bias = -10.0f;
     const int32_t sup[1] = {1};
-    run_topk(logits2, 1, 5, sup, 1, 0, 0, &bias, 3, val, idx);
+    run_topk(logits2, 1, 5, sup, 1, 0, NULL, 0, &bias, 3, val, idx);
     ck_assert_int_eq(idx[0], 2);
     ck_assert_int_eq(idx[1], 3);
     ck_assert_int_eq(idx[2], 0);
@@ -881,7 +1118,7 @@ START_TEST(test_logprobs_topk_literal)
 
     /* forced EOS: eos first with 0 + bias, then -inf from the lowest ids */
     float logits3[5] = {1, 3, 3, 2, 0};
-    run_topk(logits3, 1, 5, NULL, 0, 1, 3, &bias, 3, val, idx);
+    run_topk(logits3, 1, 5, NULL, 0, 1, NULL, 3, &bias, 3, val, idx);
     ck_assert_int_eq(idx[0], 3);
     ck_assert(val[0] == -10.0f);
     ck_assert_int_eq(idx[1], 0);
@@ -889,6 +1126,25 @@ START_TEST(test_logprobs_topk_literal)
     ck_assert(val[1] == -INFINITY && val[2] == -INFINITY);
     for (int t = 0; t < 5; t++)
         ck_assert(logits3[t] == (t == 3 ? 0.0f : -INFINITY));
+
+    /* forced per row: row 1 of 3 ends, rows 0 and 2 score as usual */
+    float logits4[15] = {1, 3, 3, 2, 0, 1, 3, 3, 2, 0, 1, 3, 3, 2, 0};
+    const int32_t force_rows[3] = {0, 7, 0};
+    float val4[6];
+    int32_t idx4[6];
+    run_topk(logits4, 3, 5, NULL, 0, 0, force_rows, 3, NULL, 2, val4, idx4);
+    ck_assert_int_eq(idx4[0], 1);
+    ck_assert_int_eq(idx4[1], 2);
+    ck_assert_int_eq(idx4[2], 3);
+    ck_assert(val4[2] == 0.0f);
+    ck_assert_int_eq(idx4[3], 0);
+    ck_assert(val4[3] == -INFINITY);
+    ck_assert_int_eq(idx4[4], 1);
+    ck_assert_int_eq(idx4[5], 2);
+    ck_assert_msg(fabs(val4[4] - (3.0 - lse)) < 1e-6, "val4[4] %g", (double)val4[4]);
+    for (int t = 0; t < 5; t++)
+        ck_assert(logits4[5 + t] == (t == 3 ? 0.0f : -INFINITY));
+    ck_assert(logits4[3] != -INFINITY && logits4[13] != -INFINITY);
 }
 END_TEST
 
@@ -905,8 +1161,11 @@ static int topk_cmp(const void *pa, const void *pb)
     return a->id < b->id ? -1 : a->id > b->id;
 }
 
+/* force_rows: 0 none, 1 every third row forced (rows 0, 3, ...), 2 all but
+ * every third row. */
 static void check_topk_case(int64_t n, int64_t vocab, int k, int with_sup,
-                            int force_eos, int with_bias, int quantised)
+                            int force_eos, int with_bias, int quantised,
+                            int force_rows)
 {
     const size_t nv = (size_t)(n * vocab);
     float *logits = frand_vec(nv, 4.0f);
@@ -918,6 +1177,10 @@ static void check_topk_case(int64_t n, int64_t vocab, int k, int with_sup,
     float *bias = frand_vec((size_t)n, 1.0f);
     for (int64_t r = 0; r < n; r++)
         bias[r] = bias[r] * 3.0f - 2.0f;
+    int32_t *frows = xmalloc((size_t)n * sizeof *frows);
+    for (int64_t r = 0; r < n; r++)
+        frows[r] = force_rows == 1 ? (r % 3 == 0) * (int32_t)(r + 1)
+                                   : force_rows == 2 ? r % 3 != 0 : 0;
     double *ref = xmalloc(nv * sizeof *ref);
     for (int64_t r = 0; r < n; r++) {
         const float *x = logits + r * vocab;
@@ -930,18 +1193,19 @@ static void check_topk_case(int64_t n, int64_t vocab, int k, int with_sup,
             ref[r * vocab + t] = x[t] - mx - log(sum);
         for (int i = 0; i < n_sup; i++)
             ref[r * vocab + sup[i]] = -INFINITY;
-        if (force_eos)
+        if (force_eos || frows[r])
             for (int64_t t = 0; t < vocab; t++)
                 ref[r * vocab + t] = t == eos ? 0.0 : -INFINITY;
     }
     float *val = xmalloc((size_t)(n * k) * sizeof *val);
     int32_t *idx = xmalloc((size_t)(n * k) * sizeof *idx);
-    run_topk(logits, n, vocab, sup, n_sup, force_eos, eos,
-             with_bias ? bias : NULL, k, val, idx);
-    char what[96];
-    snprintf(what, sizeof what, "logprobs n=%lld vocab=%lld k=%d sup=%d eos=%d bias=%d q=%d",
-             (long long)n, (long long)vocab, k, with_sup, force_eos, with_bias,
-             quantised);
+    run_topk(logits, n, vocab, sup, n_sup, force_eos,
+             force_rows ? frows : NULL, eos, with_bias ? bias : NULL, k, val, idx);
+    char what[128];
+    snprintf(what, sizeof what,
+             "logprobs n=%lld vocab=%lld k=%d sup=%d eos=%d rows=%d bias=%d q=%d",
+             (long long)n, (long long)vocab, k, with_sup, force_eos, force_rows,
+             with_bias, quantised);
     ASSERT_CLOSE(what, logits, ref, nv, TOL_ABS, TOL_REL);
 
     /* The order is checked exactly against a full sort of the returned
@@ -961,7 +1225,7 @@ static void check_topk_case(int64_t n, int64_t vocab, int k, int with_sup,
                         (double)val[r * k + i], all[i].id, (double)all[i].v);
     }
     ck_assert_msg(bad == 0, "%s: %zu top-k entries wrong", what, bad);
-    free(logits), free(bias), free(ref), free(val), free(idx), free(all);
+    free(logits), free(bias), free(frows), free(ref), free(val), free(idx), free(all);
 }
 
 START_TEST(test_logprobs_topk_random)
@@ -970,13 +1234,30 @@ START_TEST(test_logprobs_topk_random)
     for (int q = 0; q <= 1; q++)
         for (int sup = 0; sup <= 1; sup++)
             for (int bias = 0; bias <= 1; bias++) {
-                check_topk_case(7, 513, 33, sup, 0, bias, q);
-                check_topk_case(7, 513, 1, sup, 0, bias, q);
-                check_topk_case(1, 7, 7, sup, 0, bias, q); /* k == vocab */
-                check_topk_case(33, 513, 7, sup, 1, bias, q);
-                check_topk_case(3, 33, 33, sup, 1, bias, q);
+                check_topk_case(7, 513, 33, sup, 0, bias, q, 0);
+                check_topk_case(7, 513, 1, sup, 0, bias, q, 0);
+                check_topk_case(1, 7, 7, sup, 0, bias, q, 0); /* k == vocab */
+                check_topk_case(33, 513, 7, sup, 1, bias, q, 0);
+                check_topk_case(3, 33, 33, sup, 1, bias, q, 0);
             }
-    check_topk_case(2, 4099, 64, 1, 0, 1, 1);
+    check_topk_case(2, 4099, 64, 1, 0, 1, 1, 0);
+}
+END_TEST
+
+/* A mix of forced and unforced rows (force_rows), alone and under the
+ * batch-wide force_eos, which forces every row whatever force_rows says. */
+START_TEST(test_logprobs_topk_force_rows)
+{
+    rng_seed(21);
+    for (int q = 0; q <= 1; q++)
+        for (int mode = 1; mode <= 2; mode++) {
+            check_topk_case(7, 513, 33, 1, 0, 1, q, mode);
+            check_topk_case(33, 513, 7, 0, 0, 1, q, mode);
+            check_topk_case(1, 7, 7, 1, 0, 0, q, mode);
+            check_topk_case(33, 33, 33, 1, 0, 0, q, mode);
+            check_topk_case(7, 33, 4, 1, 1, 1, q, mode);
+        }
+    check_topk_case(2, 4099, 64, 1, 0, 1, 1, 1);
 }
 END_TEST
 
@@ -995,14 +1276,18 @@ static Suite *cpu_ops_suite(void)
     tcase_add_test(tc, test_embed);
     tcase_add_test(tc, test_rope);
     tcase_add_test(tc, test_gather_rows);
+    tcase_add_test(tc, test_scatter_rows);
+    tcase_add_test(tc, test_rope_rows);
     tcase_add_test(tc, test_attention_padding);
     tcase_add_test(tc, test_attention_causal);
     tcase_add_test(tc, test_attention_kv_index);
     tcase_add_test(tc, test_attention_relative);
     tcase_add_test(tc, test_attention_medium);
     tcase_add_test(tc, test_attention_large);
+    tcase_add_test(tc, test_attention_q_pos);
     tcase_add_test(tc, test_logprobs_topk_literal);
     tcase_add_test(tc, test_logprobs_topk_random);
+    tcase_add_test(tc, test_logprobs_topk_force_rows);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -35,11 +35,12 @@ static int g_calls;
 /* Stands in for the backend's logprobs_topk (CPU backend: device memory is
  * host memory): the script's candidates for step g_calls, in every row. */
 static void scripted_topk(td_backend *be, float *logits, int64_t n, int64_t vocab,
-                          const int32_t *suppress, int n_suppress, int force_eos, int eos_id,
-                          const float *row_bias, int k, float *out_val, int32_t *out_idx)
+                          const int32_t *suppress, int n_suppress, int force_eos,
+                          const int32_t *force_rows, int eos_id, const float *row_bias, int k,
+                          float *out_val, int32_t *out_idx)
 {
     (void)be, (void)logits, (void)vocab, (void)suppress, (void)n_suppress, (void)force_eos,
-        (void)eos_id;
+        (void)force_rows, (void)eos_id;
     ck_assert_int_eq(k, 4);
     int t = g_calls < g_n_script ? g_calls : g_n_script - 1;
     const script_step *st = &g_script[t];
