@@ -1,35 +1,43 @@
 /*
- * decode.c - greedy and beam search over a batch, step by step, exactly as
- * transformers' GenerationMixin does it (generation/utils.py: _sample for
- * greedy, the vectorised _beam_search with its helpers
- * _get_top_k_continuations, _get_running_beams_for_next_iteration,
- * _update_finished_beams and _check_early_stop_heuristic).
+ * decode.c - greedy and beam search, step by step, exactly as transformers'
+ * GenerationMixin does it (generation/utils.py: _sample for greedy, the
+ * vectorised _beam_search with its helpers _get_top_k_continuations,
+ * _get_running_beams_for_next_iteration, _update_finished_beams and
+ * _check_early_stop_heuristic), over a running decode that sentences join
+ * and leave between steps (in-flight batching).
  *
- * A call runs in named stages (td_translate_batch at the end of the file):
- *   prepare  check the options, resolve the attention selection, lay out
- *            each sentence's state in the worker's host scratch
- *   encode   the encoder over the padded batch, cross-attention K/V once
- *   step     one decoder step for every live row: logits, log-softmax +
- *            top-k on the device, one download of values and ids
- *   advance  each sentence's greedy or beam bookkeeping on the host
- *   compact  rows re-laid out (beam reordering; finished sentences leave)
- *   finish   results built from the finished hypotheses
+ * The running decode of a worker (td_run_* in translator.h) has three
+ * entry points, in named stages:
+ *   td_run_add   admit: check, lay out each sentence's state in a free slot,
+ *                encode the new sentences as one batch and place their
+ *                cross-attention K/V in their slots
+ *   td_run_step  step: one decoder step for every live row (logits,
+ *                log-softmax + top-k on the device, one download);
+ *                advance: each sentence's greedy or beam bookkeeping on the
+ *                host, finished sentences' results built (finish);
+ *                compact: rows re-laid out (beam reordering; finished and
+ *                cancelled sentences leave)
+ *   td_run_take  hand a finished sentence's result out
+ * td_translate_batch is a loop over them.
  *
- * Rows: every live sentence owns beam_size consecutive decoder rows. After
- * each step the rows are re-laid out with one gather of the self-attention
- * caches; cross-attention K/V stay where the encoder put them and rows find
- * their sentence through kv_index.
+ * Slots and rows: a sentence owns a slot (its cross-attention K/V, at a
+ * stride of the worker's max_src_len, and its host state) from td_run_add to
+ * td_run_take, and beam_size consecutive decoder rows while it runs. Rows
+ * keep their own positions: a row's new self-attention K/V is scattered to
+ * its own position of the cache, its query attends to its own length, its
+ * rotary and relative positions are its own. So a sentence computes the same
+ * whatever runs next to it and whenever it joined.
  *
- * Lengths: opts->max_length (M) counts generated tokens including </s>;
- * transformers' max_length is M + 1 because it counts the decoder start
- * token. Step t (0-based) predicts token t; the last allowed step is
- * t = M - 1, where ForcedEOSTokenLogitsProcessor forces </s>.
+ * Lengths: a sentence's max_length (M) counts generated tokens including
+ * </s>; transformers' max_length is M + 1 because it counts the decoder
+ * start token. Its step t (0-based) predicts token t; the last allowed step
+ * is t = M - 1, where ForcedEOSTokenLogitsProcessor forces </s> (per row).
  *
- * Memory: everything a call needs on the host lives in the worker's
- * td_decode_scratch, sized at td_worker_init from its limits. A call
- * allocates its results, and when attention is asked one block for the
- * attention history (its size is the call's own: steps x beams x selected
- * layers x heads x source tokens); nothing is allocated per step.
+ * Memory: everything the running decode needs lives in the worker's
+ * td_decode_scratch, sized at td_worker_init from its limits. A sentence
+ * allocates its result, and when it asks for attention its history block
+ * (steps x beams x selected layers x heads x source tokens); nothing is
+ * allocated per step.
  */
 #include <math.h>
 #include <stdarg.h>
@@ -38,74 +46,44 @@
 #include <string.h>
 
 #include "model_internal.h"
+#include "search.h"
 
-#define NEG_BIG (-1.0e9f) /* transformers' "very large negative value" */
+#define STACK_SENTS 64    /* per-sentence arrays of a call on the stack up to this */
 
-typedef struct fin_hyp {
-    int32_t *tok;    /* (M) */
-    int len;
-    float score;
-    int is_fin;
-    int t_end, b_end; /* attention back-trace start */
-} fin_hyp;
+/* Per-row int32 inputs of a step, one block uploaded at once: field f of
+ * row r is at [f * n_rows + r]. */
+enum {
+    ROW_IDS = 0,  /* last token (the start token at t = 0) */
+    ROW_POS,      /* position of the row's new token */
+    ROW_SLOT,     /* slot of the row's sentence (cross K/V) */
+    ROW_SRC_LEN,  /* its source length */
+    ROW_SELF_LEN, /* self-attention keys visible: pos + 1 */
+    ROW_DST,      /* cache row of the new K/V: row * max_length + pos */
+    ROW_FORCE,    /* forced </s> at this step */
+    ROW_FIELDS
+};
+_Static_assert(ROW_FIELDS == TD_STEP_ROW_FIELDS, "the worker's d_rows holds ROW_FIELDS per row");
 
-typedef struct sent {
-    int idx;         /* index in the caller's batch (and cross K/V row) */
-    int src_len;
-    int done;
-    int row0;        /* first decoder row in the current layout */
-    int unsat;       /* transformers' is_early_stop_heuristic_unsatisfied */
-    float run_score[TD_MAX_BEAM];
-    int32_t *run_tok;            /* (B, M) running sequences */
-    int32_t *run_tok_next;       /* (B, M) scratch */
-    fin_hyp fin[TD_MAX_BEAM];
-    float greedy_sum;
-    int greedy_len;
-    /* attention capture, only when asked */
-    float *hist;     /* (M, B, A): step t's captured rows of every beam */
-    int *origin;     /* (M, B): beam at step t-1 of running beam b at step t */
-    int64_t a_size;  /* A = n_layers * n_heads * src_len */
-} sent;
-
-typedef struct cand {
-    float val;
-    int beam;
-    int32_t tok;
-    int64_t flat;
-} cand;
-
-/* Resolved attention selection of one call. */
-typedef struct attn_sel {
-    int n_layers, n_heads;
-    int layers[TD_MAX_ATTN_SELECT];
-    int heads[TD_MAX_ATTN_SELECT];
-    uint64_t mask;
-} attn_sel;
-
-/* The worker's host memory for td_translate_batch (see the file comment). */
+/* The worker's running decode and its host memory (see the file comment). */
 struct td_decode_scratch {
-    sent *sents;          /* (max_batch) */
+    sent *sents;          /* (max_batch) slots */
+    int *order;           /* (max_batch) live slots in row order */
+    int n_order;
+    int *done_q;          /* (max_batch) finished slots, oldest first */
+    int done_head, n_done;
+    int n_rows;           /* live decoder rows */
+    td_seq next_seq;
     int32_t *tok_pool;    /* (max_batch, 3, max_beam, max_length): running,
-                             next running, finished sequences */
+                             next running, finished sequences of each slot */
     int *origin_pool;     /* (max_batch, max_length, max_beam) */
-    int32_t *h_ids, *h_pos; /* (max_batch, max_src_len) encoder input */
+    int32_t *h_ids, *h_pos, *h_dst; /* (max_batch * max_src_len) encoder input */
     int32_t *h_len;       /* (max_batch) */
-    int32_t *r_ids, *r_pos, *r_kvi, *r_kvl, *gather; /* (rows) */
-    float *r_bias;        /* (rows) */
+    int32_t *rows;        /* (ROW_FIELDS, rows) step inputs */
+    int32_t *gather;      /* (rows) new row -> old row */
+    float *r_bias;        /* (rows) running scores */
     float *topk;          /* (rows, 2*max_beam) values, then as many ids */
     float *probs;         /* (decoder_layers, rows, heads, max_src_len) */
 };
-
-/* One call's state, passed between the stages. */
-typedef struct decode_call {
-    td_worker *w;
-    td_decode_scratch *sc;
-    const td_decode_opts *o;
-    attn_sel sel;
-    int n, B, M, K, s_max;
-    int n_rows;           /* live decoder rows */
-    float *hist;          /* the call's attention history block, or NULL */
-} decode_call;
 
 static int errf(char *err, size_t errlen, const char *fmt, ...)
 {
@@ -245,15 +223,15 @@ int td_decode_scratch_init(td_worker *w, char *err, size_t errlen)
         return errf(err, errlen, "worker: out of host memory for its decoding scratch");
     w->scratch = sc;
     sc->sents = scalloc(NB, sizeof(sent), &bytes, &failed);
+    sc->order = scalloc(NB, sizeof(int), &bytes, &failed);
+    sc->done_q = scalloc(NB, sizeof(int), &bytes, &failed);
     sc->tok_pool = scalloc(NB * 3 * MB * ML, sizeof(int32_t), &bytes, &failed);
     sc->origin_pool = scalloc(NB * ML * MB, sizeof(int), &bytes, &failed);
     sc->h_ids = scalloc(NB * S, sizeof(int32_t), &bytes, &failed);
     sc->h_pos = scalloc(NB * S, sizeof(int32_t), &bytes, &failed);
+    sc->h_dst = scalloc(NB * S, sizeof(int32_t), &bytes, &failed);
     sc->h_len = scalloc(NB, sizeof(int32_t), &bytes, &failed);
-    sc->r_ids = scalloc(N, sizeof(int32_t), &bytes, &failed);
-    sc->r_pos = scalloc(N, sizeof(int32_t), &bytes, &failed);
-    sc->r_kvi = scalloc(N, sizeof(int32_t), &bytes, &failed);
-    sc->r_kvl = scalloc(N, sizeof(int32_t), &bytes, &failed);
+    sc->rows = scalloc(N * ROW_FIELDS, sizeof(int32_t), &bytes, &failed);
     sc->gather = scalloc(N, sizeof(int32_t), &bytes, &failed);
     sc->r_bias = scalloc(N, sizeof(float), &bytes, &failed);
     sc->topk = scalloc(N * K * 2, sizeof(float), &bytes, &failed);
@@ -262,8 +240,17 @@ int td_decode_scratch_init(td_worker *w, char *err, size_t errlen)
     if (failed)
         return errf(err, errlen, "worker: out of host memory for its decoding scratch (%zu "
                     "bytes allocated before the failure)", bytes);
+    sc->next_seq = 1;
     w->scratch_bytes = bytes;
     return 0;
+}
+
+/* Frees what a slot holds and marks it free. */
+static void slot_clear(sent *s)
+{
+    free(s->hist);
+    td_result_free(&s->res);
+    memset(s, 0, sizeof *s);
 }
 
 void td_decode_scratch_free(td_worker *w)
@@ -271,16 +258,18 @@ void td_decode_scratch_free(td_worker *w)
     td_decode_scratch *sc = w->scratch;
     if (!sc)
         return;
+    for (int i = 0; sc->sents && i < w->o.max_batch; i++)
+        slot_clear(&sc->sents[i]);
     free(sc->sents);
+    free(sc->order);
+    free(sc->done_q);
     free(sc->tok_pool);
     free(sc->origin_pool);
     free(sc->h_ids);
     free(sc->h_pos);
+    free(sc->h_dst);
     free(sc->h_len);
-    free(sc->r_ids);
-    free(sc->r_pos);
-    free(sc->r_kvi);
-    free(sc->r_kvl);
+    free(sc->rows);
     free(sc->gather);
     free(sc->r_bias);
     free(sc->topk);
@@ -289,328 +278,44 @@ void td_decode_scratch_free(td_worker *w)
     w->scratch = NULL;
 }
 
-/* ---- sorting and scores ---------------------------------------------------- */
+/* ---- the running decode ---------------------------------------------------- */
 
-/* Sort helpers: value descending, then the lower flat index first. */
-static int cand_cmp(const void *a, const void *b)
+int td_run_live(const td_worker *w)
 {
-    const cand *x = a, *y = b;
-    if (x->val > y->val)
-        return -1;
-    if (x->val < y->val)
-        return 1;
-    return (x->flat > y->flat) - (x->flat < y->flat);
+    return w->scratch->n_order + w->scratch->n_done;
 }
 
-typedef struct scored {
-    float val;
-    int i;
-} scored;
-
-static int scored_cmp(const void *a, const void *b)
+int td_run_rows(const td_worker *w)
 {
-    const scored *x = a, *y = b;
-    if (x->val > y->val)
-        return -1;
-    if (x->val < y->val)
-        return 1;
-    return (x->i > y->i) - (x->i < y->i);
+    return w->scratch->n_rows;
 }
 
-/* Length normalisation as transformers writes it: a float32 tensor divided
- * by the Python float len ** length_penalty. */
-static float len_norm(float v, int len, float lp)
+int td_run_room(const td_worker *w, int beam_size)
 {
-    return v / (float)pow((double)len, (double)lp);
+    const td_decode_scratch *sc = w->scratch;
+    if (beam_size < 1)
+        beam_size = 1;
+    int free_slots = w->o.max_batch - sc->n_order - sc->n_done;
+    int free_rows = w->o.max_batch * w->o.max_beam - sc->n_rows;
+    int by_rows = free_rows / beam_size;
+    return free_slots < by_rows ? free_slots : by_rows;
 }
 
-/* The selection of layers and heads of an already checked o. */
-static void resolve_attention(const td_config *c, const td_decode_opts *o, attn_sel *sel)
+/* admit, check: the sentences, their options and the room for them. */
+static int admit_check(const td_worker *w, const int32_t *const *src, const int *src_len,
+                       int n, const td_decode_opts *const *opts, char *err, size_t errlen)
 {
-    memset(sel, 0, sizeof *sel);
-    if (!o->return_attention)
-        return;
-    const int L = c->decoder_layers, H = c->decoder_attention_heads;
-    if (o->attn_layers && o->n_attn_layers > 0) {
-        for (int i = 0; i < o->n_attn_layers; i++) {
-            int l = o->attn_layers[i];
-            sel->layers[sel->n_layers++] = l < 0 ? l + L : l;
-        }
-    } else {
-        for (int l = 0; l < L; l++)
-            sel->layers[sel->n_layers++] = l;
-    }
-    if (o->attn_heads && o->n_attn_heads > 0) {
-        for (int i = 0; i < o->n_attn_heads; i++)
-            sel->heads[sel->n_heads++] = o->attn_heads[i];
-    } else {
-        for (int h = 0; h < H; h++)
-            sel->heads[sel->n_heads++] = h;
-    }
-    for (int i = 0; i < sel->n_layers; i++)
-        sel->mask |= UINT64_C(1) << sel->layers[i];
-}
-
-/* Copies the selected heads of this step's captured probabilities for the
- * rows of sentence s into its history. probs is (L_sel, rows, H, s_max). */
-static void record_attention(sent *s, int B, int t, const float *probs, int64_t layer_stride,
-                             const attn_sel *sel, int H, int s_max)
-{
-    float *blk = s->hist + (int64_t)t * B * s->a_size;
-    for (int b = 0; b < B; b++) {
-        int r = s->row0 + b;
-        for (int li = 0; li < sel->n_layers; li++)
-            for (int hi = 0; hi < sel->n_heads; hi++) {
-                const float *src = probs + li * layer_stride +
-                                   ((int64_t)r * H + sel->heads[hi]) * s_max;
-                float *dst = blk + (int64_t)b * s->a_size +
-                             ((int64_t)li * sel->n_heads + hi) * s->src_len;
-                memcpy(dst, src, (size_t)s->src_len * sizeof(float));
-            }
-    }
-}
-
-/* Greedy step of one sentence (transformers' _sample without sampling). */
-static void greedy_update(sent *s, const float *val, const int32_t *idx, int t, int M,
-                          int eos, const td_decode_opts *o, int32_t *gather, int *n_new)
-{
-    int r = s->row0;
-    int32_t tok = idx[r];
-    s->run_tok[t] = tok;
-    s->greedy_sum += val[r];
-    s->greedy_len = t + 1;
-    if (tok == eos || t + 1 >= M) {
-        fin_hyp *f = &s->fin[0];
-        memcpy(f->tok, s->run_tok, (size_t)(t + 1) * sizeof(int32_t));
-        f->len = t + 1;
-        f->score = len_norm(s->greedy_sum, t + 1, o->length_penalty);
-        f->is_fin = 1;
-        f->t_end = t;
-        f->b_end = 0;
-        s->done = 1;
-        return;
-    }
-    if (s->origin)
-        s->origin[t + 1] = 0; /* one beam: it came from beam 0 */
-    gather[(*n_new)++] = r;
-}
-
-/* Beam step of one sentence: transformers' _beam_search body (c)-(g) for
- * one batch item. val/idx are (rows, 2B): the top-2B of logp + running
- * score of each row. M is our max_length. */
-static void beam_update(sent *s, const float *val, const int32_t *idx, int t, int M, int B,
-                        int64_t V, int eos, td_early_stopping es, const td_decode_opts *o,
-                        int32_t *gather, int *n_new)
-{
-    const int K = 2 * B;
-    cand all[TD_MAX_BEAM * 2 * TD_MAX_BEAM];
-    int na = 0;
-    for (int b = 0; b < B; b++)
-        for (int k = 0; k < K; k++) {
-            int64_t r = s->row0 + b;
-            cand *c = &all[na++];
-            c->val = val[r * K + k];
-            c->tok = idx[r * K + k];
-            c->beam = b;
-            c->flat = (int64_t)b * V + c->tok;
-        }
-    qsort(all, (size_t)na, sizeof(cand), cand_cmp);
-    cand *top = all; /* the first K are transformers' topk_log_probs */
-
-    int hits[2 * TD_MAX_BEAM];
-    for (int c = 0; c < K; c++)
-        hits[c] = top[c].tok == eos || t + 1 >= M;
-
-    /* (e) running beams for the next step */
-    scored run[2 * TD_MAX_BEAM];
-    for (int c = 0; c < K; c++) {
-        run[c].val = top[c].val + (hits[c] ? NEG_BIG : 0.0f);
-        run[c].i = c;
-    }
-    qsort(run, (size_t)K, sizeof(scored), scored_cmp);
-
-    /* (f) finished beams */
-    int all_fin = 1;
-    for (int b = 0; b < B; b++)
-        all_fin &= s->fin[b].is_fin;
-    scored merged[3 * TD_MAX_BEAM];
-    for (int b = 0; b < B; b++) {
-        merged[b].val = s->fin[b].score;
-        merged[b].i = b;
-    }
-    for (int c = 0; c < K; c++) {
-        int did = hits[c] && c < B;
-        float sc = len_norm(top[c].val, t + 1, o->length_penalty);
-        sc += (es == TD_EARLY_STOP_TRUE && all_fin) ? NEG_BIG : 0.0f;
-        sc += s->unsat ? 0.0f : NEG_BIG;
-        sc += did ? 0.0f : NEG_BIG;
-        merged[B + c].val = sc;
-        merged[B + c].i = B + c;
-    }
-    qsort(merged, (size_t)(B + K), sizeof(scored), scored_cmp);
-    fin_hyp nf[TD_MAX_BEAM];
-    int32_t *ntok[TD_MAX_BEAM];
-    for (int j = 0; j < B; j++) {
-        int i = merged[j].i;
-        if (i < B) {
-            nf[j] = s->fin[i];
-        } else {
-            const cand *c = &top[i - B];
-            nf[j].tok = NULL;
-            nf[j].len = t + 1;
-            nf[j].score = merged[j].val;
-            nf[j].is_fin = hits[i - B] && (i - B) < B;
-            nf[j].t_end = t;
-            nf[j].b_end = c->beam;
-        }
-        ntok[j] = NULL;
-    }
-    /* Token storage: keep the buffers of the slots that survive, reuse the
-     * others for the new hypotheses. */
-    int32_t *pool[TD_MAX_BEAM];
-    int n_pool = 0;
-    for (int b = 0; b < B; b++) {
-        int kept = 0;
-        for (int j = 0; j < B; j++)
-            if (merged[j].i == b)
-                kept = 1;
-        if (!kept)
-            pool[n_pool++] = s->fin[b].tok;
-    }
-    for (int j = 0; j < B; j++) {
-        int i = merged[j].i;
-        if (i < B) {
-            ntok[j] = s->fin[i].tok;
-        } else {
-            const cand *c = &top[i - B];
-            ntok[j] = pool[--n_pool];
-            memcpy(ntok[j], s->run_tok + (int64_t)c->beam * M, (size_t)t * sizeof(int32_t));
-            ntok[j][t] = c->tok;
-        }
-    }
-    for (int j = 0; j < B; j++) {
-        s->fin[j] = nf[j];
-        s->fin[j].tok = ntok[j];
-    }
-
-    /* running sequences for step t + 1 */
-    int new_beam_from[TD_MAX_BEAM];
-    for (int j = 0; j < B; j++) {
-        const cand *c = &top[run[j].i];
-        new_beam_from[j] = c->beam;
-        memcpy(s->run_tok_next + (int64_t)j * M, s->run_tok + (int64_t)c->beam * M,
-               (size_t)t * sizeof(int32_t));
-        s->run_tok_next[(int64_t)j * M + t] = c->tok;
-        s->run_score[j] = run[j].val;
-    }
-    int32_t *sw = s->run_tok;
-    s->run_tok = s->run_tok_next;
-    s->run_tok_next = sw;
-
-    /* (g) early-stop heuristic with cur_len = t + 2 (start token included) */
-    int best_len = (es == TD_EARLY_STOP_NEVER && o->length_penalty > 0.0f) ? M : t + 1;
-    float best = len_norm(s->run_score[0], best_len, o->length_penalty);
-    float worst_all = INFINITY;
-    all_fin = 1;
-    for (int b = 0; b < B; b++) {
-        if (s->fin[b].score < worst_all)
-            worst_all = s->fin[b].score;
-        all_fin &= s->fin[b].is_fin;
-    }
-    int any = 0;
-    for (int b = 0; b < B; b++) {
-        float worst = s->fin[b].is_fin ? worst_all : NEG_BIG;
-        if (best > worst)
-            any = 1;
-    }
-    s->unsat = s->unsat && any;
-
-    if (!s->unsat || (es == TD_EARLY_STOP_TRUE && all_fin) || t + 1 >= M) {
-        s->done = 1;
-        return;
-    }
-    for (int j = 0; j < B; j++) {
-        if (s->origin)
-            s->origin[(int64_t)(t + 1) * B + j] = new_beam_from[j];
-        gather[(*n_new)++] = s->row0 + new_beam_from[j];
-    }
-}
-
-/* Builds result r from the finished hypotheses of s. */
-static int make_result(const sent *s, int B, const td_decode_opts *o, const attn_sel *sel,
-                       td_result *r)
-{
-    memset(r, 0, sizeof *r);
-    int nh = 0;
-    for (int j = 0; j < B && nh < o->num_hypotheses; j++)
-        nh += s->fin[j].is_fin;
-    r->hyps = calloc((size_t)(nh ? nh : 1), sizeof(td_hypothesis));
-    if (!r->hyps)
-        return -1;
-    for (int j = 0; j < B && r->n_hyps < nh; j++) {
-        const fin_hyp *f = &s->fin[j];
-        if (!f->is_fin)
-            continue;
-        td_hypothesis *h = &r->hyps[r->n_hyps];
-        h->tokens = malloc((size_t)(f->len ? f->len : 1) * sizeof(int32_t));
-        if (!h->tokens)
-            return -1;
-        memcpy(h->tokens, f->tok, (size_t)f->len * sizeof(int32_t));
-        h->n_tokens = f->len;
-        h->score = f->score;
-        r->n_hyps++;
-    }
-    if (!o->return_attention || r->n_hyps == 0)
-        return 0;
-
-    /* Follow the back-pointers of the best hypothesis. */
-    const fin_hyp *best = NULL;
-    for (int j = 0; j < B && !best; j++)
-        if (s->fin[j].is_fin)
-            best = &s->fin[j];
-    int T = best->len, S = s->src_len, NL = sel->n_layers, NH = sel->n_heads;
-    r->attention = malloc((size_t)NL * NH * T * S * sizeof(float));
-    r->attn_layer_ids = malloc((size_t)NL * sizeof(int));
-    r->attn_head_ids = malloc((size_t)NH * sizeof(int));
-    if (!r->attention || !r->attn_layer_ids || !r->attn_head_ids)
-        return -1;
-    memcpy(r->attn_layer_ids, sel->layers, (size_t)NL * sizeof(int));
-    memcpy(r->attn_head_ids, sel->heads, (size_t)NH * sizeof(int));
-    r->attn_n_layers = NL;
-    r->attn_n_heads = NH;
-    r->attn_n_t = T;
-    r->attn_n_s = S;
-    int b = best->b_end;
-    for (int t = best->t_end; t >= 0; t--) {
-        const float *blk = s->hist + ((int64_t)t * B + b) * s->a_size;
-        for (int lh = 0; lh < NL * NH; lh++)
-            memcpy(r->attention + ((int64_t)lh * T + t) * S, blk + (int64_t)lh * S,
-                   (size_t)S * sizeof(float));
-        if (t > 0)
-            b = s->origin[(int64_t)t * B + b];
-    }
-    return 0;
-}
-
-/* ---- the stages of a call -------------------------------------------------- */
-
-/* prepare: checks the call against the worker's limits and lays out every
- * sentence's state in the scratch; the attention history is the one
- * allocation (when asked). */
-static int stage_prepare(decode_call *dc, const int32_t *const *src, const int *src_len,
-                         char *err, size_t errlen)
-{
-    td_worker *w = dc->w;
     const td_config *c = &w->m->cfg;
-    const td_decode_opts *o = dc->o;
-    const int n = dc->n;
+    const td_decode_scratch *sc = w->scratch;
     if (n < 1 || n > w->o.max_batch)
         return errf(err, errlen, "batch of %d sentences: this worker takes 1..%d", n,
                     w->o.max_batch);
     td_decode_limits lim = {.max_beam = w->o.max_beam, .max_length = w->o.max_length};
-    if (td_decode_opts_check(c, &lim, o, NULL, err, errlen) != 0)
-        return -1;
+    int rows = 0;
     for (int i = 0; i < n; i++) {
+        if (td_decode_opts_check(c, &lim, opts[i], NULL, err, errlen) != 0)
+            return -1;
+        rows += opts[i]->beam_size;
         if (!src[i] || src_len[i] < 1 || src_len[i] > w->o.max_src_len)
             return errf(err, errlen, "sentence %d: %d tokens, must be 1..%d", i,
                         src[i] ? src_len[i] : 0, w->o.max_src_len);
@@ -619,201 +324,407 @@ static int stage_prepare(decode_call *dc, const int32_t *const *src, const int *
                 return errf(err, errlen, "sentence %d: token %d at position %d is outside the vocabulary (0..%d)",
                             i, src[i][j], j, c->vocab_size - 1);
     }
-    resolve_attention(c, o, &dc->sel);
+    int free_slots = w->o.max_batch - sc->n_order - sc->n_done;
+    int free_rows = w->o.max_batch * w->o.max_beam - sc->n_rows;
+    if (n > free_slots || rows > free_rows)
+        return errf(err, errlen, "no room: %d sentences of %d rows asked, %d slots and %d rows "
+                    "free", n, rows, free_slots, free_rows);
+    return 0;
+}
 
-    const int B = o->beam_size, M = o->max_length;
-    dc->B = B;
-    dc->M = M;
-    dc->K = B == 1 ? 1 : 2 * B;
-    dc->s_max = 0;
-    for (int i = 0; i < n; i++)
-        if (src_len[i] > dc->s_max)
-            dc->s_max = src_len[i];
-    dc->n_rows = n * B;
-    dc->hist = NULL;
-    if (o->return_attention) {
-        int64_t total = 0;
-        for (int i = 0; i < n; i++)
-            total += (int64_t)M * B * dc->sel.n_layers * dc->sel.n_heads * src_len[i];
-        if ((uint64_t)total > SIZE_MAX / sizeof(float) ||
-            !(dc->hist = malloc((size_t)(total ? total : 1) * sizeof(float))))
-            return errf(err, errlen, "out of memory for the attention of %d sentences", n);
-    }
-
-    td_decode_scratch *sc = dc->sc;
+/* admit, lay out: sentence i of the call takes a free slot; its rows are
+ * appended to the live rows. */
+static int admit_layout(td_worker *w, const int *src_len, int n,
+                        const td_decode_opts *const *opts, int *slots, td_seq *seq,
+                        char *err, size_t errlen)
+{
+    td_decode_scratch *sc = w->scratch;
+    const td_config *c = &w->m->cfg;
     const int64_t MB = w->o.max_beam, ML = w->o.max_length;
-    float *hist = dc->hist;
+    int next_free = 0;
     for (int i = 0; i < n; i++) {
-        sent *s = &sc->sents[i];
+        while (sc->sents[next_free].state != SENT_FREE)
+            next_free++;
+        slots[i] = next_free++;
+    }
+    for (int i = 0; i < n; i++) {
+        sent *s = &sc->sents[slots[i]];
+        const td_decode_opts *o = opts[i];
         memset(s, 0, sizeof *s);
-        s->idx = i;
+        s->o = *o;
+        s->o.attn_layers = s->o.attn_heads = NULL; /* resolved into sel */
+        td_search_select(c, o, &s->sel);
+        s->B = o->beam_size;
+        s->M = o->max_length;
         s->src_len = src_len[i];
-        s->row0 = i * B;
         s->unsat = 1;
-        int32_t *toks = sc->tok_pool + (int64_t)i * 3 * MB * ML;
+        int32_t *toks = sc->tok_pool + (int64_t)slots[i] * 3 * MB * ML;
         s->run_tok = toks;
         s->run_tok_next = toks + MB * ML;
-        for (int b = 0; b < B; b++) {
+        for (int b = 0; b < s->B; b++) {
             s->run_score[b] = b == 0 ? 0.0f : NEG_BIG;
             s->fin[b].score = NEG_BIG;
             s->fin[b].tok = toks + (2 * MB + b) * ML;
         }
         if (o->return_attention) {
-            s->a_size = (int64_t)dc->sel.n_layers * dc->sel.n_heads * s->src_len;
-            s->hist = hist;
-            hist += (int64_t)M * B * s->a_size;
-            s->origin = sc->origin_pool + (int64_t)i * ML * MB;
+            s->a_size = (int64_t)s->sel.n_layers * s->sel.n_heads * s->src_len;
+            int64_t cells = (int64_t)s->M * s->B * s->a_size;
+            s->hist = (uint64_t)cells <= SIZE_MAX / sizeof(float)
+                          ? malloc((size_t)(cells ? cells : 1) * sizeof(float))
+                          : NULL;
+            s->origin = sc->origin_pool + (int64_t)slots[i] * ML * MB;
+            if (!s->hist) {
+                for (int k = 0; k <= i; k++)
+                    slot_clear(&sc->sents[slots[k]]);
+                return errf(err, errlen, "out of memory for the attention of sentence %d", i);
+            }
         }
+    }
+    for (int i = 0; i < n; i++) {
+        sent *s = &sc->sents[slots[i]];
+        s->state = SENT_LIVE;
+        s->seq = sc->next_seq++;
+        s->row0 = sc->n_rows;
+        sc->n_rows += s->B;
+        sc->order[sc->n_order++] = slots[i];
+        if (seq)
+            seq[i] = s->seq;
     }
     return 0;
 }
 
-/* encode: the padded sources through the encoder; cross K/V once. */
-static void stage_encode(decode_call *dc, const int32_t *const *src, const int *src_len)
+/* admit, encode: the new sentences through the encoder as one padded
+ * batch; each layer's cross K/V computed into spare encoder buffers and
+ * scattered into the sentences' slots (stride max_src_len). */
+static void admit_encode(td_worker *w, const int32_t *const *src, const int *src_len, int n,
+                         const int *slots)
 {
-    td_worker *w = dc->w;
-    td_decode_scratch *sc = dc->sc;
+    const td_model *m = w->m;
+    const td_config *c = &m->cfg;
+    td_decode_scratch *sc = w->scratch;
     const td_backend_ops *ops = w->be->ops;
-    const int n = dc->n, s_max = dc->s_max;
+    const int64_t S = w->o.max_src_len, d = c->d_model;
+    int s_max = 0;
+    for (int i = 0; i < n; i++)
+        if (src_len[i] > s_max)
+            s_max = src_len[i];
     for (int i = 0; i < n; i++) {
         for (int j = 0; j < s_max; j++) {
-            sc->h_ids[(int64_t)i * s_max + j] = j < src_len[i] ? src[i][j]
-                                                               : w->m->cfg.pad_token_id;
-            sc->h_pos[(int64_t)i * s_max + j] = j;
+            int64_t k = (int64_t)i * s_max + j;
+            sc->h_ids[k] = j < src_len[i] ? src[i][j] : c->pad_token_id;
+            sc->h_pos[k] = j;
+            sc->h_dst[k] = (int32_t)(slots[i] * S + j);
         }
         sc->h_len[i] = src_len[i];
     }
-    ops->upload(w->be, w->e_ids, sc->h_ids, (size_t)n * s_max * sizeof(int32_t));
-    ops->upload(w->be, w->e_pos, sc->h_pos, (size_t)n * s_max * sizeof(int32_t));
+    const size_t ne = (size_t)n * s_max * sizeof(int32_t);
+    ops->upload(w->be, w->e_ids, sc->h_ids, ne);
+    ops->upload(w->be, w->e_pos, sc->h_pos, ne);
+    ops->upload(w->be, w->e_dst, sc->h_dst, ne);
     ops->upload(w->be, w->e_len, sc->h_len, (size_t)n * sizeof(int32_t));
     td_encode(w, n, s_max);
+    const int64_t rows = (int64_t)n * s_max;
+    for (int l = 0; l < c->decoder_layers; l++) {
+        const td_attn_w *a = &m->dec[l].cross_attn;
+        ops->linear(w->be, w->ek, d, w->ex, d, rows, &a->k, &a->k_b);
+        ops->linear(w->be, w->ev, d, w->ex, d, rows, &a->v, &a->v_b);
+        ops->scatter_rows(w->be, w->cross_k[l], d, w->ek, d, w->e_dst, rows, d);
+        ops->scatter_rows(w->be, w->cross_v[l], d, w->ev, d, w->e_dst, rows, d);
+    }
 }
 
-/* step t: the live rows' inputs up, one decoder step, log-softmax + top-k,
- * and one download of values and ids (plus the captured attention when
- * asked). Returns 0, or TD_EDEVICE with the backend's message. */
-static int stage_step(decode_call *dc, int t, char *err, size_t errlen)
+int td_run_add(td_worker *w, const int32_t *const *src, const int *src_len, int n,
+               const td_decode_opts *const *opts, td_seq *seq, char *err, size_t errlen)
 {
-    td_worker *w = dc->w;
-    td_decode_scratch *sc = dc->sc;
-    const td_config *c = &w->m->cfg;
-    const td_backend_ops *ops = w->be->ops;
-    const int B = dc->B, M = dc->M, K = dc->K, n_rows = dc->n_rows;
-    const int H = c->decoder_attention_heads;
-    for (int i = 0; i < dc->n; i++) {
-        const sent *s = &sc->sents[i];
-        if (s->done)
+    if (admit_check(w, src, src_len, n, opts, err, errlen) != 0)
+        return TD_EINVAL;
+    int slots[STACK_SENTS];
+    int *sl = n <= STACK_SENTS ? slots : malloc((size_t)n * sizeof(int));
+    if (!sl)
+        return errf(err, errlen, "out of memory");
+    int rc = admit_layout(w, src_len, n, opts, sl, seq, err, errlen) != 0 ? TD_EINVAL : 0;
+    if (rc == 0) {
+        admit_encode(w, src, src_len, n, sl);
+        if (w->be->ops->sync(w->be, err, errlen) != 0)
+            rc = TD_EDEVICE;
+    }
+    if (sl != slots)
+        free(sl);
+    return rc;
+}
+
+int td_run_cancel(td_worker *w, td_seq seq)
+{
+    td_decode_scratch *sc = w->scratch;
+    for (int i = 0; i < w->o.max_batch; i++) {
+        sent *s = &sc->sents[i];
+        if (s->state == SENT_FREE || s->seq != seq)
             continue;
-        for (int b = 0; b < B; b++) {
+        if (s->state == SENT_DONE) {
+            /* finished but not taken: dropped from the queue at once */
+            for (int k = 0; k < sc->n_done; k++) {
+                int *q = &sc->done_q[(sc->done_head + k) % w->o.max_batch];
+                if (*q == i) {
+                    for (int m = k; m + 1 < sc->n_done; m++)
+                        sc->done_q[(sc->done_head + m) % w->o.max_batch] =
+                            sc->done_q[(sc->done_head + m + 1) % w->o.max_batch];
+                    sc->n_done--;
+                    break;
+                }
+            }
+            slot_clear(s);
+        } else {
+            s->cancelled = 1; /* its rows leave at the next step */
+        }
+        return 0;
+    }
+    return -1;
+}
+
+void td_run_reset(td_worker *w)
+{
+    td_decode_scratch *sc = w->scratch;
+    for (int i = 0; i < w->o.max_batch; i++)
+        slot_clear(&sc->sents[i]);
+    sc->n_order = sc->n_done = sc->done_head = sc->n_rows = 0;
+}
+
+/* step, inputs: every live row's token, position, slot, lengths, cache
+ * destination and forced end; returns the top-k width of the step (the
+ * largest of the sentences') and sets the maxima the kernels need. */
+static int step_inputs(td_worker *w, int *s_kv, int *t_len, int *any_beam, uint64_t *capture)
+{
+    td_decode_scratch *sc = w->scratch;
+    const td_config *c = &w->m->cfg;
+    const int n = sc->n_rows;
+    const int64_t T = w->o.max_length;
+    int32_t *rows = sc->rows;
+    int ks = 1;
+    *s_kv = *t_len = *any_beam = 0;
+    *capture = 0;
+    for (int k = 0; k < sc->n_order; k++) {
+        const sent *s = &sc->sents[sc->order[k]];
+        const int t = s->t;
+        if (s->B > 1 && 2 * s->B > ks)
+            ks = 2 * s->B;
+        *any_beam |= s->B > 1;
+        if (s->src_len > *s_kv)
+            *s_kv = s->src_len;
+        if (t + 1 > *t_len)
+            *t_len = t + 1;
+        *capture |= s->sel.mask;
+        for (int b = 0; b < s->B; b++) {
             int r = s->row0 + b;
-            sc->r_ids[r] = t == 0 ? c->decoder_start_token_id
-                                  : s->run_tok[(int64_t)b * M + t - 1];
-            sc->r_pos[r] = t;
-            sc->r_kvi[r] = s->idx;
-            sc->r_kvl[r] = s->src_len;
+            rows[ROW_IDS * n + r] = t == 0 ? c->decoder_start_token_id
+                                           : s->run_tok[(int64_t)b * s->M + t - 1];
+            rows[ROW_POS * n + r] = t;
+            rows[ROW_SLOT * n + r] = sc->order[k];
+            rows[ROW_SRC_LEN * n + r] = s->src_len;
+            rows[ROW_SELF_LEN * n + r] = t + 1;
+            rows[ROW_DST * n + r] = (int32_t)(r * T + t);
+            rows[ROW_FORCE * n + r] = c->forced_eos_token_id >= 0 && t == s->M - 1;
             sc->r_bias[r] = s->run_score[b];
         }
     }
-    size_t ib = (size_t)n_rows * sizeof(int32_t);
-    ops->upload(w->be, w->d_ids, sc->r_ids, ib);
-    ops->upload(w->be, w->d_pos, sc->r_pos, ib);
-    ops->upload(w->be, w->d_kv_index, sc->r_kvi, ib);
-    ops->upload(w->be, w->d_kv_len, sc->r_kvl, ib);
-    if (B > 1)
-        ops->upload(w->be, w->row_bias, sc->r_bias, (size_t)n_rows * sizeof(float));
-    td_decode_step(w, n_rows, t, dc->s_max, dc->sel.mask);
-    int force = c->forced_eos_token_id >= 0 && t == M - 1;
-    ops->logprobs_topk(w->be, w->logits, n_rows, c->decoder_vocab_size, w->d_suppress,
-                       c->n_suppress, force, NULL, c->forced_eos_token_id,
-                       B > 1 ? w->row_bias : NULL, K, w->topk,
-                       (int32_t *)(w->topk + (int64_t)n_rows * K));
-    /* one transfer for values and ids (the only host wait of a step
-     * without attention capture) */
-    ops->download(w->be, sc->topk, w->topk, (size_t)n_rows * K * 2 * sizeof(float));
-    const int64_t layer_stride = (int64_t)n_rows * H * dc->s_max;
-    for (int li = 0; li < dc->sel.n_layers; li++)
-        ops->download(w->be, sc->probs + li * layer_stride, w->probs[dc->sel.layers[li]],
-                      (size_t)layer_stride * sizeof(float));
-    if (ops->sync(w->be, err, errlen) != 0)
-        return TD_EDEVICE;
-    return 0;
+    return ks;
 }
 
-/* advance step t: each live sentence's greedy or beam bookkeeping; the
- * rows that go on are listed in scratch gather (new row -> old row).
- * Returns the number of rows for step t + 1. */
-static int stage_advance(decode_call *dc, int t)
+/* step, advance: each live sentence's bookkeeping; finished ones get their
+ * result (finish) and queue for td_run_take, cancelled ones are dropped;
+ * the rows that go on are listed in gather. Returns their number. */
+static int step_advance(td_worker *w, int ks, int s_kv, const int *cap_of)
 {
-    td_worker *w = dc->w;
-    td_decode_scratch *sc = dc->sc;
+    td_decode_scratch *sc = w->scratch;
     const td_config *c = &w->m->cfg;
-    const int B = dc->B, M = dc->M, K = dc->K;
+    const int n = sc->n_rows, H = c->decoder_attention_heads;
     const float *val = sc->topk;
-    const int32_t *idx = (const int32_t *)(sc->topk + (int64_t)dc->n_rows * K);
-    const int64_t layer_stride = (int64_t)dc->n_rows * c->decoder_attention_heads * dc->s_max;
-    int n_new = 0;
-    for (int i = 0; i < dc->n; i++) {
-        sent *s = &sc->sents[i];
-        if (s->done)
+    const int32_t *idx = (const int32_t *)(sc->topk + (int64_t)n * ks);
+    const int64_t layer_stride = (int64_t)n * H * s_kv;
+    int n_new = 0, n_order = 0;
+    for (int k = 0; k < sc->n_order; k++) {
+        const int slot = sc->order[k];
+        sent *s = &sc->sents[slot];
+        if (s->cancelled) {
+            slot_clear(s);
             continue;
-        if (dc->o->return_attention)
-            record_attention(s, B, t, sc->probs, layer_stride, &dc->sel,
-                             c->decoder_attention_heads, dc->s_max);
+        }
+        if (s->o.return_attention)
+            td_search_record(s, s->t, sc->probs, layer_stride, cap_of, H, s_kv);
         int first = n_new;
-        if (B == 1)
-            greedy_update(s, val, idx, t, M, c->eos_token_id, dc->o, sc->gather, &n_new);
+        if (s->B == 1)
+            td_search_greedy(s, val, idx, ks, s->t, s->M, c->eos_token_id, &s->o, sc->gather,
+                          &n_new);
         else
-            beam_update(s, val, idx, t, M, B, c->decoder_vocab_size, c->eos_token_id,
-                        c->early_stopping, dc->o, sc->gather, &n_new);
-        if (!s->done)
+            td_search_beam(s, val, idx, ks, s->t, s->M, s->B, c->decoder_vocab_size,
+                        c->eos_token_id, c->early_stopping, &s->o, sc->gather, &n_new);
+        s->t++;
+        if (s->done) {
+            /* finish */
+            s->res_failed = td_search_result(s, &s->res) != 0;
+            free(s->hist);
+            s->hist = NULL;
+            s->state = SENT_DONE;
+            sc->done_q[(sc->done_head + sc->n_done++) % w->o.max_batch] = slot;
+        } else {
             s->row0 = first;
+            sc->order[n_order++] = slot;
+        }
     }
+    sc->n_order = n_order;
     return n_new;
 }
 
-/* compact after step t: the self-attention caches follow the rows' new
- * layout (skipped when nothing moved). */
-static void stage_compact(decode_call *dc, int t, int n_new)
+/* step, compact: the self-attention caches follow the rows' new layout
+ * (skipped when nothing moved); t_len covers every row's written keys. */
+static void step_compact(td_worker *w, int n_new, int t_len)
 {
-    td_worker *w = dc->w;
-    const int32_t *gather = dc->sc->gather;
-    int identity = n_new == dc->n_rows;
+    td_decode_scratch *sc = w->scratch;
+    int identity = n_new == sc->n_rows;
     for (int r = 0; identity && r < n_new; r++)
-        identity = gather[r] == r;
-    dc->n_rows = n_new;
+        identity = sc->gather[r] == r;
+    sc->n_rows = n_new;
     if (n_new > 0 && !identity) {
-        w->be->ops->upload(w->be, w->d_gather, gather, (size_t)n_new * sizeof(int32_t));
-        td_cache_reorder(w, n_new, t + 1);
+        w->be->ops->upload(w->be, w->d_gather, sc->gather, (size_t)n_new * sizeof(int32_t));
+        td_cache_reorder(w, n_new, t_len);
     }
 }
 
-/* finish: the results, in the caller's order; all or none. */
-static int stage_finish(decode_call *dc, td_result *results, char *err, size_t errlen)
+int td_run_step(td_worker *w, char *err, size_t errlen)
 {
-    for (int i = 0; i < dc->n; i++)
-        if (make_result(&dc->sc->sents[i], dc->B, dc->o, &dc->sel, &results[i]) != 0) {
-            for (int j = 0; j <= i; j++)
-                td_result_free(&results[j]);
-            return errf(err, errlen, "out of memory");
+    td_decode_scratch *sc = w->scratch;
+    const td_config *c = &w->m->cfg;
+    const td_backend_ops *ops = w->be->ops;
+    const int n = sc->n_rows, H = c->decoder_attention_heads;
+    if (n == 0) {
+        /* only cancelled sentences without rows can be here */
+        for (int k = 0; k < sc->n_order; k++)
+            slot_clear(&sc->sents[sc->order[k]]);
+        sc->n_order = 0;
+        return sc->n_done;
+    }
+    int s_kv, t_len, any_beam;
+    uint64_t capture;
+    const int ks = step_inputs(w, &s_kv, &t_len, &any_beam, &capture);
+    ops->upload(w->be, w->d_rows, sc->rows, (size_t)n * ROW_FIELDS * sizeof(int32_t));
+    if (any_beam)
+        ops->upload(w->be, w->row_bias, sc->r_bias, (size_t)n * sizeof(float));
+    td_step_rows rows = {
+        .n = n,
+        .ids = w->d_rows + ROW_IDS * n,
+        .pos = w->d_rows + ROW_POS * n,
+        .slot = w->d_rows + ROW_SLOT * n,
+        .src_len = w->d_rows + ROW_SRC_LEN * n,
+        .self_len = w->d_rows + ROW_SELF_LEN * n,
+        .dst = w->d_rows + ROW_DST * n,
+        .s_kv = s_kv,
+        .t_len = t_len,
+    };
+    td_decode_step(w, &rows, capture);
+    ops->logprobs_topk(w->be, w->logits, n, c->decoder_vocab_size, w->d_suppress,
+                       c->n_suppress, 0, w->d_rows + ROW_FORCE * n, c->forced_eos_token_id,
+                       any_beam ? w->row_bias : NULL, ks, w->topk,
+                       (int32_t *)(w->topk + (int64_t)n * ks));
+    /* one transfer for values and ids (the only host wait of a step
+     * without attention capture) */
+    ops->download(w->be, sc->topk, w->topk, (size_t)n * ks * 2 * sizeof(float));
+    int cap_of[64];
+    int n_cap = 0;
+    const int64_t layer_stride = (int64_t)n * H * s_kv;
+    for (int l = 0; l < c->decoder_layers && l < 64; l++)
+        if (capture & (UINT64_C(1) << l)) {
+            cap_of[l] = n_cap;
+            ops->download(w->be, sc->probs + n_cap * layer_stride, w->probs[l],
+                          (size_t)layer_stride * sizeof(float));
+            n_cap++;
         }
-    return 0;
+    if (ops->sync(w->be, err, errlen) != 0)
+        return TD_EDEVICE;
+    step_compact(w, step_advance(w, ks, s_kv, cap_of), t_len);
+    return sc->n_done;
 }
+
+int td_run_take(td_worker *w, td_seq *seq, td_result *res)
+{
+    td_decode_scratch *sc = w->scratch;
+    if (sc->n_done == 0)
+        return 0;
+    sent *s = &sc->sents[sc->done_q[sc->done_head]];
+    sc->done_head = (sc->done_head + 1) % w->o.max_batch;
+    sc->n_done--;
+    *seq = s->seq;
+    int failed = s->res_failed;
+    if (failed) {
+        td_result_free(&s->res);
+        memset(res, 0, sizeof *res);
+    } else {
+        *res = s->res;
+        memset(&s->res, 0, sizeof s->res);
+    }
+    slot_clear(s);
+    return failed ? -1 : 1;
+}
+
+/* ---- a static batch -------------------------------------------------------- */
 
 int td_translate_batch(td_worker *w, const int32_t *const *src, const int *src_len, int n,
                        const td_decode_opts *o, td_result *results, char *err, size_t errlen)
 {
-    decode_call dc = {.w = w, .sc = w->scratch, .o = o, .n = n};
-    if (stage_prepare(&dc, src, src_len, err, errlen) != 0)
-        return TD_EINVAL;
-    stage_encode(&dc, src, src_len);
-    int rc = 0;
-    for (int t = 0; t < dc.M && dc.n_rows > 0; t++) {
-        if ((rc = stage_step(&dc, t, err, errlen)) != 0)
-            break;
-        stage_compact(&dc, t, stage_advance(&dc, t));
+    /* (errf returns -1, which is TD_EINVAL) */
+    if (td_run_live(w) > 0)
+        return errf(err, errlen, "td_translate_batch: the worker has a running decode "
+                    "(%d sentences)", td_run_live(w));
+    if (n < 1 || n > w->o.max_batch)
+        return errf(err, errlen, "batch of %d sentences: this worker takes 1..%d", n,
+                    w->o.max_batch);
+    const td_decode_opts *opts[STACK_SENTS];
+    td_seq seqs[STACK_SENTS];
+    const td_decode_opts **op = n <= STACK_SENTS ? opts : malloc((size_t)n * sizeof *op);
+    td_seq *sq = n <= STACK_SENTS ? seqs : malloc((size_t)n * sizeof *sq);
+    int rc = 0, got = 0;
+    if (!op || !sq) {
+        rc = errf(err, errlen, "out of memory");
+        goto out;
     }
-    if (rc == 0 && stage_finish(&dc, results, err, errlen) != 0)
-        rc = TD_EINVAL;
-    free(dc.hist);
+    for (int i = 0; i < n; i++)
+        op[i] = o;
+    if ((rc = td_run_add(w, src, src_len, n, op, sq, err, errlen)) != 0) {
+        td_run_reset(w);
+        goto out;
+    }
+    memset(results, 0, (size_t)n * sizeof *results);
+    while (got < n) {
+        int k = td_run_step(w, err, errlen);
+        if (k < 0) {
+            rc = k;
+            break;
+        }
+        td_seq q;
+        td_result r;
+        int t;
+        while ((t = td_run_take(w, &q, &r)) != 0) {
+            /* handles are handed out in order, one per sentence */
+            int i = (int)(q - sq[0]);
+            if (t < 0) {
+                rc = TD_EINVAL;
+                errf(err, errlen, "out of memory");
+            } else {
+                results[i] = r;
+            }
+            got++;
+        }
+        if (rc)
+            break;
+    }
+    if (rc) {
+        for (int i = 0; i < n; i++)
+            td_result_free(&results[i]);
+        td_run_reset(w);
+    }
+out:
+    if (op != opts)
+        free((void *)op);
+    if (sq != seqs)
+        free(sq);
     return rc;
 }
+

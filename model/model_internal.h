@@ -90,7 +90,9 @@ struct td_model {
  *                right after them its n rows of ids (one download)
  *         heads_s decoder heads * max_src_len (captured attention)
  *         suppress TD_MAX_SUPPRESS
+ *         rowf   TD_STEP_ROW_FIELDS int32 inputs of a step's row
  *         one    1 */
+#define TD_STEP_ROW_FIELDS 7 /* decode.c's ROW_* */
 #define TD_WORKER_BUFFERS(X)                                                    \
     X(ex, float, enc, d)         /* encoder hidden states */                    \
     X(eh, float, enc, d)         /* sub-layer output / normed input */          \
@@ -102,6 +104,7 @@ struct td_model {
     X(e_ids, int32_t, enc, one)                                                 \
     X(e_pos, int32_t, enc, one)                                                 \
     X(e_len, int32_t, batch, one)                                               \
+    X(e_dst, int32_t, enc, one)  /* encoder row -> cross K/V row of its slot */ \
     X(dx, float, dec, d)         /* decoder hidden states of a step */          \
     X(dh, float, dec, d)                                                        \
     X(dq, float, dec, d)                                                        \
@@ -109,11 +112,10 @@ struct td_model {
     X(dffn, float, dec, ffn)                                                    \
     X(logits, float, dec, vocab)                                                \
     X(topk, float, dec, topk)                                                   \
+    X(dk, float, dec, d)         /* a step's new self-attention K, V */       \
+    X(dv, float, dec, d)                                                        \
     X(row_bias, float, dec, one) /* running beam scores */                      \
-    X(d_ids, int32_t, dec, one)  /* last tokens */                              \
-    X(d_pos, int32_t, dec, one)                                                 \
-    X(d_kv_index, int32_t, dec, one) /* row -> sentence (cross K/V) */          \
-    X(d_kv_len, int32_t, dec, one)   /* row -> source length */                 \
+    X(d_rows, int32_t, dec, rowf) /* a step's per-row inputs (decode.c) */      \
     X(d_gather, int32_t, dec, one)   /* new row -> old row */                   \
     X(d_suppress, int32_t, one, suppress)                                       \
     X(cache_tmp, float, dec_t, d) /* spare cache for reordering */
@@ -127,7 +129,7 @@ struct td_model {
 
 typedef struct td_wsizes {
     int64_t n_enc, n_dec, n_dec_t, n_batch, n_one;
-    int64_t w_d, w_ffn, w_vocab, w_topk, w_heads_s, w_suppress, w_one;
+    int64_t w_d, w_ffn, w_vocab, w_topk, w_heads_s, w_suppress, w_rowf, w_one;
 } td_wsizes;
 
 /* Device buffers of a worker, all allocated at td_worker_init. */
@@ -169,15 +171,28 @@ void td_posenc_rope_table(float *out, int n_pos, int head_dim, float theta);
 
 /* transformer.c: the forward pass. */
 /* Runs the encoder over n sentences padded to s_max rows each (ids already
- * uploaded to w->e_ids, lengths to w->e_len) and computes every decoder
- * layer's cross-attention K/V into w->cross_k / w->cross_v. */
+ * uploaded to w->e_ids, positions to w->e_pos, lengths to w->e_len): the
+ * encoder output is in w->ex, (n * s_max, d_model). */
 void td_encode(td_worker *w, int n, int s_max);
-/* One decoder step for n rows at position t: reads w->d_ids (last tokens),
- * w->d_kv_index (row -> sentence), w->d_kv_len (row -> source length),
- * writes K/V at position t into the self caches and logits into w->logits.
- * capture_mask: bit l set = store layer l's cross-attention probabilities
- * in w->probs[l]. */
-void td_decode_step(td_worker *w, int n, int t, int s_max, uint64_t capture_mask);
+
+/* The rows of one decoder step; every array is device int32 of n entries. */
+typedef struct td_step_rows {
+    int n;
+    const int32_t *ids;      /* the row's last token */
+    const int32_t *pos;      /* its new token's position */
+    const int32_t *slot;     /* its sentence's slot: cross K/V at slot * max_src_len */
+    const int32_t *src_len;  /* its sentence's source length */
+    const int32_t *self_len; /* self-attention keys it sees: pos + 1 */
+    const int32_t *dst;      /* cache row of its new K/V: row * max_length + pos */
+    int s_kv;                /* the longest source among the rows */
+    int t_len;               /* the longest self_len among the rows */
+} td_step_rows;
+
+/* One decoder step for the rows: writes each row's K/V at its position
+ * into the self caches and the logits into w->logits. capture_mask: bit l
+ * set = store layer l's cross-attention probabilities in w->probs[l] as
+ * (n, heads, s_kv). */
+void td_decode_step(td_worker *w, const td_step_rows *rows, uint64_t capture_mask);
 /* Reorders the first t_len positions of every self cache: new row r takes
  * old row w->d_gather[r], for r < n. */
 void td_cache_reorder(td_worker *w, int n, int t_len);

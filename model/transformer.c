@@ -106,50 +106,46 @@ void td_encode(td_worker *w, int n, int s_max)
     if (c->normalize_before)
         OPS->layer_norm(w->be, w->ex, w->ex, NULL, NULL, rows, d, &m->enc_final_ln.g,
                         &m->enc_final_ln.b, c->layer_norm_eps);
-
-    /* Cross-attention K/V: computed once per encoder pass, read by every
-     * decoding step and every beam (through kv_index). */
-    for (int l = 0; l < c->decoder_layers; l++) {
-        const td_attn_w *a = &m->dec[l].cross_attn;
-        OPS->linear(w->be, w->cross_k[l], d, w->ex, d, rows, &a->k, &a->k_b);
-        OPS->linear(w->be, w->cross_v[l], d, w->ex, d, rows, &a->v, &a->v_b);
-    }
 }
 
-void td_decode_step(td_worker *w, int n, int t, int s_max, uint64_t capture_mask)
+void td_decode_step(td_worker *w, const td_step_rows *rows, uint64_t capture_mask)
 {
     const td_model *m = w->m;
     const td_config *c = &m->cfg;
-    const int64_t d = c->d_model, T = w->o.max_length;
+    const int64_t d = c->d_model, T = w->o.max_length, S = w->o.max_src_len;
+    const int64_t n = rows->n;
     const int heads = c->decoder_attention_heads, hd = head_dim_of(c, heads);
 
-    OPS->embed(w->be, w->dx, &m->dec_embed, w->d_ids, n, m->embed_scale, m->dec_pos,
-               w->d_pos);
+    OPS->embed(w->be, w->dx, &m->dec_embed, rows->ids, n, m->embed_scale, m->dec_pos,
+               rows->pos);
     for (int l = 0; l < c->decoder_layers; l++) {
         const td_layer_w *lw = &m->dec[l];
         const td_attn_w *a = &lw->self_attn;
-        float *kt = w->self_k[l] + (int64_t)t * d, *vt = w->self_v[l] + (int64_t)t * d;
 
-        /* self-attention over the cache, the new K/V written at position t */
+        /* self-attention over the cache; each row's new K/V written at its
+         * own position first */
         const float *in = sublayer_in(w, w->dx, w->dh, n, &lw->self_attn_ln);
         OPS->linear(w->be, w->dq, d, in, d, n, &a->q, &a->q_b);
-        OPS->linear(w->be, kt, T * d, in, d, n, &a->k, &a->k_b);
-        OPS->linear(w->be, vt, T * d, in, d, n, &a->v, &a->v_b);
+        OPS->linear(w->be, w->dk, d, in, d, n, &a->k, &a->k_b);
+        OPS->linear(w->be, w->dv, d, in, d, n, &a->v, &a->v_b);
         if (m->dec_rope) {
-            OPS->rope(w->be, w->dq, n, 1, d, d, heads, hd, t, m->dec_rope);
-            OPS->rope(w->be, kt, n, 1, d, T * d, heads, hd, t, m->dec_rope);
+            OPS->rope_rows(w->be, w->dq, n, d, heads, hd, rows->pos, m->dec_rope);
+            OPS->rope_rows(w->be, w->dk, n, d, heads, hd, rows->pos, m->dec_rope);
         }
+        OPS->scatter_rows(w->be, w->self_k[l], d, w->dk, d, rows->dst, n, d);
+        OPS->scatter_rows(w->be, w->self_v[l], d, w->dv, d, rows->dst, n, d);
         td_attn_args sa = attn_args(c, heads);
         sa.q = w->dq;
         sa.k = w->self_k[l];
         sa.v = w->self_v[l];
         sa.out = w->dctx;
-        sa.n_seq = n;
+        sa.n_seq = (int)n;
         sa.n_q = 1;
-        sa.n_k = t + 1;
+        sa.n_k = rows->t_len;
         sa.q_seq_stride = sa.out_seq_stride = d;
         sa.kv_seq_stride = T * d;
-        sa.q_pos0 = t;
+        sa.kv_len = rows->self_len;
+        sa.q_pos = rows->pos;
         sa.rel_k = a->rel_k;
         sa.rel_v = a->rel_v;
         sa.rel_max = c->relative_attention_max_distance;
@@ -166,16 +162,16 @@ void td_decode_step(td_worker *w, int n, int t, int s_max, uint64_t capture_mask
         xa.k = w->cross_k[l];
         xa.v = w->cross_v[l];
         xa.out = w->dctx;
-        xa.n_seq = n;
+        xa.n_seq = (int)n;
         xa.n_q = 1;
-        xa.n_k = s_max;
+        xa.n_k = rows->s_kv;
         xa.q_seq_stride = xa.out_seq_stride = d;
-        xa.kv_seq_stride = (int64_t)s_max * d;
-        xa.kv_index = w->d_kv_index;
-        xa.kv_len = w->d_kv_len;
+        xa.kv_seq_stride = S * d;
+        xa.kv_index = rows->slot;
+        xa.kv_len = rows->src_len;
         if (capture_mask & (UINT64_C(1) << l)) {
             xa.probs = w->probs[l];
-            xa.probs_ld = s_max;
+            xa.probs_ld = rows->s_kv;
         }
         OPS->attention(w->be, &xa);
         OPS->linear(w->be, w->dh, d, w->dctx, d, n, &ca->o, &ca->o_b);

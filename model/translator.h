@@ -170,6 +170,61 @@ int td_translate_batch(td_worker *w, const int32_t *const *src,
                        td_result *results, char *err, size_t errlen);
 void td_result_free(td_result *r); /* accepts NULL and zeroed results */
 
+/* ---- the running decode (in-flight batching) -------------------------------
+ * A worker keeps one running decode. Sentences join it between two steps
+ * (td_run_add: their encoder runs as one batch and their rows join the live
+ * rows), every td_run_step advances every live row by one token, and a
+ * sentence that has finished is handed out by td_run_take, while the others
+ * go on. Each sentence keeps its own options: beam size, max_length,
+ * length_penalty, num_hypotheses, attention selection. A sentence's tokens,
+ * score and attention do not depend on what runs next to it or on the step
+ * at which it joined (docs/decisions.md).
+ *
+ * Capacity is the worker's (td_worker_opts): max_batch sentences (slots,
+ * held from td_run_add to td_run_take), max_batch * max_beam rows (a
+ * sentence holds beam_size rows while it runs), max_src_len source tokens
+ * each. Nothing is allocated per step; a sentence allocates its result (and
+ * its attention history when it asks for attention).
+ *
+ * td_translate_batch is td_run_add of the whole batch, then steps until
+ * every sentence is taken; it needs a worker without a running decode.
+ * Same thread rules as the worker: one thread at a time. */
+
+typedef uint64_t td_seq; /* a sentence's handle in the running decode, never 0 */
+
+/* How many more sentences of beam_size beams fit now (free slots and rows). */
+int td_run_room(const td_worker *w, int beam_size);
+/* Sentences admitted and not yet taken (running or waiting to be taken). */
+int td_run_live(const td_worker *w);
+/* Decoder rows in use. */
+int td_run_rows(const td_worker *w);
+
+/* Admits n sentences, opts[i] the options of sentence i (copied, with the
+ * arrays they point to). Returns 0 with their handles in seq[0..n) (seq may
+ * be NULL); TD_EINVAL with a message (bad options or sources, or no room:
+ * nothing is admitted); or TD_EDEVICE (the caller should td_run_reset). */
+int td_run_add(td_worker *w, const int32_t *const *src, const int *src_len, int n,
+               const td_decode_opts *const *opts, td_seq *seq, char *err, size_t errlen);
+
+/* One decoder step for every live row. Returns the number of finished
+ * sentences waiting for td_run_take (>= 0), or TD_EDEVICE with the
+ * backend's message (the caller should td_run_reset). */
+int td_run_step(td_worker *w, char *err, size_t errlen);
+
+/* Hands out the oldest finished sentence: 1 with its handle and result
+ * (the caller owns it: td_result_free); -1 with its handle when its result
+ * could not be built (out of host memory; *res is zeroed); 0 when none
+ * waits. */
+int td_run_take(td_worker *w, td_seq *seq, td_result *res);
+
+/* Cancels a sentence: its rows leave at the next step (or at once when it
+ * has finished and waits), nothing is handed out for it. Returns 0, or -1
+ * for an unknown (or already taken) handle. */
+int td_run_cancel(td_worker *w, td_seq seq);
+
+/* Drops every sentence (after a device error, or to start over). */
+void td_run_reset(td_worker *w);
+
 /* ---- text ---------------------------------------------------------------- */
 
 struct td_tokenizer; /* tokenizer/tokenizer.h */

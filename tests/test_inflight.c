@@ -1,0 +1,249 @@
+/*
+ * test_inflight.c - the running decode (td_run_*): sentences that join at
+ * random steps, next to random company, with random options, get exactly
+ * what they get alone (td_translate_batch of one sentence, which the golden
+ * tests hold to transformers): the same tokens, scores and attention.
+ * Cancelled sentences free their rows and change nobody else's result.
+ *
+ * Fixtures with every kind of position (sinusoidal, relative keys/values,
+ * rotary, learned), since a row's position is its own in a running decode.
+ */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "translator.h"
+
+static const char *const k_fixtures[] = {"marian_tied", "ext_relative", "ext_rope",
+                                         "ext_learned", "ext_prenorm"};
+#define N_FIXTURES ((int)(sizeof k_fixtures / sizeof k_fixtures[0]))
+
+enum { N_SENT = 28, MAX_SRC = 12 };
+
+typedef struct sentence {
+    int32_t src[MAX_SRC];
+    int len;
+    td_decode_opts o;
+    int layers[2], heads[3];
+    td_result alone;
+    td_result got;
+    td_seq seq;
+    int state; /* 0 pending, 1 running, 2 done, 3 cancelled */
+} sentence;
+
+static uint64_t g_rng;
+
+static uint32_t rnd(void)
+{
+    g_rng = g_rng * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (uint32_t)(g_rng >> 33);
+}
+
+static void make_sentences(const td_model *m, sentence *s, int n)
+{
+    const td_config *c = td_model_config(m);
+    for (int i = 0; i < n; i++) {
+        memset(&s[i], 0, sizeof s[i]);
+        s[i].len = 1 + (int)(rnd() % (MAX_SRC - 1));
+        for (int j = 0; j < s[i].len - 1; j++)
+            s[i].src[j] = 2 + (int)(rnd() % (uint32_t)(c->vocab_size - 4));
+        s[i].src[s[i].len - 1] = c->eos_token_id;
+        td_decode_opts_default(m, &s[i].o);
+        td_decode_opts *o = &s[i].o;
+        o->beam_size = 1 + (int)(rnd() % 4);
+        o->num_hypotheses = 1 + (int)(rnd() % (uint32_t)o->beam_size);
+        o->max_length = 2 + (int)(rnd() % 18);
+        static const float lp[] = {0.6f, 1.0f, 1.4f};
+        o->length_penalty = lp[rnd() % 3];
+        if (rnd() % 3 == 0) {
+            o->return_attention = 1;
+            if (rnd() % 2) {
+                s[i].layers[0] = -1;
+                o->attn_layers = s[i].layers;
+                o->n_attn_layers = 1;
+                s[i].heads[0] = (int)(rnd() % (uint32_t)c->decoder_attention_heads);
+                s[i].heads[1] = 0;
+                o->attn_heads = s[i].heads;
+                o->n_attn_heads = 2;
+            }
+        }
+    }
+}
+
+static void expect_same(const char *where, int i, const td_result *a, const td_result *b)
+{
+    ck_assert_msg(a->n_hyps == b->n_hyps, "%s[%d]: %d vs %d hypotheses", where, i, a->n_hyps,
+                  b->n_hyps);
+    for (int h = 0; h < a->n_hyps; h++) {
+        const td_hypothesis *x = &a->hyps[h], *y = &b->hyps[h];
+        int same = x->n_tokens == y->n_tokens &&
+                   !memcmp(x->tokens, y->tokens, (size_t)x->n_tokens * sizeof(int32_t));
+        ck_assert_msg(same, "%s[%d]: hypothesis %d tokens differ from the sentence alone",
+                      where, i, h);
+        ck_assert_msg(fabsf(x->score - y->score) <= 1e-5f, "%s[%d]: score %.8g vs %.8g alone",
+                      where, i, (double)x->score, (double)y->score);
+    }
+    ck_assert_int_eq(a->attention != NULL, b->attention != NULL);
+    if (!a->attention)
+        return;
+    ck_assert_int_eq(a->attn_n_layers, b->attn_n_layers);
+    ck_assert_int_eq(a->attn_n_heads, b->attn_n_heads);
+    ck_assert_int_eq(a->attn_n_t, b->attn_n_t);
+    ck_assert_int_eq(a->attn_n_s, b->attn_n_s);
+    size_t cells = (size_t)a->attn_n_layers * a->attn_n_heads * a->attn_n_t * a->attn_n_s;
+    for (size_t k = 0; k < cells; k++)
+        ck_assert_msg(fabsf(a->attention[k] - b->attention[k]) <= 1e-5f,
+                      "%s[%d]: attention cell %zu %.8g vs %.8g alone", where, i, k,
+                      (double)a->attention[k], (double)b->attention[k]);
+}
+
+static void load(const char *name, td_model **m, td_worker **w, int max_batch)
+{
+    char dir[512], err[512];
+    snprintf(dir, sizeof dir, "%s/fixtures/%s", TD_TEST_DATA, name);
+    td_load_opts lo = {.device = "cpu", .n_threads = 1};
+    ck_assert_msg(td_model_load(m, dir, &lo, err, sizeof err) == 0, "%s", err);
+    td_worker_opts wo = {.max_batch = max_batch, .max_length = 20, .max_beam = 4,
+                         .max_src_len = MAX_SRC, .n_threads = 1};
+    ck_assert_msg(td_worker_init(w, *m, &wo, err, sizeof err) == 0, "%s", err);
+}
+
+/* Random arrivals: at each step up to three pending sentences join when
+ * they fit; one in seven running sentences is cancelled at a random step. */
+START_TEST(test_random_arrivals)
+{
+    const char *name = k_fixtures[_i];
+    td_model *m;
+    td_worker *w;
+    load(name, &m, &w, 6);
+    g_rng = 0x9e3779b97f4a7c15ULL + (uint64_t)_i;
+    static sentence s[N_SENT];
+    make_sentences(m, s, N_SENT);
+    char err[512];
+    for (int i = 0; i < N_SENT; i++) {
+        const int32_t *src = s[i].src;
+        ck_assert_msg(td_translate_batch(w, &src, &s[i].len, 1, &s[i].o, &s[i].alone, err,
+                                         sizeof err) == 0,
+                      "%s", err);
+        ck_assert_int_eq(td_run_live(w), 0);
+    }
+    int next = 0, done = 0, steps = 0, joined_late = 0, cancelled = 0;
+    while (done < N_SENT) {
+        int admit = (int)(rnd() % 4);
+        for (int k = 0; k < admit && next < N_SENT; k++) {
+            if (td_run_room(w, s[next].o.beam_size) < 1)
+                break;
+            const int32_t *src = s[next].src;
+            const td_decode_opts *op = &s[next].o;
+            ck_assert_msg(td_run_add(w, &src, &s[next].len, 1, &op, &s[next].seq, err,
+                                     sizeof err) == 0,
+                          "%s", err);
+            s[next].state = 1;
+            joined_late += td_run_rows(w) > s[next].o.beam_size;
+            next++;
+        }
+        if (td_run_live(w) == 0)
+            continue;
+        int cancel = -1, rows_before = td_run_rows(w);
+        for (int i = 0; i < next && cancel < 0; i++)
+            if (s[i].state == 1 && rnd() % 40 == 0) {
+                ck_assert_int_eq(td_run_cancel(w, s[i].seq), 0);
+                s[i].state = 3;
+                done++;
+                cancelled++;
+                cancel = i;
+            }
+        ck_assert_msg(td_run_step(w, err, sizeof err) >= 0, "%s", err);
+        steps++;
+        if (cancel >= 0)
+            ck_assert_msg(td_run_rows(w) <= rows_before - s[cancel].o.beam_size,
+                          "a cancelled sentence's rows stay (%d -> %d)", rows_before,
+                          td_run_rows(w));
+        td_seq q;
+        td_result r;
+        int t;
+        while ((t = td_run_take(w, &q, &r)) != 0) {
+            ck_assert_int_eq(t, 1);
+            int i = 0;
+            while (i < next && s[i].seq != q)
+                i++;
+            ck_assert_msg(i < next && s[i].state == 1, "unknown or cancelled sentence handed out");
+            s[i].got = r;
+            s[i].state = 2;
+            done++;
+        }
+    }
+    ck_assert_int_eq(td_run_live(w), 0);
+    ck_assert_int_eq(td_run_rows(w), 0);
+    ck_assert_int_gt(joined_late, 3); /* sentences did join a running decode */
+    for (int i = 0; i < N_SENT; i++) {
+        if (s[i].state == 2)
+            expect_same(name, i, &s[i].got, &s[i].alone);
+        td_result_free(&s[i].got);
+        td_result_free(&s[i].alone);
+    }
+    fprintf(stderr, "%s: %d sentences, %d steps, %d joined a running decode, %d cancelled\n",
+            name, N_SENT, steps, joined_late, cancelled);
+    td_worker_free(w);
+    td_model_free(m);
+}
+END_TEST
+
+/* A static batch of mixed options equals the sentences alone too, and a
+ * worker refuses td_translate_batch while it has a running decode. */
+START_TEST(test_static_batch_and_busy_worker)
+{
+    td_model *m;
+    td_worker *w;
+    load("marian_tied", &m, &w, 6);
+    g_rng = 42;
+    sentence s[3];
+    make_sentences(m, s, 3);
+    char err[512];
+    const int32_t *src = s[0].src;
+    const td_decode_opts *op = &s[0].o;
+    ck_assert_int_eq(td_run_add(w, &src, &s[0].len, 1, &op, &s[0].seq, err, sizeof err), 0);
+    td_result r;
+    ck_assert_int_eq(td_translate_batch(w, &src, &s[0].len, 1, &s[0].o, &r, err, sizeof err),
+                     TD_EINVAL);
+    ck_assert_ptr_nonnull(strstr(err, "running decode"));
+    /* no room: more rows than the worker has */
+    td_decode_opts big = s[1].o;
+    big.beam_size = 4;
+    big.num_hypotheses = 1;
+    const td_decode_opts *bops[6] = {&big, &big, &big, &big, &big, &big};
+    const int32_t *srcs[6] = {s[1].src, s[1].src, s[1].src, s[1].src, s[1].src, s[1].src};
+    int lens[6] = {s[1].len, s[1].len, s[1].len, s[1].len, s[1].len, s[1].len};
+    ck_assert_int_eq(td_run_room(w, 4), 5);
+    ck_assert_int_eq(td_run_add(w, srcs, lens, 6, bops, NULL, err, sizeof err), TD_EINVAL);
+    ck_assert_ptr_nonnull(strstr(err, "no room"));
+    ck_assert_int_eq(td_run_cancel(w, s[0].seq), 0);
+    ck_assert_int_eq(td_run_cancel(w, s[0].seq + 100), -1);
+    ck_assert_int_ge(td_run_step(w, err, sizeof err), 0);
+    ck_assert_int_eq(td_run_live(w), 0);
+    td_worker_free(w);
+    td_model_free(m);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("inflight");
+    TCase *tc = tcase_create("run");
+    tcase_set_timeout(tc, 120);
+    tcase_add_loop_test(tc, test_random_arrivals, 0, N_FIXTURES);
+    tcase_add_test(tc, test_static_batch_and_busy_worker);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
