@@ -25,7 +25,8 @@
 
 typedef struct script_step {
     int32_t tok[4];
-    float logp[4]; /* descending; ties toward the lower id */
+    float logp[4];   /* descending; ties toward the lower id */
+    float odd_shift; /* added to the rows of odd index (beam 1, 3, ...) */
 } script_step;
 
 static const script_step *g_script;
@@ -46,7 +47,8 @@ static void scripted_topk(td_backend *be, float *logits, int64_t n, int64_t voca
     const script_step *st = &g_script[t];
     for (int64_t r = 0; r < n; r++)
         for (int j = 0; j < k; j++) {
-            out_val[r * k + j] = (row_bias ? row_bias[r] : 0.0f) + st->logp[j];
+            out_val[r * k + j] = (row_bias ? row_bias[r] : 0.0f) +
+                                 (st->logp[j] + (r % 2 ? st->odd_shift : 0.0f));
             out_idx[r * k + j] = st->tok[j];
         }
     g_calls++;
@@ -121,9 +123,9 @@ static void expect_hyp(const td_hypothesis *h, const int32_t *tok, int n, float 
 START_TEST(test_early_stop_tie_stops)
 {
     static const script_step s[] = {
-        {{0, 5, 6, 7}, {-1.0f, -2.0f, -3.0f, -4.0f}},
-        {{0, 8, 9, 10}, {-1.0f, -1.0f, -5.0f, -6.0f}},
-        {{0, 11, 12, 13}, {0.0f, -1.0f, -2.0f, -3.0f}},
+        {{0, 5, 6, 7}, {-1.0f, -2.0f, -3.0f, -4.0f}, 0.0f},
+        {{0, 8, 9, 10}, {-1.0f, -1.0f, -5.0f, -6.0f}, 0.0f},
+        {{0, 11, 12, 13}, {0.0f, -1.0f, -2.0f, -3.0f}, 0.0f},
     };
     run r = run_script(s, 3, 16, 1);
     ck_assert_int_eq(r.steps, 2);
@@ -142,9 +144,9 @@ END_TEST
 START_TEST(test_early_stop_better_continues)
 {
     static const script_step s[] = {
-        {{0, 5, 6, 7}, {-1.0f, -2.0f, -3.0f, -4.0f}},
-        {{8, 0, 9, 10}, {-0.9f, -1.0f, -5.0f, -6.0f}},
-        {{0, 11, 12, 13}, {0.0f, -1.0f, -2.0f, -3.0f}},
+        {{0, 5, 6, 7}, {-1.0f, -2.0f, -3.0f, -4.0f}, 0.0f},
+        {{8, 0, 9, 10}, {-0.9f, -1.0f, -5.0f, -6.0f}, 0.0f},
+        {{0, 11, 12, 13}, {0.0f, -1.0f, -2.0f, -3.0f}, 0.0f},
     };
     run r = run_script(s, 3, 16, 1);
     ck_assert_int_eq(r.steps, 3);
@@ -165,7 +167,7 @@ END_TEST
 START_TEST(test_max_length_finishes_beams)
 {
     static const script_step s[] = {
-        {{5, 6, 7, 8}, {-1.0f, -2.0f, -3.0f, -4.0f}},
+        {{5, 6, 7, 8}, {-1.0f, -2.0f, -3.0f, -4.0f}, 0.0f},
     };
     run r = run_script(s, 1, 3, 0);
     ck_assert_int_eq(r.steps, 3);
@@ -176,6 +178,40 @@ START_TEST(test_max_length_finishes_beams)
 }
 END_TEST
 
+/*
+ * Candidates of equal value go in the order of their flat index (beam *
+ * vocab + token): at step 0, tokens 5 and 6 tie and 5 becomes beam 0. Beam
+ * 0's row then finds </s> cheaper than beam 1's row (the script shifts odd
+ * rows), so the best hypothesis starts with whichever token beam 0 holds.
+ */
+START_TEST(test_candidate_ties_lower_index_first)
+{
+    static const script_step s[] = {
+        {{5, 6, 7, 8}, {-1.0f, -1.0f, -2.0f, -3.0f}, 0.0f},
+        {{0, 9, 10, 11}, {-1.0f, -2.0f, -5.0f, -6.0f}, -2.0f},
+        {{0, 9, 10, 11}, {-1.0f, -2.0f, -5.0f, -6.0f}, -2.0f},
+    };
+    run r = run_script(s, 3, 16, 1);
+    ck_assert_int_eq(r.res.n_hyps, 2);
+    expect_hyp(&r.res.hyps[0], (const int32_t[]){5, 0}, 2, -2.0f / 2.0f);
+    expect_hyp(&r.res.hyps[1], (const int32_t[]){5, 9, 0}, 3, -4.0f / 3.0f);
+    td_result_free(&r.res);
+}
+END_TEST
+
+/* The generated-length cap: the model's positions, at most TD_MAX_GENERATED. */
+START_TEST(test_generated_cap)
+{
+    td_config c;
+    memset(&c, 0, sizeof c);
+    c.max_position_embeddings = 4096;
+    ck_assert_int_eq(td_generated_cap(&c), TD_MAX_GENERATED);
+    ck_assert_int_eq(TD_MAX_GENERATED, 512);
+    c.max_position_embeddings = 300;
+    ck_assert_int_eq(td_generated_cap(&c), 300);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("decode");
@@ -183,6 +219,8 @@ static Suite *suite(void)
     tcase_add_test(tc, test_early_stop_tie_stops);
     tcase_add_test(tc, test_early_stop_better_continues);
     tcase_add_test(tc, test_max_length_finishes_beams);
+    tcase_add_test(tc, test_candidate_ties_lower_index_first);
+    tcase_add_test(tc, test_generated_cap);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -565,6 +565,9 @@ START_TEST(test_errors)
     post_expect("{\"text\":\"a\",\"length_penalty\":\"1\"}", 400, "length_penalty");
     post_expect("{\"text\":\"a\",\"max_length\":0}", 400, "max_length");
     post_expect("{\"text\":\"a\",\"max_length\":100000}", 400, "max_length");
+    /* the cap is the model's positions (128 here) */
+    post_expect("{\"text\":\"a\",\"max_length\":129}", 400, "max_length");
+    json_decref(translate_ok(g_port, "{\"text\":\"a\",\"max_length\":128}"));
     post_expect("{\"text\":\"a\",\"return_tokens\":1}", 400, "return_tokens");
     post_expect("{\"text\":\"a\",\"return_attention\":\"yes\"}", 400, "return_attention");
     post_expect("{\"text\":\"a\",\"attention_layers\":[2]}", 400, "attention_layers");
