@@ -397,6 +397,10 @@ static void cpu_rope_rows(td_backend *be, float *x, int64_t n, int64_t ld,
     cpu_ctx *c = be->ctx;
     if (n <= 0 || n_heads <= 0 || head_dim < 2)
         return;
+    if (!pos) {
+        cpu_fail(c, "cpu: rope_rows: %lld rows but no positions", (long long)n);
+        return;
+    }
 #pragma omp parallel for num_threads(cpu_nt(c, n * n_heads * head_dim)) \
     schedule(static)
     for (int64_t r = 0; r < n; r++)
@@ -725,6 +729,10 @@ static void cpu_scatter_rows(td_backend *be, float *dst, int64_t ld_dst,
     cpu_ctx *c = be->ctx;
     if (n <= 0 || row_elems <= 0)
         return;
+    if (!index) {
+        cpu_fail(c, "cpu: scatter_rows: %lld rows but no index", (long long)n);
+        return;
+    }
     /* index entries are distinct (backend.h): no two threads write a row */
 #pragma omp parallel for num_threads(cpu_nt(c, n * row_elems)) schedule(static)
     for (int64_t r = 0; r < n; r++)

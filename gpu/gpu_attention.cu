@@ -1,9 +1,10 @@
 /*
  * gpu_attention.cu - multi-head attention as backend.h specifies it: one
  * kernel for encoder self-attention (kv_len masks), decoder self-attention
- * over the KV cache (causal, q_pos0, kv_seq_stride), cross-attention (beams
- * sharing their sentence's K/V through kv_index), Shaw et al. 2018 relative
- * keys/values (eqs. 3-5) and the capture of the probabilities.
+ * over the KV cache (causal, q_pos0 or per-sequence q_pos, kv_seq_stride),
+ * cross-attention (beams sharing their sentence's K/V through kv_index),
+ * Shaw et al. 2018 relative keys/values (eqs. 3-5) and the capture of the
+ * probabilities.
  *
  * One block per query row (s, h, i): the block keeps q and the row's logits
  * in shared memory, a warp per key computes q.k_j (+ q.rel_k), the softmax
@@ -35,7 +36,8 @@ static __global__ void k_attention(td_attn_args a, int64_t rows)
         int64_t L = a.n_k;
         if (a.kv_len && a.kv_len[s] < L)
             L = a.kv_len[s];
-        const int64_t qpos = (int64_t)a.q_pos0 + i;
+        /* absolute position of this query row (backend.h: pos(s, i)) */
+        const int64_t qpos = (a.q_pos ? (int64_t)a.q_pos[s] : (int64_t)a.q_pos0) + i;
         if (a.causal && qpos + 1 < L)
             L = qpos + 1;
         const int lim = L < 0 ? 0 : (int)L;

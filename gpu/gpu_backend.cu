@@ -332,17 +332,24 @@ static void t_rope(td_backend *be, float *x, int n_seq, int n_t, int64_t ld, int
     gpu_op_rope(enter(be), x, n_seq, n_t, ld, seq_stride, n_heads, head_dim, pos0, cos_sin);
 }
 
+static void t_rope_rows(td_backend *be, float *x, int64_t n, int64_t ld, int n_heads,
+                        int head_dim, const int32_t *pos, const float *cos_sin)
+{
+    gpu_op_rope_rows(enter(be), x, n, ld, n_heads, head_dim, pos, cos_sin);
+}
+
 static void t_attention(td_backend *be, const td_attn_args *a)
 {
     gpu_op_attention(enter(be), a);
 }
 
 static void t_logprobs_topk(td_backend *be, float *logits, int64_t n, int64_t vocab,
-                            const int32_t *suppress, int n_suppress, int force_eos, int eos_id,
-                            const float *row_bias, int k, float *out_val, int32_t *out_idx)
+                            const int32_t *suppress, int n_suppress, int force_eos,
+                            const int32_t *force_rows, int eos_id, const float *row_bias, int k,
+                            float *out_val, int32_t *out_idx)
 {
-    gpu_op_logprobs_topk(enter(be), logits, n, vocab, suppress, n_suppress, force_eos, eos_id,
-                         row_bias, k, out_val, out_idx);
+    gpu_op_logprobs_topk(enter(be), logits, n, vocab, suppress, n_suppress, force_eos,
+                         force_rows, eos_id, row_bias, k, out_val, out_idx);
 }
 
 static void t_gather_rows(td_backend *be, float *dst, const float *src, const int32_t *index,
@@ -351,17 +358,25 @@ static void t_gather_rows(td_backend *be, float *dst, const float *src, const in
     gpu_op_gather_rows(enter(be), dst, src, index, n, row_elems, ld);
 }
 
+static void t_scatter_rows(td_backend *be, float *dst, int64_t ld_dst, const float *src,
+                           int64_t ld_src, const int32_t *index, int64_t n, int64_t row_elems)
+{
+    gpu_op_scatter_rows(enter(be), dst, ld_dst, src, ld_src, index, n, row_elems);
+}
+
 static void t_reserve_linear(td_backend *be, const td_weight *w, int64_t rows)
 {
     gpu_op_reserve_linear(enter(be), w, rows);
 }
 
+/* Positional (C++17 has no designated initializers): the order of the
+ * fields of td_backend_ops in backend.h. */
 static const td_backend_ops gpu_ops = {
-    "cuda",          gpu_destroy,   gpu_alloc,         gpu_dealloc,  gpu_upload,
-    gpu_download,    gpu_copy,      gpu_memset0,       gpu_sync,     gpu_weight_upload,
-    gpu_weight_free, t_linear,      t_bias_act,        t_layer_norm, t_add,
-    t_embed,         t_rope,        t_attention,       t_logprobs_topk, t_gather_rows,
-    t_reserve_linear,
+    "cuda",          gpu_destroy,     gpu_alloc,      gpu_dealloc,     gpu_upload,
+    gpu_download,    gpu_copy,        gpu_memset0,    gpu_sync,        gpu_weight_upload,
+    gpu_weight_free, t_linear,        t_bias_act,     t_layer_norm,    t_add,
+    t_embed,         t_rope,          t_rope_rows,    t_attention,     t_logprobs_topk,
+    t_gather_rows,   t_scatter_rows,  t_reserve_linear,
 };
 
 int td_cuda_device_count(void)

@@ -1,6 +1,7 @@
 /*
- * gpu_eltwise.cu - the element-wise ops: bias + activation, add, and the row
- * gather that reorders KV caches (beam search) and compacts batches.
+ * gpu_eltwise.cu - the element-wise ops: bias + activation, add, the row
+ * gather that reorders KV caches (beam search) and compacts batches, and its
+ * inverse, the row scatter that writes rows into caches at their positions.
  * Memory-bound grid-stride loops; activations from backend/activation.h, shared with the CPU.
  */
 #include "activation.h"
@@ -42,6 +43,22 @@ static __global__ void k_gather(V *__restrict__ dst, const V *__restrict__ src,
     }
 }
 
+/* The inverse of k_gather: source row r goes to destination row index[r];
+ * the two sides have their own strides. */
+template <typename V>
+static __global__ void k_scatter(V *__restrict__ dst, int64_t ld_dst_vecs,
+                                 const V *__restrict__ src, int64_t ld_src_vecs,
+                                 const int32_t *__restrict__ index, int64_t n, int64_t row_vecs)
+{
+    for (int64_t r = blockIdx.y; r < n; r += gridDim.y) {
+        const V *s = src + r * ld_src_vecs;
+        V *d = dst + (int64_t)index[r] * ld_dst_vecs;
+        for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < row_vecs;
+             i += (int64_t)gridDim.x * blockDim.x)
+            d[i] = s[i];
+    }
+}
+
 static void launch_bias_act(gpu_ctx *c, float *x, int64_t n, int64_t d, const td_weight *bias,
                             td_activation act)
 {
@@ -73,6 +90,25 @@ static void launch_gather(gpu_ctx *c, float *dst, const float *src, const int32_
     CUDA_CHECK_LAUNCH();
 }
 
+static void launch_scatter(gpu_ctx *c, float *dst, int64_t ld_dst, const float *src,
+                           int64_t ld_src, const int32_t *index, int64_t n, int64_t row_elems)
+{
+    const int vec = ((uintptr_t)dst % 16 == 0 && (uintptr_t)src % 16 == 0 && ld_dst % 4 == 0 &&
+                     ld_src % 4 == 0 && row_elems % 4 == 0);
+    const int64_t row_vecs = vec ? row_elems / 4 : row_elems;
+    int64_t bx = (row_vecs + 255) / 256;
+    bx = bx > 1024 ? 1024 : bx;
+    dim3 grid((unsigned)bx, (unsigned)(n < 65535 ? n : 65535));
+    if (vec)
+        k_scatter<float4><<<grid, 256, 0, c->stream>>>((float4 *)dst, ld_dst / 4,
+                                                       (const float4 *)src, ld_src / 4, index, n,
+                                                       row_vecs);
+    else
+        k_scatter<float><<<grid, 256, 0, c->stream>>>(dst, ld_dst, src, ld_src, index, n,
+                                                      row_vecs);
+    CUDA_CHECK_LAUNCH();
+}
+
 extern "C" void gpu_op_bias_act(gpu_ctx *c, float *x, int64_t n, int64_t d,
                                 const td_weight *bias, td_activation act)
 {
@@ -99,4 +135,17 @@ extern "C" void gpu_op_gather_rows(gpu_ctx *c, float *dst, const float *src,
     if (n <= 0 || row_elems <= 0)
         return;
     launch_gather(c, dst, src, index, n, row_elems, ld);
+}
+
+extern "C" void gpu_op_scatter_rows(gpu_ctx *c, float *dst, int64_t ld_dst, const float *src,
+                                    int64_t ld_src, const int32_t *index, int64_t n,
+                                    int64_t row_elems)
+{
+    if (n <= 0 || row_elems <= 0)
+        return;
+    if (!index) {
+        gpu_fail(c, "cuda: scatter_rows: %lld rows but no index", (long long)n);
+        return;
+    }
+    launch_scatter(c, dst, ld_dst, src, ld_src, index, n, row_elems);
 }

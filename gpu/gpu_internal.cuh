@@ -51,6 +51,8 @@ void gpu_op_bias_act(gpu_ctx *c, float *x, int64_t n, int64_t d, const td_weight
 void gpu_op_add(gpu_ctx *c, float *y, const float *x, int64_t n, int64_t d);
 void gpu_op_gather_rows(gpu_ctx *c, float *dst, const float *src, const int32_t *index,
                         int64_t n, int64_t row_elems, int64_t ld);
+void gpu_op_scatter_rows(gpu_ctx *c, float *dst, int64_t ld_dst, const float *src,
+                         int64_t ld_src, const int32_t *index, int64_t n, int64_t row_elems);
 void gpu_op_layer_norm(gpu_ctx *c, float *y, const float *x, const float *res,
                        float *sum_out, int64_t n, int64_t d, const td_weight *gamma,
                        const td_weight *beta, float eps);
@@ -58,10 +60,13 @@ void gpu_op_embed(gpu_ctx *c, float *y, const td_weight *table, const int32_t *i
                   int64_t n, float scale, const float *pos, const int32_t *positions);
 void gpu_op_rope(gpu_ctx *c, float *x, int n_seq, int n_t, int64_t ld, int64_t seq_stride,
                  int n_heads, int head_dim, int pos0, const float *cos_sin);
+void gpu_op_rope_rows(gpu_ctx *c, float *x, int64_t n, int64_t ld, int n_heads, int head_dim,
+                      const int32_t *pos, const float *cos_sin);
 void gpu_op_attention(gpu_ctx *c, const td_attn_args *a);
 void gpu_op_logprobs_topk(gpu_ctx *c, float *logits, int64_t n, int64_t vocab,
-                          const int32_t *suppress, int n_suppress, int force_eos, int eos_id,
-                          const float *row_bias, int k, float *out_val, int32_t *out_idx);
+                          const int32_t *suppress, int n_suppress, int force_eos,
+                          const int32_t *force_rows, int eos_id, const float *row_bias, int k,
+                          float *out_val, int32_t *out_idx);
 
 #ifdef __cplusplus
 }

@@ -1,7 +1,8 @@
 /*
  * gpu_topk.cu - the decoding scores of one step: log-softmax, suppressed
- * tokens, forced EOS, then the top k (<= 64) of logprob + row bias, in the
- * order of transformers' beam search (backend.h).
+ * tokens, forced EOS (every row, or the rows force_rows names), then the
+ * top k (<= 64) of logprob + row bias, in the order of transformers' beam
+ * search (backend.h).
  *
  * One block per row. Top-k in two phases: each thread keeps the k best of
  * its own columns (t = tid, tid + B, ... visited in ascending id order, so
@@ -47,7 +48,8 @@ static __device__ __forceinline__ cand warp_best(cand c)
 
 static __global__ void k_logprobs_topk(float *logits, int64_t n, int64_t vocab,
                                        const int32_t *__restrict__ suppress, int n_suppress,
-                                       int force_eos, int eos_id,
+                                       int force_eos, const int32_t *__restrict__ force_rows,
+                                       int eos_id,
                                        const float *__restrict__ row_bias, int k,
                                        float *__restrict__ out_val, int32_t *__restrict__ out_idx)
 {
@@ -56,6 +58,8 @@ static __global__ void k_logprobs_topk(float *logits, int64_t n, int64_t vocab,
     const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, nw = blockDim.x >> 5;
     for (int64_t r = blockIdx.x; r < n; r += gridDim.x) {
         float *x = logits + r * vocab;
+        /* the same for every thread of the block (one row per block) */
+        const int forced = force_eos || (force_rows && force_rows[r]);
         /* 1. log_softmax as torch: (x - max) - log(sum(exp(x - max))) */
         float mx = -INFINITY;
         for (int64_t t = threadIdx.x; t < vocab; t += blockDim.x)
@@ -70,14 +74,14 @@ static __global__ void k_logprobs_topk(float *logits, int64_t n, int64_t vocab,
         }
         /* 3. forced EOS wins over everything before it */
         for (int64_t t = threadIdx.x; t < vocab; t += blockDim.x) {
-            if (force_eos)
+            if (forced)
                 x[t] = t == eos_id ? 0.0f : -INFINITY;
             else
                 x[t] = mx == -INFINITY ? -INFINITY : (x[t] - mx) - lse;
         }
         __syncthreads();
         /* 2. suppressed tokens */
-        if (!force_eos)
+        if (!forced)
             for (int i = threadIdx.x; i < n_suppress; i += blockDim.x)
                 if (suppress[i] >= 0 && suppress[i] < vocab)
                     x[suppress[i]] = -INFINITY;
@@ -134,19 +138,21 @@ static __global__ void k_logprobs_topk(float *logits, int64_t n, int64_t vocab,
 
 static void launch_logprobs_topk(gpu_ctx *c, float *logits, int64_t n, int64_t vocab,
                                  const int32_t *suppress, int n_suppress, int force_eos,
-                                 int eos_id, const float *row_bias, int k, float *out_val,
-                                 int32_t *out_idx)
+                                 const int32_t *force_rows, int eos_id, const float *row_bias,
+                                 int k, float *out_val, int32_t *out_idx)
 {
     const unsigned blocks = (unsigned)(n < 65535LL * 16 ? n : 65535LL * 16);
     k_logprobs_topk<<<blocks, TOPK_THREADS, 0, c->stream>>>(logits, n, vocab, suppress,
-                                                            n_suppress, force_eos, eos_id,
-                                                            row_bias, k, out_val, out_idx);
+                                                            n_suppress, force_eos, force_rows,
+                                                            eos_id, row_bias, k, out_val,
+                                                            out_idx);
     CUDA_CHECK_LAUNCH();
 }
 
 extern "C" void gpu_op_logprobs_topk(gpu_ctx *c, float *logits, int64_t n, int64_t vocab,
                                      const int32_t *suppress, int n_suppress, int force_eos,
-                                     int eos_id, const float *row_bias, int k, float *out_val,
+                                     const int32_t *force_rows, int eos_id,
+                                     const float *row_bias, int k, float *out_val,
                                      int32_t *out_idx)
 {
     if (n <= 0 || vocab <= 0)
@@ -160,6 +166,6 @@ extern "C" void gpu_op_logprobs_topk(gpu_ctx *c, float *logits, int64_t n, int64
         gpu_fail(c, "cuda: logprobs_topk: %d suppressed ids but no array", n_suppress);
         return;
     }
-    launch_logprobs_topk(c, logits, n, vocab, suppress, n_suppress, force_eos, eos_id, row_bias,
-                         k, out_val, out_idx);
+    launch_logprobs_topk(c, logits, n, vocab, suppress, n_suppress, force_eos, force_rows,
+                         eos_id, row_bias, k, out_val, out_idx);
 }

@@ -17,10 +17,14 @@
  *                             to F16 (2^-11) before the GEMM (precision "half")
  *   linear BF16, half         1.6e-2*sqrt(in) + 4e-2 rel (activations rounded to 2^-8)
  *   element-wise, embed, rope 1e-6 + 1e-6 rel (same float formulas)
+ *   rope_rows                 1e-6 + 1e-6 rel, and bit-identical to the CUDA rope
+ *                             over the same rows (backend.h)
+ *   gather_rows, scatter_rows exact (copies)
  *   layer_norm                1e-4 + 1e-4 rel (float vs double statistics)
- *   attention (out, probs)    2e-5 + 1e-4 rel
+ *   attention (out, probs)    2e-5 + 1e-4 rel (also with per-sequence q_pos)
  *   logprobs_topk             1e-5 + 1e-5 rel on values; ids equal, or (for random
- *                             near-ties) the GPU's id has the CPU's value there
+ *                             near-ties) the GPU's id has the CPU's value there;
+ *                             with force_eos, force_rows or both
  *
  * No CUDA device: the program exits 77, ctest's skip code.
  */
@@ -256,7 +260,7 @@ START_TEST(test_latched_error)
     char err[512] = "";
     pair l = pair_from(NULL, 16 * 4), v = pair_from(NULL, 65 * 4), ix = pair_from(NULL, 65 * 4);
     bg->ops->memset0(bg, l.g, 16 * 4);
-    bg->ops->logprobs_topk(bg, l.g, 1, 16, NULL, 0, 0, 0, NULL, 65, v.g, ix.g);
+    bg->ops->logprobs_topk(bg, l.g, 1, 16, NULL, 0, 0, NULL, 0, NULL, 65, v.g, ix.g);
     ck_assert_int_eq(bg->ops->sync(bg, err, sizeof err), -1);
     ck_assert_msg(strstr(err, "logprobs_topk") != NULL, "%s", err);
     ck_assert_int_eq(bg->ops->sync(bg, err, sizeof err), 0); /* cleared */
@@ -511,6 +515,96 @@ START_TEST(test_gather_rows)
 }
 END_TEST
 
+/* Source row r to destination row perm[r] of n + 3 rows (distinct), with
+ * the source and destination strides apart; elems 512 with strides that are
+ * multiples of 4 takes the float4 path. */
+START_TEST(test_scatter_rows)
+{
+    rng_seed(9);
+    static const int ns[5] = {0, 1, 7, 33, 513};
+    static const int elems[5] = {1, 7, 33, 513, 512};
+    for (int a = 0; a < 5; a++)
+        for (int e = 0; e < 5; e++) {
+            const int n = ns[a], re = elems[e], n_dst = n + 3;
+            const int64_t ld_src = re + (e == 4 ? 4 : 3), ld_dst = re + (e == 4 ? 8 : 5);
+            float *S = frand_vec((size_t)(n * ld_src), 1.0f);
+            float *D = filled((size_t)(n_dst * ld_dst), SENTINEL);
+            int32_t *perm = xmalloc((size_t)n_dst * 4);
+            for (int i = 0; i < n_dst; i++)
+                perm[i] = i;
+            for (int i = n_dst - 1; i > 0; i--) { /* Fisher-Yates */
+                const int j = irand(i + 1);
+                const int32_t t = perm[i];
+                perm[i] = perm[j], perm[j] = t;
+            }
+            pair s = pair_from(S, (size_t)(n * ld_src) * 4),
+                 d = pair_from(D, (size_t)(n_dst * ld_dst) * 4), di = pair_from(perm, (size_t)n * 4);
+            bc->ops->scatter_rows(bc, d.c, ld_dst, s.c, ld_src, di.c, n, re);
+            bg->ops->scatter_rows(bg, d.g, ld_dst, s.g, ld_src, di.g, n, re);
+            char what[96];
+            snprintf(what, sizeof what, "scatter_rows n %d elems %d", n, re);
+            check_pair(what, &d, (size_t)(n_dst * ld_dst), 0.0, 0.0);
+            pair_free(&s);
+            pair_free(&d);
+            pair_free(&di);
+            free(S), free(D), free(perm);
+        }
+}
+END_TEST
+
+/* Rows at random positions against the CPU; then the same bits as the CUDA
+ * rope over a (n_seq, n_t) block whose rows are given positions pos0 + t. */
+START_TEST(test_rope_rows)
+{
+    rng_seed(10);
+    static const int hds[3] = {2, 8, 64};
+    static const int ns[5] = {0, 1, 7, 33, 513};
+    for (int hi = 0; hi < 3; hi++)
+        for (int a = 0; a < 5; a++) {
+            const int hd = hds[hi], n = ns[a], heads = 1 + (hi + a) % 3, max_pos = 60;
+            const int64_t ld = heads * hd + 2;
+            const size_t cnt = (size_t)((n + 1) * ld); /* + a row the op must not touch */
+            float *X = frand_vec(cnt, 1.0f), *CS = frand_vec((size_t)max_pos * hd, 1.0f);
+            int32_t *P = xmalloc((size_t)n * 4);
+            for (int r = 0; r < n; r++)
+                P[r] = r == 0 ? max_pos - 1 : irand(max_pos);
+            pair x = pair_from(X, cnt * 4), cs = pair_from(CS, (size_t)max_pos * hd * 4),
+                 p = pair_from(P, (size_t)n * 4);
+            bc->ops->rope_rows(bc, x.c, n, ld, heads, hd, p.c, cs.c);
+            bg->ops->rope_rows(bg, x.g, n, ld, heads, hd, p.g, cs.g);
+            char what[96];
+            snprintf(what, sizeof what, "rope_rows n %d heads %d hd %d", n, heads, hd);
+            check_pair(what, &x, cnt, 1e-6, 1e-6);
+            pair_free(&x);
+            pair_free(&cs);
+            pair_free(&p);
+            free(X), free(CS), free(P);
+        }
+
+    const int n_seq = 3, n_t = 33, heads = 2, hd = 64, pos0 = 5, max_pos = 40;
+    const int64_t ld = heads * hd + 2, ss = n_t * ld; /* rows contiguous */
+    const size_t cnt = (size_t)(n_seq * ss);
+    float *X = frand_vec(cnt, 1.0f), *CS = frand_vec((size_t)max_pos * hd, 1.0f);
+    int32_t *P = xmalloc((size_t)n_seq * n_t * 4);
+    for (int r = 0; r < n_seq * n_t; r++)
+        P[r] = pos0 + r % n_t;
+    pair xa = pair_from(X, cnt * 4), xb = pair_from(X, cnt * 4),
+         cs = pair_from(CS, (size_t)max_pos * hd * 4), p = pair_from(P, (size_t)n_seq * n_t * 4);
+    bg->ops->rope(bg, xa.g, n_seq, n_t, ld, ss, heads, hd, pos0, cs.g);
+    bg->ops->rope_rows(bg, xb.g, (int64_t)n_seq * n_t, ld, heads, hd, p.g, cs.g);
+    float *ha = xmalloc(cnt * 4), *hb = xmalloc(cnt * 4);
+    bg->ops->download(bg, ha, xa.g, cnt * 4);
+    bg->ops->download(bg, hb, xb.g, cnt * 4);
+    sync_both("rope_rows vs rope");
+    ck_assert_msg(memcmp(ha, hb, cnt * 4) == 0, "cuda rope_rows differs from cuda rope");
+    pair_free(&xa);
+    pair_free(&xb);
+    pair_free(&cs);
+    pair_free(&p);
+    free(X), free(CS), free(P), free(ha), free(hb);
+}
+END_TEST
+
 /* --- attention -------------------------------------------------------------- */
 
 typedef struct attn_case {
@@ -518,6 +612,7 @@ typedef struct attn_case {
     int n_seq, n_kseq, n_q, n_k, kv_cap, heads, hd;
     int causal, q_pos0, rel_max, rel_k, rel_v, capture;
     int use_kv_len, use_kv_index;
+    int use_q_pos; /* per-sequence positions (q_pos); q_pos0 then garbage */
 } attn_case;
 
 /* Key row j of key sequence ks is visible to some query of some sequence
@@ -530,7 +625,13 @@ static void run_attention(const attn_case *t)
                   out_ss = t->n_q * ld_out + 1;
     const int64_t probs_ld = t->n_k + 2;
     int32_t *kv_len = xmalloc((size_t)t->n_seq * 4), *kv_index = xmalloc((size_t)t->n_seq * 4);
+    int32_t *q_pos = xmalloc((size_t)t->n_seq * 4);
     for (int s = 0; s < t->n_seq; s++) {
+        /* positions: 0, the last that keeps the chunk within n_k, beyond
+         * n_k (every key visible), random */
+        q_pos[s] = s == 0 ? 0 : s == 1 ? t->n_k - t->n_q : s == 2 ? t->n_k + 2 : irand(t->n_k);
+        if (q_pos[s] < 0)
+            q_pos[s] = 0;
         kv_index[s] = t->use_kv_index ? irand(t->n_kseq) : s;
         /* lengths 0 (padding-only sequence), full, beyond n_k, random */
         int L = irand(t->n_k + 1);
@@ -548,8 +649,9 @@ static void run_attention(const attn_case *t)
         kbound[k] = 0;
     for (int s = 0; s < t->n_seq; s++) {
         int L = kv_len[s] < t->n_k ? kv_len[s] : t->n_k;
-        if (t->causal && t->q_pos0 + t->n_q < L)
-            L = t->q_pos0 + t->n_q;
+        const int p0 = t->use_q_pos ? q_pos[s] : t->q_pos0;
+        if (t->causal && p0 + t->n_q < L)
+            L = p0 + t->n_q;
         if (L > kbound[kv_index[s]])
             kbound[kv_index[s]] = L;
     }
@@ -567,7 +669,8 @@ static void run_attention(const attn_case *t)
     pair q = pair_from(Q, nq * 4), k = pair_from(K, nkv * 4), v = pair_from(V, nkv * 4),
          rk = pair_from(RK, (size_t)n_rel * hd * 4), rv = pair_from(RV, (size_t)n_rel * hd * 4),
          o = pair_from(O, nout * 4), p = pair_from(P, nprobs * 4),
-         kl = pair_from(kv_len, (size_t)t->n_seq * 4), ki = pair_from(kv_index, (size_t)t->n_seq * 4);
+         kl = pair_from(kv_len, (size_t)t->n_seq * 4), ki = pair_from(kv_index, (size_t)t->n_seq * 4),
+         qp = pair_from(q_pos, (size_t)t->n_seq * 4);
     for (int side = 0; side < 2; side++) {
         td_backend *be = side ? bg : bc;
 #define PICK(pp) (side ? (pp).g : (pp).c)
@@ -591,7 +694,8 @@ static void run_attention(const attn_case *t)
         a.kv_index = t->use_kv_index ? PICK(ki) : NULL;
         a.kv_len = t->use_kv_len ? PICK(kl) : NULL;
         a.causal = t->causal;
-        a.q_pos0 = t->q_pos0;
+        a.q_pos0 = t->use_q_pos ? 1 << 20 : t->q_pos0; /* ignored under q_pos */
+        a.q_pos = t->use_q_pos ? PICK(qp) : NULL;
         a.rel_k = t->rel_k ? PICK(rk) : NULL;
         a.rel_v = t->rel_v ? PICK(rv) : NULL;
         a.rel_max = t->rel_max;
@@ -605,30 +709,38 @@ static void run_attention(const attn_case *t)
     check_pair(what, &o, nout, 2e-5, 1e-4);
     snprintf(what, sizeof what, "attention[%s] probs", t->name);
     check_pair(what, &p, nprobs, 2e-5, 1e-4);
-    pair *all[] = {&q, &k, &v, &rk, &rv, &o, &p, &kl, &ki};
+    pair *all[] = {&q, &k, &v, &rk, &rv, &o, &p, &kl, &ki, &qp};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         pair_free(all[i]);
     free(Q), free(K), free(V), free(RK), free(RV), free(O), free(P);
-    free(kv_len), free(kv_index), free(kbound);
+    free(kv_len), free(kv_index), free(q_pos), free(kbound);
 }
 
 static const attn_case ATTN_CASES[] = {
-    /* name        n_seq kseq n_q  n_k  cap heads hd caus pos0 R  rk rv cap kvl kvi */
-    {"enc 1",          3,  3,   1,   1,   1,  2, 64, 0, 0, 0, 0, 0, 1, 1, 0},
-    {"enc 7",          4,  4,   7,   7,   7,  3,  9, 0, 0, 0, 0, 0, 1, 1, 0},
-    {"enc 33",         3,  3,  33,  33,  40,  4, 16, 0, 0, 0, 0, 0, 0, 1, 0},
-    {"enc 513",        3,  3, 513, 513, 513,  2, 64, 0, 0, 0, 0, 0, 1, 1, 0},
-    {"causal 33",      3,  3,  33,  33,  33,  2,  7, 1, 0, 0, 0, 0, 1, 0, 0},
-    {"causal pos0",    2,  2,   7,  20,  24,  2, 32, 1, 9, 0, 0, 0, 1, 0, 0},
-    {"decode 1",       5,  5,   1,   1,  16,  4, 16, 1, 0, 0, 0, 0, 0, 0, 0},
-    {"decode 33",      6,  6,   1,  34,  64,  8, 64, 1, 33, 0, 0, 0, 0, 0, 0},
-    {"decode 513",     3,  3,   1, 513, 600,  2, 64, 1, 512, 0, 0, 0, 0, 0, 0},
-    {"cross beams",   12,  3,   1,  33,  33,  4, 16, 0, 0, 0, 0, 0, 1, 1, 1},
-    {"cross 513",      8,  2,   1, 513, 513,  2, 64, 0, 0, 0, 0, 0, 1, 1, 1},
-    {"relative kv",    3,  3,   7,   7,   7,  4,  6, 0, 0, 3, 1, 1, 1, 1, 0},
-    {"relative keys",  3,  3,  33,  33,  33,  2,  8, 0, 0, 2, 1, 0, 1, 1, 0},
-    {"relative dec",   4,  4,   1,  30,  32,  2,  8, 1, 29, 3, 1, 1, 0, 0, 0},
-    {"wide head",      3,  3,   7,  33,  33,  2, 160, 0, 0, 0, 0, 0, 1, 1, 0},
+    /* name        n_seq kseq n_q  n_k  cap heads hd caus pos0 R  rk rv cap kvl kvi qp */
+    {"enc 1",          3,  3,   1,   1,   1,  2, 64, 0, 0, 0, 0, 0, 1, 1, 0, 0},
+    {"enc 7",          4,  4,   7,   7,   7,  3,  9, 0, 0, 0, 0, 0, 1, 1, 0, 0},
+    {"enc 33",         3,  3,  33,  33,  40,  4, 16, 0, 0, 0, 0, 0, 0, 1, 0, 0},
+    {"enc 513",        3,  3, 513, 513, 513,  2, 64, 0, 0, 0, 0, 0, 1, 1, 0, 0},
+    {"causal 33",      3,  3,  33,  33,  33,  2,  7, 1, 0, 0, 0, 0, 1, 0, 0, 0},
+    {"causal pos0",    2,  2,   7,  20,  24,  2, 32, 1, 9, 0, 0, 0, 1, 0, 0, 0},
+    {"decode 1",       5,  5,   1,   1,  16,  4, 16, 1, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"decode 33",      6,  6,   1,  34,  64,  8, 64, 1, 33, 0, 0, 0, 0, 0, 0, 0},
+    {"decode 513",     3,  3,   1, 513, 600,  2, 64, 1, 512, 0, 0, 0, 0, 0, 0, 0},
+    {"cross beams",   12,  3,   1,  33,  33,  4, 16, 0, 0, 0, 0, 0, 1, 1, 1, 0},
+    {"cross 513",      8,  2,   1, 513, 513,  2, 64, 0, 0, 0, 0, 0, 1, 1, 1, 0},
+    {"relative kv",    3,  3,   7,   7,   7,  4,  6, 0, 0, 3, 1, 1, 1, 1, 0, 0},
+    {"relative keys",  3,  3,  33,  33,  33,  2,  8, 0, 0, 2, 1, 0, 1, 1, 0, 0},
+    {"relative dec",   4,  4,   1,  30,  32,  2,  8, 1, 29, 3, 1, 1, 0, 0, 0, 0},
+    {"wide head",      3,  3,   7,  33,  33,  2, 160, 0, 0, 0, 0, 0, 1, 1, 0, 0},
+    /* per-sequence positions (q_pos, the last column): in-flight decoding */
+    {"q_pos decode",   6,  6,   1,  34,  40,  4, 16, 1, 0, 0, 0, 0, 1, 1, 0, 1},
+    {"q_pos dec 513",  3,  3,   1, 513, 600,  2, 64, 1, 0, 0, 0, 0, 1, 0, 0, 1},
+    {"q_pos chunk",    4,  4,   7,  24,  24,  2, 32, 1, 0, 0, 0, 0, 1, 0, 0, 1},
+    {"q_pos rel dec",  4,  4,   1,  30,  32,  2,  8, 1, 0, 3, 1, 1, 1, 0, 0, 1},
+    {"q_pos rel chunk", 3, 3,   7,  20,  24,  4,  6, 1, 0, 2, 1, 1, 1, 1, 0, 1},
+    {"q_pos rel enc",  3,  3,   7,   7,   7,  4,  6, 0, 0, 3, 1, 1, 1, 1, 0, 1},
+    {"q_pos kv_index", 6,  2,   1,  33,  33,  4, 16, 1, 0, 0, 0, 0, 1, 1, 1, 1},
 };
 
 START_TEST(test_attention)
@@ -640,7 +752,10 @@ END_TEST
 
 /* --- logprobs_topk ------------------------------------------------------------ */
 
-static void run_topk(int n, int vocab, int k, int force_eos, int quantized, int use_bias)
+/* force_rows: 0 NULL, 1 every other row forced (odd rows), 2 rows 0 and 1
+ * forced under force_eos too. */
+static void run_topk(int n, int vocab, int k, int force_eos, int quantized, int use_bias,
+                     int force_rows)
 {
     const size_t cnt = (size_t)n * vocab;
     float *L = frand_vec(cnt, 8.0f);
@@ -653,15 +768,20 @@ static void run_topk(int n, int vocab, int k, int force_eos, int quantized, int 
     float *RB = frand_vec((size_t)n, 10.0f);
     int32_t sup[3] = {vocab - 1, 0, vocab + 5};
     const int eos = vocab / 2;
+    int32_t *FR = xmalloc((size_t)n * 4);
+    for (int r = 0; r < n; r++)
+        FR[r] = force_rows == 1 ? (r % 2) * (r + 1) : force_rows == 2 ? r < 2 : 0;
     pair l = pair_from(L, cnt * 4), rb = pair_from(RB, (size_t)n * 4), s = pair_from(sup, 12),
-         ov = pair_from(NULL, (size_t)n * k * 4), oi = pair_from(NULL, (size_t)n * k * 4);
-    bc->ops->logprobs_topk(bc, l.c, n, vocab, s.c, 3, force_eos, eos, use_bias ? rb.c : NULL, k,
-                           ov.c, oi.c);
-    bg->ops->logprobs_topk(bg, l.g, n, vocab, s.g, 3, force_eos, eos, use_bias ? rb.g : NULL, k,
-                           ov.g, oi.g);
+         ov = pair_from(NULL, (size_t)n * k * 4), oi = pair_from(NULL, (size_t)n * k * 4),
+         fr = pair_from(FR, (size_t)n * 4);
+    bc->ops->logprobs_topk(bc, l.c, n, vocab, s.c, 3, force_eos, force_rows ? fr.c : NULL, eos,
+                           use_bias ? rb.c : NULL, k, ov.c, oi.c);
+    bg->ops->logprobs_topk(bg, l.g, n, vocab, s.g, 3, force_eos, force_rows ? fr.g : NULL, eos,
+                           use_bias ? rb.g : NULL, k, ov.g, oi.g);
     char what[128];
-    snprintf(what, sizeof what, "logprobs_topk n %d vocab %d k %d eos %d quant %d bias %d", n,
-             vocab, k, force_eos, quantized, use_bias);
+    snprintf(what, sizeof what,
+             "logprobs_topk n %d vocab %d k %d eos %d rows %d quant %d bias %d", n, vocab, k,
+             force_eos, force_rows, quantized, use_bias);
     check_pair(what, &l, cnt, 1e-5, 1e-5);
     check_pair(what, &ov, (size_t)n * k, 1e-5, 1e-5);
     float *lp = xmalloc(cnt * 4), *vc = xmalloc((size_t)n * k * 4);
@@ -688,10 +808,10 @@ static void run_topk(int n, int vocab, int k, int force_eos, int quantized, int 
                 fprintf(stderr, "%s: row %d rank %d: cuda id %d, cpu id %d\n", what, r, j, g, c);
         }
     ck_assert_msg(bad == 0, "%s: %zu ids differ", what, bad);
-    pair *all[] = {&l, &rb, &s, &ov, &oi};
+    pair *all[] = {&l, &rb, &s, &ov, &oi, &fr};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         pair_free(all[i]);
-    free(L), free(RB), free(lp), free(vc), free(ic), free(ig);
+    free(L), free(RB), free(FR), free(lp), free(vc), free(ic), free(ig);
 }
 
 START_TEST(test_logprobs_topk)
@@ -705,7 +825,25 @@ START_TEST(test_logprobs_topk)
                 if (ks[ki] > vocabs[vi])
                     continue;
                 const int n = SHAPES[(vi + ki + mode) % 3];
-                run_topk(n, vocabs[vi], ks[ki], mode == 3, mode == 1 || mode == 2, mode >= 2);
+                run_topk(n, vocabs[vi], ks[ki], mode == 3, mode == 1 || mode == 2, mode >= 2, 0);
+            }
+}
+END_TEST
+
+/* A mix of forced and unforced rows (force_rows), alone and under force_eos. */
+START_TEST(test_logprobs_topk_force_rows)
+{
+    rng_seed(201);
+    static const int vocabs[4] = {7, 33, 513, 32000};
+    static const int ks[3] = {1, 8, 64};
+    for (int vi = 0; vi < 4; vi++)
+        for (int ki = 0; ki < 3; ki++)
+            for (int mode = 0; mode < 3; mode++) {
+                if (ks[ki] > vocabs[vi])
+                    continue;
+                const int n = SHAPES[1 + (vi + ki + mode) % 3]; /* 7, 33, 513 */
+                run_topk(n, vocabs[vi], ks[ki], mode == 2, mode == 1, mode != 1,
+                         mode == 2 ? 2 : 1);
             }
 }
 END_TEST
@@ -734,9 +872,12 @@ int main(void)
     tcase_add_test(tc, test_embed);
     tcase_add_test(tc, test_rope);
     tcase_add_test(tc, test_gather_rows);
+    tcase_add_test(tc, test_scatter_rows);
+    tcase_add_test(tc, test_rope_rows);
     tcase_add_loop_test(tc, test_attention, 0,
                         (int)(sizeof ATTN_CASES / sizeof ATTN_CASES[0]));
     tcase_add_test(tc, test_logprobs_topk);
+    tcase_add_test(tc, test_logprobs_topk_force_rows);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     /* No fork: main() has already initialised CUDA (td_cuda_device_count),
