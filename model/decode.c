@@ -290,13 +290,19 @@ int td_run_rows(const td_worker *w)
     return w->scratch->n_rows;
 }
 
-int td_run_room(const td_worker *w, int beam_size)
+void td_run_free(const td_worker *w, int *slots, int *rows)
 {
     const td_decode_scratch *sc = w->scratch;
+    *slots = w->o.max_batch - sc->n_order - sc->n_done;
+    *rows = w->o.max_batch * w->o.max_beam - sc->n_rows;
+}
+
+int td_run_room(const td_worker *w, int beam_size)
+{
+    int free_slots, free_rows;
+    td_run_free(w, &free_slots, &free_rows);
     if (beam_size < 1)
         beam_size = 1;
-    int free_slots = w->o.max_batch - sc->n_order - sc->n_done;
-    int free_rows = w->o.max_batch * w->o.max_beam - sc->n_rows;
     int by_rows = free_rows / beam_size;
     return free_slots < by_rows ? free_slots : by_rows;
 }

@@ -194,6 +194,8 @@ typedef uint64_t td_seq; /* a sentence's handle in the running decode, never 0 *
 
 /* How many more sentences of beam_size beams fit now (free slots and rows). */
 int td_run_room(const td_worker *w, int beam_size);
+/* The free slots (sentences) and decoder rows now. */
+void td_run_free(const td_worker *w, int *slots, int *rows);
 /* Sentences admitted and not yet taken (running or waiting to be taken). */
 int td_run_live(const td_worker *w);
 /* Decoder rows in use. */

@@ -44,12 +44,21 @@ typedef struct srv_worker {
     const int32_t **src;
     int *len;
     td_result *res;
+    /* the running decode (--scheduler inflight; this thread only): the
+     * admitted jobs and their handles, sized max_batch_size */
+    const td_decode_opts **opts;
+    td_seq *seq;
+    srv_job **live;
+    td_seq *live_seq;
+    int n_live;
+    long rows;             /* rows reported to the running-rows gauge */
 } srv_worker;
 
 struct srv_batcher {
     td_model *model;
     srv_metrics *metrics;
     int max_batch_size, max_batch_tokens, batch_delay_ms, max_queue;
+    srv_scheduler scheduler;
     pthread_mutex_t mu;
     pthread_cond_t cv;       /* queue changed / stop */
     pthread_cond_t idle_cv;  /* a batch finished (drain waits on it) */
@@ -62,6 +71,7 @@ struct srv_batcher {
     int cand_cap;
     size_t worker_bytes;     /* one worker's arena, set at init */
     srv_fault fault;         /* tests only */
+    int test_step_delay_ms;  /* tests only */
     /* srv_batcher_halt: 0 running, 1 a halt is being written, 2 halted
      * (halt_rc and halt_msg written before the store of 2, read after a
      * load of 2). */
@@ -110,6 +120,16 @@ static void finish_chain(srv_batcher *b, srv_job *j, srv_job_status st, srv_drop
         srv_metrics_dropped(b->metrics, why);
         finish_job(j, st);
         j = next;
+    }
+}
+
+/* --test-step-delay-ms: a slow engine, for tests that need work in flight. */
+static void test_delay(const srv_batcher *b)
+{
+    if (b->test_step_delay_ms > 0) {
+        struct timespec ts = {b->test_step_delay_ms / 1000,
+                              (long)(b->test_step_delay_ms % 1000) * 1000000L};
+        nanosleep(&ts, NULL);
     }
 }
 
@@ -221,13 +241,11 @@ static int take_batch(srv_batcher *b, srv_job **out, double now, double *wait_un
     return n;
 }
 
-/* The engine call of a batch, or its stand-in once halted or under fault
- * injection. Returns td_translate_batch's code; err holds its message. */
-static int translate(srv_worker *wk, int k, char *err, size_t errlen)
+/* When the engine must not be called (halted: presumed unusable; or under
+ * fault injection) the code to fail with, and its message; else 0. */
+static int engine_blocked(srv_batcher *b, char *err, size_t errlen)
 {
-    srv_batcher *b = wk->b;
     if (atomic_load(&b->halt_state) == 2) {
-        /* The engine is presumed unusable: do not touch it again. */
         snprintf(err, errlen, "%s", b->halt_msg);
         return b->halt_rc;
     }
@@ -237,6 +255,16 @@ static int translate(srv_worker *wk, int k, char *err, size_t errlen)
                                               : "injected engine failure");
         return b->fault == SRV_FAULT_DEVICE ? TD_EDEVICE : TD_EINVAL;
     }
+    return 0;
+}
+
+/* The engine call of a batch, or its stand-in once halted or under fault
+ * injection. Returns td_translate_batch's code; err holds its message. */
+static int translate(srv_worker *wk, int k, char *err, size_t errlen)
+{
+    int rc = engine_blocked(wk->b, err, errlen);
+    if (rc)
+        return rc;
     return td_translate_batch(wk->w, wk->src, wk->len, k, wk->batch[0]->opts, wk->res, err,
                               errlen);
 }
@@ -307,8 +335,28 @@ static void run_batch(srv_worker *wk, int n)
         srv_metrics_tokens(b->metrics, tin, tout);
     else
         fprintf(stderr, "transformerd: batch of %d failed: %s\n", k, err);
+    test_delay(b);
 }
 
+/* Under mu: waits on the queue until wait_until (the oldest job's due
+ * time), at most 0.2 s (deadlines are checked on waking). */
+static void timed_wait(srv_batcher *b, double now, double wait_until)
+{
+    if (wait_until > now + 0.2 || wait_until <= now)
+        wait_until = now + 0.2;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    double d = wait_until - now;
+    ts.tv_sec += (time_t)d;
+    ts.tv_nsec += (long)((d - floor(d)) * 1e9);
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    pthread_cond_timedwait(&b->cv, &b->mu, &ts);
+}
+
+/* --scheduler batch: a worker takes a batch and runs it to its end. */
 static void *worker_main(void *arg)
 {
     srv_worker *wk = arg;
@@ -336,19 +384,7 @@ static void *worker_main(void *arg)
         }
         int n = take_batch(b, wk->batch, now, &wait_until);
         if (n == 0) {
-            /* wake at the oldest job's due time (or earlier for deadlines) */
-            if (wait_until > now + 0.2)
-                wait_until = now + 0.2;
-            struct timespec ts;
-            clock_gettime(CLOCK_REALTIME, &ts);
-            double d = wait_until - now;
-            ts.tv_sec += (time_t)d;
-            ts.tv_nsec += (long)((d - floor(d)) * 1e9);
-            if (ts.tv_nsec >= 1000000000L) {
-                ts.tv_sec++;
-                ts.tv_nsec -= 1000000000L;
-            }
-            pthread_cond_timedwait(&b->cv, &b->mu, &ts);
+            timed_wait(b, now, wait_until);
             continue;
         }
         wk->busy = 1;
@@ -356,6 +392,215 @@ static void *worker_main(void *arg)
         run_batch(wk, n);
         pthread_mutex_lock(&b->mu);
         wk->busy = 0;
+        pthread_cond_broadcast(&b->idle_cv);
+    }
+    pthread_mutex_unlock(&b->mu);
+    return NULL;
+}
+
+/* ---- --scheduler inflight ------------------------------------------------
+ * Each worker keeps one running decode (td_run_*). Between two steps its
+ * thread admits queued jobs, oldest first, as long as the oldest fits the
+ * free rows and slots (a job that does not fit is not overtaken, so nothing
+ * starves); an idle worker lets the oldest wait --batch-delay-ms for company
+ * as the batch scheduler does. Jobs whose client left or whose deadline
+ * passed are cancelled mid-decode; every finished sentence is handed to its
+ * job at once. A drain lets the running sentences finish. */
+
+/* Under mu: pops from the queue the jobs to admit into wk->batch and
+ * returns their number; 0 with *wait_until when an idle worker's oldest
+ * job should wait for company. */
+static int take_admission(srv_worker *wk, double now, double *wait_until)
+{
+    srv_batcher *b = wk->b;
+    if (wk->n_live == 0 && b->head && !b->draining) {
+        double due = b->head->t_enqueue + b->batch_delay_ms * 1e-3;
+        if (now < due && b->depth < b->max_batch_size) {
+            *wait_until = due;
+            return 0;
+        }
+    }
+    int free_slots, free_rows, k = 0;
+    td_run_free(wk->w, &free_slots, &free_rows);
+    while (b->head && k < free_slots && b->head->opts->beam_size <= free_rows) {
+        srv_job *j = b->head;
+        free_rows -= j->opts->beam_size;
+        unlink_job(b, NULL, j);
+        wk->batch[k++] = j;
+    }
+    srv_metrics_queue_depth(b->metrics, b->depth);
+    return k;
+}
+
+/* Finishes every live job as failed (the running decode is reset). */
+static void fail_live(srv_worker *wk, int rc, const char *err)
+{
+    for (int i = 0; i < wk->n_live; i++) {
+        srv_job *j = wk->live[i];
+        j->engine_rc = rc;
+        snprintf(j->engine_err, sizeof j->engine_err, "%s", err);
+        finish_job(j, SRV_JOB_FAILED);
+    }
+    wk->n_live = 0;
+    td_run_reset(wk->w);
+}
+
+static void fail_jobs(srv_job **jobs, int k, int rc, const char *err)
+{
+    for (int i = 0; i < k; i++) {
+        jobs[i]->engine_rc = rc;
+        snprintf(jobs[i]->engine_err, sizeof jobs[i]->engine_err, "%s", err);
+        finish_job(jobs[i], SRV_JOB_FAILED);
+    }
+}
+
+/* Admits the k jobs of wk->batch (after dropping the stale ones). */
+static void admit(srv_worker *wk, int k)
+{
+    srv_batcher *b = wk->b;
+    k = drop_stale(wk, k); /* records each job's wait before joining */
+    if (k == 0)
+        return;
+    char err[256];
+    int rc = engine_blocked(b, err, sizeof err);
+    long maxlen = 0;
+    for (int i = 0; i < k; i++) {
+        wk->src[i] = wk->batch[i]->src;
+        wk->len[i] = wk->batch[i]->n_src;
+        wk->opts[i] = wk->batch[i]->opts;
+        maxlen = wk->len[i] > maxlen ? wk->len[i] : maxlen;
+    }
+    if (rc == 0)
+        rc = td_run_add(wk->w, wk->src, wk->len, k, wk->opts, wk->seq, err, sizeof err);
+    if (rc != 0) {
+        srv_metrics_batch_failed(b->metrics);
+        fprintf(stderr, "transformerd: %d texts failed to join the running decode: %s\n", k,
+                err);
+        fail_jobs(wk->batch, k, rc, err);
+        if (rc == TD_EDEVICE)
+            fail_live(wk, rc, err);
+        return;
+    }
+    srv_metrics_batch(b->metrics, k, maxlen * k, 0);
+    for (int i = 0; i < k; i++) {
+        wk->live[wk->n_live] = wk->batch[i];
+        wk->live_seq[wk->n_live++] = wk->seq[i];
+    }
+}
+
+/* Cancels the live jobs whose client left or whose deadline passed. */
+static void cancel_stale(srv_worker *wk, double now)
+{
+    srv_batcher *b = wk->b;
+    for (int i = 0; i < wk->n_live;) {
+        srv_job *j = wk->live[i];
+        srv_job_status st = SRV_JOB_QUEUED;
+        if (now >= j->deadline)
+            st = SRV_JOB_TIMEOUT;
+        else if (j->completion.gone && j->completion.gone(j->completion.ud))
+            st = SRV_JOB_GONE;
+        if (st == SRV_JOB_QUEUED) {
+            i++;
+            continue;
+        }
+        td_run_cancel(wk->w, wk->live_seq[i]);
+        srv_metrics_dropped(b->metrics, st == SRV_JOB_TIMEOUT ? SRV_DROP_TIMEOUT : SRV_DROP_GONE);
+        wk->live[i] = wk->live[wk->n_live - 1];
+        wk->live_seq[i] = wk->live_seq[wk->n_live - 1];
+        wk->n_live--;
+        finish_job(j, st);
+    }
+}
+
+/* One step of the running decode, outside the lock: admission of the k
+ * jobs taken, cancellations, the step, the finished sentences handed out. */
+static void inflight_step(srv_worker *wk, int k)
+{
+    srv_batcher *b = wk->b;
+    double t0 = srv_now();
+    int admitted_before = wk->n_live;
+    if (k > 0)
+        admit(wk, k);
+    int admitted = wk->n_live - admitted_before;
+    cancel_stale(wk, srv_now());
+    char err[256];
+    int rc = wk->n_live > 0 ? engine_blocked(b, err, sizeof err) : 0;
+    int stepped = rc == 0 && (wk->n_live > 0 || td_run_live(wk->w) > 0);
+    if (stepped)
+        rc = td_run_step(wk->w, err, sizeof err);
+    /* the gauge before any job finishes: a client that has its answer sees
+     * its rows gone */
+    long rows = rc < 0 ? 0 : td_run_rows(wk->w);
+    srv_metrics_running_rows(b->metrics, rows - wk->rows);
+    wk->rows = rows;
+    if (stepped)
+        srv_metrics_step(b->metrics, admitted, srv_now() - t0);
+    if (rc < 0) {
+        srv_metrics_batch_failed(b->metrics);
+        fprintf(stderr, "transformerd: a decoding step failed: %s\n", err);
+        fail_live(wk, rc, err);
+    } else {
+        td_seq q;
+        td_result r;
+        int t;
+        while ((t = td_run_take(wk->w, &q, &r)) != 0) {
+            int i = 0;
+            while (i < wk->n_live && wk->live_seq[i] != q)
+                i++;
+            if (i == wk->n_live) { /* cancelled meanwhile: nobody waits */
+                td_result_free(&r);
+                continue;
+            }
+            srv_job *j = wk->live[i];
+            wk->live[i] = wk->live[wk->n_live - 1];
+            wk->live_seq[i] = wk->live_seq[wk->n_live - 1];
+            wk->n_live--;
+            if (t < 0) {
+                fail_jobs(&j, 1, TD_EINVAL, "out of host memory building the result");
+                continue;
+            }
+            j->res = r;
+            srv_metrics_tokens(b->metrics, j->n_src, r.n_hyps > 0 ? r.hyps[0].n_tokens : 0);
+            finish_job(j, SRV_JOB_DONE);
+        }
+    }
+    test_delay(b);
+}
+
+static void *inflight_main(void *arg)
+{
+    srv_worker *wk = arg;
+    srv_batcher *b = wk->b;
+    pthread_mutex_lock(&b->mu);
+    for (;;) {
+        if (b->stop && !b->head && wk->n_live == 0)
+            break;
+        if (!b->head && wk->n_live == 0) {
+            pthread_cond_wait(&b->cv, &b->mu);
+            continue;
+        }
+        double now = srv_now(), wait_until = 0;
+        srv_job *expired = take_expired(b, now);
+        if (expired) {
+            wk->busy = 1;
+            pthread_mutex_unlock(&b->mu);
+            finish_chain(b, expired, SRV_JOB_TIMEOUT, SRV_DROP_TIMEOUT);
+            pthread_mutex_lock(&b->mu);
+            wk->busy = wk->n_live > 0;
+            pthread_cond_broadcast(&b->idle_cv);
+            continue;
+        }
+        int k = b->head ? take_admission(wk, now, &wait_until) : 0;
+        if (k == 0 && wk->n_live == 0) {
+            /* idle, the oldest waits for company: wake at its due time */
+            timed_wait(b, now, wait_until);
+            continue;
+        }
+        wk->busy = 1;
+        pthread_mutex_unlock(&b->mu);
+        inflight_step(wk, k);
+        pthread_mutex_lock(&b->mu);
+        wk->busy = wk->n_live > 0; /* a drain waits for running sentences */
         pthread_cond_broadcast(&b->idle_cv);
     }
     pthread_mutex_unlock(&b->mu);
@@ -398,6 +643,10 @@ void srv_batcher_free(srv_batcher *b)
         free(wk->src);
         free(wk->len);
         free(wk->res);
+        free((void *)wk->opts);
+        free(wk->seq);
+        free(wk->live);
+        free(wk->live_seq);
     }
     /* Jobs left (none after a drain) are finished so that no submitter
      * waits for ever. */
@@ -436,6 +685,8 @@ int srv_batcher_init(srv_batcher **out, const srv_batcher_opts *o, srv_metrics *
     b->max_queue = o->max_queue;
     b->n_workers = o->workers > 0 ? o->workers : 1;
     b->fault = o->fault;
+    b->scheduler = o->scheduler;
+    b->test_step_delay_ms = o->test_step_delay_ms;
     b->cand_cap = 8 * o->max_batch_size;
     b->cand = calloc((size_t)b->cand_cap, sizeof *b->cand);
     b->workers = calloc((size_t)b->n_workers, sizeof *b->workers);
@@ -451,7 +702,12 @@ int srv_batcher_init(srv_batcher **out, const srv_batcher_opts *o, srv_metrics *
         wk->src = calloc(B, sizeof *wk->src);
         wk->len = calloc(B, sizeof *wk->len);
         wk->res = calloc(B, sizeof *wk->res);
-        if (!wk->batch || !wk->src || !wk->len || !wk->res) {
+        wk->opts = calloc(B, sizeof *wk->opts);
+        wk->seq = calloc(B, sizeof *wk->seq);
+        wk->live = calloc(B, sizeof *wk->live);
+        wk->live_seq = calloc(B, sizeof *wk->live_seq);
+        if (!wk->batch || !wk->src || !wk->len || !wk->res || !wk->opts || !wk->seq ||
+            !wk->live || !wk->live_seq) {
             snprintf(err, errlen, "out of memory");
             goto fail;
         }
@@ -467,7 +723,8 @@ int srv_batcher_init(srv_batcher **out, const srv_batcher_opts *o, srv_metrics *
             goto fail;
     }
     for (int i = 0; i < b->n_workers; i++) {
-        if (pthread_create(&b->workers[i].th, NULL, worker_main, &b->workers[i]) != 0) {
+        void *(*main_fn)(void *) = b->scheduler == SRV_SCHED_BATCH ? worker_main : inflight_main;
+        if (pthread_create(&b->workers[i].th, NULL, main_fn, &b->workers[i]) != 0) {
             snprintf(err, errlen, "cannot start a scheduler thread");
             goto fail;
         }

@@ -83,6 +83,13 @@ typedef enum srv_fault {
     SRV_FAULT_DEVICE, /* TD_EDEVICE */
 } srv_fault;
 
+/* How a worker runs the engine (docs/api.md, --scheduler). */
+typedef enum srv_scheduler {
+    SRV_SCHED_INFLIGHT = 0, /* one running decode per worker: texts join and
+                               leave it between decoding steps (td_run_*) */
+    SRV_SCHED_BATCH,        /* a batch runs to its end before the next forms */
+} srv_scheduler;
+
 typedef struct srv_batcher_opts {
     td_model *model;          /* loaded; outlives the batcher */
     td_decode_opts warm_up;   /* the model's defaults (the warm-up runs them greedy, <= 4 tokens) */
@@ -94,7 +101,10 @@ typedef struct srv_batcher_opts {
     int batch_delay_ms;       /* longest wait of the oldest job for company */
     int max_queue;            /* jobs waiting before SRV_SUBMIT_FULL */
     int max_src_len, max_length, max_beam; /* size the workers (td_worker_opts) */
+    srv_scheduler scheduler;
     srv_fault fault;          /* SRV_FAULT_NONE outside tests */
+    int test_step_delay_ms;   /* tests only: a worker sleeps this long after each
+                                 decoding step (inflight) or batch (batch) */
 } srv_batcher_opts;
 
 typedef struct srv_batcher srv_batcher;

@@ -26,6 +26,8 @@ static const double k_size_buckets[] = {1, 2, 4, 8, 16, 32, 64, 128, 256};
 #define N_SIZE ((int)(sizeof k_size_buckets / sizeof k_size_buckets[0]))
 static const double k_tok_buckets[] = {16, 64, 256, 1024, 4096, 16384, 65536};
 #define N_TOK ((int)(sizeof k_tok_buckets / sizeof k_tok_buckets[0]))
+static const double k_admit_buckets[] = {0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 1024};
+#define N_ADMIT ((int)(sizeof k_admit_buckets / sizeof k_admit_buckets[0]))
 #define SRV_METRICS_MAX_MODELS 16
 
 /* A histogram with at most 16 finite buckets; sum kept in micro-units so
@@ -48,6 +50,11 @@ struct srv_metrics {
     atomic_long queue_depth;
     atomic_ullong dropped_timeout, dropped_gone, dropped_shutdown;
     atomic_ullong batches_failed;
+    /* the running decodes (--scheduler inflight) */
+    hist step_seconds;
+    hist step_admitted;
+    atomic_ullong steps;
+    atomic_long running_rows;
     /* transformerd_model_info: whole series lines, written before n_models
      * is published (release) and read after it is loaded (acquire). */
     char *model_lines[SRV_METRICS_MAX_MODELS];
@@ -130,6 +137,21 @@ void srv_metrics_queue_wait(srv_metrics *m, double seconds)
 {
     if (m)
         hist_add(&m->queue_wait, k_lat_buckets, N_LAT, seconds);
+}
+
+void srv_metrics_step(srv_metrics *m, int admitted, double seconds)
+{
+    if (!m)
+        return;
+    atomic_fetch_add_explicit(&m->steps, 1, memory_order_relaxed);
+    hist_add(&m->step_seconds, k_lat_buckets, N_LAT, seconds);
+    hist_add(&m->step_admitted, k_admit_buckets, N_ADMIT, admitted);
+}
+
+void srv_metrics_running_rows(srv_metrics *m, long delta)
+{
+    if (m)
+        atomic_fetch_add_explicit(&m->running_rows, delta, memory_order_relaxed);
 }
 
 void srv_metrics_batch(srv_metrics *m, int n, long padded_tokens, double seconds)
@@ -271,7 +293,8 @@ char *srv_metrics_render(srv_metrics *m, int ready)
         render_hist(&b, "transformerd_request_duration_seconds", lab, &m->latency[e],
                     k_lat_buckets, N_LAT);
     }
-    sb_printf(&b, "# HELP transformerd_queue_wait_seconds Time a text waited in the queue.\n"
+    sb_printf(&b, "# HELP transformerd_queue_wait_seconds Time a text waited in the queue (until it "
+                  "joined a running decode, or its batch ran).\n"
                   "# TYPE transformerd_queue_wait_seconds histogram\n");
     render_hist(&b, "transformerd_queue_wait_seconds", "", &m->queue_wait, k_lat_buckets, N_LAT);
     sb_printf(&b, "# HELP transformerd_batch_size Sentences per engine batch.\n"
@@ -284,6 +307,25 @@ char *srv_metrics_render(srv_metrics *m, int ready)
                   "# TYPE transformerd_batch_duration_seconds histogram\n");
     render_hist(&b, "transformerd_batch_duration_seconds", "", &m->batch_seconds, k_lat_buckets,
                 N_LAT);
+    sb_printf(&b, "# HELP transformerd_step_duration_seconds Time of one decoding step of a "
+                  "running decode (admission included).\n"
+                  "# TYPE transformerd_step_duration_seconds histogram\n");
+    render_hist(&b, "transformerd_step_duration_seconds", "", &m->step_seconds, k_lat_buckets,
+                N_LAT);
+    sb_printf(&b, "# HELP transformerd_step_admitted Sentences that joined a running decode "
+                  "before a step.\n"
+                  "# TYPE transformerd_step_admitted histogram\n");
+    render_hist(&b, "transformerd_step_admitted", "", &m->step_admitted, k_admit_buckets,
+                N_ADMIT);
+    sb_printf(&b,
+              "# HELP transformerd_decode_steps_total Decoding steps of the running decodes.\n"
+              "# TYPE transformerd_decode_steps_total counter\n"
+              "transformerd_decode_steps_total %llu\n"
+              "# HELP transformerd_running_rows Decoder rows (sentences x beams) in the running "
+              "decodes.\n"
+              "# TYPE transformerd_running_rows gauge\n"
+              "transformerd_running_rows %ld\n",
+              ld(&m->steps), atomic_load_explicit(&m->running_rows, memory_order_relaxed));
     sb_printf(&b,
               "# HELP transformerd_batches_total Engine batches run.\n"
               "# TYPE transformerd_batches_total counter\n"

@@ -39,6 +39,7 @@ typedef enum opt_kind {
     OPT_INT,
     OPT_LONG,
     OPT_FAULT, /* srv_fault: "engine" | "device" ("" or "none": off) */
+    OPT_SCHED, /* srv_scheduler: "inflight" | "batch" */
 } opt_kind;
 
 typedef struct opt_def {
@@ -62,6 +63,9 @@ static const opt_def k_opts[] = {
     {"--threads", OPT_INT, OFF(threads), 0, 1024, "engine CPU threads (0: all cores)"},
     {"--http-threads", OPT_INT, OFF(http_threads), 1, 256, "HTTP thread pool size"},
     {"--workers", OPT_INT, OFF(workers), 1, 64, "model workers (scheduler threads)"},
+    {"--scheduler", OPT_SCHED, OFF(scheduler), 0, 0,
+     "inflight: texts join and leave a worker's running decode between steps | batch: "
+     "a batch runs to its end before the next forms"},
     {"--max-batch-tokens", OPT_INT, OFF(max_batch_tokens), 1, 1 << 24,
      "padded source tokens per batch"},
     {"--max-batch-size", OPT_INT, OFF(max_batch_size), 1, 1024, "sentences per batch"},
@@ -85,6 +89,8 @@ static const opt_def k_opts[] = {
     {"--api-key", OPT_STR, OFF(api_key), 0, 0, "require this key (Bearer or X-API-Key)"},
     {"--test-fail-batches", OPT_FAULT, OFF(test_fault), 0, 0,
      "FOR TESTS ONLY: engine | device: every batch after the warm-up fails with that error"},
+    {"--test-step-delay-ms", OPT_INT, OFF(test_step_delay_ms), 0, 10000,
+     "FOR TESTS ONLY: a worker sleeps this long after each decoding step (or batch)"},
 };
 #define N_OPTS (sizeof k_opts / sizeof k_opts[0])
 
@@ -136,6 +142,17 @@ static int set_opt(srv_opts *o, const opt_def *d, const char *v, const char *fro
             return -1;
         }
         *(srv_fault *)(void *)base = f;
+        return 0;
+    }
+    if (d->kind == OPT_SCHED) {
+        srv_scheduler sc = !strcmp(v, "inflight") ? SRV_SCHED_INFLIGHT
+                           : !strcmp(v, "batch")  ? SRV_SCHED_BATCH
+                                                  : (srv_scheduler)-1;
+        if ((int)sc < 0) {
+            fprintf(stderr, "transformerd: %s: expected inflight or batch, got '%s'\n", from, v);
+            return -1;
+        }
+        *(srv_scheduler *)(void *)base = sc;
         return 0;
     }
     char *end;
@@ -323,7 +340,9 @@ static int load_model(srv_server *s, srv_model *sm, char *err, size_t errlen)
                                  .max_src_len = sm->max_input_tokens,
                                  .max_length = sm->max_length,
                                  .max_beam = sm->max_beam,
-                                 .fault = o->test_fault};
+                                 .scheduler = o->scheduler,
+                                 .fault = o->test_fault,
+                                 .test_step_delay_ms = o->test_step_delay_ms};
     if (srv_batcher_init(&sm->b, &bo, s->metrics, err, errlen) != 0)
         return -1;
     sm->worker_bytes = srv_batcher_worker_bytes(sm->b);
@@ -400,9 +419,10 @@ int srv_main(int argc, char **argv)
     atomic_store(&s.ready, 1);
     fprintf(stderr,
             "transformerd: ready: model %s (%s -> %s) on %s, loaded and warmed in %.2f s; "
-            "%d worker(s) of %.1f MiB each (batch %d x beam %d x length %d, source %d)\n",
+            "%d %s worker(s) of %.1f MiB each (batch %d x beam %d x length %d, source %d)\n",
             s.models[0].name, s.models[0].src_lang, s.models[0].tgt_lang, s.o.device,
-            srv_now() - t0, s.o.workers, (double)s.models[0].worker_bytes / (1 << 20),
+            srv_now() - t0, s.o.workers,
+            s.o.scheduler == SRV_SCHED_BATCH ? "batch" : "inflight", (double)s.models[0].worker_bytes / (1 << 20),
             s.o.max_batch_size, s.models[0].max_beam, s.models[0].max_length,
             s.models[0].max_input_tokens);
 

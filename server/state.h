@@ -36,6 +36,8 @@ typedef struct srv_opts {
     int threads;              /* engine CPU threads; 0 = all cores */
     int http_threads;         /* MHD thread pool size */
     int workers;              /* td_workers (scheduler threads) per model */
+    srv_scheduler scheduler;  /* inflight (default) | batch */
+    int test_step_delay_ms;   /* tests only: sleep after each step / batch */
     int max_batch_tokens;     /* padded source tokens per batch */
     int max_batch_size;       /* sentences per batch */
     int max_beam;             /* largest beam_size a request may ask; 0 = the model's

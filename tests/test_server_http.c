@@ -996,6 +996,9 @@ typedef struct client {
 static void *client_main(void *p)
 {
     client *c = p;
+    /* staggered arrivals: sentences join running decodes at different steps */
+    struct timespec st = {0, (long)(c->id % 7) * 3000000L};
+    nanosleep(&st, NULL);
     for (int k = 0; k < N_PER_CLIENT; k++) {
         int v = (c->id * 7 + k * 5) % N_VARIANTS;
         char *js = variant(v);
@@ -1053,12 +1056,149 @@ START_TEST(test_concurrency)
 }
 END_TEST
 
+/* ---- in-flight scheduling ------------------------------------------------------ */
+
+/* Records the order in which async requests complete. */
+static int g_done_order[8], g_n_done;
+static pthread_mutex_t g_done_mu = PTHREAD_MUTEX_INITIALIZER;
+
+typedef struct ordered_req {
+    async_req a;
+    int id;
+} ordered_req;
+
+static void *ordered_main(void *p)
+{
+    ordered_req *o = p;
+    tc_post_json(o->a.port, o->a.path, o->a.json, &o->a.r);
+    pthread_mutex_lock(&g_done_mu);
+    g_done_order[g_n_done++] = o->id;
+    pthread_mutex_unlock(&g_done_mu);
+    return NULL;
+}
+
+/* The running-rows gauge once it is positive (want_positive) or 0, or
+ * exactly `exact` when exact > 0 (polls up to 10 s). */
+static double wait_rows_eq(int port, int want_positive, double exact)
+{
+    double v = -1;
+    for (int i = 0; i < 500; i++) {
+        tc_resp r;
+        if (tc_request(port, "GET", "/metrics", NULL, NULL, 0, &r) == 0) {
+            v = metric(r.body, "transformerd_running_rows ");
+            tc_resp_free(&r);
+            if (exact > 0 ? v == exact : want_positive ? v > 0 : v == 0)
+                break;
+        }
+        struct timespec ts = {0, 20000000L};
+        nanosleep(&ts, NULL);
+    }
+    return v;
+}
+
+static double wait_rows(int port, int want_positive)
+{
+    return wait_rows_eq(port, want_positive, 0);
+}
+
+/* A short request sent while a long one decodes (one worker, 10 ms a step,
+ * the long one 120 steps) joins the running decode and completes first;
+ * under --scheduler batch the same short request waits for the long one.
+ * Decided by the order of completion, not by time. */
+START_TEST(test_inflight_short_overtakes_long)
+{
+    for (int mode = 0; mode < 2; mode++) {
+        pid_t pid;
+        const char *args[] = {"--scheduler", mode == 0 ? "inflight" : "batch",
+                              "--test-step-delay-ms", mode == 0 ? "10" : "0",
+                              "--max-batch-size", "4", NULL};
+        int port = start(args, mode == 0 ? "inflight_order" : "batch_order", &pid);
+        ck_assert_int_gt(port, 0);
+        g_n_done = 0;
+        ordered_req lg = {.a = {.port = port, .path = "/v1/translate",
+                                .json = strdup("{\"text\":\"Hello world\",\"max_length\":120,"
+                                               "\"beam_size\":1,\"return_tokens\":true}")},
+                          .id = 1};
+        ordered_req sh = {.a = {.port = port, .path = "/v1/translate",
+                                .json = strdup("{\"text\":\"a\",\"max_length\":2,"
+                                               "\"beam_size\":2}")},
+                          .id = 2};
+        pthread_create(&lg.a.th, NULL, ordered_main, &lg);
+        if (mode == 0) {
+            /* the long one is decoding */
+            ck_assert(wait_rows(port, 1) > 0);
+            pthread_create(&sh.a.th, NULL, ordered_main, &sh);
+            pthread_join(sh.a.th, NULL);
+            pthread_join(lg.a.th, NULL);
+            ck_assert_int_eq(g_n_done, 2);
+            ck_assert_msg(g_done_order[0] == 2, "the short request finished after the long one");
+        } else {
+            pthread_join(lg.a.th, NULL);
+        }
+        ck_assert_int_eq(lg.a.r.status, 200);
+        json_t *j = body_json(&lg.a.r);
+        ck_assert_int_eq(json_array_size(json_object_get(
+                             json_array_get(json_object_get(j, "translations"), 0), "tokens")),
+                         120);
+        json_decref(j);
+        if (mode == 0) {
+            ck_assert_int_eq(sh.a.r.status, 200);
+            tc_resp_free(&sh.a.r);
+        }
+        tc_resp_free(&lg.a.r);
+        free(lg.a.json);
+        free(sh.a.json);
+        tc_resp r;
+        ck_assert_int_eq(tc_request(port, "GET", "/metrics", NULL, NULL, 0, &r), 0);
+        double steps = metric(r.body, "transformerd_decode_steps_total ");
+        ck_assert_msg(mode == 0 ? steps >= 120 : steps == 0, "decode steps %g", steps);
+        tc_resp_free(&r);
+        kill(pid, SIGTERM);
+        ck_assert_int_eq(tc_daemon_wait(pid, 30), 0);
+    }
+}
+END_TEST
+
+/* A client that leaves mid-decode frees its rows (the gauge drops to 0,
+ * the sentence counted as gone) and the next answers are unaffected. */
+START_TEST(test_inflight_client_leaves)
+{
+    pid_t pid;
+    const char *args[] = {"--test-step-delay-ms", "10", NULL};
+    int port = start(args, "inflight_gone", &pid);
+    ck_assert_int_gt(port, 0);
+    json_t *before = translate_ok(port, "{\"text\":[\"the test.\",\"Hello world\"],"
+                                        "\"beam_size\":3,\"return_tokens\":true}");
+    int fd = tc_connect(port);
+    ck_assert_int_ge(fd, 0);
+    const char *body = "{\"text\":\"Hello world\",\"max_length\":120,\"beam_size\":4}";
+    char req[512];
+    int n = snprintf(req, sizeof req, "POST /v1/translate HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                     "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s",
+                     strlen(body), body);
+    ck_assert_int_eq(send(fd, req, (size_t)n, MSG_NOSIGNAL), n);
+    ck_assert(wait_rows_eq(port, 1, 4) == 4);
+    close(fd);
+    ck_assert_msg(wait_rows(port, 0) == 0, "the rows of a client that left stay");
+    ck_assert(wait_metric(port, "transformerd_jobs_dropped_total{reason=\"gone\"} ", 1) >= 1);
+    json_t *after = translate_ok(port, "{\"text\":[\"the test.\",\"Hello world\"],"
+                                       "\"beam_size\":3,\"return_tokens\":true}");
+    ck_assert(same_response(before, after));
+    json_decref(before);
+    json_decref(after);
+    kill(pid, SIGTERM);
+    ck_assert_int_eq(tc_daemon_wait(pid, 30), 0);
+}
+END_TEST
+
 /* ---- SIGTERM ----------------------------------------------------------------- */
 
 START_TEST(test_sigterm_drains)
 {
     pid_t pid;
-    const char *args[] = {"--batch-delay-ms", "300", "--max-batch-size", "4", NULL};
+    /* 20 ms a step: the requests are still running when the signal comes */
+    const char *args[] = {"--batch-delay-ms", "300", "--max-batch-size", "4",
+                          "--test-step-delay-ms", "20", NULL};
     int port = start(args, "sigterm", &pid);
     ck_assert_int_gt(port, 0);
     int ka = tc_connect(port); /* kept alive across the signal */
@@ -1103,8 +1243,16 @@ START_TEST(test_sigterm_drains)
         tc_resp_free(&a[i].r);
         free(a[i].json);
     }
-    /* readiness on an existing connection: draining */
-    ck_assert_int_eq(tc_request_on(ka, "GET", "/health/ready", &r), 0);
+    /* readiness on an existing connection: draining (the signal is
+     * asynchronous: asked until the daemon has seen it, at most 5 s) */
+    for (int i = 0; i < 250; i++) {
+        ck_assert_int_eq(tc_request_on(ka, "GET", "/health/ready", &r), 0);
+        if (r.status == 503)
+            break;
+        tc_resp_free(&r);
+        struct timespec ts5 = {0, 20000000L};
+        nanosleep(&ts5, NULL);
+    }
     expect_error(&r, 503, NULL);
     tc_resp_free(&r);
     close(ka);
@@ -1137,6 +1285,8 @@ static Suite *suite(void)
     tcase_add_test(tc, test_startup_errors);
     tcase_add_test(tc, test_failing_batches);
     tcase_add_test(tc, test_concurrency);
+    tcase_add_test(tc, test_inflight_short_overtakes_long);
+    tcase_add_test(tc, test_inflight_client_leaves);
     tcase_add_test(tc, test_sigterm_drains);
     suite_add_tcase(s, tc);
     return s;
