@@ -356,6 +356,25 @@ static void timed_wait(srv_batcher *b, double now, double wait_until)
     pthread_cond_timedwait(&b->cv, &b->mu, &ts);
 }
 
+/* Under mu: finishes (outside the lock) the queued jobs whose deadline
+ * passed; returns 1 when there were any. The worker counts as busy while
+ * their completions run: a drain must not return (and let the transport
+ * stop) before they are finished. */
+static int finish_expired(srv_worker *wk, double now)
+{
+    srv_batcher *b = wk->b;
+    srv_job *expired = take_expired(b, now);
+    if (!expired)
+        return 0;
+    wk->busy = 1;
+    pthread_mutex_unlock(&b->mu);
+    finish_chain(b, expired, SRV_JOB_TIMEOUT, SRV_DROP_TIMEOUT);
+    pthread_mutex_lock(&b->mu);
+    wk->busy = wk->n_live > 0;
+    pthread_cond_broadcast(&b->idle_cv);
+    return 1;
+}
+
 /* --scheduler batch: a worker takes a batch and runs it to its end. */
 static void *worker_main(void *arg)
 {
@@ -370,18 +389,8 @@ static void *worker_main(void *arg)
             continue;
         }
         double now = srv_now(), wait_until = 0;
-        srv_job *expired = take_expired(b, now);
-        if (expired) {
-            /* busy while their completions run: a drain must not return
-             * (and let the transport stop) before they are finished. */
-            wk->busy = 1;
-            pthread_mutex_unlock(&b->mu);
-            finish_chain(b, expired, SRV_JOB_TIMEOUT, SRV_DROP_TIMEOUT);
-            pthread_mutex_lock(&b->mu);
-            wk->busy = 0;
-            pthread_cond_broadcast(&b->idle_cv);
+        if (finish_expired(wk, now))
             continue;
-        }
         int n = take_batch(b, wk->batch, now, &wait_until);
         if (n == 0) {
             timed_wait(b, now, wait_until);
@@ -580,16 +589,8 @@ static void *inflight_main(void *arg)
             continue;
         }
         double now = srv_now(), wait_until = 0;
-        srv_job *expired = take_expired(b, now);
-        if (expired) {
-            wk->busy = 1;
-            pthread_mutex_unlock(&b->mu);
-            finish_chain(b, expired, SRV_JOB_TIMEOUT, SRV_DROP_TIMEOUT);
-            pthread_mutex_lock(&b->mu);
-            wk->busy = wk->n_live > 0;
-            pthread_cond_broadcast(&b->idle_cv);
+        if (finish_expired(wk, now))
             continue;
-        }
         int k = b->head ? take_admission(wk, now, &wait_until) : 0;
         if (k == 0 && wk->n_live == 0) {
             /* idle, the oldest waits for company: wake at its due time */

@@ -1109,9 +1109,10 @@ START_TEST(test_inflight_short_overtakes_long)
 {
     for (int mode = 0; mode < 2; mode++) {
         pid_t pid;
-        const char *args[] = {"--scheduler", mode == 0 ? "inflight" : "batch",
-                              "--test-step-delay-ms", mode == 0 ? "10" : "0",
-                              "--max-batch-size", "4", NULL};
+        /* mode 0: the default scheduler, which is inflight */
+        const char *args[] = {"--test-step-delay-ms", mode == 0 ? "10" : "0",
+                              "--max-batch-size", "4", mode == 0 ? NULL : "--scheduler",
+                              "batch", NULL};
         int port = start(args, mode == 0 ? "inflight_order" : "batch_order", &pid);
         ck_assert_int_gt(port, 0);
         g_n_done = 0;
