@@ -107,6 +107,10 @@ void srv_api_req_free(srv_req *r)
     for (int i = 0; r->src && i < r->n_jobs; i++)
         free(r->src[i]);
     free(r->src);
+    for (int i = 0; r->src_offsets && i < r->n_jobs; i++)
+        free(r->src_offsets[i]);
+    free(r->src_offsets);
+    r->src_offsets = NULL;
     free(r->jobs);
     free(r->attn_layers);
     free(r->attn_heads);
@@ -142,6 +146,60 @@ static json_t *pieces_json(const srv_model *sm, td_tok_side side, const int32_t 
     }
     free(p);
     return a;
+}
+
+/* Byte offsets (2n, ascending) into text -> character (code point)
+ * offsets, in place. */
+static void offsets_to_chars(const char *text, size_t *off, int n)
+{
+    size_t b = 0, c = 0;
+    for (int i = 0; i < 2 * n; i++) {
+        for (; b < off[i]; b++)
+            c += ((unsigned char)text[b] & 0xC0) != 0x80;
+        off[i] = c;
+    }
+}
+
+/* A JSON array of [start, end] pairs of n tokens. NULL when out of memory. */
+static json_t *offsets_json(const size_t *off, int n)
+{
+    json_t *a = json_array();
+    for (int i = 0; a && i < n; i++)
+        json_array_append_new(a, json_pack("[I,I]", (json_int_t)off[2 * i],
+                                           (json_int_t)off[2 * i + 1]));
+    return a;
+}
+
+/* "offsets" of the target tokens in the text of ids (docs/api.md). */
+static json_t *target_offsets_json(const srv_model *sm, const int32_t *ids, int n)
+{
+    size_t *off = NULL;
+    char *t = decode_target(sm, ids, n);
+    json_t *a = NULL;
+    if (t && td_tok_target_offsets(sm->tok, ids, n, &off) == 0) {
+        offsets_to_chars(t, off, n);
+        a = offsets_json(off, n);
+    }
+    free(off);
+    free(t);
+    return a;
+}
+
+/* The source tokens' character offsets of every text, while the texts are
+ * at hand. Returns 1, or 0 with an error recorded. */
+static int source_offsets(srv_req *r, const char *const *texts, const size_t *lens, int n)
+{
+    r->src_offsets = calloc((size_t)n, sizeof *r->src_offsets);
+    for (int i = 0; r->src_offsets && i < n; i++) {
+        if (td_tok_source_offsets(r->model->tok, texts[i], lens[i], r->src[i],
+                                  r->jobs[i].n_src, &r->src_offsets[i]) != 0)
+            break;
+        offsets_to_chars(texts[i], r->src_offsets[i], r->jobs[i].n_src);
+        if (i == n - 1)
+            return 1;
+    }
+    srv_req_error(r, 500, "internal", NULL, "out of memory");
+    return 0;
 }
 
 /* ---- requests -> jobs ------------------------------------------------------ */
@@ -425,6 +483,8 @@ int srv_api_translate_parse(srv_req *r, const char *ctype, const char *auth_key)
         r->return_tokens = 1;
     }
     rc = make_jobs(r, texts, lens, n, "text");
+    if (rc && r->return_tokens)
+        rc = source_offsets(r, texts, lens, n);
 out:
     free(texts);
     free(lens);
@@ -640,6 +700,11 @@ static json_t *native_translation(srv_req *r, const srv_job *j)
                             pieces_json(sm, TD_TOK_TARGET, best->tokens, best->n_tokens));
         json_object_set_new(o, "source_tokens",
                             pieces_json(sm, TD_TOK_SOURCE, j->src, j->n_src));
+        json_object_set_new(o, "offsets",
+                            target_offsets_json(sm, best->tokens, best->n_tokens));
+        if (r->src_offsets)
+            json_object_set_new(o, "source_offsets",
+                                offsets_json(r->src_offsets[j - r->jobs], j->n_src));
     }
     if (r->return_attention && res->attention)
         json_object_set_new(o, "attention", attention_json(res));
@@ -650,9 +715,12 @@ static json_t *native_translation(srv_req *r, const srv_job *j)
             json_t *ho = json_object();
             json_object_set_new(ho, "text", text_json(decode_text(sm, h)));
             json_object_set_new(ho, "score", real_or_null(h->score));
-            if (r->return_tokens)
+            if (r->return_tokens) {
                 json_object_set_new(ho, "tokens",
                                     pieces_json(sm, TD_TOK_TARGET, h->tokens, h->n_tokens));
+                json_object_set_new(ho, "offsets",
+                                    target_offsets_json(sm, h->tokens, h->n_tokens));
+            }
             json_array_append_new(hs, ho);
         }
         json_object_set_new(o, "hypotheses", hs);

@@ -59,6 +59,8 @@ typedef struct srv_req {
     srv_job *jobs;           /* one per text, in input order */
     int n_jobs;
     int32_t **src;           /* per text, owned */
+    size_t **src_offsets;    /* per text with return_tokens: [start, end) in characters
+                                of each source token, owned */
     td_decode_opts opts;     /* this request's own copy of the defaults */
     int *attn_layers, *attn_heads;
     int return_tokens, return_attention;

@@ -392,6 +392,109 @@ START_TEST(test_translate)
 }
 END_TEST
 
+/* ---- offsets ------------------------------------------------------------- */
+
+/* The byte index of code point k of s. */
+static size_t cp_byte(const char *s, size_t k)
+{
+    size_t b = 0;
+    for (size_t c = 0; s[b] && c < k; c++)
+        do
+            b++;
+        while (((unsigned char)s[b] & 0xC0) == 0x80);
+    return b;
+}
+
+static size_t cp_len(const char *s)
+{
+    size_t n = 0;
+    for (; *s; s++)
+        n += ((unsigned char)*s & 0xC0) != 0x80;
+    return n;
+}
+
+/* offsets (pairs of code points) cover text exactly and, when exact, each
+ * piece with U+2581 read as a space (the text's first one dropped) is the
+ * text it covers (special tokens and <unk> excepted). */
+static void check_offsets(const char *text, json_t *pieces, json_t *offsets, int exact)
+{
+    ck_assert_msg(json_array_size(offsets) == json_array_size(pieces), "%zu offsets, %zu pieces",
+                  json_array_size(offsets), json_array_size(pieces));
+    size_t prev = 0;
+    for (size_t i = 0; i < json_array_size(offsets); i++) {
+        json_t *o = json_array_get(offsets, i);
+        ck_assert_int_eq(json_array_size(o), 2);
+        size_t a = (size_t)json_integer_value(json_array_get(o, 0));
+        size_t b = (size_t)json_integer_value(json_array_get(o, 1));
+        ck_assert_msg(a == prev && b >= a, "'%s': token %zu is [%zu, %zu) after %zu", text, i, a,
+                      b, prev);
+        prev = b;
+        const char *p = json_string_value(json_array_get(pieces, i));
+        if (!exact || !strcmp(p, "</s>") || !strcmp(p, "<unk>"))
+            continue;
+        char want[256];
+        size_t w = 0;
+        for (const char *q = p; *q && w + 1 < sizeof want;) {
+            if (!strncmp(q, "\xE2\x96\x81", 3)) {
+                if (a > 0 || q != p)
+                    want[w++] = ' ';
+                q += 3;
+            } else {
+                want[w++] = *q++;
+            }
+        }
+        want[w] = 0;
+        size_t ba = cp_byte(text, a), bb = cp_byte(text, b);
+        ck_assert_msg(bb - ba == w && !memcmp(text + ba, want, w),
+                      "'%s': token %zu '%s' covers '%.*s'", text, i, p, (int)(bb - ba), text + ba);
+    }
+    ck_assert_msg(prev == cp_len(text), "'%s': the offsets end at %zu of %zu", text, prev,
+                  cp_len(text));
+}
+
+START_TEST(test_offsets)
+{
+    /* exact: ASCII with single spaces (what the normalizer leaves alone) */
+    static const char *const texts[][2] = {
+        {"Hello world", "1"},         {"The cat sat on the mat.", "1"},
+        {"  two   spaces  ", "0"},    {"caf\xC3\xA9 \xEF\xAC\x81ne \xEF\xBC\xA8\x65llo", "0"},
+        {"a</s> <unk>b", "0"},        {">>de<< x", "0"},
+        {"", "0"},                    {"   ", "0"}};
+    const size_t n = sizeof texts / sizeof texts[0];
+    json_t *req = json_pack("{s:[],s:b,s:i,s:i}", "text", "return_tokens", 1, "beam_size", 4,
+                            "num_hypotheses", 2);
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(json_object_get(req, "text"), json_string(texts[i][0]));
+    char *js = json_dumps(req, JSON_COMPACT);
+    json_t *res = translate_ok(g_port, js);
+    free(js);
+    json_decref(req);
+    json_t *tr = json_object_get(res, "translations");
+    ck_assert_int_eq(json_array_size(tr), n);
+    for (size_t i = 0; i < n; i++) {
+        json_t *t = json_array_get(tr, i);
+        check_offsets(texts[i][0], json_object_get(t, "source_tokens"),
+                      json_object_get(t, "source_offsets"), texts[i][1][0] == '1');
+        check_offsets(json_string_value(json_object_get(t, "text")),
+                      json_object_get(t, "tokens"), json_object_get(t, "offsets"), 1);
+        json_t *hs = json_object_get(t, "hypotheses");
+        ck_assert_int_eq(json_array_size(hs), 2);
+        for (size_t k = 0; k < 2; k++) {
+            json_t *h = json_array_get(hs, k);
+            check_offsets(json_string_value(json_object_get(h, "text")),
+                          json_object_get(h, "tokens"), json_object_get(h, "offsets"), 1);
+        }
+    }
+    json_decref(res);
+    /* without return_tokens: no offsets */
+    res = translate_ok(g_port, "{\"text\":\"Hello world\"}");
+    json_t *t = json_array_get(json_object_get(res, "translations"), 0);
+    ck_assert_ptr_null(json_object_get(t, "offsets"));
+    ck_assert_ptr_null(json_object_get(t, "source_offsets"));
+    json_decref(res);
+}
+END_TEST
+
 /* ---- order of a list's answers --------------------------------------------- */
 
 /* Texts whose translations all differ with this model, so that an answer at
@@ -1277,6 +1380,7 @@ static Suite *suite(void)
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, test_health_and_info);
     tcase_add_test(tc, test_translate);
+    tcase_add_test(tc, test_offsets);
     tcase_add_test(tc, test_list_order);
     tcase_add_test(tc, test_libretranslate);
     tcase_add_test(tc, test_errors);

@@ -406,3 +406,194 @@ int td_tok_pad_id(const td_tokenizer *t)
 {
     return t->src.pad;
 }
+
+/* ---- offsets --------------------------------------------------------------- */
+
+typedef struct offbuf {
+    size_t *v; /* pairs */
+    int n, cap;
+} offbuf;
+
+static int off_push(offbuf *o, size_t start, size_t end)
+{
+    if (o->n == o->cap) {
+        int cap = o->cap ? 2 * o->cap : 32;
+        size_t *p = realloc(o->v, (size_t)cap * 2 * sizeof(size_t));
+        if (!p)
+            return -1;
+        o->v = p;
+        o->cap = cap;
+    }
+    o->v[2 * o->n] = start;
+    o->v[2 * o->n + 1] = end;
+    o->n++;
+    return 0;
+}
+
+/* Where a piece that ends want bytes into the normalized text ends in
+ * text[0..len): the first character boundary j, lo < j <= len, whose
+ * normalized prefix text[0..j) is at least want bytes long (a binary
+ * search, the normalized length growing with the prefix), or the boundary
+ * before it (see below); len when none is. */
+static int first_reach(const spm_model *sp, const char *text, size_t len, size_t lo,
+                       size_t want, size_t *out)
+{
+    size_t *cb = malloc((len - lo + 1) * sizeof *cb), k = 0;
+    if (!cb)
+        return -1;
+    for (size_t p = lo + 1; p <= len; p++)
+        if (p == len || ((unsigned char)text[p] & 0xC0) != 0x80)
+            cb[k++] = p;
+    size_t a = 0, b = k, at_b = 0; /* the answer's index in [a, b]; b = k: none */
+    while (a < b) {
+        size_t mid = a + (b - a) / 2;
+        char *norm = NULL;
+        size_t nl = 0;
+        if (spm_normalize(sp, text, cb[mid], &norm, &nl) != 0) {
+            free(cb);
+            return -1;
+        }
+        free(norm);
+        if (nl >= want) {
+            b = mid;
+            at_b = nl;
+        } else {
+            a = mid + 1;
+        }
+    }
+    /* Past want: the last character's output straddles the boundary (the
+     * U+2581 it brings, or a character the normalizer expanded), so it
+     * belongs to the next piece. */
+    if (b < k && at_b > want)
+        *out = b > 0 ? cb[b - 1] : lo;
+    else
+        *out = b < k ? cb[b] : len;
+    free(cb);
+    return 0;
+}
+
+/* The spans of one chunk (as encode_chunk tokenizes it), shifted by base. */
+static int chunk_offsets(const spm_model *sp, const char *text, size_t len, size_t base,
+                         offbuf *o)
+{
+    if (len >= 4 && text[0] == '>' && text[1] == '>') {
+        for (size_t i = 2; i + 1 < len; i++)
+            if (text[i] == '<' && text[i + 1] == '<') {
+                if (off_push(o, base, base + i + 2))
+                    return -1;
+                text += i + 2;
+                len -= i + 2;
+                base += i + 2;
+                break;
+            }
+    }
+    if (len == 0)
+        return 0;
+    int32_t *sid = NULL;
+    int sn = 0;
+    char *norm = NULL;
+    size_t *spans = NULL, nlen = 0;
+    if (spm_encode_pieces(sp, text, len, &sid, &sn, &norm, &nlen, &spans) != 0)
+        return -1;
+    int rc = 0;
+    size_t start = 0;
+    for (int i = 0; i < sn && rc == 0; i++) {
+        size_t end = len;
+        if (i + 1 < sn)
+            rc = first_reach(sp, text, len, start, spans[2 * i] + spans[2 * i + 1], &end);
+        if (rc == 0)
+            rc = off_push(o, base + start, base + end);
+        start = end;
+    }
+    free(sid);
+    free(norm);
+    free(spans);
+    return rc;
+}
+
+int td_tok_source_offsets(const td_tokenizer *t, const char *text, size_t len, const int32_t *ids,
+                          int n, size_t **off)
+{
+    (void)ids;
+    const vocab *v = &t->src;
+    offbuf o = {0};
+    *off = NULL;
+    /* the chunks of td_tok_encode */
+    int specials[3] = {v->eos, v->unk, v->pad};
+    size_t start = 0;
+    for (size_t i = 0; i < len;) {
+        size_t hit_len = 0;
+        if (text[i] == '<') {
+            for (int k = 0; k < 3; k++) {
+                if (specials[k] < 0)
+                    continue;
+                const char *sv = v->piece_of[specials[k]];
+                size_t sl = strlen(sv);
+                if (sl > hit_len && sl <= len - i && memcmp(text + i, sv, sl) == 0)
+                    hit_len = sl;
+            }
+        }
+        if (!hit_len) {
+            i++;
+            continue;
+        }
+        if (chunk_offsets(t->spm_src, text + start, i - start, start, &o) ||
+            off_push(&o, i, i + hit_len))
+            goto oom;
+        i += hit_len;
+        start = i;
+    }
+    if (chunk_offsets(t->spm_src, text + start, len - start, start, &o) ||
+        off_push(&o, len, len))
+        goto oom;
+    /* as many spans as td_tok_encode's tokens, covering the text: the
+     * first starts at 0, and whitespace that gave no piece (leading, or
+     * alone between two special tokens) goes to the span before it */
+    while (o.n < n)
+        if (off_push(&o, len, len))
+            goto oom;
+    if (o.n > 0)
+        o.v[0] = 0;
+    for (int i = 1; i < o.n; i++)
+        if (o.v[2 * i] != o.v[2 * i - 1])
+            o.v[2 * i - 1] = o.v[2 * i];
+    *off = o.v;
+    return 0;
+oom:
+    free(o.v);
+    return -1;
+}
+
+int td_tok_target_offsets(const td_tokenizer *t, const int32_t *ids, int n, size_t **off)
+{
+    *off = malloc((size_t)(n > 0 ? n : 1) * 2 * sizeof(size_t));
+    char *full = NULL;
+    if (!*off || td_tok_decode(t, ids, n, &full) != 0) {
+        free(*off);
+        *off = NULL;
+        return -1;
+    }
+    size_t total = strlen(full), prev = 0;
+    free(full);
+    for (int i = 0; i < n; i++) {
+        size_t end = total;
+        if (i + 1 < n) {
+            char *p = NULL;
+            if (td_tok_decode(t, ids, i + 1, &p) != 0) {
+                free(*off);
+                *off = NULL;
+                return -1;
+            }
+            end = strlen(p);
+            free(p);
+            if (end > total)
+                end = total;
+            if (end < prev)
+                end = prev;
+        }
+        (*off)[2 * i] = prev;
+        (*off)[2 * i + 1] = end;
+        prev = end;
+    }
+    return 0;
+}

@@ -94,6 +94,25 @@ int td_tok_encode_batch(const td_tokenizer *t, const char *const *texts, const s
 /* Frees ids[0..n).ids (and sets them NULL); accepts NULL. */
 void td_tok_ids_free(td_tok_ids *ids, int n);
 
+/* ---- offsets: where each token's text is ---------------------------------
+ * Both fill *off (malloc'd, 2n entries): token i covers bytes
+ * [off[2i], off[2i+1]) of its text. The spans are contiguous and cover the
+ * text exactly: off[0] = 0, each start is the previous end, the last end is
+ * the text's length; the whitespace before a word belongs to the piece that
+ * starts the word (its U+2581), and </s> is the empty span at the end.
+ * Return 0, or -1 when out of memory. Thread safety: as td_tok_encode. */
+
+/* Source: ids is td_tok_encode(TD_TOK_SOURCE, text, len) (n ids). A piece
+ * ends at the first character boundary of the text whose normalized prefix
+ * reaches the piece's end in the normalized text (so characters the
+ * normalizer merged or dropped go to the piece that needs them). */
+int td_tok_source_offsets(const td_tokenizer *t, const char *text, size_t len, const int32_t *ids,
+                          int n, size_t **off);
+
+/* Target: spans of td_tok_decode(ids, n): token i ends where the decoding
+ * of ids[0..i] ends (special tokens add nothing). */
+int td_tok_target_offsets(const td_tokenizer *t, const int32_t *ids, int n, size_t **off);
+
 int td_tok_eos_id(const td_tokenizer *t);
 int td_tok_unk_id(const td_tokenizer *t);
 int td_tok_pad_id(const td_tokenizer *t);

@@ -4,7 +4,7 @@
 # Used by `make test`, `make run` and the Dockerfile.
 set -eu
 
-PKGS="build-essential cmake pkg-config libjansson-dev libopenblas-dev check libsubunit-dev libmicrohttpd-dev curl python3-yaml python3-venv"
+PKGS="build-essential cmake pkg-config libjansson-dev libopenblas-dev check libsubunit-dev libmicrohttpd-dev curl python3-yaml python3-venv chromium chromium-driver python3-selenium"
 
 missing=""
 for p in $PKGS; do
