@@ -46,6 +46,7 @@
 #include "http.h"
 #include "metrics.h"
 #include "state.h"
+#include "web.h"
 
 struct srv_http {
     srv_server *s;
@@ -102,6 +103,9 @@ static enum MHD_Result send_resp(struct MHD_Connection *c, http_req *hr)
     }
     if (r->allow)
         MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, r->allow);
+    const char *wn, *wv;
+    for (int i = 0; r->ep == SRV_EP_WEB && srv_web_header(hr->url, i, &wn, &wv); i++)
+        MHD_add_response_header(resp, wn, wv);
     if (r->status == 401)
         MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
     if (atomic_load(&r->s->draining))
@@ -132,6 +136,8 @@ static int first_call(http_req *hr, struct MHD_Connection *c)
 {
     srv_req *r = &hr->api;
     srv_server *s = r->s;
+    if (srv_web_answer(r, hr->method, hr->url, header(c, MHD_HTTP_HEADER_IF_NONE_MATCH)))
+        return 1;
     const srv_route *rt = srv_api_route(hr->url);
     if (!rt) {
         r->ep = SRV_EP_UNKNOWN;

@@ -63,7 +63,7 @@ struct srv_metrics {
 
 static const char *k_ep_names[SRV_EP_COUNT] = {
     "/v1/translate", "/translate", "/languages", "/v1/models", "/health/live",
-    "/health/ready", "/metrics",   "/openapi.json", "other",
+    "/health/ready", "/metrics",   "/openapi.json", "/", "other",
 };
 
 const char *srv_endpoint_name(srv_endpoint ep)

@@ -21,6 +21,7 @@ typedef enum srv_endpoint {
     SRV_EP_READY,          /* /health/ready, /v2/health/ready */
     SRV_EP_METRICS,
     SRV_EP_OPENAPI,
+    SRV_EP_WEB,            /* the page: / and /web/NAME */
     SRV_EP_UNKNOWN,        /* 404s */
     SRV_EP_COUNT
 } srv_endpoint;

@@ -1,0 +1,435 @@
+#!/usr/bin/python3
+"""tests/web_browser.py DAEMON MODEL_DIR [SCREENSHOT_DIR]
+
+The ctest "web_browser" test: the page at GET / in a real browser (Debian's
+chromium, headless, driven by chromium-driver through python3-selenium,
+all installed by tools/bootstrap.sh) against `DAEMON serve` on a free
+loopback port. It types two lines, translates them with Ctrl+Enter and
+checks the page shows what POST /v1/translate answers for the same input;
+opens the attention view and checks the heatmap against the API's
+attention (cells, labels, a head switch, the average of heads and of
+layers, the word view), the grid of every head, hover and the arrow keys;
+an API error shown as the API's message; a phone-sized window; the page's
+weight; no console errors; and, with a second daemon behind --api-key, that
+the page asks for the key and keeps it in sessionStorage only.
+SCREENSHOT_DIR (or $TD_WEB_SCREENSHOTS): where to write the screenshots.
+
+Exit status 77 (ctest: skipped), with the reason on stderr, when selenium,
+chromium or chromedriver is missing or chromium cannot start here.
+"""
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+
+SKIP = 77
+TEXTS = ["Hello world", "The cat sat on the mat."]
+TOL = 1e-6
+
+
+def skip(why):
+    print("web_browser: SKIPPED: " + why, file=sys.stderr)
+    sys.exit(SKIP)
+
+
+def fail(why):
+    print("web_browser: FAIL: " + why, file=sys.stderr)
+    raise SystemExit(1)
+
+
+def check(cond, why):
+    if not cond:
+        fail(why)
+
+
+try:
+    from selenium import webdriver
+    from selenium.common.exceptions import WebDriverException
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+    from selenium.webdriver.support.ui import Select, WebDriverWait
+except ImportError as e:
+    skip("python3-selenium is not installed (%s); tools/bootstrap.sh installs it" % e)
+
+
+class Daemon:
+    def __init__(self, exe, model, extra=()):
+        self.log = tempfile.NamedTemporaryFile(prefix="td-web-", suffix=".log", delete=False)
+        env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
+        for k in ("TRANSFORMERD_API_KEY", "TRANSFORMERD_DEVICE", "TRANSFORMERD_MODEL"):
+            env.pop(k, None)
+        self.p = subprocess.Popen([exe, "serve", "--model", model, "--host", "127.0.0.1",
+                                   "--port", "0", "--threads", "1"] + list(extra),
+                                  stdout=subprocess.DEVNULL, stderr=self.log, env=env)
+        self.port = None
+        for _ in range(600):
+            if self.p.poll() is not None:
+                fail("the daemon exited during start-up:\n" + self.text())
+            m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", self.text())
+            if m:
+                self.port = int(m.group(1))
+                break
+            time.sleep(0.1)
+        check(self.port, "no 'listening on' line within 60 s")
+        self.base = "http://127.0.0.1:%d" % self.port
+        for _ in range(600):
+            try:
+                if self.get("/health/ready")[0] == 200:
+                    return
+            except OSError:
+                pass
+            time.sleep(0.1)
+        fail("the daemon was not ready within 60 s")
+
+    def text(self):
+        with open(self.log.name, errors="replace") as f:
+            return f.read()
+
+    def get(self, path):
+        try:
+            with urllib.request.urlopen(self.base + path, timeout=30) as r:
+                return r.status, dict(r.headers), r.read()
+        except urllib.error.HTTPError as e:
+            return e.code, dict(e.headers), e.read()
+
+    def translate(self, body, key=None):
+        h = {"Content-Type": "application/json"}
+        if key:
+            h["Authorization"] = "Bearer " + key
+        req = urllib.request.Request(self.base + "/v1/translate", json.dumps(body).encode(), h)
+        try:
+            with urllib.request.urlopen(req, timeout=60) as r:
+                return r.status, json.load(r)
+        except urllib.error.HTTPError as e:
+            return e.code, json.load(e)
+
+    def stop(self):
+        if self.p.poll() is None:
+            self.p.terminate()
+            try:
+                self.p.wait(30)
+            except subprocess.TimeoutExpired:
+                self.p.kill()
+        os.unlink(self.log.name)
+
+
+def browser():
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    driver = shutil.which("chromedriver") or (
+        "/usr/bin/chromedriver" if os.path.exists("/usr/bin/chromedriver") else None)
+    if not chromium or not driver:
+        skip("chromium or chromedriver is not installed (Debian: chromium chromium-driver; "
+             "tools/bootstrap.sh installs them)")
+    o = webdriver.ChromeOptions()
+    o.binary_location = chromium
+    # as root chromium refuses its sandbox; --no-sandbox is what CI's root needs
+    for a in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+              "--window-size=1100,900", "--no-first-run", "--disable-extensions",
+              "--disable-background-networking", "--disable-component-update"):
+        o.add_argument(a)
+    o.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    try:
+        from selenium.webdriver.chrome.service import Service
+        return webdriver.Chrome(service=Service(driver), options=o)
+    except WebDriverException as e:
+        skip("chromium cannot run on this machine (headless, --no-sandbox): %s" %
+             str(e).strip().splitlines()[0])
+
+
+def wait(d, cond, why, timeout=60):
+    try:
+        return WebDriverWait(d, timeout).until(lambda _: cond())
+    except Exception:
+        logs = d.get_log("browser")
+        fail(why + "; browser log: %s" % logs)
+
+
+def console_errors(d, allowed=()):
+    bad = []
+    for e in d.get_log("browser"):
+        if e["level"] not in ("SEVERE", "WARNING"):
+            continue
+        if any(a in e["message"] for a in allowed):
+            continue
+        bad.append(e)
+    check(not bad, "console errors: %s" % bad)
+
+
+def cells(d):
+    """The heatmap's cells as {(t, s): w} and its labels."""
+    data = d.execute_script("""
+        const m = document.getElementById('heatmap');
+        return {rows: +m.dataset.rows, cols: +m.dataset.cols, layer: m.dataset.layer,
+                head: m.dataset.head,
+                cells: Array.from(m.querySelectorAll('rect.cell')).map(
+                    (r) => [+r.dataset.t, +r.dataset.s, +r.dataset.w]),
+                rowPieces: Array.from(m.querySelectorAll('text.row-label')).map((e) => e.dataset.piece),
+                colPieces: Array.from(m.querySelectorAll('text.col-label')).map((e) => e.dataset.piece),
+                rowText: Array.from(m.querySelectorAll('text.row-label')).map((e) => e.textContent),
+                colText: Array.from(m.querySelectorAll('text.col-label')).map((e) => e.textContent)};""")
+    data["W"] = {(t, s): w for t, s, w in data["cells"]}
+    return data
+
+
+def pick(d, sel_id, value):
+    Select(d.find_element(By.ID, sel_id)).select_by_value(value)
+
+
+def same_matrix(W, ref, why):
+    for (t, s), w in W.items():
+        if not abs(w - ref[t][s]) <= TOL:
+            fail("%s: cell (%d, %d) is %r, want %r" % (why, t, s, w, ref[t][s]))
+
+
+def mean(mats):
+    T, S = len(mats[0]), len(mats[0][0])
+    return [[sum(m[t][s] for m in mats) / len(mats) for s in range(S)] for t in range(T)]
+
+
+def words(pieces):
+    special = lambda p: p is not None and (re.match(r"^<.*>$", p) or re.match(r"^>>.*<<$", p))
+    groups = []
+    for i, p in enumerate(pieces):
+        prev = pieces[i - 1] if i else None
+        if i == 0 or p.startswith("\u2581") or special(p) or special(prev):
+            groups.append([i])
+        else:
+            groups[-1].append(i)
+    return groups
+
+
+def main():
+    if len(sys.argv) < 3:
+        print(__doc__, file=sys.stderr)
+        return 2
+    exe, model = sys.argv[1], sys.argv[2]
+    shots = sys.argv[3] if len(sys.argv) > 3 else os.environ.get("TD_WEB_SCREENSHOTS")
+    if shots:
+        os.makedirs(shots, exist_ok=True)
+    dm = Daemon(exe, model)
+    d = None
+    try:
+        d = browser()
+        run(d, dm, shots)
+        run_key(d, exe, model)
+    finally:
+        if d:
+            d.quit()
+        dm.stop()
+    print("web_browser: all checks passed")
+    return 0
+
+
+def run(d, dm, shots):
+    # the assets: types, CSP, ETag and 304, weight
+    weight = 0
+    for path, ctype in (("/", "text/html"), ("/web/app.js", "text/javascript"),
+                        ("/web/app.css", "text/css"), ("/web/icon.svg", "image/svg+xml")):
+        st, h, body = dm.get(path)
+        check(st == 200 and h.get("Content-Type", "").startswith(ctype),
+              "%s: %d %s" % (path, st, h.get("Content-Type")))
+        check("script-src 'self'" in h.get("Content-Security-Policy", ""), path + ": no CSP")
+        etag = h.get("ETag")
+        check(etag and etag.startswith('"'), path + ": no ETag")
+        req = urllib.request.Request(dm.base + path, headers={"If-None-Match": etag})
+        try:
+            urllib.request.urlopen(req, timeout=10)
+            fail(path + ": If-None-Match did not give 304")
+        except urllib.error.HTTPError as e:
+            check(e.code == 304, "%s: If-None-Match gave %d" % (path, e.code))
+        req = urllib.request.Request(dm.base + path, headers={"If-None-Match": '"0000", W/"1"'})
+        with urllib.request.urlopen(req, timeout=10) as r:
+            check(r.status == 200 and r.read() == body, path + ": another ETag did not give 200")
+        weight += len(body)
+    print("web_browser: page weight %d bytes (%.1f KiB) in 4 files" % (weight, weight / 1024))
+    check(weight < 64 * 1024, "the page weighs %d bytes, over its 64 KiB budget" % weight)
+
+    d.get(dm.base + "/")
+    wait(d, lambda: "marian_en_de" in d.find_element(By.ID, "served").text,
+         "the served-by line never named the model")
+    served = d.find_element(By.ID, "served").text
+    check(" cpu" in served, "the served-by line names no device: " + served)
+    links = [a.get_attribute("href") for a in d.find_elements(By.CSS_SELECTOR, "footer a")]
+    check(dm.base + "/openapi.json" in links and dm.base + "/metrics" in links,
+          "footer links: %s" % links)
+
+    # the translator: two lines, beam 4, two alternatives, Ctrl+Enter
+    src = d.find_element(By.ID, "src")
+    src.clear()
+    src.send_keys(TEXTS[0] + Keys.ENTER + TEXTS[1])
+    for id_, v in (("beam", "4"), ("nhyp", "2")):
+        e = d.find_element(By.ID, id_)
+        e.clear()
+        e.send_keys(v)
+    src.send_keys(Keys.CONTROL, Keys.ENTER)
+    wait(d, lambda: len(d.find_elements(By.CSS_SELECTOR, "#results .translation")) == 2,
+         "no two translations after Ctrl+Enter")
+    st, api = dm.translate({"text": TEXTS, "model": "marian_en_de", "beam_size": 4,
+                            "num_hypotheses": 2, "return_tokens": True})
+    check(st == 200, "the API said %d" % st)
+    shown = [e.text for e in d.find_elements(By.CSS_SELECTOR, "#results .translation")]
+    want = [t["text"] for t in api["translations"]]
+    check(shown == want, "the page shows %r, the API answers %r" % (shown, want))
+    alts = [e.text for e in d.find_elements(By.CSS_SELECTOR, "#results .alternative")]
+    want_alts = [t["hypotheses"][1]["text"] for t in api["translations"]]
+    check(len(alts) == 2 and all(a.startswith(w) for a, w in zip(alts, want_alts)),
+          "alternatives %r, want %r" % (alts, want_alts))
+    scores = [e.text for e in d.find_elements(By.CSS_SELECTOR, "#results > li > div > .score")]
+    check(scores == ["score %.3f" % t["score"] for t in api["translations"]],
+          "scores %r" % scores)
+    if shots:
+        d.save_screenshot(os.path.join(shots, "translator.png"))
+
+    # the attention view of the first text
+    d.find_elements(By.CSS_SELECTOR, "#results button.inspect")[0].click()
+    wait(d, lambda: d.find_elements(By.ID, "heatmap"), "no heatmap after 'Attention'")
+    st, att = dm.translate({"text": [TEXTS[0]], "model": "marian_en_de", "beam_size": 4,
+                            "num_hypotheses": 1, "return_attention": True})
+    check(st == 200, "the API said %d" % st)
+    t0 = att["translations"][0]
+    cross = t0["attention"]["cross"]
+    L, H = len(cross), len(cross[0])
+    T, S = len(t0["tokens"]), len(t0["source_tokens"])
+    check(H >= 2, "the fixture has %d heads" % H)
+    m = cells(d)
+    check(m["rows"] == T and m["cols"] == S and len(m["W"]) == T * S,
+          "heatmap %dx%d with %d cells, want %dx%d" % (m["rows"], m["cols"], len(m["W"]), T, S))
+    check(m["rowPieces"] == t0["tokens"] and m["colPieces"] == t0["source_tokens"],
+          "labels %r / %r, want %r / %r" % (m["rowPieces"], m["colPieces"], t0["tokens"],
+                                            t0["source_tokens"]))
+    # word marks shown as breaks, not as U+2581 glyphs (a lone ▁ piece excepted)
+    for p, txt in zip(m["colPieces"] + m["rowPieces"], m["colText"] + m["rowText"]):
+        if p.startswith("\u2581") and p != "\u2581":
+            check(txt == p[1:], "label %r of piece %r" % (txt, p))
+    check(m["layer"] == str(L - 1) and m["head"] == "0", "starts at %s/%s" % (m["layer"], m["head"]))
+    same_matrix(m["W"], cross[L - 1][0], "layer %d head 0" % (L - 1))
+    # the offsets line the pieces up with the sentence
+    spans = d.execute_script("return Array.from(document.querySelectorAll('#att-src span'))"
+                             ".map((e) => e.textContent)")
+    check("".join(spans) == TEXTS[0] and len(spans) == S, "source spans %r" % spans)
+    if shots:
+        d.save_screenshot(os.path.join(shots, "attention-head.png"))
+
+    heads = []
+    for h in range(H):
+        pick(d, "head", str(h))
+        mh = cells(d)
+        check(mh["head"] == str(h), "head picker did not switch to %d" % h)
+        same_matrix(mh["W"], cross[L - 1][h], "layer %d head %d" % (L - 1, h))
+        heads.append([[mh["W"][(t, s)] for s in range(S)] for t in range(T)])
+    diff = max(abs(heads[0][t][s] - heads[1][t][s]) for t in range(T) for s in range(S))
+    check(diff > 1e-3, "switching head changed no cell (max difference %g)" % diff)
+    pick(d, "head", "avg")
+    same_matrix(cells(d)["W"], mean(heads), "average of heads (the mean of the page's heads)")
+    pick(d, "head", "0")
+    pick(d, "layer", "avg")
+    same_matrix(cells(d)["W"], mean([cross[l][0] for l in range(L)]), "average of layers, head 0")
+    pick(d, "head", "avg")
+    same_matrix(cells(d)["W"], mean([mean(cross[l]) for l in range(L)]),
+                "average of layers and heads")
+    pick(d, "layer", str(L - 1))
+    pick(d, "head", "1")
+
+    # the word view: sums over a word's source pieces, means over its target pieces
+    pick(d, "units", "words")
+    tg, sg = words(t0["tokens"]), words(t0["source_tokens"])
+    mw = cells(d)
+    check(mw["rows"] == len(tg) and mw["cols"] == len(sg), "word view %dx%d, want %dx%d" %
+          (mw["rows"], mw["cols"], len(tg), len(sg)))
+    W = cross[L - 1][1]
+    ref = [[sum(W[t][s] for t in ti for s in si) / len(ti) for si in sg] for ti in tg]
+    same_matrix(mw["W"], ref, "word view")
+    for a in range(len(tg)):
+        row = sum(mw["W"][(a, b)] for b in range(len(sg)))
+        check(abs(row - 1) < 1e-4, "word row %d sums to %g" % (a, row))
+    pick(d, "units", "pieces")
+
+    # hover and the arrow keys name the pair and the weight
+    cell = d.find_element(By.CSS_SELECTOR, '#heatmap rect.cell[data-t="0"][data-s="1"]')
+    ActionChains(d).move_to_element(cell).perform()
+    hover = d.find_element(By.ID, "hover").text
+    w01 = "%.4f" % cross[L - 1][1][0][1]
+    check(w01 in hover and "\u2190" in hover, "hover says %r, want the weight %s" % (hover, w01))
+    d.execute_script("document.getElementById('heatmap').dispatchEvent(new MouseEvent('mouseleave'))")
+    d.find_element(By.ID, "heatmap").send_keys(Keys.ARROW_DOWN)
+    hover2 = d.find_element(By.ID, "hover").text
+    check("%.4f" % cross[L - 1][1][1][1] in hover2, "arrow down: %r" % hover2)
+
+    # every head of the layer at once
+    pick(d, "view", "grid")
+    multiples = d.find_elements(By.CSS_SELECTOR, "#grid button.multiple")
+    check(len(multiples) == H, "%d small multiples, want %d" % (len(multiples), H))
+    if shots:
+        d.save_screenshot(os.path.join(shots, "attention-grid.png"))
+    multiples[H - 1].click()
+    mh = cells(d)
+    check(mh["head"] == str(H - 1), "clicking head %d's multiple shows %s" % (H - 1, mh["head"]))
+    console_errors(d)
+
+    # an API error is shown as the API's message
+    beam = d.find_element(By.ID, "beam")
+    d.execute_script("arguments[0].max = '99'", beam)
+    beam.clear()
+    beam.send_keys("99")
+    d.find_element(By.ID, "go").click()
+    wait(d, lambda: d.find_element(By.ID, "error").is_displayed(), "no error shown")
+    st, err = dm.translate({"text": TEXTS, "model": "marian_en_de", "beam_size": 99,
+                            "num_hypotheses": 2, "return_tokens": True})
+    msg = err["error"]["message"]
+    shown = d.find_element(By.ID, "error").text
+    check(st == 400 and shown.startswith(msg) and "[object Object]" not in shown,
+          "error shown %r, the API's message %r" % (shown, msg))
+    # the only console line allowed: the network's note of that 400
+    console_errors(d, allowed=("/v1/translate - Failed to load resource: the server responded "
+                               "with a status of 400",))
+
+    # a phone-sized window: nothing wider than the screen but the map's own scroller
+    d.set_window_size(390, 844)
+    d.get(dm.base + "/")
+    wait(d, lambda: "marian_en_de" in d.find_element(By.ID, "served").text, "reload")
+    over = d.execute_script("return document.documentElement.scrollWidth - window.innerWidth")
+    check(over <= 0, "the page is %dpx wider than a phone's window" % over)
+    kib = int(d.execute_script("return document.body.dataset.weight || 0"))
+    check(0 < kib < 64 * 1024, "the page reports a weight of %d bytes" % kib)
+    console_errors(d)
+    d.set_window_size(1100, 900)
+
+
+def run_key(d, exe, model):
+    dk = Daemon(exe, model, ["--api-key", "s3cret"])
+    try:
+        d.get(dk.base + "/")
+        wait(d, lambda: "marian_en_de" in d.find_element(By.ID, "served").text, "key daemon")
+        src = d.find_element(By.ID, "src")
+        src.clear()
+        src.send_keys(TEXTS[0])
+        d.find_element(By.ID, "go").click()
+        wait(d, lambda: d.find_element(By.ID, "keybox").is_displayed(), "no key prompt on 401")
+        check(d.find_element(By.ID, "error").text.startswith("a valid API key is required"),
+              "401 shown as %r" % d.find_element(By.ID, "error").text)
+        d.find_element(By.ID, "key").send_keys("s3cret")
+        d.find_element(By.ID, "keysave").click()
+        d.find_element(By.ID, "go").click()
+        wait(d, lambda: len(d.find_elements(By.CSS_SELECTOR, "#results .translation")) == 1,
+             "no translation with the key")
+        st, api = dk.translate({"text": [TEXTS[0]], "beam_size": 4}, key="s3cret")
+        check(d.find_element(By.CSS_SELECTOR, "#results .translation").text ==
+              api["translations"][0]["text"], "translation with the key")
+        stored = d.execute_script("return [sessionStorage.length, localStorage.length, "
+                                  "document.cookie]")
+        check(stored == [1, 0, ""], "the key is kept as %r (want sessionStorage only)" % stored)
+        console_errors(d, allowed=("/v1/translate - Failed to load resource: the server "
+                                   "responded with a status of 401",))
+    finally:
+        dk.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

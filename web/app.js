@@ -1,0 +1,474 @@
+// transformerd's page: a translator on POST /v1/translate and a
+// cross-attention explorer for one translated sentence. Plain JS, no build
+// step, no other origin (the Content-Security-Policy allows none).
+'use strict';
+
+const $ = (id) => document.getElementById(id);
+const SVGNS = 'http://www.w3.org/2000/svg';
+const WORD = '\u2581';
+const KEY = 'transformerd-api-key';
+
+// ---- the API -------------------------------------------------------------
+
+class ApiError extends Error {
+  constructor(status, body) {
+    const e = body && body.error;
+    // the native error object {"error":{"code","message","param"}}
+    super(e && typeof e.message === 'string' ? e.message : 'HTTP ' + status);
+    this.status = status;
+    this.code = e && e.code;
+    this.param = e && e.param;
+  }
+}
+
+async function api(path, body) {
+  const headers = {};
+  const key = sessionStorage.getItem(KEY);
+  if (key) headers.Authorization = 'Bearer ' + key;
+  const init = { headers };
+  if (body !== undefined) {
+    init.method = 'POST';
+    headers['Content-Type'] = 'application/json';
+    init.body = JSON.stringify(body);
+  }
+  const res = await fetch(path, init);
+  let data = null;
+  try { data = await res.json(); } catch (e) { data = null; }
+  if (!res.ok) throw new ApiError(res.status, data);
+  return data;
+}
+
+function showError(err) {
+  const box = $('error');
+  if (!err) { box.hidden = true; box.textContent = ''; return; }
+  let text = err.message;
+  if (err.code) text += ' (' + err.code + (err.param ? ', ' + err.param : '') + ')';
+  box.textContent = text;
+  box.dataset.code = err.code || '';
+  box.hidden = false;
+  if (err.status === 401) $('keybox').hidden = false;
+}
+
+// ---- models and the served-by line --------------------------------------
+
+async function loadModels() {
+  try {
+    const data = await api('/v1/models');
+    const sel = $('model');
+    sel.textContent = '';
+    for (const m of data.models) {
+      const o = document.createElement('option');
+      o.value = m.name;
+      o.textContent = m.name + ' (' + m.languages.source + ' \u2192 ' + m.languages.target + ')';
+      sel.append(o);
+    }
+    const m = data.models[0];
+    if (m) {
+      $('served').textContent = 'Served by transformerd: ' + m.name + ' (' + m.languages.source +
+        ' \u2192 ' + m.languages.target + ') on ' + m.device + ', ' + m.dtype + ' weights';
+      $('beam').value = m.defaults.beam_size;
+      $('beam').max = m.limits.max_beam_size;
+      $('nhyp').max = m.limits.max_beam_size;
+    }
+  } catch (err) {
+    $('served').textContent = 'The model list is not available: ' + err.message;
+  }
+}
+
+// ---- the translator ------------------------------------------------------
+
+let lastRequest = null; // options of the last translation, for the attention view
+
+function lines() {
+  return $('src').value.split('\n').map((l) => l.trim()).filter((l) => l.length > 0);
+}
+
+function intOf(id) {
+  const v = Number($(id).value);
+  return Number.isInteger(v) ? v : $(id).value; // the API names a bad value
+}
+
+async function translate() {
+  const texts = lines();
+  showError(null);
+  if (texts.length === 0) { $('status').textContent = 'Type something to translate.'; return; }
+  const req = { text: texts, model: $('model').value || undefined, beam_size: intOf('beam'),
+                num_hypotheses: intOf('nhyp'), return_tokens: true };
+  $('go').disabled = true;
+  $('status').textContent = 'Translating ' + texts.length + (texts.length > 1 ? ' texts…' : ' text…');
+  const t0 = performance.now();
+  try {
+    const data = await api('/v1/translate', req);
+    lastRequest = req;
+    showResults(texts, data);
+    $('status').textContent = texts.length + (texts.length > 1 ? ' texts' : ' text') + ' in ' +
+      Math.round(performance.now() - t0) + ' ms (' + data.usage.source_tokens + ' source, ' +
+      data.usage.target_tokens + ' target tokens)';
+  } catch (err) {
+    $('status').textContent = '';
+    showError(err);
+  } finally {
+    $('go').disabled = false;
+  }
+}
+
+function fmtScore(s) { return s === null ? 'score: n/a' : 'score ' + s.toFixed(3); }
+
+function showResults(texts, data) {
+  const ol = $('results');
+  ol.textContent = '';
+  data.translations.forEach((t, i) => {
+    const li = document.createElement('li');
+    const src = document.createElement('div');
+    src.className = 'source';
+    src.textContent = texts[i];
+    const tr = document.createElement('div');
+    const txt = document.createElement('span');
+    txt.className = 'translation';
+    txt.lang = '';
+    txt.textContent = t.text;
+    const sc = document.createElement('span');
+    sc.className = 'score';
+    sc.textContent = fmtScore(t.score);
+    tr.append(txt, sc);
+    li.append(src, tr);
+    if (t.hypotheses && t.hypotheses.length > 1) {
+      const alts = document.createElement('ol');
+      alts.className = 'alts';
+      alts.start = 2;
+      for (const h of t.hypotheses.slice(1)) {
+        const a = document.createElement('li');
+        a.className = 'alternative';
+        a.textContent = h.text + '  ';
+        const s = document.createElement('span');
+        s.className = 'score';
+        s.textContent = fmtScore(h.score);
+        a.append(s);
+        alts.append(a);
+      }
+      li.append(alts);
+    }
+    const b = document.createElement('button');
+    b.type = 'button';
+    b.className = 'quiet inspect';
+    b.textContent = 'Attention';
+    b.setAttribute('aria-label', 'Show the attention of text ' + (i + 1));
+    b.addEventListener('click', () => inspect(texts[i]));
+    li.append(b);
+    ol.append(li);
+  });
+}
+
+// ---- the attention explorer ----------------------------------------------
+
+let A = null; // {src, tgt, srcOff, tgtOff, text, source, layers, heads, cross}
+
+async function inspect(text) {
+  showError(null);
+  $('status').textContent = 'Asking for the attention…';
+  const req = Object.assign({}, lastRequest, { text: [text], num_hypotheses: 1,
+                                                return_attention: true });
+  try {
+    const data = await api('/v1/translate', req);
+    const t = data.translations[0];
+    A = { source: text, text: t.text, src: t.source_tokens, tgt: t.tokens,
+          srcOff: t.source_offsets, tgtOff: t.offsets, layers: t.attention.layers,
+          heads: t.attention.heads, cross: t.attention.cross };
+    $('status').textContent = '';
+    fillPickers();
+    $('attention').hidden = false;
+    render();
+    $('attention').scrollIntoView({ block: 'start' });
+    $('layer').focus();
+  } catch (err) {
+    $('status').textContent = '';
+    showError(err);
+  }
+}
+
+function fillPickers() {
+  const opts = (sel, items, avgLabel) => {
+    sel.textContent = '';
+    items.forEach((v, i) => {
+      const o = document.createElement('option');
+      o.value = String(i);
+      o.textContent = String(v);
+      sel.append(o);
+    });
+    const o = document.createElement('option');
+    o.value = 'avg';
+    o.textContent = avgLabel;
+    sel.append(o);
+  };
+  opts($('layer'), A.layers, 'average of layers');
+  opts($('head'), A.heads, 'average of heads');
+  $('layer').value = String(A.layers.length - 1);
+  $('head').value = '0';
+}
+
+// The elementwise mean of equally shaped matrices.
+function mean(mats) {
+  const T = mats[0].length, S = mats[0][0].length;
+  const out = [];
+  for (let t = 0; t < T; t++) {
+    const row = new Array(S);
+    for (let s = 0; s < S; s++) {
+      let sum = 0;
+      for (const m of mats) sum += m[t][s];
+      row[s] = sum / mats.length;
+    }
+    out.push(row);
+  }
+  return out;
+}
+
+// The matrix [t][s] of a layer index (or 'avg') and a head index (or 'avg').
+function matrix(layer, head) {
+  const ls = layer === 'avg' ? A.layers.map((_, i) => i) : [Number(layer)];
+  const perLayer = ls.map((l) => head === 'avg' ? mean(A.cross[l]) : A.cross[l][Number(head)]);
+  return perLayer.length === 1 ? perLayer[0] : mean(perLayer);
+}
+
+function isSpecial(p) { return /^<.*>$/.test(p) || /^>>.*<<$/.test(p); }
+
+// Groups of piece indices, one per word: a word starts at a piece with the
+// word mark, at a special token and after one.
+function words(pieces) {
+  const groups = [];
+  pieces.forEach((p, i) => {
+    const prev = i > 0 ? pieces[i - 1] : null;
+    if (i === 0 || p.startsWith(WORD) || isSpecial(p) || isSpecial(prev)) groups.push([i]);
+    else groups[groups.length - 1].push(i);
+  });
+  return groups;
+}
+
+// The word-level matrix: a source word sums its pieces' weights (a row
+// still sums to 1), a target word averages its pieces' rows.
+function wordMatrix(W, tg, sg) {
+  return tg.map((tIdx) => sg.map((sIdx) => {
+    let acc = 0;
+    for (const t of tIdx) for (const s of sIdx) acc += W[t][s];
+    return acc / tIdx.length;
+  }));
+}
+
+function pieceLabel(p, i) {
+  if (p === WORD) return WORD;
+  if (p.startsWith(WORD)) return p.slice(1);
+  return i > 0 && !isSpecial(p) ? '\u00b7' + p : p; // a piece inside a word
+}
+
+// What the current pickers show: matrix, labels, raw pieces, word starts.
+function view(layer, head) {
+  const W = matrix(layer, head);
+  if ($('units').value === 'words') {
+    const tg = words(A.tgt), sg = words(A.src);
+    const join = (pcs, g) => g.map((i) => pcs[i]).join('').split(WORD).join(' ').trim() || WORD;
+    return { W: wordMatrix(W, tg, sg), rows: tg.map((g) => join(A.tgt, g)),
+             cols: sg.map((g) => join(A.src, g)), rowPieces: tg.map((g) => g.map((i) => A.tgt[i]).join(' ')),
+             colPieces: sg.map((g) => g.map((i) => A.src[i]).join(' ')), tg, sg,
+             rowBreak: tg.map((_, i) => i > 0), colBreak: sg.map((_, i) => i > 0) };
+  }
+  const idx = (n) => Array.from({ length: n }, (_, i) => [i]);
+  const brk = (pcs) => pcs.map((p, i) => i > 0 && (p.startsWith(WORD) || isSpecial(p) || isSpecial(pcs[i - 1])));
+  return { W, rows: A.tgt.map(pieceLabel), cols: A.src.map(pieceLabel), rowPieces: A.tgt,
+           colPieces: A.src, tg: idx(A.tgt.length), sg: idx(A.src.length), rowBreak: brk(A.tgt),
+           colBreak: brk(A.src) };
+}
+
+function color(w) {
+  const x = Math.max(0, Math.min(1, w));
+  return 'hsl(214,70%,' + (98 - 68 * Math.sqrt(x)).toFixed(1) + '%)';
+}
+
+// The source and target sentences as spans of their pieces (offsets).
+function sentence(el, text, pieces, offsets) {
+  el.textContent = '';
+  const chars = Array.from(text);
+  pieces.forEach((p, i) => {
+    const span = document.createElement('span');
+    span.textContent = chars.slice(offsets[i][0], offsets[i][1]).join('');
+    span.dataset.piece = p;
+    el.append(span);
+  });
+}
+
+function highlight(t, s, v) {
+  const mark = (el, set) => Array.from(el.children).forEach((c, i) => c.classList.toggle('hl', set.has(i)));
+  mark($('att-tgt'), new Set(t === null ? [] : v.tg[t]));
+  mark($('att-src'), new Set(s === null ? [] : v.sg[s]));
+  for (const el of $('map').querySelectorAll('text')) {
+    const on = (el.dataset.axis === 'row' && Number(el.dataset.i) === t) ||
+               (el.dataset.axis === 'col' && Number(el.dataset.i) === s);
+    el.classList.toggle('hl', on);
+  }
+  $('hover').textContent = t === null ? 'Point at a cell, or focus the map and use the arrow keys.'
+    : v.rows[t] + ' \u2190 ' + v.cols[s] + ': ' + v.W[t][s].toFixed(4);
+}
+
+function render() {
+  if (!A) return;
+  sentence($('att-src'), A.source, A.src, A.srcOff);
+  sentence($('att-tgt'), A.text, A.tgt, A.tgtOff);
+  const grid = $('view').value === 'grid';
+  $('grid').hidden = !grid;
+  $('map').hidden = grid;
+  $('head').disabled = grid;
+  if (grid) renderGrid(); else renderMap();
+}
+
+function svg(tag, attrs) {
+  const el = document.createElementNS(SVGNS, tag);
+  for (const k in attrs) el.setAttribute(k, attrs[k]);
+  return el;
+}
+
+function renderMap() {
+  const layer = $('layer').value, head = $('head').value;
+  const v = view(layer, head);
+  const T = v.rows.length, S = v.cols.length, C = 26, GAP = 3;
+  const longest = (ls) => ls.reduce((m, l) => Math.max(m, Array.from(l).length), 1);
+  const left = 12 + 7.5 * longest(v.rows), top = 16 + 6.5 * longest(v.cols);
+  const xs = [], ys = [];
+  let x = left, y = top;
+  for (let s = 0; s < S; s++) { if (v.colBreak[s]) x += GAP; xs.push(x); x += C; }
+  for (let t = 0; t < T; t++) { if (v.rowBreak[t]) y += GAP; ys.push(y); y += C; }
+  const root = svg('svg', { width: x + 10, height: y + 10, role: 'img', tabindex: '0',
+                            'aria-label': 'attention map, ' + T + ' target by ' + S + ' source' });
+  root.dataset.rows = T;
+  root.dataset.cols = S;
+  root.dataset.layer = layer;
+  root.dataset.head = head;
+  root.dataset.units = $('units').value;
+  root.id = 'heatmap';
+  for (let s = 0; s < S; s++) {
+    const cx = xs[s] + C / 2, cy = top - 6;
+    const l = svg('text', { x: cx, y: cy, transform: 'rotate(-55 ' + cx + ' ' + cy + ')',
+                            class: 'col-label' });
+    l.textContent = v.cols[s];
+    l.dataset.axis = 'col';
+    l.dataset.i = s;
+    l.dataset.piece = v.colPieces[s];
+    root.append(l);
+  }
+  for (let t = 0; t < T; t++) {
+    const l = svg('text', { x: left - 6, y: ys[t] + C / 2 + 4, 'text-anchor': 'end',
+                            class: 'row-label' });
+    l.textContent = v.rows[t];
+    l.dataset.axis = 'row';
+    l.dataset.i = t;
+    l.dataset.piece = v.rowPieces[t];
+    root.append(l);
+  }
+  for (let t = 0; t < T; t++) {
+    for (let s = 0; s < S; s++) {
+      const r = svg('rect', { x: xs[s], y: ys[t], width: C - 1, height: C - 1,
+                              fill: color(v.W[t][s]), class: 'cell' });
+      r.dataset.t = t;
+      r.dataset.s = s;
+      r.dataset.w = String(v.W[t][s]);
+      root.append(r);
+    }
+  }
+  const cursor = svg('rect', { class: 'cursor', width: C - 1, height: C - 1, visibility: 'hidden' });
+  root.append(cursor);
+  let at = null;
+  const focusCell = (t, s) => {
+    at = [t, s];
+    cursor.setAttribute('x', xs[s]);
+    cursor.setAttribute('y', ys[t]);
+    cursor.setAttribute('visibility', 'visible');
+    highlight(t, s, v);
+  };
+  root.addEventListener('mousemove', (e) => {
+    const d = e.target.dataset;
+    if (d && d.t !== undefined) focusCell(Number(d.t), Number(d.s));
+  });
+  root.addEventListener('mouseleave', () => {
+    cursor.setAttribute('visibility', 'hidden');
+    highlight(null, null, v);
+  });
+  root.addEventListener('focus', () => { if (!at) focusCell(0, 0); });
+  root.addEventListener('keydown', (e) => {
+    const [t, s] = at || [0, 0];
+    const moves = { ArrowUp: [-1, 0], ArrowDown: [1, 0], ArrowLeft: [0, -1], ArrowRight: [0, 1] };
+    const m = moves[e.key];
+    if (!m) return;
+    e.preventDefault();
+    focusCell(Math.max(0, Math.min(T - 1, t + m[0])), Math.max(0, Math.min(S - 1, s + m[1])));
+  });
+  $('map').textContent = '';
+  $('map').append(root);
+  highlight(null, null, v);
+}
+
+// Every head of the selected layer (or of the average of layers) at once.
+function renderGrid() {
+  const box = $('grid');
+  box.textContent = '';
+  const layer = $('layer').value;
+  box.dataset.layer = layer;
+  const P = 6;
+  A.heads.forEach((h, hi) => {
+    const v = view(layer, String(hi));
+    const T = v.W.length, S = v.W[0].length;
+    const cv = document.createElement('canvas');
+    cv.width = S * P;
+    cv.height = T * P;
+    const g = cv.getContext('2d');
+    for (let t = 0; t < T; t++) {
+      for (let s = 0; s < S; s++) {
+        g.fillStyle = color(v.W[t][s]);
+        g.fillRect(s * P, t * P, P, P);
+      }
+    }
+    const b = document.createElement('button');
+    b.type = 'button';
+    b.className = 'multiple';
+    b.dataset.head = String(hi);
+    b.setAttribute('aria-label', 'head ' + h + ': show it alone');
+    const cap = document.createElement('span');
+    cap.textContent = 'head ' + h;
+    b.append(cv, cap);
+    b.addEventListener('click', () => {
+      $('head').value = String(hi);
+      $('view').value = 'one';
+      render();
+      $('heatmap').focus();
+    });
+    box.append(b);
+  });
+}
+
+// ---- page weight, key, wiring ------------------------------------------
+
+function reportWeight() {
+  const nav = performance.getEntriesByType('navigation')[0];
+  let bytes = nav ? nav.decodedBodySize : 0;
+  for (const r of performance.getEntriesByType('resource')) {
+    if (!r.name.includes('/v1/')) bytes += r.decodedBodySize;
+  }
+  $('weight').textContent = 'page weight: ' + (bytes / 1024).toFixed(1) + ' KiB, no other origin';
+  document.body.dataset.weight = String(bytes);
+}
+
+function init() {
+  $('form').addEventListener('submit', (e) => { e.preventDefault(); translate(); });
+  $('src').addEventListener('keydown', (e) => {
+    if (e.key === 'Enter' && (e.ctrlKey || e.metaKey)) { e.preventDefault(); translate(); }
+  });
+  for (const id of ['layer', 'head', 'units', 'view']) $(id).addEventListener('change', render);
+  $('keysave').addEventListener('click', () => {
+    sessionStorage.setItem(KEY, $('key').value);
+    $('key').value = '';
+    $('keybox').hidden = true;
+    showError(null);
+    loadModels();
+  });
+  if (!$('src').value) $('src').value = 'Hello world\nThe cat sat on the mat.';
+  loadModels();
+  window.addEventListener('load', () => setTimeout(reportWeight, 0));
+}
+
+init();
