@@ -16,6 +16,7 @@ build: bootstrap
 	cmake --build $(BUILD) -j $(JOBS)
 
 test: build
+	@sh tools/bootstrap.sh --with-browser
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 	$(MAKE) test-asan
 

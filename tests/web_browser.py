@@ -31,6 +31,7 @@ import urllib.request
 SKIP = 77
 TEXTS = ["Hello world", "The cat sat on the mat."]
 TOL = 1e-6
+NAME = None  # the served model's name, from /v1/models
 
 
 def skip(why):
@@ -214,6 +215,8 @@ def main():
     if shots:
         os.makedirs(shots, exist_ok=True)
     dm = Daemon(exe, model)
+    global NAME
+    NAME = json.loads(dm.get("/v1/models")[2])["models"][0]["name"]
     d = None
     try:
         d = browser()
@@ -252,7 +255,7 @@ def run(d, dm, shots):
     check(weight < 64 * 1024, "the page weighs %d bytes, over its 64 KiB budget" % weight)
 
     d.get(dm.base + "/")
-    wait(d, lambda: "marian_en_de" in d.find_element(By.ID, "served").text,
+    wait(d, lambda: NAME in d.find_element(By.ID, "served").text,
          "the served-by line never named the model")
     served = d.find_element(By.ID, "served").text
     check(" cpu" in served, "the served-by line names no device: " + served)
@@ -271,7 +274,7 @@ def run(d, dm, shots):
     src.send_keys(Keys.CONTROL, Keys.ENTER)
     wait(d, lambda: len(d.find_elements(By.CSS_SELECTOR, "#results .translation")) == 2,
          "no two translations after Ctrl+Enter")
-    st, api = dm.translate({"text": TEXTS, "model": "marian_en_de", "beam_size": 4,
+    st, api = dm.translate({"text": TEXTS, "model": NAME, "beam_size": 4,
                             "num_hypotheses": 2, "return_tokens": True})
     check(st == 200, "the API said %d" % st)
     shown = [e.text for e in d.find_elements(By.CSS_SELECTOR, "#results .translation")]
@@ -290,7 +293,7 @@ def run(d, dm, shots):
     # the attention view of the first text
     d.find_elements(By.CSS_SELECTOR, "#results button.inspect")[0].click()
     wait(d, lambda: d.find_elements(By.ID, "heatmap"), "no heatmap after 'Attention'")
-    st, att = dm.translate({"text": [TEXTS[0]], "model": "marian_en_de", "beam_size": 4,
+    st, att = dm.translate({"text": [TEXTS[0]], "model": NAME, "beam_size": 4,
                             "num_hypotheses": 1, "return_attention": True})
     check(st == 200, "the API said %d" % st)
     t0 = att["translations"][0]
@@ -380,7 +383,7 @@ def run(d, dm, shots):
     beam.send_keys("99")
     d.find_element(By.ID, "go").click()
     wait(d, lambda: d.find_element(By.ID, "error").is_displayed(), "no error shown")
-    st, err = dm.translate({"text": TEXTS, "model": "marian_en_de", "beam_size": 99,
+    st, err = dm.translate({"text": TEXTS, "model": NAME, "beam_size": 99,
                             "num_hypotheses": 2, "return_tokens": True})
     msg = err["error"]["message"]
     shown = d.find_element(By.ID, "error").text
@@ -393,7 +396,7 @@ def run(d, dm, shots):
     # a phone-sized window: nothing wider than the screen but the map's own scroller
     d.set_window_size(390, 844)
     d.get(dm.base + "/")
-    wait(d, lambda: "marian_en_de" in d.find_element(By.ID, "served").text, "reload")
+    wait(d, lambda: NAME in d.find_element(By.ID, "served").text, "reload")
     over = d.execute_script("return document.documentElement.scrollWidth - window.innerWidth")
     check(over <= 0, "the page is %dpx wider than a phone's window" % over)
     kib = int(d.execute_script("return document.body.dataset.weight || 0"))
@@ -406,7 +409,7 @@ def run_key(d, exe, model):
     dk = Daemon(exe, model, ["--api-key", "s3cret"])
     try:
         d.get(dk.base + "/")
-        wait(d, lambda: "marian_en_de" in d.find_element(By.ID, "served").text, "key daemon")
+        wait(d, lambda: NAME in d.find_element(By.ID, "served").text, "key daemon")
         src = d.find_element(By.ID, "src")
         src.clear()
         src.send_keys(TEXTS[0])

@@ -1,10 +1,13 @@
 #!/bin/sh
 # Installs the Debian packages that building and testing transformerd need,
 # when they are missing. Idempotent; runs apt-get only when something lacks.
-# Used by `make test`, `make run` and the Dockerfile.
+# Used by `make test`, `make run` and the Dockerfile. With --with-browser
+# (`make test`) also what the web page's browser test needs: chromium,
+# chromium-driver and python3-selenium (the images do without them).
 set -eu
 
-PKGS="build-essential cmake pkg-config libjansson-dev libopenblas-dev check libsubunit-dev libmicrohttpd-dev curl python3-yaml python3-venv chromium chromium-driver python3-selenium"
+PKGS="build-essential cmake pkg-config libjansson-dev libopenblas-dev check libsubunit-dev libmicrohttpd-dev curl python3-yaml python3-venv"
+[ "${1:-}" = "--with-browser" ] && PKGS="$PKGS chromium chromium-driver python3-selenium"
 
 missing=""
 for p in $PKGS; do

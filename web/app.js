@@ -409,10 +409,10 @@ function renderGrid() {
   box.textContent = '';
   const layer = $('layer').value;
   box.dataset.layer = layer;
-  const P = 6;
   A.heads.forEach((h, hi) => {
     const v = view(layer, String(hi));
     const T = v.W.length, S = v.W[0].length;
+    const P = Math.max(3, Math.min(16, Math.floor(140 / Math.max(T, S))));
     const cv = document.createElement('canvas');
     cv.width = S * P;
     cv.height = T * P;
