@@ -57,7 +57,7 @@ try:
     from selenium.webdriver.common.keys import Keys
     from selenium.webdriver.support.ui import Select, WebDriverWait
 except ImportError as e:
-    skip("python3-selenium is not installed (%s); tools/bootstrap.sh installs it" % e)
+    skip("python3-selenium is not installed (%s); `sh tools/bootstrap.sh --with-browser` installs it" % e)
 
 
 class Daemon:
@@ -127,7 +127,7 @@ def browser():
         "/usr/bin/chromedriver" if os.path.exists("/usr/bin/chromedriver") else None)
     if not chromium or not driver:
         skip("chromium or chromedriver is not installed (Debian: chromium chromium-driver; "
-             "tools/bootstrap.sh installs them)")
+             "`sh tools/bootstrap.sh --with-browser` installs them)")
     o = webdriver.ChromeOptions()
     o.binary_location = chromium
     # as root chromium refuses its sandbox; --no-sandbox is what CI's root needs
