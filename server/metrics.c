@@ -63,7 +63,8 @@ struct srv_metrics {
 
 static const char *k_ep_names[SRV_EP_COUNT] = {
     "/v1/translate", "/translate", "/languages", "/v1/models", "/health/live",
-    "/health/ready", "/metrics",   "/openapi.json", "other",
+    "/health/ready", "/metrics",   "/openapi.json", "/detect", "/translate_file",
+    "/download_file", "/suggest", "/frontend/settings", "/health", "other",
 };
 
 const char *srv_endpoint_name(srv_endpoint ep)

@@ -4,7 +4,7 @@
 # Used by `make test`, `make run` and the Dockerfile.
 set -eu
 
-PKGS="build-essential cmake pkg-config libjansson-dev libopenblas-dev check libsubunit-dev libmicrohttpd-dev curl python3-yaml python3-venv"
+PKGS="build-essential cmake pkg-config libjansson-dev libopenblas-dev check libsubunit-dev libmicrohttpd-dev libxml2-dev libexttextcat-dev prometheus curl python3-yaml python3-venv"
 
 missing=""
 for p in $PKGS; do
