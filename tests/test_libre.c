@@ -582,6 +582,16 @@ START_TEST(test_info_endpoints)
     ck_assert_int_eq(post(g_port, "/translate", "text/plain", "q=a", 3, &r), 0);
     expect_libre_error(&r, 400, "missing q parameter");
     tc_resp_free(&r);
+    /* every LibreTranslate path is described in /openapi.json */
+    ck_assert_int_eq(tc_request(g_port, "GET", "/openapi.json", NULL, NULL, 0, &r), 0);
+    j = body_json(&r);
+    const char *paths[] = {"/translate", "/detect", "/languages", "/translate_file",
+                           "/download_file/{name}", "/suggest", "/frontend/settings", "/health"};
+    for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++)
+        ck_assert_msg(json_object_get(json_object_get(j, "paths"), paths[i]) != NULL, "%s",
+                      paths[i]);
+    json_decref(j);
+    tc_resp_free(&r);
     /* the endpoints are counted under their own labels */
     ck_assert_int_eq(tc_request(g_port, "GET", "/metrics", NULL, NULL, 0, &r), 0);
     ck_assert_ptr_nonnull(strstr(r.body, "endpoint=\"/suggest\",status=\"403\""));
