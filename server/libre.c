@@ -280,8 +280,10 @@ static int add_field(srv_req *r, json_t *o, const char *key, const char *v, size
 {
     json_t *s = json_stringn(v, n);
     if (!s) {
+        json_t *k = json_string(key); /* the key itself may not be UTF-8 */
         srv_req_error(r, 400, "invalid_request", key, "Invalid request: %s is not valid UTF-8",
-                      json_stringn(key, strlen(key)) ? key : "a field name");
+                      k ? key : "a field name");
+        json_decref(k);
         return -1;
     }
     json_t *old = json_object_get(o, key);
@@ -1210,9 +1212,11 @@ static char *item_translation(srv_req *r, int i, int hyp)
     size_t e = it->eol ? strlen(it->eol) : 0;
     char *out = malloc(a + n + c + e + 1);
     if (out) {
-        memcpy(out, it->lead, a);
+        if (a) /* lead and trail are NULL outside files */
+            memcpy(out, it->lead, a);
         memcpy(out + a, t, n);
-        memcpy(out + a + n, it->trail, c);
+        if (c)
+            memcpy(out + a + n, it->trail, c);
         memcpy(out + a + n + c, it->eol ? it->eol : "", e + 1);
     }
     json_decref(v);
