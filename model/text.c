@@ -61,19 +61,34 @@ int td_translate_tokenized(td_worker *w, const td_tokenizer *tok, td_tok_ids *sr
         snprintf(err, errlen, "out of memory");
         goto fail;
     }
+    /* A source that tokenizes to nothing but </s> (an empty or
+     * whitespace-only text) is not run: "" with score 0 and no tokens. */
+    int n_run = 0;
     for (int i = 0; i < n; i++) {
+        if (td_tok_is_empty(results[i].n_src_full)) {
+            td_result *e = &results[i].r;
+            e->hyps = calloc(1, sizeof *e->hyps);
+            results[i].text = calloc(1, 1);
+            if (!e->hyps || !results[i].text) {
+                snprintf(err, errlen, "out of memory");
+                goto fail;
+            }
+            e->n_hyps = 1;
+            continue;
+        }
         if (results[i].n_src > w->o.max_src_len) {
             snprintf(err, errlen, "text %d: %d tokens, more than the limit of %d", i,
                      results[i].n_src, w->o.max_src_len);
             goto fail;
         }
-        ord[i].len = results[i].n_src;
-        ord[i].idx = i;
+        ord[n_run].len = results[i].n_src;
+        ord[n_run].idx = i;
+        n_run++;
     }
     /* Sorted by length, batches pad little. */
-    qsort(ord, (size_t)n, sizeof *ord, order_cmp);
-    for (int b0 = 0; b0 < n; b0 += w->o.max_batch) {
-        int nb = n - b0 < w->o.max_batch ? n - b0 : w->o.max_batch;
+    qsort(ord, (size_t)n_run, sizeof *ord, order_cmp);
+    for (int b0 = 0; b0 < n_run; b0 += w->o.max_batch) {
+        int nb = n_run - b0 < w->o.max_batch ? n_run - b0 : w->o.max_batch;
         for (int j = 0; j < nb; j++) {
             td_text_result *r = &results[ord[b0 + j].idx];
             src[j] = r->src_ids;

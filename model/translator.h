@@ -261,7 +261,10 @@ int td_translate_text(td_worker *w, const struct td_tokenizer *tok, const char *
  * error naming the text), translated in length-sorted batches, the best
  * hypotheses detokenized with tok. The ids of src[i] move into
  * results[i].src_ids (src[i].ids is NULL afterwards, also on failure; the
- * results then need no freeing). Returns 0 or -1 with a message. */
+ * results then need no freeing). A source with nothing but </s> (an empty
+ * or whitespace-only text, td_tok_is_empty) is not run: its result is ""
+ * with one hypothesis of score 0 and no tokens. Returns 0 or -1 with a
+ * message. */
 int td_translate_tokenized(td_worker *w, const struct td_tokenizer *tok, struct td_tok_ids *src,
                            int n, const td_decode_opts *opts, td_text_result *results,
                            char *err, size_t errlen);

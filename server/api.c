@@ -27,14 +27,13 @@
 #include <jansson.h>
 
 #include "api.h"
+#include "libre.h"
 #include "openapi.h"
 
 /* ---- routes and responses ------------------------------------------------ */
 
 static const srv_route k_routes[] = {
     {"/v1/translate", SRV_EP_TRANSLATE, SRV_METHOD_POST},
-    {"/translate", SRV_EP_LIBRE, SRV_METHOD_POST},
-    {"/languages", SRV_EP_LANGUAGES, SRV_METHOD_GET},
     {"/v1/models", SRV_EP_MODELS, SRV_METHOD_GET},
     {"/health/live", SRV_EP_LIVE, SRV_METHOD_GET},
     {"/v2/health/live", SRV_EP_LIVE, SRV_METHOD_GET},
@@ -49,7 +48,7 @@ const srv_route *srv_api_route(const char *path)
     for (size_t i = 0; i < sizeof k_routes / sizeof k_routes[0]; i++)
         if (!strcmp(path, k_routes[i].path))
             return &k_routes[i];
-    return NULL;
+    return srv_libre_route(path); /* LibreTranslate's endpoints */
 }
 
 void srv_req_json(srv_req *r, int status, char *body)
@@ -69,8 +68,11 @@ void srv_req_error(srv_req *r, int status, const char *code, const char *param, 
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    json_t *e = json_pack("{s:{s:s,s:s,s:o}}", "error", "code", code, "message", msg, "param",
-                          param ? json_string(param) : json_null());
+    /* LibreTranslate's endpoints answer LibreTranslate's {"error": message} */
+    json_t *e = srv_libre_endpoint(r->ep)
+                    ? json_pack("{s:s}", "error", msg)
+                    : json_pack("{s:{s:s,s:s,s:o}}", "error", "code", code, "message", msg,
+                                "param", param ? json_string(param) : json_null());
     char *body = e ? json_dumps(e, JSON_COMPACT) : NULL;
     json_decref(e);
     if (!body) {
@@ -111,9 +113,16 @@ void srv_api_req_free(srv_req *r)
         free(r->src_offsets[i]);
     free(r->src_offsets);
     r->src_offsets = NULL;
+    free(r->text_chars);
+    r->text_chars = NULL;
     free(r->jobs);
     free(r->attn_layers);
     free(r->attn_heads);
+    free(r->text_job);
+    r->text_job = NULL;
+    free(r->disposition);
+    r->disposition = NULL;
+    srv_libre_req_free(r);
     r->jobs = NULL;
     r->src = NULL;
     r->attn_layers = r->attn_heads = NULL;
@@ -189,38 +198,47 @@ static json_t *target_offsets_json(const srv_model *sm, const int32_t *ids, int 
  * at hand. Returns 1, or 0 with an error recorded. */
 static int source_offsets(srv_req *r, const char *const *texts, const size_t *lens, int n)
 {
-    r->src_offsets = calloc((size_t)n, sizeof *r->src_offsets);
-    for (int i = 0; r->src_offsets && i < n; i++) {
-        if (td_tok_source_offsets(r->model->tok, texts[i], lens[i], r->src[i],
-                                  r->jobs[i].n_src, &r->src_offsets[i]) != 0)
-            break;
-        offsets_to_chars(texts[i], r->src_offsets[i], r->jobs[i].n_src);
-        if (i == n - 1)
-            return 1;
+    /* per job (the texts that run; an empty text has none) */
+    r->src_offsets = calloc((size_t)(r->n_jobs > 0 ? r->n_jobs : 1), sizeof *r->src_offsets);
+    r->text_chars = calloc((size_t)(n > 0 ? n : 1), sizeof *r->text_chars);
+    if (!r->src_offsets || !r->text_chars)
+        goto oom;
+    for (int i = 0; i < n; i++) {
+        for (size_t b = 0; b < lens[i]; b++)
+            r->text_chars[i] += ((unsigned char)texts[i][b] & 0xC0) != 0x80;
+        int k = r->text_job[i];
+        if (k < 0)
+            continue;
+        if (td_tok_source_offsets(r->model->tok, texts[i], lens[i], r->src[k],
+                                  r->jobs[k].n_src, &r->src_offsets[k]) != 0)
+            goto oom;
+        offsets_to_chars(texts[i], r->src_offsets[k], r->jobs[k].n_src);
     }
+    return 1;
+oom:
     srv_req_error(r, 500, "internal", NULL, "out of memory");
     return 0;
 }
 
 /* ---- requests -> jobs ------------------------------------------------------ */
 
-/* Tokenizes n texts into r->jobs; 422 for a text over the limit. Returns 1
- * (submit) or 0 (an error was recorded). */
-static int make_jobs(srv_req *r, const char *const *texts, const size_t *lens, int n,
-                     const char *param)
+int srv_api_make_jobs(srv_req *r, const char *const *texts, const size_t *lens, int n,
+                      const char *param)
 {
     srv_model *sm = r->model;
-    r->jobs = calloc((size_t)n, sizeof *r->jobs);
-    r->src = calloc((size_t)n, sizeof *r->src);
-    if (!r->jobs || !r->src) {
+    r->jobs = calloc((size_t)(n > 0 ? n : 1), sizeof *r->jobs);
+    r->src = calloc((size_t)(n > 0 ? n : 1), sizeof *r->src);
+    r->text_job = malloc((size_t)(n > 0 ? n : 1) * sizeof *r->text_job);
+    if (!r->jobs || !r->src || !r->text_job) {
         srv_req_error(r, 500, "internal", NULL, "out of memory");
         return 0;
     }
-    r->n_jobs = n;
+    r->n_texts = n;
+    r->n_jobs = 0;
     r->tokens_in = 0;
     /* the text pipeline's tokenizer stage, as `transformerd translate` runs
      * it, refusing (not cutting) a text over the limit */
-    td_tok_ids *ids = calloc((size_t)n, sizeof *ids);
+    td_tok_ids *ids = calloc((size_t)(n > 0 ? n : 1), sizeof *ids);
     if (!ids) {
         srv_req_error(r, 500, "internal", NULL, "out of memory");
         return 0;
@@ -237,9 +255,17 @@ static int make_jobs(srv_req *r, const char *const *texts, const size_t *lens, i
         srv_req_error(r, 500, "internal", NULL, "%s", msg);
     } else {
         for (int i = 0; i < n; i++) {
-            r->src[i] = ids[i].ids; /* owned by r from here */
-            srv_job *j = &r->jobs[i];
-            j->src = r->src[i];
+            /* an empty or whitespace-only text is not run (td_tok_is_empty) */
+            if (td_tok_is_empty(ids[i].n_full)) {
+                td_tok_ids_free(&ids[i], 1);
+                r->text_job[i] = -1;
+                continue;
+            }
+            int k = r->n_jobs++;
+            r->text_job[i] = k;
+            r->src[k] = ids[i].ids; /* owned by r from here */
+            srv_job *j = &r->jobs[k];
+            j->src = r->src[k];
             j->n_src = ids[i].n;
             j->opts = &r->opts;
             r->tokens_in += ids[i].n;
@@ -482,146 +508,14 @@ int srv_api_translate_parse(srv_req *r, const char *ctype, const char *auth_key)
         o->n_attn_heads = nh;
         r->return_tokens = 1;
     }
-    rc = make_jobs(r, texts, lens, n, "text");
-    if (rc && r->return_tokens)
+    rc = srv_api_make_jobs(r, texts, lens, n, "text");
+    if (rc == 1 && r->return_tokens)
         rc = source_offsets(r, texts, lens, n);
-out:
-    free(texts);
-    free(lens);
-    json_decref(root);
-    return rc;
-}
-
-/* ---- LibreTranslate ------------------------------------------------------ */
-
-static int hexval(int ch)
-{
-    if (ch >= '0' && ch <= '9')
-        return ch - '0';
-    if (ch >= 'a' && ch <= 'f')
-        return ch - 'a' + 10;
-    if (ch >= 'A' && ch <= 'F')
-        return ch - 'A' + 10;
-    return -1;
-}
-
-/* Decodes application/x-www-form-urlencoded in place into a JSON object of
- * strings; a key given several times becomes an array (q). */
-static json_t *parse_form(char *body)
-{
-    json_t *o = json_object();
-    if (!o)
-        return NULL;
-    char *save = NULL;
-    for (char *kv = strtok_r(body, "&", &save); kv; kv = strtok_r(NULL, "&", &save)) {
-        char *eq = strchr(kv, '=');
-        char *parts[2] = {kv, eq ? eq + 1 : kv + strlen(kv)};
-        if (eq)
-            *eq = 0;
-        size_t lens[2];
-        for (int p = 0; p < 2; p++) {
-            char *w = parts[p];
-            for (char *q = parts[p]; *q; q++) {
-                if (*q == '+') {
-                    *w++ = ' ';
-                } else if (*q == '%' && hexval(q[1]) >= 0 && hexval(q[2]) >= 0) {
-                    *w++ = (char)(hexval(q[1]) * 16 + hexval(q[2]));
-                    q += 2;
-                } else {
-                    *w++ = *q;
-                }
-            }
-            lens[p] = (size_t)(w - parts[p]);
-            *w = 0;
-        }
-        json_t *v = json_stringn(parts[1], lens[1]);
-        if (!v) /* not UTF-8 */
-            v = json_string("\xEF\xBF\xBD");
-        json_t *old = json_object_get(o, parts[0]);
-        if (old && json_is_array(old)) {
-            json_array_append_new(old, v);
-        } else if (old) {
-            json_t *a = json_array();
-            json_array_append(a, old);
-            json_array_append_new(a, v);
-            json_object_set_new(o, parts[0], a);
-        } else {
-            json_object_set_new(o, parts[0], v);
-        }
+    if (rc == 1 && r->n_jobs == 0) {
+        /* every text is empty: nothing to run */
+        srv_api_translate_respond(r);
+        rc = 0;
     }
-    return o;
-}
-
-int srv_api_libre_parse(srv_req *r, const char *ctype, const char *auth_key)
-{
-    int form = ctype && !strncasecmp(ctype, "application/x-www-form-urlencoded", 33);
-    json_t *root = form ? parse_form(r->body) : parse_json_body(r);
-    if (!root) {
-        if (form)
-            srv_req_error(r, 500, "internal", NULL, "out of memory");
-        return 0;
-    }
-    int rc = 0;
-    const char **texts = NULL;
-    size_t *lens = NULL;
-    r->libre = 1;
-    json_t *ak = json_object_get(root, "api_key");
-    if (!srv_api_key_ok(r->s, auth_key) &&
-        !(json_is_string(ak) && srv_api_key_ok(r->s, json_string_value(ak)))) {
-        srv_req_error(r, 401, "unauthorized", "api_key", "a valid API key is required");
-        goto out;
-    }
-    srv_model *sm = pick_model(r, NULL);
-    if (!sm || model_failed(r, sm))
-        goto out;
-    r->model = sm;
-    r->opts = sm->defaults;
-    r->opts.num_hypotheses = 1;
-    json_t *src = json_object_get(root, "source"), *tgt = json_object_get(root, "target");
-    json_t *fmt = json_object_get(root, "format"), *alt = json_object_get(root, "alternatives");
-    if (src && (!json_is_string(src) || (strcmp(json_string_value(src), "auto") &&
-                                         strcmp(json_string_value(src), sm->src_lang)))) {
-        srv_req_error(r, 400, "unsupported_language", "source",
-                      "source must be \"%s\" or \"auto\"", sm->src_lang);
-        goto out;
-    }
-    r->libre_auto = src && !strcmp(json_string_value(src), "auto");
-    if (tgt && (!json_is_string(tgt) || strcmp(json_string_value(tgt), sm->tgt_lang))) {
-        srv_req_error(r, 400, "unsupported_language", "target", "target must be \"%s\"",
-                      sm->tgt_lang);
-        goto out;
-    }
-    if (fmt && (!json_is_string(fmt) || strcmp(json_string_value(fmt), "text"))) {
-        srv_req_error(r, 400, "unsupported_format", "format",
-                      "format must be \"text\" (html is not supported)");
-        goto out;
-    }
-    if (alt) {
-        long a = -1;
-        if (json_is_integer(alt))
-            a = (long)json_integer_value(alt);
-        else if (json_is_string(alt)) {
-            char *end;
-            const char *sv = json_string_value(alt);
-            a = strtol(sv, &end, 10);
-            if (end == sv || *end)
-                a = -1;
-        }
-        if (a < 0 || a > sm->max_beam - 1) {
-            srv_req_error(r, 400, "out_of_range", "alternatives",
-                          "alternatives must be an integer in 0..%d (--max-beam %d)",
-                          sm->max_beam - 1, sm->max_beam);
-            goto out;
-        }
-        r->alternatives = (int)a;
-        r->opts.num_hypotheses = (int)a + 1;
-        if (r->opts.beam_size < (int)a + 1)
-            r->opts.beam_size = (int)a + 1;
-    }
-    int n = 0;
-    if (get_texts(r, json_object_get(root, "q"), "q", &texts, &lens, &n, &r->libre_list))
-        goto out;
-    rc = make_jobs(r, texts, lens, n, "q");
 out:
     free(texts);
     free(lens);
@@ -685,6 +579,68 @@ static json_t *text_json(char *t)
     return v;
 }
 
+/* Text i's translation when it was not run (empty): "" with score 0, no
+ * tokens; its source is the lone </s>; attention of the selected layers
+ * and heads over no target rows. */
+/* The translation of text i, which is empty or white space (not run). */
+static json_t *native_empty(srv_req *r, int i)
+{
+    const srv_model *sm = r->model;
+    json_t *o = json_pack("{s:s,s:f}", "text", "", "score", 0.0);
+    if (!o)
+        return NULL;
+    if (r->return_tokens) {
+        int32_t eos = (int32_t)td_model_config(sm->m)->eos_token_id;
+        json_object_set_new(o, "tokens", json_array());
+        json_object_set_new(o, "offsets", json_array());
+        json_object_set_new(o, "source_tokens", pieces_json(sm, TD_TOK_SOURCE, &eos, 1));
+        /* its </s> spans the whole (blank) text */
+        size_t span[2] = {0, r->text_chars ? r->text_chars[i] : 0};
+        json_object_set_new(o, "source_offsets", offsets_json(span, 1));
+    }
+    if (r->return_attention) {
+        const td_config *c = td_model_config(sm->m);
+        json_t *layers = json_array(), *heads = json_array(), *cross = json_array();
+        int nl = r->opts.n_attn_layers, nh = r->opts.n_attn_heads;
+        int L = nl ? nl : c->decoder_layers, H = nh ? nh : c->decoder_attention_heads;
+        for (int l = 0; l < L; l++) {
+            int id = nl ? r->opts.attn_layers[l] : l;
+            json_array_append_new(layers, json_integer(id < 0 ? id + c->decoder_layers : id));
+            json_t *jl = json_array();
+            for (int h = 0; h < H; h++)
+                json_array_append_new(jl, json_array());
+            json_array_append_new(cross, jl);
+        }
+        for (int h = 0; h < H; h++)
+            json_array_append_new(heads, json_integer(nh ? r->opts.attn_heads[h] : h));
+        json_object_set_new(o, "attention", json_pack("{s:o,s:o,s:o}", "layers", layers,
+                                                      "heads", heads, "cross", cross));
+    }
+    if (r->opts.num_hypotheses > 1) {
+        json_t *ho = json_pack("{s:s,s:f}", "text", "", "score", 0.0);
+        if (r->return_tokens) {
+            json_object_set_new(ho, "tokens", json_array());
+            json_object_set_new(ho, "offsets", json_array());
+        }
+        json_object_set_new(o, "hypotheses", json_pack("[o]", ho));
+    }
+    return o;
+}
+
+int srv_api_n_hyps(const srv_req *r, int text)
+{
+    int k = r->text_job[text];
+    return k < 0 ? 1 : r->jobs[k].res.n_hyps;
+}
+
+json_t *srv_api_text_value(const srv_req *r, int text, int hyp)
+{
+    int k = r->text_job[text];
+    if (k < 0)
+        return json_string("");
+    return text_json(decode_text(r->model, &r->jobs[k].res.hyps[hyp]));
+}
+
 static json_t *native_translation(srv_req *r, const srv_job *j)
 {
     const srv_model *sm = r->model;
@@ -728,44 +684,6 @@ static json_t *native_translation(srv_req *r, const srv_job *j)
     return o;
 }
 
-static json_t *libre_response(srv_req *r)
-{
-    const srv_model *sm = r->model;
-    json_t *texts = json_array(), *alts = json_array();
-    for (int i = 0; i < r->n_jobs; i++) {
-        const td_result *res = &r->jobs[i].res;
-        json_array_append_new(texts, text_json(decode_text(sm, &res->hyps[0])));
-        json_t *a = json_array();
-        for (int k = 1; k < res->n_hyps; k++)
-            json_array_append_new(a, text_json(decode_text(sm, &res->hyps[k])));
-        json_array_append_new(alts, a);
-    }
-    json_t *o = json_object();
-    if (r->libre_list) {
-        json_object_set(o, "translatedText", texts);
-        if (r->alternatives > 0)
-            json_object_set(o, "alternatives", alts);
-    } else {
-        json_object_set(o, "translatedText", json_array_get(texts, 0));
-        if (r->alternatives > 0)
-            json_object_set(o, "alternatives", json_array_get(alts, 0));
-    }
-    if (r->libre_auto) {
-        json_t *d = json_pack("{s:i,s:s}", "confidence", 100, "language", sm->src_lang);
-        if (r->libre_list) {
-            json_t *l = json_array();
-            for (int i = 0; i < r->n_jobs; i++)
-                json_array_append(l, d);
-            json_decref(d);
-            d = l;
-        }
-        json_object_set_new(o, "detectedLanguage", d);
-    }
-    json_decref(texts);
-    json_decref(alts);
-    return o;
-}
-
 void srv_api_job_finished(srv_req *r, const srv_job *j)
 {
     if (j->status == SRV_JOB_FAILED)
@@ -774,7 +692,7 @@ void srv_api_job_finished(srv_req *r, const srv_job *j)
 
 void srv_api_translate_respond(srv_req *r)
 {
-    for (int i = 0; i < r->n_jobs; i++) {
+    for (int i = 0; r->jobs && i < r->n_jobs; i++) {
         switch (r->jobs[i].status) {
         case SRV_JOB_DONE:
             continue;
@@ -805,11 +723,14 @@ void srv_api_translate_respond(srv_req *r)
     r->tokens_out = tout;
     json_t *root;
     if (r->libre) {
-        root = libre_response(r);
+        srv_libre_respond(r);
+        return;
     } else {
         json_t *tr = json_array();
-        for (int i = 0; i < r->n_jobs; i++)
-            json_array_append_new(tr, native_translation(r, &r->jobs[i]));
+        for (int i = 0; i < r->n_texts; i++)
+            json_array_append_new(tr, r->text_job[i] < 0
+                                          ? native_empty(r, i)
+                                          : native_translation(r, &r->jobs[r->text_job[i]]));
         root = json_pack("{s:s,s:o,s:{s:I,s:I}}", "model", r->model->name, "translations", tr,
                          "usage", "source_tokens", (json_int_t)r->tokens_in, "target_tokens",
                          (json_int_t)tout);
@@ -862,37 +783,6 @@ static void api_models(srv_req *r)
         srv_req_json(r, 200, body);
 }
 
-static const char *lang_name(const char *code)
-{
-    static const char *const t[][2] = {
-        {"en", "English"}, {"de", "German"},   {"fr", "French"},     {"es", "Spanish"},
-        {"it", "Italian"}, {"pt", "Portuguese"}, {"nl", "Dutch"},    {"ru", "Russian"},
-        {"zh", "Chinese"}, {"ja", "Japanese"}, {"ar", "Arabic"},     {"pl", "Polish"},
-        {"sv", "Swedish"}, {"cs", "Czech"},    {"fi", "Finnish"},    {"uk", "Ukrainian"},
-    };
-    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
-        if (!strcmp(t[i][0], code))
-            return t[i][1];
-    return code;
-}
-
-static void api_languages(srv_req *r)
-{
-    srv_server *s = r->s;
-    json_t *list = json_array();
-    for (int i = 0; i < s->n_models; i++) {
-        const srv_model *sm = &s->models[i];
-        json_array_append_new(list, json_pack("{s:s,s:s,s:[s]}", "code", sm->src_lang, "name",
-                                              lang_name(sm->src_lang), "targets", sm->tgt_lang));
-    }
-    char *body = json_dumps(list, JSON_COMPACT);
-    json_decref(list);
-    if (!body)
-        srv_req_error(r, 500, "internal", NULL, "out of memory");
-    else
-        srv_req_json(r, 200, body);
-}
-
 /* GET /health/ready: readiness as state.c decides it. */
 static void api_ready(srv_req *r)
 {
@@ -939,17 +829,17 @@ void srv_api_get(srv_req *r)
         srv_req_json(r, 200, strdup(srv_openapi_json));
         return;
     case SRV_EP_MODELS:
-    case SRV_EP_LANGUAGES:
         if (!atomic_load(&s->ready)) {
             srv_req_error(r, 503, "not_ready", NULL, "the model is loading");
             return;
         }
-        if (r->ep == SRV_EP_MODELS)
-            api_models(r);
-        else
-            api_languages(r);
+        api_models(r);
         return;
     default:
+        if (srv_libre_endpoint(r->ep)) {
+            srv_libre_get(r);
+            return;
+        }
         srv_req_error(r, 500, "internal", NULL, "unrouted GET");
     }
 }

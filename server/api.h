@@ -18,6 +18,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
 #include "batcher.h"
 #include "metrics.h"
 #include "state.h"
@@ -28,6 +30,7 @@
 typedef enum srv_method {
     SRV_METHOD_GET = 0, /* GET and HEAD */
     SRV_METHOD_POST,
+    SRV_METHOD_GET_POST, /* GET, HEAD and POST (the body is read and ignored) */
 } srv_method;
 
 typedef struct srv_route {
@@ -41,9 +44,13 @@ const srv_route *srv_api_route(const char *path);
 
 /* ---- one request ---------------------------------------------------------- */
 
+struct srv_libre_req;
+
 typedef struct srv_req {
     srv_server *s;
     srv_endpoint ep;
+    const char *path;        /* the request's path (the HTTP layer's) */
+    const char *host;        /* its Host header, or NULL */
     char *body;              /* the complete body, NUL-terminated: the HTTP layer's
                                 buffer (the endpoints may modify it in place) */
     size_t body_len;
@@ -54,17 +61,23 @@ typedef struct srv_req {
     const char *resp_ctype;
     int retry_after;         /* seconds, 0 = no header */
     const char *allow;       /* 405: the Allow header */
+    char *disposition;       /* a Content-Disposition header (malloc'd), or NULL */
     /* a translation */
     srv_model *model;
-    srv_job *jobs;           /* one per text, in input order */
+    int n_texts;             /* texts of the request, in input order */
+    int *text_job;           /* per text: its job, or -1 for an empty text (not run) */
+    srv_job *jobs;           /* one per text that runs, in input order */
     int n_jobs;
-    int32_t **src;           /* per text, owned */
-    size_t **src_offsets;    /* per text with return_tokens: [start, end) in characters
+    int32_t **src;           /* per job, owned */
+    size_t **src_offsets;    /* per job with return_tokens: [start, end) in characters
                                 of each source token, owned */
+    size_t *text_chars;      /* per text with return_tokens: its length in characters
+                                (the span of an empty text's </s>), owned */
     td_decode_opts opts;     /* this request's own copy of the defaults */
     int *attn_layers, *attn_heads;
     int return_tokens, return_attention;
-    int libre, libre_list, libre_auto, alternatives;
+    int libre;               /* a LibreTranslate translation: libre.c responds */
+    struct srv_libre_req *lr; /* LibreTranslate's state (libre.c), owned */
     long tokens_in, tokens_out;
 } srv_req;
 
@@ -97,7 +110,20 @@ void srv_api_get(srv_req *r);
  * r->model->b. ctype is the Content-Type header; auth_key the key from the
  * headers (LibreTranslate may carry its own in the body). */
 int srv_api_translate_parse(srv_req *r, const char *ctype, const char *auth_key);
-int srv_api_libre_parse(srv_req *r, const char *ctype, const char *auth_key);
+
+/* Tokenizes n texts into r->jobs (r->text_job maps each text to its job;
+ * an empty or whitespace-only text gets none, td_tok_is_empty); 422 for a
+ * text over --max-input-tokens (param names the field). Returns 1 (submit
+ * the jobs; when there are none, respond at once) or 0 (an error was
+ * recorded). r->model and r->opts must be set. */
+int srv_api_make_jobs(srv_req *r, const char *const *texts, const size_t *lens, int n,
+                      const char *param);
+
+/* After every job finished: hypotheses of text i (1 for an empty text),
+ * and hypothesis k's detokenized text as a JSON string ("" for an empty
+ * text; invalid UTF-8 replaced); NULL when out of memory. */
+int srv_api_n_hyps(const srv_req *r, int text);
+json_t *srv_api_text_value(const srv_req *r, int text, int hyp);
 
 /* Called from a job's completion (a scheduler thread) before the job's
  * request is handed back: applies the device-failed policy to a failed

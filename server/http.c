@@ -44,6 +44,7 @@
 #include "batcher.h"
 #include "clock.h"
 #include "http.h"
+#include "libre.h"
 #include "metrics.h"
 #include "state.h"
 #include "web.h"
@@ -80,6 +81,8 @@ typedef struct http_req {
     atomic_int pending;      /* unfinished jobs + the handler's reference */
 } http_req;
 
+static const char *header(struct MHD_Connection *c, const char *name);
+
 /* Queues r's recorded response. Returns MHD_NO only when MHD refuses. */
 static enum MHD_Result send_resp(struct MHD_Connection *c, http_req *hr)
 {
@@ -94,8 +97,18 @@ static enum MHD_Result send_resp(struct MHD_Connection *c, http_req *hr)
     if (!resp)
         return MHD_NO;
     r->resp = NULL; /* owned by the response now */
-    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
-                            r->resp_ctype ? r->resp_ctype : "application/json");
+    if (r->status != 204)
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
+                                r->resp_ctype ? r->resp_ctype : "application/json");
+    if (r->disposition)
+        MHD_add_response_header(resp, "Content-Disposition", r->disposition);
+    /* CORS (--cors-origins) on every response, preflights included */
+    const char *cors[SRV_CORS_MAX][2];
+    char cbuf[128];
+    int nc = srv_libre_cors(&r->s->o, header(c, "Origin"), !strcmp(hr->method, "OPTIONS"),
+                            r->allow, cors, cbuf, sizeof cbuf);
+    for (int i = 0; i < nc; i++)
+        MHD_add_response_header(resp, cors[i][0], cors[i][1]);
     if (r->retry_after > 0) {
         char v[16];
         snprintf(v, sizeof v, "%d", r->retry_after);
@@ -147,8 +160,19 @@ static int first_call(http_req *hr, struct MHD_Connection *c)
     r->ep = rt->ep;
     int post = rt->method == SRV_METHOD_POST;
     int is_get = !strcmp(hr->method, "GET") || !strcmp(hr->method, "HEAD");
+    const char *allow = post ? "POST" : rt->method == SRV_METHOD_GET ? "GET, HEAD"
+                                                                    : "GET, HEAD, POST";
+    if (!strcmp(hr->method, "OPTIONS")) {
+        /* a CORS preflight (or a plain OPTIONS): 204 with Allow and the CORS
+         * headers */
+        r->allow = allow;
+        srv_req_json(r, 204, strdup(""));
+        return 1;
+    }
+    if (rt->method == SRV_METHOD_GET_POST && !strcmp(hr->method, "POST"))
+        post = 0, is_get = 1; /* answered as a GET; the body is read and ignored */
     if (post ? strcmp(hr->method, "POST") != 0 : !is_get) {
-        r->allow = post ? "POST" : "GET, HEAD";
+        r->allow = allow;
         srv_req_error(r, 405, "method_not_allowed", NULL, "%s %s: allowed: %s", hr->method,
                       hr->url, r->allow);
         return 1;
@@ -181,12 +205,11 @@ static int first_call(http_req *hr, struct MHD_Connection *c)
     while (ct && ct[ctl] && ct[ctl] != ';' && ct[ctl] != ' ')
         ctl++;
     int json = ct && ctl == 16 && !strncasecmp(ct, "application/json", 16);
-    int form = ct && ctl == 33 && !strncasecmp(ct, "application/x-www-form-urlencoded", 33);
-    if (!(json || (form && r->ep == SRV_EP_LIBRE))) {
+    /* LibreTranslate's endpoints read JSON, forms and multipart, and treat
+     * any other body as no fields (libre.c) */
+    if (!json && !srv_libre_endpoint(r->ep)) {
         srv_req_error(r, 415, "unsupported_media_type", NULL,
-                      "Content-Type must be application/json%s (got %s)",
-                      r->ep == SRV_EP_LIBRE ? " or application/x-www-form-urlencoded" : "",
-                      ct ? ct : "none");
+                      "Content-Type must be application/json (got %s)", ct ? ct : "none");
         return 1;
     }
     const char *cl = header(c, MHD_HTTP_HEADER_CONTENT_LENGTH);
@@ -342,7 +365,7 @@ static enum MHD_Result body_done(http_req *hr, struct MHD_Connection *c)
     }
     const char *ct = header(c, MHD_HTTP_HEADER_CONTENT_TYPE);
     int rc = r->ep == SRV_EP_TRANSLATE ? srv_api_translate_parse(r, ct, header_key(c))
-                                       : srv_api_libre_parse(r, ct, header_key(c));
+                                       : srv_libre_parse(r, ct, header_key(c));
     if (rc != 1)
         return send_resp(c, hr);
     return submit(hr, c);
@@ -361,6 +384,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         if (!hr)
             return MHD_NO;
         hr->api.s = s;
+        hr->api.path = url;
+        hr->api.host = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST);
         hr->h = h;
         hr->method = method;
         hr->url = url;
@@ -385,7 +410,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             /* A GET has no body to refuse: answering on the next call (the
              * request complete) keeps the connection alive. Anything else
              * is answered before its body is read, and MHD closes. */
-            if (!strcmp(method, "GET") || !strcmp(method, "HEAD"))
+            if (!strcmp(method, "GET") || !strcmp(method, "HEAD") || hr->api.status < 300)
                 hr->deferred = 1;
             else
                 return send_resp(c, hr);

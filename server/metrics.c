@@ -16,7 +16,7 @@
 
 #include "metrics.h"
 
-static const int k_statuses[] = {200, 400, 401, 404, 405, 408, 413, 415, 422, 429, 500, 503, 504};
+static const int k_statuses[] = {200, 204, 400, 401, 403, 404, 405, 408, 413, 415, 422, 429, 500, 503, 504};
 #define N_STATUS ((int)(sizeof k_statuses / sizeof k_statuses[0]) + 1) /* + "other" */
 
 static const double k_lat_buckets[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
@@ -63,7 +63,8 @@ struct srv_metrics {
 
 static const char *k_ep_names[SRV_EP_COUNT] = {
     "/v1/translate", "/translate", "/languages", "/v1/models", "/health/live",
-    "/health/ready", "/metrics",   "/openapi.json", "/", "other",
+    "/health/ready", "/metrics",   "/openapi.json", "/", "/detect", "/translate_file",
+    "/download_file", "/suggest", "/frontend/settings", "/health", "other",
 };
 
 const char *srv_endpoint_name(srv_endpoint ep)

@@ -22,6 +22,12 @@ typedef enum srv_endpoint {
     SRV_EP_METRICS,
     SRV_EP_OPENAPI,
     SRV_EP_WEB,            /* the page: / and /web/NAME */
+    SRV_EP_DETECT,         /* POST /detect (LibreTranslate, as the rest) */
+    SRV_EP_TRANSLATE_FILE, /* POST /translate_file */
+    SRV_EP_DOWNLOAD,       /* GET /download_file/NAME */
+    SRV_EP_SUGGEST,        /* POST /suggest */
+    SRV_EP_SETTINGS,       /* GET /frontend/settings */
+    SRV_EP_HEALTH,         /* GET /health */
     SRV_EP_UNKNOWN,        /* 404s */
     SRV_EP_COUNT
 } srv_endpoint;

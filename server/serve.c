@@ -30,6 +30,7 @@
 #include "clock.h"
 #include "device.h"
 #include "http.h"
+#include "libre.h"
 #include "metrics.h"
 #include "serve.h"
 #include "state.h"
@@ -87,6 +88,14 @@ static const opt_def k_opts[] = {
     {"--drain-timeout-s", OPT_INT, OFF(drain_timeout_s), 0, 86400,
      "SIGTERM: time to finish queued work"},
     {"--api-key", OPT_STR, OFF(api_key), 0, 0, "require this key (Bearer or X-API-Key)"},
+    {"--cors-origins", OPT_STR, OFF(cors_origins), 0, 0,
+     "CORS: * (any origin), a comma-separated list of origins, or \"\" (no CORS headers)"},
+    {"--max-files-bytes", OPT_LONG, OFF(max_files_bytes), 1, 1L << 40,
+     "translated files kept in memory for /download_file, in all"},
+    {"--file-ttl-s", OPT_INT, OFF(file_ttl_s), 1, 7 * 86400,
+     "how long a translated file can be downloaded"},
+    {"--textcat-dir", OPT_STR, OFF(textcat_dir), 0, 0,
+     "libexttextcat's language fingerprints (<code>.lm), for /detect and source=auto"},
     {"--test-fail-batches", OPT_FAULT, OFF(test_fault), 0, 0,
      "FOR TESTS ONLY: engine | device: every batch after the warm-up fails with that error"},
     {"--test-step-delay-ms", OPT_INT, OFF(test_step_delay_ms), 0, 10000,
@@ -123,6 +132,10 @@ static void defaults(srv_opts *o)
     o->idle_timeout_s = 30;
     o->max_connections = 1024;
     o->drain_timeout_s = 30;
+    o->cors_origins = "*"; /* as LibreTranslate */
+    o->max_files_bytes = 64L << 20;
+    o->file_ttl_s = 1800;
+    o->textcat_dir = TD_TEXTCAT_DIR;
 }
 
 static int set_opt(srv_opts *o, const opt_def *d, const char *v, const char *from)
@@ -416,6 +429,14 @@ int srv_main(int argc, char **argv)
         srv_metrics_free(s.metrics);
         return 1;
     }
+    s.libre = srv_libre_new(&s, err, sizeof err);
+    if (!s.libre) {
+        fprintf(stderr, "transformerd: %s\n", err);
+        srv_http_stop(http);
+        free_models(&s);
+        srv_metrics_free(s.metrics);
+        return 1;
+    }
     atomic_store(&s.ready, 1);
     fprintf(stderr,
             "transformerd: ready: model %s (%s -> %s) on %s, loaded and warmed in %.2f s; "
@@ -444,6 +465,7 @@ int srv_main(int argc, char **argv)
     }
     srv_http_stop(http);
     free_models(&s);
+    srv_libre_free(s.libre);
     srv_metrics_free(s.metrics);
     fprintf(stderr, "transformerd: stopped\n");
     return 0;

@@ -53,6 +53,10 @@ typedef struct srv_opts {
     int max_connections_per_ip; /* 0 = no per-IP limit */
     int drain_timeout_s;      /* SIGTERM: time to finish queued work */
     const char *api_key;      /* NULL or "" = no key */
+    const char *cors_origins; /* "*", "" (no CORS headers) or a comma-separated list */
+    long max_files_bytes;     /* translated files kept for /download_file, in all */
+    int file_ttl_s;           /* how long a translated file is kept */
+    const char *textcat_dir;  /* libexttextcat's fingerprints (<code>.lm) */
     srv_fault test_fault;     /* --test-fail-batches: tests only */
 } srv_opts;
 
@@ -82,6 +86,8 @@ typedef struct srv_server {
     srv_model *models;     /* written before ready is set, read-only after */
     int n_models;
     srv_metrics *metrics;
+    struct srv_libre *libre; /* LibreTranslate's detector and file store (libre.h);
+                                written before ready is set */
     atomic_int ready;      /* loaded and warmed (set once by the main thread) */
     atomic_int draining;   /* SIGTERM/SIGINT received (set once by the main thread) */
 } srv_server;

@@ -133,6 +133,21 @@ static void expect_error(const tc_resp *r, int status, const char *param)
     json_decref(j);
 }
 
+/* Asserts status and LibreTranslate's error shape {"error": message} with
+ * a message containing want. */
+static void expect_libre_error(const tc_resp *r, int status, const char *want)
+{
+    ck_assert_int_eq(r->status, status);
+    json_t *j = body_json(r);
+    ck_assert_msg(j != NULL, "error body is not JSON: %s", r->body);
+    json_t *e = json_object_get(j, "error");
+    ck_assert_msg(json_is_string(e) && json_object_size(j) == 1, "not {\"error\": message}: %s",
+                  r->body);
+    ck_assert_msg(strstr(json_string_value(e), want) != NULL, "'%s' lacks '%s'",
+                  json_string_value(e), want);
+    json_decref(j);
+}
+
 static void post_expect(const char *json, int status, const char *param)
 {
     tc_resp r;
@@ -477,9 +492,11 @@ START_TEST(test_offsets)
                       json_object_get(t, "source_offsets"), texts[i][1][0] == '1');
         check_offsets(json_string_value(json_object_get(t, "text")),
                       json_object_get(t, "tokens"), json_object_get(t, "offsets"), 1);
+        /* an empty text is not run: its one hypothesis is "" */
         json_t *hs = json_object_get(t, "hypotheses");
-        ck_assert_int_eq(json_array_size(hs), 2);
-        for (size_t k = 0; k < 2; k++) {
+        size_t nh = i < 6 ? 2 : 1;
+        ck_assert_int_eq(json_array_size(hs), nh);
+        for (size_t k = 0; k < nh; k++) {
             json_t *h = json_array_get(hs, k);
             check_offsets(json_string_value(json_object_get(h, "text")),
                           json_object_get(h, "tokens"), json_object_get(h, "offsets"), 1);
@@ -621,28 +638,54 @@ START_TEST(test_libretranslate)
     json_decref(native);
     tc_resp_free(&r);
 
+    /* LibreTranslate's errors: {"error": message}, its messages */
     ck_assert_int_eq(tc_post_json(g_port, "/translate",
                                   "{\"q\":\"a\",\"source\":\"en\",\"target\":\"fr\"}", &r),
                      0);
-    expect_error(&r, 400, "target");
+    expect_libre_error(&r, 400, "fr is not supported");
     tc_resp_free(&r);
     ck_assert_int_eq(tc_post_json(g_port, "/translate",
                                   "{\"q\":\"a\",\"source\":\"fr\",\"target\":\"de\"}", &r),
                      0);
-    expect_error(&r, 400, "source");
+    expect_libre_error(&r, 400, "fr is not supported");
     tc_resp_free(&r);
-    ck_assert_int_eq(tc_post_json(g_port, "/translate", "{\"q\":\"a\",\"source\":7}", &r), 0);
-    expect_error(&r, 400, "source");
+    ck_assert_int_eq(tc_post_json(g_port, "/translate",
+                                  "{\"q\":\"a\",\"source\":7,\"target\":\"de\"}", &r),
+                     0);
+    expect_libre_error(&r, 400, "source must be a string");
     tc_resp_free(&r);
     ck_assert_int_eq(tc_post_json(g_port, "/translate", "{\"source\":\"en\"}", &r), 0);
-    expect_error(&r, 400, "q");
+    expect_libre_error(&r, 400, "Invalid request: missing q parameter");
     tc_resp_free(&r);
-    /* alternatives + 1 beams must fit --max-beam (4 here) */
-    ck_assert_int_eq(tc_post_json(g_port, "/translate", "{\"q\":\"a\",\"alternatives\":4}", &r), 0);
-    expect_error(&r, 400, "alternatives");
+    ck_assert_int_eq(tc_post_json(g_port, "/translate", "{\"q\":\"a\",\"target\":\"de\"}", &r),
+                     0);
+    expect_libre_error(&r, 400, "Invalid request: missing source parameter");
     tc_resp_free(&r);
-    ck_assert_int_eq(tc_post_json(g_port, "/translate", "{\"q\":\"a\",\"format\":\"html\"}", &r), 0);
-    expect_error(&r, 400, "format");
+    ck_assert_int_eq(tc_post_json(g_port, "/translate", "{\"q\":\"a\",\"source\":\"en\"}", &r),
+                     0);
+    expect_libre_error(&r, 400, "Invalid request: missing target parameter");
+    tc_resp_free(&r);
+    /* alternatives + 1 beams must fit --max-beam (4 here): 3 is the most */
+    ck_assert_int_eq(tc_post_json(g_port, "/translate",
+                                  "{\"q\":\"a\",\"source\":\"en\",\"target\":\"de\","
+                                  "\"alternatives\":4}",
+                                  &r),
+                     0);
+    expect_libre_error(&r, 400, "alternatives must be an integer in 0..3");
+    tc_resp_free(&r);
+    ck_assert_int_eq(tc_post_json(g_port, "/translate",
+                                  "{\"q\":\"a\",\"source\":\"en\",\"target\":\"de\","
+                                  "\"alternatives\":3}",
+                                  &r),
+                     0);
+    ck_assert_int_eq(r.status, 200);
+    tc_resp_free(&r);
+    ck_assert_int_eq(tc_post_json(g_port, "/translate",
+                                  "{\"q\":\"a\",\"source\":\"en\",\"target\":\"de\","
+                                  "\"format\":\"pdf\"}",
+                                  &r),
+                     0);
+    expect_libre_error(&r, 400, "pdf format is not supported");
     tc_resp_free(&r);
 }
 END_TEST
@@ -789,12 +832,34 @@ START_TEST(test_api_key)
                      0);
     ck_assert_int_eq(r.status, 200);
     tc_resp_free(&r);
-    ck_assert_int_eq(tc_post_json(port, "/translate", "{\"q\":\"a\",\"api_key\":\"s3cret\"}", &r),
+    ck_assert_int_eq(tc_post_json(port, "/translate",
+                                  "{\"q\":\"a\",\"source\":\"en\",\"target\":\"de\","
+                                  "\"api_key\":\"s3cret\"}",
+                                  &r),
                      0);
     ck_assert_int_eq(r.status, 200);
     tc_resp_free(&r);
-    ck_assert_int_eq(tc_post_json(port, "/translate", "{\"q\":\"a\",\"api_key\":\"x\"}", &r), 0);
-    expect_error(&r, 401, "api_key");
+    /* LibreTranslate: a wrong key is 403, a missing one 400 */
+    ck_assert_int_eq(tc_post_json(port, "/translate",
+                                  "{\"q\":\"a\",\"source\":\"en\",\"target\":\"de\","
+                                  "\"api_key\":\"x\"}",
+                                  &r),
+                     0);
+    expect_libre_error(&r, 403, "Invalid API key");
+    tc_resp_free(&r);
+    ck_assert_int_eq(tc_post_json(port, "/detect", "{\"q\":\"a\",\"api_key\":\"s3cre\"}", &r), 0);
+    expect_libre_error(&r, 403, "Invalid API key");
+    tc_resp_free(&r);
+    ck_assert_int_eq(tc_post_json(port, "/translate",
+                                  "{\"q\":\"a\",\"source\":\"en\",\"target\":\"de\"}", &r),
+                     0);
+    expect_libre_error(&r, 400, "get an API key");
+    tc_resp_free(&r);
+    /* the native API keeps 401 */
+    ck_assert_int_eq(tc_post_json(port, "/v1/translate", "{\"text\":\"a\",\"api_key\":\"x\"}",
+                                  &r),
+                     0);
+    expect_error(&r, 401, NULL);
     tc_resp_free(&r);
     ck_assert_int_eq(tc_request(port, "GET", "/health/ready", NULL, NULL, 0, &r), 0);
     ck_assert_int_eq(r.status, 200);
@@ -968,8 +1033,10 @@ START_TEST(test_failing_batches)
     ck_assert_int_eq(tc_post_json(port, "/v1/translate", "{\"text\":[\"a\",\"b c\"]}", &r), 0);
     expect_error(&r, 500, NULL);
     tc_resp_free(&r);
-    ck_assert_int_eq(tc_post_json(port, "/translate", "{\"q\":\"a\"}", &r), 0);
-    expect_error(&r, 500, NULL);
+    ck_assert_int_eq(tc_post_json(port, "/translate",
+                                  "{\"q\":\"a\",\"source\":\"en\",\"target\":\"de\"}", &r),
+                     0);
+    expect_libre_error(&r, 500, "");
     tc_resp_free(&r);
     ck_assert_int_eq(tc_request(port, "GET", "/health/ready", NULL, NULL, 0, &r), 0);
     ck_assert_int_eq(r.status, 200);
@@ -1003,8 +1070,10 @@ START_TEST(test_failing_batches)
     ck_assert_int_eq(tc_post_json(port, "/v1/translate", "{\"text\":\"a\"}", &r), 0);
     expect_error(&r, 503, NULL);
     tc_resp_free(&r);
-    ck_assert_int_eq(tc_post_json(port, "/translate", "{\"q\":\"a\"}", &r), 0);
-    expect_error(&r, 503, NULL);
+    ck_assert_int_eq(tc_post_json(port, "/translate",
+                                  "{\"q\":\"a\",\"source\":\"en\",\"target\":\"de\"}", &r),
+                     0);
+    expect_libre_error(&r, 503, "device");
     tc_resp_free(&r);
     ck_assert_int_eq(tc_request(port, "GET", "/metrics", NULL, NULL, 0, &r), 0);
     ck_assert(metric(r.body, "transformerd_ready ") == 0);

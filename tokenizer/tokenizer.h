@@ -76,6 +76,15 @@ typedef struct td_tok_ids {
     int n_full;     /* tokens before cutting (= n when not cut) */
 } td_tok_ids;
 
+/* 1 when a source of n_full tokens holds nothing but </s>: an empty or
+ * whitespace-only text (whitespace as the normalizer sees it). Such a text
+ * translates to "" with score 0 and no tokens, without running the model
+ * (td_translate_tokenized, the daemon). */
+static inline int td_tok_is_empty(int n_full)
+{
+    return n_full <= 1;
+}
+
 #define TD_TOK_ENOMEM (-1)
 #define TD_TOK_ETOOLONG (-2)
 

@@ -1,0 +1,214 @@
+/*
+ * html.c - format=html with libxml2's HTML parser (html.h).
+ *
+ * A fragment is parsed inside <html><body>...</body></html> and written back
+ * as the children of the body, so that the parser never adds the implied
+ * elements of a document to it; a document (an <html> tag or a doctype
+ * anywhere in the first kilobyte) is parsed and written whole. Text nodes
+ * are collected in document order; each segment keeps a pointer to its
+ * node and the whitespace around its text.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <libxml/HTMLparser.h>
+#include <libxml/HTMLtree.h>
+
+#include "html.h"
+
+typedef struct seg {
+    xmlNodePtr node;
+    char *text;   /* the node's text without surrounding whitespace */
+    char *lead;   /* the whitespace before and after it */
+    char *trail;
+} seg;
+
+struct srv_html {
+    htmlDocPtr doc;
+    int fragment;
+    seg *segs;
+    int n, cap;
+};
+
+static int is_space(unsigned char c)
+{
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
+}
+
+static char *dupn(const char *s, size_t n)
+{
+    char *p = malloc(n + 1);
+    if (p) {
+        memcpy(p, s, n);
+        p[n] = 0;
+    }
+    return p;
+}
+
+/* Adds the text nodes under n (not inside script or style); -1 when out of
+ * memory. */
+static int collect(srv_html *h, xmlNodePtr n)
+{
+    for (; n; n = n->next) {
+        if (n->type == XML_ELEMENT_NODE) {
+            if (!strcasecmp((const char *)n->name, "script") ||
+                !strcasecmp((const char *)n->name, "style"))
+                continue;
+            if (collect(h, n->children) != 0)
+                return -1;
+            continue;
+        }
+        if (n->type != XML_TEXT_NODE || !n->content)
+            continue;
+        const char *t = (const char *)n->content;
+        size_t len = strlen(t), a = 0, b = len;
+        while (a < len && is_space((unsigned char)t[a]))
+            a++;
+        while (b > a && is_space((unsigned char)t[b - 1]))
+            b--;
+        if (a == b)
+            continue;
+        if (h->n == h->cap) {
+            int cap = h->cap ? h->cap * 2 : 16;
+            seg *p = realloc(h->segs, (size_t)cap * sizeof *p);
+            if (!p)
+                return -1;
+            h->segs = p;
+            h->cap = cap;
+        }
+        seg *s = &h->segs[h->n];
+        s->node = n;
+        s->text = dupn(t + a, b - a);
+        s->lead = dupn(t, a);
+        s->trail = dupn(t + b, len - b);
+        h->n++;
+        if (!s->text || !s->lead || !s->trail)
+            return -1;
+    }
+    return 0;
+}
+
+/* A document rather than a fragment: <html or <!doctype near the start. */
+static int is_document(const char *src, size_t n)
+{
+    size_t lim = n < 1024 ? n : 1024;
+    for (size_t i = 0; i + 5 <= lim; i++) {
+        if (src[i] != '<')
+            continue;
+        if (!strncasecmp(src + i, "<html", 5) || (i + 9 <= lim && !strncasecmp(src + i, "<!doctype", 9)))
+            return 1;
+    }
+    return 0;
+}
+
+static xmlNodePtr find_body(htmlDocPtr doc)
+{
+    xmlNodePtr root = xmlDocGetRootElement(doc);
+    for (xmlNodePtr n = root ? root->children : NULL; n; n = n->next)
+        if (n->type == XML_ELEMENT_NODE && !strcasecmp((const char *)n->name, "body"))
+            return n;
+    return NULL;
+}
+
+static const int k_opts = HTML_PARSE_NOERROR | HTML_PARSE_NOWARNING | HTML_PARSE_NONET |
+                          HTML_PARSE_NODEFDTD;
+
+srv_html *srv_html_parse(const char *src, size_t n)
+{
+    srv_html *h = calloc(1, sizeof *h);
+    if (!h)
+        return NULL;
+    if (n > (size_t)INT32_MAX - 64)
+        goto fail;
+    if (is_document(src, n)) {
+        h->doc = htmlReadMemory(src, (int)n, NULL, "UTF-8", k_opts);
+    } else {
+        static const char pre[] = "<html><body>", post[] = "</body></html>";
+        char *buf = malloc(n + sizeof pre + sizeof post);
+        if (!buf)
+            goto fail;
+        memcpy(buf, pre, sizeof pre - 1);
+        memcpy(buf + sizeof pre - 1, src, n);
+        memcpy(buf + sizeof pre - 1 + n, post, sizeof post);
+        h->doc = htmlReadMemory(buf, (int)(n + sizeof pre - 1 + sizeof post - 1), NULL, "UTF-8",
+                                k_opts);
+        free(buf);
+        h->fragment = 1;
+    }
+    if (!h->doc)
+        goto fail;
+    xmlNodePtr start = h->fragment ? find_body(h->doc) : (xmlNodePtr)h->doc;
+    if (start && collect(h, start->children) != 0)
+        goto fail;
+    return h;
+fail:
+    srv_html_free(h);
+    return NULL;
+}
+
+int srv_html_n_segments(const srv_html *h)
+{
+    return h->n;
+}
+
+const char *srv_html_segment(const srv_html *h, int i)
+{
+    return h->segs[i].text;
+}
+
+int srv_html_set(srv_html *h, int i, const char *text)
+{
+    seg *s = &h->segs[i];
+    size_t a = strlen(s->lead), b = strlen(text), c = strlen(s->trail);
+    char *t = malloc(a + b + c + 1);
+    if (!t)
+        return -1;
+    memcpy(t, s->lead, a);
+    memcpy(t + a, text, b);
+    memcpy(t + a + b, s->trail, c + 1);
+    /* xmlNodeSetContent would parse entities; the text is plain */
+    xmlNodeSetContentLen(s->node, NULL, 0);
+    xmlNodeAddContentLen(s->node, (const xmlChar *)t, (int)(a + b + c));
+    free(t);
+    return 0;
+}
+
+char *srv_html_render(const srv_html *h)
+{
+    xmlBufferPtr b = xmlBufferCreate();
+    if (!b)
+        return NULL;
+    xmlOutputBufferPtr out = xmlOutputBufferCreateBuffer(b, NULL);
+    if (!out) {
+        xmlBufferFree(b);
+        return NULL;
+    }
+    if (h->fragment) {
+        xmlNodePtr body = find_body(h->doc);
+        for (xmlNodePtr n = body ? body->children : NULL; n; n = n->next)
+            htmlNodeDumpFormatOutput(out, h->doc, n, "UTF-8", 0);
+    } else {
+        htmlDocContentDumpFormatOutput(out, h->doc, "UTF-8", 0);
+    }
+    int err = out->error;
+    xmlOutputBufferClose(out);
+    char *r = err ? NULL : dupn((const char *)xmlBufferContent(b), (size_t)xmlBufferLength(b));
+    xmlBufferFree(b);
+    return r;
+}
+
+void srv_html_free(srv_html *h)
+{
+    if (!h)
+        return;
+    for (int i = 0; i < h->n; i++) {
+        free(h->segs[i].text);
+        free(h->segs[i].lead);
+        free(h->segs[i].trail);
+    }
+    free(h->segs);
+    if (h->doc)
+        xmlFreeDoc(h->doc);
+    free(h);
+}

@@ -1,0 +1,38 @@
+/*
+ * html.h - format=html for the LibreTranslate endpoints: an HTML document
+ * or fragment parsed by libxml2's HTML parser, its text nodes handed out as
+ * segments to translate, and the markup (elements, attributes, comments,
+ * script and style) written back around their translations.
+ *
+ * Promise: only text nodes change; a text node that is whitespace only, or
+ * inside <script> / <style>, is not a segment. A segment is the node's text
+ * without its leading and trailing whitespace, which srv_html_set keeps.
+ *
+ * Threads: an srv_html belongs to one thread at a time.
+ */
+#ifndef SRV_HTML_H
+#define SRV_HTML_H
+
+#include <stddef.h>
+
+typedef struct srv_html srv_html;
+
+/* Parses n bytes of UTF-8 HTML: a whole document when it has an <html> tag
+ * or a doctype, else a fragment (what a body would hold). NULL when out of
+ * memory (libxml2's HTML parser recovers from any markup). */
+srv_html *srv_html_parse(const char *src, size_t n);
+
+/* The number of segments, and segment i (NUL-terminated, owned by h). */
+int srv_html_n_segments(const srv_html *h);
+const char *srv_html_segment(const srv_html *h, int i);
+
+/* Replaces segment i by text (copied); 0, or -1 when out of memory. */
+int srv_html_set(srv_html *h, int i, const char *text);
+
+/* The document (or fragment) serialized, malloc'd, NUL-terminated; NULL
+ * when out of memory. */
+char *srv_html_render(const srv_html *h);
+
+void srv_html_free(srv_html *h); /* accepts NULL */
+
+#endif /* SRV_HTML_H */

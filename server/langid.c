@@ -1,0 +1,150 @@
+/*
+ * langid.c - libexttextcat fingerprints, one per candidate language
+ * (langid.h).
+ *
+ * The text's fingerprint (its 400 most frequent UTF-8 character 1..5-grams)
+ * is compared with each language's by textcat's out-of-place distance d.
+ * textcat itself calls two languages a tie when d2 <= 1.03 d1; the
+ * confidence keeps that scale: w = exp(-(d / d_best - 1) / 0.03), the
+ * confidences are 100 w / sum(w). A text that is clearly one language
+ * (the next distance 10% or more above the best) gets over 95; two
+ * languages at the same distance get 50 each. Below textcat's own minimum
+ * document size (25 bytes: "SHORT") the margin widens as 0.03 x 25 / n, so
+ * that a two-letter text is never reported with a confidence a sentence
+ * would earn.
+ */
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <libexttextcat/fingerprint.h>
+
+#include "langid.h"
+
+#define LANGID_MAXNGRAMS 400
+#define LANGID_TIE 0.03 /* textcat's THRESHOLDVALUE - 1 */
+#define LANGID_SHORT 25 /* textcat's minimum document size, bytes */
+
+struct srv_langid {
+    int n;
+    void **fp;
+    char (*code)[16];
+};
+
+srv_langid *srv_langid_new(const char *dir, const char *const *codes, int n, char *err,
+                           size_t errlen)
+{
+    err[0] = 0;
+    srv_langid *li = calloc(1, sizeof *li);
+    if (!li || n < 0) {
+        free(li);
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    li->fp = calloc((size_t)(n > 0 ? n : 1), sizeof *li->fp);
+    li->code = calloc((size_t)(n > 0 ? n : 1), sizeof *li->code);
+    if (!li->fp || !li->code) {
+        srv_langid_free(li);
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    size_t el = 0;
+    for (int i = 0; i < n; i++) {
+        char path[1024];
+        if (strlen(codes[i]) >= sizeof li->code[0] || strchr(codes[i], '/'))
+            continue;
+        int dup = 0;
+        for (int k = 0; k < li->n; k++)
+            dup |= !strcmp(li->code[k], codes[i]);
+        if (dup)
+            continue;
+        snprintf(path, sizeof path, "%s/%s.lm", dir, codes[i]);
+        void *fp = fp_Init(codes[i]);
+        if (!fp) {
+            srv_langid_free(li);
+            snprintf(err, errlen, "out of memory");
+            return NULL;
+        }
+        if (fp_Read(fp, path, LANGID_MAXNGRAMS) == 0) {
+            fp_Done(fp);
+            if (el < errlen)
+                el += (size_t)snprintf(err + el, errlen - el, "%sno fingerprint %s",
+                                       el ? "; " : "", path);
+            continue;
+        }
+        li->fp[li->n] = fp;
+        snprintf(li->code[li->n], sizeof li->code[0], "%s", codes[i]);
+        li->n++;
+    }
+    if (li->n == 0) {
+        srv_langid_free(li);
+        if (!err[0])
+            snprintf(err, errlen, "no candidate language");
+        return NULL;
+    }
+    return li;
+}
+
+int srv_langid_count(const srv_langid *li)
+{
+    return li->n;
+}
+
+static int score_cmp(const void *a, const void *b)
+{
+    const srv_lang_score *x = a, *y = b;
+    if (x->confidence != y->confidence)
+        return x->confidence < y->confidence ? 1 : -1;
+    return strcmp(x->lang, y->lang);
+}
+
+int srv_langid_detect(const srv_langid *li, const char *text, size_t n, srv_lang_score *out)
+{
+    void *fp = fp_Init(NULL);
+    if (!fp)
+        return -1;
+    fp_SetProperty(fp, TCPROP_UTF8AWARE, TC_TRUE);
+    fp_SetProperty(fp, TCPROP_MINIMUM_DOCUMENT_SIZE, 1);
+    double *d = malloc((size_t)li->n * sizeof *d);
+    if (!d) {
+        fp_Done(fp);
+        return -1;
+    }
+    /* fp_Create fails on a text with no n-gram at all (empty, or only
+     * characters textcat skips): every language is then as likely. */
+    int have = n > 0 && n < UINT_MAX && fp_Create(fp, text, (uint4)n, LANGID_MAXNGRAMS) != 0;
+    double best = INFINITY;
+    for (int i = 0; i < li->n; i++) {
+        d[i] = have ? (double)fp_Compare(li->fp[i], fp, INT_MAX) : 0.0;
+        if (d[i] < best)
+            best = d[i];
+    }
+    double sum = 0, tie = n < LANGID_SHORT ? LANGID_TIE * LANGID_SHORT / (double)(n ? n : 1)
+                                           : LANGID_TIE;
+    for (int i = 0; i < li->n; i++) {
+        double rel = best > 0 ? d[i] / best - 1.0 : (d[i] > best ? INFINITY : 0.0);
+        d[i] = exp(-rel / tie);
+        sum += d[i];
+    }
+    for (int i = 0; i < li->n; i++) {
+        snprintf(out[i].lang, sizeof out[i].lang, "%s", li->code[i]);
+        out[i].confidence = round(1000.0 * d[i] / sum) / 10.0;
+    }
+    qsort(out, (size_t)li->n, sizeof *out, score_cmp);
+    free(d);
+    fp_Done(fp);
+    return li->n;
+}
+
+void srv_langid_free(srv_langid *li)
+{
+    if (!li)
+        return;
+    for (int i = 0; li->fp && i < li->n; i++)
+        fp_Done(li->fp[i]);
+    free(li->fp);
+    free(li->code);
+    free(li);
+}

@@ -1,0 +1,42 @@
+/*
+ * langid.h - language identification for the LibreTranslate endpoints
+ * (/detect, source=auto): libexttextcat's character n-gram fingerprints
+ * (Cavnar & Trenkle's out-of-place distance), restricted to the languages
+ * the loaded models accept, with a confidence in 0..100.
+ *
+ * Promise: the candidates are exactly the languages given to
+ * srv_langid_new that libexttextcat has a fingerprint for; the answer is
+ * every candidate, best first, the confidences summing to 100 (up to
+ * rounding). Equal distances give equal confidences: two candidates within
+ * textcat's own 3% tie margin never get one near 100.
+ *
+ * Threads: srv_langid_detect may run on any number of threads at once.
+ */
+#ifndef SRV_LANGID_H
+#define SRV_LANGID_H
+
+#include <stddef.h>
+
+typedef struct srv_langid srv_langid;
+
+typedef struct srv_lang_score {
+    char lang[16];      /* the code given to srv_langid_new */
+    double confidence;  /* 0..100, one decimal */
+} srv_lang_score;
+
+/* Loads the fingerprints <dir>/<code>.lm of the n codes; codes without one
+ * are left out (listed in err, which is "" otherwise). NULL when none is
+ * left or out of memory (err says why). */
+srv_langid *srv_langid_new(const char *dir, const char *const *codes, int n, char *err,
+                           size_t errlen);
+
+/* The number of candidate languages. */
+int srv_langid_count(const srv_langid *li);
+
+/* Scores text (n bytes of UTF-8) against every candidate into
+ * out[0..count), best first; returns count, or -1 when out of memory. */
+int srv_langid_detect(const srv_langid *li, const char *text, size_t n, srv_lang_score *out);
+
+void srv_langid_free(srv_langid *li); /* accepts NULL */
+
+#endif /* SRV_LANGID_H */

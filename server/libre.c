@@ -1,0 +1,1485 @@
+/*
+ * libre.c - the LibreTranslate API (libre.h).
+ *
+ * A request's body becomes one JSON object of fields whatever its type:
+ * JSON as sent; application/x-www-form-urlencoded and multipart/form-data
+ * as strings (a repeated key becomes a list, as Flask's getlist would
+ * give), each checked to be UTF-8 after decoding (400 naming the field);
+ * multipart's file part is kept aside (name and bytes). Any other type is
+ * no fields at all, as Flask's request.values would be.
+ *
+ * /translate and /translate_file then turn their input into items (one per
+ * text of q, or one per line of a .txt file, or the .html file) and the
+ * items into segments (the text itself, or the text nodes of the HTML);
+ * the segments that need the model become the request's texts
+ * (srv_api_make_jobs), the others (source = target) are copied. Once the
+ * jobs finished, srv_libre_respond writes the translations back into the
+ * items and answers; a file goes to the in-memory store and its URL is
+ * answered.
+ *
+ * Checks follow LibreTranslate's order: the API key, q (or file), source,
+ * target, batch limit, languages, format.
+ */
+#include <ctype.h>
+#include <fcntl.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "clock.h"
+#include "html.h"
+#include "langid.h"
+#include "libre.h"
+
+/* ---- routes -------------------------------------------------------------- */
+
+static const srv_route k_libre_routes[] = {
+    {"/translate", SRV_EP_LIBRE, SRV_METHOD_POST},
+    {"/detect", SRV_EP_DETECT, SRV_METHOD_POST},
+    {"/languages", SRV_EP_LANGUAGES, SRV_METHOD_GET_POST},
+    {"/translate_file", SRV_EP_TRANSLATE_FILE, SRV_METHOD_POST},
+    {"/suggest", SRV_EP_SUGGEST, SRV_METHOD_POST},
+    {"/frontend/settings", SRV_EP_SETTINGS, SRV_METHOD_GET},
+    {"/health", SRV_EP_HEALTH, SRV_METHOD_GET},
+};
+static const srv_route k_download = {"/download_file/", SRV_EP_DOWNLOAD, SRV_METHOD_GET};
+#define DOWNLOAD_PREFIX_LEN 15
+
+const srv_route *srv_libre_route(const char *path)
+{
+    for (size_t i = 0; i < sizeof k_libre_routes / sizeof k_libre_routes[0]; i++)
+        if (!strcmp(path, k_libre_routes[i].path))
+            return &k_libre_routes[i];
+    if (!strncmp(path, k_download.path, DOWNLOAD_PREFIX_LEN) && path[DOWNLOAD_PREFIX_LEN])
+        return &k_download;
+    return NULL;
+}
+
+int srv_libre_endpoint(srv_endpoint ep)
+{
+    switch (ep) {
+    case SRV_EP_LIBRE:
+    case SRV_EP_LANGUAGES:
+    case SRV_EP_DETECT:
+    case SRV_EP_TRANSLATE_FILE:
+    case SRV_EP_DOWNLOAD:
+    case SRV_EP_SUGGEST:
+    case SRV_EP_SETTINGS:
+    case SRV_EP_HEALTH:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+/* ---- languages ----------------------------------------------------------- */
+
+static const char *lang_name(const char *code)
+{
+    static const char *const t[][2] = {
+        {"en", "English"},   {"de", "German"},     {"fr", "French"},   {"es", "Spanish"},
+        {"it", "Italian"},   {"pt", "Portuguese"}, {"nl", "Dutch"},    {"ru", "Russian"},
+        {"zh", "Chinese"},   {"ja", "Japanese"},   {"ar", "Arabic"},   {"pl", "Polish"},
+        {"sv", "Swedish"},   {"cs", "Czech"},      {"fi", "Finnish"},  {"uk", "Ukrainian"},
+        {"da", "Danish"},    {"el", "Greek"},      {"hu", "Hungarian"}, {"ro", "Romanian"},
+        {"tr", "Turkish"},   {"ko", "Korean"},     {"hi", "Hindi"},    {"nb", "Norwegian"},
+    };
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
+        if (!strcmp(t[i][0], code))
+            return t[i][1];
+    return code;
+}
+
+/* Every language of the loaded models, sources first, each once, into
+ * codes (at most max); returns how many. */
+static int model_langs(const srv_server *s, const char **codes, int max)
+{
+    int n = 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < s->n_models; i++) {
+            const char *c = pass ? s->models[i].tgt_lang : s->models[i].src_lang;
+            int seen = 0;
+            for (int k = 0; k < n; k++)
+                seen |= !strcmp(codes[k], c);
+            if (!seen && n < max)
+                codes[n++] = c;
+        }
+    return n;
+}
+
+static srv_model *find_model(const srv_server *s, const char *src, const char *tgt)
+{
+    for (int i = 0; i < s->n_models; i++)
+        if (!strcmp(s->models[i].src_lang, src) && !strcmp(s->models[i].tgt_lang, tgt))
+            return &s->models[i];
+    return NULL;
+}
+
+static int is_lang(const srv_server *s, const char *code)
+{
+    const char *codes[64];
+    int n = model_langs(s, codes, 64);
+    for (int i = 0; i < n; i++)
+        if (!strcmp(codes[i], code))
+            return 1;
+    return 0;
+}
+
+/* ---- the server-wide part: detector and file store ----------------------- */
+
+typedef struct stored_file {
+    char name[128];     /* <32 hex>.<secure file name> */
+    char *data;
+    size_t len;
+    const char *ctype;
+    double expires;
+} stored_file;
+
+struct srv_libre {
+    srv_langid *langid;
+    pthread_mutex_t mu; /* guards the store */
+    stored_file *files;
+    int n_files, cap;
+    size_t bytes;
+    size_t max_bytes;
+    int ttl_s;
+};
+
+srv_libre *srv_libre_new(const srv_server *s, char *err, size_t errlen)
+{
+    srv_libre *l = calloc(1, sizeof *l);
+    if (!l) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    const char *codes[64];
+    int n = model_langs(s, codes, 64);
+    char lerr[512];
+    l->langid = srv_langid_new(s->o.textcat_dir, codes, n, lerr, sizeof lerr);
+    if (!l->langid) {
+        snprintf(err, errlen, "language detection (--textcat-dir %s): %s", s->o.textcat_dir,
+                 lerr);
+        free(l);
+        return NULL;
+    }
+    if (lerr[0])
+        fprintf(stderr, "transformerd: language detection: %s\n", lerr);
+    pthread_mutex_init(&l->mu, NULL);
+    l->max_bytes = (size_t)s->o.max_files_bytes;
+    l->ttl_s = s->o.file_ttl_s;
+    return l;
+}
+
+void srv_libre_free(srv_libre *l)
+{
+    if (!l)
+        return;
+    srv_langid_free(l->langid);
+    for (int i = 0; i < l->n_files; i++)
+        free(l->files[i].data);
+    free(l->files);
+    pthread_mutex_destroy(&l->mu);
+    free(l);
+}
+
+static void drop_file(srv_libre *l, int i)
+{
+    l->bytes -= l->files[i].len;
+    free(l->files[i].data);
+    memmove(&l->files[i], &l->files[i + 1], (size_t)(l->n_files - i - 1) * sizeof *l->files);
+    l->n_files--;
+}
+
+/* Stores data (taken) under name; the oldest files make room. 0, or -1
+ * when the file alone exceeds the store or out of memory (data freed). */
+static int store_file(srv_libre *l, const char *name, char *data, size_t len, const char *ctype)
+{
+    if (len > l->max_bytes) {
+        free(data);
+        return -1;
+    }
+    pthread_mutex_lock(&l->mu);
+    double now = srv_now();
+    for (int i = 0; i < l->n_files;)
+        if (l->files[i].expires <= now)
+            drop_file(l, i);
+        else
+            i++;
+    while (l->n_files > 0 && l->bytes + len > l->max_bytes)
+        drop_file(l, 0); /* the oldest: files are kept in insertion order */
+    int rc = -1;
+    if (l->n_files == l->cap) {
+        int cap = l->cap ? l->cap * 2 : 16;
+        stored_file *p = realloc(l->files, (size_t)cap * sizeof *p);
+        if (p) {
+            l->files = p;
+            l->cap = cap;
+        }
+    }
+    if (l->n_files < l->cap) {
+        stored_file *f = &l->files[l->n_files++];
+        snprintf(f->name, sizeof f->name, "%s", name);
+        f->data = data;
+        f->len = len;
+        f->ctype = ctype;
+        f->expires = now + l->ttl_s;
+        l->bytes += len;
+        rc = 0;
+    } else {
+        free(data);
+    }
+    pthread_mutex_unlock(&l->mu);
+    return rc;
+}
+
+/* A copy of the stored file name (malloc'd into *data), or -1. */
+static int fetch_file(srv_libre *l, const char *name, char **data, size_t *len,
+                      const char **ctype)
+{
+    int rc = -1;
+    pthread_mutex_lock(&l->mu);
+    double now = srv_now();
+    for (int i = 0; i < l->n_files; i++) {
+        stored_file *f = &l->files[i];
+        if (strcmp(f->name, name) != 0 || f->expires <= now)
+            continue;
+        *data = malloc(f->len + 1);
+        if (*data) {
+            memcpy(*data, f->data, f->len);
+            (*data)[f->len] = 0;
+            *len = f->len;
+            *ctype = f->ctype;
+            rc = 0;
+        } else {
+            rc = -2;
+        }
+        break;
+    }
+    pthread_mutex_unlock(&l->mu);
+    return rc;
+}
+
+/* ---- request bodies -> fields -------------------------------------------- */
+
+typedef struct libre_file {
+    const char *name; /* the part's filename (NUL-terminated in the body), or NULL */
+    const char *data; /* its bytes, in the body */
+    size_t len;
+    int present;
+} libre_file;
+
+/* A field value: a string when valid UTF-8, else a 400 naming key. */
+static int add_field(srv_req *r, json_t *o, const char *key, const char *v, size_t n)
+{
+    json_t *s = json_stringn(v, n);
+    if (!s) {
+        json_t *k = json_string(key); /* the key itself may not be UTF-8 */
+        srv_req_error(r, 400, "invalid_request", key, "Invalid request: %s is not valid UTF-8",
+                      k ? key : "a field name");
+        json_decref(k);
+        return -1;
+    }
+    json_t *old = json_object_get(o, key);
+    if (old && json_is_array(old)) {
+        json_array_append_new(old, s);
+    } else if (old) {
+        json_t *a = json_array();
+        json_array_append(a, old);
+        json_array_append_new(a, s);
+        json_object_set_new(o, key, a);
+    } else {
+        json_object_set_new(o, key, s);
+    }
+    return 0;
+}
+
+static int hexval(int ch)
+{
+    if (ch >= '0' && ch <= '9')
+        return ch - '0';
+    if (ch >= 'a' && ch <= 'f')
+        return ch - 'a' + 10;
+    if (ch >= 'A' && ch <= 'F')
+        return ch - 'A' + 10;
+    return -1;
+}
+
+/* Decodes one urlencoded component in place; returns its length. */
+static size_t url_decode(char *p)
+{
+    char *w = p;
+    for (char *q = p; *q; q++) {
+        if (*q == '+') {
+            *w++ = ' ';
+        } else if (*q == '%' && hexval(q[1]) >= 0 && hexval(q[2]) >= 0) {
+            *w++ = (char)(hexval(q[1]) * 16 + hexval(q[2]));
+            q += 2;
+        } else {
+            *w++ = *q;
+        }
+    }
+    *w = 0;
+    return (size_t)(w - p);
+}
+
+/* application/x-www-form-urlencoded, decoded in place. */
+static int parse_form(srv_req *r, char *body, json_t *o)
+{
+    char *save = NULL;
+    for (char *kv = strtok_r(body, "&", &save); kv; kv = strtok_r(NULL, "&", &save)) {
+        char *eq = strchr(kv, '=');
+        if (eq)
+            *eq = 0;
+        size_t kn = url_decode(kv);
+        char *v = eq ? eq + 1 : kv + kn;
+        size_t vn = eq ? url_decode(v) : 0;
+        if (kn != strlen(kv)) /* a NUL in a key: not a field anybody sends */
+            continue;
+        if (add_field(r, o, kv, v, vn) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* The value of parameter name (e.g. boundary, name, filename) in a header
+ * value such as 'form-data; name="q"', copied into out; -1 if absent. */
+static int header_param(const char *h, size_t hn, const char *name, char *out, size_t outn)
+{
+    size_t nl = strlen(name);
+    for (size_t i = 0; i + nl < hn; i++) {
+        if ((i == 0 || h[i - 1] == ';' || h[i - 1] == ' ' || h[i - 1] == '\t') &&
+            !strncasecmp(h + i, name, nl) && h[i + nl] == '=') {
+            const char *v = h + i + nl + 1, *end = h + hn;
+            size_t k = 0;
+            if (v < end && *v == '"') {
+                v++;
+                while (v < end && *v != '"') {
+                    if (*v == '\\' && v + 1 < end)
+                        v++;
+                    if (k + 1 < outn)
+                        out[k++] = *v;
+                    v++;
+                }
+            } else {
+                while (v < end && *v != ';' && *v != ' ' && *v != '\t' && *v != '\r') {
+                    if (k + 1 < outn)
+                        out[k++] = *v;
+                    v++;
+                }
+            }
+            out[k] = 0;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+static const char *memfind(const char *h, size_t hn, const char *n, size_t nn)
+{
+    if (nn == 0 || hn < nn)
+        return NULL;
+    for (const char *p = h; p + nn <= h + hn; p++) {
+        p = memchr(p, n[0], (size_t)(h + hn - p));
+        if (!p || p + nn > h + hn)
+            return NULL;
+        if (!memcmp(p, n, nn))
+            return p;
+    }
+    return NULL;
+}
+
+/* multipart/form-data (RFC 7578): text parts become fields, the part named
+ * "file" is kept aside. The names of file parts are NUL-terminated in a
+ * copy held by the fields object ("\x01filename"). */
+static int parse_multipart(srv_req *r, const char *ctype, json_t *o, libre_file *file)
+{
+    char boundary[256];
+    if (header_param(ctype, strlen(ctype), "boundary", boundary, sizeof boundary) != 0 ||
+        !boundary[0]) {
+        srv_req_error(r, 400, "invalid_request", NULL,
+                      "Invalid request: multipart/form-data without a boundary");
+        return -1;
+    }
+    char delim[264];
+    int dl = snprintf(delim, sizeof delim, "--%s", boundary);
+    const char *b = r->body, *end = r->body + r->body_len;
+    const char *p = memfind(b, (size_t)(end - b), delim, (size_t)dl);
+    while (p) {
+        p += dl;
+        if (end - p >= 2 && p[0] == '-' && p[1] == '-')
+            return 0; /* the closing delimiter */
+        if (end - p >= 2 && p[0] == '\r' && p[1] == '\n')
+            p += 2;
+        else if (p < end && *p == '\n')
+            p += 1;
+        const char *hdr_end = memfind(p, (size_t)(end - p), "\r\n\r\n", 4);
+        size_t sep = 4;
+        if (!hdr_end) {
+            hdr_end = memfind(p, (size_t)(end - p), "\n\n", 2);
+            sep = 2;
+        }
+        if (!hdr_end)
+            break;
+        /* the part's Content-Disposition */
+        char name[256] = "", filename[256] = "";
+        int has_filename = 0;
+        for (const char *h = p; h < hdr_end;) {
+            const char *eol = memchr(h, '\n', (size_t)(hdr_end - h));
+            if (!eol)
+                eol = hdr_end;
+            size_t hl = (size_t)(eol - h);
+            if (hl > 20 && !strncasecmp(h, "content-disposition:", 20)) {
+                header_param(h, hl, "name", name, sizeof name);
+                has_filename = header_param(h, hl, "filename", filename, sizeof filename) == 0;
+            }
+            h = eol + 1;
+        }
+        const char *data = hdr_end + sep;
+        const char *next = memfind(data, (size_t)(end - data), delim, (size_t)dl);
+        if (!next)
+            break;
+        const char *dend = next;
+        if (dend - data >= 2 && dend[-2] == '\r' && dend[-1] == '\n')
+            dend -= 2;
+        else if (dend > data && dend[-1] == '\n')
+            dend -= 1;
+        if (has_filename || !strcmp(name, "file")) {
+            if (!strcmp(name, "file") && !file->present) {
+                file->present = 1;
+                file->data = data;
+                file->len = (size_t)(dend - data);
+                /* kept alive by the fields object */
+                json_t *fn = json_string(filename);
+                if (!fn) {
+                    srv_req_error(r, 400, "invalid_request", "file",
+                                  "Invalid request: the file name is not valid UTF-8");
+                    return -1;
+                }
+                json_object_set_new(o, "\x01filename", fn);
+                file->name = json_string_value(fn);
+            }
+        } else if (name[0]) {
+            if (add_field(r, o, name, data, (size_t)(dend - data)) != 0)
+                return -1;
+        }
+        p = next;
+    }
+    srv_req_error(r, 400, "invalid_request", NULL,
+                  "Invalid request: malformed multipart/form-data body");
+    return -1;
+}
+
+static int ctype_is(const char *ct, const char *want)
+{
+    size_t n = strlen(want);
+    return ct && !strncasecmp(ct, want, n) && (ct[n] == 0 || ct[n] == ';' || ct[n] == ' ');
+}
+
+/* The body's fields as a JSON object (NULL: an error was recorded). */
+static json_t *parse_fields(srv_req *r, const char *ctype, libre_file *file, int *is_json)
+{
+    *is_json = 0;
+    memset(file, 0, sizeof *file);
+    if (ctype_is(ctype, "application/json")) {
+        *is_json = 1;
+        json_error_t je;
+        json_t *root = json_loadb(r->body, r->body_len, 0, &je);
+        if (!root) {
+            srv_req_error(r, 400, "invalid_json", NULL, "Invalid JSON at line %d column %d: %s",
+                          je.line, je.column, je.text);
+            return NULL;
+        }
+        if (!json_is_object(root)) {
+            json_decref(root);
+            srv_req_error(r, 400, "invalid_request", NULL, "Invalid JSON format");
+            return NULL;
+        }
+        return root;
+    }
+    json_t *o = json_object();
+    if (!o) {
+        srv_req_error(r, 500, "internal", NULL, "out of memory");
+        return NULL;
+    }
+    int rc = 0;
+    if (ctype_is(ctype, "application/x-www-form-urlencoded"))
+        rc = parse_form(r, r->body, o);
+    else if (ctype_is(ctype, "multipart/form-data"))
+        rc = parse_multipart(r, ctype, o, file);
+    /* any other type: no fields, as request.values would have none */
+    if (rc != 0) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
+/* A form's q with its line endings made LF (LibreTranslate normalizes them
+ * so that limits count the same characters). */
+static void normalize_eol(json_t *o, const char *key)
+{
+    json_t *v = json_object_get(o, key);
+    size_t n = json_is_array(v) ? json_array_size(v) : 1;
+    for (size_t i = 0; i < n; i++) {
+        json_t *e = json_is_array(v) ? json_array_get(v, i) : v;
+        if (!json_is_string(e) || !memchr(json_string_value(e), '\r', json_string_length(e)))
+            continue;
+        const char *s = json_string_value(e);
+        size_t len = json_string_length(e), k = 0;
+        char *t = malloc(len + 1);
+        if (!t)
+            continue;
+        for (size_t j = 0; j < len; j++) {
+            if (s[j] == '\r') {
+                t[k++] = '\n';
+                if (j + 1 < len && s[j + 1] == '\n')
+                    j++;
+            } else {
+                t[k++] = s[j];
+            }
+        }
+        json_string_setn(e, t, k);
+        free(t);
+    }
+}
+
+/* "not x" in Python: absent, null, false, 0, "" or []. */
+static int falsy(json_t *v)
+{
+    return !v || json_is_null(v) || json_is_false(v) ||
+           (json_is_string(v) && json_string_length(v) == 0) ||
+           (json_is_array(v) && json_array_size(v) == 0) ||
+           (json_is_integer(v) && json_integer_value(v) == 0) ||
+           (json_is_object(v) && json_object_size(v) == 0);
+}
+
+/* LibreTranslate's access check: 0 to go on, -1 with the error recorded. */
+static int access_check(srv_req *r, json_t *fields, const char *auth_key)
+{
+    const char *k = r->s->o.api_key;
+    if (!k || !*k)
+        return 0;
+    json_t *ak = json_object_get(fields, "api_key");
+    const char *given = json_is_string(ak) && json_string_length(ak) ? json_string_value(ak) : NULL;
+    if ((given && srv_api_key_ok(r->s, given)) || (auth_key && srv_api_key_ok(r->s, auth_key)))
+        return 0;
+    if (given || auth_key) {
+        srv_req_error(r, 403, "forbidden", "api_key", "Invalid API key");
+        return -1;
+    }
+    srv_req_error(r, 400, "invalid_request", "api_key",
+                  "Please contact the server operator to get an API key");
+    return -1;
+}
+
+static int missing(srv_req *r, const char *name)
+{
+    srv_req_error(r, 400, "invalid_request", name, "Invalid request: missing %s parameter", name);
+    return -1;
+}
+
+/* ---- a request's state --------------------------------------------------- */
+
+typedef struct libre_seg {
+    const char *text;  /* its source text (alive as long as the request) */
+    size_t len;
+    int text_idx;      /* its index among the request's texts, -1: copied (source = target) */
+} libre_seg;
+
+typedef struct libre_item {
+    srv_html *doc;     /* format html: the parsed document, else NULL */
+    int seg0, n_segs;
+    const char *eol;   /* a .txt file's line: its line ending */
+    const char *lead, *trail; /* a .txt line: the whitespace around its text */
+    size_t lead_n, trail_n;
+    char lang[16];     /* source=auto: the detected language */
+    double confidence;
+} libre_item;
+
+typedef struct srv_libre_req {
+    json_t *fields;
+    int list, autodetect, alternatives, html, is_file;
+    libre_item *items;
+    int n_items;
+    libre_seg *segs;
+    int n_segs, cap_segs;
+    char file_name[128];   /* /translate_file: the stored name */
+    const char *file_ctype;
+} srv_libre_req;
+
+void srv_libre_req_free(srv_req *r)
+{
+    srv_libre_req *lr = r->lr;
+    if (!lr)
+        return;
+    for (int i = 0; i < lr->n_items; i++)
+        srv_html_free(lr->items[i].doc);
+    free(lr->items);
+    free(lr->segs);
+    json_decref(lr->fields);
+    free(lr);
+    r->lr = NULL;
+}
+
+static int add_seg(srv_libre_req *lr, const char *t, size_t n)
+{
+    if (lr->n_segs == lr->cap_segs) {
+        int cap = lr->cap_segs ? lr->cap_segs * 2 : 16;
+        libre_seg *p = realloc(lr->segs, (size_t)cap * sizeof *p);
+        if (!p)
+            return -1;
+        lr->segs = p;
+        lr->cap_segs = cap;
+    }
+    lr->segs[lr->n_segs++] = (libre_seg){.text = t, .len = n, .text_idx = -1};
+    return 0;
+}
+
+/* Fills item it's segments from its text (plain, or the text nodes of its
+ * HTML). */
+static int item_segments(srv_libre_req *lr, libre_item *it, const char *t, size_t n)
+{
+    it->seg0 = lr->n_segs;
+    if (lr->html) {
+        it->doc = srv_html_parse(t, n);
+        if (!it->doc)
+            return -1;
+        for (int k = 0; k < srv_html_n_segments(it->doc); k++) {
+            const char *st = srv_html_segment(it->doc, k);
+            if (add_seg(lr, st, strlen(st)) != 0)
+                return -1;
+        }
+    } else if (add_seg(lr, t, n) != 0) {
+        return -1;
+    }
+    it->n_segs = lr->n_segs - it->seg0;
+    return 0;
+}
+
+/* The text an item's language is detected on: its segments joined. */
+static char *item_text(const srv_libre_req *lr, const libre_item *it, size_t *n)
+{
+    size_t len = 0;
+    for (int k = 0; k < it->n_segs; k++)
+        len += lr->segs[it->seg0 + k].len + 1;
+    char *t = malloc(len + 1), *w = t;
+    if (!t)
+        return NULL;
+    for (int k = 0; k < it->n_segs; k++) {
+        const libre_seg *sg = &lr->segs[it->seg0 + k];
+        memcpy(w, sg->text, sg->len);
+        w += sg->len;
+        *w++ = ' ';
+    }
+    *n = (size_t)(w - t);
+    *w = 0;
+    return t;
+}
+
+/* source=auto: each item's language. LibreTranslate detects a text of more
+ * than 40 characters alone and a shorter one with all the texts together
+ * (too little to go on otherwise). */
+static int detect_items(srv_req *r, srv_libre_req *lr)
+{
+    const srv_langid *li = r->s->libre->langid;
+    int nl = srv_langid_count(li);
+    srv_lang_score *sc = malloc((size_t)nl * sizeof *sc), overall;
+    char *all = NULL;
+    size_t all_n = 0;
+    if (!sc)
+        return -1;
+    for (int i = 0; i < lr->n_items; i++) {
+        size_t n;
+        char *t = item_text(lr, &lr->items[i], &n);
+        char *p = t ? realloc(all, all_n + n + 1) : NULL;
+        if (!p) {
+            free(t);
+            free(all);
+            free(sc);
+            return -1;
+        }
+        all = p;
+        memcpy(all + all_n, t, n);
+        all_n += n;
+        all[all_n] = 0;
+        free(t);
+    }
+    if (srv_langid_detect(li, all ? all : "", all_n, sc) < 0) {
+        free(all);
+        free(sc);
+        return -1;
+    }
+    overall = sc[0];
+    free(all);
+    for (int i = 0; i < lr->n_items; i++) {
+        libre_item *it = &lr->items[i];
+        size_t n;
+        char *t = item_text(lr, it, &n);
+        if (!t) {
+            free(sc);
+            return -1;
+        }
+        /* 40 characters, not bytes */
+        size_t chars = 0;
+        for (size_t k = 0; k < n; k++)
+            chars += ((unsigned char)t[k] & 0xC0) != 0x80;
+        srv_lang_score best = overall;
+        if (chars > 40 + 1 /* the joining space */) {
+            if (srv_langid_detect(li, t, n, sc) < 0) {
+                free(t);
+                free(sc);
+                return -1;
+            }
+            best = sc[0];
+        }
+        free(t);
+        snprintf(it->lang, sizeof it->lang, "%s", best.lang);
+        it->confidence = best.confidence;
+    }
+    free(sc);
+    return 0;
+}
+
+/* Routes each segment: copied when its source language is the target, else
+ * a text for the model from src to tgt. Returns 0, or -1 with a 400. */
+static int route_segments(srv_req *r, srv_libre_req *lr, const char *src, const char *tgt,
+                          const char ***texts, size_t **lens, int *n)
+{
+    *texts = malloc((size_t)(lr->n_segs > 0 ? lr->n_segs : 1) * sizeof **texts);
+    *lens = malloc((size_t)(lr->n_segs > 0 ? lr->n_segs : 1) * sizeof **lens);
+    if (!*texts || !*lens) {
+        srv_req_error(r, 500, "internal", NULL, "out of memory");
+        return -1;
+    }
+    *n = 0;
+    for (int i = 0; i < lr->n_items; i++) {
+        const libre_item *it = &lr->items[i];
+        const char *from = lr->autodetect ? it->lang : src;
+        if (strcmp(from, tgt) != 0) {
+            srv_model *sm = find_model(r->s, from, tgt);
+            if (!sm) {
+                srv_req_error(r, 400, "unsupported_language", "target",
+                              "%s (%s) is not available as a target language from %s (%s)",
+                              lang_name(tgt), tgt, lang_name(from), from);
+                return -1;
+            }
+            if (r->model && r->model != sm) {
+                srv_req_error(r, 400, "unsupported_language", "source",
+                              "Invalid request: texts in several source languages");
+                return -1;
+            }
+            r->model = sm;
+        }
+        for (int k = 0; k < it->n_segs; k++) {
+            libre_seg *sg = &lr->segs[it->seg0 + k];
+            if (strcmp(from, tgt) != 0) {
+                sg->text_idx = *n;
+                (*texts)[*n] = sg->text;
+                (*lens)[*n] = sg->len;
+                (*n)++;
+            }
+        }
+    }
+    return 0;
+}
+
+/* Submits the request's texts (1), or answers at once when there are
+ * none (0), or an error was recorded (0). */
+static int make_jobs(srv_req *r, srv_libre_req *lr, const char *src, const char *tgt)
+{
+    const char **texts = NULL;
+    size_t *lens = NULL;
+    int n = 0, rc = 0;
+    if (route_segments(r, lr, src, tgt, &texts, &lens, &n) != 0)
+        goto out;
+    if (!r->model) {
+        /* nothing for the model: every text is copied */
+        r->model = &r->s->models[0];
+    }
+    const char *why = srv_model_failed(r->model);
+    if (why) {
+        srv_req_error(r, 503, "device_error", NULL, "the model's device failed: %s", why);
+        goto out;
+    }
+    r->opts = r->model->defaults;
+    r->opts.num_hypotheses = 1;
+    if (lr->alternatives > 0) {
+        r->opts.num_hypotheses = lr->alternatives + 1;
+        if (r->opts.beam_size < lr->alternatives + 1)
+            r->opts.beam_size = lr->alternatives + 1;
+    }
+    rc = srv_api_make_jobs(r, texts, lens, n, "q");
+    if (!rc && r->status == 422)
+        r->status = 400; /* LibreTranslate answers its length limits with 400 */
+    if (rc == 1 && r->n_jobs == 0) {
+        srv_libre_respond(r);
+        rc = 0;
+    }
+out:
+    free(texts);
+    free(lens);
+    return rc;
+}
+
+static srv_libre_req *new_lr(srv_req *r, json_t *fields)
+{
+    srv_libre_req *lr = calloc(1, sizeof *lr);
+    if (!lr) {
+        json_decref(fields);
+        srv_req_error(r, 500, "internal", NULL, "out of memory");
+        return NULL;
+    }
+    lr->fields = fields;
+    r->lr = lr;
+    r->libre = 1;
+    return lr;
+}
+
+/* source and target: present strings, known languages. */
+static int get_langs(srv_req *r, json_t *f, int allow_auto, const char **src, const char **tgt)
+{
+    json_t *sv = json_object_get(f, "source"), *tv = json_object_get(f, "target");
+    if (falsy(sv))
+        return missing(r, "source");
+    if (falsy(tv))
+        return missing(r, "target");
+    if (!json_is_string(sv) || !json_is_string(tv)) {
+        srv_req_error(r, 400, "invalid_request", !json_is_string(sv) ? "source" : "target",
+                      "Invalid request: %s must be a string",
+                      !json_is_string(sv) ? "source" : "target");
+        return -1;
+    }
+    *src = json_string_value(sv);
+    *tgt = json_string_value(tv);
+    if (!(allow_auto && !strcmp(*src, "auto")) && !is_lang(r->s, *src)) {
+        srv_req_error(r, 400, "unsupported_language", "source", "%s is not supported", *src);
+        return -1;
+    }
+    if (!is_lang(r->s, *tgt)) {
+        srv_req_error(r, 400, "unsupported_language", "target", "%s is not supported", *tgt);
+        return -1;
+    }
+    return 0;
+}
+
+static int parse_translate(srv_req *r, json_t *f, int is_json)
+{
+    srv_libre_req *lr = r->lr;
+    json_t *q = json_object_get(f, "q");
+    if (falsy(q))
+        return missing(r, "q");
+    const char *src, *tgt;
+    if (get_langs(r, f, 1, &src, &tgt) != 0)
+        return -1;
+    if (!is_json)
+        normalize_eol(f, "q");
+    lr->list = json_is_array(q);
+    size_t nq = lr->list ? json_array_size(q) : 1;
+    if (lr->list && nq > (size_t)r->s->o.max_batch_texts) {
+        srv_req_error(r, 400, "out_of_range", "q",
+                      "Invalid request: request (%zu) exceeds text limit (%d)", nq,
+                      r->s->o.max_batch_texts);
+        return -1;
+    }
+    for (size_t i = 0; i < nq; i++)
+        if (!json_is_string(lr->list ? json_array_get(q, i) : q)) {
+            srv_req_error(r, 400, "invalid_type", "q",
+                          "Invalid request: q must be a string or a list of strings");
+            return -1;
+        }
+    json_t *fmt = json_object_get(f, "format");
+    const char *format = falsy(fmt) ? "text" : json_is_string(fmt) ? json_string_value(fmt) : "?";
+    if (strcmp(format, "text") && strcmp(format, "html")) {
+        srv_req_error(r, 400, "unsupported_format", "format", "%s format is not supported",
+                      format);
+        return -1;
+    }
+    lr->html = !strcmp(format, "html");
+    json_t *alt = json_object_get(f, "alternatives");
+    if (!falsy(alt) || json_is_string(alt)) {
+        long a = -1;
+        if (json_is_integer(alt)) {
+            a = json_integer_value(alt) > 1000 ? 1001 : (long)json_integer_value(alt);
+        } else if (json_is_string(alt)) {
+            char *end;
+            const char *sv = json_string_value(alt);
+            a = strtol(sv, &end, 10);
+            if (end == sv || *end)
+                a = -1;
+        }
+        int max_beam = r->s->models[0].max_beam;
+        for (int i = 1; i < r->s->n_models; i++)
+            if (r->s->models[i].max_beam < max_beam)
+                max_beam = r->s->models[i].max_beam;
+        if (a < 0 || a > max_beam - 1) {
+            srv_req_error(r, 400, "out_of_range", "alternatives",
+                          "Invalid request: alternatives must be an integer in 0..%d "
+                          "(--max-beam %d)",
+                          max_beam - 1, max_beam);
+            return -1;
+        }
+        lr->alternatives = (int)a;
+    }
+    lr->autodetect = !strcmp(src, "auto");
+    lr->items = calloc(nq, sizeof *lr->items);
+    if (!lr->items) {
+        srv_req_error(r, 500, "internal", NULL, "out of memory");
+        return -1;
+    }
+    lr->n_items = (int)nq;
+    for (size_t i = 0; i < nq; i++) {
+        json_t *e = lr->list ? json_array_get(q, i) : q;
+        if (item_segments(lr, &lr->items[i], json_string_value(e), json_string_length(e)) != 0) {
+            srv_req_error(r, 500, "internal", NULL, "out of memory");
+            return -1;
+        }
+    }
+    if (lr->autodetect && detect_items(r, lr) != 0) {
+        srv_req_error(r, 500, "internal", NULL, "out of memory");
+        return -1;
+    }
+    return make_jobs(r, lr, src, tgt) == 1 ? 1 : -1;
+}
+
+/* A file name as werkzeug's secure_filename keeps it: ASCII letters,
+ * digits, '.', '-' and '_', spaces as '_', no leading dots. */
+static void secure_name(const char *in, char *out, size_t outn)
+{
+    const char *base = strrchr(in, '/');
+    base = base ? base + 1 : in;
+    const char *bs = strrchr(base, '\\');
+    base = bs ? bs + 1 : base;
+    size_t k = 0;
+    for (const char *p = base; *p && k + 1 < outn; p++) {
+        unsigned char c = (unsigned char)*p;
+        if (isalnum(c) || c == '.' || c == '-' || c == '_')
+            out[k++] = (char)c;
+        else if (c == ' ')
+            out[k++] = '_';
+    }
+    out[k] = 0;
+    size_t lead = strspn(out, "._");
+    memmove(out, out + lead, k - lead + 1);
+}
+
+static const char *file_ext(const char *name)
+{
+    const char *dot = strrchr(name, '.');
+    return dot ? dot : "";
+}
+
+/* A .txt file's lines as items: each line one segment without the
+ * whitespace around it, which is written back as it was. */
+static int txt_items(srv_libre_req *lr, const char *data, size_t len)
+{
+    int n = 1;
+    for (size_t i = 0; i < len; i++)
+        n += data[i] == '\n';
+    lr->items = calloc((size_t)n, sizeof *lr->items);
+    if (!lr->items)
+        return -1;
+    const char *p = data, *end = data + len;
+    while (p < end || lr->n_items == 0) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        const char *le = nl ? nl : end;
+        libre_item *it = &lr->items[lr->n_items++];
+        it->eol = nl ? (le > p && le[-1] == '\r' ? "\r\n" : "\n") : "";
+        if (nl && le > p && le[-1] == '\r')
+            le--;
+        const char *a = p, *b = le;
+        while (a < b && (*a == ' ' || *a == '\t'))
+            a++;
+        while (b > a && (b[-1] == ' ' || b[-1] == '\t'))
+            b--;
+        it->lead = p;
+        it->lead_n = (size_t)(a - p);
+        it->trail = b;
+        it->trail_n = (size_t)(le - b);
+        if (item_segments(lr, it, a, (size_t)(b - a)) != 0)
+            return -1;
+        p = nl ? nl + 1 : end;
+        if (!nl)
+            break;
+    }
+    return 0;
+}
+
+static int parse_translate_file(srv_req *r, json_t *f, const libre_file *file)
+{
+    srv_libre_req *lr = r->lr;
+    if (!file->present)
+        return missing(r, "file");
+    const char *src, *tgt;
+    if (get_langs(r, f, 0, &src, &tgt) != 0)
+        return -1;
+    if (!file->name || !file->name[0]) {
+        srv_req_error(r, 400, "invalid_request", "file", "Invalid request: empty file");
+        return -1;
+    }
+    const char *ext = file_ext(file->name);
+    int html = !strcasecmp(ext, ".html") || !strcasecmp(ext, ".htm");
+    if (!html && strcasecmp(ext, ".txt") != 0) {
+        srv_req_error(r, 400, "invalid_request", "file",
+                      "Invalid request: file format not supported");
+        return -1;
+    }
+    json_t *chk = json_stringn(file->data, file->len);
+    if (!chk) {
+        srv_req_error(r, 400, "invalid_request", "file", "Invalid request: file is not valid UTF-8");
+        return -1;
+    }
+    json_decref(chk);
+    lr->is_file = 1;
+    lr->html = html;
+    lr->file_ctype = html ? "text/html; charset=utf-8" : "text/plain; charset=utf-8";
+    char safe[80], hex[33];
+    secure_name(file->name, safe, sizeof safe);
+    if (!safe[0] || !strcmp(safe, file_ext(safe)))
+        snprintf(safe, sizeof safe, "file%s", html ? ".html" : ".txt");
+    unsigned char rnd[16];
+    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+    ssize_t got = fd >= 0 ? read(fd, rnd, sizeof rnd) : -1;
+    if (fd >= 0)
+        close(fd);
+    if (got != (ssize_t)sizeof rnd) {
+        srv_req_error(r, 500, "internal", NULL, "no randomness for the file name");
+        return -1;
+    }
+    for (int i = 0; i < 16; i++)
+        snprintf(hex + 2 * i, 3, "%02x", rnd[i]);
+    snprintf(lr->file_name, sizeof lr->file_name, "%s.%s", hex, safe);
+    int rc;
+    if (html) {
+        lr->items = calloc(1, sizeof *lr->items);
+        rc = lr->items ? (lr->n_items = 1, item_segments(lr, &lr->items[0], file->data, file->len))
+                       : -1;
+    } else {
+        rc = txt_items(lr, file->data, file->len);
+    }
+    if (rc != 0) {
+        srv_req_error(r, 500, "internal", NULL, "out of memory");
+        return -1;
+    }
+    if (lr->n_segs > r->s->o.max_queue) {
+        srv_req_error(r, 400, "out_of_range", "file",
+                      "Invalid request: the file has %d texts to translate; the limit is %d "
+                      "(--max-queue)",
+                      lr->n_segs, r->s->o.max_queue);
+        return -1;
+    }
+    return make_jobs(r, lr, src, tgt) == 1 ? 1 : -1;
+}
+
+static json_t *detections_json(const srv_lang_score *sc, int n)
+{
+    json_t *a = json_array();
+    for (int i = 0; a && i < n; i++)
+        json_array_append_new(a, json_pack("{s:f,s:s}", "confidence", sc[i].confidence,
+                                           "language", sc[i].lang));
+    return a;
+}
+
+static void respond_json(srv_req *r, int status, json_t *root)
+{
+    char *body = root ? json_dumps(root, JSON_COMPACT | JSON_REAL_PRECISION(9)) : NULL;
+    json_decref(root);
+    if (!body)
+        srv_req_error(r, 500, "internal", NULL, "out of memory");
+    else
+        srv_req_json(r, status, body);
+}
+
+static void answer_detect(srv_req *r, json_t *f)
+{
+    json_t *q = json_object_get(f, "q");
+    if (falsy(q)) {
+        missing(r, "q");
+        return;
+    }
+    /* a list is detected as one text, as LibreTranslate's detect_languages
+     * does with its whole input */
+    size_t nq = json_is_array(q) ? json_array_size(q) : 1;
+    size_t len = 0;
+    for (size_t i = 0; i < nq; i++) {
+        json_t *e = json_is_array(q) ? json_array_get(q, i) : q;
+        if (!json_is_string(e)) {
+            srv_req_error(r, 400, "invalid_type", "q",
+                          "Invalid request: q must be a string or a list of strings");
+            return;
+        }
+        len += json_string_length(e) + 1;
+    }
+    char *t = malloc(len + 1), *w = t;
+    const srv_langid *li = r->s->libre->langid;
+    int nl = srv_langid_count(li);
+    srv_lang_score *sc = malloc((size_t)nl * sizeof *sc);
+    if (!t || !sc) {
+        free(t);
+        free(sc);
+        srv_req_error(r, 500, "internal", NULL, "out of memory");
+        return;
+    }
+    for (size_t i = 0; i < nq; i++) {
+        json_t *e = json_is_array(q) ? json_array_get(q, i) : q;
+        memcpy(w, json_string_value(e), json_string_length(e));
+        w += json_string_length(e);
+        *w++ = '\n';
+    }
+    *w = 0;
+    int n = srv_langid_detect(li, t, (size_t)(w - t), sc);
+    free(t);
+    if (n < 0)
+        srv_req_error(r, 500, "internal", NULL, "out of memory");
+    else
+        respond_json(r, 200, detections_json(sc, n));
+    free(sc);
+}
+
+int srv_libre_parse(srv_req *r, const char *ctype, const char *auth_key)
+{
+    if (r->ep == SRV_EP_SUGGEST) {
+        srv_req_error(r, 403, "forbidden", NULL, "Suggestions are disabled on this server.");
+        return 0;
+    }
+    if (r->ep == SRV_EP_LANGUAGES) { /* POST /languages, as libretranslatepy may send it */
+        srv_libre_get(r);
+        return 0;
+    }
+    libre_file file;
+    int is_json;
+    json_t *f = parse_fields(r, ctype, &file, &is_json);
+    if (!f)
+        return 0;
+    srv_libre_req *lr = new_lr(r, f);
+    if (!lr)
+        return 0;
+    if (access_check(r, f, auth_key) != 0)
+        return 0;
+    switch (r->ep) {
+    case SRV_EP_LIBRE:
+        return parse_translate(r, f, is_json) == 1;
+    case SRV_EP_TRANSLATE_FILE:
+        return parse_translate_file(r, f, &file) == 1;
+    case SRV_EP_DETECT:
+        answer_detect(r, f);
+        return 0;
+    default:
+        srv_req_error(r, 500, "internal", NULL, "unrouted POST");
+        return 0;
+    }
+}
+
+/* ---- responses ----------------------------------------------------------- */
+
+/* Item i's translated text (malloc'd, NUL-terminated), or NULL when out of
+ * memory. hyp > 0: an alternative (plain text only). */
+static char *item_translation(srv_req *r, int i, int hyp)
+{
+    srv_libre_req *lr = r->lr;
+    libre_item *it = &lr->items[i];
+    if (it->doc) {
+        for (int k = 0; k < it->n_segs; k++) {
+            const libre_seg *sg = &lr->segs[it->seg0 + k];
+            if (sg->text_idx < 0)
+                continue;
+            json_t *v = srv_api_text_value(r, sg->text_idx, 0);
+            int rc = v ? srv_html_set(it->doc, k, json_string_value(v)) : -1;
+            json_decref(v);
+            if (rc != 0)
+                return NULL;
+        }
+        return srv_html_render(it->doc);
+    }
+    const libre_seg *sg = &lr->segs[it->seg0];
+    json_t *v = NULL;
+    const char *t = sg->text;
+    size_t n = sg->len;
+    if (sg->text_idx >= 0) {
+        v = srv_api_text_value(r, sg->text_idx, hyp);
+        if (!v)
+            return NULL;
+        t = json_string_value(v);
+        n = json_string_length(v);
+    }
+    size_t a = lr->is_file ? it->lead_n : 0, c = lr->is_file ? it->trail_n : 0;
+    size_t e = it->eol ? strlen(it->eol) : 0;
+    char *out = malloc(a + n + c + e + 1);
+    if (out) {
+        if (a) /* lead and trail are NULL outside files */
+            memcpy(out, it->lead, a);
+        memcpy(out + a, t, n);
+        if (c)
+            memcpy(out + a + n, it->trail, c);
+        memcpy(out + a + n + c, it->eol ? it->eol : "", e + 1);
+    }
+    json_decref(v);
+    return out;
+}
+
+static json_t *take_string(char *t)
+{
+    json_t *v = t ? json_string(t) : NULL;
+    free(t);
+    return v;
+}
+
+static void respond_file(srv_req *r)
+{
+    srv_libre_req *lr = r->lr;
+    size_t len = 0, cap = 4096;
+    char *out = malloc(cap);
+    for (int i = 0; out && i < lr->n_items; i++) {
+        char *t = item_translation(r, i, 0);
+        size_t n = t ? strlen(t) : 0;
+        if (t && len + n + 1 > cap) {
+            while (len + n + 1 > cap)
+                cap *= 2;
+            char *p = realloc(out, cap);
+            if (!p) {
+                free(t);
+                free(out);
+                out = NULL;
+                break;
+            }
+            out = p;
+        }
+        if (!t) {
+            free(out);
+            out = NULL;
+            break;
+        }
+        memcpy(out + len, t, n);
+        len += n;
+        free(t);
+    }
+    if (!out) {
+        srv_req_error(r, 500, "internal", NULL, "out of memory");
+        return;
+    }
+    out[len] = 0;
+    if (store_file(r->s->libre, lr->file_name, out, len, lr->file_ctype) != 0) {
+        srv_req_error(r, 500, "internal", NULL,
+                      "the translated file (%zu bytes) does not fit the file store "
+                      "(--max-files-bytes %ld)",
+                      len, r->s->o.max_files_bytes);
+        return;
+    }
+    json_t *root = json_object();
+    char *url = malloc(strlen(r->host ? r->host : "localhost") + strlen(lr->file_name) + 64);
+    if (url)
+        sprintf(url, "http://%s/download_file/%s", r->host ? r->host : "localhost",
+                lr->file_name);
+    json_object_set_new(root, "translatedFileUrl", take_string(url));
+    respond_json(r, 200, root);
+}
+
+void srv_libre_respond(srv_req *r)
+{
+    srv_libre_req *lr = r->lr;
+    if (lr->is_file) {
+        respond_file(r);
+        return;
+    }
+    json_t *texts = json_array(), *alts = json_array(), *det = json_array();
+    int oom = !texts || !alts || !det;
+    for (int i = 0; !oom && i < lr->n_items; i++) {
+        json_t *v = take_string(item_translation(r, i, 0));
+        oom |= !v || json_array_append_new(texts, v) != 0;
+        json_t *a = json_array();
+        const libre_seg *sg = &lr->segs[lr->items[i].seg0];
+        if (a && !lr->html && sg->text_idx >= 0)
+            for (int k = 1; k < srv_api_n_hyps(r, sg->text_idx); k++)
+                json_array_append_new(a, srv_api_text_value(r, sg->text_idx, k));
+        oom |= !a || json_array_append_new(alts, a) != 0;
+        json_array_append_new(det, json_pack("{s:f,s:s}", "confidence", lr->items[i].confidence,
+                                             "language", lr->items[i].lang));
+    }
+    json_t *o = json_object();
+    if (oom || !o) {
+        json_decref(texts);
+        json_decref(alts);
+        json_decref(det);
+        json_decref(o);
+        srv_req_error(r, 500, "internal", NULL, "out of memory building the response");
+        return;
+    }
+    if (lr->autodetect)
+        json_object_set(o, "detectedLanguage", lr->list ? det : json_array_get(det, 0));
+    json_object_set(o, "translatedText", lr->list ? texts : json_array_get(texts, 0));
+    if (lr->alternatives > 0)
+        json_object_set(o, "alternatives", lr->list ? alts : json_array_get(alts, 0));
+    json_decref(texts);
+    json_decref(alts);
+    json_decref(det);
+    long tout = 0;
+    for (int i = 0; i < r->n_jobs; i++)
+        tout += r->jobs[i].res.hyps[0].n_tokens;
+    r->tokens_out = tout;
+    respond_json(r, 200, o);
+}
+
+/* ---- GET endpoints ------------------------------------------------------- */
+
+static void answer_languages(srv_req *r)
+{
+    const srv_server *s = r->s;
+    const char *codes[64];
+    int n = model_langs(s, codes, 64);
+    json_t *list = json_array();
+    for (int i = 0; list && i < n; i++) {
+        json_t *targets = json_array();
+        /* sorted, as LibreTranslate sorts them */
+        const char *t[64];
+        int nt = 0;
+        for (int m = 0; m < s->n_models; m++)
+            if (!strcmp(s->models[m].src_lang, codes[i]) && nt < 64)
+                t[nt++] = s->models[m].tgt_lang;
+        for (int a = 1; a < nt; a++)
+            for (int b = a; b > 0 && strcmp(t[b - 1], t[b]) > 0; b--) {
+                const char *x = t[b];
+                t[b] = t[b - 1];
+                t[b - 1] = x;
+            }
+        for (int k = 0; k < nt; k++)
+            json_array_append_new(targets, json_string(t[k]));
+        json_array_append_new(list, json_pack("{s:s,s:s,s:o}", "code", codes[i], "name",
+                                              lang_name(codes[i]), "targets", targets));
+    }
+    respond_json(r, 200, list);
+}
+
+static void answer_settings(srv_req *r)
+{
+    const srv_server *s = r->s;
+    int key = s->o.api_key && *s->o.api_key;
+    const char *tgt = s->models[0].tgt_lang;
+    json_t *o = json_pack(
+        "{s:i,s:i,s:b,s:b,s:b,s:b,s:[s,s,s],s:{s:{s:s,s:s},s:{s:s,s:s}}}", "charLimit", -1,
+        "frontendTimeout", 500, "apiKeys", key, "keyRequired", key, "suggestions", 0,
+        "filesTranslation", 1, "supportedFilesFormat", ".txt", ".html", ".htm", "language",
+        "source", "code", "auto", "name", "Auto Detect", "target", "code", tgt, "name",
+        lang_name(tgt));
+    respond_json(r, 200, o);
+}
+
+static void answer_download(srv_req *r)
+{
+    const char *name = r->path ? r->path + DOWNLOAD_PREFIX_LEN : "";
+    size_t n = strlen(name);
+    int ok = n > 0 && n < sizeof ((stored_file *)0)->name && name[0] != '.';
+    for (size_t i = 0; ok && i < n; i++)
+        ok = isalnum((unsigned char)name[i]) || name[i] == '.' || name[i] == '-' ||
+             name[i] == '_';
+    if (!ok) {
+        srv_req_error(r, 400, "invalid_request", NULL, "Invalid filename");
+        return;
+    }
+    char *data = NULL;
+    size_t len = 0;
+    const char *ctype = NULL;
+    int rc = fetch_file(r->s->libre, name, &data, &len, &ctype);
+    if (rc == -2) {
+        srv_req_error(r, 500, "internal", NULL, "out of memory");
+        return;
+    }
+    if (rc != 0) {
+        srv_req_error(r, 404, "not_found", NULL,
+                      "no such file: it expired (--file-ttl-s %d) or never existed",
+                      r->s->o.file_ttl_s);
+        return;
+    }
+    /* the name the client saves: without the random prefix */
+    const char *dot = strchr(name, '.');
+    size_t dl = strlen(dot + 1) + 64;
+    char *disp = malloc(dl);
+    if (disp)
+        snprintf(disp, dl, "attachment; filename=%s", dot + 1);
+    free(r->resp);
+    r->status = 200;
+    r->resp = data;
+    r->resp_len = len;
+    r->resp_ctype = ctype;
+    free(r->disposition);
+    r->disposition = disp;
+}
+
+void srv_libre_get(srv_req *r)
+{
+    if (r->ep == SRV_EP_HEALTH) {
+        srv_req_json(r, 200, strdup("{\"status\":\"ok\"}"));
+        return;
+    }
+    if (!atomic_load(&r->s->ready)) {
+        srv_req_error(r, 503, "not_ready", NULL, "the model is loading");
+        return;
+    }
+    switch (r->ep) {
+    case SRV_EP_LANGUAGES:
+        answer_languages(r);
+        return;
+    case SRV_EP_SETTINGS:
+        answer_settings(r);
+        return;
+    case SRV_EP_DOWNLOAD:
+        answer_download(r);
+        return;
+    default:
+        srv_req_error(r, 500, "internal", NULL, "unrouted GET");
+    }
+}
+
+/* ---- CORS ---------------------------------------------------------------- */
+
+int srv_libre_cors(const srv_opts *o, const char *origin, int preflight, const char *allow,
+                   const char *h[SRV_CORS_MAX][2], char *buf, size_t buflen)
+{
+    const char *list = o->cors_origins;
+    if (!list || !*list)
+        return 0;
+    int n = 0;
+    if (!strcmp(list, "*")) {
+        h[n][0] = "Access-Control-Allow-Origin";
+        h[n++][1] = "*";
+    } else {
+        /* a list: the request's origin when listed (browsers take one) */
+        int match = 0;
+        size_t ol = origin ? strlen(origin) : 0;
+        for (const char *p = list; origin && *p && !match;) {
+            const char *c = strchr(p, ',');
+            size_t l = c ? (size_t)(c - p) : strlen(p);
+            while (l && *p == ' ')
+                p++, l--;
+            while (l && p[l - 1] == ' ')
+                l--;
+            match = l == ol && !strncmp(p, origin, l);
+            p = c ? c + 1 : p + strlen(p);
+        }
+        h[n][0] = "Vary";
+        h[n++][1] = "Origin";
+        if (!match)
+            return n;
+        h[n][0] = "Access-Control-Allow-Origin";
+        h[n++][1] = origin;
+        h[n][0] = "Access-Control-Allow-Credentials";
+        h[n++][1] = "true";
+    }
+    h[n][0] = "Access-Control-Expose-Headers";
+    h[n++][1] = "Authorization";
+    if (preflight) {
+        snprintf(buf, buflen, "%s, OPTIONS", allow ? allow : "GET, POST");
+        h[n][0] = "Access-Control-Allow-Methods";
+        h[n++][1] = buf;
+        h[n][0] = "Access-Control-Allow-Headers";
+        h[n++][1] = "Authorization, Content-Type, X-API-Key";
+        h[n][0] = "Access-Control-Max-Age";
+        h[n++][1] = "1728000";
+    }
+    return n;
+}

@@ -1,0 +1,720 @@
+/*
+ * test_libre.c - the LibreTranslate endpoints of `transformerd serve` and
+ * the input edge cases of every HTTP entry point, end to end on loopback
+ * with the fixture model tests/data/text/marian_en_de (en -> de; its
+ * translations are nonsense, but deterministic, which is all these compare):
+ *   - empty and whitespace-only texts: "" with score 0 and no tokens on
+ *     /v1/translate; on /translate (JSON, form, multipart) "" except a
+ *     missing or empty q, which is LibreTranslate's 400
+ *   - text that is not UTF-8 after form or multipart decoding: 400 naming
+ *     the field
+ *   - format=html: markup and attributes kept, text nodes translated as
+ *     the same texts alone
+ *   - /detect on English and German, source=auto on German text (copied,
+ *     detected as German: never English with 100)
+ *   - /translate_file + /download_file round trips (.txt, .html), the
+ *     store's expiry and cap, bad names
+ *   - /languages (GET and POST), /frontend/settings, /health, /suggest
+ *   - CORS: headers on every response, OPTIONS preflights, --cors-origins
+ *     lists and "" (off)
+ * The LibreTranslate client libraries run against the daemon in
+ * tests/libre_clients.py; these checks need nothing but the build.
+ */
+#include <check.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "server/client.h"
+
+#ifndef TD_DAEMON
+#error "TD_DAEMON (path of the transformerd executable) must be defined"
+#endif
+
+static char g_model[512];
+static char g_tmp[256];
+static int g_port = -1;
+static pid_t g_pid = -1;
+
+static int start(const char *const *args, const char *name, pid_t *pid)
+{
+    char log[512];
+    snprintf(log, sizeof log, "%s/%s.log", g_tmp, name);
+    const char *a[48];
+    int n = 0;
+    a[n++] = "--model";
+    a[n++] = g_model;
+    a[n++] = "--threads";
+    a[n++] = "1";
+    for (int i = 0; args[i]; i++)
+        a[n++] = args[i];
+    a[n] = NULL;
+    return tc_daemon_start(TD_DAEMON, a, log, 60, pid);
+}
+
+static json_t *body_json(const tc_resp *r)
+{
+    json_error_t je;
+    return json_loadb(r->body ? r->body : "", r->body_len, 0, &je);
+}
+
+static void expect_libre_error(const tc_resp *r, int status, const char *want)
+{
+    ck_assert_msg(r->status == status, "status %d (want %d): %s", r->status, status, r->body);
+    json_t *j = body_json(r);
+    ck_assert_msg(j != NULL, "error body is not JSON: %s", r->body);
+    json_t *e = json_object_get(j, "error");
+    ck_assert_msg(json_is_string(e) && json_object_size(j) == 1, "not {\"error\": message}: %s",
+                  r->body);
+    ck_assert_msg(strstr(json_string_value(e), want) != NULL, "'%s' lacks '%s'",
+                  json_string_value(e), want);
+    json_decref(j);
+}
+
+static int post(int port, const char *path, const char *ctype, const char *body, size_t n,
+                tc_resp *r)
+{
+    char h[256];
+    snprintf(h, sizeof h, "Content-Type: %s\r\n", ctype);
+    return tc_request(port, "POST", path, h, body, n, r) == 0 ? 0 : -1;
+}
+
+#define FORM "application/x-www-form-urlencoded"
+#define BOUNDARY "XyZzY0123"
+#define MULTIPART "multipart/form-data; boundary=" BOUNDARY
+
+/* A multipart body of name=value fields (value bytes as given), plus a file
+ * part when fname is not NULL. Returns the length. */
+static size_t multipart(char *out, size_t cap, const char *const *kv, int n, const char *fname,
+                        const char *fdata, size_t flen)
+{
+    size_t k = 0;
+    for (int i = 0; i < n; i++)
+        k += (size_t)snprintf(out + k, cap - k,
+                              "--" BOUNDARY "\r\nContent-Disposition: form-data; name=\"%s\""
+                              "\r\n\r\n%s\r\n",
+                              kv[2 * i], kv[2 * i + 1]);
+    if (fname) {
+        k += (size_t)snprintf(out + k, cap - k,
+                              "--" BOUNDARY "\r\nContent-Disposition: form-data; name=\"file\"; "
+                              "filename=\"%s\"\r\nContent-Type: application/octet-stream\r\n\r\n",
+                              fname);
+        memcpy(out + k, fdata, flen);
+        k += flen;
+        k += (size_t)snprintf(out + k, cap - k, "\r\n");
+    }
+    k += (size_t)snprintf(out + k, cap - k, "--" BOUNDARY "--\r\n");
+    return k;
+}
+
+/* The native translation of one text. */
+static char *native_text(const char *text)
+{
+    json_t *req = json_pack("{s:s}", "text", text);
+    char *js = json_dumps(req, 0);
+    json_decref(req);
+    tc_resp r;
+    ck_assert_int_eq(tc_post_json(g_port, "/v1/translate", js, &r), 0);
+    free(js);
+    ck_assert_int_eq(r.status, 200);
+    json_t *j = body_json(&r);
+    char *t = strdup(json_string_value(
+        json_object_get(json_array_get(json_object_get(j, "translations"), 0), "text")));
+    json_decref(j);
+    tc_resp_free(&r);
+    return t;
+}
+
+static json_t *libre_ok(const char *ctype, const char *body, size_t n)
+{
+    tc_resp r;
+    ck_assert_int_eq(post(g_port, "/translate", ctype, body, n, &r), 0);
+    ck_assert_msg(r.status == 200, "%d %s", r.status, r.body);
+    json_t *j = body_json(&r);
+    tc_resp_free(&r);
+    ck_assert_ptr_nonnull(j);
+    return j;
+}
+
+/* ---- empty, whitespace, invalid UTF-8 --------------------------------------- */
+
+START_TEST(test_empty_native)
+{
+    tc_resp r;
+    const char *js = "{\"text\":[\"\",\" \",\"\\t\\n \",\"\\u3000\",\"Hello world\"],"
+                     "\"return_tokens\":true,\"return_attention\":true,\"num_hypotheses\":2,"
+                     "\"beam_size\":2}";
+    ck_assert_int_eq(tc_post_json(g_port, "/v1/translate", js, &r), 0);
+    ck_assert_msg(r.status == 200, "%s", r.body);
+    json_t *j = body_json(&r);
+    json_t *tr = json_object_get(j, "translations");
+    ck_assert_int_eq(json_array_size(tr), 5);
+    for (int i = 0; i < 4; i++) {
+        json_t *t = json_array_get(tr, (size_t)i);
+        ck_assert_str_eq(json_string_value(json_object_get(t, "text")), "");
+        ck_assert(json_real_value(json_object_get(t, "score")) == 0.0);
+        ck_assert_int_eq(json_array_size(json_object_get(t, "tokens")), 0);
+        ck_assert_int_eq(json_array_size(json_object_get(t, "source_tokens")), 1);
+        ck_assert_int_eq(json_array_size(json_object_get(t, "hypotheses")), 1);
+        /* attention: every layer and head, no rows */
+        json_t *cross = json_object_get(json_object_get(t, "attention"), "cross");
+        ck_assert_int_gt(json_array_size(cross), 0);
+        ck_assert_int_eq(json_array_size(json_array_get(json_array_get(cross, 0), 0)), 0);
+    }
+    /* the text among them is translated as alone */
+    char *alone = native_text("Hello world");
+    ck_assert_str_eq(json_string_value(json_object_get(json_array_get(tr, 4), "text")), alone);
+    ck_assert_str_ne(alone, "");
+    free(alone);
+    /* only the real text ran: its tokens, not the empties' */
+    json_t *u = json_object_get(j, "usage");
+    ck_assert_int_eq(json_integer_value(json_object_get(u, "source_tokens")),
+                     (json_int_t)json_array_size(json_object_get(json_array_get(tr, 4),
+                                                                 "source_tokens")));
+    json_decref(j);
+    tc_resp_free(&r);
+    /* all empty: answered without the model */
+    ck_assert_int_eq(tc_post_json(g_port, "/v1/translate", "{\"text\":\"  \"}", &r), 0);
+    ck_assert_int_eq(r.status, 200);
+    j = body_json(&r);
+    ck_assert_str_eq(json_string_value(json_object_get(
+                         json_array_get(json_object_get(j, "translations"), 0), "text")),
+                     "");
+    ck_assert_int_eq(json_integer_value(json_object_get(json_object_get(j, "usage"),
+                                                        "target_tokens")),
+                     0);
+    json_decref(j);
+    tc_resp_free(&r);
+}
+END_TEST
+
+START_TEST(test_empty_libre)
+{
+    char *alone = native_text("Hello world");
+    tc_resp r;
+    /* JSON: a missing or empty q is LibreTranslate's 400; whitespace is "" */
+    const char *bad[] = {"{\"q\":\"\",\"source\":\"en\",\"target\":\"de\"}",
+                         "{\"q\":[],\"source\":\"en\",\"target\":\"de\"}",
+                         "{\"q\":null,\"source\":\"en\",\"target\":\"de\"}",
+                         "{\"source\":\"en\",\"target\":\"de\"}"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ck_assert_int_eq(tc_post_json(g_port, "/translate", bad[i], &r), 0);
+        expect_libre_error(&r, 400, "Invalid request: missing q parameter");
+        tc_resp_free(&r);
+    }
+    const char *js = "{\"q\":\"  \\t \",\"source\":\"en\",\"target\":\"de\"}";
+    json_t *j = libre_ok("application/json", js, strlen(js));
+    ck_assert_str_eq(json_string_value(json_object_get(j, "translatedText")), "");
+    json_decref(j);
+    js = "{\"q\":[\"\",\"Hello world\",\" \"],\"source\":\"en\",\"target\":\"de\","
+         "\"alternatives\":1}";
+    j = libre_ok("application/json", js, strlen(js));
+    json_t *t = json_object_get(j, "translatedText");
+    ck_assert_str_eq(json_string_value(json_array_get(t, 0)), "");
+    ck_assert_str_eq(json_string_value(json_array_get(t, 1)), alone);
+    ck_assert_str_eq(json_string_value(json_array_get(t, 2)), "");
+    json_t *alts = json_object_get(j, "alternatives");
+    ck_assert_int_eq(json_array_size(json_array_get(alts, 0)), 0);
+    ck_assert_int_eq(json_array_size(json_array_get(alts, 1)), 1);
+    json_decref(j);
+    /* form */
+    const char *form = "q=&source=en&target=de";
+    ck_assert_int_eq(post(g_port, "/translate", FORM, form, strlen(form), &r), 0);
+    expect_libre_error(&r, 400, "missing q parameter");
+    tc_resp_free(&r);
+    form = "q=+%20%09&source=en&target=de";
+    j = libre_ok(FORM, form, strlen(form));
+    ck_assert_str_eq(json_string_value(json_object_get(j, "translatedText")), "");
+    json_decref(j);
+    form = "q=&q=Hello+world&source=en&target=de"; /* a repeated q is a list */
+    j = libre_ok(FORM, form, strlen(form));
+    t = json_object_get(j, "translatedText");
+    ck_assert_int_eq(json_array_size(t), 2);
+    ck_assert_str_eq(json_string_value(json_array_get(t, 1)), alone);
+    json_decref(j);
+    /* multipart */
+    char body[4096];
+    const char *kv[] = {"q", "\t \r\n ", "source", "en", "target", "de"};
+    size_t n = multipart(body, sizeof body, kv, 3, NULL, NULL, 0);
+    j = libre_ok(MULTIPART, body, n);
+    ck_assert_str_eq(json_string_value(json_object_get(j, "translatedText")), "");
+    json_decref(j);
+    const char *kv2[] = {"q", "Hello world", "source", "en", "target", "de"};
+    n = multipart(body, sizeof body, kv2, 3, NULL, NULL, 0);
+    j = libre_ok(MULTIPART, body, n);
+    ck_assert_str_eq(json_string_value(json_object_get(j, "translatedText")), alone);
+    json_decref(j);
+    const char *kv3[] = {"q", "", "source", "en", "target", "de"};
+    n = multipart(body, sizeof body, kv3, 3, NULL, NULL, 0);
+    ck_assert_int_eq(post(g_port, "/translate", MULTIPART, body, n, &r), 0);
+    expect_libre_error(&r, 400, "missing q parameter");
+    tc_resp_free(&r);
+    /* /detect wants a q too */
+    ck_assert_int_eq(tc_post_json(g_port, "/detect", "{\"q\":\"\"}", &r), 0);
+    expect_libre_error(&r, 400, "missing q parameter");
+    tc_resp_free(&r);
+    free(alone);
+}
+END_TEST
+
+START_TEST(test_invalid_utf8)
+{
+    tc_resp r;
+    const char *form = "q=caf%E9&source=en&target=de";
+    ck_assert_int_eq(post(g_port, "/translate", FORM, form, strlen(form), &r), 0);
+    expect_libre_error(&r, 400, "q is not valid UTF-8");
+    tc_resp_free(&r);
+    form = "q=ok&source=%ff&target=de";
+    ck_assert_int_eq(post(g_port, "/translate", FORM, form, strlen(form), &r), 0);
+    expect_libre_error(&r, 400, "source is not valid UTF-8");
+    tc_resp_free(&r);
+    form = "q=%ed%a0%80"; /* a UTF-16 surrogate in UTF-8 form */
+    ck_assert_int_eq(post(g_port, "/detect", FORM, form, strlen(form), &r), 0);
+    expect_libre_error(&r, 400, "q is not valid UTF-8");
+    tc_resp_free(&r);
+    char body[4096];
+    const char *kv[] = {"source", "en", "target", "de", "q", "a\xc3(b"};
+    size_t n = multipart(body, sizeof body, kv, 3, NULL, NULL, 0);
+    ck_assert_int_eq(post(g_port, "/translate", MULTIPART, body, n, &r), 0);
+    expect_libre_error(&r, 400, "q is not valid UTF-8");
+    tc_resp_free(&r);
+    const char *kv2[] = {"source", "en", "target", "de"};
+    n = multipart(body, sizeof body, kv2, 2, "x.txt", "ok\xff\n", 4);
+    ck_assert_int_eq(post(g_port, "/translate_file", MULTIPART, body, n, &r), 0);
+    expect_libre_error(&r, 400, "file is not valid UTF-8");
+    tc_resp_free(&r);
+    /* JSON bodies: jansson refuses invalid UTF-8 (native API: invalid_json) */
+    const char js[] = "{\"text\":\"\xff\"}";
+    ck_assert_int_eq(tc_post_json(g_port, "/v1/translate", js, &r), 0);
+    ck_assert_int_eq(r.status, 400);
+    ck_assert_ptr_nonnull(strstr(r.body, "invalid_json"));
+    tc_resp_free(&r);
+    const char js2[] = "{\"q\":\"\xff\",\"source\":\"en\",\"target\":\"de\"}";
+    ck_assert_int_eq(tc_post_json(g_port, "/translate", js2, &r), 0);
+    expect_libre_error(&r, 400, "Invalid JSON");
+    tc_resp_free(&r);
+    /* a malformed multipart body */
+    ck_assert_int_eq(post(g_port, "/translate", MULTIPART, "--" BOUNDARY "\r\nxx", 15, &r), 0);
+    expect_libre_error(&r, 400, "multipart");
+    tc_resp_free(&r);
+}
+END_TEST
+
+/* ---- html, detection ---------------------------------------------------------- */
+
+START_TEST(test_html)
+{
+    char *a = native_text("Hello world"), *b = native_text("Open the window");
+    const char *js = "{\"q\":\"<p class=\\\"x\\\" title=\\\"Hello world\\\">Hello world <b>Open "
+                     "the window</b></p><script>if (a<b) x();</script><!-- c -->\","
+                     "\"source\":\"en\",\"target\":\"de\",\"format\":\"html\"}";
+    json_t *j = libre_ok("application/json", js, strlen(js));
+    const char *got = json_string_value(json_object_get(j, "translatedText"));
+    /* each text node alone, the whitespace after the first kept; markup,
+     * attributes (untranslated), script and comment as they were; the
+     * translations escaped as HTML text */
+    json_t *ea = json_string(a), *eb = json_string(b);
+    char want[4096];
+    snprintf(want, sizeof want,
+             "<p class=\"x\" title=\"Hello world\">%s <b>%s</b></p><script>if (a<b) x();</script>"
+             "<!-- c -->",
+             a, b);
+    ck_assert_msg(strchr(a, '<') == NULL && strchr(a, '&') == NULL && *a && *b, "%s", a);
+    ck_assert_str_eq(got, want);
+    json_decref(ea);
+    json_decref(eb);
+    json_decref(j);
+    /* text (not html) format keeps the markup as text to translate */
+    js = "{\"q\":\"<b>Hello</b>\",\"source\":\"en\",\"target\":\"de\",\"format\":\"text\"}";
+    j = libre_ok("application/json", js, strlen(js));
+    char *t = native_text("<b>Hello</b>");
+    ck_assert_str_eq(json_string_value(json_object_get(j, "translatedText")), t);
+    free(t);
+    json_decref(j);
+    free(a);
+    free(b);
+}
+END_TEST
+
+START_TEST(test_detect)
+{
+    tc_resp r;
+    const char *form = "q=The+weather+is+nice+today+and+we+are+going+to+the+beach.";
+    ck_assert_int_eq(post(g_port, "/detect", FORM, form, strlen(form), &r), 0);
+    ck_assert_int_eq(r.status, 200);
+    json_t *j = body_json(&r);
+    ck_assert_int_eq(json_array_size(j), 2); /* the model's languages: en, de */
+    ck_assert_str_eq(json_string_value(json_object_get(json_array_get(j, 0), "language")), "en");
+    double c0 = json_number_value(json_object_get(json_array_get(j, 0), "confidence"));
+    double c1 = json_number_value(json_object_get(json_array_get(j, 1), "confidence"));
+    ck_assert_msg(c0 > 80 && c0 <= 100 && c1 >= 0 && c0 + c1 > 99.8 && c0 + c1 < 100.2,
+                  "%s", r.body);
+    json_decref(j);
+    tc_resp_free(&r);
+    const char *js = "{\"q\":\"Das Wetter ist heute sch\xc3\xb6n und wir fahren an den Strand.\"}";
+    ck_assert_int_eq(tc_post_json(g_port, "/detect", js, &r), 0);
+    ck_assert_int_eq(r.status, 200);
+    j = body_json(&r);
+    ck_assert_str_eq(json_string_value(json_object_get(json_array_get(j, 0), "language")), "de");
+    ck_assert(json_number_value(json_object_get(json_array_get(j, 0), "confidence")) > 80);
+    json_decref(j);
+    tc_resp_free(&r);
+    /* source=auto on German text for German: detected, copied, not claimed
+     * English */
+    const char *de = "Das Wetter ist heute sch\xc3\xb6n und wir fahren an den Strand.";
+    char body[512];
+    snprintf(body, sizeof body, "{\"q\":[\"%s\",\"The weather is nice today and we are going "
+                                "to the beach.\"],\"source\":\"auto\",\"target\":\"de\"}",
+             de);
+    j = libre_ok("application/json", body, strlen(body));
+    json_t *dl = json_object_get(j, "detectedLanguage");
+    ck_assert_str_eq(json_string_value(json_object_get(json_array_get(dl, 0), "language")), "de");
+    ck_assert_str_eq(json_string_value(json_object_get(json_array_get(dl, 1), "language")), "en");
+    ck_assert(json_number_value(json_object_get(json_array_get(dl, 0), "confidence")) < 100);
+    ck_assert_str_eq(json_string_value(json_array_get(json_object_get(j, "translatedText"), 0)),
+                     de);
+    char *en = native_text("The weather is nice today and we are going to the beach.");
+    ck_assert_str_eq(json_string_value(json_array_get(json_object_get(j, "translatedText"), 1)),
+                     en);
+    free(en);
+    json_decref(j);
+    /* German text for English: no model (LibreTranslate's message) */
+    snprintf(body, sizeof body, "{\"q\":\"%s\",\"source\":\"auto\",\"target\":\"en\"}", de);
+    ck_assert_int_eq(tc_post_json(g_port, "/translate", body, &r), 0);
+    expect_libre_error(&r, 400, "English (en) is not available as a target language from German (de)");
+    tc_resp_free(&r);
+}
+END_TEST
+
+/* ---- files ------------------------------------------------------------------ */
+
+/* POSTs a file, downloads the translation; returns it (malloc'd). */
+static char *file_round_trip(int port, const char *name, const char *data, char *disp,
+                             size_t displen)
+{
+    char body[8192];
+    const char *kv[] = {"source", "en", "target", "de"};
+    size_t n = multipart(body, sizeof body, kv, 2, name, data, strlen(data));
+    tc_resp r;
+    ck_assert_int_eq(post(port, "/translate_file", MULTIPART, body, n, &r), 0);
+    ck_assert_msg(r.status == 200, "%d %s", r.status, r.body);
+    json_t *j = body_json(&r);
+    const char *url = json_string_value(json_object_get(j, "translatedFileUrl"));
+    ck_assert_ptr_nonnull(url);
+    /* http://HOST/download_file/NAME, HOST as the request's Host header */
+    const char *prefix = "http://127.0.0.1/download_file/";
+    ck_assert_msg(!strncmp(url, prefix, strlen(prefix)), "%s", url);
+    char path[512];
+    snprintf(path, sizeof path, "%s", url + strlen(prefix) - strlen("/download_file/"));
+    json_decref(j);
+    tc_resp_free(&r);
+    ck_assert_int_eq(tc_request(port, "GET", path, NULL, NULL, 0, &r), 0);
+    ck_assert_msg(r.status == 200, "%d %s", r.status, r.body);
+    ck_assert_ptr_nonnull(tc_header(&r, "Content-Disposition", disp, displen));
+    char *out = malloc(r.body_len + 1);
+    memcpy(out, r.body, r.body_len);
+    out[r.body_len] = 0;
+    tc_resp_free(&r);
+    return out;
+}
+
+START_TEST(test_files)
+{
+    char *a = native_text("Hello world"), *b = native_text("Open the window");
+    char disp[256], want[4096];
+    char *got = file_round_trip(g_port, "my notes.txt",
+                                "Hello world\n\n  Open the window\r\n \nHello world", disp,
+                                sizeof disp);
+    snprintf(want, sizeof want, "%s\n\n  %s\r\n \n%s", a, b, a);
+    ck_assert_str_eq(got, want);
+    ck_assert_str_eq(disp, "attachment; filename=my_notes.txt");
+    free(got);
+    got = file_round_trip(g_port, "page.html",
+                          "<html><head><title>Hello world</title></head><body><p>Open the "
+                          "window</p></body></html>",
+                          disp, sizeof disp);
+    snprintf(want, sizeof want, "<title>%s</title>", a);
+    ck_assert_msg(strstr(got, want) != NULL, "%s", got);
+    snprintf(want, sizeof want, "<p>%s</p>", b);
+    ck_assert_msg(strstr(got, want) != NULL, "%s", got);
+    ck_assert_str_eq(disp, "attachment; filename=page.html");
+    free(got);
+    free(a);
+    free(b);
+    /* LibreTranslate's refusals */
+    char body[4096];
+    tc_resp r;
+    const char *kv[] = {"source", "en", "target", "de"};
+    size_t n = multipart(body, sizeof body, kv, 2, "x.pdf", "%PDF", 4);
+    ck_assert_int_eq(post(g_port, "/translate_file", MULTIPART, body, n, &r), 0);
+    expect_libre_error(&r, 400, "file format not supported");
+    tc_resp_free(&r);
+    n = multipart(body, sizeof body, kv, 2, NULL, NULL, 0);
+    ck_assert_int_eq(post(g_port, "/translate_file", MULTIPART, body, n, &r), 0);
+    expect_libre_error(&r, 400, "missing file parameter");
+    tc_resp_free(&r);
+    n = multipart(body, sizeof body, kv, 2, "", "x", 1);
+    ck_assert_int_eq(post(g_port, "/translate_file", MULTIPART, body, n, &r), 0);
+    expect_libre_error(&r, 400, "empty file");
+    tc_resp_free(&r);
+    const char *kv2[] = {"source", "auto", "target", "de"};
+    n = multipart(body, sizeof body, kv2, 2, "a.txt", "x", 1);
+    ck_assert_int_eq(post(g_port, "/translate_file", MULTIPART, body, n, &r), 0);
+    expect_libre_error(&r, 400, "auto is not supported");
+    tc_resp_free(&r);
+    /* downloads of names that are not there, or not names */
+    ck_assert_int_eq(tc_request(g_port, "GET", "/download_file/0123.x.txt", NULL, NULL, 0, &r), 0);
+    expect_libre_error(&r, 404, "no such file");
+    tc_resp_free(&r);
+    ck_assert_int_eq(tc_request(g_port, "GET", "/download_file/..%2fetc", NULL, NULL, 0, &r), 0);
+    expect_libre_error(&r, 400, "Invalid filename");
+    tc_resp_free(&r);
+}
+END_TEST
+
+/* The store: files expire after --file-ttl-s, the oldest go when the cap
+ * (--max-files-bytes) is reached. */
+START_TEST(test_file_store)
+{
+    pid_t pid;
+    const char *args[] = {"--file-ttl-s", "2", "--max-files-bytes", "300", NULL};
+    int port = start(args, "store", &pid);
+    ck_assert_int_gt(port, 0);
+    char body[4096], path[3][256];
+    const char *kv[] = {"source", "en", "target", "de"};
+    char big[200];
+    memset(big, ' ', sizeof big - 1); /* 199 bytes of whitespace: copied, not run */
+    big[sizeof big - 1] = 0;
+    for (int i = 0; i < 3; i++) {
+        size_t n = multipart(body, sizeof body, kv, 2, "a.txt", i == 1 ? big : "x", i == 1 ? 199 : 1);
+        tc_resp r;
+        ck_assert_int_eq(post(port, "/translate_file", MULTIPART, body, n, &r), 0);
+        ck_assert_msg(r.status == 200, "%s", r.body);
+        const char *u = strstr(r.body, "/download_file/");
+        ck_assert_ptr_nonnull(u);
+        snprintf(path[i], sizeof path[i], "%.*s", (int)strcspn(u, "\""), u);
+        tc_resp_free(&r);
+    }
+    /* 1 + 199 + 1 bytes fit 300 */
+    tc_resp r;
+    for (int i = 0; i < 3; i++) {
+        ck_assert_int_eq(tc_request(port, "GET", path[i], NULL, NULL, 0, &r), 0);
+        ck_assert_int_eq(r.status, 200);
+        tc_resp_free(&r);
+    }
+    /* another 199 bytes: the oldest two go */
+    size_t n = multipart(body, sizeof body, kv, 2, "b.txt", big, 199);
+    ck_assert_int_eq(post(port, "/translate_file", MULTIPART, body, n, &r), 0);
+    ck_assert_int_eq(r.status, 200);
+    tc_resp_free(&r);
+    ck_assert_int_eq(tc_request(port, "GET", path[0], NULL, NULL, 0, &r), 0);
+    ck_assert_int_eq(r.status, 404);
+    tc_resp_free(&r);
+    ck_assert_int_eq(tc_request(port, "GET", path[1], NULL, NULL, 0, &r), 0);
+    ck_assert_int_eq(r.status, 404);
+    tc_resp_free(&r);
+    ck_assert_int_eq(tc_request(port, "GET", path[2], NULL, NULL, 0, &r), 0);
+    ck_assert_int_eq(r.status, 200);
+    tc_resp_free(&r);
+    /* over the whole store: 500 */
+    char huge[400];
+    memset(huge, ' ', sizeof huge - 1);
+    huge[sizeof huge - 1] = 0;
+    n = multipart(body, sizeof body, kv, 2, "c.txt", huge, strlen(huge));
+    ck_assert_int_eq(post(port, "/translate_file", MULTIPART, body, n, &r), 0);
+    expect_libre_error(&r, 500, "--max-files-bytes");
+    tc_resp_free(&r);
+    /* expiry: 2 s; waiting 3 s is a count of seconds, not a measurement */
+    sleep(3);
+    ck_assert_int_eq(tc_request(port, "GET", path[2], NULL, NULL, 0, &r), 0);
+    ck_assert_int_eq(r.status, 404);
+    tc_resp_free(&r);
+    kill(pid, SIGTERM);
+    ck_assert_int_eq(tc_daemon_wait(pid, 30), 0);
+}
+END_TEST
+
+/* ---- the other endpoints ------------------------------------------------------ */
+
+START_TEST(test_info_endpoints)
+{
+    tc_resp r;
+    const char *want = "[{\"code\":\"en\",\"name\":\"English\",\"targets\":[\"de\"]},"
+                       "{\"code\":\"de\",\"name\":\"German\",\"targets\":[]}]";
+    ck_assert_int_eq(tc_request(g_port, "GET", "/languages", NULL, NULL, 0, &r), 0);
+    ck_assert_int_eq(r.status, 200);
+    ck_assert_str_eq(r.body, want);
+    tc_resp_free(&r);
+    /* libretranslatepy sends its api_key in a body */
+    ck_assert_int_eq(post(g_port, "/languages", FORM, "api_key=x", 9, &r), 0);
+    ck_assert_int_eq(r.status, 200);
+    ck_assert_str_eq(r.body, want);
+    tc_resp_free(&r);
+    ck_assert_int_eq(tc_request(g_port, "GET", "/frontend/settings", NULL, NULL, 0, &r), 0);
+    ck_assert_int_eq(r.status, 200);
+    json_t *j = body_json(&r);
+    ck_assert_int_eq(json_integer_value(json_object_get(j, "charLimit")), -1);
+    ck_assert(json_is_false(json_object_get(j, "suggestions")));
+    ck_assert(json_is_false(json_object_get(j, "keyRequired")));
+    ck_assert_str_eq(json_string_value(json_object_get(
+                         json_object_get(json_object_get(j, "language"), "target"), "code")),
+                     "de");
+    json_decref(j);
+    tc_resp_free(&r);
+    ck_assert_int_eq(tc_request(g_port, "GET", "/health", NULL, NULL, 0, &r), 0);
+    ck_assert_int_eq(r.status, 200);
+    ck_assert_str_eq(r.body, "{\"status\":\"ok\"}");
+    tc_resp_free(&r);
+    const char *form = "q=a&s=b&source=en&target=de";
+    ck_assert_int_eq(post(g_port, "/suggest", FORM, form, strlen(form), &r), 0);
+    expect_libre_error(&r, 403, "Suggestions are disabled on this server.");
+    tc_resp_free(&r);
+    /* LibreTranslate's errors on its own endpoints: 405 too */
+    ck_assert_int_eq(tc_request(g_port, "GET", "/translate", NULL, NULL, 0, &r), 0);
+    expect_libre_error(&r, 405, "allowed");
+    tc_resp_free(&r);
+    /* any other body type is no fields at all */
+    ck_assert_int_eq(post(g_port, "/translate", "text/plain", "q=a", 3, &r), 0);
+    expect_libre_error(&r, 400, "missing q parameter");
+    tc_resp_free(&r);
+    /* every LibreTranslate path is described in /openapi.json */
+    ck_assert_int_eq(tc_request(g_port, "GET", "/openapi.json", NULL, NULL, 0, &r), 0);
+    j = body_json(&r);
+    const char *paths[] = {"/translate", "/detect", "/languages", "/translate_file",
+                           "/download_file/{name}", "/suggest", "/frontend/settings", "/health"};
+    for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++)
+        ck_assert_msg(json_object_get(json_object_get(j, "paths"), paths[i]) != NULL, "%s",
+                      paths[i]);
+    json_decref(j);
+    tc_resp_free(&r);
+    /* the endpoints are counted under their own labels */
+    ck_assert_int_eq(tc_request(g_port, "GET", "/metrics", NULL, NULL, 0, &r), 0);
+    ck_assert_ptr_nonnull(strstr(r.body, "endpoint=\"/suggest\",status=\"403\""));
+    tc_resp_free(&r);
+}
+END_TEST
+
+/* ---- CORS --------------------------------------------------------------------- */
+
+static void expect_header(const tc_resp *r, const char *name, const char *want)
+{
+    char v[256];
+    const char *got = tc_header(r, name, v, sizeof v);
+    if (!want) {
+        ck_assert_msg(got == NULL, "%s: %s", name, got);
+        return;
+    }
+    ck_assert_msg(got != NULL, "no %s in %s", name, r->headers);
+    ck_assert_str_eq(got, want);
+}
+
+START_TEST(test_cors)
+{
+    tc_resp r;
+    const char *pre = "Origin: http://example.org\r\nAccess-Control-Request-Method: POST\r\n"
+                      "Access-Control-Request-Headers: content-type\r\n";
+    const char *paths[] = {"/translate", "/v1/translate", "/detect", "/languages", "/health/ready",
+                           "/download_file/x.txt"};
+    for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
+        ck_assert_int_eq(tc_request(g_port, "OPTIONS", paths[i], pre, NULL, 0, &r), 0);
+        ck_assert_msg(r.status == 204, "%s: %d", paths[i], r.status);
+        expect_header(&r, "Access-Control-Allow-Origin", "*");
+        char v[256];
+        ck_assert_ptr_nonnull(tc_header(&r, "Access-Control-Allow-Methods", v, sizeof v));
+        ck_assert_ptr_nonnull(strstr(v, i == 3 ? "GET, HEAD, POST" : i >= 4 ? "GET" : "POST"));
+        ck_assert_ptr_nonnull(tc_header(&r, "Access-Control-Allow-Headers", v, sizeof v));
+        ck_assert_ptr_nonnull(strstr(v, "Content-Type"));
+        tc_resp_free(&r);
+    }
+    /* on answers, errors included */
+    ck_assert_int_eq(tc_request(g_port, "GET", "/languages", "Origin: http://a\r\n", NULL, 0, &r),
+                     0);
+    expect_header(&r, "Access-Control-Allow-Origin", "*");
+    tc_resp_free(&r);
+    ck_assert_int_eq(tc_post_json(g_port, "/v1/translate", "{}", &r), 0);
+    expect_header(&r, "Access-Control-Allow-Origin", "*");
+    tc_resp_free(&r);
+
+    /* a list: only a listed origin is echoed; "" turns CORS off */
+    pid_t pid;
+    const char *args[] = {"--cors-origins", "http://a.example, http://b.example", NULL};
+    int port = start(args, "cors", &pid);
+    ck_assert_int_gt(port, 0);
+    ck_assert_int_eq(tc_request(port, "OPTIONS", "/translate",
+                                "Origin: http://b.example\r\nAccess-Control-Request-Method: POST\r\n",
+                                NULL, 0, &r),
+                     0);
+    ck_assert_int_eq(r.status, 204);
+    expect_header(&r, "Access-Control-Allow-Origin", "http://b.example");
+    expect_header(&r, "Vary", "Origin");
+    tc_resp_free(&r);
+    ck_assert_int_eq(tc_request(port, "GET", "/health", "Origin: http://c.example\r\n", NULL, 0, &r),
+                     0);
+    expect_header(&r, "Access-Control-Allow-Origin", NULL);
+    tc_resp_free(&r);
+    kill(pid, SIGTERM);
+    ck_assert_int_eq(tc_daemon_wait(pid, 30), 0);
+    const char *off[] = {"--cors-origins", "", NULL};
+    port = start(off, "nocors", &pid);
+    ck_assert_int_gt(port, 0);
+    ck_assert_int_eq(tc_request(port, "GET", "/health", "Origin: http://c.example\r\n", NULL, 0, &r),
+                     0);
+    expect_header(&r, "Access-Control-Allow-Origin", NULL);
+    tc_resp_free(&r);
+    kill(pid, SIGTERM);
+    ck_assert_int_eq(tc_daemon_wait(pid, 30), 0);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("libre");
+    TCase *tc = tcase_create("http");
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, test_empty_native);
+    tcase_add_test(tc, test_empty_libre);
+    tcase_add_test(tc, test_invalid_utf8);
+    tcase_add_test(tc, test_html);
+    tcase_add_test(tc, test_detect);
+    tcase_add_test(tc, test_files);
+    tcase_add_test(tc, test_file_store);
+    tcase_add_test(tc, test_info_endpoints);
+    tcase_add_test(tc, test_cors);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    snprintf(g_tmp, sizeof g_tmp, "/tmp/td_libre_test.XXXXXX");
+    if (!mkdtemp(g_tmp))
+        return 1;
+    snprintf(g_model, sizeof g_model, "%s/text/marian_en_de", TD_TEST_DATA);
+    const char *args[] = {"--max-batch-texts", "8", NULL};
+    g_port = start(args, "main", &g_pid);
+    if (g_port <= 0) {
+        fprintf(stderr, "the daemon did not start; see %s/main.log\n", g_tmp);
+        return 1;
+    }
+    SRunner *sr = srunner_create(suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    kill(g_pid, SIGTERM);
+    if (tc_daemon_wait(g_pid, 30) != 0)
+        failed++;
+    if (!failed) {
+        char cmd[512];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_tmp);
+        if (system(cmd) != 0)
+            fprintf(stderr, "could not remove %s\n", g_tmp);
+    } else {
+        fprintf(stderr, "daemon logs kept in %s\n", g_tmp);
+    }
+    return failed ? 1 : 0;
+}
