@@ -190,6 +190,9 @@ START_TEST(test_framing)
     expect_one_and_close(nul, sizeof nul - 1, 400);
     const char nul2[] = "GET /health/live HTTP/1.1\r\nHost: a\r\nX-A: a\0\0\r\nX-B: c\r\n\r\n";
     expect_one_and_close(nul2, sizeof nul2 - 1, 400);
+    /* LF line ends: the NUL and one byte fit where CRLF CRLF would be */
+    const char nul3[] = "GET /health/live HTTP/1.1\nHost: a\nX-A: a\0b\n\n";
+    expect_one_and_close(nul3, sizeof nul3 - 1, 400);
     const char *esc = "GET /health/live HTTP/1.1\r\nHost: a\r\nX-A: \x1b[31m\r\n\r\n";
     expect_one_and_close(esc, strlen(esc), 400);
     /* a folded (obs-fold) line */
