@@ -301,7 +301,8 @@ static int st_check_tiling(const st_errctx *ctx, st_span *spans, size_t n, uint6
  * a message. The descriptor is closed before returning either way. */
 static int st_map_file(const st_errctx *ctx, const char *path, void **map, size_t *size)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: a FIFO would block the open; refused as not regular below. */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) {
         st_fail(ctx, NULL, "cannot open: %s", strerror(errno));
         return -1;

@@ -41,4 +41,9 @@ void srv_http_quiesce(srv_http *h);
  * NULL. */
 void srv_http_stop(srv_http *h);
 
+/* Copies s into dst (cap bytes) for the access log: control bytes, DEL,
+ * '"', '\\' and bytes that are not valid UTF-8 escaped as \xHH (\" and
+ * \\); cut with "..." past cap. */
+void srv_log_escape(char *dst, size_t cap, const char *s);
+
 #endif /* SRV_HTTP_H */

@@ -85,6 +85,9 @@ static const opt_def k_opts[] = {
     {"--max-connections", OPT_INT, OFF(max_connections), 1, 1 << 20, "connections in all"},
     {"--max-connections-per-ip", OPT_INT, OFF(max_connections_per_ip), 0, 1 << 20,
      "connections per client address (0: no limit)"},
+    {"--header-timeout-s", OPT_INT, OFF(header_timeout_s), 1, 86400,
+     "time for a request's whole header block, however it trickles in"},
+    {"--log-format", OPT_STR, OFF(log_format), 0, 0, "access log: text | json (JSON lines)"},
     {"--drain-timeout-s", OPT_INT, OFF(drain_timeout_s), 0, 86400,
      "SIGTERM: time to finish queued work"},
     {"--api-key", OPT_STR, OFF(api_key), 0, 0, "require this key (Bearer or X-API-Key)"},
@@ -131,6 +134,9 @@ static void defaults(srv_opts *o)
     o->request_timeout_s = 60;
     o->idle_timeout_s = 30;
     o->max_connections = 1024;
+    o->max_connections_per_ip = 64; /* one address cannot take every slot */
+    o->header_timeout_s = 10;
+    o->log_format = "text";
     o->drain_timeout_s = 30;
     o->cors_origins = "*"; /* as LibreTranslate */
     o->max_files_bytes = 64L << 20;

@@ -51,6 +51,8 @@ typedef struct srv_opts {
     int idle_timeout_s;       /* MHD connection (idle) timeout */
     int max_connections;
     int max_connections_per_ip; /* 0 = no per-IP limit */
+    int header_timeout_s;     /* whole header phase of a request (slow senders) */
+    const char *log_format;   /* access log: "text" | "json" */
     int drain_timeout_s;      /* SIGTERM: time to finish queued work */
     const char *api_key;      /* NULL or "" = no key */
     const char *cors_origins; /* "*", "" (no CORS headers) or a comma-separated list */

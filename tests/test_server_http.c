@@ -776,8 +776,9 @@ START_TEST(test_errors)
     ck_assert_msg(rss_before > 0 && rss_after - rss_before < 4096,
                   "daemon RSS %ld kB -> %ld kB", rss_before, rss_after);
 
-    /* 413 while streaming: a body without Content-Length (chunked) over
-     * the limit */
+    /* A body without Content-Length (chunked) over the limit: the
+     * connection is closed as the limit passes (MHD 0.9.75 cannot answer
+     * mid-body), without a response */
     fd = tc_connect(g_port);
     ck_assert_int_ge(fd, 0);
     const char *chead = "POST /v1/translate HTTP/1.1\r\nHost: 127.0.0.1\r\n"
@@ -788,10 +789,9 @@ START_TEST(test_errors)
     memset(chunk + cl, ' ', 8192);
     memcpy(chunk + cl + 8192, "\r\n", 2);
     for (int i = 0; i < 9; i++) /* 73,728 bytes > 65,536 */
-        ck_assert_int_eq(send(fd, chunk, (size_t)cl + 8194, MSG_NOSIGNAL), cl + 8194);
-    ck_assert_int_eq(send(fd, "0\r\n\r\n", 5, MSG_NOSIGNAL), 5);
-    ck_assert_int_eq(tc_read_on(fd, &r), 0);
-    expect_error(&r, 413, NULL);
+        if (send(fd, chunk, (size_t)cl + 8194, MSG_NOSIGNAL) != cl + 8194)
+            break;
+    ck_assert_int_ne(tc_read_on(fd, &r), 0);
     tc_resp_free(&r);
     close(fd);
 

@@ -4,7 +4,7 @@
 # never grown). Exits non-zero when a target crashes or breaks an invariant;
 # the reproducer is left in $FUZZ_ARTIFACTS (default /tmp/td-fuzz-artifacts).
 #
-#   tests/fuzz/run.sh                    # both targets, 60 s each
+#   tests/fuzz/run.sh                    # every target, 60 s each
 #   FUZZ_SECONDS=180 tests/fuzz/run.sh fuzz_config
 #
 # Environment: FUZZ_SECONDS, FUZZ_BUILD (default build-fuzz), FUZZ_ARTIFACTS,

@@ -1,0 +1,598 @@
+/*
+ * test_server_harden.c - the daemon against hostile clients, on loopback:
+ * HTTP framing a proxy could be smuggled through (one clean 400, then the
+ * connection closed), an encoded NUL in the path, access-log injection and
+ * the JSON access log, an oversized chunked body closed at the limit, the
+ * API key checked before the body, slow senders (a deadline for the whole
+ * header phase; per-address connection caps: slow senders on one loopback
+ * address cannot starve another), the request-cost limits and the memory
+ * given back after a large request, and a drain that cuts running work at
+ * its deadline.
+ *
+ * Every assertion is a count of events (status lines, closed connections,
+ * answered requests); waits have generous bounds that a broken daemon
+ * cannot meet (it never closes a trickling connection at all).
+ */
+#include <arpa/inet.h>
+#include <check.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "server/client.h"
+
+#ifndef TD_DAEMON
+#error "TD_DAEMON (path of the transformerd executable) must be defined"
+#endif
+
+static char g_model[512];
+static char g_tmp[256];
+static int g_port = -1; /* the main daemon: default limits */
+static pid_t g_pid = -1;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+static int start(const char *const *args, const char *name, pid_t *pid)
+{
+    char log[512];
+    snprintf(log, sizeof log, "%s/%s.log", g_tmp, name);
+    const char *a[48];
+    int n = 0;
+    a[n++] = "--model";
+    a[n++] = g_model;
+    a[n++] = "--threads";
+    a[n++] = "1";
+    for (int i = 0; args[i]; i++)
+        a[n++] = args[i];
+    a[n] = NULL;
+    return tc_daemon_start(TD_DAEMON, a, log, 60, pid);
+}
+
+static void stop(pid_t pid)
+{
+    kill(pid, SIGTERM);
+    ck_assert_int_eq(tc_daemon_wait(pid, 30), 0);
+}
+
+/* A TCP connection to 127.0.0.1:port from the loopback address src
+ * ("127.0.0.2": another client address on Linux loopback). */
+static int connect_from(int port, const char *src)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0)
+        return -1;
+    struct timeval tv = {30, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    if (src) {
+        inet_pton(AF_INET, src, &a.sin_addr);
+        if (bind(fd, (struct sockaddr *)&a, sizeof a) != 0) {
+            close(fd);
+            return -1;
+        }
+    }
+    a.sin_port = htons((uint16_t)port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* Sends raw bytes on a fresh connection and reads until the server closes
+ * (or 10 s pass: *closed stays 0). Returns the bytes read (malloc'd). */
+static char *exchange(int port, const char *req, size_t len, int *closed)
+{
+    int fd = connect_from(port, NULL);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(send(fd, req, len, MSG_NOSIGNAL), (ssize_t)len);
+    size_t cap = 65536, n = 0;
+    char *buf = calloc(1, cap);
+    *closed = 0;
+    double until = now_s() + 10;
+    while (now_s() < until && n + 1 < cap) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (poll(&p, 1, 200) <= 0)
+            continue;
+        ssize_t k = recv(fd, buf + n, cap - n - 1, 0);
+        if (k <= 0) {
+            *closed = 1;
+            break;
+        }
+        n += (size_t)k;
+    }
+    close(fd);
+    return buf;
+}
+
+static int count(const char *hay, const char *needle)
+{
+    int c = 0;
+    for (const char *p = strstr(hay, needle); p; p = strstr(p + 1, needle))
+        c++;
+    return c;
+}
+
+/* The request gets exactly one response, with status, and the connection
+ * is closed after it. */
+static void expect_one_and_close(const char *req, size_t len, int status)
+{
+    int closed;
+    char *out = exchange(g_port, req, len, &closed);
+    char want[32];
+    snprintf(want, sizeof want, "HTTP/1.1 %d ", status);
+    ck_assert_msg(count(out, "HTTP/1.") == 1, "want one status line for %s; got %s", req, out);
+    ck_assert_msg(!strncmp(out, want, strlen(want)), "want %d for %s; got %s", status, req, out);
+    ck_assert_msg(closed, "the connection stayed open after %s", req);
+    free(out);
+}
+
+/* ---- 4. framing ------------------------------------------------------------ */
+
+START_TEST(test_framing)
+{
+    const char *body = "{\"text\":\"a\"}";
+    char req[1024];
+    /* two different Content-Length headers */
+    snprintf(req, sizeof req,
+             "POST /v1/translate HTTP/1.1\r\nHost: a\r\nContent-Type: application/json\r\n"
+             "Content-Length: 12\r\nContent-Length: 5\r\n\r\n%s",
+             body);
+    expect_one_and_close(req, strlen(req), 400);
+    /* Content-Length with Transfer-Encoding: chunked (RFC 9112 6.3) */
+    snprintf(req, sizeof req,
+             "POST /v1/translate HTTP/1.1\r\nHost: a\r\nContent-Type: application/json\r\n"
+             "Content-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\nc\r\n%s\r\n0\r\n\r\n",
+             body);
+    expect_one_and_close(req, strlen(req), 400);
+    /* a transfer coding we do not implement */
+    snprintf(req, sizeof req,
+             "POST /v1/translate HTTP/1.1\r\nHost: a\r\nContent-Type: application/json\r\n"
+             "Transfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n");
+    expect_one_and_close(req, strlen(req), 501);
+    /* HTTP/1.1 without Host; with two */
+    const char *nohost = "GET /health/live HTTP/1.1\r\n\r\n";
+    expect_one_and_close(nohost, strlen(nohost), 400);
+    const char *twohost = "GET /health/live HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n";
+    expect_one_and_close(twohost, strlen(twohost), 400);
+    /* a bare CR and a NUL inside header values; a control byte in a name */
+    const char *cr = "GET /health/live HTTP/1.1\r\nHost: a\r\nX-A: a\rb\r\n\r\n";
+    expect_one_and_close(cr, strlen(cr), 400);
+    const char nul[] = "GET /health/live HTTP/1.1\r\nHost: a\r\nX-A: a\0Content-Length: 9\r\n\r\n";
+    expect_one_and_close(nul, sizeof nul - 1, 400);
+    const char nul2[] = "GET /health/live HTTP/1.1\r\nHost: a\r\nX-A: a\0\0\r\nX-B: c\r\n\r\n";
+    expect_one_and_close(nul2, sizeof nul2 - 1, 400);
+    /* LF line ends: the NUL and one byte fit where CRLF CRLF would be */
+    const char nul3[] = "GET /health/live HTTP/1.1\nHost: a\nX-A: a\0b\n\n";
+    expect_one_and_close(nul3, sizeof nul3 - 1, 400);
+    const char *esc = "GET /health/live HTTP/1.1\r\nHost: a\r\nX-A: \x1b[31m\r\n\r\n";
+    expect_one_and_close(esc, strlen(esc), 400);
+    /* a folded (obs-fold) line */
+    const char *fold = "GET /health/live HTTP/1.1\r\nHost: a\r\nX-A: a\r\n b\r\n\r\n";
+    expect_one_and_close(fold, strlen(fold), 400);
+
+    /* still fine: LF line ends, no space after the colon, trailing blanks,
+     * HTTP/1.0 without Host, a query string with escapes; kept alive */
+    const char *ok[] = {"GET /health/live HTTP/1.1\nHost: a\nX-Y:b  \nConnection: close\n\n",
+                        "GET /health/live HTTP/1.0\r\n\r\n",
+                        "GET /health/live?x=%41%42 HTTP/1.1\r\nHost: a\r\nConnection: close\r\n"
+                        "X-Z: \t tab\t\r\n\r\n"};
+    for (int i = 0; i < 3; i++) {
+        int closed;
+        char *out = exchange(g_port, ok[i], strlen(ok[i]), &closed);
+        ck_assert_msg(!strncmp(out, "HTTP/1.1 200 ", 13), "%s -> %s", ok[i], out);
+        free(out);
+    }
+    int fd = tc_connect(g_port);
+    tc_resp r;
+    for (int i = 0; i < 3; i++) {
+        ck_assert_int_eq(tc_request_on(fd, "GET", "/health/live", &r), 0);
+        ck_assert_int_eq(r.status, 200);
+        char id[32];
+        ck_assert_ptr_nonnull(tc_header(&r, "X-Request-Id", id, sizeof id));
+        tc_resp_free(&r);
+    }
+    close(fd);
+}
+END_TEST
+
+/* ---- 5. %00 in the path -------------------------------------------------------- */
+
+START_TEST(test_nul_in_path)
+{
+    tc_resp r;
+    ck_assert_int_eq(tc_post_json(g_port, "/v1/translate%00x", "{\"text\":\"a\"}", &r), 0);
+    ck_assert_int_eq(r.status, 400);
+    tc_resp_free(&r);
+    ck_assert_int_eq(tc_request(g_port, "GET", "/health/ready%00", NULL, NULL, 0, &r), 0);
+    ck_assert_int_eq(r.status, 400);
+    tc_resp_free(&r);
+    /* %00 in the query string is not the path's business */
+    ck_assert_int_eq(tc_request(g_port, "GET", "/health/ready?a=%00", NULL, NULL, 0, &r), 0);
+    ck_assert_int_eq(r.status, 200);
+    tc_resp_free(&r);
+}
+END_TEST
+
+/* ---- 2. the access log -------------------------------------------------------- */
+
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *b = calloc(1, (size_t)n + 1);
+    if (fread(b, 1, (size_t)n, f) != (size_t)n) {
+        free(b);
+        b = NULL;
+    }
+    fclose(f);
+    return b;
+}
+
+START_TEST(test_log_injection)
+{
+    tc_resp r;
+    /* CR LF, ESC and a byte that is not UTF-8 in the decoded path; the
+     * method too */
+    ck_assert_int_eq(tc_request(g_port, "GET", "/x%0d%0aFORGED 1 2%1b[31m%ff", NULL, NULL, 0, &r),
+                     0);
+    ck_assert_int_eq(r.status, 404);
+    tc_resp_free(&r);
+    ck_assert_int_eq(tc_request(g_port, "G\x1b[2JT", "/health/live", NULL, NULL, 0, &r), 0);
+    tc_resp_free(&r);
+    /* the access log line is written when MHD reports completion */
+    char path[512];
+    snprintf(path, sizeof path, "%s/main.log", g_tmp);
+    char *log = NULL;
+    for (int i = 0; i < 100; i++) {
+        free(log);
+        log = slurp(path);
+        /* both lines: each is written when its connection completes */
+        if (log && strstr(log, "\\x1B[2JT") && strstr(log, "FORGED 1 2\\x1B[31m\\xFF\" 404"))
+            break;
+        sleep_ms(50);
+    }
+    ck_assert_ptr_nonnull(log);
+    ck_assert_msg(strstr(log, "\"GET /x\\x0D\\x0AFORGED 1 2\\x1B[31m\\xFF\" 404") != NULL, "%s",
+                  log);
+    ck_assert_ptr_nonnull(strstr(log, "\"G\\x1B[2JT /health/live\""));
+    ck_assert_ptr_null(strstr(log, "\nFORGED"));
+    ck_assert_ptr_null(strchr(log, 0x1b));
+    for (const unsigned char *p = (const unsigned char *)log; *p; p++)
+        ck_assert_msg(*p >= 0x20 ? *p < 0x7f : *p == '\n', "byte 0x%02x in the log", *p);
+    free(log);
+}
+END_TEST
+
+START_TEST(test_json_log)
+{
+    pid_t pid;
+    const char *args[] = {"--log-format", "json", NULL};
+    int port = start(args, "jsonlog", &pid);
+    ck_assert_int_gt(port, 0);
+    tc_resp r;
+    ck_assert_int_eq(tc_post_json(port, "/v1/translate", "{\"text\":[\"a\",\"the test.\"]}", &r),
+                     0);
+    ck_assert_int_eq(r.status, 200);
+    char id[32];
+    ck_assert_ptr_nonnull(tc_header(&r, "X-Request-Id", id, sizeof id));
+    tc_resp_free(&r);
+    ck_assert_int_eq(tc_request(port, "GET", "/x%0a%22%1b", NULL, NULL, 0, &r), 0);
+    tc_resp_free(&r);
+    stop(pid);
+    char path[512];
+    snprintf(path, sizeof path, "%s/jsonlog.log", g_tmp);
+    char *log = slurp(path);
+    ck_assert_ptr_nonnull(log);
+    int n_json = 0, seen_translate = 0, seen_404 = 0;
+    for (char *line = strtok(log, "\n"); line; line = strtok(NULL, "\n")) {
+        if (line[0] != '{')
+            continue;
+        json_error_t je;
+        json_t *j = json_loads(line, 0, &je);
+        ck_assert_msg(j != NULL, "not JSON: %s", line);
+        n_json++;
+        ck_assert(json_is_integer(json_object_get(j, "id")));
+        ck_assert(json_is_number(json_object_get(j, "latency_ms")));
+        ck_assert(json_is_integer(json_object_get(j, "status")));
+        const char *p = json_string_value(json_object_get(j, "path"));
+        ck_assert_ptr_nonnull(p);
+        if (!strcmp(p, "/v1/translate")) {
+            seen_translate++;
+            ck_assert_str_eq(json_string_value(json_object_get(j, "model")), "marian_en_de");
+            ck_assert_int_eq(json_integer_value(json_object_get(j, "texts")), 2);
+            ck_assert_int_gt(json_integer_value(json_object_get(j, "tokens_in")), 0);
+            ck_assert_int_gt(json_integer_value(json_object_get(j, "tokens_out")), 0);
+            ck_assert_int_eq(json_integer_value(json_object_get(j, "status")), 200);
+            ck_assert_int_eq(json_integer_value(json_object_get(j, "id")), atol(id));
+        }
+        if (!strncmp(p, "/x", 2)) {
+            seen_404++;
+            ck_assert_str_eq(p, "/x\\x0A\\\"\\x1B");
+            ck_assert(json_is_null(json_object_get(j, "model")));
+        }
+        json_decref(j);
+    }
+    ck_assert_int_eq(seen_translate, 1);
+    ck_assert_int_eq(seen_404, 1);
+    ck_assert_int_ge(n_json, 2);
+    free(log);
+    /* an unknown format is a startup error */
+    const char *bad[] = {"--log-format", "xml", NULL};
+    ck_assert_int_lt(start(bad, "badlog", &pid), 0);
+}
+END_TEST
+
+/* ---- 6. bodies ---------------------------------------------------------------- */
+
+START_TEST(test_chunked_oversize_closes)
+{
+    pid_t pid;
+    const char *args[] = {"--max-body-bytes", "4096", NULL};
+    int port = start(args, "chunked", &pid);
+    ck_assert_int_gt(port, 0);
+    int fd = connect_from(port, NULL);
+    ck_assert_int_ge(fd, 0);
+    const char *head = "POST /v1/translate HTTP/1.1\r\nHost: a\r\n"
+                       "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n";
+    ck_assert_int_eq(send(fd, head, strlen(head), MSG_NOSIGNAL), (ssize_t)strlen(head));
+    char chunk[1100];
+    memset(chunk, 'a', sizeof chunk);
+    memcpy(chunk, "400\r\n", 5);
+    memcpy(chunk + 5 + 1024, "\r\n", 2);
+    /* 8 KiB in 1 KiB chunks, never the last chunk: a daemon that reads to
+     * the end waits forever; ours closes once 4 KiB are passed */
+    int closed = 0;
+    for (int i = 0; i < 8 && !closed; i++) {
+        if (send(fd, chunk, 5 + 1024 + 2, MSG_NOSIGNAL) < 0)
+            closed = 1;
+        sleep_ms(50);
+    }
+    double until = now_s() + 10;
+    while (!closed && now_s() < until) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (poll(&p, 1, 200) > 0) {
+            char b[4096];
+            ssize_t k = recv(fd, b, sizeof b, 0);
+            if (k <= 0)
+                closed = 1;
+        }
+    }
+    ck_assert_msg(closed, "an oversized chunked body was read on");
+    close(fd);
+    stop(pid);
+}
+END_TEST
+
+START_TEST(test_key_before_body)
+{
+    pid_t pid;
+    const char *args[] = {"--api-key", "sesame", NULL};
+    int port = start(args, "key", &pid);
+    ck_assert_int_gt(port, 0);
+    const char *keys[] = {"", "Authorization: Bearer wrong\r\n", "X-API-Key: nope\r\n"};
+    for (int i = 0; i < 3; i++) {
+        int fd = connect_from(port, NULL);
+        char head[512];
+        /* 60 KB declared, not one byte sent: the answer cannot wait for it */
+        int n = snprintf(head, sizeof head,
+                         "POST /v1/translate HTTP/1.1\r\nHost: a\r\n%s"
+                         "Content-Type: application/json\r\nContent-Length: 60000\r\n\r\n",
+                         keys[i]);
+        ck_assert_int_eq(send(fd, head, (size_t)n, MSG_NOSIGNAL), n);
+        tc_resp r;
+        ck_assert_int_eq(tc_read_on(fd, &r), 0);
+        ck_assert_int_eq(r.status, 401);
+        tc_resp_free(&r);
+        close(fd);
+    }
+    stop(pid);
+}
+END_TEST
+
+/* ---- 1. slow senders ---------------------------------------------------------- */
+
+typedef struct slow_arg {
+    int port;
+    const char *src;
+    atomic_int *stop;
+    atomic_int *cut;      /* connections the server closed while we trickled */
+    atomic_int *opened;
+} slow_arg;
+
+/* Keeps one connection trickling a header byte every 100 ms (each byte
+ * resets an idle timeout); reconnects when the server closes it. */
+static void *slow_main(void *p)
+{
+    slow_arg *a = p;
+    static const char req[] = "GET /health/live HTTP/1.1\r\nHost: a\r\nX-Slow: "
+                              "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+                              "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+                              "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+                              "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+    while (!atomic_load(a->stop)) {
+        int fd = connect_from(a->port, a->src);
+        if (fd < 0) {
+            sleep_ms(50);
+            continue;
+        }
+        atomic_fetch_add(a->opened, 1);
+        /* Only a connection that was accepted and trickled for a while
+         * counts as cut: one refused by a connection cap closes at once. */
+        for (size_t i = 0; i < sizeof req - 1 && !atomic_load(a->stop); i++) {
+            if (send(fd, req + i, 1, MSG_NOSIGNAL) != 1) {
+                if (i >= 5)
+                    atomic_fetch_add(a->cut, 1);
+                break;
+            }
+            struct pollfd pf = {.fd = fd, .events = POLLIN};
+            if (poll(&pf, 1, 100) > 0) {
+                char b[256];
+                if (recv(fd, b, sizeof b, MSG_DONTWAIT) <= 0) {
+                    if (i >= 5)
+                        atomic_fetch_add(a->cut, 1);
+                    break;
+                }
+            }
+        }
+        close(fd);
+    }
+    return NULL;
+}
+
+START_TEST(test_slow_senders)
+{
+    pid_t pid;
+    /* 8 slots in all, 4 per address; a header block has 1 s */
+    const char *args[] = {"--max-connections", "8", "--max-connections-per-ip", "4",
+                          "--header-timeout-s", "1", "--idle-timeout-s", "30", NULL};
+    int port = start(args, "slow", &pid);
+    ck_assert_int_gt(port, 0);
+    enum { NSLOW = 8 };
+    atomic_int stopf = 0, cut = 0, opened = 0;
+    pthread_t th[NSLOW];
+    slow_arg sa = {port, "127.0.0.1", &stopf, &cut, &opened};
+    for (int i = 0; i < NSLOW; i++)
+        pthread_create(&th[i], NULL, slow_main, &sa);
+    sleep_ms(500);
+    /* Another address gets every answer while 127.0.0.1 trickles. */
+    int ok = 0;
+    double until = now_s() + 30;
+    while (ok < 5 && now_s() < until) {
+        int fd = connect_from(port, "127.0.0.2");
+        if (fd >= 0) {
+            tc_resp r;
+            if (tc_request_on(fd, "GET", "/health/live", &r) == 0 && r.status == 200)
+                ok++;
+            tc_resp_free(&r);
+            close(fd);
+        }
+        sleep_ms(100);
+    }
+    /* the trickling connections are cut by the header deadline though every
+     * byte arrives within the idle timeout (the request is 300 bytes: 30 s) */
+    until = now_s() + 20;
+    while (atomic_load(&cut) < NSLOW && now_s() < until)
+        sleep_ms(100);
+    atomic_store(&stopf, 1);
+    for (int i = 0; i < NSLOW; i++)
+        pthread_join(th[i], NULL);
+    ck_assert_int_eq(ok, 5);
+    ck_assert_msg(atomic_load(&cut) >= NSLOW, "only %d of %d slow connections were cut",
+                  atomic_load(&cut), NSLOW);
+    stop(pid);
+}
+END_TEST
+
+/* The default per-address cap: 64. */
+START_TEST(test_default_per_ip_cap)
+{
+    enum { N = 72 };
+    int fds[N], refused = 0;
+    for (int i = 0; i < N; i++)
+        fds[i] = connect_from(g_port, "127.0.0.3");
+    sleep_ms(300);
+    for (int i = 0; i < N; i++) {
+        if (fds[i] < 0) {
+            refused++;
+            continue;
+        }
+        struct pollfd p = {.fd = fds[i], .events = POLLIN};
+        char b[64];
+        if (poll(&p, 1, 0) > 0 && recv(fds[i], b, sizeof b, MSG_DONTWAIT) <= 0)
+            refused++;
+    }
+    ck_assert_int_eq(refused, N - 64);
+    tc_resp r;
+    int fd = connect_from(g_port, "127.0.0.4");
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(tc_request_on(fd, "GET", "/health/live", &r), 0);
+    ck_assert_int_eq(r.status, 200);
+    tc_resp_free(&r);
+    close(fd);
+    for (int i = 0; i < N; i++)
+        if (fds[i] >= 0)
+            close(fds[i]);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("server-harden");
+    TCase *tc = tcase_create("harden");
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, test_framing);
+    tcase_add_test(tc, test_nul_in_path);
+    tcase_add_test(tc, test_log_injection);
+    tcase_add_test(tc, test_json_log);
+    tcase_add_test(tc, test_chunked_oversize_closes);
+    tcase_add_test(tc, test_key_before_body);
+    tcase_add_test(tc, test_slow_senders);
+    tcase_add_test(tc, test_default_per_ip_cap);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    snprintf(g_tmp, sizeof g_tmp, "/tmp/td_harden_test.XXXXXX");
+    if (!mkdtemp(g_tmp)) {
+        fprintf(stderr, "cannot make a temporary directory\n");
+        return 1;
+    }
+    snprintf(g_model, sizeof g_model, "%s/text/marian_en_de", TD_TEST_DATA);
+    const char *args[] = {"--http-threads", "2", NULL};
+    g_port = start(args, "main", &g_pid);
+    if (g_port <= 0) {
+        fprintf(stderr, "the daemon did not start; see %s/main.log\n", g_tmp);
+        return 1;
+    }
+    SRunner *sr = srunner_create(suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    kill(g_pid, SIGTERM);
+    if (tc_daemon_wait(g_pid, 30) != 0)
+        failed++;
+    if (!failed) {
+        char cmd[512];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_tmp);
+        if (system(cmd) != 0)
+            fprintf(stderr, "could not remove %s\n", g_tmp);
+    } else {
+        fprintf(stderr, "daemon logs kept in %s\n", g_tmp);
+    }
+    return failed ? 1 : 0;
+}
