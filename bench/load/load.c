@@ -26,7 +26,9 @@
  * ratio inflight/batch; and a table per run with p50/p99 of all sentences
  * and what the daemon's /metrics say about the level (decode steps, step
  * time, sentences admitted per step, engine batches, mean running rows
- * and queue depth sampled every 100 ms). Loopback only (the daemons are
+ * and queue depth sampled every 100 ms, the share of the wall time the
+ * engine ran) and the CPU this load generator took (it shares the machine
+ * with the daemon). Loopback only (the daemons are
  * started here on 127.0.0.1, port 0). Every wait is bounded.
  *
  *   load --daemon build/transformerd --model DIR --input FILE
@@ -46,6 +48,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -250,6 +253,7 @@ typedef struct dmetrics {
     double steps, step_sum, step_count;        /* running decodes (inflight) */
     double adm_sum, adm_count, adm_none;       /* sentences admitted per step */
     double batches, bsize_sum, bsize_count;    /* engine batches / admissions */
+    double batch_s;                            /* engine time of the batches */
 } dmetrics;
 
 /* The value of the sample whose name (labels included) is name, or 0. */
@@ -296,6 +300,7 @@ static void read_dmetrics(int port, dmetrics *m)
     m->batches = metric_value(t, "transformerd_batches_total");
     m->bsize_sum = metric_value(t, "transformerd_batch_size_sum");
     m->bsize_count = metric_value(t, "transformerd_batch_size_count");
+    m->batch_s = metric_value(t, "transformerd_batch_duration_seconds_sum");
     free(t);
 }
 
@@ -336,6 +341,8 @@ typedef struct level_result {
     /* the daemon's metrics over the level */
     double steps, step_ms, admitted_per_step, steps_admitting, batches, batch_mean;
     double rows_mean, depth_mean;
+    double engine_busy; /* engine time (steps or batches) / wall time */
+    double client_cpu;  /* this process's CPU time / wall time (cores) */
 } level_result;
 
 typedef struct run_state {
@@ -452,6 +459,8 @@ static int run_level(const cfg *c, int port, int conc, level_result *out)
     sm.port = port;
     pthread_t sth;
     int sampling = pthread_create(&sth, NULL, sampler_main, &sm) == 0;
+    struct rusage ru0, ru1;
+    getrusage(RUSAGE_SELF, &ru0);
     double t0 = now_s();
     rs.deadline = t0 + c->max_seconds;
     int started = 0;
@@ -461,6 +470,7 @@ static int run_level(const cfg *c, int port, int conc, level_result *out)
     for (int i = 0; i < started; i++)
         pthread_join(th[i], NULL);
     double wall = now_s() - t0;
+    getrusage(RUSAGE_SELF, &ru1);
     free(th);
     if (sampling) {
         atomic_store(&sm.stop, 1);
@@ -495,6 +505,11 @@ static int run_level(const cfg *c, int port, int conc, level_result *out)
     out->batch_mean = bc > 0 ? (m1.bsize_sum - m0.bsize_sum) / bc : 0;
     out->rows_mean = sm.n ? sm.rows / sm.n : 0;
     out->depth_mean = sm.n ? sm.depth / sm.n : 0;
+    out->engine_busy = (m1.step_sum - m0.step_sum + m1.batch_s - m0.batch_s) / wall;
+#define TV(t) ((double)(t).tv_sec + (double)(t).tv_usec * 1e-6)
+    out->client_cpu = (TV(ru1.ru_utime) - TV(ru0.ru_utime) + TV(ru1.ru_stime) -
+                       TV(ru0.ru_stime)) / wall;
+#undef TV
     free(rs.lat);
     free(cl);
     return 0;
@@ -545,9 +560,10 @@ static int run_daemon(const cfg *c, const char *name, level_result *res)
                    k_cl_names[k], x->p50_ms[k], k_cl_names[k], x->p99_ms[k]);
         printf(",\"decode_steps\":%.0f,\"step_ms_mean\":%.3f,\"admitted_per_step\":%.3f,"
                "\"steps_admitting\":%.3f,\"batches\":%.0f,\"batch_size_mean\":%.2f,"
-               "\"running_rows_mean\":%.1f,\"queue_depth_mean\":%.1f}\n",
+               "\"running_rows_mean\":%.1f,\"queue_depth_mean\":%.1f,\"engine_busy\":%.3f,"
+               "\"client_cpu_cores\":%.2f}\n",
                x->steps, x->step_ms, x->admitted_per_step, x->steps_admitting, x->batches,
-               x->batch_mean, x->rows_mean, x->depth_mean);
+               x->batch_mean, x->rows_mean, x->depth_mean, x->engine_busy, x->client_cpu);
         fflush(stdout);
     }
     /* the daemon's own view, for the record */
@@ -740,8 +756,8 @@ int main(int argc, char **argv)
     printf("| run | concurrency | sent/s | all p50 / p99 ms | short p50 / p99 ms "
            "| long p50 / p99 ms | decode steps | step ms | admitted / step "
            "| steps admitting | batches | mean batch | mean running rows "
-           "| mean queue depth | errors |\n");
-    printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+           "| mean queue depth | engine busy | load cores | errors |\n");
+    printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     int errors = 0;
     for (int s = 0; s < c.n_scheds; s++)
         for (int l = 0; l < c.n_levels; l++) {
@@ -754,11 +770,11 @@ int main(int argc, char **argv)
                 snprintf(rows, sizeof rows, "%.1f", x->rows_mean);
             }
             printf("| %s | %d | %.1f | %.1f / %.1f | %.1f / %.1f | %.1f / %.1f | %s | %.0f "
-                   "| %.1f | %s | %.1f | %d |\n",
+                   "| %.1f | %s | %.1f | %.0f%% | %.2f | %d |\n",
                    c.scheds[s], x->concurrency, x->ok / x->seconds, x->p50_ms[CL_ALL],
                    x->p99_ms[CL_ALL], x->p50_ms[CL_SHORT], x->p99_ms[CL_SHORT],
                    x->p50_ms[CL_LONG], x->p99_ms[CL_LONG], steps, x->batches, x->batch_mean,
-                   rows, x->depth_mean, x->errors);
+                   rows, x->depth_mean, 100 * x->engine_busy, x->client_cpu, x->errors);
             errors += x->errors + (x->sent - x->ok - x->errors);
         }
     return errors ? 1 : 0;
