@@ -12,7 +12,10 @@
  *      (--schedulers ...,batch1) the batch scheduler with --max-batch-size 1;
  *      each at every concurrency level (default 1, 8, 64): N keep-alive
  *      clients POST /v1/translate with one line each until every input
- *      line was sent once (or --max-seconds passed).
+ *      line was sent once (or --max-seconds passed). The daemons run side
+ *      by side; a round runs each level against each daemon in turn, and
+ *      --rounds R pools R rounds (a change of a shared machine's load then
+ *      hits every scheduler alike).
  *
  * The input is mixed: the lines are shuffled with a fixed seed (--seed; 0
  * keeps the file's order), so short and long sentences arrive interleaved,
@@ -34,7 +37,7 @@
  *
  *   load --daemon build/transformerd --model DIR --input FILE
  *        [--concurrency 1,8,64] [--schedulers inflight,batch[,batch1]]
- *        [--threads T] [--batch B] [--requests N] [--seed S]
+ *        [--threads T] [--batch B] [--requests N] [--rounds R] [--seed S]
  *        [--max-seconds S] [--batch-delay-ms D] [--log-dir DIR] [--device D]
  */
 #ifndef _GNU_SOURCE
@@ -74,7 +77,7 @@ typedef struct cfg {
     int levels[MAX_LEVELS], n_levels;
     const char *scheds[MAX_SCHEDS]; /* inflight | batch | batch1 */
     int n_scheds;
-    int threads, batch, requests, batch_delay_ms;
+    int threads, batch, requests, batch_delay_ms, rounds;
     unsigned long long seed;
     double max_seconds;
 } cfg;
@@ -356,14 +359,19 @@ static void *sampler_main(void *arg)
 
 /* ---- HTTP load ----------------------------------------------------------- */
 
+/* One scheduler at one concurrency, pooled over the rounds. */
 typedef struct level_result {
     int concurrency;
     int sent, ok, errors;
-    double seconds;
+    double seconds, cpu;
     long target_tokens;
-    int n[N_CL];
+    double *lat[N_CL]; /* seconds, per class */
+    int n[N_CL], cap[N_CL];
+    dmetrics d;        /* the daemon's counters: increase over the levels */
+    double rows_sum, depth_sum;
+    int samples;
+    /* set by finish_result */
     double p50_ms[N_CL], p99_ms[N_CL];
-    /* the daemon's metrics over the level */
     double steps, step_ms, admitted_per_step, steps_admitting, batches, batch_mean;
     double rows_mean, depth_mean;
     double engine_busy; /* engine time (steps or batches) / wall time */
@@ -462,6 +470,21 @@ static void percentiles(double *v, int n, double *p50, double *p99)
     *p99 = n ? v[(int)(0.99 * (n - 1) + 0.5)] * 1e3 : 0;
 }
 
+static int push_lat(level_result *o, int k, double v)
+{
+    if (o->n[k] == o->cap[k]) {
+        int cap = o->cap[k] ? 2 * o->cap[k] : 1024;
+        double *g = realloc(o->lat[k], (size_t)cap * sizeof *g);
+        if (!g)
+            return -1;
+        o->lat[k] = g;
+        o->cap[k] = cap;
+    }
+    o->lat[k][o->n[k]++] = v;
+    return 0;
+}
+
+/* One level against the daemon on port; adds to *out. */
 static int run_level(const cfg *c, int port, int conc, level_result *out)
 {
     run_state rs;
@@ -469,11 +492,9 @@ static int run_level(const cfg *c, int port, int conc, level_result *out)
     rs.port = port;
     rs.total = c->requests;
     rs.lat = malloc((size_t)rs.total * sizeof *rs.lat);
-    double *cl = malloc((size_t)rs.total * sizeof *cl);
     pthread_t *th = calloc((size_t)conc, sizeof *th);
-    if (!rs.lat || !cl || !th) {
+    if (!rs.lat || !th) {
         free(rs.lat);
-        free(cl);
         free(th);
         return -1;
     }
@@ -504,99 +525,107 @@ static int run_level(const cfg *c, int port, int conc, level_result *out)
         pthread_join(sth, NULL);
     }
     read_dmetrics(port, &m1);
-    /* (next overshoots: every client takes one index past the end or the
-     * deadline) */
-    int sent = atomic_load(&rs.sent);
-    memset(out, 0, sizeof *out);
+    int rc = 0;
     out->concurrency = conc;
-    out->sent = sent;
-    out->errors = atomic_load(&rs.errors);
-    out->seconds = wall;
-    out->target_tokens = atomic_load(&rs.tokens);
-    for (int k = 0; k < N_CL; k++) {
-        int n = 0;
-        for (int i = 0; i < rs.total; i++)
-            if (rs.lat[i] >= 0 && (k == CL_ALL || g_class[i % g_n_lines] == k))
-                cl[n++] = rs.lat[i];
-        out->n[k] = n;
-        percentiles(cl, n, &out->p50_ms[k], &out->p99_ms[k]);
-    }
-    out->ok = out->n[CL_ALL];
-    out->steps = m1.steps - m0.steps;
-    double sc = m1.step_count - m0.step_count, ac = m1.adm_count - m0.adm_count;
-    out->step_ms = sc > 0 ? (m1.step_sum - m0.step_sum) / sc * 1e3 : 0;
-    out->admitted_per_step = ac > 0 ? (m1.adm_sum - m0.adm_sum) / ac : 0;
-    out->steps_admitting = ac > 0 ? 1.0 - (m1.adm_none - m0.adm_none) / ac : 0;
-    out->batches = m1.batches - m0.batches;
-    double bc = m1.bsize_count - m0.bsize_count;
-    out->batch_mean = bc > 0 ? (m1.bsize_sum - m0.bsize_sum) / bc : 0;
-    out->rows_mean = sm.n ? sm.rows / sm.n : 0;
-    out->depth_mean = sm.n ? sm.depth / sm.n : 0;
-    out->engine_busy = (m1.step_sum - m0.step_sum + m1.batch_s - m0.batch_s) / wall;
+    out->sent += atomic_load(&rs.sent);
+    out->errors += atomic_load(&rs.errors);
+    out->seconds += wall;
+    out->target_tokens += atomic_load(&rs.tokens);
+    for (int i = 0; i < rs.total && rc == 0; i++)
+        if (rs.lat[i] >= 0) {
+            out->ok++;
+            rc |= push_lat(out, CL_ALL, rs.lat[i]);
+            int k = g_class[i % g_n_lines];
+            if (k != CL_MID)
+                rc |= push_lat(out, k, rs.lat[i]);
+        }
+    out->d.steps += m1.steps - m0.steps;
+    out->d.step_sum += m1.step_sum - m0.step_sum;
+    out->d.step_count += m1.step_count - m0.step_count;
+    out->d.adm_sum += m1.adm_sum - m0.adm_sum;
+    out->d.adm_count += m1.adm_count - m0.adm_count;
+    out->d.adm_none += m1.adm_none - m0.adm_none;
+    out->d.batches += m1.batches - m0.batches;
+    out->d.bsize_sum += m1.bsize_sum - m0.bsize_sum;
+    out->d.bsize_count += m1.bsize_count - m0.bsize_count;
+    out->d.batch_s += m1.batch_s - m0.batch_s;
+    out->rows_sum += sm.rows;
+    out->depth_sum += sm.depth;
+    out->samples += sm.n;
 #define TV(t) ((double)(t).tv_sec + (double)(t).tv_usec * 1e-6)
-    out->client_cpu = (TV(ru1.ru_utime) - TV(ru0.ru_utime) + TV(ru1.ru_stime) -
-                       TV(ru0.ru_stime)) / wall;
+    out->cpu += TV(ru1.ru_utime) - TV(ru0.ru_utime) + TV(ru1.ru_stime) - TV(ru0.ru_stime);
 #undef TV
     free(rs.lat);
-    free(cl);
-    return 0;
+    return rc;
 }
 
-/* Starts a daemon with the scheduler of name (inflight, batch, or batch1:
- * batch with --max-batch-size 1), runs every level, stops it. */
-static int run_daemon(const cfg *c, const char *name, level_result *res)
+static void finish_result(level_result *x)
 {
-    int mbs = !strcmp(name, "batch1") ? 1 : c->batch;
-    const char *sched = !strcmp(name, "inflight") ? "inflight" : "batch";
-    char th[16], bs[16], dl[16], mq[16], log[1024];
+    for (int k = 0; k < N_CL; k++)
+        percentiles(x->lat[k], x->n[k], &x->p50_ms[k], &x->p99_ms[k]);
+    const dmetrics *d = &x->d;
+    x->steps = d->steps;
+    x->step_ms = d->step_count > 0 ? d->step_sum / d->step_count * 1e3 : 0;
+    x->admitted_per_step = d->adm_count > 0 ? d->adm_sum / d->adm_count : 0;
+    x->steps_admitting = d->adm_count > 0 ? 1.0 - d->adm_none / d->adm_count : 0;
+    x->batches = d->batches;
+    x->batch_mean = d->bsize_count > 0 ? d->bsize_sum / d->bsize_count : 0;
+    x->rows_mean = x->samples ? x->rows_sum / x->samples : 0;
+    x->depth_mean = x->samples ? x->depth_sum / x->samples : 0;
+    x->engine_busy = x->seconds > 0 ? (d->step_sum + d->batch_s) / x->seconds : 0;
+    x->client_cpu = x->seconds > 0 ? x->cpu / x->seconds : 0;
+}
+
+static double sps(const level_result *x)
+{
+    return x->seconds > 0 ? x->ok / x->seconds : 0;
+}
+
+/* A daemon of the run: inflight, batch, or batch1 (batch with
+ * --max-batch-size 1). */
+typedef struct daemon_t {
+    const char *name, *sched;
+    int mbs, port;
+    pid_t pid;
+    char log[1024];
+} daemon_t;
+
+static int start_daemon(const cfg *c, const char *name, daemon_t *d)
+{
+    d->name = name;
+    d->mbs = !strcmp(name, "batch1") ? 1 : c->batch;
+    d->sched = !strcmp(name, "inflight") ? "inflight" : "batch";
+    char th[16], bs[16], dl[16], mq[16];
     snprintf(th, sizeof th, "%d", c->threads);
-    snprintf(bs, sizeof bs, "%d", mbs);
+    snprintf(bs, sizeof bs, "%d", d->mbs);
     snprintf(dl, sizeof dl, "%d", c->batch_delay_ms);
     snprintf(mq, sizeof mq, "%d", 4096);
-    snprintf(log, sizeof log, "%s/%s.log", c->log_dir, name);
+    snprintf(d->log, sizeof d->log, "%s/%s.log", c->log_dir, name);
     const char *args[] = {"--model",       c->model, "--threads", th, "--max-batch-size", bs,
-                          "--scheduler",   sched,
+                          "--scheduler",   d->sched,
                           "--batch-delay-ms", dl,    "--max-queue", mq, "--max-batch-texts", "1",
                           "--device", c->device, NULL};
-    pid_t pid;
-    int port = tc_daemon_start(c->daemon, args, log, 120, &pid);
-    if (port <= 0) {
-        fprintf(stderr, "load: the daemon did not start; see %s\n", log);
+    d->port = tc_daemon_start(c->daemon, args, d->log, 120, &d->pid);
+    if (d->port <= 0) {
+        fprintf(stderr, "load: the daemon did not start; see %s\n", d->log);
         return -1;
     }
     /* warm the connections and the allocator */
     for (int i = 0; i < 8 && i < g_n_lines; i++) {
         tc_resp r;
-        if (tc_post_json(port, "/v1/translate", g_bodies[i], &r) != 0 || r.status != 200)
+        if (tc_post_json(d->port, "/v1/translate", g_bodies[i], &r) != 0 || r.status != 200)
             fprintf(stderr, "load: warm-up request failed (%d)\n", r.status);
         tc_resp_free(&r);
     }
-    int rc = 0;
-    for (int l = 0; l < c->n_levels && rc == 0; l++) {
-        rc = run_level(c, port, c->levels[l], &res[l]);
-        if (rc != 0)
-            break;
-        const level_result *x = &res[l];
-        printf("{\"run\":\"%s\",\"scheduler\":\"%s\",\"max_batch_size\":%d,\"concurrency\":%d,"
-               "\"requests\":%d,\"ok\":%d,\"errors\":%d,\"seconds\":%.3f,"
-               "\"sentences_per_s\":%.1f,\"target_tokens_per_s\":%.1f",
-               name, sched, mbs, x->concurrency, x->sent, x->ok, x->errors, x->seconds,
-               x->ok / x->seconds, x->target_tokens / x->seconds);
-        for (int k = 0; k < N_CL; k++)
-            printf(",\"%s_n\":%d,\"%s_p50_ms\":%.2f,\"%s_p99_ms\":%.2f", k_cl_names[k], x->n[k],
-                   k_cl_names[k], x->p50_ms[k], k_cl_names[k], x->p99_ms[k]);
-        printf(",\"decode_steps\":%.0f,\"step_ms_mean\":%.3f,\"admitted_per_step\":%.3f,"
-               "\"steps_admitting\":%.3f,\"batches\":%.0f,\"batch_size_mean\":%.2f,"
-               "\"running_rows_mean\":%.1f,\"queue_depth_mean\":%.1f,\"engine_busy\":%.3f,"
-               "\"client_cpu_cores\":%.2f}\n",
-               x->steps, x->step_ms, x->admitted_per_step, x->steps_admitting, x->batches,
-               x->batch_mean, x->rows_mean, x->depth_mean, x->engine_busy, x->client_cpu);
-        fflush(stdout);
-    }
-    /* the daemon's own view, for the record */
+    return 0;
+}
+
+/* Saves the daemon's final /metrics next to its log and stops it. */
+static int stop_daemon(const cfg *c, daemon_t *d)
+{
     char *t, mpath[1100];
-    snprintf(mpath, sizeof mpath, "%s/%s.metrics", c->log_dir, name);
-    if (get_metrics(port, &t) == 0) {
+    snprintf(mpath, sizeof mpath, "%s/%s.metrics", c->log_dir, d->name);
+    if (get_metrics(d->port, &t) == 0) {
         FILE *mf = fopen(mpath, "w");
         if (mf) {
             fputs(t, mf);
@@ -604,12 +633,30 @@ static int run_daemon(const cfg *c, const char *name, level_result *res)
         }
         free(t);
     }
-    kill(pid, SIGTERM);
-    if (tc_daemon_wait(pid, 60) != 0) {
-        fprintf(stderr, "load: the daemon did not exit cleanly; see %s\n", log);
-        rc = -1;
+    kill(d->pid, SIGTERM);
+    if (tc_daemon_wait(d->pid, 60) != 0) {
+        fprintf(stderr, "load: the daemon did not exit cleanly; see %s\n", d->log);
+        return -1;
     }
-    return rc;
+    return 0;
+}
+
+static void print_json(const cfg *c, const daemon_t *d, const level_result *x)
+{
+    printf("{\"run\":\"%s\",\"scheduler\":\"%s\",\"max_batch_size\":%d,\"concurrency\":%d,"
+           "\"rounds\":%d,\"requests\":%d,\"ok\":%d,\"errors\":%d,\"seconds\":%.3f,"
+           "\"sentences_per_s\":%.1f,\"target_tokens_per_s\":%.1f",
+           d->name, d->sched, d->mbs, x->concurrency, c->rounds, x->sent, x->ok, x->errors,
+           x->seconds, sps(x), x->seconds > 0 ? x->target_tokens / x->seconds : 0);
+    for (int k = 0; k < N_CL; k++)
+        printf(",\"%s_n\":%d,\"%s_p50_ms\":%.2f,\"%s_p99_ms\":%.2f", k_cl_names[k], x->n[k],
+               k_cl_names[k], x->p50_ms[k], k_cl_names[k], x->p99_ms[k]);
+    printf(",\"decode_steps\":%.0f,\"step_ms_mean\":%.3f,\"admitted_per_step\":%.3f,"
+           "\"steps_admitting\":%.3f,\"batches\":%.0f,\"batch_size_mean\":%.2f,"
+           "\"running_rows_mean\":%.1f,\"queue_depth_mean\":%.1f,\"engine_busy\":%.3f,"
+           "\"client_cpu_cores\":%.2f}\n",
+           x->steps, x->step_ms, x->admitted_per_step, x->steps_admitting, x->batches,
+           x->batch_mean, x->rows_mean, x->depth_mean, x->engine_busy, x->client_cpu);
 }
 
 static void usage(void)
@@ -617,7 +664,8 @@ static void usage(void)
     fprintf(stderr,
             "usage: load --daemon PATH --model DIR --input FILE [--concurrency 1,8,64]\n"
             "            [--schedulers inflight,batch[,batch1]] [--threads T] [--batch B]\n"
-            "            [--requests N] [--seed S (0: file order)] [--max-seconds S]\n"
+            "            [--requests N] [--rounds R] [--seed S (0: file order)]\n"
+            "            [--max-seconds S per level and round]\n"
             "            [--batch-delay-ms D] [--log-dir DIR] [--device cpu|cuda[:N]]\n");
 }
 
@@ -629,7 +677,7 @@ static double ratio(double a, double b)
 int main(int argc, char **argv)
 {
     cfg c = {.log_dir = "/tmp", .device = "cpu", .threads = 0, .batch = 32, .requests = 0,
-             .batch_delay_ms = 0, .seed = 1, .max_seconds = 60};
+             .batch_delay_ms = 0, .rounds = 1, .seed = 1, .max_seconds = 60};
     const char *levels = "1,8,64";
     char scheds[128] = "inflight,batch";
     for (int i = 1; i < argc; i++) {
@@ -655,6 +703,8 @@ int main(int argc, char **argv)
             c.batch = atoi(v);
         else if (!strcmp(a, "--requests"))
             c.requests = atoi(v);
+        else if (!strcmp(a, "--rounds"))
+            c.rounds = atoi(v);
         else if (!strcmp(a, "--seed"))
             c.seed = strtoull(v, NULL, 10);
         else if (!strcmp(a, "--max-seconds"))
@@ -670,7 +720,8 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    if (!c.daemon || !c.model || !c.input || c.batch < 1 || c.max_seconds <= 0) {
+    if (!c.daemon || !c.model || !c.input || c.batch < 1 || c.max_seconds <= 0 ||
+        c.rounds < 1 || c.rounds > 100) {
         usage();
         return 2;
     }
@@ -726,17 +777,45 @@ int main(int argc, char **argv)
         if (offline_run(&c, tmp, &off) != 0)
             return 1;
 
-    /* 2. the daemons */
+    /* 2. the daemons, all started at once; each round runs every level
+     * against each in turn, so that a change of the machine's load hits
+     * both schedulers alike (the idle daemon waits on its queue) */
     static level_result res[MAX_SCHEDS][MAX_LEVELS];
-    int ii = -1, ib = -1;
-    for (int s = 0; s < c.n_scheds; s++) {
-        if (run_daemon(&c, c.scheds[s], res[s]) != 0)
-            return 1;
-        if (!strcmp(c.scheds[s], "inflight"))
-            ii = s;
-        if (!strcmp(c.scheds[s], "batch"))
-            ib = s;
+    daemon_t dm[MAX_SCHEDS];
+    int ii = -1, ib = -1, n_up = 0, rc = 0;
+    for (; n_up < c.n_scheds; n_up++) {
+        if (start_daemon(&c, c.scheds[n_up], &dm[n_up]) != 0) {
+            rc = 1;
+            break;
+        }
+        if (!strcmp(c.scheds[n_up], "inflight"))
+            ii = n_up;
+        if (!strcmp(c.scheds[n_up], "batch"))
+            ib = n_up;
     }
+    for (int r = 0; r < c.rounds && rc == 0; r++)
+        for (int l = 0; l < c.n_levels && rc == 0; l++)
+            for (int s = 0; s < c.n_scheds && rc == 0; s++) {
+                level_result *x = &res[s][l];
+                int ok0 = x->ok;
+                double t0 = x->seconds;
+                if (run_level(&c, dm[s].port, c.levels[l], x) != 0) {
+                    rc = 1;
+                    break;
+                }
+                fprintf(stderr, "load: round %d, %s, concurrency %d: %.1f sentences/s\n", r + 1,
+                        dm[s].name, c.levels[l], (x->ok - ok0) / (x->seconds - t0));
+            }
+    for (int s = 0; s < n_up; s++)
+        if (stop_daemon(&c, &dm[s]) != 0)
+            rc = 1;
+    if (rc)
+        return 1;
+    for (int s = 0; s < c.n_scheds; s++)
+        for (int l = 0; l < c.n_levels; l++) {
+            finish_result(&res[s][l]);
+            print_json(&c, &dm[s], &res[s][l]);
+        }
     /* offline once more, after the daemons: on shared cores one slow
      * offline run would flatter every daemon/offline ratio */
     if (offline_run(&c, tmp, &off) != 0)
@@ -751,9 +830,27 @@ int main(int argc, char **argv)
     printf("]}\n");
     fflush(stdout);
 
-    printf("\nmodel %s, %d sentences per level (shuffled, seed %llu), engine threads %d, "
-           "--max-batch-size %d, --batch-delay-ms %d, beam = model default\n",
-           c.model, c.requests, c.seed, c.threads, c.batch, c.batch_delay_ms);
+    /* the comparison, also as JSON */
+    for (int l = 0; ii >= 0 && ib >= 0 && l < c.n_levels; l++) {
+        const level_result *a = &res[ii][l], *b = &res[ib][l];
+        printf("{\"run\":\"compare\",\"concurrency\":%d,\"inflight_sentences_per_s\":%.1f,"
+               "\"batch_sentences_per_s\":%.1f,\"offline_sentences_per_s\":%.1f,"
+               "\"inflight_over_batch\":%.3f,\"inflight_over_offline\":%.3f",
+               a->concurrency, sps(a), sps(b), off_sps, ratio(sps(a), sps(b)),
+               ratio(sps(a), off_sps));
+        for (int k = 0; k < N_CL; k++)
+            printf(",\"inflight_%s_p50_ms\":%.2f,\"inflight_%s_p99_ms\":%.2f,"
+                   "\"batch_%s_p50_ms\":%.2f,\"batch_%s_p99_ms\":%.2f",
+                   k_cl_names[k], a->p50_ms[k], k_cl_names[k], a->p99_ms[k], k_cl_names[k],
+                   b->p50_ms[k], k_cl_names[k], b->p99_ms[k]);
+        printf(",\"short_p99_inflight_over_batch\":%.3f}\n",
+               ratio(a->p99_ms[CL_SHORT], b->p99_ms[CL_SHORT]));
+    }
+    printf("\nmodel %s, %d sentences per level and round (shuffled, seed %llu), %d round%s "
+           "(levels and schedulers interleaved), engine threads %d, --max-batch-size %d, "
+           "--batch-delay-ms %d, beam = model default\n",
+           c.model, c.requests, c.seed, c.rounds, c.rounds > 1 ? "s" : "", c.threads, c.batch,
+           c.batch_delay_ms);
     printf("length classes by whitespace-separated source words: short = the %d lines with "
            "the fewest (%d-%d words), long = the %d with the most (%d-%d words), all = %d "
            "lines (%d-%d words)\n",
@@ -770,7 +867,7 @@ int main(int argc, char **argv)
         printf("|---|---|---|---|---|---|---|---|---|---|\n");
         for (int l = 0; l < c.n_levels; l++) {
             const level_result *a = &res[ii][l], *b = &res[ib][l];
-            double as = a->ok / a->seconds, bs = b->ok / b->seconds;
+            double as = sps(a), bs = sps(b);
             printf("| %d | %.1f | %.1f | %.2fx | %.2fx | %.1f / %.1f | %.1f / %.1f "
                    "| %.1f / %.1f | %.1f / %.1f | %.2fx |\n",
                    a->concurrency, as, bs, ratio(as, bs), ratio(as, off_sps),
@@ -799,7 +896,7 @@ int main(int argc, char **argv)
             }
             printf("| %s | %d | %.1f | %.1f / %.1f | %.1f / %.1f | %.1f / %.1f | %s | %.0f "
                    "| %.1f | %s | %.1f | %.0f%% | %.2f | %d |\n",
-                   c.scheds[s], x->concurrency, x->ok / x->seconds, x->p50_ms[CL_ALL],
+                   c.scheds[s], x->concurrency, sps(x), x->p50_ms[CL_ALL],
                    x->p99_ms[CL_ALL], x->p50_ms[CL_SHORT], x->p99_ms[CL_SHORT],
                    x->p50_ms[CL_LONG], x->p99_ms[CL_LONG], steps, x->batches, x->batch_mean,
                    rows, x->depth_mean, 100 * x->engine_busy, x->client_cpu, x->errors);

@@ -12,18 +12,21 @@
 # sentences admitted per step, running rows).
 #
 #   bench/load/run.sh                                     (the bundled model)
-#   MODEL=models/en-de THREADS=2 LINES=600 bench/load/run.sh
+#   MODEL=models/en-de THREADS=2 LINES=600 ROUNDS=3 bench/load/run.sh
 #
 # Environment: MODEL (default models/en-de when it has a config.json, else
 # tests/data/text/marian_en_de), INPUT (one sentence a line; default: the
 # first $LINES lines of the bundled model's held-out test set,
 # tests/data/en_de_test/test.en, repeated when $LINES is larger), LINES
-# (600), SEED (the shuffle's seed, default 1; 0 keeps the input's order),
+# (600), ROUNDS (default 1: every level against every daemon, in turn,
+# that many times; the daemons run side by side and the results are
+# pooled, so a change of a shared machine's load hits both schedulers
+# alike), SEED (the shuffle's seed, default 1; 0 keeps the input's order),
 # SCHEDULERS (inflight,batch; add batch1 for the batch scheduler with
 # --max-batch-size 1), THREADS (engine threads of every run, default 1: on
 # shared cores spinning thread pools make the numbers noisy), BATCH (32),
 # DELAY (--batch-delay-ms of the daemons, default 0, the daemon's default),
-# LEVELS (1,8,64), MAX_SECONDS per level (60), BUILD (build), DEVICE (cpu;
+# LEVELS (1,8,64), MAX_SECONDS per level and round (60), BUILD (build), DEVICE (cpu;
 # cuda for the GPU backend), OUT (/tmp/transformerd-load: logs, each
 # daemon's final /metrics, the generated input, the load binary). The load
 # generator is $BUILD's bench_load when built, else compiled here with cc.
@@ -39,6 +42,7 @@ LEVELS=${LEVELS:-1,8,64}
 DELAY=${DELAY:-0}
 LINES=${LINES:-600}
 SEED=${SEED:-1}
+ROUNDS=${ROUNDS:-1}
 SCHEDULERS=${SCHEDULERS:-inflight,batch}
 MAX_SECONDS=${MAX_SECONDS:-60}
 OUT=${OUT:-/tmp/transformerd-load}
@@ -62,5 +66,5 @@ if [ -z "${INPUT:-}" ]; then
 fi
 exec "$OUT/load" --daemon "$BUILD/transformerd" --model "$MODEL" --input "$INPUT" \
     --threads "$THREADS" --batch "$BATCH" --concurrency "$LEVELS" \
-    --schedulers "$SCHEDULERS" --seed "$SEED" \
+    --schedulers "$SCHEDULERS" --seed "$SEED" --rounds "$ROUNDS" \
     --batch-delay-ms "$DELAY" --max-seconds "$MAX_SECONDS" --log-dir "$OUT" --device "$DEVICE"
