@@ -3,19 +3,41 @@
  *
  *   1. offline: `transformerd translate` on the input lines (the engine's
  *      own batching, no HTTP), timed with the model load subtracted (a run
- *      on empty input measures the load);
- *   2. the daemon with --max-batch-size B (dynamic batching), and
- *   3. the same daemon with --max-batch-size 1,
+ *      on empty input measures the load); twice before the daemons and
+ *      once after them, the best run counts;
+ *   2. the daemon with --scheduler inflight (texts join and leave a running
+ *      decode between steps), and
+ *   3. the same daemon with --scheduler batch (a batch runs to its end
+ *      before the next forms), both with --max-batch-size B; optionally
+ *      (--schedulers ...,batch1) the batch scheduler with --max-batch-size 1;
  *      each at every concurrency level (default 1, 8, 64): N keep-alive
  *      clients POST /v1/translate with one line each until every input
- *      line was sent once (or --max-seconds passed);
+ *      line was sent once (or --max-seconds passed). The daemons run side
+ *      by side; a round runs each level against each daemon in turn, and
+ *      --rounds R pools R rounds (a change of a shared machine's load then
+ *      hits every scheduler alike).
  *
- * then prints sentences/s, p50/p99 latency and the ratios: daemon vs
- * offline, batched vs --max-batch-size 1. Loopback only (the daemons are
+ * The input is mixed: the lines are shuffled with a fixed seed (--seed; 0
+ * keeps the file's order), so short and long sentences arrive interleaved,
+ * and each line gets a length class by its whitespace-separated words:
+ * short = the third of the lines with the fewest words, long = the third
+ * with the most (ranked by words, ties by position; the middle third counts
+ * only in "all").
+ *
+ * Prints one JSON line per run, then a table per concurrency: sentences/s
+ * of both schedulers and their ratio, inflight vs offline, p50/p99 latency
+ * of short and long sentences under both, and the short sentences' p99
+ * ratio inflight/batch; and a table per run with p50/p99 of all sentences
+ * and what the daemon's /metrics say about the level (decode steps, step
+ * time, sentences admitted per step, engine batches, mean running rows
+ * and queue depth sampled every 100 ms, the share of the wall time the
+ * engine ran) and the CPU this load generator took (it shares the machine
+ * with the daemon). Loopback only (the daemons are
  * started here on 127.0.0.1, port 0). Every wait is bounded.
  *
  *   load --daemon build/transformerd --model DIR --input FILE
- *        [--concurrency 1,8,64] [--threads T] [--batch B] [--requests N]
+ *        [--concurrency 1,8,64] [--schedulers inflight,batch[,batch1]]
+ *        [--threads T] [--batch B] [--requests N] [--rounds R] [--seed S]
  *        [--max-seconds S] [--batch-delay-ms D] [--log-dir DIR] [--device D]
  */
 #ifndef _GNU_SOURCE
@@ -26,9 +48,11 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -45,20 +69,61 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+#define MAX_LEVELS 16
+#define MAX_SCHEDS 4
+
 typedef struct cfg {
     const char *daemon, *model, *input, *log_dir, *device;
-    int levels[16], n_levels;
-    int threads, batch, requests, batch_delay_ms;
+    int levels[MAX_LEVELS], n_levels;
+    const char *scheds[MAX_SCHEDS]; /* inflight | batch | batch1 */
+    int n_scheds;
+    int threads, batch, requests, batch_delay_ms, rounds;
+    unsigned long long seed;
     double max_seconds;
 } cfg;
+
+/* length classes; CL_MID counts only in "all" */
+enum { CL_ALL = 0, CL_SHORT = 1, CL_LONG = 2, CL_MID = 3, N_CL = 3 };
+static const char *const k_cl_names[N_CL] = {"all", "short", "long"};
 
 static char **g_lines;
 static int g_n_lines;
 static char **g_bodies; /* the JSON request of each line */
+static int *g_class;    /* CL_SHORT, CL_LONG or CL_MID, per line */
+static int g_cl_n[N_CL], g_cl_min[N_CL], g_cl_max[N_CL]; /* lines and word range per class */
 
 /* ---- input ------------------------------------------------------------- */
 
-static int read_lines(const char *path)
+static int count_words(const char *s)
+{
+    int n = 0, in = 0;
+    for (; *s; s++) {
+        int sp = *s == ' ' || *s == '\t';
+        if (!sp && !in)
+            n++;
+        in = !sp;
+    }
+    return n;
+}
+
+static unsigned long long splitmix64(unsigned long long *x)
+{
+    unsigned long long z = (*x += 0x9E3779B97F4A7C15ULL);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+}
+
+static const int *g_sort_words;
+static int cmp_by_words(const void *a, const void *b)
+{
+    int x = *(const int *)a, y = *(const int *)b;
+    if (g_sort_words[x] != g_sort_words[y])
+        return g_sort_words[x] < g_sort_words[y] ? -1 : 1;
+    return x < y ? -1 : x > y;
+}
+
+static int read_lines(const char *path, unsigned long long seed)
 {
     FILE *f = fopen(path, "r");
     if (!f)
@@ -74,15 +139,62 @@ static int read_lines(const char *path)
             continue;
         if (g_n_lines == alloc) {
             alloc = alloc ? 2 * alloc : 256;
-            g_lines = realloc(g_lines, (size_t)alloc * sizeof *g_lines);
-            if (!g_lines)
+            char **grown = realloc(g_lines, (size_t)alloc * sizeof *g_lines);
+            if (!grown) {
+                free(line);
+                fclose(f);
                 return -1;
+            }
+            g_lines = grown;
         }
         g_lines[g_n_lines++] = strdup(line);
     }
     free(line);
     fclose(f);
+    if (g_n_lines == 0)
+        return -1;
+    /* interleave short and long: Fisher-Yates with a fixed seed */
+    if (seed) {
+        unsigned long long st = seed;
+        for (int i = g_n_lines - 1; i > 0; i--) {
+            int j = (int)(splitmix64(&st) % (unsigned long long)(i + 1));
+            char *t = g_lines[i];
+            g_lines[i] = g_lines[j];
+            g_lines[j] = t;
+        }
+    }
+    /* length classes: thirds by rank of word count */
+    int *words = calloc((size_t)g_n_lines, sizeof *words);
+    int *ord = calloc((size_t)g_n_lines, sizeof *ord);
+    g_class = calloc((size_t)g_n_lines, sizeof *g_class);
     g_bodies = calloc((size_t)g_n_lines, sizeof *g_bodies);
+    if (!words || !ord || !g_class || !g_bodies)
+        return -1;
+    for (int i = 0; i < g_n_lines; i++) {
+        words[i] = count_words(g_lines[i]);
+        ord[i] = i;
+    }
+    g_sort_words = words;
+    qsort(ord, (size_t)g_n_lines, sizeof *ord, cmp_by_words);
+    int third = g_n_lines / 3;
+    for (int k = 0; k < N_CL; k++) {
+        g_cl_n[k] = 0;
+        g_cl_min[k] = 1 << 30;
+        g_cl_max[k] = 0;
+    }
+    for (int r = 0; r < g_n_lines; r++) {
+        int i = ord[r], cl = r < third ? CL_SHORT : r >= g_n_lines - third ? CL_LONG : CL_MID;
+        g_class[i] = cl;
+        for (int k = 0; k < N_CL; k++) {
+            if (k != CL_ALL && k != cl)
+                continue;
+            g_cl_n[k]++;
+            g_cl_min[k] = words[i] < g_cl_min[k] ? words[i] : g_cl_min[k];
+            g_cl_max[k] = words[i] > g_cl_max[k] ? words[i] : g_cl_max[k];
+        }
+    }
+    free(words);
+    free(ord);
     for (int i = 0; i < g_n_lines; i++) {
         json_t *o = json_pack("{s:s}", "text", g_lines[i]);
         g_bodies[i] = o ? json_dumps(o, JSON_COMPACT) : NULL;
@@ -92,7 +204,7 @@ static int read_lines(const char *path)
             return -1;
         }
     }
-    return g_n_lines > 0 ? 0 : -1;
+    return 0;
 }
 
 /* ---- offline ----------------------------------------------------------- */
@@ -139,14 +251,131 @@ static double run_translate(const cfg *c, const char *path)
     return now_s() - t0;
 }
 
+/* The offline runs: each times `translate` on empty input (the model load)
+ * and on the requests' lines; the best of each counts. */
+typedef struct offline {
+    double t_load, t_full;
+    double sps[8]; /* each run's sentences/s, load subtracted */
+    int n;
+} offline;
+
+static int offline_run(const cfg *c, const char *path, offline *o)
+{
+    double a = run_translate(c, NULL), b = run_translate(c, path);
+    if (a < 0 || b < 0) {
+        fprintf(stderr, "load: `%s translate` failed\n", c->daemon);
+        return -1;
+    }
+    o->t_load = a < o->t_load ? a : o->t_load;
+    o->t_full = b < o->t_full ? b : o->t_full;
+    double sps = c->requests / (b - a > 1e-6 ? b - a : 1e-6);
+    if (o->n < 8)
+        o->sps[o->n++] = sps;
+    fprintf(stderr, "load: offline run: %.1f sentences/s\n", sps);
+    return 0;
+}
+
+/* ---- the daemon's /metrics ---------------------------------------------- */
+
+typedef struct dmetrics {
+    double steps, step_sum, step_count;        /* running decodes (inflight) */
+    double adm_sum, adm_count, adm_none;       /* sentences admitted per step */
+    double batches, bsize_sum, bsize_count;    /* engine batches / admissions */
+    double batch_s;                            /* engine time of the batches */
+} dmetrics;
+
+/* The value of the sample whose name (labels included) is name, or 0. */
+static double metric_value(const char *text, const char *name)
+{
+    size_t nl = strlen(name);
+    for (const char *p = text; p && *p;) {
+        if (!strncmp(p, name, nl) && p[nl] == ' ')
+            return atof(p + nl + 1);
+        p = strchr(p, '\n');
+        if (p)
+            p++;
+    }
+    return 0;
+}
+
+static int get_metrics(int port, char **text)
+{
+    tc_resp r;
+    memset(&r, 0, sizeof r);
+    *text = NULL;
+    if (tc_request(port, "GET", "/metrics", NULL, NULL, 0, &r) != 0 || r.status != 200) {
+        tc_resp_free(&r);
+        return -1;
+    }
+    *text = r.body;
+    r.body = NULL;
+    tc_resp_free(&r);
+    return 0;
+}
+
+static void read_dmetrics(int port, dmetrics *m)
+{
+    memset(m, 0, sizeof *m);
+    char *t;
+    if (get_metrics(port, &t) != 0)
+        return;
+    m->steps = metric_value(t, "transformerd_decode_steps_total");
+    m->step_sum = metric_value(t, "transformerd_step_duration_seconds_sum");
+    m->step_count = metric_value(t, "transformerd_step_duration_seconds_count");
+    m->adm_sum = metric_value(t, "transformerd_step_admitted_sum");
+    m->adm_count = metric_value(t, "transformerd_step_admitted_count");
+    m->adm_none = metric_value(t, "transformerd_step_admitted_bucket{le=\"0\"}");
+    m->batches = metric_value(t, "transformerd_batches_total");
+    m->bsize_sum = metric_value(t, "transformerd_batch_size_sum");
+    m->bsize_count = metric_value(t, "transformerd_batch_size_count");
+    m->batch_s = metric_value(t, "transformerd_batch_duration_seconds_sum");
+    free(t);
+}
+
+/* Samples the running rows and the queue depth every 100 ms. */
+typedef struct sampler {
+    int port;
+    atomic_int stop;
+    int n;
+    double rows, depth;
+} sampler;
+
+static void *sampler_main(void *arg)
+{
+    sampler *s = arg;
+    while (!atomic_load(&s->stop)) {
+        char *t;
+        if (get_metrics(s->port, &t) == 0) {
+            s->rows += metric_value(t, "transformerd_running_rows");
+            s->depth += metric_value(t, "transformerd_queue_depth");
+            s->n++;
+            free(t);
+        }
+        struct timespec ts = {0, 100000000L};
+        nanosleep(&ts, NULL);
+    }
+    return NULL;
+}
+
 /* ---- HTTP load ----------------------------------------------------------- */
 
+/* One scheduler at one concurrency, pooled over the rounds. */
 typedef struct level_result {
     int concurrency;
     int sent, ok, errors;
-    double seconds;
+    double seconds, cpu;
     long target_tokens;
-    double p50_ms, p99_ms;
+    double *lat[N_CL]; /* seconds, per class */
+    int n[N_CL], cap[N_CL];
+    dmetrics d;        /* the daemon's counters: increase over the levels */
+    double rows_sum, depth_sum;
+    int samples;
+    /* set by finish_result */
+    double p50_ms[N_CL], p99_ms[N_CL];
+    double steps, step_ms, admitted_per_step, steps_admitting, batches, batch_mean;
+    double rows_mean, depth_mean;
+    double engine_busy; /* engine time (steps or batches) / wall time */
+    double client_cpu;  /* this process's CPU time / wall time (cores) */
 } level_result;
 
 typedef struct run_state {
@@ -154,6 +383,7 @@ typedef struct run_state {
     int total;            /* requests to send */
     double deadline;
     atomic_int next;      /* next request index */
+    atomic_int sent;      /* requests sent */
     double *lat;          /* per request, seconds; <0 = not completed */
     atomic_int errors;
     atomic_long tokens;
@@ -192,6 +422,7 @@ static void *client_main(void *arg)
             break;
         if (fd < 0)
             fd = tc_connect(rs->port);
+        atomic_fetch_add(&rs->sent, 1);
         const char *body = g_bodies[i % g_n_lines];
         double t0 = now_s();
         tc_resp r;
@@ -231,6 +462,29 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+/* p50 and p99 (nearest rank) of the n latencies in v, sorted here, in ms */
+static void percentiles(double *v, int n, double *p50, double *p99)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    *p50 = n ? v[(int)(0.50 * (n - 1) + 0.5)] * 1e3 : 0;
+    *p99 = n ? v[(int)(0.99 * (n - 1) + 0.5)] * 1e3 : 0;
+}
+
+static int push_lat(level_result *o, int k, double v)
+{
+    if (o->n[k] == o->cap[k]) {
+        int cap = o->cap[k] ? 2 * o->cap[k] : 1024;
+        double *g = realloc(o->lat[k], (size_t)cap * sizeof *g);
+        if (!g)
+            return -1;
+        o->lat[k] = g;
+        o->cap[k] = cap;
+    }
+    o->lat[k][o->n[k]++] = v;
+    return 0;
+}
+
+/* One level against the daemon on port; adds to *out. */
 static int run_level(const cfg *c, int port, int conc, level_result *out)
 {
     run_state rs;
@@ -238,96 +492,194 @@ static int run_level(const cfg *c, int port, int conc, level_result *out)
     rs.port = port;
     rs.total = c->requests;
     rs.lat = malloc((size_t)rs.total * sizeof *rs.lat);
-    if (!rs.lat)
+    pthread_t *th = calloc((size_t)conc, sizeof *th);
+    if (!rs.lat || !th) {
+        free(rs.lat);
+        free(th);
         return -1;
+    }
     for (int i = 0; i < rs.total; i++)
         rs.lat[i] = -1;
-    pthread_t *th = calloc((size_t)conc, sizeof *th);
+    dmetrics m0, m1;
+    read_dmetrics(port, &m0);
+    sampler sm;
+    memset(&sm, 0, sizeof sm);
+    sm.port = port;
+    pthread_t sth;
+    int sampling = pthread_create(&sth, NULL, sampler_main, &sm) == 0;
+    struct rusage ru0, ru1;
+    getrusage(RUSAGE_SELF, &ru0);
     double t0 = now_s();
     rs.deadline = t0 + c->max_seconds;
-    for (int i = 0; i < conc; i++)
-        pthread_create(&th[i], NULL, client_main, &rs);
-    for (int i = 0; i < conc; i++)
+    int started = 0;
+    for (; started < conc; started++)
+        if (pthread_create(&th[started], NULL, client_main, &rs) != 0)
+            break;
+    for (int i = 0; i < started; i++)
         pthread_join(th[i], NULL);
     double wall = now_s() - t0;
+    getrusage(RUSAGE_SELF, &ru1);
     free(th);
-    int sent = atomic_load(&rs.next);
-    if (sent > rs.total)
-        sent = rs.total;
-    int ok = 0;
-    for (int i = 0; i < rs.total; i++)
-        if (rs.lat[i] >= 0)
-            rs.lat[ok++] = rs.lat[i];
-    qsort(rs.lat, (size_t)ok, sizeof *rs.lat, cmp_double);
+    if (sampling) {
+        atomic_store(&sm.stop, 1);
+        pthread_join(sth, NULL);
+    }
+    read_dmetrics(port, &m1);
+    int rc = 0;
     out->concurrency = conc;
-    out->sent = sent;
-    out->ok = ok;
-    out->errors = atomic_load(&rs.errors);
-    out->seconds = wall;
-    out->target_tokens = atomic_load(&rs.tokens);
-    out->p50_ms = ok ? rs.lat[(int)(0.50 * (ok - 1) + 0.5)] * 1e3 : 0;
-    out->p99_ms = ok ? rs.lat[(int)(0.99 * (ok - 1) + 0.5)] * 1e3 : 0;
+    out->sent += atomic_load(&rs.sent);
+    out->errors += atomic_load(&rs.errors);
+    out->seconds += wall;
+    out->target_tokens += atomic_load(&rs.tokens);
+    for (int i = 0; i < rs.total && rc == 0; i++)
+        if (rs.lat[i] >= 0) {
+            out->ok++;
+            rc |= push_lat(out, CL_ALL, rs.lat[i]);
+            int k = g_class[i % g_n_lines];
+            if (k != CL_MID)
+                rc |= push_lat(out, k, rs.lat[i]);
+        }
+    out->d.steps += m1.steps - m0.steps;
+    out->d.step_sum += m1.step_sum - m0.step_sum;
+    out->d.step_count += m1.step_count - m0.step_count;
+    out->d.adm_sum += m1.adm_sum - m0.adm_sum;
+    out->d.adm_count += m1.adm_count - m0.adm_count;
+    out->d.adm_none += m1.adm_none - m0.adm_none;
+    out->d.batches += m1.batches - m0.batches;
+    out->d.bsize_sum += m1.bsize_sum - m0.bsize_sum;
+    out->d.bsize_count += m1.bsize_count - m0.bsize_count;
+    out->d.batch_s += m1.batch_s - m0.batch_s;
+    out->rows_sum += sm.rows;
+    out->depth_sum += sm.depth;
+    out->samples += sm.n;
+#define TV(t) ((double)(t).tv_sec + (double)(t).tv_usec * 1e-6)
+    out->cpu += TV(ru1.ru_utime) - TV(ru0.ru_utime) + TV(ru1.ru_stime) - TV(ru0.ru_stime);
+#undef TV
     free(rs.lat);
-    return 0;
+    return rc;
 }
 
-/* Starts a daemon with --max-batch-size mbs, runs every level, stops it. */
-static int run_daemon(const cfg *c, int mbs, const char *name, level_result *res)
+static void finish_result(level_result *x)
 {
-    char th[16], bs[16], dl[16], mq[16], log[1024];
+    for (int k = 0; k < N_CL; k++)
+        percentiles(x->lat[k], x->n[k], &x->p50_ms[k], &x->p99_ms[k]);
+    const dmetrics *d = &x->d;
+    x->steps = d->steps;
+    x->step_ms = d->step_count > 0 ? d->step_sum / d->step_count * 1e3 : 0;
+    x->admitted_per_step = d->adm_count > 0 ? d->adm_sum / d->adm_count : 0;
+    x->steps_admitting = d->adm_count > 0 ? 1.0 - d->adm_none / d->adm_count : 0;
+    x->batches = d->batches;
+    x->batch_mean = d->bsize_count > 0 ? d->bsize_sum / d->bsize_count : 0;
+    x->rows_mean = x->samples ? x->rows_sum / x->samples : 0;
+    x->depth_mean = x->samples ? x->depth_sum / x->samples : 0;
+    x->engine_busy = x->seconds > 0 ? (d->step_sum + d->batch_s) / x->seconds : 0;
+    x->client_cpu = x->seconds > 0 ? x->cpu / x->seconds : 0;
+}
+
+static double sps(const level_result *x)
+{
+    return x->seconds > 0 ? x->ok / x->seconds : 0;
+}
+
+/* A daemon of the run: inflight, batch, or batch1 (batch with
+ * --max-batch-size 1). */
+typedef struct daemon_t {
+    const char *name, *sched;
+    int mbs, port;
+    pid_t pid;
+    char log[1024];
+} daemon_t;
+
+static int start_daemon(const cfg *c, const char *name, daemon_t *d)
+{
+    d->name = name;
+    d->mbs = !strcmp(name, "batch1") ? 1 : c->batch;
+    d->sched = !strcmp(name, "inflight") ? "inflight" : "batch";
+    char th[16], bs[16], dl[16], mq[16];
     snprintf(th, sizeof th, "%d", c->threads);
-    snprintf(bs, sizeof bs, "%d", mbs);
+    snprintf(bs, sizeof bs, "%d", d->mbs);
     snprintf(dl, sizeof dl, "%d", c->batch_delay_ms);
     snprintf(mq, sizeof mq, "%d", 4096);
-    snprintf(log, sizeof log, "%s/%s.log", c->log_dir, name);
+    snprintf(d->log, sizeof d->log, "%s/%s.log", c->log_dir, name);
     const char *args[] = {"--model",       c->model, "--threads", th, "--max-batch-size", bs,
+                          "--scheduler",   d->sched,
                           "--batch-delay-ms", dl,    "--max-queue", mq, "--max-batch-texts", "1",
                           "--device", c->device, NULL};
-    pid_t pid;
-    int port = tc_daemon_start(c->daemon, args, log, 120, &pid);
-    if (port <= 0) {
-        fprintf(stderr, "load: the daemon did not start; see %s\n", log);
+    d->port = tc_daemon_start(c->daemon, args, d->log, 120, &d->pid);
+    if (d->port <= 0) {
+        fprintf(stderr, "load: the daemon did not start; see %s\n", d->log);
         return -1;
     }
     /* warm the connections and the allocator */
     for (int i = 0; i < 8 && i < g_n_lines; i++) {
         tc_resp r;
-        if (tc_post_json(port, "/v1/translate", g_bodies[i], &r) != 0 || r.status != 200)
+        if (tc_post_json(d->port, "/v1/translate", g_bodies[i], &r) != 0 || r.status != 200)
             fprintf(stderr, "load: warm-up request failed (%d)\n", r.status);
         tc_resp_free(&r);
     }
-    int rc = 0;
-    for (int l = 0; l < c->n_levels && rc == 0; l++) {
-        rc = run_level(c, port, c->levels[l], &res[l]);
-        const level_result *x = &res[l];
-        printf("{\"run\":\"%s\",\"max_batch_size\":%d,\"concurrency\":%d,\"requests\":%d,"
-               "\"ok\":%d,\"errors\":%d,\"seconds\":%.3f,\"sentences_per_s\":%.1f,"
-               "\"target_tokens_per_s\":%.1f,\"p50_ms\":%.2f,\"p99_ms\":%.2f}\n",
-               name, mbs, x->concurrency, x->sent, x->ok, x->errors, x->seconds,
-               x->ok / x->seconds, x->target_tokens / x->seconds, x->p50_ms, x->p99_ms);
-        fflush(stdout);
+    return 0;
+}
+
+/* Saves the daemon's final /metrics next to its log and stops it. */
+static int stop_daemon(const cfg *c, daemon_t *d)
+{
+    char *t, mpath[1100];
+    snprintf(mpath, sizeof mpath, "%s/%s.metrics", c->log_dir, d->name);
+    if (get_metrics(d->port, &t) == 0) {
+        FILE *mf = fopen(mpath, "w");
+        if (mf) {
+            fputs(t, mf);
+            fclose(mf);
+        }
+        free(t);
     }
-    kill(pid, SIGTERM);
-    if (tc_daemon_wait(pid, 60) != 0) {
-        fprintf(stderr, "load: the daemon did not exit cleanly; see %s\n", log);
-        rc = -1;
+    kill(d->pid, SIGTERM);
+    if (tc_daemon_wait(d->pid, 60) != 0) {
+        fprintf(stderr, "load: the daemon did not exit cleanly; see %s\n", d->log);
+        return -1;
     }
-    return rc;
+    return 0;
+}
+
+static void print_json(const cfg *c, const daemon_t *d, const level_result *x)
+{
+    printf("{\"run\":\"%s\",\"scheduler\":\"%s\",\"max_batch_size\":%d,\"concurrency\":%d,"
+           "\"rounds\":%d,\"requests\":%d,\"ok\":%d,\"errors\":%d,\"seconds\":%.3f,"
+           "\"sentences_per_s\":%.1f,\"target_tokens_per_s\":%.1f",
+           d->name, d->sched, d->mbs, x->concurrency, c->rounds, x->sent, x->ok, x->errors,
+           x->seconds, sps(x), x->seconds > 0 ? x->target_tokens / x->seconds : 0);
+    for (int k = 0; k < N_CL; k++)
+        printf(",\"%s_n\":%d,\"%s_p50_ms\":%.2f,\"%s_p99_ms\":%.2f", k_cl_names[k], x->n[k],
+               k_cl_names[k], x->p50_ms[k], k_cl_names[k], x->p99_ms[k]);
+    printf(",\"decode_steps\":%.0f,\"step_ms_mean\":%.3f,\"admitted_per_step\":%.3f,"
+           "\"steps_admitting\":%.3f,\"batches\":%.0f,\"batch_size_mean\":%.2f,"
+           "\"running_rows_mean\":%.1f,\"queue_depth_mean\":%.1f,\"engine_busy\":%.3f,"
+           "\"client_cpu_cores\":%.2f}\n",
+           x->steps, x->step_ms, x->admitted_per_step, x->steps_admitting, x->batches,
+           x->batch_mean, x->rows_mean, x->depth_mean, x->engine_busy, x->client_cpu);
 }
 
 static void usage(void)
 {
     fprintf(stderr,
             "usage: load --daemon PATH --model DIR --input FILE [--concurrency 1,8,64]\n"
-            "            [--threads T] [--batch B] [--requests N] [--max-seconds S]\n"
+            "            [--schedulers inflight,batch[,batch1]] [--threads T] [--batch B]\n"
+            "            [--requests N] [--rounds R] [--seed S (0: file order)]\n"
+            "            [--max-seconds S per level and round]\n"
             "            [--batch-delay-ms D] [--log-dir DIR] [--device cpu|cuda[:N]]\n");
+}
+
+static double ratio(double a, double b)
+{
+    return b > 0 ? a / b : 0;
 }
 
 int main(int argc, char **argv)
 {
-    cfg c = {.log_dir = "/tmp", .device = "cpu", .threads = 0, .batch = 32, .requests = 0, .batch_delay_ms = 5,
-             .max_seconds = 60};
+    cfg c = {.log_dir = "/tmp", .device = "cpu", .threads = 0, .batch = 32, .requests = 0,
+             .batch_delay_ms = 0, .rounds = 1, .seed = 1, .max_seconds = 60};
     const char *levels = "1,8,64";
+    char scheds[128] = "inflight,batch";
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!v) {
@@ -343,12 +695,18 @@ int main(int argc, char **argv)
             c.input = v;
         else if (!strcmp(a, "--concurrency"))
             levels = v;
+        else if (!strcmp(a, "--schedulers"))
+            snprintf(scheds, sizeof scheds, "%s", v);
         else if (!strcmp(a, "--threads"))
             c.threads = atoi(v);
         else if (!strcmp(a, "--batch"))
             c.batch = atoi(v);
         else if (!strcmp(a, "--requests"))
             c.requests = atoi(v);
+        else if (!strcmp(a, "--rounds"))
+            c.rounds = atoi(v);
+        else if (!strcmp(a, "--seed"))
+            c.seed = strtoull(v, NULL, 10);
         else if (!strcmp(a, "--max-seconds"))
             c.max_seconds = atof(v);
         else if (!strcmp(a, "--batch-delay-ms"))
@@ -362,11 +720,12 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    if (!c.daemon || !c.model || !c.input || c.batch < 1 || c.max_seconds <= 0) {
+    if (!c.daemon || !c.model || !c.input || c.batch < 1 || c.max_seconds <= 0 ||
+        c.rounds < 1 || c.rounds > 100) {
         usage();
         return 2;
     }
-    for (const char *p = levels; *p && c.n_levels < 16;) {
+    for (const char *p = levels; *p && c.n_levels < MAX_LEVELS;) {
         int v = atoi(p);
         if (v < 1 || v > 1024) {
             fprintf(stderr, "load: bad --concurrency %s\n", levels);
@@ -377,8 +736,24 @@ int main(int argc, char **argv)
         if (*p)
             p++;
     }
+    for (char *save = NULL, *tok = strtok_r(scheds, ",", &save); tok;
+         tok = strtok_r(NULL, ",", &save)) {
+        if (strcmp(tok, "inflight") && strcmp(tok, "batch") && strcmp(tok, "batch1")) {
+            fprintf(stderr, "load: bad scheduler %s (inflight, batch, batch1)\n", tok);
+            return 2;
+        }
+        if (c.n_scheds == MAX_SCHEDS) {
+            fprintf(stderr, "load: at most %d --schedulers\n", MAX_SCHEDS);
+            return 2;
+        }
+        c.scheds[c.n_scheds++] = tok;
+    }
+    if (c.n_scheds == 0) {
+        usage();
+        return 2;
+    }
     signal(SIGPIPE, SIG_IGN);
-    if (read_lines(c.input) != 0) {
+    if (read_lines(c.input, c.seed) != 0) {
         fprintf(stderr, "load: cannot read lines from %s\n", c.input);
         return 1;
     }
@@ -387,8 +762,8 @@ int main(int argc, char **argv)
     fprintf(stderr, "load: %d input lines, %d requests per level, model %s, threads %d\n",
             g_n_lines, c.requests, c.model, c.threads);
 
-    /* 1. offline, on exactly the requests' lines (each line once when
-     * requests == lines) */
+    /* 1. offline, on exactly the requests' lines in the same order (each
+     * line once when requests == lines) */
     char tmp[1024];
     snprintf(tmp, sizeof tmp, "%s/load-input.txt", c.log_dir);
     FILE *f = fopen(tmp, "w");
@@ -397,47 +772,135 @@ int main(int argc, char **argv)
     for (int i = 0; i < c.requests; i++)
         fprintf(f, "%s\n", g_lines[i % g_n_lines]);
     fclose(f);
-    double t_load = 1e9, t_full = 1e9;
-    for (int k = 0; k < 2; k++) {
-        double a = run_translate(&c, NULL), b = run_translate(&c, tmp);
-        if (a < 0 || b < 0) {
-            fprintf(stderr, "load: `%s translate` failed\n", c.daemon);
+    offline off = {.t_load = 1e9, .t_full = 1e9};
+    for (int k = 0; k < 2; k++)
+        if (offline_run(&c, tmp, &off) != 0)
             return 1;
+
+    /* 2. the daemons, all started at once; each round runs every level
+     * against each in turn, so that a change of the machine's load hits
+     * both schedulers alike (the idle daemon waits on its queue) */
+    static level_result res[MAX_SCHEDS][MAX_LEVELS];
+    daemon_t dm[MAX_SCHEDS];
+    int ii = -1, ib = -1, n_up = 0, rc = 0;
+    for (; n_up < c.n_scheds; n_up++) {
+        if (start_daemon(&c, c.scheds[n_up], &dm[n_up]) != 0) {
+            rc = 1;
+            break;
         }
-        t_load = a < t_load ? a : t_load;
-        t_full = b < t_full ? b : t_full;
+        if (!strcmp(c.scheds[n_up], "inflight"))
+            ii = n_up;
+        if (!strcmp(c.scheds[n_up], "batch"))
+            ib = n_up;
     }
-    double t_off = t_full - t_load > 1e-6 ? t_full - t_load : 1e-6;
+    for (int r = 0; r < c.rounds && rc == 0; r++)
+        for (int l = 0; l < c.n_levels && rc == 0; l++)
+            for (int s = 0; s < c.n_scheds && rc == 0; s++) {
+                level_result *x = &res[s][l];
+                int ok0 = x->ok;
+                double t0 = x->seconds;
+                if (run_level(&c, dm[s].port, c.levels[l], x) != 0) {
+                    rc = 1;
+                    break;
+                }
+                fprintf(stderr, "load: round %d, %s, concurrency %d: %.1f sentences/s\n", r + 1,
+                        dm[s].name, c.levels[l], (x->ok - ok0) / (x->seconds - t0));
+            }
+    for (int s = 0; s < n_up; s++)
+        if (stop_daemon(&c, &dm[s]) != 0)
+            rc = 1;
+    if (rc)
+        return 1;
+    for (int s = 0; s < c.n_scheds; s++)
+        for (int l = 0; l < c.n_levels; l++) {
+            finish_result(&res[s][l]);
+            print_json(&c, &dm[s], &res[s][l]);
+        }
+    /* offline once more, after the daemons: on shared cores one slow
+     * offline run would flatter every daemon/offline ratio */
+    if (offline_run(&c, tmp, &off) != 0)
+        return 1;
+    double t_off = off.t_full - off.t_load > 1e-6 ? off.t_full - off.t_load : 1e-6;
     double off_sps = c.requests / t_off;
     printf("{\"run\":\"offline\",\"batch\":%d,\"sentences\":%d,\"seconds\":%.3f,"
-           "\"load_seconds\":%.3f,\"sentences_per_s\":%.1f}\n",
-           c.batch, c.requests, t_off, t_load, off_sps);
+           "\"load_seconds\":%.3f,\"sentences_per_s\":%.1f,\"runs_sentences_per_s\":[",
+           c.batch, c.requests, t_off, off.t_load, off_sps);
+    for (int k = 0; k < off.n; k++)
+        printf("%s%.1f", k ? "," : "", off.sps[k]);
+    printf("]}\n");
     fflush(stdout);
 
-    level_result batched[16], single[16];
-    memset(batched, 0, sizeof batched);
-    memset(single, 0, sizeof single);
-    if (run_daemon(&c, c.batch, "batched", batched) != 0 ||
-        run_daemon(&c, 1, "batch1", single) != 0)
-        return 1;
-
-    printf("\nmodel %s, %d sentences per level, engine threads %d, beam = model default\n",
-           c.model, c.requests, c.threads);
+    /* the comparison, also as JSON */
+    for (int l = 0; ii >= 0 && ib >= 0 && l < c.n_levels; l++) {
+        const level_result *a = &res[ii][l], *b = &res[ib][l];
+        printf("{\"run\":\"compare\",\"concurrency\":%d,\"inflight_sentences_per_s\":%.1f,"
+               "\"batch_sentences_per_s\":%.1f,\"offline_sentences_per_s\":%.1f,"
+               "\"inflight_over_batch\":%.3f,\"inflight_over_offline\":%.3f",
+               a->concurrency, sps(a), sps(b), off_sps, ratio(sps(a), sps(b)),
+               ratio(sps(a), off_sps));
+        for (int k = 0; k < N_CL; k++)
+            printf(",\"inflight_%s_p50_ms\":%.2f,\"inflight_%s_p99_ms\":%.2f,"
+                   "\"batch_%s_p50_ms\":%.2f,\"batch_%s_p99_ms\":%.2f",
+                   k_cl_names[k], a->p50_ms[k], k_cl_names[k], a->p99_ms[k], k_cl_names[k],
+                   b->p50_ms[k], k_cl_names[k], b->p99_ms[k]);
+        printf(",\"short_p99_inflight_over_batch\":%.3f}\n",
+               ratio(a->p99_ms[CL_SHORT], b->p99_ms[CL_SHORT]));
+    }
+    printf("\nmodel %s, %d sentences per level and round (shuffled, seed %llu), %d round%s "
+           "(levels and schedulers interleaved), engine threads %d, --max-batch-size %d, "
+           "--batch-delay-ms %d, beam = model default\n",
+           c.model, c.requests, c.seed, c.rounds, c.rounds > 1 ? "s" : "", c.threads, c.batch,
+           c.batch_delay_ms);
+    printf("length classes by whitespace-separated source words: short = the %d lines with "
+           "the fewest (%d-%d words), long = the %d with the most (%d-%d words), all = %d "
+           "lines (%d-%d words)\n",
+           g_cl_n[CL_SHORT], g_cl_min[CL_SHORT], g_cl_max[CL_SHORT], g_cl_n[CL_LONG],
+           g_cl_min[CL_LONG], g_cl_max[CL_LONG], g_cl_n[CL_ALL], g_cl_min[CL_ALL],
+           g_cl_max[CL_ALL]);
     printf("offline `transformerd translate --batch %d`: %.1f sentences/s\n\n", c.batch,
            off_sps);
-    printf("| concurrency | daemon (batch %d) sent/s | p50 ms | p99 ms | batch 1 sent/s | p50 ms "
-           "| p99 ms | daemon / offline | batched / batch 1 | errors |\n",
-           c.batch);
-    printf("|---|---|---|---|---|---|---|---|---|---|\n");
-    int errors = 0;
-    for (int l = 0; l < c.n_levels; l++) {
-        const level_result *b = &batched[l], *s = &single[l];
-        double bs = b->ok / b->seconds, ss = s->ok / s->seconds;
-        printf("| %d | %.1f | %.2f | %.2f | %.1f | %.2f | %.2f | %.2fx | %.2fx | %d |\n",
-               b->concurrency, bs, b->p50_ms, b->p99_ms, ss, s->p50_ms, s->p99_ms, bs / off_sps,
-               ss > 0 ? bs / ss : 0, b->errors + s->errors);
-        errors += b->errors + s->errors + (b->sent - b->ok - b->errors) +
-                  (s->sent - s->ok - s->errors);
+    if (ii >= 0 && ib >= 0) {
+        printf("| concurrency | inflight sent/s | batch sent/s | inflight / batch "
+               "| inflight / offline | inflight short p50 / p99 ms | inflight long p50 / p99 ms "
+               "| batch short p50 / p99 ms | batch long p50 / p99 ms "
+               "| short p99 inflight / batch |\n");
+        printf("|---|---|---|---|---|---|---|---|---|---|\n");
+        for (int l = 0; l < c.n_levels; l++) {
+            const level_result *a = &res[ii][l], *b = &res[ib][l];
+            double as = sps(a), bs = sps(b);
+            printf("| %d | %.1f | %.1f | %.2fx | %.2fx | %.1f / %.1f | %.1f / %.1f "
+                   "| %.1f / %.1f | %.1f / %.1f | %.2fx |\n",
+                   a->concurrency, as, bs, ratio(as, bs), ratio(as, off_sps),
+                   a->p50_ms[CL_SHORT], a->p99_ms[CL_SHORT], a->p50_ms[CL_LONG],
+                   a->p99_ms[CL_LONG], b->p50_ms[CL_SHORT], b->p99_ms[CL_SHORT],
+                   b->p50_ms[CL_LONG], b->p99_ms[CL_LONG],
+                   ratio(a->p99_ms[CL_SHORT], b->p99_ms[CL_SHORT]));
+        }
+        printf("\n");
     }
+    printf("| run | concurrency | sent/s | all p50 / p99 ms | short p50 / p99 ms "
+           "| long p50 / p99 ms | decode steps | step ms | admitted / step "
+           "| steps admitting | batches | mean batch | mean running rows "
+           "| mean queue depth | engine busy | load cores | errors |\n");
+    printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+    int errors = 0;
+    for (int s = 0; s < c.n_scheds; s++)
+        for (int l = 0; l < c.n_levels; l++) {
+            const level_result *x = &res[s][l];
+            /* the batch scheduler has no decode steps nor running rows */
+            char steps[96] = "- | - | - | -", rows[32] = "-";
+            if (x->steps > 0) {
+                snprintf(steps, sizeof steps, "%.0f | %.2f | %.2f | %.0f%%", x->steps,
+                         x->step_ms, x->admitted_per_step, 100 * x->steps_admitting);
+                snprintf(rows, sizeof rows, "%.1f", x->rows_mean);
+            }
+            printf("| %s | %d | %.1f | %.1f / %.1f | %.1f / %.1f | %.1f / %.1f | %s | %.0f "
+                   "| %.1f | %s | %.1f | %.0f%% | %.2f | %d |\n",
+                   c.scheds[s], x->concurrency, sps(x), x->p50_ms[CL_ALL],
+                   x->p99_ms[CL_ALL], x->p50_ms[CL_SHORT], x->p99_ms[CL_SHORT],
+                   x->p50_ms[CL_LONG], x->p99_ms[CL_LONG], steps, x->batches, x->batch_mean,
+                   rows, x->depth_mean, 100 * x->engine_busy, x->client_cpu, x->errors);
+            errors += x->errors + (x->sent - x->ok - x->errors);
+        }
     return errors ? 1 : 0;
 }

@@ -1,23 +1,35 @@
 #!/bin/sh
 # The daemon under load, in one run: offline `transformerd translate` on the
-# same lines, the daemon with --max-batch-size $BATCH and the same daemon with
-# --max-batch-size 1, at concurrency 1, 8 and 64 (loopback, port 0). Prints
-# one JSON line per run and a table of sentences/s, p50/p99 latency and the
-# ratios daemon/offline and batched/batch-1.
+# same lines, then the daemon with --scheduler inflight and the daemon with
+# --scheduler batch (both --max-batch-size $BATCH), each at concurrency 1, 8
+# and 64 (loopback, port 0), on a mixed input: short and long sentences,
+# shuffled with a fixed seed so that they arrive interleaved. Prints one JSON
+# line per run and a table per concurrency: sentences/s of both schedulers,
+# inflight/batch and inflight/offline, p50/p99 latency of the short and the
+# long sentences (thirds of the input by source words) under both, and the
+# short sentences' p99 inflight/batch; then a table per run with the latency
+# of all sentences and the daemon's own metrics (decode steps, step time,
+# sentences admitted per step, running rows).
 #
-#   bench/load/run.sh                      (the fixture model)
-#   MODEL=models/en-de bench/load/run.sh   (any model directory)
+#   bench/load/run.sh                                     (the bundled model)
+#   MODEL=models/en-de THREADS=2 LINES=600 ROUNDS=3 bench/load/run.sh
 #
 # Environment: MODEL (default models/en-de when it has a config.json, else
 # tests/data/text/marian_en_de), INPUT (one sentence a line; default: the
-# fixture's golden texts, repeated to $LINES lines), LINES (512), THREADS
-# (engine threads of all three runs, default 1: the fixture is tiny, and on
+# first $LINES lines of the bundled model's held-out test set,
+# tests/data/en_de_test/test.en, repeated when $LINES is larger), LINES
+# (600), ROUNDS (default 1: every level against every daemon, in turn,
+# that many times; the daemons run side by side and the results are
+# pooled, so a change of a shared machine's load hits both schedulers
+# alike), SEED (the shuffle's seed, default 1; 0 keeps the input's order),
+# SCHEDULERS (inflight,batch; add batch1 for the batch scheduler with
+# --max-batch-size 1), THREADS (engine threads of every run, default 1: on
 # shared cores spinning thread pools make the numbers noisy), BATCH (32),
-# DELAY (--batch-delay-ms of both daemons, default 0, the daemon's default),
-# LEVELS (1,8,64), MAX_SECONDS per level (60), BUILD (build), DEVICE (cpu;
-# cuda for the GPU backend), OUT (/tmp/transformerd-load: logs, the
-# generated input, the load binary). The load generator is $BUILD's
-# bench_load when built, else compiled here with cc.
+# DELAY (--batch-delay-ms of the daemons, default 0, the daemon's default),
+# LEVELS (1,8,64), MAX_SECONDS per level and round (60), BUILD (build), DEVICE (cpu;
+# cuda for the GPU backend), OUT (/tmp/transformerd-load: logs, each
+# daemon's final /metrics, the generated input, the load binary). The load
+# generator is $BUILD's bench_load when built, else compiled here with cc.
 set -eu
 cd "$(dirname "$0")/../.."
 BUILD=${BUILD:-build}
@@ -28,7 +40,10 @@ THREADS=${THREADS:-1}
 BATCH=${BATCH:-32}
 LEVELS=${LEVELS:-1,8,64}
 DELAY=${DELAY:-0}
-LINES=${LINES:-512}
+LINES=${LINES:-600}
+SEED=${SEED:-1}
+ROUNDS=${ROUNDS:-1}
+SCHEDULERS=${SCHEDULERS:-inflight,batch}
 MAX_SECONDS=${MAX_SECONDS:-60}
 OUT=${OUT:-/tmp/transformerd-load}
 DEVICE=${DEVICE:-cpu}
@@ -43,15 +58,13 @@ else
 fi
 if [ -z "${INPUT:-}" ]; then
     INPUT=$OUT/input.txt
-    python3 - tests/data/text/marian_en_de/golden.json "$LINES" > "$INPUT" <<'PY'
-import json, sys
-texts = [c["text"] for c in json.load(open(sys.argv[1]))["cases"]]
-texts = [t.strip() for t in texts if t.strip() and "\n" not in t and "\r" not in t]
-n = int(sys.argv[2])
-for i in range(n):
-    print(texts[i % len(texts)])
-PY
+    : >"$INPUT"
+    while [ "$(wc -l <"$INPUT")" -lt "$LINES" ]; do
+        cat tests/data/en_de_test/test.en >>"$INPUT"
+    done
+    head -n "$LINES" "$INPUT" >"$INPUT.tmp" && mv "$INPUT.tmp" "$INPUT"
 fi
 exec "$OUT/load" --daemon "$BUILD/transformerd" --model "$MODEL" --input "$INPUT" \
     --threads "$THREADS" --batch "$BATCH" --concurrency "$LEVELS" \
+    --schedulers "$SCHEDULERS" --seed "$SEED" --rounds "$ROUNDS" \
     --batch-delay-ms "$DELAY" --max-seconds "$MAX_SECONDS" --log-dir "$OUT" --device "$DEVICE"
