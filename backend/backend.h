@@ -252,10 +252,13 @@ typedef struct td_backend_ops {
     /* Gather rows: dst[r] = src[index[r]] for r < n, each row row_elems
      * floats; dst and src rows strided by ld (elements). index is a device
      * int32 array. dst must not alias src. Used to reorder KV caches after a
-     * beam step and to compact a batch when sequences finish. */
+     * beam step and to compact a batch when sequences finish.
+     * row_len (device int32 array of n, or NULL): row r copies only its
+     * first min(row_len[r], row_elems) elements (a cache row's written
+     * positions); the rest of dst row r is left as it is. */
     void (*gather_rows)(td_backend *be, float *dst, const float *src,
                         const int32_t *index, int64_t n, int64_t row_elems,
-                        int64_t ld);
+                        int64_t ld, const int32_t *row_len);
 
     /* Scatter rows, the inverse of gather_rows: dst[index[r]] = src[r] for
      * r < n, each row row_elems floats; src rows strided by ld_src, dst rows

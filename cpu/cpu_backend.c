@@ -711,15 +711,17 @@ static void cpu_logprobs_topk(td_backend *be, float *logits, int64_t n,
 
 static void cpu_gather_rows(td_backend *be, float *dst, const float *src,
                             const int32_t *index, int64_t n, int64_t row_elems,
-                            int64_t ld)
+                            int64_t ld, const int32_t *row_len)
 {
     cpu_ctx *c = be->ctx;
     if (row_elems <= 0)
         return;
 #pragma omp parallel for num_threads(cpu_nt(c, n * row_elems)) schedule(static)
-    for (int64_t r = 0; r < n; r++)
-        memcpy(dst + r * ld, src + (int64_t)index[r] * ld,
-               (size_t)row_elems * sizeof(float));
+    for (int64_t r = 0; r < n; r++) {
+        int64_t len = row_len ? (int64_t)row_len[r] : row_elems;
+        len = len < 0 ? 0 : len > row_elems ? row_elems : len;
+        memcpy(dst + r * ld, src + (int64_t)index[r] * ld, (size_t)len * sizeof(float));
+    }
 }
 
 static void cpu_scatter_rows(td_backend *be, float *dst, int64_t ld_dst,

@@ -353,9 +353,9 @@ static void t_logprobs_topk(td_backend *be, float *logits, int64_t n, int64_t vo
 }
 
 static void t_gather_rows(td_backend *be, float *dst, const float *src, const int32_t *index,
-                          int64_t n, int64_t row_elems, int64_t ld)
+                          int64_t n, int64_t row_elems, int64_t ld, const int32_t *row_len)
 {
-    gpu_op_gather_rows(enter(be), dst, src, index, n, row_elems, ld);
+    gpu_op_gather_rows(enter(be), dst, src, index, n, row_elems, ld, row_len);
 }
 
 static void t_scatter_rows(td_backend *be, float *dst, int64_t ld_dst, const float *src,

@@ -43,6 +43,33 @@ static __global__ void k_gather(V *__restrict__ dst, const V *__restrict__ src,
     }
 }
 
+/* k_gather with a length per row: row r copies its first len_r =
+ * min(row_len[r], row_elems) floats, as float4 while 16-byte aligned (vec:
+ * every row start is) and then one float at a time. */
+static __global__ void k_gather_len(float *__restrict__ dst, const float *__restrict__ src,
+                                    const int32_t *__restrict__ index,
+                                    const int32_t *__restrict__ row_len, int64_t n,
+                                    int64_t row_elems, int64_t ld, int vec)
+{
+    for (int64_t r = blockIdx.y; r < n; r += gridDim.y) {
+        int64_t len = row_len[r];
+        len = len < 0 ? 0 : len > row_elems ? row_elems : len;
+        const float *s = src + (int64_t)index[r] * ld;
+        float *d = dst + r * ld;
+        const int64_t step = (int64_t)gridDim.x * blockDim.x;
+        int64_t done = 0;
+        if (vec) {
+            const int64_t nv = len / 4;
+            for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < nv; i += step)
+                ((float4 *)d)[i] = ((const float4 *)s)[i];
+            done = nv * 4;
+        }
+        for (int64_t i = done + blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < len;
+             i += step)
+            d[i] = s[i];
+    }
+}
+
 /* The inverse of k_gather: source row r goes to destination row index[r];
  * the two sides have their own strides. */
 template <typename V>
@@ -130,11 +157,20 @@ extern "C" void gpu_op_add(gpu_ctx *c, float *y, const float *x, int64_t n, int6
 
 extern "C" void gpu_op_gather_rows(gpu_ctx *c, float *dst, const float *src,
                                    const int32_t *index, int64_t n, int64_t row_elems,
-                                   int64_t ld)
+                                   int64_t ld, const int32_t *row_len)
 {
     if (n <= 0 || row_elems <= 0)
         return;
-    launch_gather(c, dst, src, index, n, row_elems, ld);
+    if (!row_len) {
+        launch_gather(c, dst, src, index, n, row_elems, ld);
+        return;
+    }
+    const int vec = (uintptr_t)dst % 16 == 0 && (uintptr_t)src % 16 == 0 && ld % 4 == 0;
+    int64_t bx = (row_elems / (vec ? 4 : 1) + 255) / 256;
+    bx = bx < 1 ? 1 : bx > 1024 ? 1024 : bx;
+    dim3 grid((unsigned)bx, (unsigned)(n < 65535 ? n : 65535));
+    k_gather_len<<<grid, 256, 0, c->stream>>>(dst, src, index, row_len, n, row_elems, ld, vec);
+    CUDA_CHECK_LAUNCH();
 }
 
 extern "C" void gpu_op_scatter_rows(gpu_ctx *c, float *dst, int64_t ld_dst, const float *src,

@@ -50,7 +50,7 @@ void gpu_op_bias_act(gpu_ctx *c, float *x, int64_t n, int64_t d, const td_weight
                      td_activation act);
 void gpu_op_add(gpu_ctx *c, float *y, const float *x, int64_t n, int64_t d);
 void gpu_op_gather_rows(gpu_ctx *c, float *dst, const float *src, const int32_t *index,
-                        int64_t n, int64_t row_elems, int64_t ld);
+                        int64_t n, int64_t row_elems, int64_t ld, const int32_t *row_len);
 void gpu_op_scatter_rows(gpu_ctx *c, float *dst, int64_t ld_dst, const float *src,
                          int64_t ld_src, const int32_t *index, int64_t n, int64_t row_elems);
 void gpu_op_layer_norm(gpu_ctx *c, float *y, const float *x, const float *res,

@@ -79,7 +79,9 @@ struct td_decode_scratch {
     int32_t *h_ids, *h_pos, *h_dst; /* (max_batch * max_src_len) encoder input */
     int32_t *h_len;       /* (max_batch) */
     int32_t *rows;        /* (ROW_FIELDS, rows) step inputs */
-    int32_t *gather;      /* (rows) new row -> old row */
+    int32_t *gather;      /* (2, rows) new row -> old row, then each new row's
+                             written cache length (floats) */
+    int32_t *row_len;     /* (rows) the latter while a step's rows are listed */
     float *r_bias;        /* (rows) running scores */
     float *topk;          /* (rows, 2*max_beam) values, then as many ids */
     float *probs;         /* (decoder_layers, rows, heads, max_src_len) */
@@ -232,7 +234,8 @@ int td_decode_scratch_init(td_worker *w, char *err, size_t errlen)
     sc->h_dst = scalloc(NB * S, sizeof(int32_t), &bytes, &failed);
     sc->h_len = scalloc(NB, sizeof(int32_t), &bytes, &failed);
     sc->rows = scalloc(N * ROW_FIELDS, sizeof(int32_t), &bytes, &failed);
-    sc->gather = scalloc(N, sizeof(int32_t), &bytes, &failed);
+    sc->gather = scalloc(2 * N, sizeof(int32_t), &bytes, &failed);
+    sc->row_len = scalloc(N, sizeof(int32_t), &bytes, &failed);
     sc->r_bias = scalloc(N, sizeof(float), &bytes, &failed);
     sc->topk = scalloc(N * K * 2, sizeof(float), &bytes, &failed);
     sc->probs = scalloc((int64_t)c->decoder_layers * N * c->decoder_attention_heads * S,
@@ -271,6 +274,7 @@ void td_decode_scratch_free(td_worker *w)
     free(sc->h_len);
     free(sc->rows);
     free(sc->gather);
+    free(sc->row_len);
     free(sc->r_bias);
     free(sc->topk);
     free(sc->probs);
@@ -564,6 +568,9 @@ static int step_advance(td_worker *w, int ks, int s_kv, const int *cap_of)
             td_search_beam(s, val, idx, ks, s->t, s->M, s->B, c->decoder_vocab_size,
                         c->eos_token_id, c->early_stopping, &s->o, sc->gather, &n_new);
         s->t++;
+        /* the rows that go on hold s->t written positions of their cache */
+        for (int r = first; r < n_new; r++)
+            sc->row_len[r] = (int32_t)(s->t * c->d_model);
         if (s->done) {
             /* finish */
             s->res_failed = td_search_result(s, &s->res) != 0;
@@ -590,8 +597,12 @@ static void step_compact(td_worker *w, int n_new, int t_len)
         identity = sc->gather[r] == r;
     sc->n_rows = n_new;
     if (n_new > 0 && !identity) {
-        w->be->ops->upload(w->be, w->d_gather, sc->gather, (size_t)n_new * sizeof(int32_t));
-        td_cache_reorder(w, n_new, t_len);
+        /* one upload: the old rows, then the lengths to copy of each (a
+         * row copies only its own written positions, not the longest's) */
+        memcpy(sc->gather + n_new, sc->row_len, (size_t)n_new * sizeof(int32_t));
+        w->be->ops->upload(w->be, w->d_gather, sc->gather,
+                           (size_t)n_new * 2 * sizeof(int32_t));
+        td_cache_reorder(w, n_new, t_len, w->d_gather + n_new);
     }
 }
 

@@ -91,6 +91,7 @@ struct td_model {
  *         heads_s decoder heads * max_src_len (captured attention)
  *         suppress TD_MAX_SUPPRESS
  *         rowf   TD_STEP_ROW_FIELDS int32 inputs of a step's row
+ *         two    2
  *         one    1 */
 #define TD_STEP_ROW_FIELDS 7 /* decode.c's ROW_* */
 #define TD_WORKER_BUFFERS(X)                                                    \
@@ -116,7 +117,7 @@ struct td_model {
     X(dv, float, dec, d)                                                        \
     X(row_bias, float, dec, one) /* running beam scores */                      \
     X(d_rows, int32_t, dec, rowf) /* a step's per-row inputs (decode.c) */      \
-    X(d_gather, int32_t, dec, one)   /* new row -> old row */                   \
+    X(d_gather, int32_t, dec, two) /* new row -> old row, then its length */  \
     X(d_suppress, int32_t, one, suppress)                                       \
     X(cache_tmp, float, dec_t, d) /* spare cache for reordering */
 /* One allocation per decoder layer each. */
@@ -129,7 +130,7 @@ struct td_model {
 
 typedef struct td_wsizes {
     int64_t n_enc, n_dec, n_dec_t, n_batch, n_one;
-    int64_t w_d, w_ffn, w_vocab, w_topk, w_heads_s, w_suppress, w_rowf, w_one;
+    int64_t w_d, w_ffn, w_vocab, w_topk, w_heads_s, w_suppress, w_rowf, w_two, w_one;
 } td_wsizes;
 
 /* Device buffers of a worker, all allocated at td_worker_init. */
@@ -193,8 +194,10 @@ typedef struct td_step_rows {
  * set = store layer l's cross-attention probabilities in w->probs[l] as
  * (n, heads, s_kv). */
 void td_decode_step(td_worker *w, const td_step_rows *rows, uint64_t capture_mask);
-/* Reorders the first t_len positions of every self cache: new row r takes
- * old row w->d_gather[r], for r < n. */
-void td_cache_reorder(td_worker *w, int n, int t_len);
+/* Reorders every self cache: new row r takes old row w->d_gather[r], for
+ * r < n, copying its first row_len[r] floats (device int32; its written
+ * positions times d_model; at most t_len positions), or t_len positions
+ * when row_len is NULL. */
+void td_cache_reorder(td_worker *w, int n, int t_len, const int32_t *row_len);
 
 #endif /* TD_MODEL_INTERNAL_H */

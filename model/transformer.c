@@ -186,7 +186,7 @@ void td_decode_step(td_worker *w, const td_step_rows *rows, uint64_t capture_mas
                 &m->lm_bias);
 }
 
-void td_cache_reorder(td_worker *w, int n, int t_len)
+void td_cache_reorder(td_worker *w, int n, int t_len, const int32_t *row_len)
 {
     const td_config *c = &w->m->cfg;
     const int64_t d = c->d_model, T = w->o.max_length;
@@ -195,7 +195,7 @@ void td_cache_reorder(td_worker *w, int n, int t_len)
         for (int i = 0; i < 2; i++) {
             /* gather into the spare buffer, then swap: one spare serves all */
             OPS->gather_rows(w->be, w->cache_tmp, *bufs[i], w->d_gather, n,
-                             (int64_t)t_len * d, T * d);
+                             (int64_t)t_len * d, T * d, row_len);
             float *old = *bufs[i];
             *bufs[i] = w->cache_tmp;
             w->cache_tmp = old;

@@ -241,7 +241,8 @@ int td_worker_init(td_worker **out, const td_model *m, const td_worker_opts *opt
                                                           : c->decoder_ffn_dim,
         .w_vocab = c->decoder_vocab_size, .w_topk = 2 * 2 * (int64_t)o.max_beam,
         .w_heads_s = (int64_t)c->decoder_attention_heads * o.max_src_len,
-        .w_suppress = TD_MAX_SUPPRESS, .w_rowf = TD_STEP_ROW_FIELDS, .w_one = 1,
+        .w_suppress = TD_MAX_SUPPRESS, .w_rowf = TD_STEP_ROW_FIELDS, .w_two = 2,
+        .w_one = 1,
     };
     int failed = 0;
     w->enc_rows = ER;

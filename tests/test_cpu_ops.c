@@ -472,9 +472,26 @@ START_TEST(test_gather_rows)
     float *dsrc = dev_from(src, (size_t)(n_src * ld) * sizeof(float));
     float *ddst = dev_from(dst, (size_t)(n * ld) * sizeof(float));
     int32_t *didx = dev_from(index, sizeof index);
-    be->ops->gather_rows(be, ddst, dsrc, didx, n, row_elems, ld);
+    be->ops->gather_rows(be, ddst, dsrc, didx, n, row_elems, ld, NULL);
     to_host(dst, ddst, (size_t)(n * ld) * sizeof(float));
     ASSERT_CLOSE("gather_rows", dst, ref, (size_t)(n * ld), 0.0, 0.0);
+
+    /* with a length per row: only each row's prefix is copied (0, short,
+     * odd, beyond row_elems = all of it, negative = nothing) */
+    const int32_t lens[7] = {0, 5, 33, 1, 100, 17, -3};
+    for (int64_t i = 0; i < n * ld; i++)
+        dst[i] = SENTINEL, ref[i] = SENTINEL;
+    for (int64_t r = 0; r < n; r++) {
+        int64_t len = lens[r] < 0 ? 0 : lens[r] > row_elems ? row_elems : lens[r];
+        for (int64_t i = 0; i < len; i++)
+            ref[r * ld + i] = src[index[r] * ld + i];
+    }
+    be->ops->upload(be, ddst, dst, (size_t)(n * ld) * sizeof(float));
+    int32_t *dlen = dev_from(lens, sizeof lens);
+    be->ops->gather_rows(be, ddst, dsrc, didx, n, row_elems, ld, dlen);
+    to_host(dst, ddst, (size_t)(n * ld) * sizeof(float));
+    ASSERT_CLOSE("gather_rows with row_len", dst, ref, (size_t)(n * ld), 0.0, 0.0);
+    be->ops->dealloc(be, dlen);
     be->ops->dealloc(be, dsrc);
     be->ops->dealloc(be, ddst);
     be->ops->dealloc(be, didx);
@@ -529,7 +546,7 @@ static void check_scatter(int64_t n, int64_t row_elems, int64_t ld_src,
             for (int64_t i = 0; i < row_elems; i++)
                 want[r * ld_src + i] = src[r * ld_src + i];
         float *dback = dev_from(back, (size_t)(n * ld_src) * sizeof(float));
-        be->ops->gather_rows(be, dback, ddst, didx, n, row_elems, ld_src);
+        be->ops->gather_rows(be, dback, ddst, didx, n, row_elems, ld_src, NULL);
         to_host(back, dback, (size_t)(n * ld_src) * sizeof(float));
         ASSERT_CLOSE("gather_rows after scatter_rows", back, want,
                      (size_t)(n * ld_src), 0.0, 0.0);

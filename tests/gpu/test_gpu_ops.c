@@ -504,9 +504,21 @@ START_TEST(test_gather_rows)
                 ix[r] = irand((int)src_rows);
             pair s = pair_from(S, (size_t)(src_rows * ld) * 4), d = pair_from(D, (size_t)(n * ld) * 4),
                  di = pair_from(ix, (size_t)n * 4);
-            bc->ops->gather_rows(bc, d.c, s.c, di.c, n, re, ld);
-            bg->ops->gather_rows(bg, d.g, s.g, di.g, n, re, ld);
+            bc->ops->gather_rows(bc, d.c, s.c, di.c, n, re, ld, NULL);
+            bg->ops->gather_rows(bg, d.g, s.g, di.g, n, re, ld, NULL);
             check_pair("gather_rows", &d, (size_t)(n * ld), 0.0, 0.0);
+            /* with a length per row (odd ones: the float4 path's tail) */
+            int32_t *ln = xmalloc((size_t)n * 4);
+            for (int r = 0; r < n; r++)
+                ln[r] = r % 5 == 0 ? re : irand(re + 2) - 1;
+            pair dl = pair_from(ln, (size_t)n * 4);
+            pair d2 = pair_from(D, (size_t)(n * ld) * 4);
+            bc->ops->gather_rows(bc, d2.c, s.c, di.c, n, re, ld, dl.c);
+            bg->ops->gather_rows(bg, d2.g, s.g, di.g, n, re, ld, dl.g);
+            check_pair("gather_rows with row_len", &d2, (size_t)(n * ld), 0.0, 0.0);
+            pair_free(&dl);
+            pair_free(&d2);
+            free(ln);
             pair_free(&s);
             pair_free(&d);
             pair_free(&di);
