@@ -604,6 +604,8 @@ static int start_daemon(const cfg *c, const char *name, daemon_t *d)
     const char *args[] = {"--model",       c->model, "--threads", th, "--max-batch-size", bs,
                           "--scheduler",   d->sched,
                           "--batch-delay-ms", dl,    "--max-queue", mq, "--max-batch-texts", "1",
+                          /* every client is 127.0.0.1: no per-address cap */
+                          "--max-connections-per-ip", "0",
                           "--device", c->device, NULL};
     d->port = tc_daemon_start(c->daemon, args, d->log, 120, &d->pid);
     if (d->port <= 0) {
