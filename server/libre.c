@@ -37,6 +37,7 @@
 #include "html.h"
 #include "langid.h"
 #include "libre.h"
+#include "reqlimits.h"
 
 /* ---- routes -------------------------------------------------------------- */
 
@@ -816,6 +817,8 @@ static int make_jobs(srv_req *r, srv_libre_req *lr, const char *src, const char 
             r->opts.beam_size = lr->alternatives + 1;
     }
     rc = srv_api_make_jobs(r, texts, lens, n, "q");
+    if (rc == 1 && !srv_limits_check(r))
+        rc = 0;
     if (!rc && r->status == 422)
         r->status = 400; /* LibreTranslate answers its length limits with 400 */
     if (rc == 1 && r->n_jobs == 0) {
