@@ -706,7 +706,7 @@ void srv_api_translate_respond(srv_req *r)
             return;
         case SRV_JOB_SHUTDOWN:
             srv_req_error(r, 503, "draining", NULL,
-                          "the server shut down before the request could run");
+                          "the server shut down before the request could finish");
             return;
         case SRV_JOB_GONE:
             srv_req_error(r, 503, "client_gone", NULL, "the client closed the connection");

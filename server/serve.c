@@ -91,7 +91,7 @@ static const opt_def k_opts[] = {
      "time for a request's whole header block, however it trickles in"},
     {"--log-format", OPT_STR, OFF(log_format), 0, 0, "access log: text | json (JSON lines)"},
     {"--drain-timeout-s", OPT_INT, OFF(drain_timeout_s), 0, 86400,
-     "SIGTERM: time to finish queued work"},
+     "SIGTERM: time to finish queued and running work; then running work is cut (503)"},
     {"--api-key", OPT_STR, OFF(api_key), 0, 0, "require this key (Bearer or X-API-Key)"},
     {"--cors-origins", OPT_STR, OFF(cors_origins), 0, 0,
      "CORS: * (any origin), a comma-separated list of origins, or \"\" (no CORS headers)"},

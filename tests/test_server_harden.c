@@ -737,6 +737,56 @@ START_TEST(test_memory_returned)
 }
 END_TEST
 
+/* ---- the drain deadline ------------------------------------------------------- */
+
+typedef struct long_req {
+    int port;
+    tc_resp r;
+} long_req;
+
+static void *long_main(void *p)
+{
+    long_req *a = p;
+    tc_post_json(a->port, "/v1/translate",
+                 "{\"text\":\"Hello world\",\"max_length\":120,\"beam_size\":2}", &a->r);
+    return NULL;
+}
+
+/* SIGTERM with --drain-timeout-s 1 while a request decodes (120 steps of
+ * 100 ms: 12 s if it ran to its end): the running sentence is cut at a step
+ * boundary, its request answered 503 draining, and the daemon exits 0. */
+START_TEST(test_drain_cuts_running)
+{
+    pid_t pid;
+    const char *args[] = {"--test-step-delay-ms", "100", "--drain-timeout-s", "1", NULL};
+    int port = start(args, "drain_cut", &pid);
+    ck_assert_int_gt(port, 0);
+    long_req a = {.port = port};
+    pthread_t th;
+    pthread_create(&th, NULL, long_main, &a);
+    double rows = -1;
+    for (int i = 0; i < 500 && !(rows > 0); i++) {
+        tc_resp r;
+        if (tc_request(port, "GET", "/metrics", NULL, NULL, 0, &r) == 0) {
+            rows = metric_of(r.body, "transformerd_running_rows ");
+            tc_resp_free(&r);
+        }
+        sleep_ms(20);
+    }
+    ck_assert_msg(rows > 0, "the request never ran");
+    kill(pid, SIGTERM);
+    pthread_join(th, NULL);
+    ck_assert_msg(a.r.status == 503, "%d %s", a.r.status, a.r.body ? a.r.body : "");
+    json_t *j = json_loads(a.r.body, 0, NULL);
+    ck_assert_ptr_nonnull(j);
+    ck_assert_str_eq(
+        json_string_value(json_object_get(json_object_get(j, "error"), "code")), "draining");
+    json_decref(j);
+    tc_resp_free(&a.r);
+    ck_assert_int_eq(tc_daemon_wait(pid, 30), 0);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("server-harden");
@@ -753,6 +803,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_cost_amplification);
     tcase_add_test(tc, test_cost_boundary);
     tcase_add_test(tc, test_memory_returned);
+    tcase_add_test(tc, test_drain_cuts_running);
     suite_add_tcase(s, tc);
     return s;
 }
