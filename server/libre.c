@@ -1296,8 +1296,9 @@ void srv_libre_respond(srv_req *r)
         json_t *v = take_string(item_translation(r, i, 0));
         oom |= !v || json_array_append_new(texts, v) != 0;
         json_t *a = json_array();
-        const libre_seg *sg = &lr->segs[lr->items[i].seg0];
-        if (a && !lr->html && sg->text_idx >= 0)
+        /* an HTML item may have no text segment (and segs be NULL) */
+        const libre_seg *sg = lr->items[i].n_segs > 0 ? &lr->segs[lr->items[i].seg0] : NULL;
+        if (a && !lr->html && sg && sg->text_idx >= 0)
             for (int k = 1; k < srv_api_n_hyps(r, sg->text_idx); k++)
                 json_array_append_new(a, srv_api_text_value(r, sg->text_idx, k));
         oom |= !a || json_array_append_new(alts, a) != 0;
