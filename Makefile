@@ -2,9 +2,10 @@
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 BUILD ?= build
 ASAN_BUILD ?= build-asan
+TSAN_BUILD ?= build-tsan
 MODEL ?= $(if $(wildcard models/en-de/config.json),models/en-de,tests/data/text/marian_en_de)
 
-.PHONY: all bootstrap build test test-asan run bench clean
+.PHONY: all bootstrap build test test-asan test-tsan run bench clean
 
 all: build
 
@@ -19,12 +20,24 @@ test: build
 	@sh tools/bootstrap.sh --with-browser
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 	$(MAKE) test-asan
+	$(MAKE) test-tsan
 
 # The unit tests again under AddressSanitizer + UndefinedBehaviorSanitizer.
 test-asan: bootstrap
 	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DTD_SANITIZE=ON
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j $(JOBS) -L unit
+
+# The daemon's tests again under ThreadSanitizer: the HTTP threads, the
+# scheduler, the watchdog and the drain, with one engine thread (libgomp and
+# OpenBLAS are not instrumented; with one thread they start no team).
+TSAN_TESTS ?= test_server_http|test_server_harden
+test-tsan: bootstrap
+	cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DTD_TSAN=ON -DTD_CUDA=OFF
+	cmake --build $(TSAN_BUILD) -j $(JOBS) --target transformerd test_server_http test_server_harden
+	cd $(TSAN_BUILD) && OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 \
+	  TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
+	  ctest --output-on-failure -j $(JOBS) -R '^($(TSAN_TESTS))$$'
 
 run: build
 	./$(BUILD)/transformerd serve --model $(MODEL) --host 127.0.0.1 --port 8080
@@ -34,4 +47,4 @@ bench: build
 	sh bench/engine/run.sh
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD)

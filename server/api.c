@@ -28,6 +28,7 @@
 
 #include "api.h"
 #include "libre.h"
+#include "reqlimits.h"
 #include "openapi.h"
 
 /* ---- routes and responses ------------------------------------------------ */
@@ -509,6 +510,8 @@ int srv_api_translate_parse(srv_req *r, const char *ctype, const char *auth_key)
         r->return_tokens = 1;
     }
     rc = srv_api_make_jobs(r, texts, lens, n, "text");
+    if (rc == 1 && !srv_limits_check(r))
+        rc = 0;
     if (rc == 1 && r->return_tokens)
         rc = source_offsets(r, texts, lens, n);
     if (rc == 1 && r->n_jobs == 0) {
@@ -703,7 +706,7 @@ void srv_api_translate_respond(srv_req *r)
             return;
         case SRV_JOB_SHUTDOWN:
             srv_req_error(r, 503, "draining", NULL,
-                          "the server shut down before the request could run");
+                          "the server shut down before the request could finish");
             return;
         case SRV_JOB_GONE:
             srv_req_error(r, 503, "client_gone", NULL, "the client closed the connection");

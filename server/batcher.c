@@ -65,6 +65,8 @@ struct srv_batcher {
     srv_job *head, *tail;    /* FIFO, under mu */
     long depth;              /* jobs queued, under mu */
     int draining, stop;      /* under mu */
+    int cut;                 /* under mu: the drain deadline passed; running
+                                sentences are cancelled (inflight) */
     srv_worker *workers;
     int n_workers;
     struct cand_ord *cand;   /* candidate scratch: max 8*max_batch_size, under mu */
@@ -414,7 +416,9 @@ static void *worker_main(void *arg)
  * starves); an idle worker lets the oldest wait --batch-delay-ms for company
  * as the batch scheduler does. Jobs whose client left or whose deadline
  * passed are cancelled mid-decode; every finished sentence is handed to its
- * job at once. A drain lets the running sentences finish. */
+ * job at once. A drain lets the running sentences finish until its
+ * deadline; then (b->cut) each worker cancels its live jobs at the next step
+ * boundary and finishes them as SRV_JOB_SHUTDOWN. */
 
 /* Under mu: pops from the queue the jobs to admit into wk->batch and
  * returns their number; 0 with *wait_until when an idle worker's oldest
@@ -462,6 +466,7 @@ static void fail_jobs(srv_job **jobs, int k, int rc, const char *err)
         finish_job(jobs[i], SRV_JOB_FAILED);
     }
 }
+
 
 /* Admits the k jobs of wk->batch (after dropping the stale ones). */
 static void admit(srv_worker *wk, int k)
@@ -521,11 +526,33 @@ static void cancel_stale(srv_worker *wk, double now)
     }
 }
 
-/* One step of the running decode, outside the lock: admission of the k
- * jobs taken, cancellations, the step, the finished sentences handed out. */
-static void inflight_step(srv_worker *wk, int k)
+/* The drain deadline passed: every live job is finished as
+ * SRV_JOB_SHUTDOWN and the running decode dropped, between two steps. */
+static void cut_live(srv_worker *wk)
 {
     srv_batcher *b = wk->b;
+    for (int i = 0; i < wk->n_live; i++) {
+        srv_metrics_dropped(b->metrics, SRV_DROP_SHUTDOWN);
+        finish_job(wk->live[i], SRV_JOB_SHUTDOWN);
+    }
+    wk->n_live = 0;
+    td_run_reset(wk->w);
+    srv_metrics_running_rows(b->metrics, -wk->rows);
+    wk->rows = 0;
+}
+
+/* One step of the running decode, outside the lock: admission of the k
+ * jobs taken, cancellations, the step, the finished sentences handed out.
+ * cut: the drain deadline passed (read under the lock): no step, every
+ * live job cancelled (cut_live). */
+static void inflight_step(srv_worker *wk, int k, int cut)
+{
+    srv_batcher *b = wk->b;
+    if (cut) { /* nothing was taken for admission (inflight_main) */
+        (void)k;
+        cut_live(wk);
+        return;
+    }
     double t0 = srv_now();
     int admitted_before = wk->n_live;
     if (k > 0)
@@ -591,7 +618,8 @@ static void *inflight_main(void *arg)
         double now = srv_now(), wait_until = 0;
         if (finish_expired(wk, now))
             continue;
-        int k = b->head ? take_admission(wk, now, &wait_until) : 0;
+        int cut = b->cut;
+        int k = b->head && !cut ? take_admission(wk, now, &wait_until) : 0;
         if (k == 0 && wk->n_live == 0) {
             /* idle, the oldest waits for company: wake at its due time */
             timed_wait(b, now, wait_until);
@@ -599,7 +627,7 @@ static void *inflight_main(void *arg)
         }
         wk->busy = 1;
         pthread_mutex_unlock(&b->mu);
-        inflight_step(wk, k);
+        inflight_step(wk, k, cut);
         pthread_mutex_lock(&b->mu);
         wk->busy = wk->n_live > 0; /* a drain waits for running sentences */
         pthread_cond_broadcast(&b->idle_cv);
@@ -806,9 +834,16 @@ void srv_batcher_drain(srv_batcher *b, double deadline_s)
         if (!b->head && !busy)
             break;
         double now = srv_now();
+        if (now >= deadline_s && !b->cut) {
+            /* Out of time: the inflight workers cancel their running
+             * sentences at the next step (a batch of --scheduler batch
+             * runs to its end). */
+            b->cut = 1;
+            pthread_cond_broadcast(&b->cv);
+        }
         if (now >= deadline_s && b->head) {
             /* Out of time: drop what still waits (finished outside the
-             * lock); running batches finish. */
+             * lock). */
             srv_job *left = b->head;
             b->head = b->tail = NULL;
             b->depth = 0;

@@ -139,7 +139,10 @@ void srv_batcher_halt(srv_batcher *b, int engine_rc, const char *msg);
 
 /* Stops taking jobs, waits until deadline_s (srv_now() seconds) for queued
  * and running jobs, then finishes what is still queued as
- * SRV_JOB_SHUTDOWN; returns when no batch runs any more. */
+ * SRV_JOB_SHUTDOWN and (--scheduler inflight) has each worker cancel its
+ * running sentences at the next step boundary, finished as
+ * SRV_JOB_SHUTDOWN too (a batch of --scheduler batch runs to its end);
+ * returns when no batch runs any more. */
 void srv_batcher_drain(srv_batcher *b, double deadline_s);
 
 long srv_batcher_queue_depth(srv_batcher *b);

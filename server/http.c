@@ -48,6 +48,7 @@
 #include "clock.h"
 #include "http.h"
 #include "libre.h"
+#include "reqlimits.h"
 #include "metrics.h"
 #include "state.h"
 #include "web.h"
@@ -765,9 +766,11 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls,
     int status = hr->phase == HTTP_PH_RESPONDED ? r->status : 0;
     srv_metrics_request(h->s->metrics, r->ep, status, dt);
     log_request(h, hr, status, dt, toe != MHD_REQUEST_TERMINATED_COMPLETED_OK);
+    size_t resp_len = hr->api.resp_len;
     srv_api_req_free(&hr->api);
     free(hr->api.body);
     free(hr);
+    srv_limits_trim(resp_len); /* a large response's heap back to the system */
     atomic_fetch_sub(&h->active, 1);
 }
 

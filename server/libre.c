@@ -37,6 +37,7 @@
 #include "html.h"
 #include "langid.h"
 #include "libre.h"
+#include "reqlimits.h"
 
 /* ---- routes -------------------------------------------------------------- */
 
@@ -816,6 +817,8 @@ static int make_jobs(srv_req *r, srv_libre_req *lr, const char *src, const char 
             r->opts.beam_size = lr->alternatives + 1;
     }
     rc = srv_api_make_jobs(r, texts, lens, n, "q");
+    if (rc == 1 && !srv_limits_check(r))
+        rc = 0;
     if (!rc && r->status == 422)
         r->status = 400; /* LibreTranslate answers its length limits with 400 */
     if (rc == 1 && r->n_jobs == 0) {
@@ -1293,8 +1296,9 @@ void srv_libre_respond(srv_req *r)
         json_t *v = take_string(item_translation(r, i, 0));
         oom |= !v || json_array_append_new(texts, v) != 0;
         json_t *a = json_array();
-        const libre_seg *sg = &lr->segs[lr->items[i].seg0];
-        if (a && !lr->html && sg->text_idx >= 0)
+        /* an HTML item may have no text segment (and segs be NULL) */
+        const libre_seg *sg = lr->items[i].n_segs > 0 ? &lr->segs[lr->items[i].seg0] : NULL;
+        if (a && !lr->html && sg && sg->text_idx >= 0)
             for (int k = 1; k < srv_api_n_hyps(r, sg->text_idx); k++)
                 json_array_append_new(a, srv_api_text_value(r, sg->text_idx, k));
         oom |= !a || json_array_append_new(alts, a) != 0;

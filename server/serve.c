@@ -79,6 +79,8 @@ static const opt_def k_opts[] = {
      "tokens per text incl. </s> (0: the model's max positions)"},
     {"--max-batch-texts", OPT_INT, OFF(max_batch_texts), 1, 1 << 16, "texts per request"},
     {"--max-body-bytes", OPT_LONG, OFF(max_body_bytes), 1, 1L << 30, "request body limit"},
+    {"--max-response-bytes", OPT_LONG, OFF(max_response_bytes), 1, 1L << 40,
+     "estimated response size one request may ask for (422 response_too_large)"},
     {"--request-timeout-s", OPT_INT, OFF(request_timeout_s), 1, 86400,
      "whole-request deadline (504)"},
     {"--idle-timeout-s", OPT_INT, OFF(idle_timeout_s), 1, 86400, "idle connection timeout"},
@@ -89,7 +91,7 @@ static const opt_def k_opts[] = {
      "time for a request's whole header block, however it trickles in"},
     {"--log-format", OPT_STR, OFF(log_format), 0, 0, "access log: text | json (JSON lines)"},
     {"--drain-timeout-s", OPT_INT, OFF(drain_timeout_s), 0, 86400,
-     "SIGTERM: time to finish queued work"},
+     "SIGTERM: time to finish queued and running work; then running work is cut (503)"},
     {"--api-key", OPT_STR, OFF(api_key), 0, 0, "require this key (Bearer or X-API-Key)"},
     {"--cors-origins", OPT_STR, OFF(cors_origins), 0, 0,
      "CORS: * (any origin), a comma-separated list of origins, or \"\" (no CORS headers)"},
@@ -131,6 +133,7 @@ static void defaults(srv_opts *o)
     o->max_queue = 1024;
     o->max_batch_texts = 64;
     o->max_body_bytes = 1L << 20;
+    o->max_response_bytes = 64L << 20;
     o->request_timeout_s = 60;
     o->idle_timeout_s = 30;
     o->max_connections = 1024;

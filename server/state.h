@@ -47,6 +47,7 @@ typedef struct srv_opts {
     int max_input_tokens;     /* per text, incl. </s>; 0 = max positions */
     int max_batch_texts;      /* texts per request */
     long max_body_bytes;
+    long max_response_bytes;  /* estimated response of one request (reqlimits.h) */
     int request_timeout_s;    /* whole-request deadline */
     int idle_timeout_s;       /* MHD connection (idle) timeout */
     int max_connections;

@@ -336,6 +336,12 @@ START_TEST(test_html)
     ck_assert_str_eq(json_string_value(json_object_get(j, "translatedText")), t);
     free(t);
     json_decref(j);
+    /* markup without a text node (fuzz_request's first finding: the
+     * segments' array was NULL): the markup back, as it was parsed */
+    js = "{\"q\":\"<p</b></p>\",\"source\":\"en\",\"target\":\"de\",\"format\":\"html\"}";
+    j = libre_ok("application/json", js, strlen(js));
+    ck_assert_ptr_nonnull(json_string_value(json_object_get(j, "translatedText")));
+    json_decref(j);
     free(a);
     free(b);
 }

@@ -548,6 +548,245 @@ START_TEST(test_default_per_ip_cap)
 }
 END_TEST
 
+/* ---- request-cost limits ------------------------------------------------------ */
+
+static double metric_of(const char *text, const char *series)
+{
+    const char *p = strstr(text, series);
+    while (p && p != text && p[-1] != '\n')
+        p = strstr(p + 1, series);
+    return p ? strtod(p + strlen(series), NULL) : -1;
+}
+
+/* The body of a native request of n copies of text, with extra fields. */
+static char *many_texts(int n, const char *text, const char *extra)
+{
+    size_t cap = (size_t)n * (strlen(text) + 4) + strlen(extra) + 64;
+    char *b = malloc(cap);
+    size_t k = (size_t)snprintf(b, cap, "{\"text\":[");
+    for (int i = 0; i < n; i++)
+        k += (size_t)snprintf(b + k, cap - k, "%s\"%s\"", i ? "," : "", text);
+    snprintf(b + k, cap - k, "]%s}", extra);
+    return b;
+}
+
+/* An error object with this status, code and param whose message names
+ * the limit; returns the estimate it reports ("about N bytes"). */
+static double expect_too_large(const tc_resp *r, const char *param)
+{
+    ck_assert_msg(r->status == 422, "%d %s", r->status, r->body);
+    json_t *j = json_loads(r->body, 0, NULL);
+    ck_assert_ptr_nonnull(j);
+    json_t *e = json_object_get(j, "error");
+    ck_assert_str_eq(json_string_value(json_object_get(e, "code")), "response_too_large");
+    ck_assert_str_eq(json_string_value(json_object_get(e, "param")), param);
+    const char *msg = json_string_value(json_object_get(e, "message"));
+    ck_assert_ptr_nonnull(strstr(msg, "--max-response-bytes"));
+    const char *about = strstr(msg, "about ");
+    ck_assert_ptr_nonnull(about);
+    double est = strtod(about + 6, NULL);
+    json_decref(j);
+    return est;
+}
+
+/* The amplification case: with --max-beam 16, 64 texts of ~125 tokens
+ * asking 16 hypotheses and every layer's and head's attention at the
+ * longest max_length would answer ~100 MB from a ~15 KB body: refused
+ * before it runs (nothing is decoded). The same texts without attention,
+ * at the default max_length, pass. */
+START_TEST(test_cost_amplification)
+{
+    pid_t pid;
+    const char *args[] = {"--max-beam", "16", NULL};
+    int port = start(args, "cost", &pid);
+    ck_assert_int_gt(port, 0);
+    /* ~125 source tokens each (the fixture's limit is 128) */
+    const char *text = "the house is small and the cat sleeps on the green chair while it "
+                       "rains the house is small and the cat sleeps on the green chair while "
+                       "it rains the house is small and the cat sleeps on the green chair wh";
+    char *body = many_texts(64, text, ",\"beam_size\":16,\"num_hypotheses\":16,"
+                                      "\"return_attention\":true,\"max_length\":128");
+    tc_resp r;
+    ck_assert_int_eq(tc_post_json(port, "/v1/translate", body, &r), 0);
+    double est = expect_too_large(&r, "return_attention");
+    ck_assert_msg(est > 64.0 * 1024 * 1024, "estimate %g", est);
+    tc_resp_free(&r);
+    free(body);
+    ck_assert_int_eq(tc_request(port, "GET", "/metrics", NULL, NULL, 0, &r), 0);
+    ck_assert_msg(metric_of(r.body, "transformerd_decode_steps_total ") == 0,
+                  "a refused request was decoded");
+    tc_resp_free(&r);
+    body = many_texts(64, text, ",\"beam_size\":16,\"num_hypotheses\":16");
+    ck_assert_int_eq(tc_post_json(port, "/v1/translate", body, &r), 0);
+    ck_assert_msg(r.status == 200, "%d %s", r.status, r.body);
+    tc_resp_free(&r);
+    free(body);
+    stop(pid);
+}
+END_TEST
+
+/* The limit's boundary: a request whose estimate is exactly
+ * --max-response-bytes runs, one byte less refuses it (native: 422 with
+ * param; LibreTranslate: 400 with the limit in its message). */
+START_TEST(test_cost_boundary)
+{
+    const char *req = "{\"text\":[\"Hello world\",\"the test.\"],\"beam_size\":3,"
+                      "\"num_hypotheses\":3,\"return_tokens\":true,\"max_length\":40}";
+    pid_t pid;
+    const char *a0[] = {"--max-response-bytes", "1000", NULL};
+    int port = start(a0, "cost0", &pid);
+    ck_assert_int_gt(port, 0);
+    tc_resp r;
+    ck_assert_int_eq(tc_post_json(port, "/v1/translate", req, &r), 0);
+    double est = expect_too_large(&r, "num_hypotheses");
+    tc_resp_free(&r);
+    /* LibreTranslate's list with alternatives, over the same small limit */
+    ck_assert_int_eq(tc_post_json(port, "/translate",
+                                  "{\"q\":[\"Hello world\",\"the test.\",\"a\",\"b\",\"c\","
+                                  "\"d\",\"e\",\"f\"],\"source\":\"en\",\"target\":\"de\","
+                                  "\"alternatives\":2}",
+                                  &r),
+                     0);
+    ck_assert_msg(r.status == 400, "%d %s", r.status, r.body);
+    ck_assert_ptr_nonnull(strstr(r.body, "--max-response-bytes"));
+    tc_resp_free(&r);
+    stop(pid);
+    for (int d = 0; d < 2; d++) {
+        char lim[32];
+        snprintf(lim, sizeof lim, "%.0f", est - d);
+        const char *a1[] = {"--max-response-bytes", lim, NULL};
+        port = start(a1, d ? "cost2" : "cost1", &pid);
+        ck_assert_int_gt(port, 0);
+        ck_assert_int_eq(tc_post_json(port, "/v1/translate", req, &r), 0);
+        if (d == 0)
+            ck_assert_msg(r.status == 200, "at the limit: %d %s", r.status, r.body);
+        else
+            ck_assert(expect_too_large(&r, "num_hypotheses") == est);
+        tc_resp_free(&r);
+        stop(pid);
+    }
+}
+END_TEST
+
+/* VmRSS of pid in KiB, or -1. */
+static long rss_kib(pid_t pid, const char *field)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    FILE *f = fopen(path, "r");
+    long v = -1;
+    size_t fl = strlen(field);
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, field, fl) && line[fl] == ':')
+            v = strtol(line + fl + 1, NULL, 10);
+    if (f)
+        fclose(f);
+    return v;
+}
+
+/* Memory is given back after a large response: three ~17 MB responses
+ * (32 texts x 16 hypotheses with attention; ~170 MB of JSON tree each at
+ * its peak) leave the daemon's RSS near where the first left it, instead of
+ * keeping each HTTP thread's arena at its peak (malloc_trim). Not under a
+ * sanitizer: its allocator ignores malloc_trim. */
+START_TEST(test_memory_returned)
+{
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+    return;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+    return;
+#endif
+#endif
+    pid_t pid;
+    const char *args[] = {"--max-beam", "16", "--http-threads", "4", NULL};
+    int port = start(args, "rss", &pid);
+    ck_assert_int_gt(port, 0);
+    char *body = many_texts(32, "Hello world Hello world Hello world Hello world",
+                            ",\"beam_size\":16,\"num_hypotheses\":16,"
+                            "\"return_attention\":true,\"max_length\":120");
+    long after[3];
+    for (int i = 0; i < 3; i++) {
+        tc_resp r;
+        ck_assert_int_eq(tc_post_json(port, "/v1/translate", body, &r), 0);
+        ck_assert_msg(r.status == 200, "%d %s", r.status, r.body);
+        ck_assert_msg(r.body_len > 8u << 20, "only %zu bytes", r.body_len);
+        tc_resp_free(&r);
+        /* the trim runs once the response is sent: wait for it (5 s), for
+         * the later ones until the RSS is back near the first's */
+        long peak = rss_kib(pid, "VmHWM"), v = -1;
+        long want = i == 0 ? peak / 2 : after[0] + 32 * 1024;
+        for (int k = 0; k < 250; k++) {
+            v = rss_kib(pid, "VmRSS");
+            if (v >= 0 && v < want)
+                break;
+            sleep_ms(20);
+        }
+        if (i == 0) { /* let the trim finish: the baseline is where it ends */
+            sleep_ms(500);
+            v = rss_kib(pid, "VmRSS");
+        }
+        after[i] = v;
+        fprintf(stderr, "rss after large response %d: %ld KiB (peak %ld KiB)\n", i, v, peak);
+        ck_assert_msg(v < peak / 2, "RSS %ld KiB after the response, peak %ld KiB", v, peak);
+    }
+    ck_assert_msg(after[2] < after[0] + 32 * 1024, "RSS grew: %ld -> %ld KiB", after[0],
+                  after[2]);
+    free(body);
+    stop(pid);
+}
+END_TEST
+
+/* ---- the drain deadline ------------------------------------------------------- */
+
+typedef struct long_req {
+    int port;
+    tc_resp r;
+} long_req;
+
+static void *long_main(void *p)
+{
+    long_req *a = p;
+    tc_post_json(a->port, "/v1/translate",
+                 "{\"text\":\"Hello world\",\"max_length\":120,\"beam_size\":2}", &a->r);
+    return NULL;
+}
+
+/* SIGTERM with --drain-timeout-s 1 while a request decodes (120 steps of
+ * 100 ms: 12 s if it ran to its end): the running sentence is cut at a step
+ * boundary, its request answered 503 draining, and the daemon exits 0. */
+START_TEST(test_drain_cuts_running)
+{
+    pid_t pid;
+    const char *args[] = {"--test-step-delay-ms", "100", "--drain-timeout-s", "1", NULL};
+    int port = start(args, "drain_cut", &pid);
+    ck_assert_int_gt(port, 0);
+    long_req a = {.port = port};
+    pthread_t th;
+    pthread_create(&th, NULL, long_main, &a);
+    double rows = -1;
+    for (int i = 0; i < 500 && !(rows > 0); i++) {
+        tc_resp r;
+        if (tc_request(port, "GET", "/metrics", NULL, NULL, 0, &r) == 0) {
+            rows = metric_of(r.body, "transformerd_running_rows ");
+            tc_resp_free(&r);
+        }
+        sleep_ms(20);
+    }
+    ck_assert_msg(rows > 0, "the request never ran");
+    kill(pid, SIGTERM);
+    pthread_join(th, NULL);
+    ck_assert_msg(a.r.status == 503, "%d %s", a.r.status, a.r.body ? a.r.body : "");
+    json_t *j = json_loads(a.r.body, 0, NULL);
+    ck_assert_ptr_nonnull(j);
+    ck_assert_str_eq(
+        json_string_value(json_object_get(json_object_get(j, "error"), "code")), "draining");
+    json_decref(j);
+    tc_resp_free(&a.r);
+    ck_assert_int_eq(tc_daemon_wait(pid, 30), 0);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("server-harden");
@@ -561,6 +800,10 @@ static Suite *suite(void)
     tcase_add_test(tc, test_key_before_body);
     tcase_add_test(tc, test_slow_senders);
     tcase_add_test(tc, test_default_per_ip_cap);
+    tcase_add_test(tc, test_cost_amplification);
+    tcase_add_test(tc, test_cost_boundary);
+    tcase_add_test(tc, test_memory_returned);
+    tcase_add_test(tc, test_drain_cuts_running);
     suite_add_tcase(s, tc);
     return s;
 }
