@@ -87,6 +87,9 @@ struct td_decode_scratch {
     float *probs;         /* (decoder_layers, rows, heads, max_src_len) */
 };
 
+#if defined(__GNUC__)
+__attribute__((format(printf, 3, 4)))
+#endif
 static int errf(char *err, size_t errlen, const char *fmt, ...)
 {
     va_list ap;
@@ -120,6 +123,9 @@ void td_decode_opts_default(const td_model *m, td_decode_opts *o)
 }
 
 /* Sets the failing option's name and message; returns -1. */
+#if defined(__GNUC__)
+__attribute__((format(printf, 5, 6)))
+#endif
 static int opt_fail(const char **param, const char *name, char *err, size_t errlen,
                     const char *fmt, ...)
 {

@@ -21,6 +21,9 @@ typedef struct loader {
     size_t errlen;
 } loader;
 
+#if defined(__GNUC__)
+__attribute__((format(printf, 2, 3)))
+#endif
 static int fail(loader *L, const char *fmt, ...)
 {
     va_list ap;
