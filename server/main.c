@@ -12,7 +12,8 @@
  *       reads one text per line from stdin and writes its translation,
  *       one line per input line, in order; a line of several sentences is
  *       translated sentence by sentence (tokenizer/segment.h) and put back
- *       together with its own separators; translated in batches.
+ *       together with its own separators (--no-split: each line one
+ *       unit); translated in batches.
  *   transformerd tokenize --model DIR [--target] [--pieces]
  *       prints each stdin line's model ids (or pieces), space-separated.
  *   transformerd serve ...      the HTTP daemon (server/serve.c)
@@ -39,6 +40,7 @@ typedef struct cli_opts {
     const char *model, *device, *dtype, *precision;
     int beam, max_length, threads, batch;
     int target, pieces; /* tokenize */
+    int no_split;       /* translate: each line one unit, not split into sentences */
 } cli_opts;
 
 static void usage(FILE *f)
@@ -47,7 +49,7 @@ static void usage(FILE *f)
             "usage: transformerd translate --model DIR [--beam N] [--max-length N]\n"
             "                              [--threads N] [--batch N] [--device cpu|cuda[:N]]\n"
             "                              [--dtype auto|float32|float16|bfloat16]\n"
-            "                              [--precision full|half]\n"
+            "                              [--precision full|half] [--no-split]\n"
             "       transformerd tokenize --model DIR [--target] [--pieces]\n"
             "       transformerd translate-ids --model DIR ... (the options of translate)\n"
             "       transformerd serve --model DIR ...   (transformerd serve --help)\n");
@@ -202,6 +204,10 @@ static int parse_cli(int argc, char **argv, cli_opts *o, int tokenize)
             o->pieces = 1;
             continue;
         }
+        if (!tokenize && !strcmp(a, "--no-split")) {
+            o->no_split = 1;
+            continue;
+        }
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!v) {
             fprintf(stderr, "transformerd: %s needs a value\n", a);
@@ -281,10 +287,11 @@ static void model_source_lang(const char *dir, char *out, size_t outn)
         snprintf(out, outn, "%.*s", (int)la, dash - la);
 }
 
-/* One group of input lines: each line's sentences translated as units of
- * one run (a line of one sentence is its own unit, as it is), written
- * back between the line's separators, one output line per input line. A
- * unit longer than the model's positions is cut with a warning. */
+/* One group of input lines: each line's sentences (lang NULL: no split)
+ * translated as units of one run (a line of one sentence is its own unit,
+ * as it is), written back between the line's separators, one output line
+ * per input line. A unit longer than the model's positions is cut with a
+ * warning. */
 static int translate_lines(td_worker *w, const td_tokenizer *tok, const td_decode_opts *o,
                            const char *lang, char **lines, const size_t *lens, int n, int first)
 {
@@ -292,7 +299,7 @@ static int translate_lines(td_worker *w, const td_tokenizer *tok, const td_decod
     td_sentence **sent = calloc((size_t)n, sizeof *sent);
     int *ns = calloc((size_t)n, sizeof *ns), units = 0, rc = 1;
     for (int i = 0; sent && ns && i < n; i++) {
-        ns[i] = td_segment(lang, lines[i], lens[i], &sent[i], err, sizeof err);
+        ns[i] = lang ? td_segment(lang, lines[i], lens[i], &sent[i], err, sizeof err) : 0;
         if (ns[i] < 0) {
             fprintf(stderr, "transformerd: line %d: %s\n", first + i, err);
             ns[i] = 0;
@@ -416,7 +423,7 @@ static int cmd_translate(int argc, char **argv)
             n++;
         }
         if (n == group || (eof && n > 0)) {
-            rc = translate_lines(w, tok, &o, lang, lines, lens, n, first);
+            rc = translate_lines(w, tok, &o, c.no_split ? NULL : lang, lines, lens, n, first);
             for (int i = 0; i < n; i++)
                 free(lines[i]);
             first += n;

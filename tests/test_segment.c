@@ -44,6 +44,12 @@ static const seg_case k_cases[] = {
     {"en", "\"Really?\" she asked. He nodded.", "\"Really?\" she asked.|He nodded."},
     {"en", "He said \"Stop.\" Then he left.", "He said \"Stop.\"|Then he left."},
     {"de", "Er sagte: „Komm her!“ Sie kam.", "Er sagte: „Komm her!“|Sie kam."},
+    /* pieces without letters stay with a neighbour; lower case after brackets */
+    {"en", "Are you sure? [y/N]", "Are you sure? [y/N]"},
+    {"en", "\xF0\x9F\x98\x80 Thank you! \xF0\x9F\x91\x8D", "\xF0\x9F\x98\x80 Thank you! \xF0\x9F\x91\x8D"},
+    {"en", "1. Open the file. 2. Close it.", "1. Open the file.|2. Close it."},
+    {"en", "It works (see below). Fine.", "It works (see below).|Fine."},
+    {"en", "Done! (really) Yes.", "Done! (really) Yes."},
     /* CJK */
     {"ja", "今日は晴れです。明日は雨でしょう！本当？", "今日は晴れです。|明日は雨でしょう！|本当？"},
     {"zh", "我很好。你呢？", "我很好。|你呢？"},

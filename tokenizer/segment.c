@@ -179,22 +179,39 @@ static int is_abbrev(const char *t, size_t a, size_t b, const char *lang, const 
     return 0;
 }
 
-/* 1 when the boundary between sentences [a, m) and [m, e) of t must go. */
-static int keep_together(const char *t, size_t a, size_t m, size_t e, const char *lang)
+/* The first code point of t[a, b) that is a letter (alnum: a letter or a
+ * digit), or 0 when there is none. */
+static UChar32 first_of(const char *t, size_t a, size_t b, int alnum)
+{
+    while (a < b) {
+        int32_t j = (int32_t)a, c;
+        U8_NEXT(t, j, (int32_t)b, c);
+        if (c >= 0 && (alnum ? u_isalnum(c) : u_isalpha(c)))
+            return c;
+        a = (size_t)j;
+    }
+    return 0;
+}
+
+/* 1 when the boundary between sentences [a, m) and [m, e) of t must go;
+ * last: [m, e) ends the line. */
+static int keep_together(const char *t, size_t a, size_t m, size_t e, int last,
+                         const char *lang)
 {
     size_t x = a, y = m;
     trim(t, &x, &y);
     if (x == y)
         return 0;
-    /* the next sentence starts with a lower-case letter */
+    /* a piece without letters ("1.", an emoji, "...") is no sentence: it
+     * goes with the next one, or the one before at the end of the line */
     size_t p = m, q = e;
     trim(t, &p, &q);
-    if (p < q) {
-        int32_t j = (int32_t)p, c;
-        U8_NEXT(t, j, (int32_t)q, c);
-        if (c >= 0 && u_islower(c))
-            return 1;
-    }
+    if (!first_of(t, x, y, 0) || (last && !first_of(t, p, q, 0)))
+        return 1;
+    /* the next sentence starts with a lower-case letter (after opening
+     * punctuation: "[y/N]", "(see below)") */
+    if (u_islower(first_of(t, p, q, 1)))
+        return 1;
     /* the last word of the first */
     size_t w = y;
     while (w > x) {
@@ -267,7 +284,7 @@ static int split_line(UBreakIterator *bi, UText **ut, const char *t, size_t a, s
     bnd[nb] = b;
     size_t start = a; /* the sentence being built */
     for (size_t k = 0; k < nb; k++) {
-        if (keep_together(t, start, bnd[k], bnd[k + 1], lang))
+        if (keep_together(t, start, bnd[k], bnd[k + 1], k + 1 == nb, lang))
             continue;
         if (push(l, t, start, bnd[k]) != 0) {
             free(bnd);
