@@ -40,6 +40,8 @@ static const seg_case k_cases[] = {
      "Visit https://example.com/a.b?c=d.e now.|Or www.example.org.|Thanks."},
     {"en", "Wait... what happened? Nothing.", "Wait... what happened?|Nothing."},
     {"en", "Well… maybe. Yes.", "Well… maybe.|Yes."},
+    {"en", "Songs in its own format (*.SNG). Fine.", "Songs in its own format (*.SNG).|Fine."},
+    {"en", "See http://x.net/?WhatIsGo for more. Fine.", "See http://x.net/?WhatIsGo for more.|Fine."},
     /* quotes */
     {"en", "\"Really?\" she asked. He nodded.", "\"Really?\" she asked.|He nodded."},
     {"en", "He said \"Stop.\" Then he left.", "He said \"Stop.\"|Then he left."},

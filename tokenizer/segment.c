@@ -208,6 +208,10 @@ static int keep_together(const char *t, size_t a, size_t m, size_t e, int last,
     trim(t, &p, &q);
     if (!first_of(t, x, y, 0) || (last && !first_of(t, p, q, 0)))
         return 1;
+    /* no white space at the boundary, and Latin (not CJK, which has none)
+     * after it: "*.SNG", "net/?WhatIsGo" */
+    if (y == m && (unsigned char)t[m] < 0x80 && u_isalnum((unsigned char)t[m]))
+        return 1;
     /* the next sentence starts with a lower-case letter (after opening
      * punctuation: "[y/N]", "(see below)") */
     if (u_islower(first_of(t, p, q, 1)))
