@@ -342,6 +342,23 @@ START_TEST(libre_splits)
 }
 END_TEST
 
+/* More sentences than --max-queue (1024) in one request: 422, before any
+ * runs. */
+START_TEST(too_many_sentences)
+{
+    size_t cap = 1 << 15, w = 0;
+    char *text = malloc(cap);
+    for (int i = 0; i < 1100; i++)
+        w += (size_t)snprintf(text + w, cap - w, "Go %d. ", i);
+    json_t *err = post("/v1/translate", json_pack("{s:s}", "text", text), 422);
+    ck_assert_str_eq(
+        json_string_value(json_object_get(json_object_get(err, "error"), "code")),
+        "too_many_sentences");
+    json_decref(err);
+    free(text);
+}
+END_TEST
+
 /* split_sentences must be a boolean. */
 START_TEST(split_sentences_type)
 {
@@ -378,6 +395,7 @@ int main(void)
     tcase_add_test(tc, long_sentence_is_422);
     tcase_add_test(tc, libre_splits);
     tcase_add_test(tc, split_sentences_type);
+    tcase_add_test(tc, too_many_sentences);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
