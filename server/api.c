@@ -121,6 +121,13 @@ void srv_api_req_free(srv_req *r)
     free(r->attn_heads);
     free(r->text_job);
     r->text_job = NULL;
+    for (int i = 0; r->split && i < r->n_texts; i++) {
+        free(r->split[i].text);
+        free(r->split[i].sent);
+        free(r->split[i].job);
+    }
+    free(r->split);
+    r->split = NULL;
     free(r->disposition);
     r->disposition = NULL;
     srv_libre_req_free(r);
@@ -207,13 +214,22 @@ static int source_offsets(srv_req *r, const char *const *texts, const size_t *le
     for (int i = 0; i < n; i++) {
         for (size_t b = 0; b < lens[i]; b++)
             r->text_chars[i] += ((unsigned char)texts[i][b] & 0xC0) != 0x80;
-        int k = r->text_job[i];
-        if (k < 0)
-            continue;
-        if (td_tok_source_offsets(r->model->tok, texts[i], lens[i], r->src[k],
-                                  r->jobs[k].n_src, &r->src_offsets[k]) != 0)
-            goto oom;
-        offsets_to_chars(texts[i], r->src_offsets[k], r->jobs[k].n_src);
+        const srv_split *sp = r->split && r->split[i].n ? &r->split[i] : NULL;
+        for (int s = 0; s < (sp ? sp->n : 1); s++) {
+            int k = sp ? sp->job[s] : r->text_job[i];
+            if (k < 0)
+                continue;
+            /* a sentence's tokens: where they are in the whole text */
+            size_t b0 = sp ? sp->sent[s].start : 0, *off;
+            size_t bl = sp ? sp->sent[s].end - b0 : lens[i];
+            if (td_tok_source_offsets(r->model->tok, texts[i] + b0, bl, r->src[k],
+                                      r->jobs[k].n_src, &r->src_offsets[k]) != 0)
+                goto oom;
+            off = r->src_offsets[k];
+            for (int t = 0; t < 2 * r->jobs[k].n_src; t++)
+                off[t] += b0;
+            offsets_to_chars(texts[i], off, r->jobs[k].n_src);
+        }
     }
     return 1;
 oom:
@@ -223,56 +239,149 @@ oom:
 
 /* ---- requests -> jobs ------------------------------------------------------ */
 
+/* Sentences of the texts (r->split) unless the request turned splitting
+ * off; returns the number of jobs' units (texts and sentences) or -1 with
+ * an error recorded. */
+static int split_texts(srv_req *r, const char *const *texts, const size_t *lens, int n)
+{
+    int units = n;
+    if (r->no_split)
+        return units;
+    r->split = calloc((size_t)(n > 0 ? n : 1), sizeof *r->split);
+    if (!r->split)
+        goto oom;
+    for (int i = 0; i < n; i++) {
+        td_sentence *sent = NULL;
+        char err[256];
+        int ns = td_segment(r->model->src_lang, texts[i], lens[i], &sent, err, sizeof err);
+        if (ns < 0) {
+            srv_req_error(r, 500, "internal", NULL, "text %d: %s", i, err);
+            return -1;
+        }
+        if (ns <= 1) {
+            free(sent); /* one sentence: the text as it is, today's job */
+            continue;
+        }
+        srv_split *sp = &r->split[i];
+        sp->sent = sent;
+        sp->text = malloc(lens[i] + 1);
+        sp->job = malloc((size_t)ns * sizeof *sp->job);
+        if (!sp->text || !sp->job)
+            goto oom;
+        memcpy(sp->text, texts[i], lens[i]);
+        sp->text[lens[i]] = 0;
+        sp->len = lens[i];
+        sp->n = ns;
+        units += ns - 1;
+    }
+    return units;
+oom:
+    srv_req_error(r, 500, "internal", NULL, "out of memory");
+    return -1;
+}
+
 int srv_api_make_jobs(srv_req *r, const char *const *texts, const size_t *lens, int n,
                       const char *param)
 {
     srv_model *sm = r->model;
-    r->jobs = calloc((size_t)(n > 0 ? n : 1), sizeof *r->jobs);
-    r->src = calloc((size_t)(n > 0 ? n : 1), sizeof *r->src);
-    r->text_job = malloc((size_t)(n > 0 ? n : 1) * sizeof *r->text_job);
-    if (!r->jobs || !r->src || !r->text_job) {
-        srv_req_error(r, 500, "internal", NULL, "out of memory");
-        return 0;
-    }
     r->n_texts = n;
     r->n_jobs = 0;
     r->tokens_in = 0;
+    r->text_job = malloc((size_t)(n > 0 ? n : 1) * sizeof *r->text_job);
+    int units = r->text_job ? split_texts(r, texts, lens, n) : -1;
+    if (units < 0) {
+        if (!r->text_job)
+            srv_req_error(r, 500, "internal", NULL, "out of memory");
+        return 0;
+    }
+    /* the units the model sees: whole texts, or the sentences of a split one */
+    const char **ut = malloc((size_t)(units > 0 ? units : 1) * sizeof *ut);
+    size_t *ul = malloc((size_t)(units > 0 ? units : 1) * sizeof *ul);
+    int *u_text = malloc((size_t)(units > 0 ? units : 1) * sizeof *u_text);
+    int *u_sent = malloc((size_t)(units > 0 ? units : 1) * sizeof *u_sent);
+    r->jobs = calloc((size_t)(units > 0 ? units : 1), sizeof *r->jobs);
+    r->src = calloc((size_t)(units > 0 ? units : 1), sizeof *r->src);
     /* the text pipeline's tokenizer stage, as `transformerd translate` runs
      * it, refusing (not cutting) a text over the limit */
-    td_tok_ids *ids = calloc((size_t)(n > 0 ? n : 1), sizeof *ids);
-    if (!ids) {
+    td_tok_ids *ids = calloc((size_t)(units > 0 ? units : 1), sizeof *ids);
+    int rc = -1;
+    if (!ut || !ul || !u_text || !u_sent || !r->jobs || !r->src || !ids) {
         srv_req_error(r, 500, "internal", NULL, "out of memory");
-        return 0;
+        goto out;
+    }
+    int u = 0;
+    for (int i = 0; i < n; i++) {
+        const srv_split *sp = r->split ? &r->split[i] : NULL;
+        for (int k = 0; k < (sp && sp->n ? sp->n : 1); k++, u++) {
+            u_text[u] = i;
+            u_sent[u] = sp && sp->n ? k : -1;
+            ut[u] = sp && sp->n ? texts[i] + sp->sent[k].start : texts[i];
+            ul[u] = sp && sp->n ? sp->sent[k].end - sp->sent[k].start : lens[i];
+        }
     }
     int bad = -1;
     char msg[256];
-    int rc = td_tok_encode_batch(sm->tok, texts, lens, n, sm->max_input_tokens,
-                                 TD_LONG_SOURCE_ERROR, ids, &bad, msg, sizeof msg);
-    if (rc == TD_TOK_ETOOLONG) {
+    rc = td_tok_encode_batch(sm->tok, ut, ul, units, sm->max_input_tokens, TD_LONG_SOURCE_ERROR,
+                             ids, &bad, msg, sizeof msg);
+    if (rc == TD_TOK_ETOOLONG && u_sent[bad] < 0) {
         srv_req_error(r, 422, "text_too_long", param,
-                      "text %d has %d tokens; the limit is %d (including </s>)", bad,
+                      "text %d has %d tokens; the limit is %d (including </s>)", u_text[bad],
                       ids[bad].n_full, sm->max_input_tokens);
+    } else if (rc == TD_TOK_ETOOLONG) {
+        /* where the sentence is, in characters of its text */
+        size_t cs = 0, ce = 0, b0 = (size_t)(ut[bad] - texts[u_text[bad]]);
+        for (size_t b = 0; b < b0 + ul[bad]; b++) {
+            int ch = ((unsigned char)texts[u_text[bad]][b] & 0xC0) != 0x80;
+            cs += b < b0 && ch;
+            ce += ch;
+        }
+        srv_req_error(r, 422, "text_too_long", param,
+                      "text %d, sentence %d (characters %zu..%zu) has %d tokens; the limit is "
+                      "%d (including </s>)",
+                      u_text[bad], u_sent[bad], cs, ce, ids[bad].n_full, sm->max_input_tokens);
     } else if (rc != 0) {
         srv_req_error(r, 500, "internal", NULL, "%s", msg);
     } else {
-        for (int i = 0; i < n; i++) {
+        for (u = 0; u < units; u++) {
+            int i = u_text[u];
+            srv_split *sp = u_sent[u] >= 0 ? &r->split[i] : NULL;
+            int k = -1;
             /* an empty or whitespace-only text is not run (td_tok_is_empty) */
-            if (td_tok_is_empty(ids[i].n_full)) {
-                td_tok_ids_free(&ids[i], 1);
-                r->text_job[i] = -1;
-                continue;
+            if (td_tok_is_empty(ids[u].n_full)) {
+                td_tok_ids_free(&ids[u], 1);
+            } else {
+                k = r->n_jobs++;
+                r->src[k] = ids[u].ids; /* owned by r from here */
+                ids[u].ids = NULL;
+                srv_job *j = &r->jobs[k];
+                j->src = r->src[k];
+                j->n_src = ids[u].n;
+                j->opts = &r->opts;
+                r->tokens_in += ids[u].n;
             }
-            int k = r->n_jobs++;
-            r->text_job[i] = k;
-            r->src[k] = ids[i].ids; /* owned by r from here */
-            srv_job *j = &r->jobs[k];
-            j->src = r->src[k];
-            j->n_src = ids[i].n;
-            j->opts = &r->opts;
-            r->tokens_in += ids[i].n;
+            if (sp) {
+                sp->job[u_sent[u]] = k;
+                r->text_job[i] = -1;
+            } else {
+                r->text_job[i] = k;
+            }
+        }
+        if (r->n_jobs > r->s->o.max_queue) {
+            srv_req_error(r, 422, "too_many_sentences", param,
+                          "the texts have %d sentences to translate; the limit is %d "
+                          "(--max-queue)",
+                          r->n_jobs, r->s->o.max_queue);
+            rc = -1;
         }
     }
+    if (rc != 0)
+        td_tok_ids_free(ids, units);
+out:
     free(ids);
+    free(ut);
+    free(ul);
+    free(u_text);
+    free(u_sent);
     return rc == 0;
 }
 
@@ -384,7 +493,7 @@ static int get_texts(srv_req *r, json_t *v, const char *key, const char ***texts
 static const char *const k_fields[] = {
     "text",           "beam_size",        "num_hypotheses",   "length_penalty",
     "max_length",     "return_tokens",    "return_attention", "attention_layers",
-    "attention_heads", "model",
+    "attention_heads", "model",            "split_sentences",
 };
 
 static json_t *parse_json_body(srv_req *r)
@@ -473,6 +582,10 @@ int srv_api_translate_parse(srv_req *r, const char *ctype, const char *auth_key)
         get_bool(r, root, "return_tokens", &r->return_tokens) ||
         get_bool(r, root, "return_attention", &r->return_attention))
         goto out;
+    int split = 1;
+    if (get_bool(r, root, "split_sentences", &split))
+        goto out;
+    r->no_split = !split;
     json_t *lp = json_object_get(root, "length_penalty");
     if (lp) {
         if (!json_is_number(lp)) {
@@ -630,14 +743,96 @@ static json_t *native_empty(srv_req *r, int i)
     return o;
 }
 
+/* ---- texts of several sentences ------------------------------------------ */
+
+static const srv_split *split_of(const srv_req *r, int text)
+{
+    return r->split && r->split[text].n ? &r->split[text] : NULL;
+}
+
+/* Hypotheses of a split text: the fewest of its sentences' (1 when none ran). */
+static int split_n_hyps(const srv_req *r, const srv_split *sp)
+{
+    int nh = 0;
+    for (int s = 0; s < sp->n; s++) {
+        int k = sp->job[s];
+        if (k >= 0 && (!nh || r->jobs[k].res.n_hyps < nh))
+            nh = r->jobs[k].res.n_hyps;
+    }
+    return nh ? nh : 1;
+}
+
+/* The one reassembly: hypothesis hyp of every sentence of sp between the
+ * text's own separators (malloc'd; NULL when out of memory). ranges (2n,
+ * or NULL): each sentence's bytes in it; *score: the sentences' scores
+ * weighted by their tokens (the whole text's score with length_penalty 1). */
+static char *split_join(const srv_req *r, const srv_split *sp, int hyp, size_t *ranges,
+                        double *score)
+{
+    char **owned = calloc((size_t)sp->n, sizeof *owned);
+    const char **parts = calloc((size_t)sp->n, sizeof *parts);
+    size_t *plens = calloc((size_t)sp->n, sizeof *plens);
+    char *out = NULL;
+    size_t out_len;
+    double sum = 0, plain = 0;
+    long nt = 0;
+    int ok = owned && parts && plens, ran = 0;
+    for (int s = 0; ok && s < sp->n; s++) {
+        int k = sp->job[s];
+        parts[s] = "";
+        if (k < 0)
+            continue; /* nothing to translate: "" */
+        const td_result *res = &r->jobs[k].res;
+        const td_hypothesis *h = &res->hyps[hyp < res->n_hyps ? hyp : res->n_hyps - 1];
+        ok = (owned[s] = decode_text(r->model, h)) != NULL;
+        if (ok) {
+            parts[s] = owned[s];
+            plens[s] = strlen(owned[s]);
+        }
+        sum += (double)h->score * h->n_tokens;
+        plain += h->score;
+        nt += h->n_tokens;
+        ran++;
+    }
+    if (ok && td_segment_join(sp->text, sp->len, sp->sent, sp->n, parts, plens, &out, &out_len,
+                              ranges) != 0)
+        out = NULL;
+    *score = nt ? sum / (double)nt : ran ? plain / ran : 0.0;
+    for (int s = 0; owned && s < sp->n; s++)
+        free(owned[s]);
+    free(owned);
+    free(parts);
+    free(plens);
+    return out;
+}
+
+/* Adds d to every [start, end] of an "offsets" array. */
+static void shift_offsets(json_t *a, size_t d)
+{
+    size_t i;
+    json_t *p;
+    json_array_foreach(a, i, p)
+    {
+        for (size_t e = 0; e < 2; e++)
+            json_array_set_new(p, e,
+                               json_integer(json_integer_value(json_array_get(p, e)) +
+                                            (json_int_t)d));
+    }
+}
+
 int srv_api_n_hyps(const srv_req *r, int text)
 {
+    if (split_of(r, text))
+        return split_n_hyps(r, split_of(r, text));
     int k = r->text_job[text];
     return k < 0 ? 1 : r->jobs[k].res.n_hyps;
 }
 
 json_t *srv_api_text_value(const srv_req *r, int text, int hyp)
 {
+    double score;
+    if (split_of(r, text))
+        return text_json(split_join(r, split_of(r, text), hyp, NULL, &score));
     int k = r->text_job[text];
     if (k < 0)
         return json_string("");
@@ -687,6 +882,72 @@ static json_t *native_translation(srv_req *r, const srv_job *j)
     return o;
 }
 
+/* Text i of several sentences: the reassembled translation and its score;
+ * with return_tokens each sentence's own translation (tokens, attention,
+ * hypotheses) in "sentences", with its source_range in the text and its
+ * range in the translation, every offset counted in the whole text
+ * (docs/api.md, "Long texts"). */
+static json_t *native_split(srv_req *r, int i)
+{
+    const srv_split *sp = split_of(r, i);
+    size_t *rng = malloc(2 * (size_t)sp->n * sizeof *rng);
+    size_t *src = malloc(2 * (size_t)sp->n * sizeof *src);
+    double score;
+    char *t = rng && src ? split_join(r, sp, 0, rng, &score) : NULL;
+    json_t *o = t ? json_object() : NULL;
+    if (!o) {
+        free(t);
+        free(rng);
+        free(src);
+        return NULL;
+    }
+    offsets_to_chars(t, rng, sp->n);
+    json_object_set_new(o, "text", text_json(t));
+    json_object_set_new(o, "score", real_or_null(score));
+    if (r->return_tokens) {
+        for (int s = 0; s < sp->n; s++) {
+            src[2 * s] = sp->sent[s].start;
+            src[2 * s + 1] = sp->sent[s].end;
+        }
+        offsets_to_chars(sp->text, src, sp->n);
+        json_t *sents = json_array();
+        for (int s = 0; sents && s < sp->n; s++) {
+            int k = sp->job[s];
+            json_t *so = k >= 0 ? native_translation(r, &r->jobs[k]) : native_empty(r, i);
+            if (!so)
+                continue;
+            if (k >= 0) {
+                shift_offsets(json_object_get(so, "offsets"), rng[2 * s]);
+            } else {
+                /* a sentence with nothing to translate: its </s> spans it */
+                json_object_set_new(so, "source_offsets",
+                                    json_pack("[[I,I]]", (json_int_t)src[2 * s],
+                                              (json_int_t)src[2 * s + 1]));
+            }
+            json_object_set_new(so, "source_range",
+                                json_pack("[I,I]", (json_int_t)src[2 * s],
+                                          (json_int_t)src[2 * s + 1]));
+            json_object_set_new(so, "range", json_pack("[I,I]", (json_int_t)rng[2 * s],
+                                                       (json_int_t)rng[2 * s + 1]));
+            json_array_append_new(sents, so);
+        }
+        json_object_set_new(o, "sentences", sents);
+    }
+    if (r->opts.num_hypotheses > 1) {
+        json_t *hs = json_array();
+        for (int h = 0; hs && h < split_n_hyps(r, sp); h++) {
+            double hscore;
+            json_t *ht = text_json(split_join(r, sp, h, NULL, &hscore));
+            json_array_append_new(hs, json_pack("{s:o*,s:o}", "text", ht, "score",
+                                                real_or_null(hscore)));
+        }
+        json_object_set_new(o, "hypotheses", hs);
+    }
+    free(rng);
+    free(src);
+    return o;
+}
+
 void srv_api_job_finished(srv_req *r, const srv_job *j)
 {
     if (j->status == SRV_JOB_FAILED)
@@ -731,9 +992,9 @@ void srv_api_translate_respond(srv_req *r)
     } else {
         json_t *tr = json_array();
         for (int i = 0; i < r->n_texts; i++)
-            json_array_append_new(tr, r->text_job[i] < 0
-                                          ? native_empty(r, i)
-                                          : native_translation(r, &r->jobs[r->text_job[i]]));
+            json_array_append_new(tr, split_of(r, i)          ? native_split(r, i)
+                                      : r->text_job[i] < 0 ? native_empty(r, i)
+                                      : native_translation(r, &r->jobs[r->text_job[i]]));
         root = json_pack("{s:s,s:o,s:{s:I,s:I}}", "model", r->model->name, "translations", tr,
                          "usage", "source_tokens", (json_int_t)r->tokens_in, "target_tokens",
                          (json_int_t)tout);

@@ -22,6 +22,7 @@
 
 #include "batcher.h"
 #include "metrics.h"
+#include "segment.h"
 #include "state.h"
 #include "translator.h"
 
@@ -46,6 +47,17 @@ const srv_route *srv_api_route(const char *path);
 
 struct srv_libre_req;
 
+/* A text of more than one sentence (tokenizer/segment.h): each sentence is
+ * a job of its own; the answer puts their translations back between the
+ * text's own separators. */
+typedef struct srv_split {
+    int n;                   /* sentences (> 1); 0: the text is one job (or empty) */
+    char *text;              /* a copy of the text (its separators), owned */
+    size_t len;
+    td_sentence *sent;       /* n: bytes of each sentence in text, owned */
+    int *job;                /* n: each sentence's job, -1 when empty (not run), owned */
+} srv_split;
+
 typedef struct srv_req {
     srv_server *s;
     srv_endpoint ep;
@@ -65,8 +77,11 @@ typedef struct srv_req {
     /* a translation */
     srv_model *model;
     int n_texts;             /* texts of the request, in input order */
-    int *text_job;           /* per text: its job, or -1 for an empty text (not run) */
-    srv_job *jobs;           /* one per text that runs, in input order */
+    int *text_job;           /* per text: its job, or -1 for an empty text (not run)
+                                or a text of several sentences (split[text]) */
+    srv_split *split;        /* per text, or NULL when no text was split; owned */
+    int no_split;            /* native "split_sentences": false: every text one job */
+    srv_job *jobs;           /* one per text (or sentence) that runs, in input order */
     int n_jobs;
     int32_t **src;           /* per job, owned */
     size_t **src_offsets;    /* per job with return_tokens: [start, end) in characters
@@ -111,9 +126,13 @@ void srv_api_get(srv_req *r);
  * headers (LibreTranslate may carry its own in the body). */
 int srv_api_translate_parse(srv_req *r, const char *ctype, const char *auth_key);
 
-/* Tokenizes n texts into r->jobs (r->text_job maps each text to its job;
- * an empty or whitespace-only text gets none, td_tok_is_empty); 422 for a
- * text over --max-input-tokens (param names the field). Returns 1 (submit
+/* Splits n texts into sentences (unless r->no_split; a text of one
+ * sentence stays one job, exactly as it is) and tokenizes them into
+ * r->jobs (r->text_job maps each text to its job, r->split a text of
+ * several sentences to theirs; an empty or whitespace-only text or sentence
+ * gets none, td_tok_is_empty); 422 for a text or sentence over
+ * --max-input-tokens, or more sentences than --max-queue (param names the
+ * field). Returns 1 (submit
  * the jobs; when there are none, respond at once) or 0 (an error was
  * recorded). r->model and r->opts must be set. */
 int srv_api_make_jobs(srv_req *r, const char *const *texts, const size_t *lens, int n,

@@ -9,8 +9,11 @@
  *       between them, one line per input line, in order.
  *   transformerd translate --model DIR [--beam N] [--max-length N] [--threads N]
  *                          [--batch N] [--device D] [--dtype T] [--precision P]
- *       reads one sentence per line from stdin and writes its translation,
- *       one line per input line, in order; translated in batches.
+ *       reads one text per line from stdin and writes its translation,
+ *       one line per input line, in order; a line of several sentences is
+ *       translated sentence by sentence (tokenizer/segment.h) and put back
+ *       together with its own separators (--no-split: each line one
+ *       unit); translated in batches.
  *   transformerd tokenize --model DIR [--target] [--pieces]
  *       prints each stdin line's model ids (or pieces), space-separated.
  *   transformerd serve ...      the HTTP daemon (server/serve.c)
@@ -25,6 +28,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "segment.h"
 #include "serve.h"
 #include "tokenizer.h"
 #include "translator.h"
@@ -36,6 +40,7 @@ typedef struct cli_opts {
     const char *model, *device, *dtype, *precision;
     int beam, max_length, threads, batch;
     int target, pieces; /* tokenize */
+    int no_split;       /* translate: each line one unit, not split into sentences */
 } cli_opts;
 
 static void usage(FILE *f)
@@ -44,7 +49,7 @@ static void usage(FILE *f)
             "usage: transformerd translate --model DIR [--beam N] [--max-length N]\n"
             "                              [--threads N] [--batch N] [--device cpu|cuda[:N]]\n"
             "                              [--dtype auto|float32|float16|bfloat16]\n"
-            "                              [--precision full|half]\n"
+            "                              [--precision full|half] [--no-split]\n"
             "       transformerd tokenize --model DIR [--target] [--pieces]\n"
             "       transformerd translate-ids --model DIR ... (the options of translate)\n"
             "       transformerd serve --model DIR ...   (transformerd serve --help)\n");
@@ -199,6 +204,10 @@ static int parse_cli(int argc, char **argv, cli_opts *o, int tokenize)
             o->pieces = 1;
             continue;
         }
+        if (!tokenize && !strcmp(a, "--no-split")) {
+            o->no_split = 1;
+            continue;
+        }
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!v) {
             fprintf(stderr, "transformerd: %s needs a value\n", a);
@@ -255,6 +264,107 @@ static ssize_t read_line(char **line, size_t *cap, FILE *f)
     return n;
 }
 
+/* The source language of a model directory named like "en-de" or
+ * "opus-mt-en-de" (as the daemon reads it), else "und". */
+static void model_source_lang(const char *dir, char *out, size_t outn)
+{
+    size_t n = strlen(dir);
+    while (n > 1 && dir[n - 1] == '/')
+        n--;
+    size_t b = n;
+    while (b > 0 && dir[b - 1] != '/')
+        b--;
+    const char *name = dir + b, *dash = NULL;
+    for (const char *q = name; q < dir + n; q++)
+        if (*q == '-' || *q == '_')
+            dash = q;
+    size_t la = 0;
+    while (dash && dash - la > name && dash[-(ptrdiff_t)la - 1] >= 'a' &&
+           dash[-(ptrdiff_t)la - 1] <= 'z')
+        la++;
+    snprintf(out, outn, "und");
+    if (dash && la >= 2 && la <= 3 && la < outn)
+        snprintf(out, outn, "%.*s", (int)la, dash - la);
+}
+
+/* One group of input lines: each line's sentences (lang NULL: no split)
+ * translated as units of one run (a line of one sentence is its own unit,
+ * as it is), written back between the line's separators, one output line
+ * per input line. A unit longer than the model's positions is cut with a
+ * warning. */
+static int translate_lines(td_worker *w, const td_tokenizer *tok, const td_decode_opts *o,
+                           const char *lang, char **lines, const size_t *lens, int n, int first)
+{
+    char err[1024];
+    td_sentence **sent = calloc((size_t)n, sizeof *sent);
+    int *ns = calloc((size_t)n, sizeof *ns), units = 0, rc = 1;
+    for (int i = 0; sent && ns && i < n; i++) {
+        ns[i] = lang ? td_segment(lang, lines[i], lens[i], &sent[i], err, sizeof err) : 0;
+        if (ns[i] < 0) {
+            fprintf(stderr, "transformerd: line %d: %s\n", first + i, err);
+            ns[i] = 0;
+        }
+        units += ns[i] > 1 ? ns[i] : 1;
+    }
+    const char **ut = malloc((size_t)(units > 0 ? units : 1) * sizeof *ut);
+    size_t *ul = malloc((size_t)(units > 0 ? units : 1) * sizeof *ul);
+    td_tok_ids *src = calloc((size_t)(units > 0 ? units : 1), sizeof *src);
+    td_text_result *res = calloc((size_t)(units > 0 ? units : 1), sizeof *res);
+    const char **parts = malloc((size_t)(units > 0 ? units : 1) * sizeof *parts);
+    size_t *plens = malloc((size_t)(units > 0 ? units : 1) * sizeof *plens);
+    if (!sent || !ns || !ut || !ul || !src || !res || !parts || !plens) {
+        fprintf(stderr, "transformerd: out of memory\n");
+        goto out;
+    }
+    for (int i = 0, u = 0; i < n; i++)
+        for (int k = 0; k < (ns[i] > 1 ? ns[i] : 1); k++, u++) {
+            ut[u] = ns[i] > 1 ? lines[i] + sent[i][k].start : lines[i];
+            ul[u] = ns[i] > 1 ? sent[i][k].end - sent[i][k].start : lens[i];
+        }
+    if (td_tok_encode_batch(tok, ut, ul, units, td_worker_max_src_len(w),
+                            TD_LONG_SOURCE_TRUNCATE, src, NULL, err, sizeof err) != 0 ||
+        td_translate_tokenized(w, tok, src, units, o, res, err, sizeof err) != 0) {
+        fprintf(stderr, "transformerd: input lines %d..: %s\n", first, err);
+        goto out;
+    }
+    rc = 0;
+    for (int i = 0, u = 0; i < n; i++) {
+        int nu = ns[i] > 1 ? ns[i] : 1;
+        for (int k = 0; k < nu; k++) {
+            if (res[u + k].n_src_full > res[u + k].n_src)
+                fprintf(stderr, "transformerd: line %d: %d tokens, cut to %d\n", first + i,
+                        res[u + k].n_src_full, res[u + k].n_src);
+            parts[k] = res[u + k].text;
+            plens[k] = strlen(res[u + k].text);
+        }
+        char *t = NULL;
+        size_t tl;
+        if (nu == 1)
+            puts(parts[0]);
+        else if (td_segment_join(lines[i], lens[i], sent[i], nu, parts, plens, &t, &tl, NULL))
+            rc = 1;
+        else
+            puts(t);
+        free(t);
+        for (int k = 0; k < nu; k++)
+            td_text_result_free(&res[u + k]);
+        u += nu;
+    }
+    fflush(stdout);
+out:
+    for (int i = 0; sent && i < n; i++)
+        free(sent[i]);
+    free(sent);
+    free(ns);
+    free(ut);
+    free(ul);
+    free(src);
+    free(res);
+    free(parts);
+    free(plens);
+    return rc;
+}
+
 static int cmd_translate(int argc, char **argv)
 {
     cli_opts c;
@@ -297,9 +407,9 @@ static int cmd_translate(int argc, char **argv)
     const int group = c.batch * 4;
     char **lines = calloc((size_t)group, sizeof(char *));
     size_t *lens = calloc((size_t)group, sizeof(size_t));
-    td_text_result *res = calloc((size_t)group, sizeof(td_text_result));
-    td_tok_ids *src = calloc((size_t)group, sizeof(td_tok_ids));
-    int rc = lines && lens && res && src ? 0 : 1, n = 0, eof = 0, first = 1;
+    char lang[16];
+    model_source_lang(c.model, lang, sizeof lang);
+    int rc = lines && lens ? 0 : 1, n = 0, eof = 0, first = 1;
     while (rc == 0 && !eof) {
         char *line = NULL;
         size_t cap = 0;
@@ -313,22 +423,7 @@ static int cmd_translate(int argc, char **argv)
             n++;
         }
         if (n == group || (eof && n > 0)) {
-            if (td_tok_encode_batch(tok, (const char *const *)lines, lens, n,
-                                    td_worker_max_src_len(w), TD_LONG_SOURCE_TRUNCATE, src, NULL,
-                                    err, sizeof err) != 0 ||
-                td_translate_tokenized(w, tok, src, n, &o, res, err, sizeof err) != 0) {
-                fprintf(stderr, "transformerd: input lines %d..: %s\n", first, err);
-                rc = 1;
-            } else {
-                for (int i = 0; i < n; i++) {
-                    if (res[i].n_src_full > res[i].n_src)
-                        fprintf(stderr, "transformerd: line %d: %d tokens, cut to %d\n",
-                                first + i, res[i].n_src_full, res[i].n_src);
-                    puts(res[i].text);
-                    td_text_result_free(&res[i]);
-                }
-                fflush(stdout);
-            }
+            rc = translate_lines(w, tok, &o, c.no_split ? NULL : lang, lines, lens, n, first);
             for (int i = 0; i < n; i++)
                 free(lines[i]);
             first += n;
@@ -339,8 +434,6 @@ static int cmd_translate(int argc, char **argv)
         free(lines[i]);
     free(lines);
     free(lens);
-    free(res);
-    free(src);
     td_worker_free(w);
     td_tok_free(tok);
     td_model_free(m);

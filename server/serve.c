@@ -32,6 +32,7 @@
 #include "http.h"
 #include "libre.h"
 #include "metrics.h"
+#include "segment.h"
 #include "serve.h"
 #include "state.h"
 
@@ -367,6 +368,12 @@ static int load_model(srv_server *s, srv_model *sm, char *err, size_t errlen)
                                  .test_step_delay_ms = o->test_step_delay_ms};
     if (srv_batcher_init(&sm->b, &bo, s->metrics, err, errlen) != 0)
         return -1;
+    /* the sentence splitter's ICU data for the source language, loaded now
+     * rather than by the first request (tokenizer/segment.h) */
+    td_sentence *warm_sent = NULL;
+    if (td_segment(sm->src_lang, "A. B.", 5, &warm_sent, err, errlen) < 0)
+        return -1;
+    free(warm_sent);
     sm->worker_bytes = srv_batcher_worker_bytes(sm->b);
     const srv_model_info info = {.model = sm->name,
                                  .source = sm->src_lang,

@@ -3,7 +3,8 @@
 # turns the first N lines of the held-out test set into exactly the text
 # transformers produced (MarianMTModel.generate + MarianTokenizer, written by
 # tools/train/evaluate.py into tests/data/en_de_test/transformers.*.de),
-# greedy and beam 4.
+# greedy and beam 4. Each line is one model input (--no-split), as it was
+# for transformers.
 #   tests/model_en_de.sh BIN ROOT [N [TRANSLATE-OPTIONS...]]
 # (tools/gpu-check.sh passes --device cuda and a --precision.)
 set -eu
@@ -22,7 +23,7 @@ status=0
 for mode in greedy:1 beam4:4; do
     name=${mode%%:*}
     beam=${mode#*:}
-    "$BIN" translate --model "$M" --beam "$beam" --threads 2 "$@" < "$tmp/src" > "$tmp/$name"
+    "$BIN" translate --model "$M" --beam "$beam" --threads 2 --no-split "$@" < "$tmp/src" > "$tmp/$name"
     head -n "$N" "$D/transformers.$name.de" > "$tmp/want"
     if cmp -s "$tmp/want" "$tmp/$name"; then
         echo "model_en_de: $name: $N/$N lines identical to transformers"

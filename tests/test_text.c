@@ -219,7 +219,7 @@ START_TEST(test_cli_translate)
     int M = (int)json_integer_value(json_object_get(g_gold, "max_length")) - 1;
     char cmd[4096];
     snprintf(cmd, sizeof cmd, "'%s' translate --model '%s' --beam 4 --max-length %d --batch 5 "
-             "--threads 1 < '%s'", TD_BIN, DIR, M, in);
+             "--threads 1 --no-split < '%s'", TD_BIN, DIR, M, in);
     FILE *p = popen(cmd, "r");
     ck_assert(p != NULL);
     char *line = NULL;
@@ -305,6 +305,37 @@ START_TEST(test_cli_empty_lines)
 }
 END_TEST
 
+/* A line of several sentences is translated sentence by sentence and put
+ * back with its own separators: the same as each sentence alone
+ * (--no-split, one a line) joined with the line's spaces; a line of one
+ * sentence is unchanged. */
+START_TEST(test_cli_split)
+{
+    char split[4096], alone[4096], cmd[4096];
+    snprintf(cmd, sizeof cmd,
+             "printf 'Save the file. Open the window!  Close it.\\nHello world\\n' | '%s' "
+             "translate --model '%s' --threads 1 2>/dev/null",
+             TD_BIN, g_dirs[0]);
+    ck_assert_int_eq(run_capture(cmd, split, sizeof split), 0);
+    snprintf(cmd, sizeof cmd,
+             "printf 'Save the file.\\nOpen the window!\\nClose it.\\nHello world\\n' | '%s' "
+             "translate --model '%s' --threads 1 --no-split 2>/dev/null",
+             TD_BIN, g_dirs[0]);
+    ck_assert_int_eq(run_capture(cmd, alone, sizeof alone), 0);
+    char *l[4], *p = alone; /* translations may be empty: no strtok */
+    for (int k = 0; k < 4; k++) {
+        char *nl = strchr(p, '\n');
+        ck_assert(nl != NULL);
+        *nl = 0;
+        l[k] = p;
+        p = nl + 1;
+    }
+    char want[4096];
+    snprintf(want, sizeof want, "%s %s  %s\n%s\n", l[0], l[1], l[2], l[3]);
+    ck_assert_str_eq(split, want);
+}
+END_TEST
+
 /* Runs `transformerd translate` on one line with extra options; returns its
  * exit status, stdout+stderr in out. */
 static int run_cli_translate(const char *opts, char *out, size_t outlen)
@@ -362,6 +393,7 @@ int main(void)
     tcase_add_test(tc, test_cli_translate);
     tcase_add_test(tc, test_cli_bad_input);
     tcase_add_test(tc, test_cli_empty_lines);
+    tcase_add_test(tc, test_cli_split);
     tcase_add_test(tc, test_cli_device_options);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);

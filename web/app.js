@@ -166,8 +166,10 @@ let A = null; // {src, tgt, srcOff, tgtOff, text, source, layers, heads, cross}
 async function inspect(text) {
   showError(null);
   $('status').textContent = 'Asking for the attention…';
+  // the line as one model input: one attention matrix (a line of several
+  // sentences is translated sentence by sentence in the list above)
   const req = Object.assign({}, lastRequest, { text: [text], num_hypotheses: 1,
-                                                return_attention: true });
+                                                return_attention: true, split_sentences: false });
   try {
     const data = await api('/v1/translate', req);
     const t = data.translations[0];

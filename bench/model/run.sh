@@ -15,7 +15,7 @@ tmp=$(mktemp -d /tmp/td-bench-model.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 head -n "$LINES" tests/data/en_de_test/test.en > "$tmp/src"
 t0=$(date +%s.%N)
-./build/transformerd translate --model models/en-de --beam "$BEAM" --batch 32 \
+./build/transformerd translate --model models/en-de --beam "$BEAM" --batch 32 --no-split \
     --threads "$THREADS" < "$tmp/src" > "$tmp/td"
 t1=$(date +%s.%N)
 tools/setup_venv.sh >/dev/null
