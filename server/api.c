@@ -27,6 +27,7 @@
 #include <jansson.h>
 
 #include "api.h"
+#include "buildinfo.h"
 #include "libre.h"
 #include "openapi.h"
 
@@ -41,6 +42,7 @@ static const srv_route k_routes[] = {
     {"/v2/health/ready", SRV_EP_READY, SRV_METHOD_GET},
     {"/metrics", SRV_EP_METRICS, SRV_METHOD_GET},
     {"/openapi.json", SRV_EP_OPENAPI, SRV_METHOD_GET},
+    {"/version", SRV_EP_VERSION, SRV_METHOD_GET},
 };
 
 const srv_route *srv_api_route(const char *path)
@@ -774,7 +776,8 @@ static void api_models(srv_req *r)
             s->o.max_batch_texts, "max_beam_size", sm->max_beam);
         json_array_append_new(list, m);
     }
-    json_t *root = json_pack("{s:o}", "models", list);
+    json_t *root = json_pack("{s:o,s:{s:s,s:s}}", "models", list, "server", "version",
+                             srv_version, "commit", srv_commit);
     char *body = root ? json_dumps(root, JSON_COMPACT) : NULL;
     json_decref(root);
     if (!body)
@@ -823,6 +826,17 @@ void srv_api_get(srv_req *r)
         }
         srv_req_json(r, 200, t);
         r->resp_ctype = "text/plain; version=0.0.4; charset=utf-8";
+        return;
+    }
+    case SRV_EP_VERSION: {
+        json_t *v = json_pack("{s:s,s:s,s:s}", "name", "transformerd", "version", srv_version,
+                              "commit", srv_commit);
+        char *body = v ? json_dumps(v, JSON_COMPACT) : NULL;
+        json_decref(v);
+        if (!body)
+            srv_req_error(r, 500, "internal", NULL, "out of memory");
+        else
+            srv_req_json(r, 200, body);
         return;
     }
     case SRV_EP_OPENAPI:

@@ -479,6 +479,7 @@ int srv_main(int argc, char **argv)
     char err[1024];
     s.metrics = srv_metrics_new();
     s.models = calloc(1, sizeof *s.models);
+    srv_metrics_set_limits(s.metrics, s.o.max_batch_size, s.o.max_batch_tokens);
     if (!s.metrics || !s.models) {
         fprintf(stderr, "transformerd: out of memory\n");
         free(s.models);
