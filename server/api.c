@@ -391,7 +391,8 @@ static const char *const k_fields[] = {
 static json_t *parse_json_body(srv_req *r)
 {
     json_error_t je;
-    json_t *root = json_loadb(r->body, r->body_len, JSON_REJECT_DUPLICATES, &je);
+    /* a NUL (\u0000) is a character of a text like any other */
+    json_t *root = json_loadb(r->body, r->body_len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &je);
     if (!root) {
         srv_req_error(r, 400, "invalid_json", NULL, "invalid JSON at line %d column %d: %s",
                       je.line, je.column, je.text);
@@ -455,6 +456,10 @@ int srv_api_translate_parse(srv_req *r, const char *ctype, const char *auth_key)
         srv_req_error(r, 400, "invalid_type", "model", "model must be a string");
         goto out;
     }
+    if (mv && strlen(json_string_value(mv)) != json_string_length(mv)) {
+        srv_req_error(r, 400, "model_not_found", "model", "no model named so is loaded");
+        goto out;
+    }
     srv_model *sm = pick_model(r, mv ? json_string_value(mv) : NULL);
     if (!sm || model_failed(r, sm))
         goto out;
@@ -474,6 +479,12 @@ int srv_api_translate_parse(srv_req *r, const char *ctype, const char *auth_key)
         get_bool(r, root, "return_tokens", &r->return_tokens) ||
         get_bool(r, root, "return_attention", &r->return_attention))
         goto out;
+    /* Without beam_size the model's beam widens to num_hypotheses (within
+     * --max-beam): asking for 3 hypotheses of a model with num_beams 2 is
+     * not a contradiction, as an explicit beam_size 2 would be. */
+    if (!json_object_get(root, "beam_size") && o->num_hypotheses > o->beam_size &&
+        o->num_hypotheses <= sm->max_beam)
+        o->beam_size = o->num_hypotheses;
     json_t *lp = json_object_get(root, "length_penalty");
     if (lp) {
         if (!json_is_number(lp)) {
@@ -839,9 +850,14 @@ void srv_api_get(srv_req *r)
             srv_req_json(r, 200, body);
         return;
     }
-    case SRV_EP_OPENAPI:
-        srv_req_json(r, 200, strdup(srv_openapi_json));
+    case SRV_EP_OPENAPI: {
+        char *doc = srv_openapi_render(s);
+        if (!doc)
+            srv_req_error(r, 500, "internal", NULL, "out of memory");
+        else
+            srv_req_json(r, 200, doc);
         return;
+    }
     case SRV_EP_MODELS:
         if (!atomic_load(&s->ready)) {
             srv_req_error(r, 503, "not_ready", NULL, "the model is loading");
