@@ -493,7 +493,15 @@ int srv_api_translate_parse(srv_req *r, const char *ctype, const char *auth_key)
             goto out;
         }
         double x = json_number_value(lp);
-        o->length_penalty = fabs(x) > 1e6 ? (float)(x > 0 ? 1e6 : -1e6) : (float)x;
+        /* held to the range before it is rounded to float: 10.000000000000002
+         * is out of range, though it rounds to 10.0f */
+        if (!(fabs(x) <= TD_MAX_LENGTH_PENALTY)) {
+            srv_req_error(r, 400, "out_of_range", "length_penalty",
+                          "length_penalty must be in -%d..%d", TD_MAX_LENGTH_PENALTY,
+                          TD_MAX_LENGTH_PENALTY);
+            goto out;
+        }
+        o->length_penalty = (float)x;
     }
     int nl = 0, nh = 0;
     if (get_int_array(r, root, "attention_layers", &r->attn_layers, &nl) ||

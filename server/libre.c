@@ -493,13 +493,28 @@ static int ctype_is(const char *ct, const char *want)
     return ct && !strncasecmp(ct, want, n) && (ct[n] == 0 || ct[n] == ';' || ct[n] == ' ');
 }
 
-/* jansson refuses a NUL (\u0000) in an object key, which JSON allows
- * (Flask reads it). No key this API knows has one, so in the keys of the
- * body (in place, same length) each \u0000 becomes \ufffd: an unknown key
- * stays unknown and is ignored, as any other. */
+/* What jansson refuses and JSON allows (and Flask reads), made readable
+ * in place without changing the body's length, for the keys and values
+ * this API ignores:
+ * - a NUL (\u0000) in an object key: no key this API knows has one, so in
+ *   the keys each \u0000 becomes \ufffd: an unknown key stays unknown and
+ *   is ignored, as any other;
+ * - an integer of more than 18 digits (past int64): its last two digits
+ *   become "e0", a real of nearly its size. The one integer field,
+ *   alternatives, is out of range either way (400). */
 static void neutralize_nul_keys(char *b, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
+        if (b[i] == '-' || (b[i] >= '0' && b[i] <= '9')) {
+            size_t d = i + (b[i] == '-');
+            size_t e = d;
+            while (e < n && b[e] >= '0' && b[e] <= '9')
+                e++;
+            if (e - d > 18 && !(e < n && (b[e] == '.' || b[e] == 'e' || b[e] == 'E')))
+                memcpy(b + e - 2, "e0", 2);
+            i = e - 1;
+            continue;
+        }
         if (b[i] != '"')
             continue;
         size_t start = i++;

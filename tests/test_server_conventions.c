@@ -224,6 +224,23 @@ START_TEST(test_schemathesis_findings)
     ck_assert_int_eq(post_status("/translate", "{\"q\":\"Hello\",\"source\":\"en\\u0000x\","
                                                "\"target\":\"de\"}"),
                      400);
+    /* an integer past int64 in an unknown key is ignored (Flask reads it) */
+    ck_assert_int_eq(post_status("/translate", "{\"q\":\"Hello\",\"source\":\"en\","
+                                               "\"target\":\"de\",\"x\":[-1841875414553269460302561289]}"),
+                     200);
+    ck_assert_int_eq(post_status("/translate", "{\"q\":\"Hello\",\"source\":\"en\","
+                                               "\"target\":\"de\",\"alternatives\":18418754145532694603}"),
+                     400);
+    /* length_penalty is held to -10..10 before it is rounded to float */
+    ck_assert_int_eq(post_status("/v1/translate",
+                                 "{\"text\":\"Hello\",\"length_penalty\":10.000000000000002}"),
+                     400);
+    ck_assert_int_eq(post_status("/v1/translate", "{\"text\":\"Hello\",\"length_penalty\":-10}"),
+                     200);
+    /* format "" is text, as LibreTranslate reads it */
+    ck_assert_int_eq(post_status("/translate", "{\"q\":\"Hello\",\"source\":\"en\","
+                                               "\"target\":\"de\",\"format\":\"\"}"),
+                     200);
     /* field types */
     ck_assert_int_eq(post_status("/translate", "{\"q\":\"Hello\",\"source\":\"en\","
                                                "\"target\":\"de\",\"api_key\":5}"),
