@@ -27,6 +27,7 @@
 #include <jansson.h>
 
 #include "api.h"
+#include "buildinfo.h"
 #include "libre.h"
 #include "reqlimits.h"
 #include "openapi.h"
@@ -42,6 +43,7 @@ static const srv_route k_routes[] = {
     {"/v2/health/ready", SRV_EP_READY, SRV_METHOD_GET},
     {"/metrics", SRV_EP_METRICS, SRV_METHOD_GET},
     {"/openapi.json", SRV_EP_OPENAPI, SRV_METHOD_GET},
+    {"/version", SRV_EP_VERSION, SRV_METHOD_GET},
 };
 
 const srv_route *srv_api_route(const char *path)
@@ -499,7 +501,8 @@ static const char *const k_fields[] = {
 static json_t *parse_json_body(srv_req *r)
 {
     json_error_t je;
-    json_t *root = json_loadb(r->body, r->body_len, JSON_REJECT_DUPLICATES, &je);
+    /* a NUL (\u0000) is a character of a text like any other */
+    json_t *root = json_loadb(r->body, r->body_len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &je);
     if (!root) {
         srv_req_error(r, 400, "invalid_json", NULL, "invalid JSON at line %d column %d: %s",
                       je.line, je.column, je.text);
@@ -563,6 +566,10 @@ int srv_api_translate_parse(srv_req *r, const char *ctype, const char *auth_key)
         srv_req_error(r, 400, "invalid_type", "model", "model must be a string");
         goto out;
     }
+    if (mv && strlen(json_string_value(mv)) != json_string_length(mv)) {
+        srv_req_error(r, 400, "model_not_found", "model", "no model named so is loaded");
+        goto out;
+    }
     srv_model *sm = pick_model(r, mv ? json_string_value(mv) : NULL);
     if (!sm || model_failed(r, sm))
         goto out;
@@ -586,6 +593,12 @@ int srv_api_translate_parse(srv_req *r, const char *ctype, const char *auth_key)
     if (get_bool(r, root, "split_sentences", &split))
         goto out;
     r->no_split = !split;
+    /* Without beam_size the model's beam widens to num_hypotheses (within
+     * --max-beam): asking for 3 hypotheses of a model with num_beams 2 is
+     * not a contradiction, as an explicit beam_size 2 would be. */
+    if (!json_object_get(root, "beam_size") && o->num_hypotheses > o->beam_size &&
+        o->num_hypotheses <= sm->max_beam)
+        o->beam_size = o->num_hypotheses;
     json_t *lp = json_object_get(root, "length_penalty");
     if (lp) {
         if (!json_is_number(lp)) {
@@ -594,7 +607,15 @@ int srv_api_translate_parse(srv_req *r, const char *ctype, const char *auth_key)
             goto out;
         }
         double x = json_number_value(lp);
-        o->length_penalty = fabs(x) > 1e6 ? (float)(x > 0 ? 1e6 : -1e6) : (float)x;
+        /* held to the range before it is rounded to float: 10.000000000000002
+         * is out of range, though it rounds to 10.0f */
+        if (!(fabs(x) <= TD_MAX_LENGTH_PENALTY)) {
+            srv_req_error(r, 400, "out_of_range", "length_penalty",
+                          "length_penalty must be in -%d..%d", TD_MAX_LENGTH_PENALTY,
+                          TD_MAX_LENGTH_PENALTY);
+            goto out;
+        }
+        o->length_penalty = (float)x;
     }
     int nl = 0, nh = 0;
     if (get_int_array(r, root, "attention_layers", &r->attn_layers, &nl) ||
@@ -1038,7 +1059,8 @@ static void api_models(srv_req *r)
             s->o.max_batch_texts, "max_beam_size", sm->max_beam);
         json_array_append_new(list, m);
     }
-    json_t *root = json_pack("{s:o}", "models", list);
+    json_t *root = json_pack("{s:o,s:{s:s,s:s}}", "models", list, "server", "version",
+                             srv_version, "commit", srv_commit);
     char *body = root ? json_dumps(root, JSON_COMPACT) : NULL;
     json_decref(root);
     if (!body)
@@ -1089,9 +1111,25 @@ void srv_api_get(srv_req *r)
         r->resp_ctype = "text/plain; version=0.0.4; charset=utf-8";
         return;
     }
-    case SRV_EP_OPENAPI:
-        srv_req_json(r, 200, strdup(srv_openapi_json));
+    case SRV_EP_VERSION: {
+        json_t *v = json_pack("{s:s,s:s,s:s}", "name", "transformerd", "version", srv_version,
+                              "commit", srv_commit);
+        char *body = v ? json_dumps(v, JSON_COMPACT) : NULL;
+        json_decref(v);
+        if (!body)
+            srv_req_error(r, 500, "internal", NULL, "out of memory");
+        else
+            srv_req_json(r, 200, body);
         return;
+    }
+    case SRV_EP_OPENAPI: {
+        char *doc = srv_openapi_render(s);
+        if (!doc)
+            srv_req_error(r, 500, "internal", NULL, "out of memory");
+        else
+            srv_req_json(r, 200, doc);
+        return;
+    }
     case SRV_EP_MODELS:
         if (!atomic_load(&s->ready)) {
             srv_req_error(r, 503, "not_ready", NULL, "the model is loading");

@@ -429,7 +429,7 @@ static int parse_multipart(srv_req *r, const char *ctype, json_t *o, libre_file 
         if (!hdr_end)
             break;
         /* the part's Content-Disposition */
-        char name[256] = "", filename[256] = "";
+        char name[256] = "", filename[256] = "", ptype[64] = "";
         int has_filename = 0;
         for (const char *h = p; h < hdr_end;) {
             const char *eol = memchr(h, '\n', (size_t)(hdr_end - h));
@@ -439,6 +439,11 @@ static int parse_multipart(srv_req *r, const char *ctype, json_t *o, libre_file 
             if (hl > 20 && !strncasecmp(h, "content-disposition:", 20)) {
                 header_param(h, hl, "name", name, sizeof name);
                 has_filename = header_param(h, hl, "filename", filename, sizeof filename) == 0;
+            } else if (hl > 13 && !strncasecmp(h, "content-type:", 13)) {
+                const char *v = h + 13;
+                while (v < eol && (*v == ' ' || *v == '\t'))
+                    v++;
+                snprintf(ptype, sizeof ptype, "%.*s", (int)(eol - v), v);
             }
             h = eol + 1;
         }
@@ -456,6 +461,12 @@ static int parse_multipart(srv_req *r, const char *ctype, json_t *o, libre_file 
                 file->present = 1;
                 file->data = data;
                 file->len = (size_t)(dend - data);
+                /* a file part without a file name: its Content-Type names
+                 * the format (docs/api.md) */
+                if (!filename[0] && !strncasecmp(ptype, "text/html", 9))
+                    snprintf(filename, sizeof filename, "file.html");
+                else if (!filename[0] && !strncasecmp(ptype, "text/plain", 10))
+                    snprintf(filename, sizeof filename, "file.txt");
                 /* kept alive by the fields object */
                 json_t *fn = json_string(filename);
                 if (!fn) {
@@ -483,6 +494,57 @@ static int ctype_is(const char *ct, const char *want)
     return ct && !strncasecmp(ct, want, n) && (ct[n] == 0 || ct[n] == ';' || ct[n] == ' ');
 }
 
+/* What jansson refuses and JSON allows (and Flask reads), made readable
+ * in place without changing the body's length, for the keys and values
+ * this API ignores:
+ * - a NUL (\u0000) in an object key: no key this API knows has one, so in
+ *   the keys each \u0000 becomes \ufffd: an unknown key stays unknown and
+ *   is ignored, as any other;
+ * - an integer of more than 18 digits (past int64): its last two digits
+ *   become "e0", a real of nearly its size. The one integer field,
+ *   alternatives, is out of range either way (400). */
+static void neutralize_nul_keys(char *b, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (b[i] == '-' || (b[i] >= '0' && b[i] <= '9')) {
+            size_t d = i + (b[i] == '-');
+            size_t e = d;
+            while (e < n && b[e] >= '0' && b[e] <= '9')
+                e++;
+            if (e - d > 18 && !(e < n && (b[e] == '.' || b[e] == 'e' || b[e] == 'E')))
+                memcpy(b + e - 2, "e0", 2);
+            i = e - 1;
+            continue;
+        }
+        if (b[i] != '"')
+            continue;
+        size_t start = i++;
+        int has_nul = 0;
+        for (; i < n && b[i] != '"'; i++) {
+            if (b[i] != '\\')
+                continue;
+            if (i + 5 < n && b[i + 1] == 'u' && !memcmp(b + i + 2, "0000", 4))
+                has_nul = 1;
+            i++; /* the escaped character (of \uXXXX, the rest is plain) */
+        }
+        if (!has_nul || i >= n)
+            continue;
+        size_t j = i + 1;
+        while (j < n && (b[j] == ' ' || b[j] == '\t' || b[j] == '\r' || b[j] == '\n'))
+            j++;
+        if (j >= n || b[j] != ':')
+            continue; /* a value: JSON_ALLOW_NUL keeps it */
+        for (size_t k = start + 1; k + 5 < i; k++) {
+            if (b[k] == '\\' && b[k + 1] == 'u' && !memcmp(b + k + 2, "0000", 4)) {
+                memcpy(b + k + 2, "fffd", 4);
+                k += 5;
+            } else if (b[k] == '\\') {
+                k++;
+            }
+        }
+    }
+}
+
 /* The body's fields as a JSON object (NULL: an error was recorded). */
 static json_t *parse_fields(srv_req *r, const char *ctype, libre_file *file, int *is_json)
 {
@@ -491,7 +553,8 @@ static json_t *parse_fields(srv_req *r, const char *ctype, libre_file *file, int
     if (ctype_is(ctype, "application/json")) {
         *is_json = 1;
         json_error_t je;
-        json_t *root = json_loadb(r->body, r->body_len, 0, &je);
+        neutralize_nul_keys(r->body, r->body_len);
+        json_t *root = json_loadb(r->body, r->body_len, JSON_ALLOW_NUL, &je);
         if (!root) {
             srv_req_error(r, 400, "invalid_json", NULL, "Invalid JSON at line %d column %d: %s",
                           je.line, je.column, je.text);
@@ -565,10 +628,18 @@ static int falsy(json_t *v)
 static int access_check(srv_req *r, json_t *fields, const char *auth_key)
 {
     const char *k = r->s->o.api_key;
+    json_t *ak = json_object_get(fields, "api_key");
+    if (ak && !json_is_string(ak) && !json_is_null(ak)) { /* null: as absent, as Flask */
+        srv_req_error(r, 400, "invalid_type", "api_key",
+                      "Invalid request: api_key must be a string");
+        return -1;
+    }
     if (!k || !*k)
         return 0;
-    json_t *ak = json_object_get(fields, "api_key");
     const char *given = json_is_string(ak) && json_string_length(ak) ? json_string_value(ak) : NULL;
+    /* a key with a NUL in it is never the key (strlen would cut it short) */
+    if (given && strlen(given) != json_string_length(ak))
+        given = "\x01";
     if ((given && srv_api_key_ok(r->s, given)) || (auth_key && srv_api_key_ok(r->s, auth_key)))
         return 0;
     if (given || auth_key) {
@@ -898,7 +969,9 @@ static int parse_translate(srv_req *r, json_t *f, int is_json)
             return -1;
         }
     json_t *fmt = json_object_get(f, "format");
-    const char *format = falsy(fmt) ? "text" : json_is_string(fmt) ? json_string_value(fmt) : "?";
+    const char *format = !fmt || (json_is_string(fmt) && falsy(fmt))
+                             ? "text"
+                             : json_is_string(fmt) ? json_string_value(fmt) : "?";
     if (strcmp(format, "text") && strcmp(format, "html")) {
         srv_req_error(r, 400, "unsupported_format", "format", "%s format is not supported",
                       format);
@@ -906,7 +979,8 @@ static int parse_translate(srv_req *r, json_t *f, int is_json)
     }
     lr->html = !strcmp(format, "html");
     json_t *alt = json_object_get(f, "alternatives");
-    if (!falsy(alt) || json_is_string(alt)) {
+    /* absent or null: none; an integer or a numeric string, else 400 */
+    if (alt && !json_is_null(alt)) {
         long a = -1;
         if (json_is_integer(alt)) {
             a = json_integer_value(alt) > 1000 ? 1001 : (long)json_integer_value(alt);
@@ -1165,6 +1239,16 @@ int srv_libre_parse(srv_req *r, const char *ctype, const char *auth_key)
         return 0;
     if (access_check(r, f, auth_key) != 0)
         return 0;
+    /* NUL may be in a text (q), never in the fields compared as C strings */
+    static const char *const k_plain[] = {"source", "target", "format", "alternatives"};
+    for (size_t i = 0; i < sizeof k_plain / sizeof k_plain[0]; i++) {
+        json_t *v = json_object_get(f, k_plain[i]);
+        if (json_is_string(v) && strlen(json_string_value(v)) != json_string_length(v)) {
+            srv_req_error(r, 400, "invalid_request", k_plain[i],
+                          "Invalid request: %s contains a NUL character", k_plain[i]);
+            return 0;
+        }
+    }
     switch (r->ep) {
     case SRV_EP_LIBRE:
         return parse_translate(r, f, is_json) == 1;

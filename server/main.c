@@ -17,6 +17,13 @@
  *   transformerd tokenize --model DIR [--target] [--pieces]
  *       prints each stdin line's model ids (or pieces), space-separated.
  *   transformerd serve ...      the HTTP daemon (server/serve.c)
+ *   transformerd version | --version
+ *       prints the version and the git commit it was built from.
+ *
+ * Every subcommand's --help (-h) prints its options with their defaults
+ * and exits 0. Without --model the model is srv_default_model_dir()'s
+ * (TRANSFORMERD_MODEL, the source tree's models/en-de, the installed one).
+ * `translate` reports its progress on stderr when stderr is a terminal.
  *
  * --device cpu | cuda[:N]; --dtype auto | float32 | float16 | bfloat16 (the
  * weights' storage; half types need cuda); --precision full | half (cuda
@@ -26,8 +33,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "buildinfo.h"
 #include "segment.h"
 #include "serve.h"
 #include "tokenizer.h"
@@ -46,13 +55,61 @@ typedef struct cli_opts {
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: transformerd translate --model DIR [--beam N] [--max-length N]\n"
+            "usage: transformerd translate [--model DIR] [--beam N] [--max-length N]\n"
             "                              [--threads N] [--batch N] [--device cpu|cuda[:N]]\n"
             "                              [--dtype auto|float32|float16|bfloat16]\n"
             "                              [--precision full|half] [--no-split]\n"
-            "       transformerd tokenize --model DIR [--target] [--pieces]\n"
-            "       transformerd translate-ids --model DIR ... (the options of translate)\n"
-            "       transformerd serve --model DIR ...   (transformerd serve --help)\n");
+            "       transformerd tokenize [--model DIR] [--target] [--pieces]\n"
+            "       transformerd translate-ids [--model DIR] ... (the options of translate)\n"
+            "       transformerd serve [--model DIR] ...\n"
+            "       transformerd version             (or --version)\n"
+            "each command's options and defaults: transformerd COMMAND --help\n");
+}
+
+/* COMMAND --help: the options of translate, translate-ids or tokenize
+ * with their defaults. */
+static void cmd_usage(FILE *f, const char *cmd, int tokenize)
+{
+    if (tokenize) {
+        fprintf(f, "usage: transformerd tokenize [--model DIR] [--target] [--pieces]\n"
+                   "prints each stdin line's model ids (or pieces), space-separated\n");
+    } else if (!strcmp(cmd, "translate")) {
+        fprintf(f, "usage: transformerd translate [options] <in.txt >out.txt\n"
+                   "translates stdin, one sentence a line, in order (progress on stderr when it "
+                   "is a terminal)\n");
+    } else {
+        fprintf(f, "usage: transformerd translate-ids [options] <ids.txt\n"
+                   "reads space-separated source token ids a line; prints the best hypothesis' "
+                   "ids, a tab and its score\n");
+    }
+    fprintf(f, "  %-16s %s\n  %-16s (default: %s)\n", "--model DIR",
+            "model directory (Hugging Face Marian layout)", "",
+            srv_default_model_dir());
+    if (tokenize) {
+        fprintf(f, "  %-16s %s\n  %-16s %s\n", "--target",
+                "the target side's tokenizer (default: the source's)", "--pieces",
+                "print pieces, not ids (default: ids)");
+        return;
+    }
+    fprintf(f,
+            "  %-16s %s\n  %-16s %s\n  %-16s %s\n  %-16s %s\n  %-16s %s\n  %-16s %s\n"
+            "  %-16s %s\n",
+            "--beam N", "beam size 1..16, 1 greedy (default: the model's num_beams)",
+            "--max-length N", "target tokens incl. </s> (default: the model's max_length - 1)",
+            "--threads N", "engine CPU threads (default: 0, all cores)", "--batch N",
+            "sentences per batch 1..256 (default: 32)", "--device D",
+            "cpu | cuda | cuda:N (default: cpu)", "--dtype T",
+            "auto | float32 | float16 | bfloat16 (default: auto, the checkpoint's)",
+            "--precision P", "full | half, cuda GEMMs with half weights (default: full)");
+    if (!strcmp(cmd, "translate"))
+        fprintf(f, "  %-16s %s\n", "--no-split",
+                "each line one input (default: a line's sentences are translated one by one "
+                "and put back between its separators)");
+}
+
+static void print_version(void)
+{
+    printf("transformerd %s (commit %s)\n", srv_version, srv_commit);
 }
 
 static int parse_int(const char *flag, const char *s, int lo, int hi, int *out)
@@ -121,13 +178,14 @@ static int flush(td_worker *w, pending *p, int n, const td_decode_opts *o)
     return 0;
 }
 
-static int parse_cli(int argc, char **argv, struct cli_opts *o, int tokenize);
+static int parse_cli(int argc, char **argv, struct cli_opts *o, int tokenize, const char *cmd);
 
 static int cmd_translate_ids(int argc, char **argv)
 {
     struct cli_opts c;
-    if (parse_cli(argc, argv, &c, 0))
-        return 2;
+    int prc = parse_cli(argc, argv, &c, 0, "translate-ids");
+    if (prc)
+        return prc > 0 ? 0 : 2;
     const char *model = c.model, *device = c.device;
     int beam = c.beam, max_length = c.max_length, threads = c.threads, batch = c.batch;
     char err[1024];
@@ -189,13 +247,18 @@ static int cmd_translate_ids(int argc, char **argv)
 }
 
 
-static int parse_cli(int argc, char **argv, cli_opts *o, int tokenize)
+/* 0: parsed; 1: --help was printed (exit 0); -1: an error was printed. */
+static int parse_cli(int argc, char **argv, cli_opts *o, int tokenize, const char *cmd)
 {
     memset(o, 0, sizeof *o);
     o->device = "cpu";
     o->batch = 32;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            cmd_usage(stdout, cmd, tokenize);
+            return 1;
+        }
         if (tokenize && !strcmp(a, "--target")) {
             o->target = 1;
             continue;
@@ -234,16 +297,14 @@ static int parse_cli(int argc, char **argv, cli_opts *o, int tokenize)
             if (parse_int(a, v, 1, 256, &o->batch))
                 return -1;
         } else {
-            fprintf(stderr, "transformerd: unknown option '%s'\n", a);
-            usage(stderr);
+            fprintf(stderr, "transformerd: %s: unknown option '%s'\n", cmd, a);
+            cmd_usage(stderr, cmd, tokenize);
             return -1;
         }
         i++;
     }
-    if (!o->model) {
-        fprintf(stderr, "transformerd: --model DIR is required\n");
-        return -1;
-    }
+    if (!o->model)
+        o->model = srv_default_model_dir();
     char err[256];
     const td_load_opts lo = {.dtype = o->dtype, .precision = o->precision};
     if (td_load_opts_check(&lo, err, sizeof err) != 0) {
@@ -365,11 +426,22 @@ out:
     return rc;
 }
 
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
 static int cmd_translate(int argc, char **argv)
 {
     cli_opts c;
-    if (parse_cli(argc, argv, &c, 0))
-        return 2;
+    int prc = parse_cli(argc, argv, &c, 0, "translate");
+    if (prc)
+        return prc > 0 ? 0 : 2;
+    /* progress for people: only when stderr is a terminal, never in a pipe
+     * or a log */
+    const int progress = isatty(STDERR_FILENO);
     char err[1024];
     td_model *m = NULL;
     td_load_opts lo = {.device = c.device, .n_threads = c.threads, .dtype = c.dtype,
@@ -410,6 +482,8 @@ static int cmd_translate(int argc, char **argv)
     char lang[16];
     model_source_lang(c.model, lang, sizeof lang);
     int rc = lines && lens ? 0 : 1, n = 0, eof = 0, first = 1;
+    int progress_shown = 0;
+    const double t_start = now_s();
     while (rc == 0 && !eof) {
         char *line = NULL;
         size_t cap = 0;
@@ -428,8 +502,18 @@ static int cmd_translate(int argc, char **argv)
                 free(lines[i]);
             first += n;
             n = 0;
+            if (progress && rc == 0) {
+                double dt = now_s() - t_start;
+                fprintf(stderr, "\rtransformerd: %d lines, %.1f lines/s\033[K", first - 1,
+                        dt > 0 ? (first - 1) / dt : 0.0);
+                progress_shown = 1;
+            }
         }
     }
+    if (progress_shown)
+        fprintf(stderr, "\rtransformerd: %d lines in %.1f s, %.1f lines/s\033[K\n", first - 1,
+                now_s() - t_start,
+                now_s() > t_start ? (first - 1) / (now_s() - t_start) : 0.0);
     for (int i = 0; i < n; i++)
         free(lines[i]);
     free(lines);
@@ -443,8 +527,9 @@ static int cmd_translate(int argc, char **argv)
 static int cmd_tokenize(int argc, char **argv)
 {
     cli_opts c;
-    if (parse_cli(argc, argv, &c, 1))
-        return 2;
+    int prc = parse_cli(argc, argv, &c, 1, "tokenize");
+    if (prc)
+        return prc > 0 ? 0 : 2;
     char err[1024];
     td_tokenizer *tok = NULL;
     /* The tokenizer alone: no weights are loaded. */
@@ -513,6 +598,11 @@ int main(int argc, char **argv)
         return cmd_translate_ids(argc - 2, argv + 2);
     if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
         usage(stdout);
+        return 0;
+    }
+    if (!strcmp(argv[1], "version") || !strcmp(argv[1], "--version") ||
+        !strcmp(argv[1], "-V")) {
+        print_version();
         return 0;
     }
     if (!strcmp(argv[1], "serve"))

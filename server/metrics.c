@@ -8,12 +8,16 @@
  * are written by the main thread before readiness and published by a
  * release store of their count.
  */
+#include <dirent.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
+#include "buildinfo.h"
 #include "metrics.h"
 
 static const int k_statuses[] = {200, 204, 400, 401, 403, 404, 405, 408, 413, 415, 422, 429, 500, 503, 504};
@@ -22,10 +26,12 @@ static const int k_statuses[] = {200, 204, 400, 401, 403, 404, 405, 408, 413, 41
 static const double k_lat_buckets[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
                                        0.25,  0.5,    1,     2.5,  5,     10,   30};
 #define N_LAT ((int)(sizeof k_lat_buckets / sizeof k_lat_buckets[0]))
-static const double k_size_buckets[] = {1, 2, 4, 8, 16, 32, 64, 128, 256};
-#define N_SIZE ((int)(sizeof k_size_buckets / sizeof k_size_buckets[0]))
-static const double k_tok_buckets[] = {16, 64, 256, 1024, 4096, 16384, 65536};
-#define N_TOK ((int)(sizeof k_tok_buckets / sizeof k_tok_buckets[0]))
+/* The batch-size and batch-token buckets end at the configured limits
+ * (srv_metrics_set_limits): powers of 2 (sizes) or 4 (tokens, from 16)
+ * below the limit, then the limit itself. These are the defaults'. */
+#define SRV_HIST_MAX 16
+static const double k_size_default[] = {1, 2, 4, 8, 16, 32};
+static const double k_tok_default[] = {16, 64, 256, 1024, 4096, 8192};
 static const double k_admit_buckets[] = {0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 1024};
 #define N_ADMIT ((int)(sizeof k_admit_buckets / sizeof k_admit_buckets[0]))
 #define SRV_METRICS_MAX_MODELS 16
@@ -55,6 +61,9 @@ struct srv_metrics {
     hist step_admitted;
     atomic_ullong steps;
     atomic_long running_rows;
+    /* the bounds of batch_size and batch_tokens (set before any batch) */
+    double size_buckets[SRV_HIST_MAX], tok_buckets[SRV_HIST_MAX];
+    int n_size, n_tok;
     /* transformerd_model_info: whole series lines, written before n_models
      * is published (release) and read after it is loaded (acquire). */
     char *model_lines[SRV_METRICS_MAX_MODELS];
@@ -64,7 +73,7 @@ struct srv_metrics {
 static const char *k_ep_names[SRV_EP_COUNT] = {
     "/v1/translate", "/translate", "/languages", "/v1/models", "/health/live",
     "/health/ready", "/metrics",   "/openapi.json", "/", "/detect", "/translate_file",
-    "/download_file", "/suggest", "/frontend/settings", "/health", "other",
+    "/download_file", "/suggest", "/frontend/settings", "/health", "/version", "other",
 };
 
 const char *srv_endpoint_name(srv_endpoint ep)
@@ -75,7 +84,32 @@ const char *srv_endpoint_name(srv_endpoint ep)
 srv_metrics *srv_metrics_new(void)
 {
     srv_metrics *m = calloc(1, sizeof *m);
-    return m; /* all-zero bits are valid initial atomics on every target we build for */
+    if (!m)
+        return NULL; /* all-zero bits are valid initial atomics on every target we build for */
+    m->n_size = (int)(sizeof k_size_default / sizeof k_size_default[0]);
+    memcpy(m->size_buckets, k_size_default, sizeof k_size_default);
+    m->n_tok = (int)(sizeof k_tok_default / sizeof k_tok_default[0]);
+    memcpy(m->tok_buckets, k_tok_default, sizeof k_tok_default);
+    return m;
+}
+
+/* Bounds first, first*ratio, ... below limit, then limit (at most
+ * SRV_HIST_MAX, the last always the limit). Returns their count. */
+static int limit_buckets(double *b, double first, double ratio, long limit)
+{
+    int n = 0;
+    for (double v = first; v < (double)limit && n < SRV_HIST_MAX - 1; v *= ratio)
+        b[n++] = v;
+    b[n++] = (double)limit;
+    return n;
+}
+
+void srv_metrics_set_limits(srv_metrics *m, int max_batch_size, long max_batch_tokens)
+{
+    if (!m || max_batch_size < 1 || max_batch_tokens < 1)
+        return;
+    m->n_size = limit_buckets(m->size_buckets, 1, 2, max_batch_size);
+    m->n_tok = limit_buckets(m->tok_buckets, 16, 4, max_batch_tokens);
 }
 
 void srv_metrics_free(srv_metrics *m)
@@ -160,8 +194,8 @@ void srv_metrics_batch(srv_metrics *m, int n, long padded_tokens, double seconds
     if (!m)
         return;
     atomic_fetch_add_explicit(&m->batches, 1, memory_order_relaxed);
-    hist_add(&m->batch_size, k_size_buckets, N_SIZE, n);
-    hist_add(&m->batch_tokens, k_tok_buckets, N_TOK, (double)padded_tokens);
+    hist_add(&m->batch_size, m->size_buckets, m->n_size, n);
+    hist_add(&m->batch_tokens, m->tok_buckets, m->n_tok, (double)padded_tokens);
     hist_add(&m->batch_seconds, k_lat_buckets, N_LAT, seconds);
 }
 
@@ -262,6 +296,82 @@ static void render_hist(sbuf *b, const char *name, const char *labels, hist *h,
     }
 }
 
+/* The standard process_* series (as Prometheus' client libraries export
+ * them), read from /proc/self at each scrape; a series whose source cannot
+ * be read is left out. */
+static void render_process(sbuf *b)
+{
+    long tick = sysconf(_SC_CLK_TCK), page = sysconf(_SC_PAGESIZE);
+    char buf[1024];
+    FILE *f = fopen("/proc/self/stat", "r");
+    size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+    if (f)
+        fclose(f);
+    buf[n] = 0;
+    /* fields after the command name (which may hold spaces and parens):
+     * 3 state ... 14 utime 15 stime ... 22 starttime 23 vsize 24 rss */
+    const char *p = strrchr(buf, ')');
+    unsigned long long v[25] = {0};
+    int field = 2, ok = p != NULL && tick > 0 && page > 0;
+    for (p = ok ? p + 1 : NULL; p && *p && field < 24;) {
+        while (*p == ' ')
+            p++;
+        field++;
+        char *end;
+        v[field] = strtoull(p, &end, 10);
+        p = strchr(p, ' ');
+    }
+    ok &= field >= 24;
+    double btime = -1;
+    f = fopen("/proc/stat", "r");
+    while (f && fgets(buf, sizeof buf, f))
+        if (!strncmp(buf, "btime ", 6))
+            btime = strtod(buf + 6, NULL);
+    if (f)
+        fclose(f);
+    if (ok) {
+        sb_printf(b,
+                  "# HELP process_cpu_seconds_total Total user and system CPU time spent in "
+                  "seconds.\n"
+                  "# TYPE process_cpu_seconds_total counter\n"
+                  "process_cpu_seconds_total %.2f\n"
+                  "# HELP process_virtual_memory_bytes Virtual memory size in bytes.\n"
+                  "# TYPE process_virtual_memory_bytes gauge\n"
+                  "process_virtual_memory_bytes %llu\n"
+                  "# HELP process_resident_memory_bytes Resident memory size in bytes.\n"
+                  "# TYPE process_resident_memory_bytes gauge\n"
+                  "process_resident_memory_bytes %llu\n",
+                  (double)(v[14] + v[15]) / (double)tick, v[23],
+                  v[24] * (unsigned long long)page);
+        if (btime >= 0)
+            sb_printf(b,
+                      "# HELP process_start_time_seconds Start time of the process since unix "
+                      "epoch in seconds.\n"
+                      "# TYPE process_start_time_seconds gauge\n"
+                      "process_start_time_seconds %.2f\n",
+                      btime + (double)v[22] / (double)tick);
+    }
+    DIR *d = opendir("/proc/self/fd");
+    if (d) {
+        long fds = 0;
+        for (struct dirent *e; (e = readdir(d)) != NULL;)
+            fds += e->d_name[0] != '.';
+        closedir(d);
+        sb_printf(b,
+                  "# HELP process_open_fds Number of open file descriptors.\n"
+                  "# TYPE process_open_fds gauge\n"
+                  "process_open_fds %ld\n",
+                  fds - 1); /* not the directory's own descriptor */
+    }
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0)
+        sb_printf(b,
+                  "# HELP process_max_fds Maximum number of open file descriptors.\n"
+                  "# TYPE process_max_fds gauge\n"
+                  "process_max_fds %.0f\n",
+                  rl.rlim_cur == RLIM_INFINITY ? -1.0 : (double)rl.rlim_cur);
+}
+
 char *srv_metrics_render(srv_metrics *m, int ready)
 {
     sbuf b = {malloc(8192), 0, 8192, 0};
@@ -300,10 +410,10 @@ char *srv_metrics_render(srv_metrics *m, int ready)
     render_hist(&b, "transformerd_queue_wait_seconds", "", &m->queue_wait, k_lat_buckets, N_LAT);
     sb_printf(&b, "# HELP transformerd_batch_size Sentences per engine batch.\n"
                   "# TYPE transformerd_batch_size histogram\n");
-    render_hist(&b, "transformerd_batch_size", "", &m->batch_size, k_size_buckets, N_SIZE);
+    render_hist(&b, "transformerd_batch_size", "", &m->batch_size, m->size_buckets, m->n_size);
     sb_printf(&b, "# HELP transformerd_batch_tokens Padded source tokens per engine batch.\n"
                   "# TYPE transformerd_batch_tokens histogram\n");
-    render_hist(&b, "transformerd_batch_tokens", "", &m->batch_tokens, k_tok_buckets, N_TOK);
+    render_hist(&b, "transformerd_batch_tokens", "", &m->batch_tokens, m->tok_buckets, m->n_tok);
     sb_printf(&b, "# HELP transformerd_batch_duration_seconds Engine time per batch.\n"
                   "# TYPE transformerd_batch_duration_seconds histogram\n");
     render_hist(&b, "transformerd_batch_duration_seconds", "", &m->batch_seconds, k_lat_buckets,
@@ -362,6 +472,12 @@ char *srv_metrics_render(srv_metrics *m, int ready)
     int nm = atomic_load_explicit(&m->n_models, memory_order_acquire);
     for (int i = 0; i < nm; i++)
         sb_printf(&b, "%s", m->model_lines[i]);
+    sb_printf(&b, "# HELP transformerd_build_info The version and git commit of this "
+                  "executable.\n"
+                  "# TYPE transformerd_build_info gauge\n"
+                  "transformerd_build_info{version=\"%s\",commit=\"%s\"} 1\n",
+              srv_version, srv_commit);
+    render_process(&b);
     if (b.failed) {
         free(b.p);
         return NULL;

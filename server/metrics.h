@@ -28,6 +28,7 @@ typedef enum srv_endpoint {
     SRV_EP_SUGGEST,        /* POST /suggest */
     SRV_EP_SETTINGS,       /* GET /frontend/settings */
     SRV_EP_HEALTH,         /* GET /health */
+    SRV_EP_VERSION,        /* GET /version */
     SRV_EP_UNKNOWN,        /* 404s */
     SRV_EP_COUNT
 } srv_endpoint;
@@ -39,6 +40,10 @@ typedef struct srv_metrics srv_metrics;
 
 srv_metrics *srv_metrics_new(void);    /* NULL when out of memory */
 void srv_metrics_free(srv_metrics *m); /* accepts NULL */
+/* The batch-size and batch-token histograms' buckets end at these limits
+ * (--max-batch-size, --max-batch-tokens). Called once, before any batch
+ * is recorded (the main thread, at start-up). */
+void srv_metrics_set_limits(srv_metrics *m, int max_batch_size, long max_batch_tokens);
 
 void srv_metrics_request(srv_metrics *m, srv_endpoint ep, int status, double seconds);
 void srv_metrics_queue_wait(srv_metrics *m, double seconds);

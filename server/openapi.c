@@ -1,105 +1,179 @@
 /*
- * openapi.c - GET /openapi.json: the HTTP API of docs/api.md as OpenAPI 3.0.
- * Keep it in step with api.c (tests/test_server_http.c checks that every
- * path the server routes is listed here).
+ * openapi.c - GET /openapi.json: the template server/openapi.json with the
+ * running server's models and limits filled in (openapi.h). Keep the
+ * template in step with api.c and libre.c: tests/test_server_http.c checks
+ * that every routed path is listed, and ctest `schemathesis` checks the
+ * daemon's answers against the document.
  */
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "buildinfo.h"
 #include "openapi.h"
 
-/* clang-format off */
-const char srv_openapi_json[] =
-"{\"openapi\":\"3.0.3\","
-"\"info\":{\"title\":\"transformerd\",\"version\":\"1\","
-  "\"description\":\"Translation inference daemon: dynamic batching, native and LibreTranslate APIs.\"},"
-"\"components\":{"
- "\"securitySchemes\":{\"bearer\":{\"type\":\"http\",\"scheme\":\"bearer\"},"
-   "\"apiKeyHeader\":{\"type\":\"apiKey\",\"in\":\"header\",\"name\":\"X-API-Key\"}},"
- "\"schemas\":{"
-  "\"Error\":{\"type\":\"object\",\"required\":[\"error\"],\"properties\":{\"error\":{\"type\":\"object\","
-    "\"required\":[\"code\",\"message\",\"param\"],\"properties\":{\"code\":{\"type\":\"string\"},"
-    "\"message\":{\"type\":\"string\"},\"param\":{\"type\":\"string\",\"nullable\":true}}}}},"
-  "\"TranslateRequest\":{\"type\":\"object\",\"additionalProperties\":false,\"required\":[\"text\"],\"properties\":{"
-    "\"text\":{\"oneOf\":[{\"type\":\"string\"},{\"type\":\"array\",\"minItems\":1,\"items\":{\"type\":\"string\"}}]},"
-    "\"model\":{\"type\":\"string\"},"
-    "\"beam_size\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":16},"
-    "\"num_hypotheses\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":16,\"default\":1},"
-    "\"length_penalty\":{\"type\":\"number\",\"minimum\":-10,\"maximum\":10,\"default\":1.0},"
-    "\"max_length\":{\"type\":\"integer\",\"minimum\":1},"
-    "\"return_tokens\":{\"type\":\"boolean\",\"default\":false},"
-    "\"return_attention\":{\"type\":\"boolean\",\"default\":false},"
-    "\"split_sentences\":{\"description\":\"translate each sentence of a text as its own input and put them back in the text's layout; false: every text one input\",\"type\":\"boolean\",\"default\":true},"
-    "\"attention_layers\":{\"type\":\"array\",\"minItems\":1,\"maxItems\":64,\"items\":{\"type\":\"integer\"}},"
-    "\"attention_heads\":{\"type\":\"array\",\"minItems\":1,\"maxItems\":64,\"items\":{\"type\":\"integer\",\"minimum\":0}}}},"
-  "\"Offsets\":{\"description\":\"[start, end) of each token in its text, in Unicode code points; contiguous, covering the text exactly\","
-    "\"type\":\"array\",\"items\":{\"type\":\"array\",\"minItems\":2,\"maxItems\":2,\"items\":{\"type\":\"integer\",\"minimum\":0}}},"
-  "\"Hypothesis\":{\"type\":\"object\",\"properties\":{\"text\":{\"type\":\"string\"},\"score\":{\"type\":\"number\",\"nullable\":true},"
-    "\"tokens\":{\"type\":\"array\",\"items\":{\"type\":\"string\"}},\"offsets\":{\"$ref\":\"#/components/schemas/Offsets\"}}},"
-  "\"Translation\":{\"type\":\"object\",\"required\":[\"text\",\"score\"],\"properties\":{"
-    "\"text\":{\"type\":\"string\"},\"score\":{\"type\":\"number\",\"nullable\":true},"
-    "\"tokens\":{\"type\":\"array\",\"items\":{\"type\":\"string\"}},"
-    "\"source_tokens\":{\"type\":\"array\",\"items\":{\"type\":\"string\"}},"
-    "\"offsets\":{\"$ref\":\"#/components/schemas/Offsets\"},\"source_offsets\":{\"$ref\":\"#/components/schemas/Offsets\"},"
-    "\"attention\":{\"type\":\"object\",\"properties\":{\"layers\":{\"type\":\"array\",\"items\":{\"type\":\"integer\"}},"
-      "\"heads\":{\"type\":\"array\",\"items\":{\"type\":\"integer\"}},"
-      "\"cross\":{\"description\":\"W[layer][head][t][s]; rows sum to 1\",\"type\":\"array\",\"items\":{\"type\":\"array\","
-        "\"items\":{\"type\":\"array\",\"items\":{\"type\":\"array\",\"items\":{\"type\":\"number\"}}}}}}},"
-    "\"hypotheses\":{\"type\":\"array\",\"items\":{\"$ref\":\"#/components/schemas/Hypothesis\"}},"
-    "\"sentences\":{\"description\":\"a text of several sentences with return_tokens: each sentence's translation (its offsets counted in the whole text and translation), with source_range and range, [start, end) in code points\","
-      "\"type\":\"array\",\"items\":{\"allOf\":[{\"$ref\":\"#/components/schemas/Translation\"},{\"type\":\"object\",\"required\":[\"source_range\",\"range\"],\"properties\":{"
-        "\"source_range\":{\"type\":\"array\",\"minItems\":2,\"maxItems\":2,\"items\":{\"type\":\"integer\",\"minimum\":0}},"
-        "\"range\":{\"type\":\"array\",\"minItems\":2,\"maxItems\":2,\"items\":{\"type\":\"integer\",\"minimum\":0}}}}]}}}},"
-  "\"TranslateResponse\":{\"type\":\"object\",\"required\":[\"model\",\"translations\",\"usage\"],\"properties\":{"
-    "\"model\":{\"type\":\"string\"},"
-    "\"translations\":{\"type\":\"array\",\"items\":{\"$ref\":\"#/components/schemas/Translation\"}},"
-    "\"usage\":{\"type\":\"object\",\"properties\":{\"source_tokens\":{\"type\":\"integer\"},\"target_tokens\":{\"type\":\"integer\"}}}}},"
-  "\"LibreError\":{\"type\":\"object\",\"required\":[\"error\"],\"properties\":{\"error\":{\"type\":\"string\"}}},"
-  "\"LibreDetections\":{\"type\":\"array\",\"items\":{\"type\":\"object\",\"required\":[\"confidence\",\"language\"],"
-    "\"properties\":{\"confidence\":{\"type\":\"number\",\"minimum\":0,\"maximum\":100},\"language\":{\"type\":\"string\"}}}},"
-  "\"LibreRequest\":{\"type\":\"object\",\"required\":[\"q\"],\"properties\":{"
-    "\"q\":{\"oneOf\":[{\"type\":\"string\"},{\"type\":\"array\",\"items\":{\"type\":\"string\"}}]},"
-    "\"source\":{\"type\":\"string\"},\"target\":{\"type\":\"string\"},"
-    "\"format\":{\"type\":\"string\",\"enum\":[\"text\",\"html\"]},"
-    "\"alternatives\":{\"type\":\"integer\",\"minimum\":0,\"maximum\":15},\"api_key\":{\"type\":\"string\"}}}},"
- "\"responses\":{"
-  "\"Error\":{\"description\":\"error\",\"content\":{\"application/json\":{\"schema\":{\"$ref\":\"#/components/schemas/Error\"}}}},"
-  "\"LibreError\":{\"description\":\"LibreTranslate's error\",\"content\":{\"application/json\":{\"schema\":{\"$ref\":\"#/components/schemas/LibreError\"}}}}}},"
-"\"paths\":{"
- "\"/v1/translate\":{\"post\":{\"summary\":\"Translate texts\",\"security\":[{},{\"bearer\":[]},{\"apiKeyHeader\":[]}],"
-   "\"requestBody\":{\"required\":true,\"content\":{\"application/json\":{\"schema\":{\"$ref\":\"#/components/schemas/TranslateRequest\"}}}},"
-   "\"responses\":{\"200\":{\"description\":\"one translation per text, in order\",\"content\":{\"application/json\":{\"schema\":{\"$ref\":\"#/components/schemas/TranslateResponse\"}}}},"
-     "\"400\":{\"$ref\":\"#/components/responses/Error\"},\"401\":{\"$ref\":\"#/components/responses/Error\"},"
-     "\"413\":{\"$ref\":\"#/components/responses/Error\"},\"415\":{\"$ref\":\"#/components/responses/Error\"},"
-     "\"422\":{\"$ref\":\"#/components/responses/Error\"},\"429\":{\"$ref\":\"#/components/responses/Error\"},"
-     "\"500\":{\"$ref\":\"#/components/responses/Error\"},\"503\":{\"$ref\":\"#/components/responses/Error\"},"
-     "\"504\":{\"$ref\":\"#/components/responses/Error\"}}}},"
- "\"/translate\":{\"post\":{\"summary\":\"LibreTranslate-compatible translation\",\"security\":[{},{\"bearer\":[]},{\"apiKeyHeader\":[]}],"
-   "\"requestBody\":{\"required\":true,\"content\":{\"application/json\":{\"schema\":{\"$ref\":\"#/components/schemas/LibreRequest\"}},"
-     "\"application/x-www-form-urlencoded\":{\"schema\":{\"$ref\":\"#/components/schemas/LibreRequest\"}}}},"
-   "\"responses\":{\"200\":{\"description\":\"translatedText (a string, or a list when q is a list)\"},"
-     "\"400\":{\"$ref\":\"#/components/responses/LibreError\"},\"403\":{\"$ref\":\"#/components/responses/LibreError\"},"
-     "\"413\":{\"$ref\":\"#/components/responses/LibreError\"},\"429\":{\"$ref\":\"#/components/responses/LibreError\"},\"500\":{\"$ref\":\"#/components/responses/LibreError\"},"
-     "\"503\":{\"$ref\":\"#/components/responses/LibreError\"},\"504\":{\"$ref\":\"#/components/responses/LibreError\"}}}},"
- "\"/detect\":{\"post\":{\"summary\":\"LibreTranslate language detection\",\"requestBody\":{\"required\":true,\"content\":{"
-     "\"application/json\":{\"schema\":{\"type\":\"object\",\"required\":[\"q\"],\"properties\":{\"q\":{\"type\":\"string\"},\"api_key\":{\"type\":\"string\"}}}}}},"
-   "\"responses\":{\"200\":{\"description\":\"every candidate, best first\",\"content\":{\"application/json\":{\"schema\":{\"$ref\":\"#/components/schemas/LibreDetections\"}}}},"
-     "\"400\":{\"$ref\":\"#/components/responses/LibreError\"},\"403\":{\"$ref\":\"#/components/responses/LibreError\"}}}},"
- "\"/translate_file\":{\"post\":{\"summary\":\"LibreTranslate file translation (.txt, .html)\",\"requestBody\":{\"required\":true,\"content\":{"
-     "\"multipart/form-data\":{\"schema\":{\"type\":\"object\",\"required\":[\"file\",\"source\",\"target\"],\"properties\":{"
-     "\"file\":{\"type\":\"string\",\"format\":\"binary\"},\"source\":{\"type\":\"string\"},\"target\":{\"type\":\"string\"},\"api_key\":{\"type\":\"string\"}}}}}},"
-   "\"responses\":{\"200\":{\"description\":\"translatedFileUrl\",\"content\":{\"application/json\":{\"schema\":{\"type\":\"object\",\"required\":[\"translatedFileUrl\"],"
-     "\"properties\":{\"translatedFileUrl\":{\"type\":\"string\"}}}}}},"
-     "\"400\":{\"$ref\":\"#/components/responses/LibreError\"},\"403\":{\"$ref\":\"#/components/responses/LibreError\"},\"500\":{\"$ref\":\"#/components/responses/LibreError\"}}}},"
- "\"/download_file/{name}\":{\"get\":{\"summary\":\"A translated file\",\"parameters\":[{\"name\":\"name\",\"in\":\"path\",\"required\":true,\"schema\":{\"type\":\"string\"}}],"
-   "\"responses\":{\"200\":{\"description\":\"the file\"},\"400\":{\"$ref\":\"#/components/responses/LibreError\"},\"404\":{\"$ref\":\"#/components/responses/LibreError\"}}}},"
- "\"/suggest\":{\"post\":{\"summary\":\"Suggestions (disabled)\",\"responses\":{\"403\":{\"$ref\":\"#/components/responses/LibreError\"}}}},"
- "\"/frontend/settings\":{\"get\":{\"summary\":\"LibreTranslate frontend settings\",\"responses\":{\"200\":{\"description\":\"settings\"},\"503\":{\"$ref\":\"#/components/responses/LibreError\"}}}},"
- "\"/health\":{\"get\":{\"summary\":\"LibreTranslate health\",\"responses\":{\"200\":{\"description\":\"ok\"}}}},"
- "\"/languages\":{\"get\":{\"summary\":\"LibreTranslate languages\",\"responses\":{\"200\":{\"description\":\"[{code,name,targets}]\"},\"503\":{\"$ref\":\"#/components/responses/Error\"}}}},"
- "\"/v1/models\":{\"get\":{\"summary\":\"The loaded models\",\"responses\":{\"200\":{\"description\":\"{models:[{name,languages,architecture,dtype,device,...}]}\"},\"503\":{\"$ref\":\"#/components/responses/Error\"}}}},"
- "\"/health/live\":{\"get\":{\"summary\":\"Liveness\",\"responses\":{\"200\":{\"description\":\"alive\"}}}},"
- "\"/health/ready\":{\"get\":{\"summary\":\"Readiness: loaded, warmed and not draining\",\"responses\":{\"200\":{\"description\":\"ready\"},\"503\":{\"$ref\":\"#/components/responses/Error\"}}}},"
- "\"/v2/health/live\":{\"get\":{\"summary\":\"Liveness (KServe v2 path)\",\"responses\":{\"200\":{\"description\":\"alive\"}}}},"
- "\"/v2/health/ready\":{\"get\":{\"summary\":\"Readiness (KServe v2 path)\",\"responses\":{\"200\":{\"description\":\"ready\"},\"503\":{\"$ref\":\"#/components/responses/Error\"}}}},"
- "\"/metrics\":{\"get\":{\"summary\":\"Prometheus metrics\",\"responses\":{\"200\":{\"description\":\"text format 0.0.4\",\"content\":{\"text/plain\":{}}}}}},"
- "\"/openapi.json\":{\"get\":{\"summary\":\"This document\",\"responses\":{\"200\":{\"description\":\"OpenAPI 3\"}}}}"
-"}}";
-/* clang-format on */
+/* The object at a '/'-separated path of object keys (array indices as
+ * digits), or NULL. */
+static json_t *at(json_t *root, const char *path)
+{
+    char key[128];
+    json_t *v = root;
+    while (v && *path) {
+        size_t n = strcspn(path, "/");
+        if (n >= sizeof key)
+            return NULL;
+        memcpy(key, path, n);
+        key[n] = 0;
+        path += n + (path[n] == '/');
+        v = json_is_array(v) ? json_array_get(v, (size_t)strtoul(key, NULL, 10))
+                             : json_object_get(v, key);
+    }
+    return v;
+}
+
+/* Sets key of the object at path (takes val); with val NULL, deletes it. */
+static void put(json_t *root, const char *path, const char *key, json_t *val)
+{
+    json_t *o = at(root, path);
+    if (o && val)
+        json_object_set_new(o, key, val);
+    else if (o)
+        json_object_del(o, key);
+    else
+        json_decref(val);
+}
+
+static json_t *add_unique(json_t *arr, const char *s)
+{
+    for (size_t i = 0; i < json_array_size(arr); i++)
+        if (!strcmp(json_string_value(json_array_get(arr, i)), s))
+            return arr;
+    json_array_append_new(arr, json_string(s));
+    return arr;
+}
+
+/* {"properties": {"source": {"enum": [a, b?]}, "target": {"enum": [t]}}} */
+static json_t *pair(const char *src, const char *also, const char *tgt)
+{
+    json_t *se = json_array();
+    json_array_append_new(se, json_string(src));
+    if (also)
+        json_array_append_new(se, json_string(also));
+    return json_pack("{s:{s:{s:o},s:{s:[s]}}}", "properties", "source", "enum", se, "target",
+                     "enum", tgt);
+}
+
+#define TR "components/schemas/TranslateRequest"
+#define LR "components/schemas/LibreRequest"
+#define LF "components/schemas/LibreFileRequest"
+#define LRF "components/schemas/LibreRequestForm"
+
+static void fill_models(json_t *d, const srv_server *s)
+{
+    int max_beam = 0, libre_beam = 0, max_len = 0, max_in = 0, layers = 0, heads = 0;
+    json_t *names = json_array(), *langs = json_array(), *tr_any = json_array();
+    json_t *lr_any = json_array(), *lf_any = json_array();
+    for (int i = 0; i < s->n_models; i++) {
+        const srv_model *sm = &s->models[i];
+        const td_config *c = td_model_config(sm->m);
+        add_unique(names, sm->name);
+        add_unique(langs, sm->src_lang);
+        add_unique(langs, sm->tgt_lang);
+        /* the widest model for the native API (a request names its model);
+         * /translate's alternatives are held to the narrowest (libre.c) */
+        if (sm->max_beam > max_beam)
+            max_beam = sm->max_beam;
+        libre_beam = i == 0 || sm->max_beam < libre_beam ? sm->max_beam : libre_beam;
+        if (sm->max_length > max_len)
+            max_len = sm->max_length;
+        max_in = i == 0 || sm->max_input_tokens < max_in ? sm->max_input_tokens : max_in;
+        layers = i == 0 || c->decoder_layers < layers ? c->decoder_layers : layers;
+        heads = i == 0 || c->decoder_attention_heads < heads ? c->decoder_attention_heads : heads;
+        json_array_append_new(lr_any, pair(sm->src_lang, "auto", sm->tgt_lang));
+        json_array_append_new(lf_any, pair(sm->src_lang, NULL, sm->tgt_lang));
+    }
+    /* a language to itself: returned as it is */
+    for (size_t i = 0; i < json_array_size(langs); i++) {
+        const char *l = json_string_value(json_array_get(langs, i));
+        json_array_append_new(lr_any, pair(l, NULL, l));
+        json_array_append_new(lf_any, pair(l, NULL, l));
+    }
+    /* num_hypotheses <= beam_size: one alternative per beam size (without
+     * beam_size the beam widens to num_hypotheses, api.c) */
+    for (int b = 1; b <= max_beam; b++)
+        json_array_append_new(tr_any, json_pack("{s:{s:{s:[i]},s:{s:i}}}", "properties",
+                                                "beam_size", "enum", b, "num_hypotheses",
+                                                "maximum", b));
+    put(d, TR "/properties/model", "enum", names);
+    put(d, TR "/properties/beam_size", "maximum", json_integer(max_beam));
+    put(d, TR "/properties/num_hypotheses", "maximum", json_integer(max_beam));
+    put(d, TR "/properties/max_length", "maximum", json_integer(max_len));
+    put(d, TR, "x-max-input-tokens", json_integer(max_in));
+    put(d, TR, "anyOf", tr_any);
+    put(d, TR "/properties/attention_layers/items", "minimum", json_integer(-layers));
+    put(d, TR "/properties/attention_layers/items", "maximum", json_integer(layers - 1));
+    put(d, TR "/properties/attention_heads/items", "maximum", json_integer(heads - 1));
+    json_t *with_auto = json_deep_copy(langs);
+    json_array_append_new(with_auto, json_string("auto"));
+    put(d, LR "/properties/source", "enum", with_auto);
+    put(d, LR "/properties/target", "enum", json_deep_copy(langs));
+    put(d, LR "/properties/alternatives", "maximum", json_integer(libre_beam - 1));
+    put(d, LRF "/properties/source", "enum", json_deep_copy(json_object_get(at(d, LR "/properties/source"), "enum")));
+    put(d, LRF "/properties/target", "enum", json_deep_copy(langs));
+    put(d, LRF "/properties/alternatives", "maximum", json_integer(libre_beam - 1));
+    /* oneOf (the pairs exclude each other): schemathesis 4.32's coverage
+     * phase fails on these as an anyOf */
+    put(d, LRF, "oneOf", json_deep_copy(lr_any));
+    put(d, LR, "oneOf", lr_any);
+    put(d, LF "/properties/source", "enum", json_deep_copy(langs));
+    put(d, LF "/properties/target", "enum", langs);
+    /* oneOf (the pairs exclude each other): schemathesis 4.32 fails on an
+     * anyOf in a multipart body */
+    put(d, LF, "oneOf", lf_any);
+}
+
+/* Not ready: nothing model-dependent (an empty enum is not JSON Schema). */
+static void drop_models(json_t *d)
+{
+    put(d, TR "/properties/model", "enum", NULL);
+    put(d, TR "/properties/beam_size", "maximum", NULL);
+    put(d, TR "/properties/num_hypotheses", "maximum", NULL);
+    put(d, TR "/properties/max_length", "maximum", NULL);
+    put(d, TR, "x-max-input-tokens", NULL);
+    put(d, TR, "anyOf", NULL);
+    put(d, TR "/properties/attention_layers/items", "minimum", NULL);
+    put(d, TR "/properties/attention_layers/items", "maximum", NULL);
+    put(d, TR "/properties/attention_heads/items", "maximum", NULL);
+    put(d, LR "/properties/source", "enum", NULL);
+    put(d, LR "/properties/target", "enum", NULL);
+    put(d, LR "/properties/alternatives", "maximum", NULL);
+    put(d, LR, "oneOf", NULL);
+    put(d, LRF "/properties/source", "enum", NULL);
+    put(d, LRF "/properties/target", "enum", NULL);
+    put(d, LRF "/properties/alternatives", "maximum", NULL);
+    put(d, LRF, "oneOf", NULL);
+    put(d, LF "/properties/source", "enum", NULL);
+    put(d, LF "/properties/target", "enum", NULL);
+    put(d, LF, "oneOf", NULL);
+}
+
+char *srv_openapi_render(const srv_server *s)
+{
+    json_error_t je;
+    json_t *d = json_loads(srv_openapi_template, 0, &je);
+    if (!d)
+        return NULL;
+    put(d, "info", "version", json_string(srv_version));
+    /* texts per request: --max-batch-texts */
+    put(d, TR "/properties/text/oneOf/1", "maxItems", json_integer(s->o.max_batch_texts));
+    put(d, LR "/properties/q/oneOf/1", "maxItems", json_integer(s->o.max_batch_texts));
+    if (atomic_load(&s->ready) && s->n_models > 0)
+        fill_models(d, s);
+    else
+        drop_models(d);
+    char *out = json_dumps(d, JSON_COMPACT);
+    json_decref(d);
+    return out;
+}

@@ -22,11 +22,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include <jansson.h>
 
 #include "batcher.h"
+#include "buildinfo.h"
 #include "clock.h"
 #include "device.h"
 #include "http.h"
@@ -109,18 +111,47 @@ static const opt_def k_opts[] = {
 };
 #define N_OPTS (sizeof k_opts / sizeof k_opts[0])
 
+static void defaults(srv_opts *o);
+
+/* An option's default, as usage prints it. */
+static void default_text(const opt_def *d, char *out, size_t n)
+{
+    srv_opts o;
+    defaults(&o);
+    const char *base = (const char *)&o + d->off;
+    switch (d->kind) {
+    case OPT_STR: {
+        const char *v = *(const char *const *)(const void *)base;
+        snprintf(out, n, "%s", !v ? "none" : !*v ? "\"\"" : v);
+        break;
+    }
+    case OPT_INT: snprintf(out, n, "%d", *(const int *)(const void *)base); break;
+    case OPT_LONG: snprintf(out, n, "%ld", *(const long *)(const void *)base); break;
+    case OPT_FAULT: snprintf(out, n, "none"); break;
+    case OPT_SCHED:
+        snprintf(out, n, "%s",
+                 *(const srv_scheduler *)(const void *)base == SRV_SCHED_BATCH ? "batch"
+                                                                               : "inflight");
+        break;
+    }
+}
+
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: transformerd serve --model DIR [options]\n"
-               "every option is also read from TRANSFORMERD_<NAME> (e.g. TRANSFORMERD_PORT)\n");
-    for (size_t i = 0; i < N_OPTS; i++)
-        fprintf(f, "  %-26s %s\n", k_opts[i].flag, k_opts[i].help);
+    fprintf(f, "usage: transformerd serve [--model DIR] [options]\n"
+               "every option is also read from TRANSFORMERD_<NAME> (e.g. TRANSFORMERD_PORT); "
+               "flags win\n");
+    for (size_t i = 0; i < N_OPTS; i++) {
+        char def[512];
+        default_text(&k_opts[i], def, sizeof def);
+        fprintf(f, "  %-26s %s (default: %s)\n", k_opts[i].flag, k_opts[i].help, def);
+    }
 }
 
 static void defaults(srv_opts *o)
 {
     memset(o, 0, sizeof *o);
-    o->model_dir = "models/en-de";
+    o->model_dir = srv_default_model_dir(); /* TRANSFORMERD_MODEL, source tree, installed */
     o->device = "cpu";
     o->dtype = "auto";
     o->precision = "full";
@@ -401,6 +432,40 @@ static void free_models(srv_server *s)
     s->models = NULL;
 }
 
+/* The model directory is there and holds readable model files, before the
+ * daemon listens: a wrong --model is exit 1 with the path, not a daemon
+ * that is live but never ready. (The files' contents are checked by the
+ * load.) */
+static int check_model_dir(const char *dir)
+{
+    static const char *const files[] = {"config.json", "model.safetensors", "source.spm",
+                                        "target.spm", "vocab.json"};
+    struct stat st;
+    errno = 0;
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        fprintf(stderr,
+                "transformerd: model directory '%s': %s (set --model or TRANSFORMERD_MODEL)\n",
+                dir, errno ? strerror(errno) : "not a directory");
+        return -1;
+    }
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        char p[4096];
+        snprintf(p, sizeof p, "%s/%s", dir, files[i]);
+        errno = 0;
+        FILE *f = fopen(p, "rb");
+        int ok = f && fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode);
+        int e = errno;
+        if (f)
+            fclose(f);
+        if (!ok) {
+            fprintf(stderr, "transformerd: model directory '%s': %s: %s\n", dir, files[i],
+                    e ? strerror(e) : "not a regular file");
+            return -1;
+        }
+    }
+    return 0;
+}
+
 int srv_main(int argc, char **argv)
 {
     /* jansson's hash seed must be set before any thread may create objects. */
@@ -411,6 +476,8 @@ int srv_main(int argc, char **argv)
     int prc = parse_opts(&s.o, argc, argv);
     if (prc)
         return prc > 0 ? 0 : 2;
+    if (check_model_dir(s.o.model_dir) != 0)
+        return 1;
 
     sigset_t set;
     sigemptyset(&set);
@@ -422,6 +489,7 @@ int srv_main(int argc, char **argv)
     char err[1024];
     s.metrics = srv_metrics_new();
     s.models = calloc(1, sizeof *s.models);
+    srv_metrics_set_limits(s.metrics, s.o.max_batch_size, s.o.max_batch_tokens);
     if (!s.metrics || !s.models) {
         fprintf(stderr, "transformerd: out of memory\n");
         free(s.models);

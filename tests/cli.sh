@@ -1,0 +1,87 @@
+#!/bin/sh
+# tests/cli.sh DAEMON MODEL_DIR
+#
+# The ctest "cli" test: every command's --help and -h (exit 0, defaults
+# shown; serve: every option's), `version` / `--version` (the CMake project
+# version and the git commit), the model directory's defaults (docs/api.md:
+# TRANSFORMERD_MODEL, the source tree's models/en-de, the installed one)
+# and serve's check of it before it listens (exit 1, the path named),
+# translate's progress on stderr only when stderr is a terminal (util-linux
+# `script` gives it one). Exit 0 passed, 1 failed.
+set -u
+D=$1 MODEL=$2
+SRC=$(cd "$(dirname "$0")/.." && pwd)
+T=$(mktemp -d "${TMPDIR:-/tmp}/td-cli.XXXXXX") || exit 2
+trap 'rm -rf "$T"' EXIT
+fail() { echo "cli: FAIL: $*"; [ -f "$T/out" ] && head -n 40 "$T/out"; exit 1; }
+unset TRANSFORMERD_MODEL
+
+for c in translate tokenize translate-ids serve; do
+    for h in --help -h; do
+        "$D" $c $h >"$T/out" 2>&1 || fail "$c $h: exit $?"
+        grep -q "^usage: transformerd $c" "$T/out" || fail "$c $h: no usage line"
+        grep -q "default" "$T/out" || fail "$c $h: no defaults"
+    done
+done
+# serve: every option line shows its default
+"$D" serve --help >"$T/out" 2>&1
+n_opt=$(grep -c '^  --' "$T/out")
+n_def=$(grep '^  --' "$T/out" | grep -c '(default: [^)]*)$')
+[ "$n_opt" -gt 20 ] && [ "$n_opt" = "$n_def" ] || fail "serve --help: $n_def of $n_opt options show a default"
+grep -q -- '--max-batch-size .*(default: 32)$' "$T/out" || fail "serve --help: --max-batch-size default"
+grep -q -- '--scheduler .*(default: inflight)$' "$T/out" || fail "serve --help: --scheduler default"
+echo "cli: --help ok"
+
+# version: the CMake project version and the commit
+want=$(sed -n 's/^project(transformerd .*VERSION \([0-9.]*\)).*/\1/p' "$SRC/CMakeLists.txt")
+for v in version --version; do
+    "$D" $v >"$T/out" 2>&1 || fail "$v: exit $?"
+    grep -q "^transformerd $want (commit [0-9a-z-]*)\$" "$T/out" || fail "$v: want version $want"
+done
+if head=$(git -C "$SRC" rev-parse --short=12 HEAD 2>/dev/null); then
+    grep -q "(commit $head" "$T/out" || fail "version: want commit $head"
+fi
+echo "cli: version ok ($(cat "$T/out"))"
+
+# the default model: the environment, else the source tree's, else installed
+if [ -f "$SRC/models/en-de/config.json" ]; then def="$SRC/models/en-de"; else def=/usr/share/transformerd/models/en-de; fi
+(cd "$T" && "$D" translate --help) >"$T/out" 2>&1
+grep -q "(default: $def)" "$T/out" || fail "translate --help: want the default model $def"
+(cd "$T" && TRANSFORMERD_MODEL=/elsewhere/m "$D" serve --help) >"$T/out" 2>&1
+grep -q -- "--model .*(default: /elsewhere/m)" "$T/out" || fail "serve --help: TRANSFORMERD_MODEL not the default"
+echo 'Hello world' | (cd "$T" && TRANSFORMERD_MODEL=$MODEL "$D" tokenize --pieces) >"$T/out" 2>&1 ||
+    fail "tokenize with TRANSFORMERD_MODEL from another directory"
+grep -q '</s>' "$T/out" || fail "tokenize: $(cat "$T/out")"
+echo "cli: default model ok"
+
+# serve checks the model directory before it listens
+"$D" serve --model "$T/none" --port 0 >"$T/out" 2>&1 </dev/null
+rc=$?
+[ $rc = 1 ] || fail "serve --model (missing): exit $rc, want 1"
+grep -q "model directory '$T/none'" "$T/out" || fail "serve: the missing directory is not named"
+grep -q "listening" "$T/out" && fail "serve listened with a missing model directory"
+mkdir "$T/half"
+ln -s "$MODEL/config.json" "$T/half/config.json"
+"$D" serve --model "$T/half" --port 0 >"$T/out" 2>&1 </dev/null
+rc=$?
+[ $rc = 1 ] || fail "serve --model (no weights): exit $rc, want 1"
+grep -q "model.safetensors" "$T/out" || fail "serve: the missing file is not named"
+grep -q "listening" "$T/out" && fail "serve listened without model.safetensors"
+echo "cli: model directory checks ok"
+
+# progress: on a terminal only
+printf 'Hello world\nSave the file?\nthe test.\n' >"$T/in"
+OPENBLAS_NUM_THREADS=1 "$D" translate --model "$MODEL" --threads 1 <"$T/in" >"$T/o1" 2>"$T/err" ||
+    fail "translate: exit $?"
+[ "$(wc -l <"$T/o1")" = 3 ] || fail "translate: not 3 lines"
+grep -q "lines/s" "$T/err" && fail "translate: progress written to a file"
+if command -v script >/dev/null 2>&1; then
+    OPENBLAS_NUM_THREADS=1 script -qec "'$D' translate --model '$MODEL' --threads 1 <'$T/in' >'$T/o2'" /dev/null >"$T/out" 2>&1 ||
+        fail "translate on a terminal: exit $?"
+    grep -q "3 lines in .* lines/s" "$T/out" || fail "translate on a terminal: no progress"
+    cmp -s "$T/o1" "$T/o2" || fail "translate on a terminal: other output"
+    echo "cli: progress ok"
+else
+    echo "cli: no util-linux script: progress on a terminal not checked"
+fi
+exit 0

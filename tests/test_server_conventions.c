@@ -1,0 +1,316 @@
+/*
+ * test_server_conventions.c - the daemon's conventions end to end on
+ * loopback: GET /openapi.json's enums and limits equal the loaded model
+ * and the flags, /version equals /v1/models' and the build_info metric,
+ * the process_* metrics, histogram buckets ending at the configured
+ * limits, and the server fixes schemathesis found (a beam widened to
+ * num_hypotheses, NUL in texts and in unknown keys, field types of
+ * LibreTranslate's /translate, a file part without a file name).
+ */
+#include <check.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "server/client.h"
+
+#ifndef TD_DAEMON
+#error "TD_DAEMON (path of the transformerd executable) must be defined"
+#endif
+
+static int g_port = -1;
+static pid_t g_pid = -1;
+static char g_tmp[256];
+
+static json_t *get_json(const char *path)
+{
+    tc_resp r;
+    ck_assert_int_eq(tc_request(g_port, "GET", path, NULL, NULL, 0, &r), 0);
+    ck_assert_int_eq(r.status, 200);
+    json_error_t je;
+    json_t *j = json_loads(r.body, 0, &je);
+    ck_assert_msg(j != NULL, "%s: not JSON: %s", path, r.body);
+    tc_resp_free(&r);
+    return j;
+}
+
+static json_t *at(json_t *v, const char *path)
+{
+    char key[128];
+    while (v && *path) {
+        size_t n = strcspn(path, "/");
+        snprintf(key, sizeof key, "%.*s", (int)n, path);
+        for (char *k = key; *k; k++)
+            if (*k == '~')
+                *k = '/'; /* "text~html": the media type text/html */
+        path += n + (path[n] == '/');
+        v = json_is_array(v) ? json_array_get(v, (size_t)atoi(key)) : json_object_get(v, key);
+    }
+    ck_assert_msg(v != NULL, "no %s", key);
+    return v;
+}
+
+static long at_int(json_t *v, const char *path)
+{
+    json_t *x = at(v, path);
+    ck_assert_msg(json_is_integer(x), "%s is not an integer", path);
+    return (long)json_integer_value(x);
+}
+
+static int has_string(json_t *arr, const char *s)
+{
+    for (size_t i = 0; i < json_array_size(arr); i++)
+        if (!strcmp(json_string_value(json_array_get(arr, i)), s))
+            return 1;
+    return 0;
+}
+
+/* The value of a metric line "NAME VALUE" (series with labels: the whole
+ * series text before the value), or -1. */
+static double metric(const char *text, const char *series)
+{
+    size_t n = strlen(series);
+    for (const char *p = text; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
+        if (!strncmp(p, series, n) && p[n] == ' ')
+            return strtod(p + n + 1, NULL);
+    return -1;
+}
+
+START_TEST(test_openapi_limits)
+{
+    json_t *models = get_json("/v1/models");
+    json_t *m = at(models, "models/0");
+    json_t *d = get_json("/openapi.json");
+    json_t *tr = at(d, "components/schemas/TranslateRequest/properties");
+    ck_assert_int_eq(at_int(tr, "beam_size/maximum"), 6);         /* --max-beam */
+    ck_assert_int_eq(at_int(tr, "num_hypotheses/maximum"), 6);
+    ck_assert_int_eq(at_int(tr, "text/oneOf/1/maxItems"), 5);     /* --max-batch-texts */
+    ck_assert_int_eq(at_int(tr, "max_length/maximum"), at_int(m, "limits/max_length"));
+    ck_assert_int_eq(at_int(at(d, "components/schemas/TranslateRequest"), "x-max-input-tokens"),
+                     40);
+    json_t *names = at(tr, "model/enum");
+    ck_assert_int_eq(json_array_size(names), 1);
+    ck_assert_str_eq(json_string_value(json_array_get(names, 0)), "marian_en_de");
+    ck_assert_int_eq(at_int(tr, "attention_layers/items/minimum"),
+                     -at_int(m, "architecture/decoder_layers"));
+    ck_assert_int_eq(at_int(tr, "attention_layers/items/maximum"),
+                     at_int(m, "architecture/decoder_layers") - 1);
+    ck_assert_int_eq(at_int(tr, "attention_heads/items/maximum"),
+                     at_int(m, "architecture/decoder_attention_heads") - 1);
+    /* num_hypotheses <= beam_size: one alternative per beam size */
+    json_t *any = at(d, "components/schemas/TranslateRequest/anyOf");
+    ck_assert_int_eq(json_array_size(any), 6);
+    ck_assert_int_eq(at_int(any, "2/properties/num_hypotheses/maximum"), 3);
+    json_t *lr = at(d, "components/schemas/LibreRequest/properties");
+    ck_assert_int_eq(at_int(lr, "alternatives/maximum"), 5);      /* --max-beam - 1 */
+    ck_assert_int_eq(at_int(lr, "q/oneOf/1/maxItems"), 5);
+    ck_assert(has_string(at(lr, "source/enum"), "en") && has_string(at(lr, "source/enum"), "auto"));
+    ck_assert(has_string(at(lr, "target/enum"), "de") && !has_string(at(lr, "target/enum"), "auto"));
+    ck_assert(!has_string(at(d, "components/schemas/LibreFileRequest/properties/source/enum"),
+                          "auto"));
+    ck_assert_str_eq(json_string_value(at(d, "info/version")),
+                     json_string_value(at(models, "server/version")));
+    /* every path the server routes, GET / as HTML, the error objects */
+    const char *paths[] = {"/v1/translate", "/translate", "/detect", "/translate_file",
+                           "/download_file/{name}", "/suggest", "/languages",
+                           "/frontend/settings", "/health", "/v1/models", "/version",
+                           "/health/live", "/health/ready", "/v2/health/live",
+                           "/v2/health/ready", "/metrics", "/openapi.json", "/",
+                           "/web/app.js", "/web/app.css", "/web/icon.svg"};
+    for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++)
+        ck_assert_msg(json_object_get(at(d, "paths"), paths[i]) != NULL, "%s", paths[i]);
+    json_t *ps = json_object_get(d, "paths");
+    ck_assert_ptr_nonnull(at(json_object_get(ps, "/"), "get/responses/200/content/text~html"));
+    json_t *tresp = at(json_object_get(ps, "/v1/translate"), "post/responses");
+    const char *codes[] = {"200", "400", "401", "413", "415", "422", "429", "500", "503", "504"};
+    for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++)
+        ck_assert_msg(json_object_get(tresp, codes[i]) != NULL, "/v1/translate %s", codes[i]);
+    ck_assert_ptr_nonnull(at(d, "components/responses/NotFound"));
+    ck_assert_ptr_nonnull(at(d, "components/responses/MethodNotAllowed/headers/Allow"));
+    ck_assert_ptr_nonnull(at(d, "components/schemas/Error/properties/error/properties/param"));
+    ck_assert_str_eq(json_string_value(at(d, "components/schemas/LibreError/properties/error/type")),
+                     "string");
+    ck_assert_ptr_nonnull(at(d, "components/schemas/Translation/properties/source_offsets"));
+    json_decref(d);
+    json_decref(models);
+}
+END_TEST
+
+START_TEST(test_version_and_metrics)
+{
+    json_t *v = get_json("/version");
+    json_t *models = get_json("/v1/models");
+    const char *ver = json_string_value(at(v, "version")), *commit = json_string_value(at(v, "commit"));
+    ck_assert_str_eq(ver, json_string_value(at(models, "server/version")));
+    ck_assert_str_eq(commit, json_string_value(at(models, "server/commit")));
+    ck_assert(strlen(ver) >= 5 && strchr(ver, '.'));
+    /* some traffic, so that the batch histograms have a count */
+    tc_resp r;
+    ck_assert_int_eq(tc_post_json(g_port, "/v1/translate", "{\"text\":[\"Hello\",\"world\"]}", &r), 0);
+    ck_assert_int_eq(r.status, 200);
+    tc_resp_free(&r);
+    ck_assert_int_eq(tc_request(g_port, "GET", "/metrics", NULL, NULL, 0, &r), 0);
+    ck_assert_int_eq(r.status, 200);
+    char series[512];
+    snprintf(series, sizeof series, "transformerd_build_info{version=\"%s\",commit=\"%s\"}", ver,
+             commit);
+    ck_assert_msg(metric(r.body, series) == 1, "%s missing", series);
+    double cpu = metric(r.body, "process_cpu_seconds_total");
+    double rss = metric(r.body, "process_resident_memory_bytes");
+    double vsz = metric(r.body, "process_virtual_memory_bytes");
+    double start = metric(r.body, "process_start_time_seconds");
+    double fds = metric(r.body, "process_open_fds"), maxfds = metric(r.body, "process_max_fds");
+    ck_assert_msg(cpu >= 0, "process_cpu_seconds_total");
+    ck_assert_msg(rss > 1e6 && vsz >= rss, "rss %g vsz %g", rss, vsz);
+    double now = (double)time(NULL);
+    ck_assert_msg(start > now - 3600 && start <= now + 5, "start %f now %f", start, now);
+    ck_assert_msg(fds >= 3 && fds <= maxfds, "open fds %g max %g", fds, maxfds);
+    ck_assert_ptr_nonnull(strstr(r.body, "# TYPE process_cpu_seconds_total counter\n"));
+    /* the buckets end at --max-batch-size 48 and --max-batch-tokens 1000 */
+    ck_assert_msg(metric(r.body, "transformerd_batch_size_bucket{le=\"48\"}") >= 1, "le=48");
+    ck_assert_msg(metric(r.body, "transformerd_batch_size_bucket{le=\"32\"}") >= 0, "le=32");
+    ck_assert_ptr_null(strstr(r.body, "transformerd_batch_size_bucket{le=\"64\"}"));
+    ck_assert_msg(metric(r.body, "transformerd_batch_tokens_bucket{le=\"1000\"}") >= 1, "le=1000");
+    ck_assert_msg(metric(r.body, "transformerd_batch_tokens_bucket{le=\"256\"}") >= 0, "le=256");
+    ck_assert_ptr_null(strstr(r.body, "transformerd_batch_tokens_bucket{le=\"1024\"}"));
+    tc_resp_free(&r);
+    json_decref(v);
+    json_decref(models);
+}
+END_TEST
+
+static int post_status(const char *path, const char *json)
+{
+    tc_resp r;
+    ck_assert_int_eq(tc_post_json(g_port, path, json, &r), 0);
+    int st = r.status;
+    tc_resp_free(&r);
+    return st;
+}
+
+START_TEST(test_schemathesis_findings)
+{
+    /* without beam_size the beam widens to num_hypotheses (model: 4) */
+    tc_resp r;
+    ck_assert_int_eq(
+        tc_post_json(g_port, "/v1/translate", "{\"text\":\"Hello\",\"num_hypotheses\":6}", &r), 0);
+    ck_assert_int_eq(r.status, 200);
+    json_error_t je;
+    json_t *j = json_loads(r.body, 0, &je);
+    ck_assert_int_eq(json_array_size(at(j, "translations/0/hypotheses")), 6);
+    json_decref(j);
+    tc_resp_free(&r);
+    /* an explicit beam below num_hypotheses is still a contradiction */
+    ck_assert_int_eq(post_status("/v1/translate",
+                                 "{\"text\":\"Hello\",\"beam_size\":2,\"num_hypotheses\":3}"),
+                     400);
+    /* NUL is a character of a text; a model name with one is no model */
+    ck_assert_int_eq(post_status("/v1/translate", "{\"text\":\"a\\u0000b\"}"), 200);
+    ck_assert_int_eq(post_status("/v1/translate",
+                                 "{\"text\":\"a\",\"model\":\"marian_en_de\\u0000x\"}"),
+                     400);
+    ck_assert_int_eq(post_status("/translate", "{\"q\":\"a\\u0000b\",\"source\":\"en\","
+                                               "\"target\":\"de\"}"),
+                     200);
+    /* an unknown key with a NUL is ignored like any unknown key */
+    ck_assert_int_eq(post_status("/translate", "{\"q\":\"Hello\",\"source\":\"en\","
+                                               "\"target\":\"de\",\"x\\u0000\\\\u0000\":1}"),
+                     200);
+    ck_assert_int_eq(post_status("/translate", "{\"q\":\"Hello\",\"source\":\"en\\u0000x\","
+                                               "\"target\":\"de\"}"),
+                     400);
+    /* an integer past int64 in an unknown key is ignored (Flask reads it) */
+    ck_assert_int_eq(post_status("/translate", "{\"q\":\"Hello\",\"source\":\"en\","
+                                               "\"target\":\"de\",\"x\":[-1841875414553269460302561289]}"),
+                     200);
+    ck_assert_int_eq(post_status("/translate", "{\"q\":\"Hello\",\"source\":\"en\","
+                                               "\"target\":\"de\",\"alternatives\":18418754145532694603}"),
+                     400);
+    /* length_penalty is held to -10..10 before it is rounded to float */
+    ck_assert_int_eq(post_status("/v1/translate",
+                                 "{\"text\":\"Hello\",\"length_penalty\":10.000000000000002}"),
+                     400);
+    ck_assert_int_eq(post_status("/v1/translate", "{\"text\":\"Hello\",\"length_penalty\":-10}"),
+                     200);
+    /* format "" is text, as LibreTranslate reads it */
+    ck_assert_int_eq(post_status("/translate", "{\"q\":\"Hello\",\"source\":\"en\","
+                                               "\"target\":\"de\",\"format\":\"\"}"),
+                     200);
+    /* field types */
+    ck_assert_int_eq(post_status("/translate", "{\"q\":\"Hello\",\"source\":\"en\","
+                                               "\"target\":\"de\",\"api_key\":5}"),
+                     400);
+    ck_assert_int_eq(post_status("/translate", "{\"q\":\"Hello\",\"source\":\"en\","
+                                               "\"target\":\"de\",\"api_key\":null}"),
+                     200);
+    ck_assert_int_eq(post_status("/detect", "{\"q\":\"Hello\",\"api_key\":[]}"), 400);
+    ck_assert_int_eq(post_status("/translate", "{\"q\":\"Hello\",\"source\":\"en\","
+                                               "\"target\":\"de\",\"alternatives\":{}}"),
+                     400);
+    ck_assert_int_eq(post_status("/translate", "{\"q\":\"Hello\",\"source\":\"en\","
+                                               "\"target\":\"de\",\"alternatives\":null}"),
+                     200);
+    ck_assert_int_eq(post_status("/translate", "{\"q\":\"Hello\",\"source\":\"en\","
+                                               "\"target\":\"de\",\"format\":null}"),
+                     400);
+    ck_assert_int_eq(post_status("/translate", "{\"q\":\"Hello\",\"source\":\"en\","
+                                               "\"target\":\"de\",\"format\":[]}"),
+                     400);
+    /* a file part without a file name: its Content-Type names the format */
+    const char *mp = "--XyZ\r\nContent-Disposition: form-data; name=\"file\"\r\n"
+                     "Content-Type: text/plain\r\n\r\nHello world\r\n"
+                     "--XyZ\r\nContent-Disposition: form-data; name=\"source\"\r\n\r\nen\r\n"
+                     "--XyZ\r\nContent-Disposition: form-data; name=\"target\"\r\n\r\nde\r\n"
+                     "--XyZ--\r\n";
+    ck_assert_int_eq(tc_request(g_port, "POST", "/translate_file",
+                                "Content-Type: multipart/form-data; boundary=XyZ\r\n", mp,
+                                strlen(mp), &r),
+                     0);
+    ck_assert_msg(r.status == 200 && strstr(r.body, ".file.txt\""), "%d %s", r.status, r.body);
+    tc_resp_free(&r);
+}
+END_TEST
+
+int main(void)
+{
+    snprintf(g_tmp, sizeof g_tmp, "/tmp/td_conventions.XXXXXX");
+    if (!mkdtemp(g_tmp))
+        return 1;
+    char model[512], log[600];
+    snprintf(model, sizeof model, "%s/text/marian_en_de", TD_TEST_DATA);
+    snprintf(log, sizeof log, "%s/daemon.log", g_tmp);
+    const char *args[] = {"--model", model, "--threads", "1", "--max-batch-size", "48",
+                          "--max-batch-tokens", "1000", "--max-beam", "6", "--max-batch-texts",
+                          "5", "--max-input-tokens", "40", NULL};
+    g_port = tc_daemon_start(TD_DAEMON, args, log, 60, &g_pid);
+    if (g_port <= 0) {
+        fprintf(stderr, "the daemon did not start; see %s\n", log);
+        return 1;
+    }
+    Suite *s = suite_create("conventions");
+    TCase *tc = tcase_create("conventions");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_openapi_limits);
+    tcase_add_test(tc, test_version_and_metrics);
+    tcase_add_test(tc, test_schemathesis_findings);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    kill(g_pid, SIGTERM);
+    if (tc_daemon_wait(g_pid, 30) != 0)
+        failed++;
+    if (!failed) {
+        unlink(log);
+        rmdir(g_tmp);
+    } else {
+        fprintf(stderr, "daemon log kept in %s\n", log);
+    }
+    return failed ? 1 : 0;
+}
