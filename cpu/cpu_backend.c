@@ -8,6 +8,7 @@
  */
 #include "activation.h"
 #include "cpu_backend.h"
+#include "cpu_kernels.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -635,24 +636,8 @@ static void cpu_attention(td_backend *be, const td_attn_args *a)
 
 /* --- decoding scores ------------------------------------------------------ */
 
-/* Inserts (v, id) into the descending list val/idx of *cnt <= k entries.
- * Ids arrive in ascending order, so an equal value goes after the ones
- * already there: ties resolve toward the lower id. */
-static inline void cpu_topk_push(float *val, int32_t *idx, int *cnt, int k,
-                                 float v, int32_t id)
-{
-    if (*cnt == k && !(v > val[k - 1]))
-        return;
-    int pos = *cnt < k ? (*cnt)++ : k - 1;
-    while (pos > 0 && val[pos - 1] < v) {
-        val[pos] = val[pos - 1];
-        idx[pos] = idx[pos - 1];
-        pos--;
-    }
-    val[pos] = v;
-    idx[pos] = id;
-}
-
+/* One row at a time (cpu_logprobs.c: log-softmax, suppression, forced EOS
+ * and top-k fused, vectorised where the CPU allows), rows across threads. */
 static void cpu_logprobs_topk(td_backend *be, float *logits, int64_t n,
                               int64_t vocab, const int32_t *suppress,
                               int n_suppress, int force_eos,
@@ -669,44 +654,11 @@ static void cpu_logprobs_topk(td_backend *be, float *logits, int64_t n,
         return;
     }
 #pragma omp parallel for num_threads(cpu_nt(c, n * vocab)) schedule(static)
-    for (int64_t r = 0; r < n; r++) {
-        float *x = logits + r * vocab;
-        /* 1. log_softmax as torch: (x - max) - log(sum(exp(x - max))) */
-        float mx = x[0];
-        for (int64_t t = 1; t < vocab; t++)
-            mx = x[t] > mx ? x[t] : mx;
-        if (mx == -INFINITY) {
-            for (int64_t t = 0; t < vocab; t++)
-                x[t] = -INFINITY;
-        } else {
-            double sum = 0.0;
-            for (int64_t t = 0; t < vocab; t++)
-                sum += expf(x[t] - mx);
-            const float lse = (float)log(sum);
-            for (int64_t t = 0; t < vocab; t++)
-                x[t] = (x[t] - mx) - lse;
-        }
-        /* 2. suppressed tokens */
-        for (int i = 0; i < n_suppress; i++)
-            if (suppress[i] >= 0 && suppress[i] < vocab)
-                x[suppress[i]] = -INFINITY;
-        /* 3. forced EOS, for the batch or for this row */
-        if (force_eos || (force_rows && force_rows[r])) {
-            for (int64_t t = 0; t < vocab; t++)
-                x[t] = -INFINITY;
-            if (eos_id >= 0 && eos_id < vocab)
-                x[eos_id] = 0.0f;
-        }
-        /* 4. top-k of x + bias, float32 additions */
-        const float b = row_bias ? row_bias[r] : 0.0f;
-        float val[64];
-        int32_t idx[64];
-        int cnt = 0;
-        for (int64_t t = 0; t < vocab; t++)
-            cpu_topk_push(val, idx, &cnt, k, x[t] + b, (int32_t)t);
-        memcpy(out_val + r * k, val, (size_t)k * sizeof(float));
-        memcpy(out_idx + r * k, idx, (size_t)k * sizeof(int32_t));
-    }
+    for (int64_t r = 0; r < n; r++)
+        td_cpu_logprobs_row(logits + r * vocab, vocab, suppress, n_suppress,
+                            force_eos || (force_rows && force_rows[r]), eos_id,
+                            row_bias ? row_bias[r] : 0.0f, k, out_val + r * k,
+                            out_idx + r * k);
 }
 
 static void cpu_gather_rows(td_backend *be, float *dst, const float *src,

@@ -16,6 +16,7 @@
 
 #include "backend.h"
 #include "cpu_backend.h"
+#include "cpu_kernels.h"
 
 #define TOL_ABS 1e-5
 #define TOL_REL 1e-4
@@ -1278,6 +1279,132 @@ START_TEST(test_logprobs_topk_force_rows)
 }
 END_TEST
 
+/* The random cases again under every instruction set the CPU has (the
+ * plain-C rows, AVX2, AVX-512): each must pass the same exact checks. */
+START_TEST(test_logprobs_topk_isa)
+{
+    const td_cpu_isa top = td_cpu_isa_max(), saved = td_cpu_isa_get();
+    for (int isa = TD_CPU_ISA_SCALAR; isa <= (int)top; isa++) {
+        td_cpu_isa_set((td_cpu_isa)isa);
+        rng_seed(30 + (uint64_t)isa);
+        for (int q = 0; q <= 1; q++)
+            for (int sup = 0; sup <= 1; sup++) {
+                check_topk_case(7, 513, 33, sup, 0, 1, q, 0);
+                check_topk_case(3, 2049, 5, sup, 0, 1, q, 0); /* one block + 1 */
+                check_topk_case(2, 4111, 64, sup, 0, 0, q, 1);
+                check_topk_case(1, 7, 7, sup, 0, 1, q, 0);
+                check_topk_case(5, 33, 4, sup, 1, 1, q, 2);
+            }
+    }
+    td_cpu_isa_set(saved);
+}
+END_TEST
+
+/* The polynomial exp against exp() in double over [-100, 0] and at -inf:
+ * within 3 ulp where the result is normal, 0 (or below FLT_MIN) under. */
+START_TEST(test_exp_neg)
+{
+    const td_cpu_isa top = td_cpu_isa_max(), saved = td_cpu_isa_get();
+    enum { N = 200003 };
+    float *x = xmalloc(N * sizeof *x), *y = xmalloc(N * sizeof *y);
+    for (int i = 0; i < N; i++)
+        x[i] = -100.0f * (float)i / (float)(N - 2);
+    x[N - 1] = -INFINITY;
+    for (int isa = TD_CPU_ISA_SCALAR; isa <= (int)top; isa++) {
+        td_cpu_isa_set((td_cpu_isa)isa);
+        for (int64_t n = 1; n <= 33; n += 16) { /* tails */
+            td_cpu_exp_neg(y, x + 1000, n);
+            for (int64_t i = 0; i < n; i++)
+                ck_assert(fabs(y[i] - exp((double)x[1000 + i])) <=
+                          3.6e-7 * exp((double)x[1000 + i]));
+        }
+        td_cpu_exp_neg(y, x, N);
+        double worst = 0;
+        for (int i = 0; i < N; i++) {
+            const double ref = exp((double)x[i]);
+            if (ref < 1.17549435e-38) {
+                ck_assert_msg(y[i] < 1.2e-38f && y[i] >= 0.0f, "isa %d: exp(%g) = %g",
+                              isa, (double)x[i], (double)y[i]);
+                continue;
+            }
+            const double rel = fabs(y[i] - ref) / ref;
+            worst = rel > worst ? rel : worst;
+        }
+        ck_assert_msg(worst <= 3 * 1.1920929e-7, "isa %d: exp worst relative error %g",
+                      isa, worst);
+    }
+    td_cpu_isa_set(saved);
+    free(x), free(y);
+}
+END_TEST
+
+/* Each instruction set's row against the plain-C row on vocabulary-sized
+ * rows (8003 and 32000, several L1 blocks), with -inf logits, a NaN row, a
+ * +inf row and an all -inf row: log-probs within 1e-6 relative, the same
+ * top-k ids, the same NaN-ness. */
+START_TEST(test_logprobs_row_vs_ref)
+{
+    const td_cpu_isa top = td_cpu_isa_max(), saved = td_cpu_isa_get();
+    const int64_t vocabs[2] = {8003, 32000};
+    const int32_t sup[2] = {0, 5};
+    rng_seed(40);
+    for (int vi = 0; vi < 2; vi++) {
+        const int64_t V = vocabs[vi];
+        for (int kind = 0; kind < 6; kind++) {
+            float *x0 = frand_vec((size_t)V, 12.0f);
+            if (kind == 1) /* the max late in the row: rescaled sums */
+                for (int64_t t = 0; t < V; t++)
+                    x0[t] += 20.0f * (float)t / (float)V;
+            if (kind == 2)
+                for (int64_t t = 0; t < V; t += 3)
+                    x0[t] = -INFINITY;
+            if (kind == 3)
+                x0[V / 2] = NAN;
+            if (kind == 4)
+                x0[V - 1] = INFINITY;
+            if (kind == 5)
+                for (int64_t t = 0; t < V; t++)
+                    x0[t] = -INFINITY;
+            float *xr = xmalloc((size_t)V * sizeof *xr), *xv = xmalloc((size_t)V * sizeof *xv);
+            for (int isa = TD_CPU_ISA_SCALAR; isa <= (int)top; isa++) {
+                const int k = 1 + (kind * 13 + isa * 7) % 64;
+                const float b = kind == 1 ? -3.25f : 0.0f;
+                float vr[64], vv[64];
+                int32_t ir[64], iv[64];
+                memcpy(xr, x0, (size_t)V * sizeof *xr);
+                memcpy(xv, x0, (size_t)V * sizeof *xv);
+                td_cpu_logprobs_row_ref(xr, V, sup, 2, 0, 3, b, k, vr, ir);
+                td_cpu_isa_set((td_cpu_isa)isa);
+                td_cpu_logprobs_row(xv, V, sup, 2, 0, 3, b, k, vv, iv);
+                td_cpu_isa_set(saved);
+                size_t bad = 0;
+                for (int64_t t = 0; t < V; t++) {
+                    const double g = xv[t], r = xr[t];
+                    int ok = isnan(r) ? isnan(g) : isinf(r) ? g == r
+                                                            : fabs(g - r) <= 1e-6 * fabs(r) + 1e-6;
+                    if (!ok && bad++ < 3)
+                        fprintf(stderr, "row V=%lld kind %d isa %d: x[%lld] %g vs ref %g\n",
+                                (long long)V, kind, isa, (long long)t, g, r);
+                }
+                for (int i = 0; i < k; i++) {
+                    int ok = iv[i] == ir[i] &&
+                             (isnan(vr[i]) ? isnan(vv[i])
+                                           : isinf(vr[i]) ? vv[i] == vr[i]
+                                                          : fabs(vv[i] - vr[i]) <= 1e-6 * fabs(vr[i]) + 1e-6);
+                    if (!ok && bad++ < 3)
+                        fprintf(stderr, "row V=%lld kind %d isa %d: top %d (%d, %g) vs ref (%d, %g)\n",
+                                (long long)V, kind, isa, i, iv[i], (double)vv[i], ir[i],
+                                (double)vr[i]);
+                }
+                ck_assert_msg(bad == 0, "V=%lld kind %d isa %d: %zu differences",
+                              (long long)V, kind, isa, bad);
+            }
+            free(x0), free(xr), free(xv);
+        }
+    }
+}
+END_TEST
+
 static Suite *cpu_ops_suite(void)
 {
     Suite *s = suite_create("cpu_ops");
@@ -1305,6 +1432,9 @@ static Suite *cpu_ops_suite(void)
     tcase_add_test(tc, test_logprobs_topk_literal);
     tcase_add_test(tc, test_logprobs_topk_random);
     tcase_add_test(tc, test_logprobs_topk_force_rows);
+    tcase_add_test(tc, test_logprobs_topk_isa);
+    tcase_add_test(tc, test_exp_neg);
+    tcase_add_test(tc, test_logprobs_row_vs_ref);
     suite_add_tcase(s, tc);
     return s;
 }

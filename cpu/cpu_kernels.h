@@ -1,0 +1,53 @@
+/*
+ * cpu_kernels.h - the CPU backend's vectorised kernels and the instruction
+ * set they run with (private to cpu/ and its white-box tests).
+ *
+ * Instruction set: chosen once at run time from what the CPU reports
+ * (__builtin_cpu_supports), never from the build machine: AVX-512
+ * (F+BW+VL+DQ), else AVX2+FMA, else plain C. TD_CPU_ISA=scalar|avx2|avx512
+ * in the environment lowers the choice (never raises it above the CPU's);
+ * td_cpu_isa_set() does the same for tests. Every kernel has a plain-C
+ * version, which is also the reference the tests compare against.
+ */
+#ifndef TD_CPU_KERNELS_H
+#define TD_CPU_KERNELS_H
+
+#include <stdint.h>
+
+typedef enum td_cpu_isa {
+    TD_CPU_ISA_SCALAR = 0,
+    TD_CPU_ISA_AVX2 = 1,   /* AVX2 + FMA */
+    TD_CPU_ISA_AVX512 = 2, /* AVX-512 F, BW, VL, DQ */
+} td_cpu_isa;
+
+/* The instruction set kernels use now. */
+td_cpu_isa td_cpu_isa_get(void);
+/* The best the CPU has (ignoring TD_CPU_ISA and td_cpu_isa_set). */
+td_cpu_isa td_cpu_isa_max(void);
+/* Lowers (or restores) the instruction set, clamped to td_cpu_isa_max();
+ * returns the previous one. For tests and benchmarks: not thread-safe
+ * against kernels running at the same time. */
+td_cpu_isa td_cpu_isa_set(td_cpu_isa isa);
+/* AVX-512 VNNI (vpdpbusd) is usable: the CPU has it and the current
+ * instruction set is AVX512. */
+int td_cpu_has_vnni(void);
+const char *td_cpu_isa_name(td_cpu_isa isa);
+
+/* One row of the decoding scores (backend.h, logprobs_topk): x (vocab) in
+ * place becomes log_softmax(x), suppressed ids -inf, all -inf but eos_id = 0
+ * when forced; out_val/out_idx (k) the top-k of x + b, sorted descending,
+ * ties toward the lower id. 1 <= k <= min(vocab, 64) (the caller checks).
+ * Dispatches on td_cpu_isa_get(). */
+void td_cpu_logprobs_row(float *x, int64_t vocab, const int32_t *suppress,
+                         int n_suppress, int forced, int eos_id, float b, int k,
+                         float *out_val, int32_t *out_idx);
+/* The plain-C version (libm expf, float64 sum), the reference. */
+void td_cpu_logprobs_row_ref(float *x, int64_t vocab, const int32_t *suppress,
+                             int n_suppress, int forced, int eos_id, float b,
+                             int k, float *out_val, int32_t *out_idx);
+
+/* exp of n floats, x <= 0 or -inf (the range the log-softmax needs), with
+ * the instruction set's polynomial: y[i] = exp(x[i]). For the tests. */
+void td_cpu_exp_neg(float *y, const float *x, int64_t n);
+
+#endif /* TD_CPU_KERNELS_H */
