@@ -77,6 +77,10 @@ typedef struct td_weight {
                         * a backend keeping half precision does not fold a
                         * load-time scale into the values (weight_upload),
                         * which would round them a second time. */
+    int layout;        /* backend-private arrangement of data (0: row-major);
+                        * the CPU packs matrices into its GEMM's panels
+                        * at load (cpu/cpu_kernels.h). Only the backend that
+                        * made the weight reads data. */
 } td_weight;
 
 /* Arguments of the attention op, in one struct because there are many.

@@ -192,20 +192,27 @@ static int cpu_weight_upload(td_backend *be, td_weight *w, const float *host,
                      (long long)rows, (long long)cols);
         return -1;
     }
-    size_t bytes = (size_t)rows * (size_t)cols * sizeof(float);
-    float *p = cpu_aligned_alloc(bytes);
+    const int pack = rows > 1 && td_cpu_pack_wanted(rows, cols);
+    const size_t floats = pack ? (size_t)td_cpu_packed_floats(rows, cols)
+                               : (size_t)rows * (size_t)cols;
+    float *p = cpu_aligned_alloc(floats * sizeof(float));
     if (!p) {
         if (err && errlen)
             snprintf(err, errlen, "cpu: out of memory for a (%lld, %lld) weight",
                      (long long)rows, (long long)cols);
         return -1;
     }
-    if (scale == 1.0f || scale == 0.0f) {
-        if (bytes)
-            memcpy(p, host, bytes);
+    const float s = scale == 0.0f ? 1.0f : scale;
+    if (pack) {
+        /* packed once here, so that no linear repacks (cpu_gemm.c) */
+        td_cpu_pack(p, host, rows, cols, s);
+        w->layout = TD_CPU_LAYOUT_PACKED;
+    } else if (s == 1.0f) {
+        if (floats)
+            memcpy(p, host, floats * sizeof(float));
     } else {
-        for (size_t i = 0; i < (size_t)rows * (size_t)cols; i++)
-            p[i] = host[i] * scale; /* float32: folded (w->scale stays 0) */
+        for (size_t i = 0; i < floats; i++)
+            p[i] = host[i] * s; /* float32: folded (w->scale stays 0) */
     }
     w->data = p;
     w->dtype = TD_F32;
@@ -239,6 +246,21 @@ static void cpu_linear(td_backend *be, float *y, int64_t ld_y, const float *x,
         for (int64_t r = 0; r < n; r++) {
             for (int64_t o = 0; o < out; o++)
                 y[r * ld_y + o] = b ? b[o] : 0.0f;
+        }
+        return;
+    }
+    if (w->layout == TD_CPU_LAYOUT_PACKED) {
+        /* Packed at load: whole panels per thread, no repacking. */
+        const int64_t panels = (out + GEMM_NR - 1) / GEMM_NR;
+        int nt = n * out * in < CPU_LINEAR_PAR_MACS ? 1 : c->n_threads;
+        if (nt > panels)
+            nt = (int)panels;
+#pragma omp parallel num_threads(nt)
+        {
+            const int t = omp_get_thread_num(), T = omp_get_num_threads();
+            const int64_t p0 = panels * t / T, p1 = panels * (t + 1) / T;
+            if (p0 < p1)
+                td_cpu_gemm_packed(y, ld_y, x, ld_x, n, W, out, in, b, p0, p1);
         }
         return;
     }
@@ -350,9 +372,16 @@ static void cpu_embed(td_backend *be, float *y, const td_weight *table,
     const int64_t d = table->cols;
 #pragma omp parallel for num_threads(cpu_nt(c, n * d)) schedule(static)
     for (int64_t r = 0; r < n; r++) {
-        const float *e = T + (int64_t)ids[r] * d;
         const float *p = pos ? pos + (int64_t)positions[r] * d : NULL;
         float *yr = y + r * d;
+        if (table->layout == TD_CPU_LAYOUT_PACKED) { /* a tied output projection */
+            td_cpu_packed_row(yr, T, d, ids[r], scale);
+            if (p)
+                for (int64_t i = 0; i < d; i++)
+                    yr[i] += p[i];
+            continue;
+        }
+        const float *e = T + (int64_t)ids[r] * d;
         for (int64_t i = 0; i < d; i++)
             yr[i] = p ? e[i] * scale + p[i] : e[i] * scale;
     }

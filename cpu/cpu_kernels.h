@@ -50,4 +50,29 @@ void td_cpu_logprobs_row_ref(float *x, int64_t vocab, const int32_t *suppress,
  * the instruction set's polynomial: y[i] = exp(x[i]). For the tests. */
 void td_cpu_exp_neg(float *y, const float *x, int64_t n);
 
+/* --- packed float32 GEMM (cpu_gemm.c) ------------------------------------
+ * A weight (rows = output features, cols = input features) packed into
+ * panels of GEMM_NR output features: P[(p*cols + c)*GEMM_NR + j] =
+ * W[p*GEMM_NR + j][c], zero past rows. */
+#define GEMM_NR 32
+/* td_weight.layout of a packed float32 matrix. */
+#define TD_CPU_LAYOUT_PACKED 1
+
+/* Whether weight_upload packs a (rows, cols) matrix now: with AVX-512 (the
+ * packed kernel's instruction set) and at least one panel of rows. */
+int td_cpu_pack_wanted(int64_t rows, int64_t cols);
+/* Floats of the packed form (rows rounded up to whole panels). */
+int64_t td_cpu_packed_floats(int64_t rows, int64_t cols);
+/* Packs W (rows, cols) row-major, times scale, into dst. */
+void td_cpu_pack(float *dst, const float *W, int64_t rows, int64_t cols, float scale);
+/* Row r of a packed matrix, times scale, into dst (cols floats): the
+ * embedding lookup of a packed (tied) table. */
+void td_cpu_packed_row(float *dst, const float *P, int64_t cols, int64_t r, float scale);
+/* y[:, p0*NR .. p1*NR) (m rows, clipped to n_out) = x (m, k) @ W^T + bias for
+ * the panels [p0, p1) of the packed W (n_out, k); bias optional (n_out).
+ * AVX-512 kernel, or the plain-C one over the same layout. */
+void td_cpu_gemm_packed(float *y, int64_t ld_y, const float *x, int64_t ld_x, int64_t m,
+                        const float *P, int64_t n_out, int64_t k, const float *bias,
+                        int64_t p0, int64_t p1);
+
 #endif /* TD_CPU_KERNELS_H */

@@ -229,6 +229,61 @@ START_TEST(test_linear)
 }
 END_TEST
 
+/* The packed GEMM (cpu_gemm.c) on the shapes its kernel splits on: 1 and 2
+ * rows (one-row kernel), 3..12 and 13, 25 (row blocks of 12 and their
+ * tails), out features around the 32-wide panels, in features around the
+ * 256-wide k blocks. Under every instruction set: the layout is chosen at
+ * upload (packed with AVX-512, row-major for OpenBLAS otherwise); a packed
+ * weight used after the instruction set was lowered takes the plain-C
+ * kernel over the same layout. */
+START_TEST(test_linear_isa)
+{
+    static const int64_t shapes[][3] = {
+        {1, 32, 16}, {2, 33, 257}, {3, 63, 513}, {12, 64, 256}, {13, 100, 600},
+        {25, 513, 33}, {128, 96, 300}, {1, 1000, 512}, {7, 32, 1}, {40, 31, 40},
+    };
+    const td_cpu_isa top = td_cpu_isa_max(), saved = td_cpu_isa_get();
+    rng_seed(11);
+    for (int up = TD_CPU_ISA_SCALAR; up <= (int)top; up++)
+        for (int run = TD_CPU_ISA_SCALAR; run <= up; run++)
+            for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+                td_cpu_isa_set((td_cpu_isa)up);
+                /* check_linear uploads, then runs: lower the isa in between
+                 * through a second pass over the same weight */
+                if (run == up) {
+                    check_linear(shapes[i][0], shapes[i][1], shapes[i][2], (int64_t)i % 3,
+                                 (int64_t)i % 2, (int)i % 2);
+                    continue;
+                }
+                const int64_t n = shapes[i][0], out = shapes[i][1], in = shapes[i][2];
+                float *x = frand_vec((size_t)(n * in), 1.0f);
+                float *w = frand_vec((size_t)(out * in), 1.0f);
+                float *y = xmalloc((size_t)(n * out) * sizeof *y);
+                double *ref = xmalloc((size_t)(n * out) * sizeof *ref);
+                for (int64_t r = 0; r < n; r++)
+                    for (int64_t o = 0; o < out; o++) {
+                        double sum = 0;
+                        for (int64_t k = 0; k < in; k++)
+                            sum += (double)x[r * in + k] * w[o * in + k];
+                        ref[r * out + o] = sum;
+                    }
+                td_weight W = weight_from(w, out, in);
+                td_cpu_isa_set((td_cpu_isa)run);
+                float *dx = dev_from(x, (size_t)(n * in) * sizeof(float));
+                float *dy = be->ops->alloc(be, (size_t)(n * out) * sizeof(float));
+                be->ops->linear(be, dy, out, dx, in, n, &W, NULL);
+                to_host(y, dy, (size_t)(n * out) * sizeof(float));
+                ASSERT_CLOSE("linear, isa lowered after upload", y, ref, (size_t)(n * out),
+                             TOL_ABS, TOL_REL);
+                be->ops->weight_free(be, &W);
+                be->ops->dealloc(be, dx);
+                be->ops->dealloc(be, dy);
+                free(x), free(w), free(y), free(ref);
+            }
+    td_cpu_isa_set(saved);
+}
+END_TEST
+
 /* --- bias_act ----------------------------------------------------------- */
 
 static double ref_act(double v, td_activation act)
@@ -1414,6 +1469,7 @@ static Suite *cpu_ops_suite(void)
     tcase_add_test(tc, test_memory);
     tcase_add_test(tc, test_latched_error);
     tcase_add_test(tc, test_linear);
+    tcase_add_test(tc, test_linear_isa);
     tcase_add_test(tc, test_bias_act);
     tcase_add_test(tc, test_layer_norm);
     tcase_add_test(tc, test_add);
