@@ -12,6 +12,7 @@
 #ifndef TD_CPU_KERNELS_H
 #define TD_CPU_KERNELS_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 typedef enum td_cpu_isa {
@@ -74,5 +75,29 @@ void td_cpu_packed_row(float *dst, const float *P, int64_t cols, int64_t r, floa
 void td_cpu_gemm_packed(float *y, int64_t ld_y, const float *x, int64_t ld_x, int64_t m,
                         const float *P, int64_t n_out, int64_t k, const float *bias,
                         int64_t p0, int64_t p1);
+
+/* --- int8 weights (cpu_int8.c) -------------------------------------------
+ * Per-feature symmetric scales at load, per-row activation scales per call,
+ * int32 sums (AVX-512 VNNI vpdpbusd, or plain C: the same bits). */
+#define TD_CPU_LAYOUT_INT8 2
+
+/* Input features rounded up to groups of 4 (K4 groups). */
+int64_t td_cpu_q8_k4(int64_t cols);
+/* Bytes of a quantized (rows, cols) matrix: weights, scales, compensations. */
+size_t td_cpu_q8_bytes(int64_t rows, int64_t cols);
+/* Quantizes W (rows, cols) times scale into dst (td_cpu_q8_bytes). */
+void td_cpu_q8_pack(void *dst, const float *W, int64_t rows, int64_t cols, float scale);
+/* Row r dequantized, times scale (the embedding lookup of a tied table). */
+void td_cpu_q8_row(float *dst, const void *P, int64_t rows, int64_t cols, int64_t r,
+                   float scale);
+/* Quantizes m rows of x (k) to u (m rows of 4*K4 bytes, value + 128, padded
+ * with 128) and their scales xs (m). */
+void td_cpu_q8_quant_rows(uint8_t *u, float *xs, const float *x, int64_t ld_x, int64_t m,
+                          int64_t k);
+/* y (m, panels [p0, p1) of 32 features, clipped to n_out) from quantized
+ * rows and the quantized W (n_out, k), plus bias (optional). */
+void td_cpu_gemm_q8(float *y, int64_t ld_y, const uint8_t *u, const float *xs, int64_t m,
+                    const void *P, int64_t n_out, int64_t k, const float *bias, int64_t p0,
+                    int64_t p1);
 
 #endif /* TD_CPU_KERNELS_H */

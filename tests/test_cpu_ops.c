@@ -17,6 +17,7 @@
 #include "backend.h"
 #include "cpu_backend.h"
 #include "cpu_kernels.h"
+#include "device.h"
 
 #define TOL_ABS 1e-5
 #define TOL_REL 1e-4
@@ -281,6 +282,165 @@ START_TEST(test_linear_isa)
                 free(x), free(w), free(y), free(ref);
             }
     td_cpu_isa_set(saved);
+}
+END_TEST
+
+/* int8 (cpu_int8.c) on awkward shapes, against plain C written here:
+ * - the activation bytes and scales of every instruction set equal a
+ *   per-row round(x * 127 / max|x|) + 128;
+ * - the GEMM (VNNI when the CPU has it, else the plain-C kernel) equals,
+ *   bit for bit, the integer sum and float32 epilogue computed here from
+ *   the packed weights' own scales (td_cpu_q8_row gives them back);
+ * - and stays within the quantization error of the float32 product:
+ *   |y - x W^T| <= 2e-2 * sqrt(k) * max|x| * max|W_j| per output (the two
+ *   roundings bound each term by (max|x| |W_jk| + |x_k| max|W_j|) / 254). */
+static void check_q8(int64_t m, int64_t out, int64_t in, int with_bias)
+{
+    float *x = frand_vec((size_t)(m * in), 2.0f);
+    float *w = frand_vec((size_t)(out * in), 0.5f);
+    float *b = frand_vec((size_t)out, 1.0f);
+    if (m > 1) /* an all-zero row: scale 0, y = bias */
+        memset(x + in, 0, (size_t)in * sizeof(float));
+    if (out > 2)
+        memset(w + 2 * in, 0, (size_t)in * sizeof(float));
+    const int64_t K4 = td_cpu_q8_k4(in);
+    void *P = xmalloc(td_cpu_q8_bytes(out, in));
+    td_cpu_q8_pack(P, w, out, in, 1.0f);
+    uint8_t *u = xmalloc((size_t)(m * 4 * K4));
+    float *xs = xmalloc((size_t)m * sizeof *xs);
+    /* activations: every instruction set against the formula */
+    const td_cpu_isa top = td_cpu_isa_max(), saved = td_cpu_isa_get();
+    for (int isa = TD_CPU_ISA_SCALAR; isa <= (int)top; isa++) {
+        td_cpu_isa_set((td_cpu_isa)isa);
+        td_cpu_q8_quant_rows(u, xs, x, in, m, in);
+        for (int64_t i = 0; i < m; i++) {
+            float amax = 0;
+            for (int64_t c = 0; c < in; c++)
+                amax = fabsf(x[i * in + c]) > amax ? fabsf(x[i * in + c]) : amax;
+            ck_assert(xs[i] == amax / 127.0f);
+            const float inv = amax > 0 ? 127.0f / amax : 0.0f;
+            for (int64_t c = 0; c < 4 * K4; c++) {
+                const long want = c < in ? lrintf(x[i * in + c] * inv) + 128 : 128;
+                ck_assert_msg(u[i * 4 * K4 + c] == want, "isa %d row %lld col %lld: %d, want %ld",
+                              isa, (long long)i, (long long)c, u[i * 4 * K4 + c], want);
+            }
+        }
+    }
+    td_cpu_isa_set(saved);
+    /* the weights back, and the exact integer product */
+    float *wq = xmalloc((size_t)(out * in) * sizeof *wq);
+    float *ws = xmalloc((size_t)out * sizeof *ws);
+    for (int64_t o = 0; o < out; o++) {
+        float amax = 0;
+        for (int64_t c = 0; c < in; c++)
+            amax = fabsf(w[o * in + c]) > amax ? fabsf(w[o * in + c]) : amax;
+        ws[o] = amax / 127.0f;
+        td_cpu_q8_row(wq + o * in, P, out, in, o, 1.0f);
+    }
+    const int64_t ld_y = out + 3;
+    float *y = xmalloc((size_t)(m * ld_y) * sizeof *y);
+    for (int64_t i = 0; i < m * ld_y; i++)
+        y[i] = SENTINEL;
+    const int64_t panels = (out + 31) / 32;
+    td_cpu_gemm_q8(y, ld_y, u, xs, m, P, out, in, with_bias ? b : NULL, 0, panels / 2);
+    td_cpu_gemm_q8(y, ld_y, u, xs, m, P, out, in, with_bias ? b : NULL, panels / 2, panels);
+    size_t bad = 0;
+    for (int64_t i = 0; i < m; i++) {
+        float xmax = 0;
+        for (int64_t c = 0; c < in; c++)
+            xmax = fabsf(x[i * in + c]) > xmax ? fabsf(x[i * in + c]) : xmax;
+        for (int64_t o = 0; o < out; o++) {
+            int32_t acc = 0, comp = 0;
+            double exact = with_bias ? b[o] : 0.0;
+            for (int64_t c = 0; c < in; c++) {
+                const int32_t q = ws[o] > 0 ? (int32_t)lrintf(wq[o * in + c] / ws[o]) : 0;
+                acc += (int32_t)u[i * 4 * K4 + c] * q;
+                comp += 128 * q;
+                exact += (double)x[i * in + c] * w[o * in + c];
+            }
+            float want = (float)(acc - comp) * (xs[i] * ws[o]);
+            if (with_bias)
+                want = want + b[o];
+            const float got = y[i * ld_y + o];
+            const double bound = 2e-2 * sqrt((double)in) * xmax * ws[o] * 127.0 + 1e-6;
+            if ((got != want || fabs(got - exact) > bound) && bad++ < 5)
+                fprintf(stderr, "q8 m=%lld out=%lld in=%lld: y[%lld][%lld] %.9g, want %.9g "
+                        "(float32 %.9g, bound %.3g)\n", (long long)m, (long long)out,
+                        (long long)in, (long long)i, (long long)o, (double)got, (double)want,
+                        exact, bound);
+        }
+        for (int64_t o = out; o < ld_y; o++)
+            ck_assert(y[i * ld_y + o] == SENTINEL);
+    }
+    ck_assert_msg(bad == 0, "q8 m=%lld out=%lld in=%lld: %zu wrong", (long long)m,
+                  (long long)out, (long long)in, bad);
+    free(x), free(w), free(b), free(P), free(u), free(xs), free(wq), free(ws), free(y);
+}
+
+START_TEST(test_int8_kernels)
+{
+    rng_seed(12);
+    static const int64_t shapes[][3] = {
+        {1, 1, 1}, {1, 7, 33}, {2, 33, 513}, {7, 32, 3}, {12, 64, 256}, {13, 100, 601},
+        {33, 513, 7}, {128, 96, 2048}, {25, 31, 40},
+    };
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+        check_q8(shapes[i][0], shapes[i][1], shapes[i][2], (int)i % 2);
+}
+END_TEST
+
+/* A backend made with --dtype int8 (the registry's create): int8 matrices,
+ * float32 vectors, linear within the quantization error, embed of a
+ * quantized table close to the table, and the scratch reserved. */
+START_TEST(test_int8_backend)
+{
+    td_device dev;
+    char err[256] = "";
+    ck_assert_msg(td_device_resolve("cpu", &dev, err, sizeof err) == 0, "%s", err);
+    const td_backend_params p = {.n_threads = 2, .store = TD_STORE_INT8};
+    td_backend *qb = dev.create(&dev, &p, err, sizeof err);
+    ck_assert_msg(qb != NULL, "%s", err);
+    rng_seed(13);
+    const int64_t n = 9, out = 70, in = 67;
+    float *x = frand_vec((size_t)(n * in), 1.0f), *w = frand_vec((size_t)(out * in), 1.0f);
+    float *b = frand_vec((size_t)out, 1.0f);
+    td_weight W, B;
+    ck_assert(qb->ops->weight_upload(qb, &W, w, out, in, TD_F32, 0.5f, err, sizeof err) == 0);
+    ck_assert(qb->ops->weight_upload(qb, &B, b, 1, out, TD_F32, 1.0f, err, sizeof err) == 0);
+    ck_assert_int_eq(W.dtype, TD_I8);
+    ck_assert_int_eq(B.dtype, TD_F32);
+    qb->ops->reserve_linear(qb, &W, n);
+    float *dx = qb->ops->alloc(qb, (size_t)(n * in) * sizeof(float));
+    float *dy = qb->ops->alloc(qb, (size_t)(n * out) * sizeof(float));
+    qb->ops->upload(qb, dx, x, (size_t)(n * in) * sizeof(float));
+    qb->ops->linear(qb, dy, out, dx, in, n, &W, &B);
+    float *y = xmalloc((size_t)(n * out) * sizeof *y);
+    qb->ops->download(qb, y, dy, (size_t)(n * out) * sizeof(float));
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t o = 0; o < out; o++) {
+            double s = b[o];
+            for (int64_t c = 0; c < in; c++)
+                s += (double)x[i * in + c] * (w[o * in + c] * 0.5f);
+            ck_assert_msg(fabs(y[i * out + o] - s) <= 2e-2 * sqrt((double)in) * 0.5,
+                          "int8 linear y[%lld][%lld] %g vs %g", (long long)i, (long long)o,
+                          (double)y[i * out + o], s);
+        }
+    const int32_t ids[3] = {0, 69, 33};
+    int32_t *dids = qb->ops->alloc(qb, sizeof ids);
+    qb->ops->upload(qb, dids, ids, sizeof ids);
+    qb->ops->embed(qb, dy, &W, dids, 3, 2.0f, NULL, NULL);
+    qb->ops->download(qb, y, dy, (size_t)(3 * in) * sizeof(float));
+    for (int r = 0; r < 3; r++)
+        for (int64_t c = 0; c < in; c++)
+            ck_assert(fabs(y[r * in + c] - 2.0 * 0.5 * w[ids[r] * in + c]) <= 1.0 / 127 + 1e-6);
+    ck_assert_msg(qb->ops->sync(qb, err, sizeof err) == 0, "%s", err);
+    qb->ops->weight_free(qb, &W);
+    qb->ops->weight_free(qb, &B);
+    qb->ops->dealloc(qb, dx);
+    qb->ops->dealloc(qb, dy);
+    qb->ops->dealloc(qb, dids);
+    qb->ops->destroy(qb);
+    free(x), free(w), free(b), free(y);
 }
 END_TEST
 
@@ -1470,6 +1630,8 @@ static Suite *cpu_ops_suite(void)
     tcase_add_test(tc, test_latched_error);
     tcase_add_test(tc, test_linear);
     tcase_add_test(tc, test_linear_isa);
+    tcase_add_test(tc, test_int8_kernels);
+    tcase_add_test(tc, test_int8_backend);
     tcase_add_test(tc, test_bias_act);
     tcase_add_test(tc, test_layer_norm);
     tcase_add_test(tc, test_add);
