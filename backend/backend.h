@@ -53,6 +53,8 @@ typedef enum td_dtype {
     TD_F32 = 0,
     TD_F16 = 1,
     TD_BF16 = 2,
+    TD_I8 = 3, /* a backend's storage only (the CPU's --dtype int8): never read
+                * from a checkpoint */
 } td_dtype;
 
 /* The storage a backend is asked to keep weight matrices in (the loader's
@@ -62,6 +64,7 @@ typedef enum td_store {
     TD_STORE_F32,
     TD_STORE_F16,
     TD_STORE_BF16,
+    TD_STORE_INT8, /* CPU only: int8 matrices with per-feature scales */
 } td_store;
 
 /* A weight matrix or vector resident in the backend. rows x cols, row-major
@@ -77,6 +80,10 @@ typedef struct td_weight {
                         * a backend keeping half precision does not fold a
                         * load-time scale into the values (weight_upload),
                         * which would round them a second time. */
+    int layout;        /* backend-private arrangement of data (0: row-major);
+                        * the CPU packs matrices into its GEMM's panels
+                        * at load (cpu/cpu_kernels.h). Only the backend that
+                        * made the weight reads data. */
 } td_weight;
 
 /* Arguments of the attention op, in one struct because there are many.

@@ -8,6 +8,7 @@
  */
 #include "activation.h"
 #include "cpu_backend.h"
+#include "cpu_kernels.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -47,6 +48,9 @@ typedef struct cpu_ctx {
      * OpenMP regions. Per-thread slices are carved out of it inside ops. */
     float *scratch;
     size_t scratch_cap; /* floats */
+    int int8;           /* --dtype int8: matrices quantized at upload */
+    uint8_t *q8;        /* quantized activation rows of an int8 linear */
+    size_t q8_cap;      /* bytes */
     int failed;         /* latched failure, cleared by sync() */
     char err[256];
 } cpu_ctx;
@@ -134,8 +138,10 @@ static void cpu_destroy(td_backend *be)
     if (!be)
         return;
     cpu_ctx *c = be->ctx;
-    if (c)
+    if (c) {
         free(c->scratch);
+        free(c->q8);
+    }
     free(c);
     free(be);
 }
@@ -181,8 +187,8 @@ static int cpu_weight_upload(td_backend *be, td_weight *w, const float *host,
                              int64_t rows, int64_t cols, td_dtype want, float scale,
                              char *err, size_t errlen)
 {
-    (void)be;
-    (void)want; /* the CPU computes in float32 whatever the checkpoint holds */
+    const cpu_ctx *c = be->ctx;
+    (void)want; /* the CPU computes in float32 (or int8) whatever the checkpoint holds */
     memset(w, 0, sizeof *w);
     if (rows < 0 || cols < 0 ||
         (cols > 0 && (uint64_t)rows > SIZE_MAX / sizeof(float) / (uint64_t)cols)) {
@@ -191,20 +197,44 @@ static int cpu_weight_upload(td_backend *be, td_weight *w, const float *host,
                      (long long)rows, (long long)cols);
         return -1;
     }
-    size_t bytes = (size_t)rows * (size_t)cols * sizeof(float);
-    float *p = cpu_aligned_alloc(bytes);
+    const float s = scale == 0.0f ? 1.0f : scale;
+    if (c->int8 && rows > 1 && cols > 0) {
+        /* quantized once here (cpu_int8.c) */
+        void *q = cpu_aligned_alloc(td_cpu_q8_bytes(rows, cols));
+        if (!q) {
+            if (err && errlen)
+                snprintf(err, errlen, "cpu: out of memory for a (%lld, %lld) int8 weight",
+                         (long long)rows, (long long)cols);
+            return -1;
+        }
+        td_cpu_q8_pack(q, host, rows, cols, s);
+        w->data = q;
+        w->dtype = TD_I8;
+        w->layout = TD_CPU_LAYOUT_INT8;
+        w->rows = rows;
+        w->cols = cols;
+        return 0;
+    }
+    const int pack = rows > 1 && td_cpu_pack_wanted(rows, cols);
+    const size_t floats = pack ? (size_t)td_cpu_packed_floats(rows, cols)
+                               : (size_t)rows * (size_t)cols;
+    float *p = cpu_aligned_alloc(floats * sizeof(float));
     if (!p) {
         if (err && errlen)
             snprintf(err, errlen, "cpu: out of memory for a (%lld, %lld) weight",
                      (long long)rows, (long long)cols);
         return -1;
     }
-    if (scale == 1.0f || scale == 0.0f) {
-        if (bytes)
-            memcpy(p, host, bytes);
+    if (pack) {
+        /* packed once here, so that no linear repacks (cpu_gemm.c) */
+        td_cpu_pack(p, host, rows, cols, s);
+        w->layout = TD_CPU_LAYOUT_PACKED;
+    } else if (s == 1.0f) {
+        if (floats)
+            memcpy(p, host, floats * sizeof(float));
     } else {
-        for (size_t i = 0; i < (size_t)rows * (size_t)cols; i++)
-            p[i] = host[i] * scale; /* float32: folded (w->scale stays 0) */
+        for (size_t i = 0; i < floats; i++)
+            p[i] = host[i] * s; /* float32: folded (w->scale stays 0) */
     }
     w->data = p;
     w->dtype = TD_F32;
@@ -224,11 +254,73 @@ static void cpu_weight_free(td_backend *be, td_weight *w)
 
 /* --- dense ops ------------------------------------------------------------ */
 
+/* Room for n quantized activation rows of a linear with `in` inputs, or
+ * NULL (latched). Outside OpenMP regions only. */
+static uint8_t *cpu_q8_scratch(cpu_ctx *c, int64_t n, int64_t in)
+{
+    const size_t row = (size_t)td_cpu_q8_k4(in) * 4;
+    const size_t bytes = (size_t)n * row + cpu_slice((size_t)n) * sizeof(float) + CPU_ALIGN;
+    if (bytes <= c->q8_cap)
+        return c->q8;
+    free(c->q8);
+    c->q8_cap = 0;
+    c->q8 = cpu_aligned_alloc(bytes);
+    if (!c->q8) {
+        cpu_fail(c, "cpu: out of memory for %zu bytes of int8 scratch", bytes);
+        return NULL;
+    }
+    c->q8_cap = bytes;
+    return c->q8;
+}
+
+/* An int8 linear: the rows quantized once, then whole 32-feature panels per
+ * thread. */
+static void cpu_linear_q8(cpu_ctx *c, float *y, int64_t ld_y, const float *x, int64_t ld_x,
+                          int64_t n, const td_weight *w, const td_weight *bias)
+{
+    const float *b = bias ? cpu_wdata(c, bias, "linear bias") : NULL;
+    if ((bias && !b) || n <= 0 || w->rows == 0 || !w->data)
+        return;
+    const int64_t out = w->rows, in = w->cols;
+    uint8_t *u = cpu_q8_scratch(c, n, in);
+    if (!u)
+        return;
+    const size_t row = (size_t)td_cpu_q8_k4(in) * 4;
+    float *xs = (float *)(u + ((size_t)n * row + CPU_ALIGN - 1) / CPU_ALIGN * CPU_ALIGN);
+    int nt = n * out * in < CPU_LINEAR_PAR_MACS ? 1 : c->n_threads;
+    const int64_t panels = (out + 31) / 32;
+    if (nt > panels)
+        nt = (int)panels;
+#pragma omp parallel num_threads(nt)
+    {
+        const int t = omp_get_thread_num(), T = omp_get_num_threads();
+        const int64_t r0 = n * t / T, r1 = n * (t + 1) / T;
+        if (r0 < r1)
+            td_cpu_q8_quant_rows(u + (size_t)r0 * row, xs + r0, x + r0 * ld_x, ld_x, r1 - r0,
+                                 in);
+#pragma omp barrier
+        const int64_t p0 = panels * t / T, p1 = panels * (t + 1) / T;
+        if (p0 < p1)
+            td_cpu_gemm_q8(y, ld_y, u, xs, n, w->data, out, in, b, p0, p1);
+    }
+}
+
+static void cpu_reserve_linear(td_backend *be, const td_weight *w, int64_t rows)
+{
+    cpu_ctx *c = be->ctx;
+    if (w->layout == TD_CPU_LAYOUT_INT8 && rows > 0)
+        cpu_q8_scratch(c, rows, w->cols);
+}
+
 static void cpu_linear(td_backend *be, float *y, int64_t ld_y, const float *x,
                        int64_t ld_x, int64_t n, const td_weight *w,
                        const td_weight *bias)
 {
     cpu_ctx *c = be->ctx;
+    if (w->layout == TD_CPU_LAYOUT_INT8) {
+        cpu_linear_q8(c, y, ld_y, x, ld_x, n, w, bias);
+        return;
+    }
     const float *W = cpu_wdata(c, w, "linear");
     const float *b = bias ? cpu_wdata(c, bias, "linear bias") : NULL;
     if (!W || (bias && !b) || n <= 0 || w->rows == 0)
@@ -238,6 +330,21 @@ static void cpu_linear(td_backend *be, float *y, int64_t ld_y, const float *x,
         for (int64_t r = 0; r < n; r++) {
             for (int64_t o = 0; o < out; o++)
                 y[r * ld_y + o] = b ? b[o] : 0.0f;
+        }
+        return;
+    }
+    if (w->layout == TD_CPU_LAYOUT_PACKED) {
+        /* Packed at load: whole panels per thread, no repacking. */
+        const int64_t panels = (out + GEMM_NR - 1) / GEMM_NR;
+        int nt = n * out * in < CPU_LINEAR_PAR_MACS ? 1 : c->n_threads;
+        if (nt > panels)
+            nt = (int)panels;
+#pragma omp parallel num_threads(nt)
+        {
+            const int t = omp_get_thread_num(), T = omp_get_num_threads();
+            const int64_t p0 = panels * t / T, p1 = panels * (t + 1) / T;
+            if (p0 < p1)
+                td_cpu_gemm_packed(y, ld_y, x, ld_x, n, W, out, in, b, p0, p1);
         }
         return;
     }
@@ -343,15 +450,30 @@ static void cpu_embed(td_backend *be, float *y, const td_weight *table,
                       const float *pos, const int32_t *positions)
 {
     cpu_ctx *c = be->ctx;
-    const float *T = cpu_wdata(c, table, "embed");
+    const float *T = table->layout == TD_CPU_LAYOUT_INT8 ? table->data
+                                                         : cpu_wdata(c, table, "embed");
     if (!T)
         return;
     const int64_t d = table->cols;
 #pragma omp parallel for num_threads(cpu_nt(c, n * d)) schedule(static)
     for (int64_t r = 0; r < n; r++) {
-        const float *e = T + (int64_t)ids[r] * d;
         const float *p = pos ? pos + (int64_t)positions[r] * d : NULL;
         float *yr = y + r * d;
+        if (table->layout == TD_CPU_LAYOUT_INT8) {
+            td_cpu_q8_row(yr, T, table->rows, d, ids[r], scale);
+            if (p)
+                for (int64_t i = 0; i < d; i++)
+                    yr[i] += p[i];
+            continue;
+        }
+        if (table->layout == TD_CPU_LAYOUT_PACKED) { /* a tied output projection */
+            td_cpu_packed_row(yr, T, d, ids[r], scale);
+            if (p)
+                for (int64_t i = 0; i < d; i++)
+                    yr[i] += p[i];
+            continue;
+        }
+        const float *e = T + (int64_t)ids[r] * d;
         for (int64_t i = 0; i < d; i++)
             yr[i] = p ? e[i] * scale + p[i] : e[i] * scale;
     }
@@ -635,24 +757,8 @@ static void cpu_attention(td_backend *be, const td_attn_args *a)
 
 /* --- decoding scores ------------------------------------------------------ */
 
-/* Inserts (v, id) into the descending list val/idx of *cnt <= k entries.
- * Ids arrive in ascending order, so an equal value goes after the ones
- * already there: ties resolve toward the lower id. */
-static inline void cpu_topk_push(float *val, int32_t *idx, int *cnt, int k,
-                                 float v, int32_t id)
-{
-    if (*cnt == k && !(v > val[k - 1]))
-        return;
-    int pos = *cnt < k ? (*cnt)++ : k - 1;
-    while (pos > 0 && val[pos - 1] < v) {
-        val[pos] = val[pos - 1];
-        idx[pos] = idx[pos - 1];
-        pos--;
-    }
-    val[pos] = v;
-    idx[pos] = id;
-}
-
+/* One row at a time (cpu_logprobs.c: log-softmax, suppression, forced EOS
+ * and top-k fused, vectorised where the CPU allows), rows across threads. */
 static void cpu_logprobs_topk(td_backend *be, float *logits, int64_t n,
                               int64_t vocab, const int32_t *suppress,
                               int n_suppress, int force_eos,
@@ -669,44 +775,11 @@ static void cpu_logprobs_topk(td_backend *be, float *logits, int64_t n,
         return;
     }
 #pragma omp parallel for num_threads(cpu_nt(c, n * vocab)) schedule(static)
-    for (int64_t r = 0; r < n; r++) {
-        float *x = logits + r * vocab;
-        /* 1. log_softmax as torch: (x - max) - log(sum(exp(x - max))) */
-        float mx = x[0];
-        for (int64_t t = 1; t < vocab; t++)
-            mx = x[t] > mx ? x[t] : mx;
-        if (mx == -INFINITY) {
-            for (int64_t t = 0; t < vocab; t++)
-                x[t] = -INFINITY;
-        } else {
-            double sum = 0.0;
-            for (int64_t t = 0; t < vocab; t++)
-                sum += expf(x[t] - mx);
-            const float lse = (float)log(sum);
-            for (int64_t t = 0; t < vocab; t++)
-                x[t] = (x[t] - mx) - lse;
-        }
-        /* 2. suppressed tokens */
-        for (int i = 0; i < n_suppress; i++)
-            if (suppress[i] >= 0 && suppress[i] < vocab)
-                x[suppress[i]] = -INFINITY;
-        /* 3. forced EOS, for the batch or for this row */
-        if (force_eos || (force_rows && force_rows[r])) {
-            for (int64_t t = 0; t < vocab; t++)
-                x[t] = -INFINITY;
-            if (eos_id >= 0 && eos_id < vocab)
-                x[eos_id] = 0.0f;
-        }
-        /* 4. top-k of x + bias, float32 additions */
-        const float b = row_bias ? row_bias[r] : 0.0f;
-        float val[64];
-        int32_t idx[64];
-        int cnt = 0;
-        for (int64_t t = 0; t < vocab; t++)
-            cpu_topk_push(val, idx, &cnt, k, x[t] + b, (int32_t)t);
-        memcpy(out_val + r * k, val, (size_t)k * sizeof(float));
-        memcpy(out_idx + r * k, idx, (size_t)k * sizeof(int32_t));
-    }
+    for (int64_t r = 0; r < n; r++)
+        td_cpu_logprobs_row(logits + r * vocab, vocab, suppress, n_suppress,
+                            force_eos || (force_rows && force_rows[r]), eos_id,
+                            row_bias ? row_bias[r] : 0.0f, k, out_val + r * k,
+                            out_idx + r * k);
 }
 
 static void cpu_gather_rows(td_backend *be, float *dst, const float *src,
@@ -765,7 +838,7 @@ static const td_backend_ops cpu_ops = {
     .logprobs_topk = cpu_logprobs_topk,
     .gather_rows = cpu_gather_rows,
     .scatter_rows = cpu_scatter_rows,
-    .reserve_linear = NULL, /* the CPU needs no temporary memory for linear */
+    .reserve_linear = cpu_reserve_linear, /* int8: the quantized activations */
 };
 
 td_backend *td_cpu_backend_create(int n_threads, char *err, size_t errlen)
@@ -806,11 +879,14 @@ static td_backend *cpu_device_create(const td_device *dev, const td_backend_para
     if (p->store == TD_STORE_F16 || p->store == TD_STORE_BF16) {
         if (err && errlen)
             snprintf(err, errlen, "dtype %s needs --device cuda: the CPU backend keeps "
-                     "float32 weights (use --dtype auto or float32)",
+                     "float32 or int8 weights (use --dtype auto, float32 or int8)",
                      p->store == TD_STORE_F16 ? "float16" : "bfloat16");
         return NULL;
     }
-    return td_cpu_backend_create(p->n_threads, err, errlen);
+    td_backend *be = td_cpu_backend_create(p->n_threads, err, errlen);
+    if (be && p->store == TD_STORE_INT8)
+        ((cpu_ctx *)be->ctx)->int8 = 1;
+    return be;
 }
 
 static int cpu_device_count(char *why, size_t whylen)

@@ -1,9 +1,13 @@
 /*
  * cpu_backend.h - the CPU implementation of td_backend_ops (backend.h):
- * OpenBLAS for the matrix products, OpenMP for the row loops.
+ * our AVX-512 GEMM over weights packed at load (OpenBLAS on CPUs without
+ * AVX-512), vectorised kernels chosen at run time (cpu_kernels.h), OpenMP
+ * for the row loops.
  *
  * Memory is host memory (64-byte aligned), weights are kept as float32
- * whatever dtype is asked for, and every op has finished when it returns.
+ * (packed or row-major, td_weight.layout) whatever dtype the checkpoint
+ * has, or int8 with per-feature scales when the registry's create() is
+ * asked for TD_STORE_INT8; every op has finished when it returns.
  *
  * Threads: one pool. OpenBLAS is set to a single thread (process-wide, at
  * creation) and every op parallelises itself with OpenMP num_threads(n)
@@ -13,7 +17,7 @@
  * CPU backends with different thread counts coexist in one process.
  *
  * Errors: the only failures inside an op are a scratch allocation failure
- * and a weight whose dtype is not TD_F32. They are latched; sync() reports
+ * and a weight this backend did not make. They are latched; sync() reports
  * the first one (-1 and the message) and clears the latch.
  *
  * Thread safety: as every backend, one td_backend belongs to one thread.

@@ -423,6 +423,11 @@ td_backend *td_cuda_backend_create(int device, const td_cuda_opts *opts, char *e
                                    size_t errlen)
 {
     const td_cuda_opts co = opts ? *opts : td_cuda_opts{};
+    if (co.store == TD_STORE_INT8) {
+        set_err(err, errlen, "dtype int8 is CPU-only (--device cpu); use float32, float16 "
+                "or bfloat16 on cuda");
+        return NULL;
+    }
     if (co.store < TD_STORE_AUTO || co.store > TD_STORE_BF16) {
         set_err(err, errlen, "cuda: unknown weight storage %d", (int)co.store);
         return NULL;

@@ -72,6 +72,7 @@ size_t td_dtype_size(td_dtype dt)
     case TD_F32: return 4;
     case TD_F16: return 2;
     case TD_BF16: return 2;
+    case TD_I8: return 1;
     }
     return 0;
 }
@@ -82,6 +83,7 @@ const char *td_dtype_name(td_dtype dt)
     case TD_F32: return "F32";
     case TD_F16: return "F16";
     case TD_BF16: return "BF16";
+    case TD_I8: return "I8";
     }
     return "?";
 }
@@ -518,6 +520,8 @@ void td_to_f32(float *dst, const void *src, td_dtype dt, int64_t n)
             uint32_t bits = (uint32_t)h << 16;
             memcpy(&dst[i], &bits, 4);
         }
+        return;
+    case TD_I8: /* a backend's storage, never a checkpoint's */
         return;
     }
 }

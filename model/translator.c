@@ -17,7 +17,7 @@ static int parse_numerics(const td_load_opts *opts, td_store *store, int *half_a
     static const struct { const char *name; td_store store; } stores[] = {
         {"auto", TD_STORE_AUTO},      {"float32", TD_STORE_F32}, {"f32", TD_STORE_F32},
         {"float16", TD_STORE_F16},    {"f16", TD_STORE_F16},     {"bfloat16", TD_STORE_BF16},
-        {"bf16", TD_STORE_BF16},
+        {"bf16", TD_STORE_BF16},      {"int8", TD_STORE_INT8},
     };
     const char *dt = opts && opts->dtype && *opts->dtype ? opts->dtype : "auto";
     const char *pr = opts && opts->precision && *opts->precision ? opts->precision : "full";
@@ -25,7 +25,7 @@ static int parse_numerics(const td_load_opts *opts, td_store *store, int *half_a
     while (i < sizeof stores / sizeof stores[0] && strcmp(stores[i].name, dt) != 0)
         i++;
     if (i == sizeof stores / sizeof stores[0]) {
-        snprintf(err, errlen, "dtype '%s': expected auto, float32, float16 or bfloat16", dt);
+        snprintf(err, errlen, "dtype '%s': expected auto, float32, float16, bfloat16 or int8", dt);
         return -1;
     }
     if (strcmp(pr, "full") != 0 && strcmp(pr, "half") != 0) {
@@ -129,8 +129,10 @@ size_t td_model_weight_bytes(const td_model *m)
 
 const char *td_model_weight_dtype(const td_model *m)
 {
-    return m->matrix_dtype == TD_F16 ? "float16" : m->matrix_dtype == TD_BF16 ? "bfloat16"
-                                                                                : "float32";
+    return m->matrix_dtype == TD_F16    ? "float16"
+           : m->matrix_dtype == TD_BF16 ? "bfloat16"
+           : m->matrix_dtype == TD_I8   ? "int8"
+                                        : "float32";
 }
 
 /* ------------------------------------------------------------------------ */

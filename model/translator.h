@@ -42,8 +42,9 @@ typedef struct td_load_opts {
     int n_threads;         /* CPU threads for BLAS and op loops; 0 = all cores */
     const char *dtype;     /* storage of the weight matrices on the device:
                             * NULL/"auto" (the checkpoint's), "float32",
-                            * "float16", "bfloat16" (the last two: cuda only;
-                            * the CPU computes in float32) */
+                            * "float16", "bfloat16" (these two: cuda only;
+                            * the CPU computes in float32), "int8" (cpu only:
+                            * per-feature scales, int32 sums) */
     const char *precision; /* GEMMs with half-precision weights on cuda:
                             * NULL/"full" (activations kept float32-accurate)
                             * or "half" (activations rounded to half) */
@@ -73,8 +74,8 @@ void td_model_free(td_model *m); /* accepts NULL */
 const td_config *td_model_config(const td_model *m);
 /* Bytes of weights resident on the device. */
 size_t td_model_weight_bytes(const td_model *m);
-/* The dtype the weight matrices are kept in: "float32", "float16" or
- * "bfloat16". */
+/* The dtype the weight matrices are kept in: "float32", "float16",
+ * "bfloat16" or "int8". */
 const char *td_model_weight_dtype(const td_model *m);
 
 /* Worst-case sizes a worker is built for; its memory is allocated once. */

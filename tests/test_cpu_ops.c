@@ -16,6 +16,8 @@
 
 #include "backend.h"
 #include "cpu_backend.h"
+#include "cpu_kernels.h"
+#include "device.h"
 
 #define TOL_ABS 1e-5
 #define TOL_REL 1e-4
@@ -225,6 +227,220 @@ START_TEST(test_linear)
         check_linear(513, 33, 65, 0, 0, bias);
         check_linear(2, 1, 1, 0, 0, bias);
     }
+}
+END_TEST
+
+/* The packed GEMM (cpu_gemm.c) on the shapes its kernel splits on: 1 and 2
+ * rows (one-row kernel), 3..12 and 13, 25 (row blocks of 12 and their
+ * tails), out features around the 32-wide panels, in features around the
+ * 256-wide k blocks. Under every instruction set: the layout is chosen at
+ * upload (packed with AVX-512, row-major for OpenBLAS otherwise); a packed
+ * weight used after the instruction set was lowered takes the plain-C
+ * kernel over the same layout. */
+START_TEST(test_linear_isa)
+{
+    static const int64_t shapes[][3] = {
+        {1, 32, 16}, {2, 33, 257}, {3, 63, 513}, {12, 64, 256}, {13, 100, 600},
+        {25, 513, 33}, {128, 96, 300}, {1, 1000, 512}, {7, 32, 1}, {40, 31, 40},
+    };
+    const td_cpu_isa top = td_cpu_isa_max(), saved = td_cpu_isa_get();
+    rng_seed(11);
+    for (int up = TD_CPU_ISA_SCALAR; up <= (int)top; up++)
+        for (int run = TD_CPU_ISA_SCALAR; run <= up; run++)
+            for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+                td_cpu_isa_set((td_cpu_isa)up);
+                /* check_linear uploads, then runs: lower the isa in between
+                 * through a second pass over the same weight */
+                if (run == up) {
+                    check_linear(shapes[i][0], shapes[i][1], shapes[i][2], (int64_t)i % 3,
+                                 (int64_t)i % 2, (int)i % 2);
+                    continue;
+                }
+                const int64_t n = shapes[i][0], out = shapes[i][1], in = shapes[i][2];
+                float *x = frand_vec((size_t)(n * in), 1.0f);
+                float *w = frand_vec((size_t)(out * in), 1.0f);
+                float *y = xmalloc((size_t)(n * out) * sizeof *y);
+                double *ref = xmalloc((size_t)(n * out) * sizeof *ref);
+                for (int64_t r = 0; r < n; r++)
+                    for (int64_t o = 0; o < out; o++) {
+                        double sum = 0;
+                        for (int64_t k = 0; k < in; k++)
+                            sum += (double)x[r * in + k] * w[o * in + k];
+                        ref[r * out + o] = sum;
+                    }
+                td_weight W = weight_from(w, out, in);
+                td_cpu_isa_set((td_cpu_isa)run);
+                float *dx = dev_from(x, (size_t)(n * in) * sizeof(float));
+                float *dy = be->ops->alloc(be, (size_t)(n * out) * sizeof(float));
+                be->ops->linear(be, dy, out, dx, in, n, &W, NULL);
+                to_host(y, dy, (size_t)(n * out) * sizeof(float));
+                ASSERT_CLOSE("linear, isa lowered after upload", y, ref, (size_t)(n * out),
+                             TOL_ABS, TOL_REL);
+                be->ops->weight_free(be, &W);
+                be->ops->dealloc(be, dx);
+                be->ops->dealloc(be, dy);
+                free(x), free(w), free(y), free(ref);
+            }
+    td_cpu_isa_set(saved);
+}
+END_TEST
+
+/* int8 (cpu_int8.c) on awkward shapes, against plain C written here:
+ * - the activation bytes and scales of every instruction set equal a
+ *   per-row round(x * 127 / max|x|) + 128;
+ * - the GEMM (VNNI when the CPU has it, else the plain-C kernel) equals,
+ *   bit for bit, the integer sum and float32 epilogue computed here from
+ *   the packed weights' own scales (td_cpu_q8_row gives them back);
+ * - and stays within the quantization error of the float32 product:
+ *   |y - x W^T| <= 2e-2 * sqrt(k) * max|x| * max|W_j| per output (the two
+ *   roundings bound each term by (max|x| |W_jk| + |x_k| max|W_j|) / 254). */
+static void check_q8(int64_t m, int64_t out, int64_t in, int with_bias)
+{
+    float *x = frand_vec((size_t)(m * in), 2.0f);
+    float *w = frand_vec((size_t)(out * in), 0.5f);
+    float *b = frand_vec((size_t)out, 1.0f);
+    if (m > 1) /* an all-zero row: scale 0, y = bias */
+        memset(x + in, 0, (size_t)in * sizeof(float));
+    if (out > 2)
+        memset(w + 2 * in, 0, (size_t)in * sizeof(float));
+    const int64_t K4 = td_cpu_q8_k4(in);
+    void *P = xmalloc(td_cpu_q8_bytes(out, in));
+    td_cpu_q8_pack(P, w, out, in, 1.0f);
+    uint8_t *u = xmalloc((size_t)(m * 4 * K4));
+    float *xs = xmalloc((size_t)m * sizeof *xs);
+    /* activations: every instruction set against the formula */
+    const td_cpu_isa top = td_cpu_isa_max(), saved = td_cpu_isa_get();
+    for (int isa = TD_CPU_ISA_SCALAR; isa <= (int)top; isa++) {
+        td_cpu_isa_set((td_cpu_isa)isa);
+        td_cpu_q8_quant_rows(u, xs, x, in, m, in);
+        for (int64_t i = 0; i < m; i++) {
+            float amax = 0;
+            for (int64_t c = 0; c < in; c++)
+                amax = fabsf(x[i * in + c]) > amax ? fabsf(x[i * in + c]) : amax;
+            ck_assert(xs[i] == amax / 127.0f);
+            const float inv = amax > 0 ? 127.0f / amax : 0.0f;
+            for (int64_t c = 0; c < 4 * K4; c++) {
+                const long want = c < in ? lrintf(x[i * in + c] * inv) + 128 : 128;
+                ck_assert_msg(u[i * 4 * K4 + c] == want, "isa %d row %lld col %lld: %d, want %ld",
+                              isa, (long long)i, (long long)c, u[i * 4 * K4 + c], want);
+            }
+        }
+    }
+    td_cpu_isa_set(saved);
+    /* the weights back, and the exact integer product */
+    float *wq = xmalloc((size_t)(out * in) * sizeof *wq);
+    float *ws = xmalloc((size_t)out * sizeof *ws);
+    for (int64_t o = 0; o < out; o++) {
+        float amax = 0;
+        for (int64_t c = 0; c < in; c++)
+            amax = fabsf(w[o * in + c]) > amax ? fabsf(w[o * in + c]) : amax;
+        ws[o] = amax / 127.0f;
+        td_cpu_q8_row(wq + o * in, P, out, in, o, 1.0f);
+    }
+    const int64_t ld_y = out + 3;
+    float *y = xmalloc((size_t)(m * ld_y) * sizeof *y);
+    for (int64_t i = 0; i < m * ld_y; i++)
+        y[i] = SENTINEL;
+    const int64_t panels = (out + 31) / 32;
+    td_cpu_gemm_q8(y, ld_y, u, xs, m, P, out, in, with_bias ? b : NULL, 0, panels / 2);
+    td_cpu_gemm_q8(y, ld_y, u, xs, m, P, out, in, with_bias ? b : NULL, panels / 2, panels);
+    size_t bad = 0;
+    for (int64_t i = 0; i < m; i++) {
+        float xmax = 0;
+        for (int64_t c = 0; c < in; c++)
+            xmax = fabsf(x[i * in + c]) > xmax ? fabsf(x[i * in + c]) : xmax;
+        for (int64_t o = 0; o < out; o++) {
+            int32_t acc = 0, comp = 0;
+            double exact = with_bias ? b[o] : 0.0;
+            for (int64_t c = 0; c < in; c++) {
+                const int32_t q = ws[o] > 0 ? (int32_t)lrintf(wq[o * in + c] / ws[o]) : 0;
+                acc += (int32_t)u[i * 4 * K4 + c] * q;
+                comp += 128 * q;
+                exact += (double)x[i * in + c] * w[o * in + c];
+            }
+            float want = (float)(acc - comp) * (xs[i] * ws[o]);
+            if (with_bias)
+                want = want + b[o];
+            const float got = y[i * ld_y + o];
+            const double bound = 2e-2 * sqrt((double)in) * xmax * ws[o] * 127.0 + 1e-6;
+            if ((got != want || fabs(got - exact) > bound) && bad++ < 5)
+                fprintf(stderr, "q8 m=%lld out=%lld in=%lld: y[%lld][%lld] %.9g, want %.9g "
+                        "(float32 %.9g, bound %.3g)\n", (long long)m, (long long)out,
+                        (long long)in, (long long)i, (long long)o, (double)got, (double)want,
+                        exact, bound);
+        }
+        for (int64_t o = out; o < ld_y; o++)
+            ck_assert(y[i * ld_y + o] == SENTINEL);
+    }
+    ck_assert_msg(bad == 0, "q8 m=%lld out=%lld in=%lld: %zu wrong", (long long)m,
+                  (long long)out, (long long)in, bad);
+    free(x), free(w), free(b), free(P), free(u), free(xs), free(wq), free(ws), free(y);
+}
+
+START_TEST(test_int8_kernels)
+{
+    rng_seed(12);
+    static const int64_t shapes[][3] = {
+        {1, 1, 1}, {1, 7, 33}, {2, 33, 513}, {7, 32, 3}, {12, 64, 256}, {13, 100, 601},
+        {33, 513, 7}, {128, 96, 2048}, {25, 31, 40},
+    };
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+        check_q8(shapes[i][0], shapes[i][1], shapes[i][2], (int)i % 2);
+}
+END_TEST
+
+/* A backend made with --dtype int8 (the registry's create): int8 matrices,
+ * float32 vectors, linear within the quantization error, embed of a
+ * quantized table close to the table, and the scratch reserved. */
+START_TEST(test_int8_backend)
+{
+    td_device dev;
+    char err[256] = "";
+    ck_assert_msg(td_device_resolve("cpu", &dev, err, sizeof err) == 0, "%s", err);
+    const td_backend_params p = {.n_threads = 2, .store = TD_STORE_INT8};
+    td_backend *qb = dev.create(&dev, &p, err, sizeof err);
+    ck_assert_msg(qb != NULL, "%s", err);
+    rng_seed(13);
+    const int64_t n = 9, out = 70, in = 67;
+    float *x = frand_vec((size_t)(n * in), 1.0f), *w = frand_vec((size_t)(out * in), 1.0f);
+    float *b = frand_vec((size_t)out, 1.0f);
+    td_weight W, B;
+    ck_assert(qb->ops->weight_upload(qb, &W, w, out, in, TD_F32, 0.5f, err, sizeof err) == 0);
+    ck_assert(qb->ops->weight_upload(qb, &B, b, 1, out, TD_F32, 1.0f, err, sizeof err) == 0);
+    ck_assert_int_eq(W.dtype, TD_I8);
+    ck_assert_int_eq(B.dtype, TD_F32);
+    qb->ops->reserve_linear(qb, &W, n);
+    float *dx = qb->ops->alloc(qb, (size_t)(n * in) * sizeof(float));
+    float *dy = qb->ops->alloc(qb, (size_t)(n * out) * sizeof(float));
+    qb->ops->upload(qb, dx, x, (size_t)(n * in) * sizeof(float));
+    qb->ops->linear(qb, dy, out, dx, in, n, &W, &B);
+    float *y = xmalloc((size_t)(n * out) * sizeof *y);
+    qb->ops->download(qb, y, dy, (size_t)(n * out) * sizeof(float));
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t o = 0; o < out; o++) {
+            double s = b[o];
+            for (int64_t c = 0; c < in; c++)
+                s += (double)x[i * in + c] * (w[o * in + c] * 0.5f);
+            ck_assert_msg(fabs(y[i * out + o] - s) <= 2e-2 * sqrt((double)in) * 0.5,
+                          "int8 linear y[%lld][%lld] %g vs %g", (long long)i, (long long)o,
+                          (double)y[i * out + o], s);
+        }
+    const int32_t ids[3] = {0, 69, 33};
+    int32_t *dids = qb->ops->alloc(qb, sizeof ids);
+    qb->ops->upload(qb, dids, ids, sizeof ids);
+    qb->ops->embed(qb, dy, &W, dids, 3, 2.0f, NULL, NULL);
+    qb->ops->download(qb, y, dy, (size_t)(3 * in) * sizeof(float));
+    for (int r = 0; r < 3; r++)
+        for (int64_t c = 0; c < in; c++)
+            ck_assert(fabs(y[r * in + c] - 2.0 * 0.5 * w[ids[r] * in + c]) <= 1.0 / 127 + 1e-6);
+    ck_assert_msg(qb->ops->sync(qb, err, sizeof err) == 0, "%s", err);
+    qb->ops->weight_free(qb, &W);
+    qb->ops->weight_free(qb, &B);
+    qb->ops->dealloc(qb, dx);
+    qb->ops->dealloc(qb, dy);
+    qb->ops->dealloc(qb, dids);
+    qb->ops->destroy(qb);
+    free(x), free(w), free(b), free(y);
 }
 END_TEST
 
@@ -1278,6 +1494,132 @@ START_TEST(test_logprobs_topk_force_rows)
 }
 END_TEST
 
+/* The random cases again under every instruction set the CPU has (the
+ * plain-C rows, AVX2, AVX-512): each must pass the same exact checks. */
+START_TEST(test_logprobs_topk_isa)
+{
+    const td_cpu_isa top = td_cpu_isa_max(), saved = td_cpu_isa_get();
+    for (int isa = TD_CPU_ISA_SCALAR; isa <= (int)top; isa++) {
+        td_cpu_isa_set((td_cpu_isa)isa);
+        rng_seed(30 + (uint64_t)isa);
+        for (int q = 0; q <= 1; q++)
+            for (int sup = 0; sup <= 1; sup++) {
+                check_topk_case(7, 513, 33, sup, 0, 1, q, 0);
+                check_topk_case(3, 2049, 5, sup, 0, 1, q, 0); /* one block + 1 */
+                check_topk_case(2, 4111, 64, sup, 0, 0, q, 1);
+                check_topk_case(1, 7, 7, sup, 0, 1, q, 0);
+                check_topk_case(5, 33, 4, sup, 1, 1, q, 2);
+            }
+    }
+    td_cpu_isa_set(saved);
+}
+END_TEST
+
+/* The polynomial exp against exp() in double over [-100, 0] and at -inf:
+ * within 3 ulp where the result is normal, 0 (or below FLT_MIN) under. */
+START_TEST(test_exp_neg)
+{
+    const td_cpu_isa top = td_cpu_isa_max(), saved = td_cpu_isa_get();
+    enum { N = 200003 };
+    float *x = xmalloc(N * sizeof *x), *y = xmalloc(N * sizeof *y);
+    for (int i = 0; i < N; i++)
+        x[i] = -100.0f * (float)i / (float)(N - 2);
+    x[N - 1] = -INFINITY;
+    for (int isa = TD_CPU_ISA_SCALAR; isa <= (int)top; isa++) {
+        td_cpu_isa_set((td_cpu_isa)isa);
+        for (int64_t n = 1; n <= 33; n += 16) { /* tails */
+            td_cpu_exp_neg(y, x + 1000, n);
+            for (int64_t i = 0; i < n; i++)
+                ck_assert(fabs(y[i] - exp((double)x[1000 + i])) <=
+                          3.6e-7 * exp((double)x[1000 + i]));
+        }
+        td_cpu_exp_neg(y, x, N);
+        double worst = 0;
+        for (int i = 0; i < N; i++) {
+            const double ref = exp((double)x[i]);
+            if (ref < 1.17549435e-38) {
+                ck_assert_msg(y[i] < 1.2e-38f && y[i] >= 0.0f, "isa %d: exp(%g) = %g",
+                              isa, (double)x[i], (double)y[i]);
+                continue;
+            }
+            const double rel = fabs(y[i] - ref) / ref;
+            worst = rel > worst ? rel : worst;
+        }
+        ck_assert_msg(worst <= 3 * 1.1920929e-7, "isa %d: exp worst relative error %g",
+                      isa, worst);
+    }
+    td_cpu_isa_set(saved);
+    free(x), free(y);
+}
+END_TEST
+
+/* Each instruction set's row against the plain-C row on vocabulary-sized
+ * rows (8003 and 32000, several L1 blocks), with -inf logits, a NaN row, a
+ * +inf row and an all -inf row: log-probs within 1e-6 relative, the same
+ * top-k ids, the same NaN-ness. */
+START_TEST(test_logprobs_row_vs_ref)
+{
+    const td_cpu_isa top = td_cpu_isa_max(), saved = td_cpu_isa_get();
+    const int64_t vocabs[2] = {8003, 32000};
+    const int32_t sup[2] = {0, 5};
+    rng_seed(40);
+    for (int vi = 0; vi < 2; vi++) {
+        const int64_t V = vocabs[vi];
+        for (int kind = 0; kind < 6; kind++) {
+            float *x0 = frand_vec((size_t)V, 12.0f);
+            if (kind == 1) /* the max late in the row: rescaled sums */
+                for (int64_t t = 0; t < V; t++)
+                    x0[t] += 20.0f * (float)t / (float)V;
+            if (kind == 2)
+                for (int64_t t = 0; t < V; t += 3)
+                    x0[t] = -INFINITY;
+            if (kind == 3)
+                x0[V / 2] = NAN;
+            if (kind == 4)
+                x0[V - 1] = INFINITY;
+            if (kind == 5)
+                for (int64_t t = 0; t < V; t++)
+                    x0[t] = -INFINITY;
+            float *xr = xmalloc((size_t)V * sizeof *xr), *xv = xmalloc((size_t)V * sizeof *xv);
+            for (int isa = TD_CPU_ISA_SCALAR; isa <= (int)top; isa++) {
+                const int k = 1 + (kind * 13 + isa * 7) % 64;
+                const float b = kind == 1 ? -3.25f : 0.0f;
+                float vr[64], vv[64];
+                int32_t ir[64], iv[64];
+                memcpy(xr, x0, (size_t)V * sizeof *xr);
+                memcpy(xv, x0, (size_t)V * sizeof *xv);
+                td_cpu_logprobs_row_ref(xr, V, sup, 2, 0, 3, b, k, vr, ir);
+                td_cpu_isa_set((td_cpu_isa)isa);
+                td_cpu_logprobs_row(xv, V, sup, 2, 0, 3, b, k, vv, iv);
+                td_cpu_isa_set(saved);
+                size_t bad = 0;
+                for (int64_t t = 0; t < V; t++) {
+                    const double g = xv[t], r = xr[t];
+                    int ok = isnan(r) ? isnan(g) : isinf(r) ? g == r
+                                                            : fabs(g - r) <= 1e-6 * fabs(r) + 1e-6;
+                    if (!ok && bad++ < 3)
+                        fprintf(stderr, "row V=%lld kind %d isa %d: x[%lld] %g vs ref %g\n",
+                                (long long)V, kind, isa, (long long)t, g, r);
+                }
+                for (int i = 0; i < k; i++) {
+                    int ok = iv[i] == ir[i] &&
+                             (isnan(vr[i]) ? isnan(vv[i])
+                                           : isinf(vr[i]) ? vv[i] == vr[i]
+                                                          : fabs(vv[i] - vr[i]) <= 1e-6 * fabs(vr[i]) + 1e-6);
+                    if (!ok && bad++ < 3)
+                        fprintf(stderr, "row V=%lld kind %d isa %d: top %d (%d, %g) vs ref (%d, %g)\n",
+                                (long long)V, kind, isa, i, iv[i], (double)vv[i], ir[i],
+                                (double)vr[i]);
+                }
+                ck_assert_msg(bad == 0, "V=%lld kind %d isa %d: %zu differences",
+                              (long long)V, kind, isa, bad);
+            }
+            free(x0), free(xr), free(xv);
+        }
+    }
+}
+END_TEST
+
 static Suite *cpu_ops_suite(void)
 {
     Suite *s = suite_create("cpu_ops");
@@ -1287,6 +1629,9 @@ static Suite *cpu_ops_suite(void)
     tcase_add_test(tc, test_memory);
     tcase_add_test(tc, test_latched_error);
     tcase_add_test(tc, test_linear);
+    tcase_add_test(tc, test_linear_isa);
+    tcase_add_test(tc, test_int8_kernels);
+    tcase_add_test(tc, test_int8_backend);
     tcase_add_test(tc, test_bias_act);
     tcase_add_test(tc, test_layer_norm);
     tcase_add_test(tc, test_add);
@@ -1305,6 +1650,9 @@ static Suite *cpu_ops_suite(void)
     tcase_add_test(tc, test_logprobs_topk_literal);
     tcase_add_test(tc, test_logprobs_topk_random);
     tcase_add_test(tc, test_logprobs_topk_force_rows);
+    tcase_add_test(tc, test_logprobs_topk_isa);
+    tcase_add_test(tc, test_exp_neg);
+    tcase_add_test(tc, test_logprobs_row_vs_ref);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -7,6 +7,13 @@
  *                [--max-length 32] [--repeat 3] [--dtype T] [--precision P]
  *       prints one JSON line per configuration (greedy / beam 4 at batch 1
  *       and 32): generated target tokens per second, best of --repeat runs.
+ *   bench_engine --model DIR --ids FILE --batch N --beam N [--threads N] [--dtype T]
+ *                [--repeat R]
+ *       real sources: FILE has one sentence a line as token ids (`transformerd
+ *       tokenize`), run in order in batches of N (the model's max_length);
+ *       (--max-length: generated tokens incl. </s>, else the model's default);
+ *       prints one JSON line: generated tokens (without </s>) per second of
+ *       td_translate_batch time, best of R passes (bench/peers/run.sh).
  *
  * Random weights never emit </s>, so every hypothesis runs to max_length and
  * the token count is exact. bench/engine/run.sh runs this and transformers'
@@ -187,10 +194,98 @@ static double now(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* --ids mode: the sentences of path in batches of `batch`. */
+static int run_ids(td_model *m, const char *path, int batch, int beam, int threads, int repeat,
+                   const char *dtype, int max_length)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        fprintf(stderr, "bench_engine: cannot open %s\n", path);
+        return 1;
+    }
+    int cap = 1024, n = 0, max_len = 2;
+    int32_t **src = malloc((size_t)cap * sizeof *src);
+    int *len = malloc((size_t)cap * sizeof *len);
+    char line[65536];
+    while (src && len && fgets(line, sizeof line, f)) {
+        if (n == cap) {
+            cap *= 2;
+            src = realloc(src, (size_t)cap * sizeof *src);
+            len = realloc(len, (size_t)cap * sizeof *len);
+            if (!src || !len)
+                break;
+        }
+        int32_t *ids = malloc(sizeof line / 2 * sizeof *ids);
+        int k = 0;
+        for (char *tok = strtok(line, " \n"); tok && ids; tok = strtok(NULL, " \n"))
+            ids[k++] = (int32_t)atoi(tok);
+        if (!ids || k == 0) {
+            free(ids);
+            continue;
+        }
+        src[n] = ids;
+        len[n++] = k;
+        max_len = k > max_len ? k : max_len;
+    }
+    fclose(f);
+    if (!src || !len || n == 0) {
+        fprintf(stderr, "bench_engine: no sentences in %s\n", path);
+        return 1;
+    }
+    char err[1024];
+    td_worker_opts wo = {.max_batch = batch, .max_src_len = max_len, .max_beam = beam,
+                         .max_length = max_length, .n_threads = threads};
+    td_worker *w = NULL;
+    if (td_worker_init(&w, m, &wo, err, sizeof err)) {
+        fprintf(stderr, "bench_engine: %s\n", err);
+        return 1;
+    }
+    td_decode_opts o;
+    td_decode_opts_default(m, &o);
+    o.beam_size = beam;
+    if (max_length > 0)
+        o.max_length = max_length;
+    td_result *res = calloc((size_t)batch, sizeof *res);
+    const int eos = td_model_config(m)->eos_token_id;
+    double best = 1e30;
+    long toks = 0;
+    for (int r = 0; r < repeat; r++) {
+        double t = 0;
+        toks = 0;
+        for (int i = 0; i < n; i += batch) {
+            const int b = n - i < batch ? n - i : batch;
+            double t0 = now();
+            if (td_translate_batch(w, (const int32_t *const *)(src + i), len + i, b, &o, res, err,
+                                   sizeof err)) {
+                fprintf(stderr, "bench_engine: %s\n", err);
+                return 1;
+            }
+            t += now() - t0;
+            for (int j = 0; j < b; j++) {
+                const td_hypothesis *h = &res[j].hyps[0];
+                toks += h->n_tokens - (h->n_tokens > 0 && h->tokens[h->n_tokens - 1] == eos);
+                td_result_free(&res[j]);
+            }
+        }
+        best = t < best ? t : best;
+    }
+    printf("{\"engine\": \"transformerd\", \"dtype\": \"%s\", \"batch\": %d, \"beam\": %d, "
+           "\"threads\": %d, \"sentences\": %d, \"tokens\": %ld, \"seconds\": %.4f, "
+           "\"tokens_per_s\": %.1f}\n",
+           dtype ? dtype : "auto", batch, beam, threads, n, toks, best, (double)toks / best);
+    td_worker_free(w);
+    for (int i = 0; i < n; i++)
+        free(src[i]);
+    free(src), free(len), free(res);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     const char *model = NULL, *device = "cpu", *dtype = NULL, *precision = NULL;
-    int threads = 0, src_len = 24, max_length = 32, repeat = 3;
+    const char *ids = NULL;
+    int threads = 0, src_len = 24, max_length = 32, repeat = 3, batch = 32, beam = 4;
+    int max_length_set = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--make-model") && i + 1 < argc)
             return make_model(argv[i + 1]);
@@ -207,13 +302,19 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--src-len") && i + 1 < argc)
             src_len = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--max-length") && i + 1 < argc)
-            max_length = atoi(argv[++i]);
+            max_length = atoi(argv[++i]), max_length_set = 1;
         else if (!strcmp(argv[i], "--repeat") && i + 1 < argc)
             repeat = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--ids") && i + 1 < argc)
+            ids = argv[++i];
+        else if (!strcmp(argv[i], "--batch") && i + 1 < argc)
+            batch = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--beam") && i + 1 < argc)
+            beam = atoi(argv[++i]);
         else {
             fprintf(stderr, "usage: bench_engine --make-model DIR | --model DIR [--device D] [--threads N] "
                             "[--src-len N] [--max-length N] [--repeat N] [--dtype T] "
-                            "[--precision P]\n");
+                            "[--precision P] [--ids FILE --batch N --beam N]\n");
             return 2;
         }
     }
@@ -228,6 +329,15 @@ int main(int argc, char **argv)
     if (td_model_load(&m, model, &lo, err, sizeof err)) {
         fprintf(stderr, "bench_engine: %s\n", err);
         return 1;
+    }
+    if (ids) {
+        if (batch < 1 || beam < 1 || repeat < 1) {
+            fprintf(stderr, "bench_engine: --batch, --beam and --repeat must be >= 1\n");
+            return 2;
+        }
+        int rc = run_ids(m, ids, batch, beam, threads, repeat, dtype, max_length_set ? max_length : 0);
+        td_model_free(m);
+        return rc;
     }
     td_worker_opts wo = {.max_batch = 32, .max_src_len = src_len, .max_length = max_length,
                          .max_beam = 4, .n_threads = threads};

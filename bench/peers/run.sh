@@ -1,0 +1,135 @@
+#!/bin/sh
+# CPU throughput against CTranslate2 (pinned 4.8.5 from PyPI, in bench/.venv),
+# transformerd float32 and int8, side by side in interleaved rounds:
+#   - the bundled model (models/en-de, 2+2 layers, d_model 256, vocab 8000):
+#     the first LINES held-out test sentences (tokenized by transformerd),
+#     beam 4 batch 32 and greedy batch 1 (the first LINES1 of them), up to
+#     the model's max_length; plus identical-line counts of each engine's
+#     beam-4 text against transformerd float32;
+#   - the transformer-base shape (bench_engine --make-model: 6+6 layers,
+#     d_model 512, vocab 32000, random weights that never emit </s>): 32
+#     sources of 24 ids (bench_engine's), 31 generated tokens each (ours: 32
+#     steps, the last a forced </s>, not counted), beam 4 batch 32 and greedy
+#     batch 1 (the first 8 sources).
+# Throughput: generated tokens (without </s>) per second of translate time
+# (model loading excluded for every engine). ROUNDS rounds, each engine once
+# per configuration per round, in turn; the table gives the best and the
+# median (the machines are shared: the best is the least disturbed run).
+# CTranslate2 gets the model through bench/peers/convert_ct2.py, which keeps
+# the learned <pad> start embedding (see there).
+#
+#   bench/peers/run.sh                 THREADS (nproc), ROUNDS (3), LINES (320),
+#                                      LINES1 (64), BUSY=1 (a CPU-burning
+#                                      neighbour runs throughout), OUT dir
+set -eu
+cd "$(dirname "$0")/../.."
+ROOT=$(pwd)
+THREADS=${THREADS:-$(nproc)}
+ROUNDS=${ROUNDS:-3}
+LINES=${LINES:-320}
+LINES1=${LINES1:-64}
+OUT=${OUT:-/tmp/transformerd-peers}
+BASE=${BENCH_MODEL_DIR:-/tmp/transformerd-bench-base}
+[ -n "${OMP_WAIT_POLICY:-}" ] || export GOMP_SPINCOUNT=${GOMP_SPINCOUNT:-1000}
+mkdir -p "$OUT"
+make build >/dev/null
+BE=$ROOT/build/bench/engine/bench_engine
+TD=$ROOT/build/transformerd
+VENV=$ROOT/bench/.venv
+[ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
+"$VENV/bin/pip" install -q -r bench/peers/requirements.txt
+PY=$VENV/bin/python
+
+[ -f "$BASE/model.safetensors" ] || "$BE" --make-model "$BASE" >/dev/null
+for m in ende:models/en-de base:$BASE; do
+    name=${m%%:*}; dir=${m#*:}
+    [ -f "$OUT/ct2-$name/model.bin" ] || "$PY" bench/peers/convert_ct2.py "$dir" "$OUT/ct2-$name"
+done
+# sources as ids: the test sentences; the base model's are bench_engine's
+head -n "$LINES" tests/data/en_de_test/test.en > "$OUT/ende.en"
+"$TD" tokenize --model models/en-de < "$OUT/ende.en" > "$OUT/ende.ids"
+head -n "$LINES1" "$OUT/ende.ids" > "$OUT/ende1.ids"
+"$PY" - "$OUT" <<'PY'
+import sys
+out = sys.argv[1]
+with open(f"{out}/base.ids", "w") as f:
+    for i in range(32):
+        f.write(" ".join(str(1 + (i * 7919 + j * 104729) % 31998) for j in range(23)) + " 0\n")
+with open(f"{out}/base1.ids", "w") as f:
+    f.write("".join(open(f"{out}/base.ids").readlines()[:8]))
+PY
+
+BUSY_PID=
+cleanup() { [ -z "$BUSY_PID" ] || kill "$BUSY_PID" 2>/dev/null || true; }
+trap cleanup EXIT INT TERM
+if [ "${BUSY:-0}" = 1 ]; then
+    sh -c 'while :; do :; done' &
+    BUSY_PID=$!
+    echo "busy neighbour: pid $BUSY_PID burns one core throughout"
+fi
+
+RES=$OUT/results.jsonl
+: > "$RES"
+# model ids batch beam td-max-length ct2-max-length ct2-min-length
+CONFIGS="ende ende.ids 32 4 0 255 0
+ende ende1.ids 1 1 0 255 0
+base base.ids 32 4 32 31 31
+base base1.ids 1 1 32 31 31"
+r=1
+while [ "$r" -le "$ROUNDS" ]; do
+    echo "$CONFIGS" | while read -r model ids batch beam tdlen ctlen ctmin; do
+        dir=models/en-de; [ "$model" = base ] && dir=$BASE
+        ml=; [ "$tdlen" -gt 0 ] && ml="--max-length $tdlen"
+        for eng in td:float32 ct2:float32 td:int8 ct2:int8; do
+            e=${eng%%:*}; dt=${eng#*:}
+            if [ "$e" = td ]; then
+                # shellcheck disable=SC2086
+                line=$("$BE" --model "$dir" --ids "$OUT/$ids" --batch "$batch" --beam "$beam" \
+                       --threads "$THREADS" --repeat 1 --dtype "$dt" $ml)
+            else
+                line=$("$PY" bench/peers/peer_ct2.py --model "$OUT/ct2-$model" --ids "$OUT/$ids" \
+                       --batch "$batch" --beam "$beam" --threads "$THREADS" --compute-type "$dt" \
+                       --max-length "$ctlen" --min-length "$ctmin")
+            fi
+            echo "{\"round\": $r, \"model\": \"$model\", \"engine\": \"$e\", \"dt\": \"$dt\", \"run\": $line}" >> "$RES"
+        done
+    done
+    echo "round $r done" >&2
+    r=$((r + 1))
+done
+
+# identical lines on the bundled model, beam 4, batch 32, text out
+"$TD" translate --model models/en-de --beam 4 --batch 32 --threads "$THREADS" < "$OUT/ende.en" > "$OUT/td.float32.de"
+"$TD" translate --model models/en-de --beam 4 --batch 32 --threads "$THREADS" --dtype int8 < "$OUT/ende.en" > "$OUT/td.int8.de"
+for dt in float32 int8; do
+    "$PY" bench/peers/peer_ct2.py --model "$OUT/ct2-ende" --ids "$OUT/ende.ids" --batch 32 --beam 4 \
+        --threads "$THREADS" --compute-type "$dt" --out "$OUT/ct2.$dt.de" >/dev/null
+done
+
+"$PY" - "$OUT" "$ROUNDS" "$THREADS" "${BUSY:-0}" <<'PY'
+import json, statistics, sys
+out, rounds, threads, busy = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
+rows = [json.loads(l) for l in open(f"{out}/results.jsonl")]
+acc = {}
+for r in rows:
+    k = (r["model"], r["run"]["batch"], r["run"]["beam"], r["engine"], r["dt"])
+    acc.setdefault(k, []).append(r["run"]["tokens_per_s"])
+print(f"\n{rounds} interleaved rounds, {threads} threads{', busy neighbour' if busy == '1' else ''}; "
+      "tokens/s best / median")
+print("\n| model | batch | beam | transformerd f32 | CT2 f32 | transformerd int8 | CT2 int8 | "
+      "td f32 / CT2 f32 | td int8 / CT2 int8 | td f32 / CT2 int8 |")
+print("|---|---|---|---|---|---|---|---|---|---|")
+for (model, b, bm) in sorted({k[:3] for k in acc}, key=lambda k: (k[0] != "ende", -k[1])):
+    get = lambda e, d: acc.get((model, b, bm, e, d), [0])
+    cell = lambda v: f"{max(v):.1f} / {statistics.median(v):.1f}"
+    tf, cf, ti, ci = get("td", "float32"), get("ct2", "float32"), get("td", "int8"), get("ct2", "int8")
+    ratio = lambda a, c: f"{max(a) / max(c):.2f}x / {statistics.median(a) / statistics.median(c):.2f}x"
+    name = "bundled en-de" if model == "ende" else "transformer-base shape"
+    print(f"| {name} | {b} | {bm} | {cell(tf)} | {cell(cf)} | {cell(ti)} | {cell(ci)} | "
+          f"{ratio(tf, cf)} | {ratio(ti, ci)} | {ratio(tf, ci)} |")
+ref = open(f"{out}/td.float32.de").read().splitlines()
+print(f"\nIdentical lines against transformerd float32 (bundled model, beam 4, {len(ref)} lines):")
+for name in ("td.int8", "ct2.float32", "ct2.int8"):
+    got = open(f"{out}/{name}.de").read().splitlines()
+    print(f"  {name}: {sum(a == b for a, b in zip(ref, got))}/{len(ref)}")
+PY

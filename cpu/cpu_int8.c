@@ -1,0 +1,284 @@
+/*
+ * cpu_int8.c - int8 weights (--dtype int8 on the CPU): y = x W^T + b with
+ * W quantized once at load and x quantized per row on each call.
+ *
+ * Weights: per output feature j a symmetric scale ws_j = max_k |W_jk| / 127
+ * and q_jk = round(W_jk / ws_j) in [-127, 127]. Activations: per row i
+ * xs_i = max_k |x_ik| / 127 and u_ik = round(x_ik / xs_i) + 128 in [1, 255]
+ * (unsigned, as vpdpbusd wants). Then
+ *   y_ij = (sum_k u_ik q_jk - 128 sum_k q_jk) * (xs_i * ws_j) + b_j
+ * with the sums in int32 (exact: |sum| < 255 * 127 * k) and the
+ * compensation 128 sum_k q_jk kept per feature from the load.
+ *
+ * Layout (one allocation): panels of Q8_NR = 32 features; in panel p, for
+ * each group g of 4 input features, feature j's 4 weights are bytes
+ * [(p*K4 + g)*128 + 4j, +4) (K4 = ceil(k/4), zero past k and past n_out):
+ * one 64-byte load feeds vpdpbusd for 16 features. Then the float scales
+ * (panels*32) and the int32 compensations (panels*32).
+ *
+ * Kernels: AVX-512 VNNI (12 rows x 32 features of int32 accumulators), and
+ * a plain-C one that computes the same integers and the same float32
+ * epilogue, so both give the same bits (the tests hold them to it).
+ */
+#include "cpu_kernels.h"
+
+#include <math.h>
+#include <string.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define Q_X86 1
+#endif
+
+#define Q8_NR 32
+#define Q8_MR 12
+
+static int64_t q_panels(int64_t rows) { return (rows + Q8_NR - 1) / Q8_NR; }
+
+int64_t td_cpu_q8_k4(int64_t cols) { return (cols + 3) / 4; }
+
+size_t td_cpu_q8_bytes(int64_t rows, int64_t cols)
+{
+    const size_t panels = (size_t)q_panels(rows);
+    return panels * (size_t)td_cpu_q8_k4(cols) * 128 + panels * Q8_NR * 8;
+}
+
+static float *q_scales(const void *P, int64_t rows, int64_t cols)
+{
+    return (float *)((unsigned char *)P + (size_t)q_panels(rows) * (size_t)td_cpu_q8_k4(cols) * 128);
+}
+
+static int32_t *q_comp(const void *P, int64_t rows, int64_t cols)
+{
+    return (int32_t *)(q_scales(P, rows, cols) + q_panels(rows) * Q8_NR);
+}
+
+void td_cpu_q8_pack(void *dst, const float *W, int64_t rows, int64_t cols, float scale)
+{
+    const int64_t K4 = td_cpu_q8_k4(cols);
+    int8_t *q = dst;
+    float *ws = q_scales(dst, rows, cols);
+    int32_t *comp = q_comp(dst, rows, cols);
+    memset(dst, 0, td_cpu_q8_bytes(rows, cols));
+    for (int64_t r = 0; r < rows; r++) {
+        const float *wr = W + r * cols;
+        float amax = 0.0f;
+        for (int64_t c = 0; c < cols; c++) {
+            const float v = fabsf(wr[c] * scale);
+            amax = v > amax ? v : amax;
+        }
+        const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+        const int64_t p = r / Q8_NR, j = r % Q8_NR;
+        int32_t sum = 0;
+        for (int64_t c = 0; c < cols; c++) {
+            long v = lrintf(wr[c] * scale * inv);
+            v = v > 127 ? 127 : v < -127 ? -127 : v;
+            q[((p * K4 + c / 4) * Q8_NR + j) * 4 + c % 4] = (int8_t)v;
+            sum += (int32_t)v;
+        }
+        ws[r] = amax / 127.0f;
+        comp[r] = 128 * sum;
+    }
+}
+
+void td_cpu_q8_row(float *dst, const void *P, int64_t rows, int64_t cols, int64_t r,
+                   float scale)
+{
+    const int64_t K4 = td_cpu_q8_k4(cols), p = r / Q8_NR, j = r % Q8_NR;
+    const int8_t *q = P;
+    const float s = q_scales(P, rows, cols)[r];
+    for (int64_t c = 0; c < cols; c++)
+        dst[c] = (float)q[((p * K4 + c / 4) * Q8_NR + j) * 4 + c % 4] * s * scale;
+}
+
+/* --- activations --------------------------------------------------------- */
+
+static void q_quant_row_c(uint8_t *u, float *xs, const float *x, int64_t k, int64_t K4)
+{
+    float amax = 0.0f;
+    for (int64_t c = 0; c < k; c++) {
+        const float v = fabsf(x[c]);
+        amax = v > amax ? v : amax;
+    }
+    const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+    for (int64_t c = 0; c < k; c++) {
+        long v = lrintf(x[c] * inv);
+        v = v > 127 ? 127 : v < -127 ? -127 : v;
+        u[c] = (uint8_t)(v + 128);
+    }
+    for (int64_t c = k; c < 4 * K4; c++)
+        u[c] = 128;
+    *xs = amax / 127.0f;
+}
+
+#ifdef Q_X86
+#define Q_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma")))
+#define Q_VNNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma")))
+
+Q_AVX512 static void q_quant_row_avx512(uint8_t *u, float *xs, const float *x, int64_t k,
+                                        int64_t K4)
+{
+    __m512 vm = _mm512_setzero_ps();
+    for (int64_t c = 0; c < k; c += 16) {
+        const __mmask16 m = k - c >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (k - c)) - 1);
+        vm = _mm512_max_ps(vm, _mm512_abs_ps(_mm512_maskz_loadu_ps(m, x + c)));
+    }
+    const float amax = _mm512_reduce_max_ps(vm);
+    const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+    const __m512 vinv = _mm512_set1_ps(inv);
+    const __m512i lo = _mm512_set1_epi32(-127), hi = _mm512_set1_epi32(127),
+                  off = _mm512_set1_epi32(128);
+    for (int64_t c = 0; c < k; c += 16) {
+        const __mmask16 m = k - c >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (k - c)) - 1);
+        __m512i v = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + c), vinv));
+        v = _mm512_add_epi32(_mm512_min_epi32(_mm512_max_epi32(v, lo), hi), off);
+        _mm_mask_storeu_epi8(u + c, m, _mm512_cvtepi32_epi8(v));
+    }
+    for (int64_t c = k; c < 4 * K4; c++)
+        u[c] = 128;
+    *xs = amax / 127.0f;
+}
+#endif
+
+void td_cpu_q8_quant_rows(uint8_t *u, float *xs, const float *x, int64_t ld_x, int64_t m,
+                          int64_t k)
+{
+    const int64_t K4 = td_cpu_q8_k4(k);
+#ifdef Q_X86
+    if (td_cpu_isa_get() == TD_CPU_ISA_AVX512) {
+        for (int64_t i = 0; i < m; i++)
+            q_quant_row_avx512(u + i * 4 * K4, xs + i, x + i * ld_x, k, K4);
+        return;
+    }
+#endif
+    for (int64_t i = 0; i < m; i++)
+        q_quant_row_c(u + i * 4 * K4, xs + i, x + i * ld_x, k, K4);
+}
+
+/* --- the product ---------------------------------------------------------- */
+
+static void q_gemm_c(float *y, int64_t ld_y, const uint8_t *u, const float *xs, int64_t m,
+                     const void *P, int64_t n_out, int64_t k, const float *bias, int64_t p0,
+                     int64_t p1)
+{
+    const int64_t K4 = td_cpu_q8_k4(k);
+    const int8_t *q = P;
+    const float *ws = q_scales(P, n_out, k);
+    const int32_t *comp = q_comp(P, n_out, k);
+    for (int64_t p = p0; p < p1; p++)
+        for (int64_t i = 0; i < m; i++) {
+            const uint8_t *ui = u + i * 4 * K4;
+            for (int j = 0; j < Q8_NR && p * Q8_NR + j < n_out; j++) {
+                const int64_t o = p * Q8_NR + j;
+                int32_t acc = 0;
+                for (int64_t g = 0; g < K4; g++)
+                    for (int b = 0; b < 4; b++)
+                        acc += (int32_t)ui[4 * g + b] *
+                               (int32_t)q[((p * K4 + g) * Q8_NR + j) * 4 + b];
+                const float v = (float)(acc - comp[o]) * (xs[i] * ws[o]);
+                y[i * ld_y + o] = bias ? v + bias[o] : v;
+            }
+        }
+}
+
+#ifdef Q_X86
+Q_VNNI static inline __attribute__((always_inline)) void
+q_kern(const int mr, int64_t K4, const uint8_t *A, int64_t lda, const int8_t *B, float *C,
+       int64_t ldc, const float *xs, __m512 ws0, __m512 ws1, __m512i cp0, __m512i cp1,
+       __m512 b0, __m512 b1, __mmask16 m0, __mmask16 m1)
+{
+    __m512i c0[Q8_MR], c1[Q8_MR];
+#pragma GCC unroll 12
+    for (int i = 0; i < mr; i++) {
+        c0[i] = _mm512_setzero_si512();
+        c1[i] = _mm512_setzero_si512();
+    }
+    for (int64_t g = 0; g < K4; g++) {
+        const __m512i w0 = _mm512_loadu_si512((const void *)(B + g * 128));
+        const __m512i w1 = _mm512_loadu_si512((const void *)(B + g * 128 + 64));
+#pragma GCC unroll 12
+        for (int i = 0; i < mr; i++) {
+            int32_t a4;
+            memcpy(&a4, A + i * lda + 4 * g, 4);
+            const __m512i a = _mm512_set1_epi32(a4);
+            c0[i] = _mm512_dpbusd_epi32(c0[i], a, w0);
+            c1[i] = _mm512_dpbusd_epi32(c1[i], a, w1);
+        }
+    }
+#pragma GCC unroll 12
+    for (int i = 0; i < mr; i++) {
+        const __m512 s = _mm512_set1_ps(xs[i]);
+        __m512 v0 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(c0[i], cp0)),
+                                  _mm512_mul_ps(s, ws0));
+        __m512 v1 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(c1[i], cp1)),
+                                  _mm512_mul_ps(s, ws1));
+        v0 = _mm512_add_ps(v0, b0);
+        v1 = _mm512_add_ps(v1, b1);
+        _mm512_mask_storeu_ps(C + i * ldc, m0, v0);
+        _mm512_mask_storeu_ps(C + i * ldc + 16, m1, v1);
+    }
+}
+
+#define Q_CASE(R)                                                                       \
+    case R:                                                                             \
+        q_kern(R, K4, A, 4 * K4, B, C, ld_y, xs + i0, ws0, ws1, cp0, cp1, b0, b1, m0, m1); \
+        break;
+
+Q_VNNI static void q_gemm_vnni(float *y, int64_t ld_y, const uint8_t *u, const float *xs,
+                               int64_t m, const void *P, int64_t n_out, int64_t k,
+                               const float *bias, int64_t p0, int64_t p1)
+{
+    const int64_t K4 = td_cpu_q8_k4(k);
+    const int8_t *q = P;
+    const float *ws = q_scales(P, n_out, k);
+    const int32_t *comp = q_comp(P, n_out, k);
+    for (int64_t p = p0; p < p1; p++) {
+        const int64_t j0 = p * Q8_NR;
+        const int nj = n_out - j0 < Q8_NR ? (int)(n_out - j0) : Q8_NR;
+        const __mmask16 m0 = nj >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << nj) - 1);
+        const __mmask16 m1 = nj >= 32 ? (__mmask16)0xFFFF
+                                       : nj > 16 ? (__mmask16)((1u << (nj - 16)) - 1) : 0;
+        const __m512 ws0 = _mm512_maskz_loadu_ps(m0, ws + j0);
+        const __m512 ws1 = _mm512_maskz_loadu_ps(m1, ws + j0 + 16);
+        const __m512i cp0 = _mm512_maskz_loadu_epi32(m0, comp + j0);
+        const __m512i cp1 = _mm512_maskz_loadu_epi32(m1, comp + j0 + 16);
+        const __m512 b0 = bias ? _mm512_maskz_loadu_ps(m0, bias + j0) : _mm512_setzero_ps();
+        const __m512 b1 = bias ? _mm512_maskz_loadu_ps(m1, bias + j0 + 16) : _mm512_setzero_ps();
+        const int8_t *B = q + p * K4 * 128;
+        for (int64_t i0 = 0; i0 < m; i0 += Q8_MR) {
+            const int mr = m - i0 < Q8_MR ? (int)(m - i0) : Q8_MR;
+            const uint8_t *A = u + i0 * 4 * K4;
+            float *C = y + i0 * ld_y + j0;
+            switch (mr) {
+                Q_CASE(1)
+                Q_CASE(2)
+                Q_CASE(3)
+                Q_CASE(4)
+                Q_CASE(5)
+                Q_CASE(6)
+                Q_CASE(7)
+                Q_CASE(8)
+                Q_CASE(9)
+                Q_CASE(10)
+                Q_CASE(11)
+                Q_CASE(12)
+            default:
+                break;
+            }
+        }
+    }
+}
+#endif
+
+void td_cpu_gemm_q8(float *y, int64_t ld_y, const uint8_t *u, const float *xs, int64_t m,
+                    const void *P, int64_t n_out, int64_t k, const float *bias, int64_t p0,
+                    int64_t p1)
+{
+#ifdef Q_X86
+    if (td_cpu_has_vnni()) {
+        q_gemm_vnni(y, ld_y, u, xs, m, P, n_out, k, bias, p0, p1);
+        return;
+    }
+#endif
+    q_gemm_c(y, ld_y, u, xs, m, P, n_out, k, bias, p0, p1);
+}
