@@ -89,18 +89,7 @@ static int make_model_dir(void)
 
 static int start(const char *const *args, const char *name, pid_t *pid)
 {
-    char log[512];
-    snprintf(log, sizeof log, "%s/%s.log", g_tmp, name);
-    const char *a[48];
-    int n = 0;
-    a[n++] = "--model";
-    a[n++] = g_model;
-    a[n++] = "--threads";
-    a[n++] = "1";
-    for (int i = 0; args[i]; i++)
-        a[n++] = args[i];
-    a[n] = NULL;
-    return tc_daemon_start(TD_DAEMON, a, log, 60, pid);
+    return tc_daemon_start_model(TD_DAEMON, g_model, g_tmp, name, args, pid);
 }
 
 /* ---- helpers ------------------------------------------------------------- */

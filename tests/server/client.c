@@ -291,3 +291,20 @@ int tc_daemon_wait(pid_t pid, double timeout_s)
     waitpid(pid, NULL, 0);
     return -1;
 }
+
+int tc_daemon_start_model(const char *daemon, const char *model, const char *tmpdir,
+                          const char *name, const char *const *args, pid_t *pid)
+{
+    char log[512];
+    snprintf(log, sizeof log, "%s/%s.log", tmpdir, name);
+    const char *a[48];
+    int n = 0;
+    a[n++] = "--model";
+    a[n++] = model;
+    a[n++] = "--threads";
+    a[n++] = "1";
+    for (int i = 0; args[i] && n < 47; i++)
+        a[n++] = args[i];
+    a[n] = NULL;
+    return tc_daemon_start(daemon, a, log, 60, pid);
+}

@@ -38,6 +38,11 @@ const char *tc_header(const tc_resp *r, const char *name, char *buf, size_t n);
  * (up to timeout_s) until it reports ready; returns its port, or -1. */
 int tc_daemon_start(const char *daemon, const char *const *args, const char *log_path,
                     double timeout_s, pid_t *pid);
+/* tc_daemon_start of `daemon serve --model model --threads 1 ARGS...`
+ * (args NULL-terminated), its stderr in tmpdir/NAME.log; the daemon tests'
+ * way to start one. */
+int tc_daemon_start_model(const char *daemon, const char *model, const char *tmpdir,
+                          const char *name, const char *const *args, pid_t *pid);
 /* Waits up to timeout_s for pid to exit; returns its exit status, or -1
  * (killed with SIGKILL) on timeout or abnormal exit. */
 int tc_daemon_wait(pid_t pid, double timeout_s);
