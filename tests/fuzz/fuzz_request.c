@@ -98,8 +98,10 @@ static void check_error(const srv_req *r)
 /* A request accepted for translation: its jobs and options are sane. */
 static void check_jobs(srv_req *r)
 {
+    /* a text of several sentences has a job per sentence (at most
+     * --max-queue jobs in all) */
     if (r->n_texts < 1 || r->n_texts > g_s.o.max_batch_texts || r->n_jobs < 1 ||
-        r->n_jobs > r->n_texts)
+        r->n_jobs > g_s.o.max_queue || (!r->split && r->n_jobs > r->n_texts))
         die("accepted", "bad text or job count");
     int vocab = td_model_config(g_m.m)->vocab_size;
     for (int i = 0; i < r->n_texts; i++)
