@@ -99,8 +99,9 @@ static void check_error(const srv_req *r)
 static void check_jobs(srv_req *r)
 {
     /* a text of several sentences has a job per sentence (at most
-     * --max-queue jobs in all) */
-    if (r->n_texts < 1 || r->n_texts > g_s.o.max_batch_texts || r->n_jobs < 1 ||
+     * --max-queue jobs in all); a translated file's lines are its texts,
+     * not bounded by --max-batch-texts */
+    if (r->n_texts < 1 || r->n_texts > (1 << 20) || r->n_jobs < 1 ||
         r->n_jobs > g_s.o.max_queue || (!r->split && r->n_jobs > r->n_texts))
         die("accepted", "bad text or job count");
     int vocab = td_model_config(g_m.m)->vocab_size;
