@@ -63,14 +63,46 @@ void srv_req_json(srv_req *r, int status, char *body)
     r->resp_ctype = "application/json";
 }
 
+/* Replaces in place every byte of s that is not part of a well-formed
+ * UTF-8 sequence with '?': an error message or param quoting client input
+ * (jansson's parse errors quote the body, cut to their own size, possibly
+ * mid-character) must still be a JSON string, or the error itself would
+ * become a 500. */
+static void utf8_sanitize(char *s)
+{
+    unsigned char *p = (unsigned char *)s;
+    while (*p) {
+        int n = *p < 0x80 ? 1 : (*p & 0xE0) == 0xC0 ? 2 : (*p & 0xF0) == 0xE0 ? 3
+                : (*p & 0xF8) == 0xF0 ? 4 : 0;
+        int ok = n > 0 && !(n == 2 && *p < 0xC2) && !(n == 4 && *p > 0xF4);
+        for (int i = 1; ok && i < n; i++)
+            ok = (p[i] & 0xC0) == 0x80;
+        if (ok && n == 3) /* no overlong forms, no surrogates */
+            ok = !(p[0] == 0xE0 && p[1] < 0xA0) && !(p[0] == 0xED && p[1] >= 0xA0);
+        if (ok && n == 4)
+            ok = !(p[0] == 0xF0 && p[1] < 0x90) && !(p[0] == 0xF4 && p[1] >= 0x90);
+        if (!ok) {
+            *p++ = '?';
+            continue;
+        }
+        p += n;
+    }
+}
+
 void srv_req_error(srv_req *r, int status, const char *code, const char *param, const char *fmt,
                    ...)
 {
-    char msg[512];
+    char msg[512], par[256];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    utf8_sanitize(msg);
+    if (param) {
+        snprintf(par, sizeof par, "%s", param);
+        utf8_sanitize(par);
+        param = par;
+    }
     /* LibreTranslate's endpoints answer LibreTranslate's {"error": message} */
     json_t *e = srv_libre_endpoint(r->ep)
                     ? json_pack("{s:s}", "error", msg)
