@@ -18,6 +18,7 @@
  * Unknown keys are ignored, as transformers ignores them.
  */
 #include "config.h"
+#include "spm.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -540,33 +541,6 @@ out:
     return rc;
 }
 
-/* Opens path for reading only when it is a regular file: a FIFO named
- * like a model file would block the load forever, a device or a directory
- * would mislead it. O_NONBLOCK keeps the open itself from waiting for a
- * FIFO's writer. Returns NULL with *not_regular set when the file exists
- * but is not regular, NULL with errno otherwise. */
-static FILE *cfg_fopen_regular(const char *path, int *not_regular)
-{
-    *not_regular = 0;
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0)
-        return NULL;
-    struct stat sb;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        *not_regular = 1;
-        close(fd);
-        errno = EINVAL;
-        return NULL;
-    }
-    int fl = fcntl(fd, F_GETFL);
-    if (fl >= 0)
-        fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
-    FILE *f = fdopen(fd, "rb");
-    if (!f)
-        close(fd);
-    return f;
-}
-
 /* Reads a whole regular file (at most CFG_MAX_FILE_BYTES) as a C string.
  * Returns NULL with *missing set when the file does not exist and
  * missing_ok is set; NULL with a message otherwise. The caller frees. */
@@ -575,7 +549,7 @@ static char *read_text(const cfg_ctx *cx, const char *path, int missing_ok, int 
     char ebuf[128];
     *missing = 0;
     int not_regular;
-    FILE *f = cfg_fopen_regular(path, &not_regular);
+    FILE *f = spm_fopen_regular(path, &not_regular);
     if (!f && not_regular) {
         cfg_fail(cx, NULL, "'%s' is not a regular file", path);
         return NULL;

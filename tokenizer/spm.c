@@ -300,7 +300,7 @@ int spm_load_mem(spm_model **out, const void *data, size_t size, const char *nam
  * would mislead it. O_NONBLOCK keeps the open itself from waiting for a
  * FIFO's writer. Returns NULL with *not_regular set when the file exists
  * but is not regular, NULL with errno otherwise. */
-static FILE *spm_fopen_regular(const char *path, int *not_regular)
+FILE *spm_fopen_regular(const char *path, int *not_regular)
 {
     *not_regular = 0;
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);

@@ -26,6 +26,7 @@
 #define TD_SPM_H
 
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -52,6 +53,12 @@ typedef struct spm_model spm_model;
 
 /* Loads a serialized ModelProto from a file / from memory (copied). */
 int spm_load(spm_model **out, const char *path, char *err, size_t errlen);
+
+/* Opens path for reading ("rb") only when it is a regular file (a FIFO,
+ * device or directory named like a model file is refused without blocking):
+ * NULL with *not_regular set when it exists but is not regular, NULL with
+ * errno otherwise. Also used by the model's own loaders. */
+FILE *spm_fopen_regular(const char *path, int *not_regular);
 int spm_load_mem(spm_model **out, const void *data, size_t size, const char *name,
                  char *err, size_t errlen);
 void spm_free(spm_model *m); /* accepts NULL */
