@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Stage 5: score models/en-de on the held-out test set, with transformers and with transformerd.
+"""Stage 5: score a model (models/en-de, models/de-en) on a held-out test set, with transformers and with transformerd.
 
   * transformers: MarianTokenizer + MarianMTModel (float32 from the F16 weights), generate() with the model's
     generation_config, greedy (num_beams 1) and beam 4, batches of --batch sentences sorted by length
@@ -63,12 +63,20 @@ def main():
     ap.add_argument("--limit", type=int, default=0)
     ap.add_argument("--skip-td", action="store_true")
     ap.add_argument("--skip-hf", action="store_true")
+    ap.add_argument("--src", help="source language code of the test files (default: the model's, from "
+                    "tokenizer_config.json; TEST.SRC is translated and scored against TEST.TGT)")
+    ap.add_argument("--tgt", help="target language code (default: the model's)")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     import sacrebleu
     from transformers import MarianMTModel, MarianTokenizer
     os.makedirs(a.out, exist_ok=True)
-    src, ref = read(a.test + ".en"), read(a.test + ".de")
+    with open(os.path.join(a.model, "tokenizer_config.json")) as f:
+        tc = json.load(f)
+    iso2 = {"eng": "en", "deu": "de"}
+    a.src = a.src or iso2.get(tc.get("source_lang"), "en")
+    a.tgt = a.tgt or iso2.get(tc.get("target_lang"), "de")
+    src, ref = read(f"{a.test}.{a.src}"), read(f"{a.test}.{a.tgt}")
     if a.limit:
         src, ref = src[:a.limit], ref[:a.limit]
     tok = MarianTokenizer.from_pretrained(a.model)
@@ -94,7 +102,7 @@ def main():
             t0 = time.time()
             ids, txt = hf_translate(model, tok, src, beam, a.batch)
             scores[f"hf.{name}.seconds"] = round(time.time() - t0, 1)
-            write(os.path.join(a.out, f"hf.{name}.de"), txt)
+            write(os.path.join(a.out, f"hf.{name}.{a.tgt}"), txt)
             write(os.path.join(a.out, f"hf.{name}.ids"), [" ".join(map(str, r)) for r in ids])
             score(f"transformers.{name}", txt)
 
@@ -114,12 +122,12 @@ def main():
                 sys.exit(f"transformerd translate failed: {r.stderr[-2000:]}")
             td_txt = r.stdout.splitlines()
             scores[f"td.{name}.seconds"] = round(time.time() - t0, 1)
-            write(os.path.join(a.out, f"td.{name}.de"), td_txt)
+            write(os.path.join(a.out, f"td.{name}.{a.tgt}"), td_txt)
             score(f"transformerd.{name}", td_txt)
             hp = os.path.join(a.out, f"hf.{name}.ids")
             if os.path.exists(hp):
                 hf_ids = [x.split() for x in read(hp)]
-                hf_txt = read(os.path.join(a.out, f"hf.{name}.de"))
+                hf_txt = read(os.path.join(a.out, f"hf.{name}.{a.tgt}"))
                 # transformers' ids end with </s> (0); transformerd's may or may not print it: compare without
                 strip = lambda x: x[:-1] if x and x[-1] == "0" else x  # noqa: E731
                 same_ids = sum(strip(h) == strip(t) for h, t in zip(hf_ids, td_ids))
@@ -131,9 +139,9 @@ def main():
                 print(f"agreement {name}: token-exact {same_ids}/{n} ({100 * same_ids / n:.2f} %), "
                       f"text-exact {same_txt}/{n} ({100 * same_txt / n:.2f} %)", flush=True)
     # twenty samples for the model card: a fixed random draw (seed 7) of the test lines, beam-4 output
-    hyp_path = os.path.join(a.out, "hf.beam4.de")
+    hyp_path = os.path.join(a.out, f"hf.beam4.{a.tgt}")
     if not os.path.exists(hyp_path):
-        hyp_path = os.path.join(a.out, "td.beam4.de")
+        hyp_path = os.path.join(a.out, f"td.beam4.{a.tgt}")
     if os.path.exists(hyp_path):
         import random
         hyp = read(hyp_path)

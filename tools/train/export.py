@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
-"""Stage 4: average the last N checkpoints and export the Marian layout to models/en-de/.
+"""Stage 4: average the last N checkpoints and export the Marian layout to models/SRC-TGT/ (models/en-de/, or
+models/de-en/ for a work directory of reverse.py).
 
 Writes config.json, model.safetensors (F16), source.spm = target.spm (the joint model), vocab.json,
 tokenizer_config.json (MarianTokenizer.save_pretrained), generation_config.json (num_beams 4, max_length 256,
 bad_words_ids [[pad]], forced_eos 0, decoder_start pad), then reloads the directory with MarianMTModel /
 MarianTokenizer and checks that the tokenizer gives the training ids and the model translates.
 
-Usage: tools/.venv/bin/python tools/train/export.py [--work .train] [--last 2] [--out models/en-de]
+Usage: tools/.venv/bin/python tools/train/export.py [--work .train] [--last 2] [--out models/SRC-TGT]
 """
 import argparse
 import glob
@@ -22,14 +23,22 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 
 
+ISO3 = {"en": "eng", "de": "deu"}
+SAMPLES = {"en": ["Print version information and exit.", "File not found.", "The file could not be opened."],
+           "de": ["Versionsinformationen ausgeben und beenden.", "Datei nicht gefunden.",
+                  "Die Datei konnte nicht geöffnet werden."]}
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--work", default=os.path.join(ROOT, ".train"))
     ap.add_argument("--last", type=int, default=2)
-    ap.add_argument("--out", default=os.path.join(ROOT, "models", "en-de"))
+    ap.add_argument("--out", help="default: models/SRC-TGT of the work directory's direction")
     a = ap.parse_args()
     torch.set_num_threads(2)
     import train as T
+    src_lang, tgt_lang = T.direction(a.work)
+    a.out = a.out or os.path.join(ROOT, "models", f"{src_lang}-{tgt_lang}")
     from transformers import GenerationConfig, MarianMTModel, MarianTokenizer
 
     cks = sorted(glob.glob(os.path.join(a.work, "ckpt", "ckpt-*.pt")), key=lambda p: int(p.split("-")[-1][:-3]))
@@ -85,7 +94,8 @@ def main():
     vpath = os.path.join(a.out, "vocab.json")
     shutil.copyfile(os.path.join(a.work, "spm", "vocab.json"), vpath)
     tok = MarianTokenizer(source_spm=os.path.join(a.out, "source.spm"), target_spm=os.path.join(a.out, "target.spm"),
-                          vocab=vpath, source_lang="eng", target_lang="deu", model_max_length=256)
+                          vocab=vpath, source_lang=ISO3[src_lang], target_lang=ISO3[tgt_lang],
+                          model_max_length=256)
     tok.save_pretrained(a.out)
     with open(vpath, encoding="utf-8") as f:
         assert json.load(f) == vocab, "vocab.json rewritten differently"
@@ -101,13 +111,12 @@ def main():
     m.eval()
     import sentencepiece as spm
     sp = spm.SentencePieceProcessor(model_file=spm_path)
-    with open(os.path.join(a.work, "corpus", "dev.en"), encoding="utf-8") as f:
+    with open(os.path.join(a.work, "corpus", f"dev.{src_lang}"), encoding="utf-8") as f:
         dev = [x.rstrip("\n") for x in f][:200]
     want = [[vocab.get(p, 1) for p in ps][:255] + [0] for ps in sp.encode(dev, out_type=str)]
     got = [tok(x)["input_ids"] for x in dev]
     assert got == want, "MarianTokenizer ids differ from the training ids"
-    batch = tok(["Print version information and exit.", "File not found.", "The file could not be opened."],
-                return_tensors="pt", padding=True)
+    batch = tok(SAMPLES[src_lang], return_tensors="pt", padding=True)
     with torch.no_grad():
         out = m.generate(**batch)
     for s in tok.batch_decode(out, skip_special_tokens=True):

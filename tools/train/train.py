@@ -52,20 +52,37 @@ def encode_file(sp, vocab, path, max_len=255):
     return out
 
 
+def direction(work):
+    """(source, target) language codes of WORK: the corpus files are WORK/corpus/{split}.{code}, and
+    WORK/direction.json ({"src": "de", "tgt": "en"}, written by reverse.py) says which side is the source.
+    Without the file: English to German."""
+    p = os.path.join(work, "direction.json")
+    if not os.path.exists(p):
+        return "en", "de"
+    with open(p) as f:
+        d = json.load(f)
+    return d["src"], d["tgt"]
+
+
 def load_data(work):
     os.makedirs(os.path.join(work, "ckpt"), exist_ok=True)
     cache = os.path.join(work, "ckpt", "data.pt")
+    src_lang, tgt_lang = direction(work)
     if os.path.exists(cache):
-        return torch.load(cache)
+        d = torch.load(cache)
+        if d.get("direction", ["en", "de"]) != [src_lang, tgt_lang]:
+            raise SystemExit(f"{cache} holds {d.get('direction')} data, the work directory is {src_lang}-{tgt_lang}; "
+                             "remove the cache")
+        return d
     import sentencepiece as spm
     sp = spm.SentencePieceProcessor(model_file=os.path.join(work, "spm", "joint.spm"))
     with open(os.path.join(work, "spm", "vocab.json"), encoding="utf-8") as f:
         vocab = json.load(f)
     c = os.path.join(work, "corpus")
-    d = {"vocab_size": len(vocab), "pad": vocab["<pad>"]}
+    d = {"vocab_size": len(vocab), "pad": vocab["<pad>"], "direction": [src_lang, tgt_lang]}
     for split in ("train", "dev"):
-        d[split] = (encode_file(sp, vocab, os.path.join(c, f"{split}.en")),
-                    encode_file(sp, vocab, os.path.join(c, f"{split}.de")))
+        d[split] = (encode_file(sp, vocab, os.path.join(c, f"{split}.{src_lang}")),
+                    encode_file(sp, vocab, os.path.join(c, f"{split}.{tgt_lang}")))
     torch.save(d, cache)
     return d
 
@@ -168,7 +185,7 @@ def main():
         print(f"resumed {path}: step {step} epoch {epoch} batch {pos} ({elapsed / 60:.1f} min trained)", flush=True)
     nparam = sum(p.numel() for p in model.parameters())
     print(f"model: {a.layers}+{a.dec_layers or a.layers} layers d{a.d_model} ffn{a.ffn}, {nparam / 1e6:.2f} M params; "
-          f"train {len(src)} pairs; device {a.device}", flush=True)
+          f"train {len(src)} pairs {'-'.join(data.get('direction', ['en', 'de']))}; device {a.device}", flush=True)
     lossf = torch.nn.CrossEntropyLoss(ignore_index=-100, label_smoothing=a.label_smoothing)
     ac = torch.autocast(a.device.split(":")[0], dtype=torch.bfloat16, enabled=bool(a.bf16))
     log = open(os.path.join(a.work, "train.log"), "a")
