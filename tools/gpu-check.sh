@@ -171,7 +171,7 @@ if [ -x "$TD" ] && [ -f "$MODEL/model.safetensors" ]; then
     note ""
     note "## End to end: bundled model, 2000 test lines, transformerd translate --device $DEVICE vs transformers (float32)"
     for prec in full half; do
-        timeout 120 sh tests/model_en_de.sh "$TD" . 2000 --device "$DEVICE" --precision "$prec" \
+        timeout 120 sh tests/model_bundled.sh "$TD" . en-de 2000 --device "$DEVICE" --precision "$prec" \
             >"$OUT/e2e_$prec.log" 2>&1
         note "precision $prec: exit $?: $(grep -h '^model_en_de:' "$OUT/e2e_$prec.log" | tr '\n' ' ')"
     done
