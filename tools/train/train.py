@@ -157,6 +157,8 @@ def main():
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--log-every", type=int, default=50)
     ap.add_argument("--max-steps", type=int, default=0, help="stop after this many steps (0: no limit)")
+    ap.add_argument("--init", help="a model directory (same architecture and vocabulary) whose weights start a "
+                    "run that has no checkpoint yet, e.g. models/en-de for the German->English model")
     a = ap.parse_args()
     t_start = time.time()
     torch.set_num_threads(a.threads)
@@ -174,7 +176,16 @@ def main():
         ck = torch.load(path, weights_only=False)
         for k in ("layers", "dec_layers", "d_model", "heads", "ffn"):  # the architecture of the run resumed
             setattr(a, k, ck["args"][k])
+    if not path and a.init:  # warm start: the architecture of the model directory
+        init = MarianMTModel.from_pretrained(a.init, dtype=torch.float32)
+        c = init.config
+        a.layers, a.dec_layers, a.d_model = c.encoder_layers, c.decoder_layers, c.d_model
+        a.heads, a.ffn = c.encoder_attention_heads, c.encoder_ffn_dim
     model = MarianMTModel(model_config(V, pad, a)).to(a.device)
+    if not path and a.init:
+        model.load_state_dict(init.state_dict())
+        print(f"initialised from {a.init}", flush=True)
+        del init
     opt = torch.optim.Adam(model.parameters(), lr=a.lr, betas=(0.9, 0.98), eps=1e-9)
     step, epoch, pos, elapsed = 0, 0, 0, 0.0
     if path:
