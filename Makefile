@@ -31,10 +31,10 @@ test-asan: bootstrap
 # The daemon's tests again under ThreadSanitizer: the HTTP threads, the
 # scheduler, the watchdog and the drain, with one engine thread (libgomp and
 # OpenBLAS are not instrumented; with one thread they start no team).
-TSAN_TESTS ?= test_server_http|test_server_harden
+TSAN_TESTS ?= test_server_http|test_server_harden|test_models
 test-tsan: bootstrap
 	cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DTD_TSAN=ON -DTD_CUDA=OFF
-	cmake --build $(TSAN_BUILD) -j $(JOBS) --target transformerd test_server_http test_server_harden
+	cmake --build $(TSAN_BUILD) -j $(JOBS) --target transformerd test_server_http test_server_harden test_models
 	cd $(TSAN_BUILD) && OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 \
 	  TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
 	  ctest --output-on-failure -j $(JOBS) -R '^($(TSAN_TESTS))$$'

@@ -1289,26 +1289,21 @@ void srv_api_model_delete(srv_req *r)
 }
 
 /* A load's "path": a directory below --models-dir (resolved, links
- * followed, and still below it). 0, or -1 with an error recorded. */
-static int load_path(srv_req *r, const char *path, char *out, size_t n)
+ * followed, and still below it; a path with a NUL names none). 0, or -1
+ * with an error recorded (404: no such directory there). */
+static int load_path(srv_req *r, json_t *pv, char *out, size_t n)
 {
-    const char *root = r->s->o.models_dir;
-    if (!root) {
-        srv_req_error(r, 403, "forbidden", "path",
-                      "loading a model at run time needs --models-dir (the directory it loads "
-                      "from)");
-        return -1;
-    }
     char base[4096], full[8300], real[4096];
-    if (!realpath(root, base)) {
+    if (!realpath(r->s->o.models_dir, base)) {
         srv_req_error(r, 500, "internal", NULL, "--models-dir: cannot resolve it");
         return -1;
     }
+    const char *path = json_string_value(pv);
     snprintf(full, sizeof full, "%s/%s", base, path);
     size_t bl = strlen(base);
-    if (!realpath(full, real) || strncmp(real, base, bl) || (real[bl] != '/' && real[bl])) {
-        srv_req_error(r, 400, "invalid_path", "path",
-                      "path must name a directory below --models-dir");
+    if (strlen(path) != json_string_length(pv) || !realpath(full, real) ||
+        strncmp(real, base, bl) || (real[bl] != '/' && real[bl])) {
+        srv_req_error(r, 404, "not_found", "path", "path names no directory below --models-dir");
         return -1;
     }
     snprintf(out, n, "%s", real);
@@ -1350,14 +1345,21 @@ int srv_api_admin_parse(srv_req *r)
             goto out;
         }
     }
-    for (size_t i = 0; i < 4; i++)
-        if (opt_string(r, root, fields[i], &v[i]))
-            goto out;
-    if (!v[1]) {
-        srv_req_error(r, 400, "missing_field", "path", "path is required");
+    if (!r->s->o.models_dir) {
+        srv_req_error(r, 403, "forbidden", "path",
+                      "loading a model at run time needs --models-dir (the directory it loads "
+                      "from)");
         goto out;
     }
-    if (load_path(r, v[1], op->spec.dir, sizeof op->spec.dir) != 0)
+    json_t *pv = json_object_get(root, "path");
+    if (!json_is_string(pv)) {
+        srv_req_error(r, 400, pv ? "invalid_type" : "missing_field", "path",
+                      "path must be a string (a directory below --models-dir)");
+        goto out;
+    }
+    if (opt_string(r, root, "name", &v[0]) || opt_string(r, root, "source", &v[2]) ||
+        opt_string(r, root, "target", &v[3]) ||
+        load_path(r, pv, op->spec.dir, sizeof op->spec.dir) != 0)
         goto out;
     if (v[0] && !srv_model_name_ok(v[0])) {
         srv_req_error(r, 400, "invalid_name", "name",

@@ -817,18 +817,17 @@ static char *item_text(const srv_libre_req *lr, const libre_item *it, size_t *n)
 /* source=auto: each item's language. LibreTranslate detects a text of more
  * than 40 characters alone and a shorter one with all the texts together
  * (too little to go on otherwise). */
-static int detect_items(srv_req *r, srv_libre_req *lr, const char *tgt)
+static int detect_items(srv_req *r, srv_libre_req *lr)
 {
     const srv_langid *li = r->s->libre->langid;
     int nl = srv_langid_count(li);
-    /* among the sources of the models that translate into tgt (or, when
-     * none does, of every model: the target's error comes later) */
+    /* among the serving models' languages, sources and targets: a text
+     * already in the target language is copied, one in a language no
+     * model translates into tgt is refused (LibreTranslate's way) */
     libre_langs L;
     langs_now(r->s, &L);
-    const char *only[64];
-    int n_only = source_langs(&L, tgt, only);
-    if (n_only == 0)
-        n_only = source_langs(&L, NULL, only);
+    const char *const *only = L.codes;
+    int n_only = L.n;
     srv_lang_score *sc = malloc((size_t)nl * sizeof *sc), overall;
     char *all = NULL;
     size_t all_n = 0;
@@ -1103,7 +1102,7 @@ static int parse_translate(srv_req *r, json_t *f, int is_json)
             return -1;
         }
     }
-    if (lr->autodetect && detect_items(r, lr, tgt) != 0) {
+    if (lr->autodetect && detect_items(r, lr) != 0) {
         srv_req_error(r, 500, "internal", NULL, "out of memory");
         return -1;
     }

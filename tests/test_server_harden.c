@@ -602,7 +602,7 @@ START_TEST(test_cost_amplification)
     tc_resp_free(&r);
     free(body);
     ck_assert_int_eq(tc_request(port, "GET", "/metrics", NULL, NULL, 0, &r), 0);
-    ck_assert_msg(metric_of(r.body, "transformerd_decode_steps_total ") == 0,
+    ck_assert_msg(metric_of(r.body, "transformerd_decode_steps_total{model=\"marian_en_de\"} ") == 0,
                   "a refused request was decoded");
     tc_resp_free(&r);
     body = many_texts(64, text, ",\"beam_size\":16,\"num_hypotheses\":16");
@@ -763,7 +763,7 @@ START_TEST(test_drain_cuts_running)
     for (int i = 0; i < 500 && !(rows > 0); i++) {
         tc_resp r;
         if (tc_request(port, "GET", "/metrics", NULL, NULL, 0, &r) == 0) {
-            rows = metric_of(r.body, "transformerd_running_rows ");
+            rows = metric_of(r.body, "transformerd_running_rows{model=\"marian_en_de\"} ");
             tc_resp_free(&r);
         }
         sleep_ms(20);
