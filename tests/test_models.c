@@ -314,6 +314,14 @@ START_TEST(test_autodetect)
     ck_assert_str_eq(str_at(json_object_get(a, "detectedLanguage"), "language"), "en");
     ck_assert_str_eq(str_at(a, "translatedText"), en_text);
     json_decref(a);
+    /* /detect: among the serving models' languages only (the detector
+     * knows more, for models loaded later) */
+    snprintf(body, sizeof body, "{\"q\":\"%s\"}", k_english);
+    ck_assert_int_eq(post(g_port, "/detect", body, &a), 200);
+    ck_assert_int_eq((int)json_array_size(a), 2);
+    ck_assert_str_eq(str_at(json_array_get(a, 0), "language"), "en");
+    ck_assert_str_eq(str_at(json_array_get(a, 1), "language"), "de");
+    json_decref(a);
 }
 END_TEST
 
@@ -390,6 +398,7 @@ typedef struct client {
     int port;
     int delay_ms;         /* before the first request: the clients' requests start apart */
     atomic_int *stop;
+    atomic_int answered;  /* requests done, read by the main thread */
     int n, failed, mixed;
     char seq[4096];       /* 'A' or 'B' per request, in order */
     double t_start[4096], t_end[4096];
@@ -420,6 +429,7 @@ static void *client_main(void *arg)
         c->t_start[c->n] = t0;
         c->t_end[c->n] = t1;
         c->seq[c->n++] = w;
+        atomic_fetch_add(&c->answered, 1);
     }
     return NULL;
 }
@@ -444,10 +454,22 @@ static void under_load(int port, char from, char to, void (*act)(int port, void 
         cl[i].stop = &stop_flag;
         ck_assert_int_eq(pthread_create(&th[i], NULL, client_main, &cl[i]), 0);
     }
-    sleep_ms(500);
+    /* every client answered before the swap, and twice after it (one
+     * request may straddle it): counted, not timed, so that a slow build
+     * (ThreadSanitizer) waits as long as it needs */
+    int base[4];
+    for (int i = 0; i < 4; i++) {
+        for (int w = 0; w < 6000 && atomic_load(&cl[i].answered) < 1; w++)
+            sleep_ms(10);
+    }
+    sleep_ms(100);
     act(port, ud);
     double t_act0 = g_t_trig, t_act1 = g_t_done;
-    sleep_ms(500);
+    for (int i = 0; i < 4; i++)
+        base[i] = atomic_load(&cl[i].answered);
+    for (int i = 0; i < 4; i++)
+        for (int w = 0; w < 6000 && atomic_load(&cl[i].answered) < base[i] + 2; w++)
+            sleep_ms(10);
     atomic_store(&stop_flag, 1);
     int n_from = 0, n_to = 0, n_across = 0;
     for (int i = 0; i < 4; i++) {
