@@ -257,7 +257,7 @@ static int model_load(srv_models *ms, const srv_model_spec *spec, srv_model **ou
     td_load_opts lo = {.n_threads = o->threads, .dtype = o->dtype, .precision = o->precision};
     if (td_model_load_on(&sm->m, spec->dir, &dev, &lo, e2, sizeof e2) != 0 ||
         td_model_tokenizer_load(sm->m, spec->dir, &sm->tok, e2, sizeof e2) != 0) {
-        snprintf(err, errlen, "%s: %s", spec->dir, e2);
+        snprintf(err, errlen, "%.400s: %s", spec->dir, e2);
         goto fail;
     }
     /* what is resident, not what the checkpoint says */
@@ -381,40 +381,6 @@ static void publish(srv_models *ms, srv_model *sm, int replace)
     ms->serving[replace] = sm;
     ms->finishing[ms->n_finishing++] = old;
     put_locked(old);
-}
-
-int srv_models_load_initial(srv_models *ms, const srv_model_spec *spec, char *err,
-                            size_t errlen)
-{
-    srv_model *sm = NULL;
-    pthread_mutex_lock(&ms->mu);
-    int dup = find_serving(ms, spec->name) >= 0;
-    pthread_mutex_unlock(&ms->mu);
-    if (dup) {
-        snprintf(err, errlen, "two models are named '%s' (name one with --model NAME=DIR)",
-                 spec->name);
-        return -1;
-    }
-    if (model_load(ms, spec, &sm, err, errlen) != 0)
-        return -1;
-    pthread_mutex_lock(&ms->mu);
-    char what[128];
-    snprintf(what, sizeof what, "weights %zu + %d worker(s) x %zu", sm->weight_bytes,
-             sm->workers, sm->worker_bytes);
-    int rc = over_budget(ms, sm->name, sm->bytes, what, err, errlen);
-    if (rc == 0 && grow(ms) != 0) {
-        snprintf(err, errlen, "out of memory");
-        rc = -1;
-    }
-    if (rc == 0)
-        publish(ms, sm, -1);
-    pthread_mutex_unlock(&ms->mu);
-    if (rc != 0) {
-        model_free(sm);
-        return -1;
-    }
-    model_series(sm, 1);
-    return 0;
 }
 
 static srv_model *take(srv_model *sm)
@@ -627,7 +593,22 @@ static void load_and_publish(srv_models *ms, srv_model_op *op, const srv_model_s
              "%zu bytes",
              sm->name, sm->src_lang, sm->tgt_lang, old ? "reloaded" : "loaded", sm->dir,
              sm->generation, sm->weight_bytes, sm->workers, sm->worker_bytes);
-    fprintf(stderr, "transformerd: %s\n", op->msg);
+    if (ms->thread_on) /* at run time (start-up has its own lines) */
+        fprintf(stderr, "transformerd: %s\n", op->msg);
+}
+
+int srv_models_load_initial(srv_models *ms, const srv_model_spec *spec, char *err,
+                            size_t errlen)
+{
+    srv_model_op op;
+    memset(&op, 0, sizeof op);
+    load_and_publish(ms, &op, spec, NULL);
+    if (op.status == 200)
+        return 0;
+    snprintf(err, errlen, "%s", op.status == 409 ? "two models have this name (name one with "
+                                                   "--model NAME=DIR)"
+                                                 : op.msg);
+    return -1;
 }
 
 static void run_reload(srv_models *ms, srv_model_op *op, const char *name)

@@ -28,6 +28,7 @@
 #include <jansson.h>
 
 #include "server/client.h"
+#include "server/suite.h"
 
 #ifndef TD_DAEMON
 #error "TD_DAEMON (path of the transformerd executable) must be defined"
@@ -45,25 +46,12 @@ static char g_text[N_TEXTS][256];
 static char g_gold_a[N_TEXTS][512]; /* marian_en_de */
 static char g_gold_b[N_TEXTS][512]; /* marian_sep */
 
-static const char *const k_german =
+static const char k_german[] =
     "Der Hund läuft schnell über die Straße, und die Kinder spielen den ganzen Nachmittag "
     "im Garten hinter dem Haus ihrer Großmutter.";
-static const char *const k_english =
+static const char k_english[] =
     "The dog runs quickly across the street, and the children play all afternoon in the "
     "garden behind their grandmother's house.";
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static void sleep_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
 
 static int run(const char *cmd)
 {
@@ -279,41 +267,45 @@ START_TEST(test_unknown_pair)
 }
 END_TEST
 
+/* text with source auto (no target): routed to model; its translation
+ * into out. */
+static void auto_routed(const char *text, const char *model, char *out, size_t n)
+{
+    char body[2048];
+    json_t *a;
+    snprintf(body, sizeof body, "{\"text\":\"%s\",\"source\":\"auto\"}", text);
+    ck_assert_int_eq(post(g_port, "/v1/translate", body, &a), 200);
+    ck_assert_str_eq(str_at(a, "model"), model);
+    snprintf(out, n, "%s", native_text(a, 0));
+    json_decref(a);
+}
+
 START_TEST(test_autodetect)
 {
     char body[2048];
     json_t *a;
     /* native: source auto (or absent) with no target: among every source */
-    snprintf(body, sizeof body, "{\"text\":\"%s\",\"source\":\"auto\"}", k_german);
-    ck_assert_int_eq(post(g_port, "/v1/translate", body, &a), 200);
-    ck_assert_str_eq(str_at(a, "model"), "de-en");
-    char de_text[1024];
-    snprintf(de_text, sizeof de_text, "%s", native_text(a, 0));
-    json_decref(a);
-    snprintf(body, sizeof body, "{\"text\":\"%s\",\"source\":\"auto\"}", k_english);
-    ck_assert_int_eq(post(g_port, "/v1/translate", body, &a), 200);
-    ck_assert_str_eq(str_at(a, "model"), "en-de");
-    char en_text[1024];
-    snprintf(en_text, sizeof en_text, "%s", native_text(a, 0));
-    json_decref(a);
+    char de_text[1024], en_text[1024];
+    auto_routed(k_german, "de-en", de_text, sizeof de_text);
+    auto_routed(k_english, "en-de", en_text, sizeof en_text);
     /* the same text through the named model: the same translation */
     snprintf(body, sizeof body, "{\"text\":\"%s\",\"model\":\"de-en\"}", k_german);
     ck_assert_int_eq(post(g_port, "/v1/translate", body, &a), 200);
     ck_assert_str_eq(native_text(a, 0), de_text);
     json_decref(a);
     /* LibreTranslate: source=auto, German to English and English to German */
-    snprintf(body, sizeof body, "{\"q\":\"%s\",\"source\":\"auto\",\"target\":\"en\"}",
-             k_german);
-    ck_assert_int_eq(post(g_port, "/translate", body, &a), 200);
-    ck_assert_str_eq(str_at(json_object_get(a, "detectedLanguage"), "language"), "de");
-    ck_assert_str_eq(str_at(a, "translatedText"), de_text);
-    json_decref(a);
-    snprintf(body, sizeof body, "{\"q\":\"%s\",\"source\":\"auto\",\"target\":\"de\"}",
-             k_english);
-    ck_assert_int_eq(post(g_port, "/translate", body, &a), 200);
-    ck_assert_str_eq(str_at(json_object_get(a, "detectedLanguage"), "language"), "en");
-    ck_assert_str_eq(str_at(a, "translatedText"), en_text);
-    json_decref(a);
+    static const struct {
+        const char *q, *target, *detected;
+    } libre[] = {{k_german, "en", "de"}, {k_english, "de", "en"}};
+    for (int i = 0; i < 2; i++) {
+        snprintf(body, sizeof body, "{\"q\":\"%s\",\"source\":\"auto\",\"target\":\"%s\"}",
+                 libre[i].q, libre[i].target);
+        ck_assert_int_eq(post(g_port, "/translate", body, &a), 200);
+        ck_assert_str_eq(str_at(json_object_get(a, "detectedLanguage"), "language"),
+                         libre[i].detected);
+        ck_assert_str_eq(str_at(a, "translatedText"), i == 0 ? de_text : en_text);
+        json_decref(a);
+    }
     /* /detect: among the serving models' languages only (the detector
      * knows more, for models loaded later) */
     snprintf(body, sizeof body, "{\"q\":\"%s\"}", k_english);
@@ -409,12 +401,12 @@ static void *client_main(void *arg)
     client *c = arg;
     char body[4096];
     texts_body(body, sizeof body, "\"model\":\"swap\"");
-    sleep_ms(c->delay_ms);
+    tc_sleep_ms(c->delay_ms);
     while (!atomic_load(c->stop) && c->n < 4096) {
         tc_resp r;
-        double t0 = now_s();
+        double t0 = tc_now();
         int rc = tc_post_json(c->port, "/v1/translate", body, &r);
-        double t1 = now_s();
+        double t1 = tc_now();
         if (rc != 0 || r.status != 200) {
             c->failed++;
             if (rc == 0)
@@ -460,16 +452,16 @@ static void under_load(int port, char from, char to, void (*act)(int port, void 
     int base[4];
     for (int i = 0; i < 4; i++) {
         for (int w = 0; w < 6000 && atomic_load(&cl[i].answered) < 1; w++)
-            sleep_ms(10);
+            tc_sleep_ms(10);
     }
-    sleep_ms(100);
+    tc_sleep_ms(100);
     act(port, ud);
     double t_act0 = g_t_trig, t_act1 = g_t_done;
     for (int i = 0; i < 4; i++)
         base[i] = atomic_load(&cl[i].answered);
     for (int i = 0; i < 4; i++)
         for (int w = 0; w < 6000 && atomic_load(&cl[i].answered) < base[i] + 2; w++)
-            sleep_ms(10);
+            tc_sleep_ms(10);
     atomic_store(&stop_flag, 1);
     int n_from = 0, n_to = 0, n_across = 0;
     for (int i = 0; i < 4; i++) {
@@ -512,9 +504,9 @@ static void reload_http(int port, void *ud)
     (void)ud;
     replace_model(g_fix_b, g_swap);
     json_t *a;
-    g_t_trig = now_s();
+    g_t_trig = tc_now();
     ck_assert_int_eq(post(port, "/v1/models/swap/reload", "", &a), 200);
-    g_t_done = now_s();
+    g_t_done = tc_now();
     ck_assert_int_eq((int)json_integer_value(json_object_get(a, "generation")), 2);
     json_decref(a);
 }
@@ -524,7 +516,7 @@ static void reload_hup(int port, void *ud)
 {
     pid_t pid = *(pid_t *)ud;
     replace_model(g_fix_a, g_swap);
-    g_t_trig = now_s();
+    g_t_trig = tc_now();
     ck_assert_int_eq(kill(pid, SIGHUP), 0);
     for (int i = 0; i < 300; i++) {
         json_t *a;
@@ -533,10 +525,10 @@ static void reload_hup(int port, void *ud)
         int gen = (int)json_integer_value(json_object_get(m, "generation"));
         json_decref(a);
         if (gen == 3) {
-            g_t_done = now_s();
+            g_t_done = tc_now();
             return;
         }
-        sleep_ms(20);
+        tc_sleep_ms(20);
     }
     ck_abort_msg("SIGHUP did not reload the model");
 }
@@ -611,22 +603,43 @@ START_TEST(test_unload_and_load)
     pid_t pid;
     int port = start("unload", args, &pid);
     ck_assert_int_gt(port, 0);
+    json_t *a;
+    ck_assert_int_eq(request(port, "GET", "/v1/models", NULL, &a), 200);
+    json_int_t used_both = json_integer_value(json_object_get(json_object_get(a, "memory"), "used"));
+    json_int_t de_en_bytes = json_integer_value(
+        json_object_get(json_object_get(json_array_get(json_object_get(a, "models"), 0), "memory"),
+                        "bytes"));
+    json_decref(a);
     slow_req q = {.port = port};
     pthread_t th;
     ck_assert_int_eq(pthread_create(&th, NULL, slow_main, &q), 0);
-    sleep_ms(150);
-    json_t *a;
+    tc_sleep_ms(150);
     ck_assert_int_eq(request(port, "DELETE", "/v1/models/de-en", NULL, &a), 200);
     ck_assert_int_eq((int)json_integer_value(json_object_get(a, "requests_in_flight")), 1);
+    json_decref(a);
+    /* not freed while the request holds it: its bytes still count */
+    ck_assert_int_eq(request(port, "GET", "/v1/models", NULL, &a), 200);
+    ck_assert(json_integer_value(json_object_get(json_object_get(a, "memory"), "used")) ==
+              used_both);
+    ck_assert_int_eq((int)json_array_size(json_object_get(a, "models")), 1);
     json_decref(a);
     /* new requests: gone at once */
     ck_assert_int_eq(post(port, "/v1/translate", "{\"text\":\"x\",\"model\":\"de-en\"}", &a),
                      400);
     json_decref(a);
     pthread_join(th, NULL);
-    /* the running one finished on it */
+    /* the running one finished on it, and then it was freed */
     ck_assert_int_eq(q.status, 200);
     ck_assert_str_eq(q.text, g_gold_b[0]);
+    json_int_t used = used_both;
+    for (int i = 0; i < 500 && used == used_both; i++) {
+        ck_assert_int_eq(request(port, "GET", "/v1/models", NULL, &a), 200);
+        used = json_integer_value(json_object_get(json_object_get(a, "memory"), "used"));
+        json_decref(a);
+        if (used == used_both)
+            tc_sleep_ms(10);
+    }
+    ck_assert(used == used_both - de_en_bytes);
     ck_assert_int_eq(request(port, "DELETE", "/v1/models/de-en", NULL, &a), 404);
     json_decref(a);
     ck_assert_int_eq(request(port, "DELETE", "/v1/models/en-de", NULL, &a), 409);
@@ -703,7 +716,7 @@ START_TEST(test_budget_and_key)
         st = r.status;
         tc_resp_free(&r);
         if (st != 201)
-            sleep_ms(20);
+            tc_sleep_ms(20);
     }
     ck_assert_int_eq(st, 201);
     stop(pid);
@@ -792,17 +805,5 @@ int main(void)
         fprintf(stderr, "the daemon did not start; see %s/main.log\n", g_tmp);
         return 1;
     }
-    SRunner *sr = srunner_create(suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    kill(g_pid, SIGTERM);
-    if (tc_daemon_wait(g_pid, 30) != 0)
-        failed++;
-    if (!failed) {
-        char cmd[512];
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_tmp);
-        run(cmd);
-    }
-    return failed ? 1 : 0;
+    return tc_run_suite(suite(), g_pid, g_tmp);
 }
