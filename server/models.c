@@ -597,6 +597,16 @@ static void load_and_publish(srv_models *ms, srv_model_op *op, const srv_model_s
         fprintf(stderr, "transformerd: %s\n", op->msg);
 }
 
+int srv_models_adopt(srv_models *ms, srv_model *sm)
+{
+    pthread_mutex_lock(&ms->mu);
+    int rc = grow(ms);
+    if (rc == 0)
+        publish(ms, sm, -1);
+    pthread_mutex_unlock(&ms->mu);
+    return rc;
+}
+
 int srv_models_load_initial(srv_models *ms, const srv_model_spec *spec, char *err,
                             size_t errlen)
 {

@@ -54,6 +54,12 @@ srv_models *srv_models_new(srv_server *s);
 int srv_models_load_initial(srv_models *ms, const srv_model_spec *spec, char *err,
                             size_t errlen);
 
+/* Adds sm, made by the caller without srv_models_load_initial (a harness
+ * with no batcher: the request fuzzer), as a serving model; the set frees
+ * it with malloc's free in srv_models_free unless the caller takes it out
+ * first. -1 when out of memory. */
+int srv_models_adopt(srv_models *ms, srv_model *sm);
+
 /* The model named name (NULL: the first of the set), with a reference
  * the caller puts back; NULL when there is none. */
 srv_model *srv_models_get(srv_models *ms, const char *name);
