@@ -9,7 +9,9 @@
  *               --max-body-bytes (no PostProcessor).
  *   last call   api.c parses and tokenizes; a translation submits its jobs
  *               to the model's batcher with job_done as their completion,
- *               and suspends the connection.
+ *               and suspends the connection; a model load or reload goes
+ *               to the model manager (models.h) with op_done, suspended
+ *               the same way.
  *   resumed     the last job's completion resumed the connection: api.c
  *               builds the response from the results.
  *   completed   access-log line, metrics, free.
