@@ -3,7 +3,11 @@ JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 BUILD ?= build
 ASAN_BUILD ?= build-asan
 TSAN_BUILD ?= build-tsan
-MODEL ?= $(if $(wildcard models/en-de/config.json),models/en-de,tests/data/text/marian_en_de)
+# `make run` serves every model under models/ (models/en-de, and models/de-en
+# once it is there); MODEL=DIR serves that one model instead.
+MODEL ?=
+MODELS_DIR ?= $(if $(wildcard models/*/config.json),models,)
+RUN_MODELS = $(if $(MODEL),--model $(MODEL),$(if $(MODELS_DIR),--models-dir $(MODELS_DIR),--model tests/data/text/marian_en_de))
 
 .PHONY: all bootstrap build test test-asan test-tsan run bench clean
 
@@ -31,16 +35,16 @@ test-asan: bootstrap
 # The daemon's tests again under ThreadSanitizer: the HTTP threads, the
 # scheduler, the watchdog and the drain, with one engine thread (libgomp and
 # OpenBLAS are not instrumented; with one thread they start no team).
-TSAN_TESTS ?= test_server_http|test_server_harden
+TSAN_TESTS ?= test_server_http|test_server_harden|test_models
 test-tsan: bootstrap
 	cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DTD_TSAN=ON -DTD_CUDA=OFF
-	cmake --build $(TSAN_BUILD) -j $(JOBS) --target transformerd test_server_http test_server_harden
+	cmake --build $(TSAN_BUILD) -j $(JOBS) --target transformerd test_server_http test_server_harden test_models
 	cd $(TSAN_BUILD) && OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 \
 	  TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
 	  ctest --output-on-failure -j $(JOBS) -R '^($(TSAN_TESTS))$$'
 
 run: build
-	./$(BUILD)/transformerd serve --model $(MODEL) --host 127.0.0.1 --port 8080
+	./$(BUILD)/transformerd serve $(RUN_MODELS) --host 127.0.0.1 --port 8080
 
 # The engine against transformers, side by side (makes its own venv).
 bench: build

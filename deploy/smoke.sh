@@ -293,7 +293,8 @@ else
     done
     ready=$(awk '$1 == "transformerd_ready" { print $2 }' "$TMP/body")
     ok200=$(awk '/^transformerd_requests_total\{endpoint="\/v1\/translate",status="200"\}/ { print $2 }' "$TMP/body")
-    tokens=$(awk '$1 == "transformerd_tokens_out_total" { print $2 }' "$TMP/body")
+    # per model (a model label): the sum over the models
+    tokens=$(awk '$1 ~ /^transformerd_tokens_out_total[{ ]/ || $1 == "transformerd_tokens_out_total" { t += $2 } END { print t + 0 }' "$TMP/body")
     if [ -n "$missing" ]; then
         fail "/metrics: missing series:$missing"
     elif [ "$ready" != 1 ]; then

@@ -16,6 +16,7 @@
  * Threads: every function runs on the HTTP thread that owns the request,
  * except srv_api_job_finished (a scheduler thread, see api.h).
  */
+#define _XOPEN_SOURCE 700 /* realpath (a load's path below --models-dir) */
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
@@ -29,6 +30,7 @@
 #include "api.h"
 #include "buildinfo.h"
 #include "libre.h"
+#include "models.h"
 #include "reqlimits.h"
 #include "openapi.h"
 
@@ -36,7 +38,7 @@
 
 static const srv_route k_routes[] = {
     {"/v1/translate", SRV_EP_TRANSLATE, SRV_METHOD_POST},
-    {"/v1/models", SRV_EP_MODELS, SRV_METHOD_GET},
+    {"/v1/models", SRV_EP_MODELS, SRV_METHOD_GET_LOAD},
     {"/health/live", SRV_EP_LIVE, SRV_METHOD_GET},
     {"/v2/health/live", SRV_EP_LIVE, SRV_METHOD_GET},
     {"/health/ready", SRV_EP_READY, SRV_METHOD_GET},
@@ -46,11 +48,16 @@ static const srv_route k_routes[] = {
     {"/version", SRV_EP_VERSION, SRV_METHOD_GET},
 };
 
+static const srv_route k_model_admin = {SRV_MODELS_PREFIX, SRV_EP_MODEL_ADMIN, SRV_METHOD_ADMIN};
+
 const srv_route *srv_api_route(const char *path)
 {
     for (size_t i = 0; i < sizeof k_routes / sizeof k_routes[0]; i++)
         if (!strcmp(path, k_routes[i].path))
             return &k_routes[i];
+    if (!strncmp(path, SRV_MODELS_PREFIX, strlen(SRV_MODELS_PREFIX)) &&
+        path[strlen(SRV_MODELS_PREFIX)])
+        return &k_model_admin;
     return srv_libre_route(path); /* LibreTranslate's endpoints */
 }
 
@@ -165,6 +172,10 @@ void srv_api_req_free(srv_req *r)
     free(r->disposition);
     r->disposition = NULL;
     srv_libre_req_free(r);
+    free(r->op);
+    r->op = NULL;
+    srv_model_put(r->model); /* the request's reference (models.h) */
+    r->model = NULL;
     r->jobs = NULL;
     r->src = NULL;
     r->attn_layers = r->attn_heads = NULL;
@@ -527,7 +538,8 @@ static int get_texts(srv_req *r, json_t *v, const char *key, const char ***texts
 static const char *const k_fields[] = {
     "text",           "beam_size",        "num_hypotheses",   "length_penalty",
     "max_length",     "return_tokens",    "return_attention", "attention_layers",
-    "attention_heads", "model",            "split_sentences",
+    "attention_heads", "model",            "split_sentences",  "source",
+    "target",
 };
 
 static json_t *parse_json_body(srv_req *r)
@@ -548,16 +560,123 @@ static json_t *parse_json_body(srv_req *r)
     return root;
 }
 
-/* The model a request is for. One model today; the "model" field (native)
- * or source/target (LibreTranslate) will route between several. */
-static srv_model *pick_model(srv_req *r, const char *name)
+/* A 400 for a pair no model translates, naming the field and the pairs. */
+static void no_pair(srv_req *r, const char *param, const char *src, const char *tgt)
 {
-    srv_server *s = r->s;
-    for (int i = 0; i < s->n_models; i++)
-        if (!name || !strcmp(name, s->models[i].name))
-            return &s->models[i];
-    srv_req_error(r, 400, "model_not_found", "model", "no model named '%s' is loaded", name ? name : "(none)");
-    return NULL;
+    char pairs[512];
+    srv_models_pairs_text(r->s->models, pairs, sizeof pairs);
+    srv_req_error(r, 400, "unsupported_language", param,
+                  "no model translates %s to %s; the models: %s", src ? src : "(any)",
+                  tgt ? tgt : "(any)", pairs);
+}
+
+/* A string field or NULL; 1 with a 400 recorded when it is not a string. */
+static int opt_string(srv_req *r, json_t *root, const char *key, const char **out)
+{
+    json_t *v = json_object_get(root, key);
+    *out = NULL;
+    if (!v)
+        return 0;
+    if (!json_is_string(v) || strlen(json_string_value(v)) != json_string_length(v)) {
+        srv_req_error(r, 400, "invalid_type", key, "%s must be a string without NUL", key);
+        return 1;
+    }
+    *out = json_string_value(v);
+    return 0;
+}
+
+/* The source language of the texts by language identification among the
+ * sources of the models into tgt (NULL: any): texts joined by newlines. */
+static int detect_source(srv_req *r, const char *const *texts, const size_t *lens, int n,
+                         const char *tgt, char *out)
+{
+    size_t len = 0;
+    for (int i = 0; i < n; i++)
+        len += lens[i] + 1;
+    char *all = malloc(len + 1), *w = all;
+    if (!all) {
+        srv_req_error(r, 500, "internal", NULL, "out of memory");
+        return -1;
+    }
+    for (int i = 0; i < n; i++) {
+        memcpy(w, texts[i], lens[i]);
+        w += lens[i];
+        *w++ = '\n';
+    }
+    *w = 0;
+    int rc = srv_libre_detect_source(r->s, all, (size_t)(w - all), tgt, out, 16);
+    free(all);
+    if (rc != 0)
+        no_pair(r, "target", "auto", tgt);
+    return rc;
+}
+
+/* The model a request is for, with the request's reference (r->model):
+ * "model" by name; else "source"/"target" (source "auto" or absent:
+ * language identification among the sources of the models into target);
+ * else the first model. With "model", source and target must be its own
+ * (source may be "auto"). Returns 0, or -1 with a 400 recorded. */
+static int route_native(srv_req *r, json_t *root, const char *const *texts, const size_t *lens,
+                        int n)
+{
+    srv_models *ms = r->s->models;
+    const char *name, *src, *tgt;
+    if (opt_string(r, root, "model", &name) || opt_string(r, root, "source", &src) ||
+        opt_string(r, root, "target", &tgt))
+        return -1;
+    int autodetect = !src || !strcmp(src, "auto");
+    if (name) {
+        r->model = srv_models_get(ms, name);
+        if (!r->model) {
+            char pairs[512];
+            srv_models_pairs_text(ms, pairs, sizeof pairs);
+            srv_req_error(r, 400, "model_not_found", "model",
+                          "no model named '%s' is loaded; the models: %s", name, pairs);
+            return -1;
+        }
+        if ((!autodetect && strcmp(src, r->model->src_lang)) ||
+            (tgt && strcmp(tgt, r->model->tgt_lang))) {
+            int bad_src = !autodetect && strcmp(src, r->model->src_lang);
+            srv_req_error(r, 400, "unsupported_language", bad_src ? "source" : "target",
+                          "model %s translates %s to %s, not %s to %s", r->model->name,
+                          r->model->src_lang, r->model->tgt_lang, bad_src ? src : "...",
+                          bad_src ? "..." : tgt);
+            return -1;
+        }
+        return 0;
+    }
+    if (!src && !tgt) {
+        r->model = srv_models_get(ms, NULL); /* the first model */
+        if (!r->model)
+            srv_req_error(r, 503, "not_ready", NULL, "no model is loaded");
+        return r->model ? 0 : -1;
+    }
+    char detected[16];
+    if (autodetect) {
+        if (detect_source(r, texts, lens, n, tgt, detected) != 0)
+            return -1;
+        src = detected;
+    }
+    if (tgt) {
+        r->model = srv_models_get_pair(ms, src, tgt);
+    } else {
+        /* a source alone: the first model from it */
+        srv_pair p[64];
+        int np = srv_models_pairs(ms, p, 64);
+        for (int i = 0; i < np && i < 64 && !r->model; i++)
+            if (!strcmp(p[i].src, src))
+                r->model = srv_models_get_pair(ms, src, p[i].tgt);
+    }
+    if (!r->model) {
+        /* which field is wrong: the target when no model translates into it */
+        srv_pair p[64];
+        int np = srv_models_pairs(ms, p, 64), tgt_known = 0;
+        for (int i = 0; i < np && i < 64; i++)
+            tgt_known |= tgt && !strcmp(p[i].tgt, tgt);
+        no_pair(r, tgt && !tgt_known ? "target" : "source", src, tgt);
+        return -1;
+    }
+    return 0;
 }
 
 /* A model whose device failed refuses work (503) instead of queueing it
@@ -593,23 +712,13 @@ int srv_api_translate_parse(srv_req *r, const char *ctype, const char *auth_key)
             goto out;
         }
     }
-    json_t *mv = json_object_get(root, "model");
-    if (mv && !json_is_string(mv)) {
-        srv_req_error(r, 400, "invalid_type", "model", "model must be a string");
-        goto out;
-    }
-    if (mv && strlen(json_string_value(mv)) != json_string_length(mv)) {
-        srv_req_error(r, 400, "model_not_found", "model", "no model named so is loaded");
-        goto out;
-    }
-    srv_model *sm = pick_model(r, mv ? json_string_value(mv) : NULL);
-    if (!sm || model_failed(r, sm))
-        goto out;
-    r->model = sm;
-    r->opts = sm->defaults;
     int n = 0, is_list = 0;
     if (get_texts(r, json_object_get(root, "text"), "text", &texts, &lens, &n, &is_list))
         goto out;
+    if (route_native(r, root, texts, lens, n) != 0 || model_failed(r, r->model))
+        goto out;
+    srv_model *sm = r->model;
+    r->opts = sm->defaults;
     const td_config *c = td_model_config(sm->m);
     td_decode_opts *o = &r->opts;
     o->num_hypotheses = 1;
@@ -1061,51 +1170,73 @@ void srv_api_translate_respond(srv_req *r)
     srv_req_json(r, 200, body);
 }
 
-static void api_models(srv_req *r)
+/* One model of GET /v1/models (and of a load's or reload's answer). */
+static json_t *model_json(const srv_server *s, const srv_model *sm)
 {
-    srv_server *s = r->s;
-    json_t *list = json_array();
-    for (int i = 0; i < s->n_models; i++) {
-        const srv_model *sm = &s->models[i];
-        const td_config *c = td_model_config(sm->m);
-        static const char *const pe[] = {"sinusoidal", "sinusoidal_interleaved", "learned",
-                                         "relative", "rope"};
-        json_t *arch = json_pack(
-            "{s:s,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:s,s:b}", "model_type",
-            c->model_type[0] ? c->model_type : "marian", "d_model", c->d_model, "encoder_layers",
-            c->encoder_layers, "decoder_layers", c->decoder_layers, "encoder_attention_heads",
-            c->encoder_attention_heads, "decoder_attention_heads", c->decoder_attention_heads,
-            "encoder_ffn_dim", c->encoder_ffn_dim, "decoder_ffn_dim", c->decoder_ffn_dim,
-            "vocab_size", c->vocab_size, "decoder_vocab_size", c->decoder_vocab_size,
-            "max_position_embeddings", c->max_position_embeddings, "position_encoding",
-            (unsigned)c->position_encoding < 5 ? pe[c->position_encoding] : "unknown",
-            "normalize_before", c->normalize_before);
-        json_t *m = json_pack(
-            "{s:s,s:{s:s,s:s},s:o,s:s,s:s,s:I,s:{s:i,s:i,s:f},s:{s:i,s:i,s:i,s:i}}", "name",
-            sm->name, "languages", "source", sm->src_lang, "target", sm->tgt_lang,
-            "architecture", arch, "dtype", sm->dtype, "device", sm->device, "weight_bytes",
-            (json_int_t)td_model_weight_bytes(sm->m), "defaults", "beam_size",
-            sm->defaults.beam_size, "max_length", sm->defaults.max_length, "length_penalty",
-            (double)sm->defaults.length_penalty, "limits", "max_input_tokens",
-            sm->max_input_tokens, "max_length", sm->max_length, "max_batch_texts",
-            s->o.max_batch_texts, "max_beam_size", sm->max_beam);
-        json_array_append_new(list, m);
-    }
-    json_t *root = json_pack("{s:o,s:{s:s,s:s}}", "models", list, "server", "version",
-                             srv_version, "commit", srv_commit);
-    char *body = root ? json_dumps(root, JSON_COMPACT) : NULL;
-    json_decref(root);
+    const td_config *c = td_model_config(sm->m);
+    static const char *const pe[] = {"sinusoidal", "sinusoidal_interleaved", "learned",
+                                     "relative", "rope"};
+    json_t *arch = json_pack(
+        "{s:s,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:s,s:b}", "model_type",
+        c->model_type[0] ? c->model_type : "marian", "d_model", c->d_model, "encoder_layers",
+        c->encoder_layers, "decoder_layers", c->decoder_layers, "encoder_attention_heads",
+        c->encoder_attention_heads, "decoder_attention_heads", c->decoder_attention_heads,
+        "encoder_ffn_dim", c->encoder_ffn_dim, "decoder_ffn_dim", c->decoder_ffn_dim,
+        "vocab_size", c->vocab_size, "decoder_vocab_size", c->decoder_vocab_size,
+        "max_position_embeddings", c->max_position_embeddings, "position_encoding",
+        (unsigned)c->position_encoding < 5 ? pe[c->position_encoding] : "unknown",
+        "normalize_before", c->normalize_before);
+    const char *failed = srv_model_failed(sm);
+    return json_pack(
+        "{s:s,s:{s:s,s:s},s:o,s:s,s:s,s:I,s:{s:I,s:I,s:i,s:I},s:i,s:s,"
+        "s:{s:i,s:i,s:f},s:{s:i,s:i,s:i,s:i}}",
+        "name", sm->name, "languages", "source", sm->src_lang, "target", sm->tgt_lang,
+        "architecture", arch, "dtype", sm->dtype, "device", sm->device, "weight_bytes",
+        (json_int_t)sm->weight_bytes, "memory", "bytes", (json_int_t)sm->bytes, "weight_bytes",
+        (json_int_t)sm->weight_bytes, "workers", sm->workers, "worker_bytes",
+        (json_int_t)sm->worker_bytes, "generation", (int)sm->generation, "status",
+        failed ? "device_error" : "ready", "defaults", "beam_size", sm->defaults.beam_size,
+        "max_length", sm->defaults.max_length, "length_penalty",
+        (double)sm->defaults.length_penalty, "limits", "max_input_tokens", sm->max_input_tokens,
+        "max_length", sm->max_length, "max_batch_texts", s->o.max_batch_texts, "max_beam_size",
+        sm->max_beam);
+}
+
+/* Records a JSON object as a 200 (a 500 when out of memory); takes o. */
+static void respond_object(srv_req *r, int status, json_t *o)
+{
+    char *body = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
     if (!body)
         srv_req_error(r, 500, "internal", NULL, "out of memory");
     else
-        srv_req_json(r, 200, body);
+        srv_req_json(r, status, body);
+}
+
+static void api_models(srv_req *r)
+{
+    srv_server *s = r->s;
+    srv_model *all[64];
+    int n = srv_models_snapshot(s->models, all, 64);
+    json_t *list = json_array();
+    for (int i = 0; i < n; i++) {
+        json_array_append_new(list, model_json(s, all[i]));
+        srv_model_put(all[i]);
+    }
+    size_t used, budget;
+    srv_models_memory(s->models, &used, &budget);
+    respond_object(r, 200,
+                   json_pack("{s:o,s:{s:I,s:o},s:{s:s,s:s}}", "models", list, "memory", "used",
+                             (json_int_t)used, "budget",
+                             budget ? json_integer((json_int_t)budget) : json_null(), "server",
+                             "version", srv_version, "commit", srv_commit));
 }
 
 /* GET /health/ready: readiness as state.c decides it. */
 static void api_ready(srv_req *r)
 {
-    const srv_model *failed = NULL;
-    switch (srv_server_readiness(r->s, &failed)) {
+    char why[512];
+    switch (srv_server_readiness(r->s, why, sizeof why)) {
     case SRV_READY:
         srv_req_json(r, 200, strdup("{\"status\":\"ready\"}"));
         return;
@@ -1113,14 +1244,172 @@ static void api_ready(srv_req *r)
         srv_req_error(r, 503, "draining", NULL, "the server is shutting down");
         return;
     case SRV_NOT_READY_LOADING:
-        srv_req_error(r, 503, "not_ready", NULL, "the model is loading");
+        srv_req_error(r, 503, "not_ready", NULL, "the models are loading");
         return;
     case SRV_NOT_READY_DEVICE:
-        srv_req_error(r, 503, "device_error", NULL, "model %s: the device failed: %s",
-                      failed->name, srv_model_failed(failed));
+        srv_req_error(r, 503, "device_error", NULL, "%s", why);
         return;
     }
     srv_req_error(r, 500, "internal", NULL, "unknown readiness");
+}
+
+/* ---- run-time model changes --------------------------------------------------- */
+
+/* "/v1/models/NAME" or "/v1/models/NAME/reload": NAME into name; 1 when
+ * the path has that shape and NAME is a valid name. */
+static int admin_path(const char *path, char *name, size_t n, int *reload)
+{
+    const char *p = path + strlen(SRV_MODELS_PREFIX);
+    size_t k = strcspn(p, "/");
+    *reload = !strcmp(p + k, "/reload");
+    if (k == 0 || k >= n || (p[k] && !*reload))
+        return 0;
+    memcpy(name, p, k);
+    name[k] = 0;
+    return srv_model_name_ok(name);
+}
+
+void srv_api_model_delete(srv_req *r)
+{
+    char name[128], msg[512];
+    int reload, inflight = 0;
+    if (!admin_path(r->path, name, sizeof name, &reload) || reload) {
+        srv_req_error(r, 404, "model_not_found", "model", "no such model path");
+        return;
+    }
+    int status = srv_models_unload(r->s->models, name, &inflight, msg, sizeof msg);
+    if (status != 200) {
+        srv_req_error(r, status, status == 404 ? "model_not_found" : status == 409 ? "conflict"
+                                                                                  : "internal",
+                      "model", "%s", msg);
+        return;
+    }
+    respond_object(r, 200, json_pack("{s:s,s:s,s:i}", "name", name, "status", "unloaded",
+                                     "requests_in_flight", inflight));
+}
+
+/* A load's "path": a directory below --models-dir (resolved, links
+ * followed, and still below it; a path with a NUL names none). 0, or -1
+ * with an error recorded (404: no such directory there). */
+static int load_path(srv_req *r, json_t *pv, char *out, size_t n)
+{
+    char base[4096], full[8300], real[4096];
+    if (!realpath(r->s->o.models_dir, base)) {
+        srv_req_error(r, 500, "internal", NULL, "--models-dir: cannot resolve it");
+        return -1;
+    }
+    const char *path = json_string_value(pv);
+    snprintf(full, sizeof full, "%s/%s", base, path);
+    size_t bl = strlen(base);
+    if (strlen(path) != json_string_length(pv) || !realpath(full, real) ||
+        strncmp(real, base, bl) || (real[bl] != '/' && real[bl])) {
+        srv_req_error(r, 404, "not_found", "path", "path names no directory below --models-dir");
+        return -1;
+    }
+    snprintf(out, n, "%s", real);
+    return 0;
+}
+
+int srv_api_admin_parse(srv_req *r)
+{
+    r->op = calloc(1, sizeof *r->op);
+    if (!r->op) {
+        srv_req_error(r, 500, "internal", NULL, "out of memory");
+        return 0;
+    }
+    srv_model_op *op = r->op;
+    int reload = 0;
+    if (r->ep == SRV_EP_MODEL_ADMIN) {
+        if (!admin_path(r->path, op->spec.name, sizeof op->spec.name, &reload) || !reload) {
+            srv_req_error(r, 404, "not_found", NULL, "POST /v1/models/NAME/reload only");
+            return 0;
+        }
+        op->kind = SRV_OP_RELOAD;
+        return 1;
+    }
+    /* POST /v1/models {"name", "path", "source"?, "target"?} */
+    json_t *root = parse_json_body(r);
+    if (!root)
+        return 0;
+    static const char *const fields[] = {"name", "path", "source", "target"};
+    const char *key, *v[4] = {NULL, NULL, NULL, NULL};
+    json_t *val;
+    int rc = 0;
+    json_object_foreach(root, key, val)
+    {
+        int known = 0;
+        for (size_t i = 0; i < 4; i++)
+            known |= !strcmp(key, fields[i]);
+        if (!known) {
+            srv_req_error(r, 400, "unknown_field", key, "unknown field '%s'", key);
+            goto out;
+        }
+    }
+    if (!r->s->o.models_dir) {
+        srv_req_error(r, 403, "forbidden", "path",
+                      "loading a model at run time needs --models-dir (the directory it loads "
+                      "from)");
+        goto out;
+    }
+    json_t *pv = json_object_get(root, "path");
+    if (!json_is_string(pv)) {
+        srv_req_error(r, 400, pv ? "invalid_type" : "missing_field", "path",
+                      "path must be a string (a directory below --models-dir)");
+        goto out;
+    }
+    if (opt_string(r, root, "name", &v[0]) || opt_string(r, root, "source", &v[2]) ||
+        opt_string(r, root, "target", &v[3]) ||
+        load_path(r, pv, op->spec.dir, sizeof op->spec.dir) != 0)
+        goto out;
+    if (v[0] && !srv_model_name_ok(v[0])) {
+        srv_req_error(r, 400, "invalid_name", "name",
+                      "name must be 1..127 characters of A-Z a-z 0-9 . _ -");
+        goto out;
+    }
+    if (v[0]) {
+        snprintf(op->spec.name, sizeof op->spec.name, "%s", v[0]);
+    } else {
+        const char *b = strrchr(op->spec.dir, '/');
+        snprintf(op->spec.name, sizeof op->spec.name, "%.127s", b ? b + 1 : op->spec.dir);
+        if (!srv_model_name_ok(op->spec.name)) {
+            srv_req_error(r, 400, "invalid_name", "name",
+                          "the directory's name is no model name: give name");
+            goto out;
+        }
+    }
+    if (!v[2] != !v[3]) {
+        srv_req_error(r, 400, "missing_field", v[2] ? "target" : "source",
+                      "source and target go together");
+        goto out;
+    }
+    if (v[2]) {
+        snprintf(op->spec.langs, sizeof op->spec.langs, "%.15s-%.15s", v[2], v[3]);
+        if (!srv_model_langs_ok(op->spec.langs)) {
+            srv_req_error(r, 400, "invalid_language", "source",
+                          "source and target must be 2- or 3-letter lower-case codes");
+            goto out;
+        }
+    }
+    op->kind = SRV_OP_LOAD;
+    rc = 1;
+out:
+    json_decref(root);
+    return rc;
+}
+
+void srv_api_admin_respond(srv_req *r)
+{
+    const srv_model_op *op = r->op;
+    if (op->status != 200) {
+        srv_req_error(r, op->status, op->code, op->param[0] ? op->param : NULL, "%s", op->msg);
+        return;
+    }
+    srv_model *sm = srv_models_get(r->s->models, op->name);
+    json_t *m = sm ? model_json(r->s, sm) : NULL;
+    srv_model_put(sm);
+    respond_object(r, op->kind == SRV_OP_LOAD ? 201 : 200,
+                   json_pack("{s:s,s:I,s:o*,s:s}", "name", op->name, "generation",
+                             (json_int_t)op->generation, "model", m, "message", op->msg));
 }
 
 void srv_api_get(srv_req *r)
@@ -1134,7 +1423,7 @@ void srv_api_get(srv_req *r)
         api_ready(r);
         return;
     case SRV_EP_METRICS: {
-        char *t = srv_metrics_render(s->metrics, srv_server_readiness(s, NULL) == SRV_READY);
+        char *t = srv_metrics_render(s->metrics, srv_server_readiness(s, NULL, 0) == SRV_READY);
         if (!t) {
             srv_req_error(r, 500, "internal", NULL, "out of memory");
             return;
@@ -1164,7 +1453,7 @@ void srv_api_get(srv_req *r)
     }
     case SRV_EP_MODELS:
         if (!atomic_load(&s->ready)) {
-            srv_req_error(r, 503, "not_ready", NULL, "the model is loading");
+            srv_req_error(r, 503, "not_ready", NULL, "the models are loading");
             return;
         }
         api_models(r);

@@ -32,6 +32,8 @@ typedef enum srv_method {
     SRV_METHOD_GET = 0, /* GET and HEAD */
     SRV_METHOD_POST,
     SRV_METHOD_GET_POST, /* GET, HEAD and POST (the body is read and ignored) */
+    SRV_METHOD_GET_LOAD, /* GET and HEAD list; POST is a run-time load (/v1/models) */
+    SRV_METHOD_ADMIN,    /* DELETE /v1/models/NAME; POST /v1/models/NAME/reload */
 } srv_method;
 
 typedef struct srv_route {
@@ -40,7 +42,8 @@ typedef struct srv_route {
     srv_method method;
 } srv_route;
 
-/* The route of an exact path, or NULL (404). */
+/* The route of an exact path (or of /v1/models/NAME[/reload], or a
+ * LibreTranslate prefix route), or NULL (404). */
 const srv_route *srv_api_route(const char *path);
 
 /* ---- one request ---------------------------------------------------------- */
@@ -75,7 +78,7 @@ typedef struct srv_req {
     const char *allow;       /* 405: the Allow header */
     char *disposition;       /* a Content-Disposition header (malloc'd), or NULL */
     /* a translation */
-    srv_model *model;
+    srv_model *model;        /* routed to, with the request's reference (models.h) */
     int n_texts;             /* texts of the request, in input order */
     int *text_job;           /* per text: its job, or -1 for an empty text (not run)
                                 or a text of several sentences (split[text]) */
@@ -91,6 +94,7 @@ typedef struct srv_req {
     td_decode_opts opts;     /* this request's own copy of the defaults */
     int *attn_layers, *attn_heads;
     int return_tokens, return_attention;
+    struct srv_model_op *op; /* a load or reload (models.h), owned */
     int libre;               /* a LibreTranslate translation: libre.c responds */
     struct srv_libre_req *lr; /* LibreTranslate's state (libre.c), owned */
     long tokens_in, tokens_out;
@@ -152,6 +156,24 @@ void srv_api_job_finished(srv_req *r, const srv_job *j);
 /* Once every job finished: records the response (200 with the
  * translations, or the error of the first job that did not finish). */
 void srv_api_translate_respond(srv_req *r);
+
+/* ---- run-time model changes ---------------------------------------------- */
+
+#define SRV_MODELS_PREFIX "/v1/models/"
+
+/* DELETE /v1/models/NAME: unloads it (models.h: new requests stop at once,
+ * the ones holding it finish on it); records the response. */
+void srv_api_model_delete(srv_req *r);
+
+/* POST /v1/models (a load: name, path below --models-dir, languages) and
+ * POST /v1/models/NAME/reload, once the body is complete: records a
+ * response and returns 0, or fills r->op and returns 1 for the caller to
+ * submit it (srv_models_submit). */
+int srv_api_admin_parse(srv_req *r);
+
+/* The operation of r->op finished: records its response (201 for a load,
+ * 200 for a reload, or the loader's error with its status). */
+void srv_api_admin_respond(srv_req *r);
 
 /* 1 when the server has no API key or given matches it; constant time in
  * the key's content. */

@@ -9,7 +9,9 @@
  *               --max-body-bytes (no PostProcessor).
  *   last call   api.c parses and tokenizes; a translation submits its jobs
  *               to the model's batcher with job_done as their completion,
- *               and suspends the connection.
+ *               and suspends the connection; a model load or reload goes
+ *               to the model manager (models.h) with op_done, suspended
+ *               the same way.
  *   resumed     the last job's completion resumed the connection: api.c
  *               builds the response from the results.
  *   completed   access-log line, metrics, free.
@@ -50,6 +52,7 @@
 #include "libre.h"
 #include "reqlimits.h"
 #include "metrics.h"
+#include "models.h"
 #include "state.h"
 #include "web.h"
 
@@ -368,6 +371,15 @@ static int first_call(http_req *hr, struct MHD_Connection *c, const char *versio
     int is_get = !strcmp(hr->method, "GET") || !strcmp(hr->method, "HEAD");
     const char *allow = post ? "POST" : rt->method == SRV_METHOD_GET ? "GET, HEAD"
                                                                     : "GET, HEAD, POST";
+    /* the model endpoints: GET lists, POST loads; NAME: DELETE unloads,
+     * NAME/reload: POST reloads */
+    size_t ul = strlen(hr->url);
+    int reload = rt->method == SRV_METHOD_ADMIN && ul > 7 && !strcmp(hr->url + ul - 7, "/reload");
+    if (rt->method == SRV_METHOD_ADMIN)
+        allow = reload ? "POST" : "DELETE";
+    int admin = (rt->method == SRV_METHOD_GET_LOAD && !strcmp(hr->method, "POST")) ||
+                (rt->method == SRV_METHOD_ADMIN &&
+                 !strcmp(hr->method, reload ? "POST" : "DELETE"));
     if (!strcmp(hr->method, "OPTIONS")) {
         /* a CORS preflight (or a plain OPTIONS): 204 with Allow and the CORS
          * headers */
@@ -377,7 +389,10 @@ static int first_call(http_req *hr, struct MHD_Connection *c, const char *versio
     }
     if (rt->method == SRV_METHOD_GET_POST && !strcmp(hr->method, "POST"))
         post = 0, is_get = 1; /* answered as a GET; the body is read and ignored */
-    if (post ? strcmp(hr->method, "POST") != 0 : !is_get) {
+    if (admin) {
+        post = 1;
+    } else if (rt->method == SRV_METHOD_ADMIN ||
+               (post ? strcmp(hr->method, "POST") != 0 : !is_get)) {
         r->allow = allow;
         srv_req_error(r, 405, "method_not_allowed", NULL, "%s %s: allowed: %s", method, path,
                       r->allow);
@@ -389,12 +404,12 @@ static int first_call(http_req *hr, struct MHD_Connection *c, const char *versio
     }
     /* A device failure is not refused here: it is reported after the body
      * (and the API key in it) was read, by api.c. */
-    switch (srv_server_readiness(s, NULL)) {
+    switch (srv_server_readiness(s, NULL, 0)) {
     case SRV_NOT_READY_DRAINING:
         srv_req_error(r, 503, "draining", NULL, "the server is shutting down");
         return 1;
     case SRV_NOT_READY_LOADING:
-        srv_req_error(r, 503, "not_ready", NULL, "the model is loading");
+        srv_req_error(r, 503, "not_ready", NULL, "the models are loading");
         r->retry_after = 1;
         return 1;
     case SRV_READY:
@@ -402,8 +417,12 @@ static int first_call(http_req *hr, struct MHD_Connection *c, const char *versio
         break;
     }
     /* LibreTranslate may carry its key in the body: checked after parsing. */
-    if (r->ep == SRV_EP_TRANSLATE && !srv_api_key_ok(s, header_key(c))) {
+    if ((r->ep == SRV_EP_TRANSLATE || admin) && !srv_api_key_ok(s, header_key(c))) {
         srv_req_error(r, 401, "unauthorized", NULL, "a valid API key is required");
+        return 1;
+    }
+    if (admin && !strcmp(hr->method, "DELETE")) {
+        srv_api_model_delete(r);
         return 1;
     }
     const char *ct = header(c, MHD_HTTP_HEADER_CONTENT_TYPE);
@@ -413,7 +432,7 @@ static int first_call(http_req *hr, struct MHD_Connection *c, const char *versio
     int json = ct && ctl == 16 && !strncasecmp(ct, "application/json", 16);
     /* LibreTranslate's endpoints read JSON, forms and multipart, and treat
      * any other body as no fields (libre.c) */
-    if (!json && !srv_libre_endpoint(r->ep)) {
+    if (!json && !srv_libre_endpoint(r->ep) && r->ep != SRV_EP_MODEL_ADMIN) {
         srv_req_error(r, 415, "unsupported_media_type", NULL,
                       "Content-Type must be application/json (got %s)", ct ? ct : "none");
         return 1;
@@ -546,6 +565,32 @@ static enum MHD_Result submit(http_req *hr, struct MHD_Connection *c)
     return send_resp(c, hr);
 }
 
+/* The completion of a load or reload (the model manager's thread): the
+ * outcome is in the request's op; its reference is dropped. */
+static void op_done(srv_model_op *op, void *ud)
+{
+    (void)op;
+    release(ud);
+}
+
+/* Hands a parsed load or reload to the model manager and suspends the
+ * connection until it is done (a load takes seconds: no HTTP thread waits
+ * for it). */
+static enum MHD_Result submit_op(http_req *hr, struct MHD_Connection *c)
+{
+    srv_req *r = &hr->api;
+    hr->conn = c;
+    atomic_init(&hr->pending, 2); /* the operation's and the handler's */
+    hr->phase = HTTP_PH_QUEUED;
+    r->op->done = op_done;
+    r->op->ud = hr;
+    srv_models_submit(r->s->models, r->op);
+    set_deadline(hr->h, c, "queued", 0);
+    MHD_suspend_connection(c);
+    release(hr);
+    return MHD_YES;
+}
+
 /* The body is complete: parse it and (translations) submit the jobs. */
 static enum MHD_Result body_done(http_req *hr, struct MHD_Connection *c)
 {
@@ -572,6 +617,11 @@ static enum MHD_Result body_done(http_req *hr, struct MHD_Connection *c)
         }
     }
     const char *ct = header(c, MHD_HTTP_HEADER_CONTENT_TYPE);
+    if (r->ep == SRV_EP_MODELS || r->ep == SRV_EP_MODEL_ADMIN) {
+        if (srv_api_admin_parse(r) != 1)
+            return send_resp(c, hr);
+        return submit_op(hr, c);
+    }
     int rc = r->ep == SRV_EP_TRANSLATE ? srv_api_translate_parse(r, ct, header_key(c))
                                        : srv_libre_parse(r, ct, header_key(c));
     if (rc != 1)
@@ -653,8 +703,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             return send_resp(c, hr);
         return body_done(hr, c);
     case HTTP_PH_QUEUED:
-        /* resumed: every job finished (or the submit failed) */
-        if (!hr->api.resp)
+        /* resumed: every job finished (or the submit failed), or the
+         * model operation did */
+        if (!hr->api.resp && hr->api.op)
+            srv_api_admin_respond(&hr->api);
+        else if (!hr->api.resp)
             srv_api_translate_respond(&hr->api);
         return send_resp(c, hr);
     case HTTP_PH_RESPONDED:

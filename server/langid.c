@@ -100,7 +100,24 @@ static int score_cmp(const void *a, const void *b)
     return strcmp(x->lang, y->lang);
 }
 
+/* Whether candidate i takes part (every one when only is NULL). */
+static int among(const srv_langid *li, int i, const char *const *only, int n_only)
+{
+    if (!only)
+        return 1;
+    for (int k = 0; k < n_only; k++)
+        if (!strcmp(li->code[i], only[k]))
+            return 1;
+    return 0;
+}
+
 int srv_langid_detect(const srv_langid *li, const char *text, size_t n, srv_lang_score *out)
+{
+    return srv_langid_detect_among(li, text, n, NULL, 0, out);
+}
+
+int srv_langid_detect_among(const srv_langid *li, const char *text, size_t n,
+                            const char *const *only, int n_only, srv_lang_score *out)
 {
     void *fp = fp_Init(NULL);
     if (!fp)
@@ -117,25 +134,32 @@ int srv_langid_detect(const srv_langid *li, const char *text, size_t n, srv_lang
     int have = n > 0 && n < UINT_MAX && fp_Create(fp, text, (uint4)n, LANGID_MAXNGRAMS) != 0;
     double best = INFINITY;
     for (int i = 0; i < li->n; i++) {
-        d[i] = have ? (double)fp_Compare(li->fp[i], fp, INT_MAX) : 0.0;
-        if (d[i] < best)
+        d[i] = !among(li, i, only, n_only) ? -1.0
+               : have                       ? (double)fp_Compare(li->fp[i], fp, INT_MAX)
+                                            : 0.0;
+        if (d[i] >= 0 && d[i] < best)
             best = d[i];
     }
     double sum = 0, tie = n < LANGID_SHORT ? LANGID_TIE * LANGID_SHORT / (double)(n ? n : 1)
                                            : LANGID_TIE;
     for (int i = 0; i < li->n; i++) {
+        if (d[i] < 0)
+            continue;
         double rel = best > 0 ? d[i] / best - 1.0 : (d[i] > best ? INFINITY : 0.0);
         d[i] = exp(-rel / tie);
         sum += d[i];
     }
+    int k = 0;
     for (int i = 0; i < li->n; i++) {
-        snprintf(out[i].lang, sizeof out[i].lang, "%s", li->code[i]);
-        out[i].confidence = round(1000.0 * d[i] / sum) / 10.0;
+        if (d[i] < 0)
+            continue;
+        snprintf(out[k].lang, sizeof out[k].lang, "%s", li->code[i]);
+        out[k++].confidence = round(1000.0 * d[i] / sum) / 10.0;
     }
-    qsort(out, (size_t)li->n, sizeof *out, score_cmp);
+    qsort(out, (size_t)k, sizeof *out, score_cmp);
     free(d);
     fp_Done(fp);
-    return li->n;
+    return k;
 }
 
 void srv_langid_free(srv_langid *li)

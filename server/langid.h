@@ -37,6 +37,13 @@ int srv_langid_count(const srv_langid *li);
  * out[0..count), best first; returns count, or -1 when out of memory. */
 int srv_langid_detect(const srv_langid *li, const char *text, size_t n, srv_lang_score *out);
 
+/* As srv_langid_detect among the candidates whose code is one of only[0..n)
+ * (the others are left out of the answer and of the confidences); returns
+ * how many were scored (0 when none of them is a candidate), or -1 when
+ * out of memory. */
+int srv_langid_detect_among(const srv_langid *li, const char *text, size_t n,
+                            const char *const *only, int n_only, srv_lang_score *out);
+
 void srv_langid_free(srv_langid *li); /* accepts NULL */
 
 #endif /* SRV_LANGID_H */

@@ -37,6 +37,7 @@
 #include "html.h"
 #include "langid.h"
 #include "libre.h"
+#include "models.h"
 #include "reqlimits.h"
 
 /* ---- routes -------------------------------------------------------------- */
@@ -82,55 +83,70 @@ int srv_libre_endpoint(srv_endpoint ep)
 
 /* ---- languages ----------------------------------------------------------- */
 
+static const char *const k_lang_names[][2] = {
+    {"en", "English"},   {"de", "German"},     {"fr", "French"},    {"es", "Spanish"},
+    {"it", "Italian"},   {"pt", "Portuguese"}, {"nl", "Dutch"},     {"ru", "Russian"},
+    {"zh", "Chinese"},   {"ja", "Japanese"},   {"ar", "Arabic"},    {"pl", "Polish"},
+    {"sv", "Swedish"},   {"cs", "Czech"},      {"fi", "Finnish"},   {"uk", "Ukrainian"},
+    {"da", "Danish"},    {"el", "Greek"},      {"hu", "Hungarian"}, {"ro", "Romanian"},
+    {"tr", "Turkish"},   {"ko", "Korean"},     {"hi", "Hindi"},     {"nb", "Norwegian"},
+};
+
 static const char *lang_name(const char *code)
 {
-    static const char *const t[][2] = {
-        {"en", "English"},   {"de", "German"},     {"fr", "French"},   {"es", "Spanish"},
-        {"it", "Italian"},   {"pt", "Portuguese"}, {"nl", "Dutch"},    {"ru", "Russian"},
-        {"zh", "Chinese"},   {"ja", "Japanese"},   {"ar", "Arabic"},   {"pl", "Polish"},
-        {"sv", "Swedish"},   {"cs", "Czech"},      {"fi", "Finnish"},  {"uk", "Ukrainian"},
-        {"da", "Danish"},    {"el", "Greek"},      {"hu", "Hungarian"}, {"ro", "Romanian"},
-        {"tr", "Turkish"},   {"ko", "Korean"},     {"hi", "Hindi"},    {"nb", "Norwegian"},
-    };
-    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
-        if (!strcmp(t[i][0], code))
-            return t[i][1];
+    for (size_t i = 0; i < sizeof k_lang_names / sizeof k_lang_names[0]; i++)
+        if (!strcmp(k_lang_names[i][0], code))
+            return k_lang_names[i][1];
     return code;
 }
 
-/* Every language of the loaded models, sources first, each once, into
- * codes (at most max); returns how many. */
-static int model_langs(const srv_server *s, const char **codes, int max)
+/* The languages of the serving models, copied (models come and go):
+ * their pairs, and every language once, sources first. */
+typedef struct libre_langs {
+    srv_pair p[64];
+    int np;
+    const char *codes[128]; /* into p */
+    int n;
+} libre_langs;
+
+static void langs_now(const srv_server *s, libre_langs *L)
 {
-    int n = 0;
+    L->np = srv_models_pairs(s->models, L->p, 64);
+    if (L->np > 64)
+        L->np = 64;
+    L->n = 0;
     for (int pass = 0; pass < 2; pass++)
-        for (int i = 0; i < s->n_models; i++) {
-            const char *c = pass ? s->models[i].tgt_lang : s->models[i].src_lang;
+        for (int i = 0; i < L->np; i++) {
+            const char *c = pass ? L->p[i].tgt : L->p[i].src;
             int seen = 0;
-            for (int k = 0; k < n; k++)
-                seen |= !strcmp(codes[k], c);
-            if (!seen && n < max)
-                codes[n++] = c;
+            for (int k = 0; k < L->n; k++)
+                seen |= !strcmp(L->codes[k], c);
+            if (!seen)
+                L->codes[L->n++] = c;
         }
-    return n;
 }
 
-static srv_model *find_model(const srv_server *s, const char *src, const char *tgt)
+static int is_lang(const libre_langs *L, const char *code)
 {
-    for (int i = 0; i < s->n_models; i++)
-        if (!strcmp(s->models[i].src_lang, src) && !strcmp(s->models[i].tgt_lang, tgt))
-            return &s->models[i];
-    return NULL;
-}
-
-static int is_lang(const srv_server *s, const char *code)
-{
-    const char *codes[64];
-    int n = model_langs(s, codes, 64);
-    for (int i = 0; i < n; i++)
-        if (!strcmp(codes[i], code))
+    for (int i = 0; i < L->n; i++)
+        if (!strcmp(L->codes[i], code))
             return 1;
     return 0;
+}
+
+/* The source languages of the models that translate into tgt (any target
+ * when tgt is NULL), each once, into codes; returns how many. */
+static int source_langs(const libre_langs *L, const char *tgt, const char **codes)
+{
+    int n = 0;
+    for (int i = 0; i < L->np; i++) {
+        int seen = 0;
+        for (int k = 0; k < n; k++)
+            seen |= !strcmp(codes[k], L->p[i].src);
+        if (!seen && (!tgt || !strcmp(L->p[i].tgt, tgt)))
+            codes[n++] = L->p[i].src;
+    }
+    return n;
 }
 
 /* ---- the server-wide part: detector and file store ----------------------- */
@@ -153,6 +169,27 @@ struct srv_libre {
     int ttl_s;
 };
 
+int srv_libre_detect_source(const srv_server *s, const char *text, size_t n, const char *tgt,
+                            char *out, size_t outlen)
+{
+    libre_langs L;
+    langs_now(s, &L);
+    const char *codes[64];
+    int nc = source_langs(&L, tgt, codes);
+    srv_lang_score sc[128];
+    int k = nc > 0 ? srv_langid_detect_among(s->libre->langid, text, n, codes, nc, sc) : 0;
+    if (k > 0) {
+        snprintf(out, outlen, "%s", sc[0].lang);
+        return 0;
+    }
+    /* none of the sources has a fingerprint: the first model's */
+    if (nc > 0) {
+        snprintf(out, outlen, "%s", codes[0]);
+        return 0;
+    }
+    return -1;
+}
+
 srv_libre *srv_libre_new(const srv_server *s, char *err, size_t errlen)
 {
     srv_libre *l = calloc(1, sizeof *l);
@@ -160,10 +197,32 @@ srv_libre *srv_libre_new(const srv_server *s, char *err, size_t errlen)
         snprintf(err, errlen, "out of memory");
         return NULL;
     }
-    const char *codes[64];
-    int n = model_langs(s, codes, 64);
+    /* the serving models' languages, then every language lang_name knows
+     * (a model loaded at run time may bring one of them) */
+    libre_langs L;
+    langs_now(s, &L);
+    const char *codes[128 + 32];
+    int n = 0;
+    for (int i = 0; i < L.n; i++)
+        codes[n++] = L.codes[i];
     char lerr[512];
     l->langid = srv_langid_new(s->o.textcat_dir, codes, n, lerr, sizeof lerr);
+    if (l->langid) {
+        /* the warning names the models' languages only; the table's
+         * languages without a fingerprint are simply not detected */
+        char quiet[512];
+        for (size_t i = 0; i < sizeof k_lang_names / sizeof k_lang_names[0]; i++) {
+            char path[1024];
+            snprintf(path, sizeof path, "%s/%s.lm", s->o.textcat_dir, k_lang_names[i][0]);
+            if (access(path, R_OK) == 0) /* libexttextcat itself prints a missing one */
+                codes[n++] = k_lang_names[i][0];
+        }
+        srv_langid *all = srv_langid_new(s->o.textcat_dir, codes, n, quiet, sizeof quiet);
+        if (all) {
+            srv_langid_free(l->langid);
+            l->langid = all;
+        }
+    }
     if (!l->langid) {
         snprintf(err, errlen, "language detection (--textcat-dir %s): %s", s->o.textcat_dir,
                  lerr);
@@ -762,6 +821,13 @@ static int detect_items(srv_req *r, srv_libre_req *lr)
 {
     const srv_langid *li = r->s->libre->langid;
     int nl = srv_langid_count(li);
+    /* among the serving models' languages, sources and targets: a text
+     * already in the target language is copied, one in a language no
+     * model translates into tgt is refused (LibreTranslate's way) */
+    libre_langs L;
+    langs_now(r->s, &L);
+    const char *const *only = L.codes;
+    int n_only = L.n;
     srv_lang_score *sc = malloc((size_t)nl * sizeof *sc), overall;
     char *all = NULL;
     size_t all_n = 0;
@@ -783,12 +849,16 @@ static int detect_items(srv_req *r, srv_libre_req *lr)
         all[all_n] = 0;
         free(t);
     }
-    if (srv_langid_detect(li, all ? all : "", all_n, sc) < 0) {
+    int scored = srv_langid_detect_among(li, all ? all : "", all_n, only, n_only, sc);
+    if (scored < 0) {
         free(all);
         free(sc);
         return -1;
     }
-    overall = sc[0];
+    /* no source has a fingerprint: the first source, with no confidence */
+    overall = scored > 0 ? sc[0] : (srv_lang_score){.confidence = 0};
+    if (scored == 0)
+        snprintf(overall.lang, sizeof overall.lang, "%s", n_only ? only[0] : "und");
     free(all);
     for (int i = 0; i < lr->n_items; i++) {
         libre_item *it = &lr->items[i];
@@ -803,8 +873,8 @@ static int detect_items(srv_req *r, srv_libre_req *lr)
         for (size_t k = 0; k < n; k++)
             chars += ((unsigned char)t[k] & 0xC0) != 0x80;
         srv_lang_score best = overall;
-        if (chars > 40 + 1 /* the joining space */) {
-            if (srv_langid_detect(li, t, n, sc) < 0) {
+        if (chars > 40 + 1 /* the joining space */ && scored > 0) {
+            if (srv_langid_detect_among(li, t, n, only, n_only, sc) < 0) {
                 free(t);
                 free(sc);
                 return -1;
@@ -835,19 +905,26 @@ static int route_segments(srv_req *r, srv_libre_req *lr, const char *src, const 
         const libre_item *it = &lr->items[i];
         const char *from = lr->autodetect ? it->lang : src;
         if (strcmp(from, tgt) != 0) {
-            srv_model *sm = find_model(r->s, from, tgt);
+            srv_model *sm = srv_models_get_pair(r->s->models, from, tgt);
             if (!sm) {
+                char pairs[512];
+                srv_models_pairs_text(r->s->models, pairs, sizeof pairs);
                 srv_req_error(r, 400, "unsupported_language", "target",
-                              "%s (%s) is not available as a target language from %s (%s)",
-                              lang_name(tgt), tgt, lang_name(from), from);
+                              "%s (%s) is not available as a target language from %s (%s); "
+                              "the models: %s",
+                              lang_name(tgt), tgt, lang_name(from), from, pairs);
                 return -1;
             }
             if (r->model && r->model != sm) {
+                srv_model_put(sm);
                 srv_req_error(r, 400, "unsupported_language", "source",
                               "Invalid request: texts in several source languages");
                 return -1;
             }
-            r->model = sm;
+            if (r->model)
+                srv_model_put(sm); /* the request holds it already */
+            else
+                r->model = sm;
         }
         for (int k = 0; k < it->n_segs; k++) {
             libre_seg *sg = &lr->segs[it->seg0 + k];
@@ -873,7 +950,11 @@ static int make_jobs(srv_req *r, srv_libre_req *lr, const char *src, const char 
         goto out;
     if (!r->model) {
         /* nothing for the model: every text is copied */
-        r->model = &r->s->models[0];
+        r->model = srv_models_get(r->s->models, NULL);
+    }
+    if (!r->model) {
+        srv_req_error(r, 503, "not_ready", NULL, "no model is loaded");
+        goto out;
     }
     const char *why = srv_model_failed(r->model);
     if (why) {
@@ -932,11 +1013,13 @@ static int get_langs(srv_req *r, json_t *f, int allow_auto, const char **src, co
     }
     *src = json_string_value(sv);
     *tgt = json_string_value(tv);
-    if (!(allow_auto && !strcmp(*src, "auto")) && !is_lang(r->s, *src)) {
+    libre_langs L;
+    langs_now(r->s, &L);
+    if (!(allow_auto && !strcmp(*src, "auto")) && !is_lang(&L, *src)) {
         srv_req_error(r, 400, "unsupported_language", "source", "%s is not supported", *src);
         return -1;
     }
-    if (!is_lang(r->s, *tgt)) {
+    if (!is_lang(&L, *tgt)) {
         srv_req_error(r, 400, "unsupported_language", "target", "%s is not supported", *tgt);
         return -1;
     }
@@ -991,10 +1074,11 @@ static int parse_translate(srv_req *r, json_t *f, int is_json)
             if (end == sv || *end)
                 a = -1;
         }
-        int max_beam = r->s->models[0].max_beam;
-        for (int i = 1; i < r->s->n_models; i++)
-            if (r->s->models[i].max_beam < max_beam)
-                max_beam = r->s->models[i].max_beam;
+        srv_pair pairs[64];
+        int np = srv_models_pairs(r->s->models, pairs, 64), max_beam = TD_MAX_BEAM;
+        for (int i = 0; i < np && i < 64; i++)
+            if (pairs[i].max_beam < max_beam)
+                max_beam = pairs[i].max_beam;
         if (a < 0 || a > max_beam - 1) {
             srv_req_error(r, 400, "out_of_range", "alternatives",
                           "Invalid request: alternatives must be an integer in 0..%d "
@@ -1210,7 +1294,10 @@ static void answer_detect(srv_req *r, json_t *f)
         *w++ = '\n';
     }
     *w = 0;
-    int n = srv_langid_detect(li, t, (size_t)(w - t), sc);
+    /* among the serving models' languages (the detector knows more) */
+    libre_langs L;
+    langs_now(r->s, &L);
+    int n = srv_langid_detect_among(li, t, (size_t)(w - t), L.codes, L.n, sc);
     free(t);
     if (n < 0)
         srv_req_error(r, 500, "internal", NULL, "out of memory");
@@ -1417,18 +1504,24 @@ void srv_libre_respond(srv_req *r)
 
 static void answer_languages(srv_req *r)
 {
-    const srv_server *s = r->s;
-    const char *codes[64];
-    int n = model_langs(s, codes, 64);
+    libre_langs L;
+    langs_now(r->s, &L);
     json_t *list = json_array();
-    for (int i = 0; list && i < n; i++) {
+    /* every language, each with the targets a model translates it into
+     * (LibreTranslate's shape: a language only ever a target has none) */
+    for (int i = 0; list && i < L.n; i++) {
+        const char *code = L.codes[i];
         json_t *targets = json_array();
         /* sorted, as LibreTranslate sorts them */
         const char *t[64];
         int nt = 0;
-        for (int m = 0; m < s->n_models; m++)
-            if (!strcmp(s->models[m].src_lang, codes[i]) && nt < 64)
-                t[nt++] = s->models[m].tgt_lang;
+        for (int m = 0; m < L.np; m++) {
+            int seen = 0;
+            for (int k = 0; k < nt; k++)
+                seen |= !strcmp(t[k], L.p[m].tgt);
+            if (!strcmp(L.p[m].src, code) && !seen)
+                t[nt++] = L.p[m].tgt;
+        }
         for (int a = 1; a < nt; a++)
             for (int b = a; b > 0 && strcmp(t[b - 1], t[b]) > 0; b--) {
                 const char *x = t[b];
@@ -1437,8 +1530,8 @@ static void answer_languages(srv_req *r)
             }
         for (int k = 0; k < nt; k++)
             json_array_append_new(targets, json_string(t[k]));
-        json_array_append_new(list, json_pack("{s:s,s:s,s:o}", "code", codes[i], "name",
-                                              lang_name(codes[i]), "targets", targets));
+        json_array_append_new(list, json_pack("{s:s,s:s,s:o}", "code", code, "name",
+                                              lang_name(code), "targets", targets));
     }
     respond_json(r, 200, list);
 }
@@ -1447,7 +1540,9 @@ static void answer_settings(srv_req *r)
 {
     const srv_server *s = r->s;
     int key = s->o.api_key && *s->o.api_key;
-    const char *tgt = s->models[0].tgt_lang;
+    libre_langs L;
+    langs_now(s, &L);
+    const char *tgt = L.np > 0 ? L.p[0].tgt : "und";
     json_t *o = json_pack(
         "{s:i,s:i,s:b,s:b,s:b,s:b,s:[s,s,s],s:{s:{s:s,s:s},s:{s:s,s:s}}}", "charLimit", -1,
         "frontendTimeout", 500, "apiKeys", key, "keyRequired", key, "suggestions", 0,

@@ -32,6 +32,12 @@ typedef struct srv_libre srv_libre;
 srv_libre *srv_libre_new(const srv_server *s, char *err, size_t errlen);
 void srv_libre_free(srv_libre *l); /* accepts NULL */
 
+/* source=auto: the language of text (n bytes) among the sources of the
+ * serving models that translate into tgt (every model's when tgt is NULL),
+ * into out. -1 when no model has such a source, or out of memory. */
+int srv_libre_detect_source(const srv_server *s, const char *text, size_t n, const char *tgt,
+                            char *out, size_t outlen);
+
 /* 1 for the endpoints this file serves (their errors are LibreTranslate's). */
 int srv_libre_endpoint(srv_endpoint ep);
 

@@ -9,6 +9,8 @@
  * release store of their count.
  */
 #include <dirent.h>
+#include <stddef.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -34,7 +36,6 @@ static const double k_size_default[] = {1, 2, 4, 8, 16, 32};
 static const double k_tok_default[] = {16, 64, 256, 1024, 4096, 8192};
 static const double k_admit_buckets[] = {0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 1024};
 #define N_ADMIT ((int)(sizeof k_admit_buckets / sizeof k_admit_buckets[0]))
-#define SRV_METRICS_MAX_MODELS 16
 
 /* A histogram with at most 16 finite buckets; sum kept in micro-units so
  * that it can be an integer atomic. */
@@ -64,16 +65,24 @@ struct srv_metrics {
     /* the bounds of batch_size and batch_tokens (set before any batch) */
     double size_buckets[SRV_HIST_MAX], tok_buckets[SRV_HIST_MAX];
     int n_size, n_tok;
-    /* transformerd_model_info: whole series lines, written before n_models
-     * is published (release) and read after it is loaded (acquire). */
-    char *model_lines[SRV_METRICS_MAX_MODELS];
-    atomic_int n_models;
+    /* A model's (a child's): its name, its transformerd_model_info line
+     * (under the parent's lock; NULL while it does not serve), its gauges. */
+    char model[128];
+    char *info_line;
+    atomic_int ready;
+    atomic_ullong weight_bytes, worker_bytes;
+    /* The server's: its children, one per model name (under mu). */
+    pthread_mutex_t mu;
+    struct srv_metrics *children[SRV_METRICS_MAX_MODELS];
+    int n_children;
+    struct srv_metrics *parent;
 };
 
 static const char *k_ep_names[SRV_EP_COUNT] = {
     "/v1/translate", "/translate", "/languages", "/v1/models", "/health/live",
     "/health/ready", "/metrics",   "/openapi.json", "/", "/detect", "/translate_file",
-    "/download_file", "/suggest", "/frontend/settings", "/health", "/version", "other",
+    "/download_file", "/suggest", "/frontend/settings", "/health", "/version",
+    "/v1/models/{name}", "other",
 };
 
 const char *srv_endpoint_name(srv_endpoint ep)
@@ -90,6 +99,7 @@ srv_metrics *srv_metrics_new(void)
     memcpy(m->size_buckets, k_size_default, sizeof k_size_default);
     m->n_tok = (int)(sizeof k_tok_default / sizeof k_tok_default[0]);
     memcpy(m->tok_buckets, k_tok_default, sizeof k_tok_default);
+    pthread_mutex_init(&m->mu, NULL);
     return m;
 }
 
@@ -116,30 +126,86 @@ void srv_metrics_free(srv_metrics *m)
 {
     if (!m)
         return;
-    for (int i = 0; i < atomic_load(&m->n_models); i++)
-        free(m->model_lines[i]);
+    for (int i = 0; i < m->n_children; i++)
+        srv_metrics_free(m->children[i]);
+    free(m->info_line);
+    pthread_mutex_destroy(&m->mu);
     free(m);
 }
 
-int srv_metrics_add_model(srv_metrics *m, const srv_model_info *in)
+srv_metrics *srv_metrics_model(srv_metrics *m, const char *name)
 {
-    int n = atomic_load_explicit(&m->n_models, memory_order_relaxed);
-    if (n >= SRV_METRICS_MAX_MODELS)
-        return -1;
+    if (!m)
+        return NULL;
+    srv_metrics *c = NULL;
+    pthread_mutex_lock(&m->mu);
+    for (int i = 0; i < m->n_children && !c; i++)
+        if (!strcmp(m->children[i]->model, name))
+            c = m->children[i];
+    if (!c && m->n_children < SRV_METRICS_MAX_MODELS && (c = srv_metrics_new()) != NULL) {
+        snprintf(c->model, sizeof c->model, "%s", name);
+        /* the server's bounds (set before any model is made) */
+        c->n_size = m->n_size;
+        c->n_tok = m->n_tok;
+        memcpy(c->size_buckets, m->size_buckets, sizeof c->size_buckets);
+        memcpy(c->tok_buckets, m->tok_buckets, sizeof c->tok_buckets);
+        c->parent = m;
+        m->children[m->n_children++] = c;
+    }
+    pthread_mutex_unlock(&m->mu);
+    return c;
+}
+
+void srv_metrics_model_state(srv_metrics *c, const srv_model_info *in, size_t weight_bytes,
+                             size_t worker_bytes)
+{
+    if (!c || !c->parent)
+        return;
+    char *line = NULL;
+    if (in) {
 #define MODEL_INFO_FMT                                                                     \
     "transformerd_model_info{model=\"%s\",source=\"%s\",target=\"%s\",device=\"%s\","      \
     "dtype=\"%s\",d_model=\"%d\",encoder_layers=\"%d\",decoder_layers=\"%d\"} 1\n"
-    int len = snprintf(NULL, 0, MODEL_INFO_FMT, in->model, in->source, in->target, in->device, in->dtype,
-                       in->d_model, in->encoder_layers, in->decoder_layers);
-    char *line = len >= 0 ? malloc((size_t)len + 1) : NULL;
-    if (!line)
-        return -1;
-    snprintf(line, (size_t)len + 1, MODEL_INFO_FMT, in->model, in->source, in->target,
-             in->device, in->dtype, in->d_model, in->encoder_layers, in->decoder_layers);
+        int len = snprintf(NULL, 0, MODEL_INFO_FMT, in->model, in->source, in->target,
+                           in->device, in->dtype, in->d_model, in->encoder_layers,
+                           in->decoder_layers);
+        line = len >= 0 ? malloc((size_t)len + 1) : NULL;
+        if (line)
+            snprintf(line, (size_t)len + 1, MODEL_INFO_FMT, in->model, in->source, in->target,
+                     in->device, in->dtype, in->d_model, in->encoder_layers,
+                     in->decoder_layers);
 #undef MODEL_INFO_FMT
-    m->model_lines[n] = line;
-    atomic_store_explicit(&m->n_models, n + 1, memory_order_release);
-    return 0;
+    }
+    atomic_store_explicit(&c->weight_bytes, weight_bytes, memory_order_relaxed);
+    atomic_store_explicit(&c->worker_bytes, worker_bytes, memory_order_relaxed);
+    atomic_store_explicit(&c->ready, 1, memory_order_relaxed);
+    if (!line)
+        return;
+    pthread_mutex_lock(&c->parent->mu);
+    char *old = c->info_line;
+    c->info_line = line;
+    pthread_mutex_unlock(&c->parent->mu);
+    free(old);
+}
+
+void srv_metrics_model_ready(srv_metrics *c, int ready)
+{
+    if (c)
+        atomic_store_explicit(&c->ready, ready, memory_order_relaxed);
+}
+
+void srv_metrics_model_unloaded(srv_metrics *c)
+{
+    if (!c || !c->parent)
+        return;
+    atomic_store_explicit(&c->ready, 0, memory_order_relaxed);
+    atomic_store_explicit(&c->weight_bytes, 0, memory_order_relaxed);
+    atomic_store_explicit(&c->worker_bytes, 0, memory_order_relaxed);
+    pthread_mutex_lock(&c->parent->mu);
+    char *old = c->info_line;
+    c->info_line = NULL;
+    pthread_mutex_unlock(&c->parent->mu);
+    free(old);
 }
 
 static void hist_add(hist *h, const double *bounds, int nb, double v)
@@ -372,6 +438,104 @@ static void render_process(sbuf *b)
                   rl.rlim_cur == RLIM_INFINITY ? -1.0 : (double)rl.rlim_cur);
 }
 
+/* One HELP and TYPE, then the family's line(s) of every model. */
+typedef enum fam_kind { FAM_HIST, FAM_COUNTER, FAM_GAUGE } fam_kind;
+
+typedef struct family {
+    const char *name, *help;
+    fam_kind kind;
+    size_t off;   /* of the hist, or of the atomic (counter: unsigned long long; gauge: long
+                     or unsigned long long as is_long says) */
+    int is_long;  /* gauge of type atomic_long */
+    int buckets;  /* FAM_HIST: 0 latency, 1 size, 2 tokens, 3 admitted */
+} family;
+
+#define MOFF(f) offsetof(srv_metrics, f)
+static const family k_families[] = {
+    {"transformerd_queue_wait_seconds", "Time a text waited in its model's queue (until it "
+     "joined a running decode, or its batch ran).", FAM_HIST, MOFF(queue_wait), 0, 0},
+    {"transformerd_batch_size", "Sentences per engine batch.", FAM_HIST, MOFF(batch_size), 0, 1},
+    {"transformerd_batch_tokens", "Padded source tokens per engine batch.", FAM_HIST,
+     MOFF(batch_tokens), 0, 2},
+    {"transformerd_batch_duration_seconds", "Engine time per batch.", FAM_HIST,
+     MOFF(batch_seconds), 0, 0},
+    {"transformerd_step_duration_seconds", "Time of one decoding step of a running decode "
+     "(admission included).", FAM_HIST, MOFF(step_seconds), 0, 0},
+    {"transformerd_step_admitted", "Sentences that joined a running decode before a step.",
+     FAM_HIST, MOFF(step_admitted), 0, 3},
+    {"transformerd_decode_steps_total", "Decoding steps of the running decodes.", FAM_COUNTER,
+     MOFF(steps), 0, 0},
+    {"transformerd_running_rows", "Decoder rows (sentences x beams) in the running decodes.",
+     FAM_GAUGE, MOFF(running_rows), 1, 0},
+    {"transformerd_batches_total", "Engine batches run.", FAM_COUNTER, MOFF(batches), 0, 0},
+    {"transformerd_queue_depth", "Texts waiting in the model's queue.", FAM_GAUGE,
+     MOFF(queue_depth), 1, 0},
+    {"transformerd_tokens_in_total", "Source tokens translated.", FAM_COUNTER, MOFF(tokens_in),
+     0, 0},
+    {"transformerd_tokens_out_total", "Target tokens generated.", FAM_COUNTER,
+     MOFF(tokens_out), 0, 0},
+    {"transformerd_batches_failed_total", "Engine batches that returned an error (their "
+     "requests got 500).", FAM_COUNTER, MOFF(batches_failed), 0, 0},
+    {"transformerd_model_ready", "1 while the model serves and its device has not failed.",
+     FAM_GAUGE, MOFF(ready), 2, 0},
+    {"transformerd_model_weight_bytes", "Bytes of the serving model's weights on its device.",
+     FAM_GAUGE, MOFF(weight_bytes), 0, 0},
+    {"transformerd_model_worker_bytes", "Bytes of the serving model's workers (all of them) "
+     "on its device.", FAM_GAUGE, MOFF(worker_bytes), 0, 0},
+};
+#undef MOFF
+
+static void render_family(sbuf *b, const family *f, srv_metrics *const *ch, int n)
+{
+    static const char *const types[] = {"histogram", "counter", "gauge"};
+    sb_printf(b, "# HELP %s %s\n# TYPE %s %s\n", f->name, f->help, f->name, types[f->kind]);
+    for (int i = 0; i < n; i++) {
+        char *base = (char *)ch[i] + f->off;
+        char lab[160];
+        snprintf(lab, sizeof lab, "model=\"%s\"", ch[i]->model);
+        if (f->kind == FAM_HIST) {
+            const double *bounds = f->buckets == 1   ? ch[i]->size_buckets
+                                   : f->buckets == 2 ? ch[i]->tok_buckets
+                                   : f->buckets == 3 ? k_admit_buckets
+                                                     : k_lat_buckets;
+            int nb = f->buckets == 1   ? ch[i]->n_size
+                     : f->buckets == 2 ? ch[i]->n_tok
+                     : f->buckets == 3 ? N_ADMIT
+                                       : N_LAT;
+            render_hist(b, f->name, lab, (hist *)(void *)base, bounds, nb);
+        } else if (f->is_long == 1) {
+            sb_printf(b, "%s{%s} %ld\n", f->name, lab,
+                      atomic_load_explicit((atomic_long *)(void *)base, memory_order_relaxed));
+        } else if (f->is_long == 2) {
+            sb_printf(b, "%s{%s} %d\n", f->name, lab,
+                      atomic_load_explicit((atomic_int *)(void *)base, memory_order_relaxed));
+        } else {
+            sb_printf(b, "%s{%s} %llu\n", f->name, lab, ld((atomic_ullong *)(void *)base));
+        }
+    }
+}
+
+/* The per-model series of every child (the parent's lock held). */
+static void render_models(sbuf *b, srv_metrics *const *ch, int n)
+{
+    for (size_t f = 0; f < sizeof k_families / sizeof k_families[0]; f++)
+        render_family(b, &k_families[f], ch, n);
+    sb_printf(b, "# HELP transformerd_jobs_dropped_total Texts dropped before they ran.\n"
+                 "# TYPE transformerd_jobs_dropped_total counter\n");
+    for (int i = 0; i < n; i++)
+        sb_printf(b,
+                  "transformerd_jobs_dropped_total{model=\"%s\",reason=\"timeout\"} %llu\n"
+                  "transformerd_jobs_dropped_total{model=\"%s\",reason=\"gone\"} %llu\n"
+                  "transformerd_jobs_dropped_total{model=\"%s\",reason=\"shutdown\"} %llu\n",
+                  ch[i]->model, ld(&ch[i]->dropped_timeout), ch[i]->model,
+                  ld(&ch[i]->dropped_gone), ch[i]->model, ld(&ch[i]->dropped_shutdown));
+    sb_printf(b, "# HELP transformerd_model_info The serving models.\n"
+                 "# TYPE transformerd_model_info gauge\n");
+    for (int i = 0; i < n; i++)
+        if (ch[i]->info_line)
+            sb_printf(b, "%s", ch[i]->info_line);
+}
+
 char *srv_metrics_render(srv_metrics *m, int ready)
 {
     sbuf b = {malloc(8192), 0, 8192, 0};
@@ -404,74 +568,14 @@ char *srv_metrics_render(srv_metrics *m, int ready)
         render_hist(&b, "transformerd_request_duration_seconds", lab, &m->latency[e],
                     k_lat_buckets, N_LAT);
     }
-    sb_printf(&b, "# HELP transformerd_queue_wait_seconds Time a text waited in the queue (until it "
-                  "joined a running decode, or its batch ran).\n"
-                  "# TYPE transformerd_queue_wait_seconds histogram\n");
-    render_hist(&b, "transformerd_queue_wait_seconds", "", &m->queue_wait, k_lat_buckets, N_LAT);
-    sb_printf(&b, "# HELP transformerd_batch_size Sentences per engine batch.\n"
-                  "# TYPE transformerd_batch_size histogram\n");
-    render_hist(&b, "transformerd_batch_size", "", &m->batch_size, m->size_buckets, m->n_size);
-    sb_printf(&b, "# HELP transformerd_batch_tokens Padded source tokens per engine batch.\n"
-                  "# TYPE transformerd_batch_tokens histogram\n");
-    render_hist(&b, "transformerd_batch_tokens", "", &m->batch_tokens, m->tok_buckets, m->n_tok);
-    sb_printf(&b, "# HELP transformerd_batch_duration_seconds Engine time per batch.\n"
-                  "# TYPE transformerd_batch_duration_seconds histogram\n");
-    render_hist(&b, "transformerd_batch_duration_seconds", "", &m->batch_seconds, k_lat_buckets,
-                N_LAT);
-    sb_printf(&b, "# HELP transformerd_step_duration_seconds Time of one decoding step of a "
-                  "running decode (admission included).\n"
-                  "# TYPE transformerd_step_duration_seconds histogram\n");
-    render_hist(&b, "transformerd_step_duration_seconds", "", &m->step_seconds, k_lat_buckets,
-                N_LAT);
-    sb_printf(&b, "# HELP transformerd_step_admitted Sentences that joined a running decode "
-                  "before a step.\n"
-                  "# TYPE transformerd_step_admitted histogram\n");
-    render_hist(&b, "transformerd_step_admitted", "", &m->step_admitted, k_admit_buckets,
-                N_ADMIT);
-    sb_printf(&b,
-              "# HELP transformerd_decode_steps_total Decoding steps of the running decodes.\n"
-              "# TYPE transformerd_decode_steps_total counter\n"
-              "transformerd_decode_steps_total %llu\n"
-              "# HELP transformerd_running_rows Decoder rows (sentences x beams) in the running "
-              "decodes.\n"
-              "# TYPE transformerd_running_rows gauge\n"
-              "transformerd_running_rows %ld\n",
-              ld(&m->steps), atomic_load_explicit(&m->running_rows, memory_order_relaxed));
-    sb_printf(&b,
-              "# HELP transformerd_batches_total Engine batches run.\n"
-              "# TYPE transformerd_batches_total counter\n"
-              "transformerd_batches_total %llu\n"
-              "# HELP transformerd_queue_depth Texts waiting in the queues.\n"
-              "# TYPE transformerd_queue_depth gauge\n"
-              "transformerd_queue_depth %ld\n"
-              "# HELP transformerd_tokens_in_total Source tokens translated.\n"
-              "# TYPE transformerd_tokens_in_total counter\n"
-              "transformerd_tokens_in_total %llu\n"
-              "# HELP transformerd_tokens_out_total Target tokens generated.\n"
-              "# TYPE transformerd_tokens_out_total counter\n"
-              "transformerd_tokens_out_total %llu\n"
-              "# HELP transformerd_jobs_dropped_total Texts dropped before they ran.\n"
-              "# TYPE transformerd_jobs_dropped_total counter\n"
-              "transformerd_jobs_dropped_total{reason=\"timeout\"} %llu\n"
-              "transformerd_jobs_dropped_total{reason=\"gone\"} %llu\n"
-              "transformerd_jobs_dropped_total{reason=\"shutdown\"} %llu\n"
-              "# HELP transformerd_batches_failed_total Engine batches that returned an error "
-              "(their requests got 500).\n"
-              "# TYPE transformerd_batches_failed_total counter\n"
-              "transformerd_batches_failed_total %llu\n",
-              ld(&m->batches), atomic_load_explicit(&m->queue_depth, memory_order_relaxed),
-              ld(&m->tokens_in), ld(&m->tokens_out), ld(&m->dropped_timeout),
-              ld(&m->dropped_gone), ld(&m->dropped_shutdown), ld(&m->batches_failed));
-    sb_printf(&b, "# HELP transformerd_ready 1 when the model is loaded and warm (and neither "
-                  "draining nor failed), 0 otherwise.\n"
+    pthread_mutex_lock(&m->mu);
+    render_models(&b, m->children, m->n_children);
+    pthread_mutex_unlock(&m->mu);
+    sb_printf(&b, "# HELP transformerd_ready 1 when every configured model is loaded and warm "
+                  "(and neither draining nor failed), 0 otherwise.\n"
                   "# TYPE transformerd_ready gauge\n"
                   "transformerd_ready %d\n",
               ready);
-    sb_printf(&b, "# HELP transformerd_model_info The loaded models.\n"
-                  "# TYPE transformerd_model_info gauge\n");
-    int nm = atomic_load_explicit(&m->n_models, memory_order_acquire);
-    for (int i = 0; i < nm; i++)
-        sb_printf(&b, "%s", m->model_lines[i]);
     sb_printf(&b, "# HELP transformerd_build_info The version and git commit of this "
                   "executable.\n"
                   "# TYPE transformerd_build_info gauge\n"

@@ -7,16 +7,24 @@
  * a lock; a NULL srv_metrics is accepted and ignored. The module knows
  * nothing of HTTP, models or the queue: callers hand it numbers, and the
  * readiness gauge is passed to srv_metrics_render by whoever renders.
+ *
+ * Per model: the server's srv_metrics has one child srv_metrics per model
+ * name (srv_metrics_model), which that model's batcher records into; the
+ * series the batchers record (queue, batches, steps, tokens, drops,
+ * failures) are rendered once per child with a model label. The request
+ * series (per endpoint) are the server's own.
  */
 #ifndef SRV_METRICS_H
 #define SRV_METRICS_H
+
+#include <stddef.h>
 
 /* The endpoints, as the label of the request series. */
 typedef enum srv_endpoint {
     SRV_EP_TRANSLATE = 0,  /* POST /v1/translate */
     SRV_EP_LIBRE,          /* POST /translate */
     SRV_EP_LANGUAGES,      /* GET /languages */
-    SRV_EP_MODELS,         /* GET /v1/models */
+    SRV_EP_MODELS,         /* GET /v1/models; POST /v1/models (a load) */
     SRV_EP_LIVE,           /* /health/live, /v2/health/live */
     SRV_EP_READY,          /* /health/ready, /v2/health/ready */
     SRV_EP_METRICS,
@@ -29,6 +37,7 @@ typedef enum srv_endpoint {
     SRV_EP_SETTINGS,       /* GET /frontend/settings */
     SRV_EP_HEALTH,         /* GET /health */
     SRV_EP_VERSION,        /* GET /version */
+    SRV_EP_MODEL_ADMIN,    /* DELETE /v1/models/NAME, POST /v1/models/NAME/reload */
     SRV_EP_UNKNOWN,        /* 404s */
     SRV_EP_COUNT
 } srv_endpoint;
@@ -71,11 +80,24 @@ typedef struct srv_model_info {
     int d_model, encoder_layers, decoder_layers;
 } srv_model_info;
 
-/* Adds a loaded model to transformerd_model_info. Called by the main thread
- * once a model is loaded (before readiness); a render on another thread
- * sees the series whole or not at all. Returns -1 when out of memory or
- * past the few models the table holds. */
-int srv_metrics_add_model(srv_metrics *m, const srv_model_info *info);
+/* The series of the model named name: a child of m, made at the first call
+ * for that name and kept (with its counters) as long as m, so that every
+ * generation of a reloaded model counts into the same series. Hand it to
+ * the model's batcher. NULL (nothing recorded) when out of memory or past
+ * SRV_METRICS_MAX_MODELS names. Any thread. */
+#define SRV_METRICS_MAX_MODELS 64
+srv_metrics *srv_metrics_model(srv_metrics *m, const char *name);
+
+/* A model of child's name serves (info: transformerd_model_info's labels,
+ * copied) with these bytes, or (info NULL) only its bytes change. Its
+ * ready gauge turns 1. Any thread. */
+void srv_metrics_model_state(srv_metrics *child, const srv_model_info *info,
+                             size_t weight_bytes, size_t worker_bytes);
+/* The model's ready gauge (0 once its device failed). */
+void srv_metrics_model_ready(srv_metrics *child, int ready);
+/* The name serves no more (unloaded): no model_info, ready 0, no bytes;
+ * its counters stay. */
+void srv_metrics_model_unloaded(srv_metrics *child);
 
 /* Prometheus text exposition format 0.0.4 (malloc'd, NUL-terminated), or
  * NULL when out of memory. ready is the value of transformerd_ready. */

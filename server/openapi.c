@@ -12,6 +12,7 @@
 #include <jansson.h>
 
 #include "buildinfo.h"
+#include "models.h"
 #include "openapi.h"
 
 /* The object at a '/'-separated path of object keys (array indices as
@@ -70,13 +71,13 @@ static json_t *pair(const char *src, const char *also, const char *tgt)
 #define LF "components/schemas/LibreFileRequest"
 #define LRF "components/schemas/LibreRequestForm"
 
-static void fill_models(json_t *d, const srv_server *s)
+static void fill_models(json_t *d, srv_model *const *all, int n)
 {
     int max_beam = 0, libre_beam = 0, max_len = 0, max_in = 0, layers = 0, heads = 0;
     json_t *names = json_array(), *langs = json_array(), *tr_any = json_array();
-    json_t *lr_any = json_array(), *lf_any = json_array();
-    for (int i = 0; i < s->n_models; i++) {
-        const srv_model *sm = &s->models[i];
+    json_t *lr_any = json_array(), *lf_any = json_array(), *tr_pairs = json_array();
+    for (int i = 0; i < n; i++) {
+        const srv_model *sm = all[i];
         const td_config *c = td_model_config(sm->m);
         add_unique(names, sm->name);
         add_unique(langs, sm->src_lang);
@@ -92,6 +93,11 @@ static void fill_models(json_t *d, const srv_server *s)
         layers = i == 0 || c->decoder_layers < layers ? c->decoder_layers : layers;
         heads = i == 0 || c->decoder_attention_heads < heads ? c->decoder_attention_heads : heads;
         json_array_append_new(lr_any, pair(sm->src_lang, "auto", sm->tgt_lang));
+        /* the native API: a model, and its languages when they are given */
+        json_t *tp = pair(sm->src_lang, "auto", sm->tgt_lang);
+        json_object_set_new(json_object_get(tp, "properties"), "model",
+                            json_pack("{s:[s]}", "enum", sm->name));
+        json_array_append_new(tr_pairs, tp);
         json_array_append_new(lf_any, pair(sm->src_lang, NULL, sm->tgt_lang));
     }
     /* a language to itself: returned as it is */
@@ -111,7 +117,7 @@ static void fill_models(json_t *d, const srv_server *s)
     put(d, TR "/properties/num_hypotheses", "maximum", json_integer(max_beam));
     put(d, TR "/properties/max_length", "maximum", json_integer(max_len));
     put(d, TR, "x-max-input-tokens", json_integer(max_in));
-    put(d, TR, "anyOf", tr_any);
+    put(d, TR, "allOf", json_pack("[{s:o},{s:o}]", "anyOf", tr_any, "anyOf", tr_pairs));
     put(d, TR "/properties/attention_layers/items", "minimum", json_integer(-layers));
     put(d, TR "/properties/attention_layers/items", "maximum", json_integer(layers - 1));
     put(d, TR "/properties/attention_heads/items", "maximum", json_integer(heads - 1));
@@ -142,7 +148,7 @@ static void drop_models(json_t *d)
     put(d, TR "/properties/num_hypotheses", "maximum", NULL);
     put(d, TR "/properties/max_length", "maximum", NULL);
     put(d, TR, "x-max-input-tokens", NULL);
-    put(d, TR, "anyOf", NULL);
+    put(d, TR, "allOf", NULL);
     put(d, TR "/properties/attention_layers/items", "minimum", NULL);
     put(d, TR "/properties/attention_layers/items", "maximum", NULL);
     put(d, TR "/properties/attention_heads/items", "maximum", NULL);
@@ -169,10 +175,14 @@ char *srv_openapi_render(const srv_server *s)
     /* texts per request: --max-batch-texts */
     put(d, TR "/properties/text/oneOf/1", "maxItems", json_integer(s->o.max_batch_texts));
     put(d, LR "/properties/q/oneOf/1", "maxItems", json_integer(s->o.max_batch_texts));
-    if (atomic_load(&s->ready) && s->n_models > 0)
-        fill_models(d, s);
+    srv_model *all[64];
+    int n = atomic_load(&s->ready) ? srv_models_snapshot(s->models, all, 64) : 0;
+    if (n > 0)
+        fill_models(d, all, n);
     else
         drop_models(d);
+    for (int i = 0; i < n; i++)
+        srv_model_put(all[i]);
     char *out = json_dumps(d, JSON_COMPACT);
     json_decref(d);
     return out;

@@ -16,6 +16,7 @@
  * runs on the main thread.
  */
 #include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -34,7 +35,7 @@
 #include "http.h"
 #include "libre.h"
 #include "metrics.h"
-#include "segment.h"
+#include "models.h"
 #include "serve.h"
 #include "state.h"
 
@@ -44,6 +45,9 @@ typedef enum opt_kind {
     OPT_LONG,
     OPT_FAULT, /* srv_fault: "engine" | "device" ("" or "none": off) */
     OPT_SCHED, /* srv_scheduler: "inflight" | "batch" */
+    OPT_MODEL, /* --model [NAME=]DIR, repeatable (the variable: a comma-separated list) */
+    OPT_LANGS, /* --model-languages NAME=SRC-TGT, repeatable (likewise) */
+    OPT_BYTES, /* a byte count with an optional K, M, G or T suffix (binary) */
 } opt_kind;
 
 typedef struct opt_def {
@@ -56,7 +60,18 @@ typedef struct opt_def {
 
 #define OFF(f) offsetof(srv_opts, f)
 static const opt_def k_opts[] = {
-    {"--model", OPT_STR, OFF(model_dir), 0, 0, "model directory (Hugging Face Marian layout)"},
+    {"--model", OPT_MODEL, OFF(model_specs), 0, 0,
+     "[NAME=]DIR: a model directory (Hugging Face Marian layout), named NAME (default: the "
+     "directory's name); repeat for several models"},
+    {"--models-dir", OPT_STR, OFF(models_dir), 0, 0,
+     "serve every model directory below DIR (config.json + model.safetensors); "
+     "POST /v1/models loads from it at run time"},
+    {"--model-languages", OPT_LANGS, OFF(lang_specs), 0, 0,
+     "NAME=SRC-TGT: the language pair of model NAME (default: tokenizer_config.json's "
+     "source_lang/target_lang, else the directory's name, e.g. opus-mt-en-de)"},
+    {"--max-memory", OPT_BYTES, OFF(max_memory), 0, 1L << 50,
+     "bytes the models may take on the device, weights and workers (K, M, G, T suffixes; "
+     "0: no limit); a runtime load or reload past it is refused (507)"},
     {"--device", OPT_STR, OFF(device), 0, 0, "cpu | cuda[:N]"},
     {"--dtype", OPT_STR, OFF(dtype), 0, 0,
      "weight storage: auto (the checkpoint's) | float32 | float16 | bfloat16 (cuda)"},
@@ -128,6 +143,9 @@ static void default_text(const opt_def *d, char *out, size_t n)
     case OPT_INT: snprintf(out, n, "%d", *(const int *)(const void *)base); break;
     case OPT_LONG: snprintf(out, n, "%ld", *(const long *)(const void *)base); break;
     case OPT_FAULT: snprintf(out, n, "none"); break;
+    case OPT_MODEL: snprintf(out, n, "%s", srv_default_model_dir()); break;
+    case OPT_LANGS: snprintf(out, n, "none"); break;
+    case OPT_BYTES: snprintf(out, n, "%ld", *(const long *)(const void *)base); break;
     case OPT_SCHED:
         snprintf(out, n, "%s",
                  *(const srv_scheduler *)(const void *)base == SRV_SCHED_BATCH ? "batch"
@@ -138,9 +156,9 @@ static void default_text(const opt_def *d, char *out, size_t n)
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: transformerd serve [--model DIR] [options]\n"
-               "every option is also read from TRANSFORMERD_<NAME> (e.g. TRANSFORMERD_PORT); "
-               "flags win\n");
+    fprintf(f, "usage: transformerd serve [--model [NAME=]DIR]... [--models-dir DIR] [options]\n"
+               "every option is also read from TRANSFORMERD_<NAME> (e.g. TRANSFORMERD_PORT; "
+               "repeatable ones as a comma-separated list); flags win\n");
     for (size_t i = 0; i < N_OPTS; i++) {
         char def[512];
         default_text(&k_opts[i], def, sizeof def);
@@ -179,11 +197,54 @@ static void defaults(srv_opts *o)
     o->textcat_dir = TD_TEXTCAT_DIR;
 }
 
+/* "8G", "512MiB", "1000": bytes (binary multiples); -1 when malformed. */
+static long parse_bytes(const char *v)
+{
+    char *end;
+    errno = 0;
+    double x = strtod(v, &end);
+    if (errno || end == v || x < 0)
+        return -1;
+    static const char sfx[] = "KMGT";
+    const char *p = *end ? strchr(sfx, toupper((unsigned char)*end)) : NULL;
+    if (*end && !p)
+        return -1;
+    if (p) {
+        for (int i = 0; i <= (int)(p - sfx); i++)
+            x *= 1024;
+        end++;
+        if (!strcmp(end, "i") || !strcmp(end, "iB") || !strcmp(end, "B"))
+            end += strlen(end);
+    }
+    if (*end || x > (double)(1L << 50))
+        return -1;
+    return (long)x;
+}
+
 static int set_opt(srv_opts *o, const opt_def *d, const char *v, const char *from)
 {
     char *base = (char *)o + d->off;
     if (d->kind == OPT_STR) {
         *(const char **)(void *)base = v;
+        return 0;
+    }
+    if (d->kind == OPT_MODEL || d->kind == OPT_LANGS) {
+        int *n = d->kind == OPT_MODEL ? &o->n_model_specs : &o->n_lang_specs;
+        if (*n >= SRV_MAX_MODEL_SPECS) {
+            fprintf(stderr, "transformerd: %s: at most %d\n", from, SRV_MAX_MODEL_SPECS);
+            return -1;
+        }
+        ((const char **)(void *)base)[(*n)++] = v;
+        return 0;
+    }
+    if (d->kind == OPT_BYTES) {
+        long x = parse_bytes(v);
+        if (x < 0) {
+            fprintf(stderr, "transformerd: %s: expected bytes (e.g. 8G, 512M, 1000), got '%s'\n",
+                    from, v);
+            return -1;
+        }
+        *(long *)(void *)base = x;
         return 0;
     }
     if (d->kind == OPT_FAULT) {
@@ -233,6 +294,19 @@ static void env_name(const char *flag, char *out, size_t n)
     out[k] = 0;
 }
 
+/* A list variable (TRANSFORMERD_MODEL=a,b=dir2): each item set in turn;
+ * the copies live as long as the process (the options point into them). */
+static int set_list_env(srv_opts *o, const opt_def *d, const char *v, const char *name)
+{
+    char *copy = strdup(v);
+    if (!copy)
+        return -1;
+    for (char *save = NULL, *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save))
+        if (set_opt(o, d, t, name))
+            return -1;
+    return 0; /* copy is referenced by o */
+}
+
 static int parse_opts(srv_opts *o, int argc, char **argv)
 {
     defaults(o);
@@ -240,9 +314,12 @@ static int parse_opts(srv_opts *o, int argc, char **argv)
         char name[64];
         env_name(k_opts[i].flag, name, sizeof name);
         const char *v = getenv(name);
-        if (v && set_opt(o, &k_opts[i], v, name))
+        int list = k_opts[i].kind == OPT_MODEL || k_opts[i].kind == OPT_LANGS;
+        if (v && (list ? set_list_env(o, &k_opts[i], v, name) : set_opt(o, &k_opts[i], v, name)))
             return -1;
     }
+    /* a repeatable flag replaces its variable's list (flags win) */
+    int flag_models = 0, flag_langs = 0;
     for (int i = 0; i < argc; i++) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             usage(stdout);
@@ -271,9 +348,15 @@ static int parse_opts(srv_opts *o, int argc, char **argv)
             usage(stderr);
             return -1;
         }
+        if (d->kind == OPT_MODEL && !flag_models++)
+            o->n_model_specs = 0;
+        if (d->kind == OPT_LANGS && !flag_langs++)
+            o->n_lang_specs = 0;
         if (set_opt(o, d, v, d->flag))
             return -1;
     }
+    if (o->models_dir && !*o->models_dir)
+        o->models_dir = NULL;
     const char *dev = o->device;
     if (strcmp(dev, "cpu") && strcmp(dev, "cuda") &&
         !(strncmp(dev, "cuda:", 5) == 0 && dev[5] && strspn(dev + 5, "0123456789") == strlen(dev + 5))) {
@@ -292,144 +375,6 @@ static int parse_opts(srv_opts *o, int argc, char **argv)
         return -1;
     }
     return 0;
-}
-
-/* Name = the directory's base name; languages = its last two parts when they
- * look like language codes ("opus-mt-en-de", "marian_en_de", "en-de"). */
-static void describe_model(srv_model *sm, const char *dir)
-{
-    char tmp[256];
-    snprintf(tmp, sizeof tmp, "%s", dir);
-    size_t n = strlen(tmp);
-    while (n > 1 && tmp[n - 1] == '/')
-        tmp[--n] = 0;
-    const char *base = strrchr(tmp, '/') ? strrchr(tmp, '/') + 1 : tmp;
-    snprintf(sm->name, sizeof sm->name, "%.127s", base);
-    for (char *p = sm->name; *p; p++)
-        if (*p == '"' || *p == '\\' || (unsigned char)*p < 0x20)
-            *p = '_';
-    snprintf(sm->src_lang, sizeof sm->src_lang, "und");
-    snprintf(sm->tgt_lang, sizeof sm->tgt_lang, "und");
-    char parts[8][16];
-    int np = 0;
-    const char *p = sm->name;
-    while (*p && np < 8) {
-        size_t k = strcspn(p, "-_");
-        if (k < sizeof parts[0]) {
-            memcpy(parts[np], p, k);
-            parts[np][k] = 0;
-        } else {
-            parts[np][0] = 0;
-        }
-        np++;
-        p += k;
-        if (*p)
-            p++;
-    }
-    if (np >= 2) {
-        const char *a = parts[np - 2], *b = parts[np - 1];
-        int ok = 1;
-        for (const char *q = a; *q; q++)
-            ok &= islower((unsigned char)*q) != 0;
-        for (const char *q = b; *q; q++)
-            ok &= islower((unsigned char)*q) != 0;
-        size_t la = strlen(a), lb = strlen(b);
-        if (ok && la >= 2 && la <= 3 && lb >= 2 && lb <= 3) {
-            snprintf(sm->src_lang, sizeof sm->src_lang, "%s", a);
-            snprintf(sm->tgt_lang, sizeof sm->tgt_lang, "%s", b);
-        }
-    }
-}
-
-static int load_model(srv_server *s, srv_model *sm, char *err, size_t errlen)
-{
-    const srv_opts *o = &s->o;
-    describe_model(sm, o->model_dir);
-    char e2[512];
-    td_device dev;
-    if (td_device_resolve(o->device, &dev, e2, sizeof e2) != 0) {
-        snprintf(err, errlen, "%s", e2);
-        return -1;
-    }
-    snprintf(sm->device, sizeof sm->device, "%s", dev.name);
-    td_load_opts lo = {.n_threads = o->threads, .dtype = o->dtype, .precision = o->precision};
-    if (td_model_load_on(&sm->m, o->model_dir, &dev, &lo, e2, sizeof e2) != 0) {
-        snprintf(err, errlen, "%s: %s", o->model_dir, e2);
-        return -1;
-    }
-    /* what is resident, not what the checkpoint says */
-    snprintf(sm->dtype, sizeof sm->dtype, "%s", td_model_weight_dtype(sm->m));
-    if (td_model_tokenizer_load(sm->m, o->model_dir, &sm->tok, e2, sizeof e2) != 0) {
-        snprintf(err, errlen, "%s: %s", o->model_dir, e2);
-        return -1;
-    }
-    const td_config *c = td_model_config(sm->m);
-    td_decode_opts_default(sm->m, &sm->defaults);
-    if (sm->defaults.beam_size < 1 || sm->defaults.beam_size > TD_MAX_BEAM)
-        sm->defaults.beam_size = 4;
-    sm->defaults.num_hypotheses = 1;
-    /* Each worker is allocated for max_batch x max_beam rows of max_length
-     * tokens, so the beam limit is a flag rather than always TD_MAX_BEAM. */
-    sm->max_beam = o->max_beam > 0 ? o->max_beam : sm->defaults.beam_size;
-    if (sm->defaults.beam_size > sm->max_beam) {
-        fprintf(stderr, "transformerd: the model's default beam_size %d exceeds --max-beam %d; "
-                        "requests without beam_size use %d\n",
-                sm->defaults.beam_size, sm->max_beam, sm->max_beam);
-        sm->defaults.beam_size = sm->max_beam;
-    }
-    int maxpos = c->max_position_embeddings;
-    sm->max_input_tokens = o->max_input_tokens > 0 && o->max_input_tokens < maxpos
-                               ? o->max_input_tokens
-                               : maxpos;
-    sm->max_length = td_generated_cap(td_model_config(sm->m));
-    const srv_batcher_opts bo = {.model = sm->m,
-                                 .warm_up = sm->defaults,
-                                 .warm_up_token = td_tok_eos_id(sm->tok),
-                                 .workers = o->workers,
-                                 .threads = o->threads,
-                                 .max_batch_size = o->max_batch_size,
-                                 .max_batch_tokens = o->max_batch_tokens,
-                                 .batch_delay_ms = o->batch_delay_ms,
-                                 .max_queue = o->max_queue,
-                                 .max_src_len = sm->max_input_tokens,
-                                 .max_length = sm->max_length,
-                                 .max_beam = sm->max_beam,
-                                 .scheduler = o->scheduler,
-                                 .fault = o->test_fault,
-                                 .test_step_delay_ms = o->test_step_delay_ms};
-    if (srv_batcher_init(&sm->b, &bo, s->metrics, err, errlen) != 0)
-        return -1;
-    /* the sentence splitter's ICU data for the source language, loaded now
-     * rather than by the first request (tokenizer/segment.h) */
-    td_sentence *warm_sent = NULL;
-    if (td_segment(sm->src_lang, "A. B.", 5, &warm_sent, err, errlen) < 0)
-        return -1;
-    free(warm_sent);
-    sm->worker_bytes = srv_batcher_worker_bytes(sm->b);
-    const srv_model_info info = {.model = sm->name,
-                                 .source = sm->src_lang,
-                                 .target = sm->tgt_lang,
-                                 .device = sm->device,
-                                 .dtype = sm->dtype,
-                                 .d_model = c->d_model,
-                                 .encoder_layers = c->encoder_layers,
-                                 .decoder_layers = c->decoder_layers};
-    if (srv_metrics_add_model(s->metrics, &info) != 0) {
-        snprintf(err, errlen, "out of memory");
-        return -1;
-    }
-    return 0;
-}
-
-static void free_models(srv_server *s)
-{
-    for (int i = 0; s->models && i < s->n_models; i++) {
-        srv_batcher_free(s->models[i].b);
-        td_tok_free(s->models[i].tok);
-        td_model_free(s->models[i].m);
-    }
-    free(s->models);
-    s->models = NULL;
 }
 
 /* The model directory is there and holds readable model files, before the
@@ -466,6 +411,180 @@ static int check_model_dir(const char *dir)
     return 0;
 }
 
+/* A model's name from a directory: its base name, with every character
+ * outside [A-Za-z0-9._-] made '_' (names go into paths and labels). */
+static void name_of_dir(const char *dir, char *out, size_t n)
+{
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s", dir);
+    size_t k = strlen(tmp);
+    while (k > 1 && tmp[k - 1] == '/')
+        tmp[--k] = 0;
+    const char *base = strrchr(tmp, '/') ? strrchr(tmp, '/') + 1 : tmp;
+    snprintf(out, n, "%.127s", base);
+    for (char *p = out; *p; p++)
+        if (!srv_model_name_char(*p))
+            *p = '_';
+}
+
+/* "[NAME=]DIR" into spec; -1 with a message for a bad name. */
+static int spec_of(const char *v, srv_model_spec *spec)
+{
+    memset(spec, 0, sizeof *spec);
+    const char *eq = strchr(v, '=');
+    size_t nl = eq ? (size_t)(eq - v) : 0;
+    if (eq && !memchr(v, '/', nl)) {
+        if (nl == 0 || nl >= sizeof spec->name) {
+            fprintf(stderr, "transformerd: --model %s: empty or too long a name\n", v);
+            return -1;
+        }
+        memcpy(spec->name, v, nl);
+        snprintf(spec->dir, sizeof spec->dir, "%s", eq + 1);
+        if (!srv_model_name_ok(spec->name)) {
+            fprintf(stderr, "transformerd: --model %s: a name is 1..127 of A-Z a-z 0-9 . _ -\n",
+                    v);
+            return -1;
+        }
+        return 0;
+    }
+    snprintf(spec->dir, sizeof spec->dir, "%s", v);
+    name_of_dir(v, spec->name, sizeof spec->name);
+    return 0;
+}
+
+static int cmp_names(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* Every subdirectory of dir with config.json and model.safetensors, in
+ * name order, appended to specs (at most max). Returns the new count, or
+ * -1 when dir cannot be read. */
+static int scan_models_dir(const char *dir, srv_model_spec *specs, int n, int max)
+{
+    DIR *d = opendir(dir);
+    if (!d) {
+        fprintf(stderr, "transformerd: --models-dir '%s': %s\n", dir, strerror(errno));
+        return -1;
+    }
+    char *names[SRV_MAX_MODEL_SPECS];
+    int k = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL && k < SRV_MAX_MODEL_SPECS;) {
+        char p[4200];
+        struct stat st;
+        if (e->d_name[0] == '.')
+            continue;
+        snprintf(p, sizeof p, "%s/%s/config.json", dir, e->d_name);
+        int has = stat(p, &st) == 0 && S_ISREG(st.st_mode);
+        snprintf(p, sizeof p, "%s/%s/model.safetensors", dir, e->d_name);
+        has = has && stat(p, &st) == 0 && S_ISREG(st.st_mode);
+        if (has && (names[k] = strdup(e->d_name)) != NULL)
+            k++;
+    }
+    closedir(d);
+    qsort(names, (size_t)k, sizeof *names, cmp_names);
+    for (int i = 0; i < k; i++) {
+        if (n < max) {
+            memset(&specs[n], 0, sizeof specs[n]);
+            snprintf(specs[n].dir, sizeof specs[n].dir, "%s/%s", dir, names[i]);
+            name_of_dir(names[i], specs[n].name, sizeof specs[n].name);
+            n++;
+        }
+        free(names[i]);
+    }
+    return n;
+}
+
+/* The models of the configuration: --model in order, then --models-dir's,
+ * then --model-languages applied; the default model when none is given.
+ * Returns how many, or -1 (a message was printed). */
+static int model_specs(const srv_opts *o, srv_model_spec *specs, int max)
+{
+    int n = 0;
+    for (int i = 0; i < o->n_model_specs && n < max; i++)
+        if (spec_of(o->model_specs[i], &specs[n++]) != 0)
+            return -1;
+    if (o->models_dir) {
+        n = scan_models_dir(o->models_dir, specs, n, max);
+        if (n < 0)
+            return -1;
+    }
+    if (n == 0 && !o->models_dir && spec_of(o->model_dir, &specs[n++]) != 0)
+        return -1;
+    if (n == 0) {
+        fprintf(stderr, "transformerd: --models-dir '%s': no model directory (config.json and "
+                        "model.safetensors) in it\n", o->models_dir);
+        return -1;
+    }
+    for (int i = 0; i < n; i++)
+        for (int k = 0; k < i; k++)
+            if (!strcmp(specs[i].name, specs[k].name)) {
+                fprintf(stderr, "transformerd: two models are named '%s' (%s and %s); name one "
+                                "with --model NAME=DIR\n", specs[i].name, specs[k].dir,
+                        specs[i].dir);
+                return -1;
+            }
+    for (int l = 0; l < o->n_lang_specs; l++) {
+        const char *v = o->lang_specs[l], *eq = strchr(v, '=');
+        int hit = 0;
+        for (int i = 0; eq && i < n; i++)
+            if (strlen(specs[i].name) == (size_t)(eq - v) && !strncmp(specs[i].name, v, (size_t)(eq - v))) {
+                snprintf(specs[i].langs, sizeof specs[i].langs, "%s", eq + 1);
+                hit = 1;
+            }
+        if (!hit || !srv_model_langs_ok(eq + 1)) {
+            fprintf(stderr, "transformerd: --model-languages %s: expected NAME=SRC-TGT with the "
+                            "name of a configured model and 2- or 3-letter codes\n", v);
+            return -1;
+        }
+    }
+    return n;
+}
+
+/* One line per model, then the ready line. */
+static void report_ready(srv_server *s, double t0)
+{
+    srv_model *all[SRV_MAX_MODEL_SPECS];
+    int n = srv_models_snapshot(s->models, all, SRV_MAX_MODEL_SPECS);
+    size_t used, budget;
+    srv_models_memory(s->models, &used, &budget);
+    for (int i = 0; i < n; i++) {
+        const srv_model *sm = all[i];
+        fprintf(stderr,
+                "transformerd: model %s (%s -> %s) from %s on %s: weights %.1f MiB, %d %s "
+                "worker(s) of %.1f MiB each (batch %d x beam %d x length %d, source %d)\n",
+                sm->name, sm->src_lang, sm->tgt_lang, sm->dir, sm->device,
+                (double)sm->weight_bytes / (1 << 20), sm->workers,
+                s->o.scheduler == SRV_SCHED_BATCH ? "batch" : "inflight",
+                (double)sm->worker_bytes / (1 << 20), s->o.max_batch_size, sm->max_beam,
+                sm->max_length, sm->max_input_tokens);
+        srv_model_put(all[i]);
+    }
+    char b[64] = "no limit";
+    if (budget)
+        snprintf(b, sizeof b, "--max-memory %.1f MiB", (double)budget / (1 << 20));
+    fprintf(stderr,
+            "transformerd: ready: %d model(s) on %s, loaded and warmed in %.2f s; %.1f MiB of "
+            "models (%s)\n",
+            n, s->o.device, srv_now() - t0, (double)used / (1 << 20), b);
+}
+
+/* SIGHUP's reload of every model: its outcome goes to the log. */
+static void hup_done(srv_model_op *op, void *ud)
+{
+    (void)ud;
+    fprintf(stderr, "transformerd: SIGHUP: %s\n", op->msg);
+    free(op);
+}
+
+static void stop_all(srv_server *s, srv_http *http)
+{
+    srv_http_stop(http);
+    srv_models_free(s->models);
+    srv_libre_free(s->libre);
+    srv_metrics_free(s->metrics);
+}
+
 int srv_main(int argc, char **argv)
 {
     /* jansson's hash seed must be set before any thread may create objects. */
@@ -476,70 +595,76 @@ int srv_main(int argc, char **argv)
     int prc = parse_opts(&s.o, argc, argv);
     if (prc)
         return prc > 0 ? 0 : 2;
-    if (check_model_dir(s.o.model_dir) != 0)
-        return 1;
+    static srv_model_spec specs[SRV_MAX_MODEL_SPECS];
+    int n_specs = model_specs(&s.o, specs, SRV_MAX_MODEL_SPECS);
+    if (n_specs < 0)
+        return 2;
+    for (int i = 0; i < n_specs; i++)
+        if (check_model_dir(specs[i].dir) != 0)
+            return 1;
 
     sigset_t set;
     sigemptyset(&set);
     sigaddset(&set, SIGTERM);
     sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGHUP);
     pthread_sigmask(SIG_BLOCK, &set, NULL);
     signal(SIGPIPE, SIG_IGN);
 
     char err[1024];
     s.metrics = srv_metrics_new();
-    s.models = calloc(1, sizeof *s.models);
     srv_metrics_set_limits(s.metrics, s.o.max_batch_size, s.o.max_batch_tokens);
+    s.models = s.metrics ? srv_models_new(&s) : NULL;
     if (!s.metrics || !s.models) {
         fprintf(stderr, "transformerd: out of memory\n");
-        free(s.models);
-        srv_metrics_free(s.metrics);
+        stop_all(&s, NULL);
         return 1;
     }
     if (srv_http_start(&http, &s, err, sizeof err) != 0) {
         fprintf(stderr, "transformerd: %s\n", err);
-        free(s.models);
-        srv_metrics_free(s.metrics);
+        stop_all(&s, NULL);
         return 1;
     }
     fprintf(stderr, "transformerd: listening on http://%s:%u\n", s.o.host,
             (unsigned)srv_http_port(http));
     double t0 = srv_now();
-    s.n_models = 1;
-    if (load_model(&s, &s.models[0], err, sizeof err) != 0) {
-        fprintf(stderr, "transformerd: %s\n", err);
-        srv_http_stop(http);
-        free_models(&s);
-        srv_metrics_free(s.metrics);
-        return 1;
-    }
+    for (int i = 0; i < n_specs; i++)
+        if (srv_models_load_initial(s.models, &specs[i], err, sizeof err) != 0) {
+            fprintf(stderr, "transformerd: model %s: %s\n", specs[i].name, err);
+            stop_all(&s, http);
+            return 1;
+        }
     s.libre = srv_libre_new(&s, err, sizeof err);
-    if (!s.libre) {
-        fprintf(stderr, "transformerd: %s\n", err);
-        srv_http_stop(http);
-        free_models(&s);
-        srv_metrics_free(s.metrics);
+    if (!s.libre || srv_models_start(s.models) != 0) {
+        fprintf(stderr, "transformerd: %s\n", s.libre ? "cannot start the model manager" : err);
+        stop_all(&s, http);
         return 1;
     }
     atomic_store(&s.ready, 1);
-    fprintf(stderr,
-            "transformerd: ready: model %s (%s -> %s) on %s, loaded and warmed in %.2f s; "
-            "%d %s worker(s) of %.1f MiB each (batch %d x beam %d x length %d, source %d)\n",
-            s.models[0].name, s.models[0].src_lang, s.models[0].tgt_lang, s.o.device,
-            srv_now() - t0, s.o.workers,
-            s.o.scheduler == SRV_SCHED_BATCH ? "batch" : "inflight", (double)s.models[0].worker_bytes / (1 << 20),
-            s.o.max_batch_size, s.models[0].max_beam, s.models[0].max_length,
-            s.models[0].max_input_tokens);
+    report_ready(&s, t0);
 
     int sig = 0;
-    while (sigwait(&set, &sig) != 0)
-        ;
+    for (;;) {
+        while (sigwait(&set, &sig) != 0)
+            ;
+        if (sig != SIGHUP)
+            break;
+        srv_model_op *op = calloc(1, sizeof *op);
+        if (!op) {
+            fprintf(stderr, "transformerd: SIGHUP: out of memory\n");
+            continue;
+        }
+        fprintf(stderr, "transformerd: SIGHUP: reloading every model\n");
+        op->kind = SRV_OP_RELOAD_ALL;
+        op->done = hup_done;
+        srv_models_submit(s.models, op);
+    }
     fprintf(stderr, "transformerd: %s: draining\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
     atomic_store(&s.draining, 1);
     srv_http_quiesce(http);
-    double deadline = srv_now() + s.o.drain_timeout_s;
-    for (int i = 0; i < s.n_models; i++)
-        srv_batcher_drain(s.models[i].b, deadline);
+    /* a load or reload under way finishes first; queued ones are refused */
+    srv_models_stop(s.models);
+    srv_models_drain(s.models, srv_now() + s.o.drain_timeout_s);
     /* Every job has finished and every connection was resumed; give the
      * responses a bounded time to be written before the daemon stops. */
     double until = srv_now() + 5;
@@ -547,10 +672,7 @@ int srv_main(int argc, char **argv)
         struct timespec ts = {0, 10 * 1000000L};
         nanosleep(&ts, NULL);
     }
-    srv_http_stop(http);
-    free_models(&s);
-    srv_libre_free(s.libre);
-    srv_metrics_free(s.metrics);
+    stop_all(&s, http);
     fprintf(stderr, "transformerd: stopped\n");
     return 0;
 }

@@ -8,10 +8,11 @@
  * after TD_EDEVICE the model is failed for good; docs/api.md, "Errors" and
  * GET /health/ready).
  *
- * Threads: the main thread (serve.c) fills srv_opts and the models before it
- * sets ready; after that they are read-only, except the atomics below and
- * the failed state of a model, which the policy sets from a scheduler
- * thread (via a job's completion) and any thread reads.
+ * Threads: the main thread (serve.c) fills srv_opts before any other thread
+ * starts; it is read-only after that. The models are the model set's
+ * (models.h): each srv_model is reference-counted, read-only once it takes
+ * requests except its atomics and its failed state, which the policy sets
+ * from a scheduler thread (via a job's completion) and any thread reads.
  */
 #ifndef SRV_STATE_H
 #define SRV_STATE_H
@@ -26,8 +27,17 @@
 
 /* The options of `transformerd serve` (flags and TRANSFORMERD_* variables,
  * docs/api.md "Command line and environment"). */
+#define SRV_MAX_MODEL_SPECS 64
+
 typedef struct srv_opts {
-    const char *model_dir;
+    const char *model_dir;    /* the default model, when no --model or --models-dir is given */
+    const char *model_specs[SRV_MAX_MODEL_SPECS]; /* --model [NAME=]DIR, in order */
+    int n_model_specs;
+    const char *lang_specs[SRV_MAX_MODEL_SPECS];  /* --model-languages NAME=SRC-TGT */
+    int n_lang_specs;
+    const char *models_dir;   /* --models-dir: every model below it; runtime loads from it */
+    long max_memory;          /* --max-memory: bytes of models (weights + workers) on the
+                                 device, 0 = no budget */
     const char *device;       /* "cpu" | "cuda[:N]" */
     const char *dtype;        /* weight storage: auto | float32 | float16 | bfloat16 */
     const char *precision;    /* half-weight GEMMs on cuda: full | half */
@@ -63,11 +73,22 @@ typedef struct srv_opts {
     srv_fault test_fault;     /* --test-fail-batches: tests only */
 } srv_opts;
 
+/* One loaded model: a name, a language pair, its engine objects and its
+ * own batcher (workers and queue). Reference-counted (models.h): the model
+ * set holds one reference while the model takes new requests, each request
+ * one from routing to its completion; the last reference lets the model
+ * set free it. Everything but the atomics and the failed state is written
+ * before the model is published and read-only afterwards. */
+struct srv_models;
+
 typedef struct srv_model {
     char name[128];
     char src_lang[16], tgt_lang[16];
+    char langs_given[40];  /* "SRC-TGT" from --model-languages / the load request, or "" */
     char dtype[16];
     char device[32];
+    char dir[4096];        /* where it was loaded from; a reload reads it again */
+    unsigned generation;   /* 1 for the first load of its name, +1 per reload */
     td_model *m;
     td_tokenizer *tok;
     td_decode_opts defaults;
@@ -75,7 +96,14 @@ typedef struct srv_model {
     int max_length;        /* largest max_length a request may ask */
     int max_beam;          /* largest beam_size a request may ask (--max-beam) */
     size_t worker_bytes;   /* arena of one worker */
+    int workers;
+    size_t weight_bytes;   /* td_model_weight_bytes */
+    size_t bytes;          /* weights + every worker: what --max-memory counts */
     srv_batcher *b;
+    srv_metrics *metrics;  /* its name's series (srv_metrics_model), shared by every
+                              generation of the name; owned by the server's metrics */
+    atomic_int refs;       /* the model set's + one per request routed to it */
+    struct srv_models *set; /* the model set it belongs to (models.h) */
     /* Set by srv_model_engine_error, never cleared: failed_claim picks the
      * one writer of failed_msg, failed (set after the message is written)
      * publishes it. */
@@ -86,26 +114,27 @@ typedef struct srv_model {
 
 typedef struct srv_server {
     srv_opts o;
-    srv_model *models;     /* written before ready is set, read-only after */
-    int n_models;
+    struct srv_models *models; /* the model set (models.h), made before any thread starts */
     srv_metrics *metrics;
     struct srv_libre *libre; /* LibreTranslate's detector and file store (libre.h);
                                 written before ready is set */
-    atomic_int ready;      /* loaded and warmed (set once by the main thread) */
+    atomic_int ready;      /* every configured model loaded and warmed (set once by the
+                              main thread) */
     atomic_int draining;   /* SIGTERM/SIGINT received (set once by the main thread) */
 } srv_server;
 
 typedef enum srv_readiness {
     SRV_READY = 0,
     SRV_NOT_READY_DRAINING,  /* after SIGTERM/SIGINT */
-    SRV_NOT_READY_LOADING,   /* the model is loading or warming */
+    SRV_NOT_READY_LOADING,   /* the configured models are loading or warming */
     SRV_NOT_READY_DEVICE,    /* a model's device failed */
 } srv_readiness;
 
 /* Whether the server takes work, and if not why, in that order of
- * precedence. With SRV_NOT_READY_DEVICE and failed non-NULL, *failed is
- * the model whose device failed. Any thread. */
-srv_readiness srv_server_readiness(const srv_server *s, const srv_model **failed);
+ * precedence. With SRV_NOT_READY_DEVICE and why non-NULL, why receives
+ * "model NAME: the device failed: MESSAGE" of the first failed model.
+ * Any thread. */
+srv_readiness srv_server_readiness(const srv_server *s, char *why, size_t why_len);
 
 /* The device-failed policy, given the engine code of a job that failed on
  * sm (any thread, e.g. a job's completion on a scheduler thread):

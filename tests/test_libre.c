@@ -31,6 +31,7 @@
 #include <jansson.h>
 
 #include "server/client.h"
+#include "server/suite.h"
 
 #ifndef TD_DAEMON
 #error "TD_DAEMON (path of the transformerd executable) must be defined"
@@ -696,20 +697,5 @@ int main(void)
         fprintf(stderr, "the daemon did not start; see %s/main.log\n", g_tmp);
         return 1;
     }
-    SRunner *sr = srunner_create(suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    kill(g_pid, SIGTERM);
-    if (tc_daemon_wait(g_pid, 30) != 0)
-        failed++;
-    if (!failed) {
-        char cmd[512];
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_tmp);
-        if (system(cmd) != 0)
-            fprintf(stderr, "could not remove %s\n", g_tmp);
-    } else {
-        fprintf(stderr, "daemon logs kept in %s\n", g_tmp);
-    }
-    return failed ? 1 : 0;
+    return tc_run_suite(suite(), g_pid, g_tmp);
 }

@@ -103,7 +103,7 @@ START_TEST(test_openapi_limits)
     ck_assert_int_eq(at_int(tr, "attention_heads/items/maximum"),
                      at_int(m, "architecture/decoder_attention_heads") - 1);
     /* num_hypotheses <= beam_size: one alternative per beam size */
-    json_t *any = at(d, "components/schemas/TranslateRequest/anyOf");
+    json_t *any = at(d, "components/schemas/TranslateRequest/allOf/0/anyOf");
     ck_assert_int_eq(json_array_size(any), 6);
     ck_assert_int_eq(at_int(any, "2/properties/num_hypotheses/maximum"), 3);
     json_t *lr = at(d, "components/schemas/LibreRequest/properties");
@@ -172,12 +172,12 @@ START_TEST(test_version_and_metrics)
     ck_assert_msg(fds >= 3 && fds <= maxfds, "open fds %g max %g", fds, maxfds);
     ck_assert_ptr_nonnull(strstr(r.body, "# TYPE process_cpu_seconds_total counter\n"));
     /* the buckets end at --max-batch-size 48 and --max-batch-tokens 1000 */
-    ck_assert_msg(metric(r.body, "transformerd_batch_size_bucket{le=\"48\"}") >= 1, "le=48");
-    ck_assert_msg(metric(r.body, "transformerd_batch_size_bucket{le=\"32\"}") >= 0, "le=32");
-    ck_assert_ptr_null(strstr(r.body, "transformerd_batch_size_bucket{le=\"64\"}"));
-    ck_assert_msg(metric(r.body, "transformerd_batch_tokens_bucket{le=\"1000\"}") >= 1, "le=1000");
-    ck_assert_msg(metric(r.body, "transformerd_batch_tokens_bucket{le=\"256\"}") >= 0, "le=256");
-    ck_assert_ptr_null(strstr(r.body, "transformerd_batch_tokens_bucket{le=\"1024\"}"));
+    ck_assert_msg(metric(r.body, "transformerd_batch_size_bucket{model=\"marian_en_de\",le=\"48\"}") >= 1, "le=48");
+    ck_assert_msg(metric(r.body, "transformerd_batch_size_bucket{model=\"marian_en_de\",le=\"32\"}") >= 0, "le=32");
+    ck_assert_ptr_null(strstr(r.body, "transformerd_batch_size_bucket{model=\"marian_en_de\",le=\"64\"}"));
+    ck_assert_msg(metric(r.body, "transformerd_batch_tokens_bucket{model=\"marian_en_de\",le=\"1000\"}") >= 1, "le=1000");
+    ck_assert_msg(metric(r.body, "transformerd_batch_tokens_bucket{model=\"marian_en_de\",le=\"256\"}") >= 0, "le=256");
+    ck_assert_ptr_null(strstr(r.body, "transformerd_batch_tokens_bucket{model=\"marian_en_de\",le=\"1024\"}"));
     tc_resp_free(&r);
     json_decref(v);
     json_decref(models);

@@ -33,6 +33,7 @@
 #include <jansson.h>
 
 #include "server/client.h"
+#include "server/suite.h"
 
 #ifndef TD_DAEMON
 #error "TD_DAEMON (path of the transformerd executable) must be defined"
@@ -602,7 +603,7 @@ START_TEST(test_cost_amplification)
     tc_resp_free(&r);
     free(body);
     ck_assert_int_eq(tc_request(port, "GET", "/metrics", NULL, NULL, 0, &r), 0);
-    ck_assert_msg(metric_of(r.body, "transformerd_decode_steps_total ") == 0,
+    ck_assert_msg(metric_of(r.body, "transformerd_decode_steps_total{model=\"marian_en_de\"} ") == 0,
                   "a refused request was decoded");
     tc_resp_free(&r);
     body = many_texts(64, text, ",\"beam_size\":16,\"num_hypotheses\":16");
@@ -763,7 +764,7 @@ START_TEST(test_drain_cuts_running)
     for (int i = 0; i < 500 && !(rows > 0); i++) {
         tc_resp r;
         if (tc_request(port, "GET", "/metrics", NULL, NULL, 0, &r) == 0) {
-            rows = metric_of(r.body, "transformerd_running_rows ");
+            rows = metric_of(r.body, "transformerd_running_rows{model=\"marian_en_de\"} ");
             tc_resp_free(&r);
         }
         sleep_ms(20);
@@ -817,20 +818,5 @@ int main(void)
         fprintf(stderr, "the daemon did not start; see %s/main.log\n", g_tmp);
         return 1;
     }
-    SRunner *sr = srunner_create(suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    kill(g_pid, SIGTERM);
-    if (tc_daemon_wait(g_pid, 30) != 0)
-        failed++;
-    if (!failed) {
-        char cmd[512];
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_tmp);
-        if (system(cmd) != 0)
-            fprintf(stderr, "could not remove %s\n", g_tmp);
-    } else {
-        fprintf(stderr, "daemon logs kept in %s\n", g_tmp);
-    }
-    return failed ? 1 : 0;
+    return tc_run_suite(suite(), g_pid, g_tmp);
 }

@@ -308,7 +308,7 @@ START_TEST(test_health_and_info)
     ck_assert_ptr_nonnull(tc_header(&r, "Content-Type", ct, sizeof ct));
     ck_assert(!strncmp(ct, "text/plain; version=0.0.4", 25));
     ck_assert_ptr_nonnull(strstr(r.body, "transformerd_requests_total{endpoint=\"/health/live\",status=\"200\"}"));
-    ck_assert_ptr_nonnull(strstr(r.body, "transformerd_queue_depth "));
+    ck_assert_ptr_nonnull(strstr(r.body, "transformerd_queue_depth{model=\"marian_en_de\"} "));
     ck_assert_ptr_nonnull(strstr(r.body, "transformerd_model_info{model=\"marian_en_de\""));
     tc_resp_free(&r);
 }
@@ -921,7 +921,7 @@ START_TEST(test_queue_full_and_timeout)
     int depth_seen = 0;
     for (int i = 0; i < 100 && !depth_seen; i++) {
         ck_assert_int_eq(tc_request(port, "GET", "/metrics", NULL, NULL, 0, &r), 0);
-        depth_seen = metric(r.body, "transformerd_queue_depth ") == 3;
+        depth_seen = metric(r.body, "transformerd_queue_depth{model=\"marian_en_de\"} ") == 3;
         tc_resp_free(&r);
         if (!depth_seen) {
             struct timespec ts = {0, 5000000L};
@@ -1039,7 +1039,7 @@ START_TEST(test_failing_batches)
     ck_assert_int_eq(r.status, 200);
     tc_resp_free(&r);
     ck_assert_int_eq(tc_request(port, "GET", "/metrics", NULL, NULL, 0, &r), 0);
-    ck_assert(metric(r.body, "transformerd_batches_failed_total ") >= 2);
+    ck_assert(metric(r.body, "transformerd_batches_failed_total{model=\"marian_en_de\"} ") >= 2);
     ck_assert(wait_metric(port, "transformerd_requests_total{endpoint=\"/v1/translate\",status=\"500\"} ", 1) == 1);
     ck_assert(metric(r.body, "transformerd_ready ") == 1);
     tc_resp_free(&r);
@@ -1192,8 +1192,8 @@ START_TEST(test_concurrency)
 {
     tc_resp r;
     ck_assert_int_eq(tc_request(g_port, "GET", "/metrics", NULL, NULL, 0, &r), 0);
-    double b1_before = metric(r.body, "transformerd_batch_size_bucket{le=\"1\"} ");
-    double n_before = metric(r.body, "transformerd_batch_size_count ");
+    double b1_before = metric(r.body, "transformerd_batch_size_bucket{model=\"marian_en_de\",le=\"1\"} ");
+    double n_before = metric(r.body, "transformerd_batch_size_count{model=\"marian_en_de\"} ");
     tc_resp_free(&r);
     for (int v = 0; v < N_VARIANTS; v++) {
         char *js = variant(v);
@@ -1216,8 +1216,8 @@ START_TEST(test_concurrency)
     ck_assert_int_eq(fail, 0);
     ck_assert_int_eq(mism, 0);
     ck_assert_int_eq(tc_request(g_port, "GET", "/metrics", NULL, NULL, 0, &r), 0);
-    double b1 = metric(r.body, "transformerd_batch_size_bucket{le=\"1\"} ") - b1_before;
-    double n = metric(r.body, "transformerd_batch_size_count ") - n_before;
+    double b1 = metric(r.body, "transformerd_batch_size_bucket{model=\"marian_en_de\",le=\"1\"} ") - b1_before;
+    double n = metric(r.body, "transformerd_batch_size_count{model=\"marian_en_de\"} ") - n_before;
     ck_assert_int_ge(check_histograms(r.body), 2);
     tc_resp_free(&r);
     /* some batches held more than one sentence */
@@ -1254,7 +1254,7 @@ static double wait_rows_eq(int port, int want_positive, double exact)
     for (int i = 0; i < 500; i++) {
         tc_resp r;
         if (tc_request(port, "GET", "/metrics", NULL, NULL, 0, &r) == 0) {
-            v = metric(r.body, "transformerd_running_rows ");
+            v = metric(r.body, "transformerd_running_rows{model=\"marian_en_de\"} ");
             tc_resp_free(&r);
             if (exact > 0 ? v == exact : want_positive ? v > 0 : v == 0)
                 break;
@@ -1320,7 +1320,7 @@ START_TEST(test_inflight_short_overtakes_long)
         free(sh.a.json);
         tc_resp r;
         ck_assert_int_eq(tc_request(port, "GET", "/metrics", NULL, NULL, 0, &r), 0);
-        double steps = metric(r.body, "transformerd_decode_steps_total ");
+        double steps = metric(r.body, "transformerd_decode_steps_total{model=\"marian_en_de\"} ");
         ck_assert_msg(mode == 0 ? steps >= 120 : steps == 0, "decode steps %g", steps);
         tc_resp_free(&r);
         kill(pid, SIGTERM);
@@ -1350,7 +1350,7 @@ START_TEST(test_inflight_client_leaves)
     ck_assert(wait_rows_eq(port, 1, 4) == 4);
     close(fd);
     ck_assert_msg(wait_rows(port, 0) == 0, "the rows of a client that left stay");
-    ck_assert(wait_metric(port, "transformerd_jobs_dropped_total{reason=\"gone\"} ", 1) >= 1);
+    ck_assert(wait_metric(port, "transformerd_jobs_dropped_total{model=\"marian_en_de\",reason=\"gone\"} ", 1) >= 1);
     json_t *after = translate_ok(port, "{\"text\":[\"the test.\",\"Hello world\"],"
                                        "\"beam_size\":3,\"return_tokens\":true}");
     ck_assert(same_response(before, after));
@@ -1389,7 +1389,7 @@ START_TEST(test_sigterm_drains)
     int queued = 0;
     for (int i = 0; i < 200 && !queued; i++) {
         ck_assert_int_eq(tc_request(port, "GET", "/metrics", NULL, NULL, 0, &r), 0);
-        queued = metric(r.body, "transformerd_queue_depth ") > 0;
+        queued = metric(r.body, "transformerd_queue_depth{model=\"marian_en_de\"} ") > 0;
         tc_resp_free(&r);
         struct timespec ts = {0, 5000000L};
         nanosleep(&ts, NULL);

@@ -25,12 +25,14 @@
 
 #include "api.h"
 #include "libre.h"
+#include "models.h"
 #include "reqlimits.h"
 #include "state.h"
 #include "tokenizer.h"
 
 static srv_server g_s;
-static srv_model g_m;
+static srv_model *g_mp; /* the set's; heap, as srv_models_free frees it */
+#define g_m (*g_mp)
 
 static void die(const char *what, const char *err)
 {
@@ -53,6 +55,9 @@ static void setup(void)
     o->request_timeout_s = 60;
     o->textcat_dir = TD_TEXTCAT_DIR;
     o->cors_origins = "*";
+    g_mp = calloc(1, sizeof *g_mp);
+    if (!g_mp)
+        die("model", "out of memory");
     td_load_opts lo = {.n_threads = 1, .dtype = "auto", .precision = "full"};
     if (td_model_load(&g_m.m, dir, &lo, err, sizeof err) != 0)
         die("model", err);
@@ -66,8 +71,9 @@ static void setup(void)
     g_m.max_beam = 8;
     g_m.max_input_tokens = td_model_config(g_m.m)->max_position_embeddings;
     g_m.max_length = td_generated_cap(td_model_config(g_m.m));
-    g_s.models = &g_m;
-    g_s.n_models = 1;
+    g_s.models = srv_models_new(&g_s);
+    if (!g_s.models || srv_models_adopt(g_s.models, &g_m) != 0)
+        abort();
     g_s.libre = srv_libre_new(&g_s, err, sizeof err);
     if (!g_s.libre)
         die("libre", err);

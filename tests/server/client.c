@@ -19,14 +19,14 @@
 #include <time.h>
 #include <unistd.h>
 
-static double now_s(void)
+double tc_now(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static void sleep_ms(int ms)
+void tc_sleep_ms(int ms)
 {
     struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
     nanosleep(&ts, NULL);
@@ -245,9 +245,9 @@ int tc_daemon_start(const char *daemon, const char *const *args, const char *log
         _exit(127);
     }
     *pid = p;
-    double until = now_s() + timeout_s;
+    double until = tc_now() + timeout_s;
     int port = -1;
-    while (now_s() < until) {
+    while (tc_now() < until) {
         FILE *f = fopen(log_path, "r");
         char line[1024];
         int ready = 0;
@@ -267,7 +267,7 @@ int tc_daemon_start(const char *daemon, const char *const *args, const char *log
             *pid = -1;
             return -1;
         }
-        sleep_ms(20);
+        tc_sleep_ms(20);
     }
     kill(p, SIGKILL);
     waitpid(p, NULL, 0);
@@ -277,15 +277,15 @@ int tc_daemon_start(const char *daemon, const char *const *args, const char *log
 
 int tc_daemon_wait(pid_t pid, double timeout_s)
 {
-    double until = now_s() + timeout_s;
-    while (now_s() < until) {
+    double until = tc_now() + timeout_s;
+    while (tc_now() < until) {
         int st;
         pid_t r = waitpid(pid, &st, WNOHANG);
         if (r == pid)
             return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
         if (r < 0)
             return -1;
-        sleep_ms(20);
+        tc_sleep_ms(20);
     }
     kill(pid, SIGKILL);
     waitpid(pid, NULL, 0);

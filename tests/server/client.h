@@ -47,4 +47,8 @@ int tc_daemon_start_model(const char *daemon, const char *model, const char *tmp
  * (killed with SIGKILL) on timeout or abnormal exit. */
 int tc_daemon_wait(pid_t pid, double timeout_s);
 
+/* CLOCK_MONOTONIC seconds; sleeps ms milliseconds. */
+double tc_now(void);
+void tc_sleep_ms(int ms);
+
 #endif
