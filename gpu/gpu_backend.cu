@@ -379,6 +379,12 @@ static const td_backend_ops gpu_ops = {
     t_gather_rows,   t_scatter_rows,  t_reserve_linear,
 };
 
+const char *td_cuda_attention_kernel(const td_backend *be, const td_attn_args *a)
+{
+    const gpu_ctx *c = (const gpu_ctx *)be->ctx;
+    return gpu_attn_use_flash(c, a) ? "flash" : "naive";
+}
+
 int td_cuda_device_count(void)
 {
     int n = 0;
@@ -457,6 +463,18 @@ td_backend *td_cuda_backend_create(int device, const td_cuda_opts *opts, char *e
     c->device = device;
     c->store = co.store;
     c->half_activations = co.half_activations != 0;
+    const char *attn = getenv("TD_GPU_ATTN");
+    if (!attn || !*attn || !strcmp(attn, "flash")) {
+        c->attn_kernel = GPU_ATTN_AUTO;
+    } else if (!strcmp(attn, "naive")) {
+        c->attn_kernel = GPU_ATTN_NAIVE;
+    } else {
+        set_err(err, errlen, "cuda: TD_GPU_ATTN is '%.40s'; use flash (the default) or naive",
+                attn);
+        free(be);
+        free(o);
+        return NULL;
+    }
     be->ops = &gpu_ops;
     be->ctx = o; /* gpu_ctx is the first member */
 

@@ -31,6 +31,10 @@
  * rounds x once (the usual fp16 inference, faster on large encoder batches;
  * tokens may then differ from float32 near ties).
  *
+ * Environment, read by td_cuda_backend_create: TD_GPU_ATTN=flash (default)
+ * or naive (the attention kernel, td_cuda_attention_kernel; any other value
+ * fails the creation).
+ *
  * Errors: the first failure of an op (a CUDA or cuBLAS error with the
  * statement and file:line, an argument out of the op's contract) is latched
  * and reported by sync(), as backend.h asks. A CUDA error that corrupts the
@@ -67,6 +71,13 @@ typedef struct td_cuda_opts {
  * registry's td_device names the device). Free with be->ops->destroy(be). */
 td_backend *td_cuda_backend_create(int device, const td_cuda_opts *opts, char *err,
                                    size_t errlen);
+
+/* The attention kernel the op runs on these arguments: "flash" (the fused
+ * kernel, gpu/gpu_attn_flash.cu) or "naive" (one block per query row: when
+ * probabilities are captured, head_dim > 256, or TD_GPU_ATTN=naive was set
+ * when the backend was created). For tests and profiles; reads no device
+ * memory. */
+const char *td_cuda_attention_kernel(const td_backend *be, const td_attn_args *a);
 
 /* Number of CUDA devices usable by this process: 0 when there is no device
  * or no driver (never an error). Tests use it to skip. */

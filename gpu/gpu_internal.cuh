@@ -15,6 +15,12 @@
 
 #include "backend.h"
 
+/* Which attention kernel the op runs (TD_GPU_ATTN, gpu_attention.cu). */
+typedef enum gpu_attn_kind {
+    GPU_ATTN_AUTO = 0, /* flash unless probabilities are captured */
+    GPU_ATTN_NAIVE,    /* always the row-per-block kernel */
+} gpu_attn_kind;
+
 /* One backend: everything here is touched only by the thread that owns the
  * backend (backend.h). */
 typedef struct gpu_ctx {
@@ -26,6 +32,7 @@ typedef struct gpu_ctx {
     int max_smem_optin;     /* cudaDevAttrMaxSharedMemoryPerBlockOptin */
     td_store store;         /* storage of weight matrices (td_cuda_opts) */
     int half_activations;   /* GEMMs with half weights: round x once, no split */
+    gpu_attn_kind attn_kernel; /* TD_GPU_ATTN at creation */
     int failed;             /* latched failure, cleared by sync() */
     char err[512];
 } gpu_ctx;
@@ -63,6 +70,12 @@ void gpu_op_rope(gpu_ctx *c, float *x, int n_seq, int n_t, int64_t ld, int64_t s
 void gpu_op_rope_rows(gpu_ctx *c, float *x, int64_t n, int64_t ld, int n_heads, int head_dim,
                       const int32_t *pos, const float *cos_sin);
 void gpu_op_attention(gpu_ctx *c, const td_attn_args *a);
+/* 1 when the op would run the flash kernel on these arguments. */
+int gpu_attn_use_flash(const gpu_ctx *c, const td_attn_args *a);
+/* The flash kernel (gpu_attn_flash.cu): fits says whether it can take the
+ * call (head_dim, relative table, shared memory); no capture. */
+int gpu_attn_flash_fits(const gpu_ctx *c, const td_attn_args *a);
+void gpu_attn_flash(gpu_ctx *c, const td_attn_args *a);
 void gpu_op_logprobs_topk(gpu_ctx *c, float *logits, int64_t n, int64_t vocab,
                           const int32_t *suppress, int n_suppress, int force_eos,
                           const int32_t *force_rows, int eos_id, const float *row_bias, int k,

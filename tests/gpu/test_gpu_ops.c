@@ -21,7 +21,11 @@
  *                             over the same rows (backend.h)
  *   gather_rows, scatter_rows exact (copies)
  *   layer_norm                1e-4 + 1e-4 rel (float vs double statistics)
- *   attention (out, probs)    2e-5 + 1e-4 rel (also with per-sequence q_pos)
+ *   attention (out, probs)    2e-5 + 1e-4 rel (also with per-sequence q_pos), for
+ *                             each kernel: the one the op picks, the flash kernel
+ *                             (no capture; the test asserts it was picked where it
+ *                             can run), the row kernel (TD_GPU_ATTN=naive) with and
+ *                             without capture
  *   logprobs_topk             1e-5 + 1e-5 rel on values; ids equal, or (for random
  *                             near-ties) the GPU's id has the CPU's value there;
  *                             with force_eos, force_rows or both
@@ -196,14 +200,19 @@ static int close_f(float g, float c, double ta, double tr)
     return fabs((double)g - (double)c) <= ta + tr * fabs((double)c);
 }
 
-/* Downloads `count` floats of p from both backends and compares them. */
-static void check_pair(const char *what, const pair *p, size_t count, double ta, double tr)
+/* Downloads `count` floats of cpu_p (CPU backend) and of gpu_p (GPU
+ * backend gb, which shares bg's device) and compares them. */
+static void check_gpu(const char *what, td_backend *gb, const void *gpu_p, const void *cpu_p,
+                      size_t count, double ta, double tr)
 {
+    char err[512] = "";
     sync_both(what);
+    ck_assert_msg(gb->ops->sync(gb, err, sizeof err) == 0, "%s: cuda: %s", what, err);
     float *hc = xmalloc(count * sizeof(float)), *hg = xmalloc(count * sizeof(float));
-    bc->ops->download(bc, hc, p->c, count * sizeof(float));
-    bg->ops->download(bg, hg, p->g, count * sizeof(float));
+    bc->ops->download(bc, hc, cpu_p, count * sizeof(float));
+    gb->ops->download(gb, hg, gpu_p, count * sizeof(float));
     sync_both(what);
+    ck_assert_msg(gb->ops->sync(gb, err, sizeof err) == 0, "%s: cuda: %s", what, err);
     size_t bad = 0, first = 0;
     for (size_t i = 0; i < count; i++)
         if (!close_f(hg[i], hc[i], ta, tr)) {
@@ -217,6 +226,12 @@ static void check_pair(const char *what, const pair *p, size_t count, double ta,
                   what, bad, count, first, (double)hg[first], (double)hc[first]);
     free(hc);
     free(hg);
+}
+
+/* Downloads `count` floats of p from both backends and compares them. */
+static void check_pair(const char *what, const pair *p, size_t count, double ta, double tr)
+{
+    check_gpu(what, bg, p->g, p->c, count, ta, tr);
 }
 
 static float *filled(size_t n, float v)
@@ -277,6 +292,12 @@ START_TEST(test_latched_error)
     td_backend *x = td_cuda_backend_create(td_cuda_device_count(), NULL, err, sizeof err);
     ck_assert_ptr_null(x);
     ck_assert_msg(strstr(err, "--device cpu") != NULL, "%s", err);
+    /* an unknown attention kernel: creation fails and names the variable */
+    ck_assert_int_eq(setenv("TD_GPU_ATTN", "fast", 1), 0);
+    x = td_cuda_backend_create(0, NULL, err, sizeof err);
+    ck_assert_int_eq(unsetenv("TD_GPU_ATTN"), 0);
+    ck_assert_ptr_null(x);
+    ck_assert_msg(strstr(err, "TD_GPU_ATTN") != NULL, "%s", err);
 }
 END_TEST
 
@@ -627,6 +648,45 @@ typedef struct attn_case {
     int use_q_pos; /* per-sequence positions (q_pos); q_pos0 then garbage */
 } attn_case;
 
+/* The op's arguments for a case, pointing at the CPU (side 0) or GPU
+ * (side 1) copy of each buffer; strides as run_attention lays them out. */
+static td_attn_args attn_args(const attn_case *t, int side, const pair *q, const pair *k,
+                              const pair *v, const pair *o, const pair *p, const pair *kl,
+                              const pair *ki, const pair *qp, const pair *rk, const pair *rv)
+{
+#define PICK(pp) (side ? (pp)->g : (pp)->c)
+    const int d = t->heads * t->hd;
+    td_attn_args a;
+    memset(&a, 0, sizeof a);
+    a.q = PICK(q);
+    a.k = PICK(k);
+    a.v = PICK(v);
+    a.out = PICK(o);
+    a.n_seq = t->n_seq;
+    a.n_q = t->n_q;
+    a.n_k = t->n_k;
+    a.n_heads = t->heads;
+    a.head_dim = t->hd;
+    a.ld_q = d + 3;
+    a.q_seq_stride = t->n_q * a.ld_q + 5;
+    a.ld_kv = d + 1;
+    a.kv_seq_stride = t->kv_cap * a.ld_kv + 7;
+    a.ld_out = d + 2;
+    a.out_seq_stride = t->n_q * a.ld_out + 1;
+    a.kv_index = t->use_kv_index ? PICK(ki) : NULL;
+    a.kv_len = t->use_kv_len ? PICK(kl) : NULL;
+    a.causal = t->causal;
+    a.q_pos0 = t->use_q_pos ? 1 << 20 : t->q_pos0; /* ignored under q_pos */
+    a.q_pos = t->use_q_pos ? PICK(qp) : NULL;
+    a.rel_k = t->rel_k ? PICK(rk) : NULL;
+    a.rel_v = t->rel_v ? PICK(rv) : NULL;
+    a.rel_max = t->rel_max;
+    a.probs = t->capture ? PICK(p) : NULL;
+    a.probs_ld = t->n_k + 2;
+#undef PICK
+    return a;
+}
+
 /* Key row j of key sequence ks is visible to some query of some sequence
  * reading ks; every other row of the (n_kseq, kv_cap) K/V is NaN. */
 static void run_attention(const attn_case *t)
@@ -683,44 +743,64 @@ static void run_attention(const attn_case *t)
          o = pair_from(O, nout * 4), p = pair_from(P, nprobs * 4),
          kl = pair_from(kv_len, (size_t)t->n_seq * 4), ki = pair_from(kv_index, (size_t)t->n_seq * 4),
          qp = pair_from(q_pos, (size_t)t->n_seq * 4);
-    for (int side = 0; side < 2; side++) {
-        td_backend *be = side ? bg : bc;
-#define PICK(pp) (side ? (pp).g : (pp).c)
-        td_attn_args a;
-        memset(&a, 0, sizeof a);
-        a.q = PICK(q);
-        a.k = PICK(k);
-        a.v = PICK(v);
-        a.out = PICK(o);
-        a.n_seq = t->n_seq;
-        a.n_q = t->n_q;
-        a.n_k = t->n_k;
-        a.n_heads = H;
-        a.head_dim = hd;
-        a.ld_q = ld_q;
-        a.q_seq_stride = q_ss;
-        a.ld_kv = ld_kv;
-        a.kv_seq_stride = kv_ss;
-        a.ld_out = ld_out;
-        a.out_seq_stride = out_ss;
-        a.kv_index = t->use_kv_index ? PICK(ki) : NULL;
-        a.kv_len = t->use_kv_len ? PICK(kl) : NULL;
-        a.causal = t->causal;
-        a.q_pos0 = t->use_q_pos ? 1 << 20 : t->q_pos0; /* ignored under q_pos */
-        a.q_pos = t->use_q_pos ? PICK(qp) : NULL;
-        a.rel_k = t->rel_k ? PICK(rk) : NULL;
-        a.rel_v = t->rel_v ? PICK(rv) : NULL;
-        a.rel_max = t->rel_max;
-        a.probs = t->capture ? PICK(p) : NULL;
-        a.probs_ld = probs_ld;
-        be->ops->attention(be, &a);
-#undef PICK
-    }
+    /* on the CPU, and on the GPU with the kernel the op picks (the row
+     * kernel when capturing) */
+    td_attn_args ac = attn_args(t, 0, &q, &k, &v, &o, &p, &kl, &ki, &qp, &rk, &rv);
+    td_attn_args ag = attn_args(t, 1, &q, &k, &v, &o, &p, &kl, &ki, &qp, &rk, &rv);
+    bc->ops->attention(bc, &ac);
+    bg->ops->attention(bg, &ag);
     char what[160];
-    snprintf(what, sizeof what, "attention[%s] out", t->name);
+    snprintf(what, sizeof what, "attention[%s] out (%s)", t->name,
+             td_cuda_attention_kernel(bg, &ag));
     check_pair(what, &o, nout, 2e-5, 1e-4);
     snprintf(what, sizeof what, "attention[%s] probs", t->name);
     check_pair(what, &p, nprobs, 2e-5, 1e-4);
+
+    /* the flash kernel: no capture (output only) */
+    float *o_flash = bg->ops->alloc(bg, nout * 4);
+    ck_assert_ptr_nonnull(o_flash);
+    bg->ops->upload(bg, o_flash, O, nout * 4);
+    td_attn_args af = ag;
+    af.out = o_flash;
+    af.probs = NULL;
+    const int flash_ok = t->hd <= 256 && 2 * t->rel_max + 1 <= 65536;
+    ck_assert_str_eq(td_cuda_attention_kernel(bg, &af), flash_ok ? "flash" : "naive");
+    bg->ops->attention(bg, &af);
+    snprintf(what, sizeof what, "attention[%s] out (%s, no capture)", t->name,
+             td_cuda_attention_kernel(bg, &af));
+    check_gpu(what, bg, o_flash, o.c, nout, 2e-5, 1e-4);
+
+    /* the row kernel (TD_GPU_ATTN=naive) with and without capture */
+    char err[512] = "";
+    ck_assert_int_eq(setenv("TD_GPU_ATTN", "naive", 1), 0);
+    td_backend *bn = td_cuda_backend_create(0, NULL, err, sizeof err);
+    ck_assert_int_eq(unsetenv("TD_GPU_ATTN"), 0);
+    ck_assert_msg(bn != NULL, "cuda (naive attention): %s", err);
+    ck_assert_str_eq(td_cuda_attention_kernel(bn, &af), "naive");
+    float *o_naive = bg->ops->alloc(bg, nout * 4), *p_naive = bg->ops->alloc(bg, nprobs * 4);
+    ck_assert_ptr_nonnull(o_naive);
+    ck_assert_ptr_nonnull(p_naive);
+    for (int cap = 0; cap < 2; cap++) {
+        if (cap && !t->capture)
+            break;
+        bg->ops->upload(bg, o_naive, O, nout * 4);
+        bg->ops->upload(bg, p_naive, P, nprobs * 4);
+        ck_assert_msg(bg->ops->sync(bg, err, sizeof err) == 0, "%s", err);
+        td_attn_args an = ag;
+        an.out = o_naive;
+        an.probs = cap ? p_naive : NULL;
+        bn->ops->attention(bn, &an);
+        snprintf(what, sizeof what, "attention[%s] out (naive, capture %d)", t->name, cap);
+        check_gpu(what, bn, o_naive, o.c, nout, 2e-5, 1e-4);
+        if (cap) {
+            snprintf(what, sizeof what, "attention[%s] probs (naive)", t->name);
+            check_gpu(what, bn, p_naive, p.c, nprobs, 2e-5, 1e-4);
+        }
+    }
+    bn->ops->destroy(bn);
+    bg->ops->dealloc(bg, o_flash);
+    bg->ops->dealloc(bg, o_naive);
+    bg->ops->dealloc(bg, p_naive);
     pair *all[] = {&q, &k, &v, &rk, &rv, &o, &p, &kl, &ki, &qp};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         pair_free(all[i]);
@@ -753,6 +833,23 @@ static const attn_case ATTN_CASES[] = {
     {"q_pos rel chunk", 3, 3,   7,  20,  24,  4,  6, 1, 0, 2, 1, 1, 1, 1, 0, 1},
     {"q_pos rel enc",  3,  3,   7,   7,   7,  4,  6, 0, 0, 3, 1, 1, 1, 1, 0, 1},
     {"q_pos kv_index", 6,  2,   1,  33,  33,  4, 16, 1, 0, 0, 0, 0, 1, 1, 1, 1},
+    /* the flash kernel's tiles: head_dim off multiples of 32 and at its
+     * limit (256; 257 goes to the row kernel), query rows off the 4/8/16
+     * row tiles, key counts off the 32-key tiles, one key, many keys */
+    {"enc 257 hd 100", 2,  2, 257, 257, 257,  3, 100, 0, 0, 0, 0, 0, 0, 1, 0, 0},
+    {"enc hd 256",     3,  3,  17,  40,  40,  2, 256, 0, 0, 0, 0, 0, 1, 1, 0, 0},
+    {"dec hd 33",      5,  5,   1, 257, 300,  3, 33, 1, 256, 0, 0, 0, 0, 1, 0, 0},
+    {"dec hd 128",     4,  4,   1,  77,  80,  2, 128, 1, 76, 0, 0, 0, 0, 0, 0, 0},
+    {"hd 257 naive",   3,  3,   3,   9,   9,  2, 257, 0, 0, 0, 0, 0, 1, 1, 0, 0},
+    {"hd 1 causal",    3,  3,   9,   9,   9,  3,  1, 1, 0, 0, 0, 0, 1, 1, 0, 0},
+    {"cross src 1",    8,  2,   1,   1,   1,  4, 64, 0, 0, 0, 0, 0, 1, 1, 1, 0},
+    {"dec 2000 keys",  3,  3,   1, 2000, 2048, 2, 64, 1, 1999, 0, 0, 0, 0, 1, 0, 0},
+    {"cross 33x3000",  2,  2,  33, 3000, 3000, 2, 64, 0, 0, 0, 0, 0, 0, 1, 0, 0},
+    {"causal 17 pos0", 2,  2,  17,  40,  48,  2, 48, 1, 5, 0, 0, 0, 1, 0, 0, 0},
+    {"rel enc R 16",   3,  3,  33,  33,  33,  2, 64, 0, 0, 16, 1, 1, 1, 1, 0, 0},
+    {"rel chunk 17",   3,  3,  17,  40,  40,  3, 20, 1, 5, 4, 1, 1, 1, 1, 0, 0},
+    {"rel q_pos 257",  3,  3,  17, 257, 260,  2, 96, 1, 0, 8, 1, 0, 0, 1, 0, 1},
+    {"rel big R",      3,  3,   5,   9,   9,  2,  4, 0, 0, 40000, 1, 1, 0, 1, 0, 0},
 };
 
 START_TEST(test_attention)
