@@ -28,7 +28,10 @@
  *                             without capture
  *   logprobs_topk             1e-5 + 1e-5 rel on values; ids equal, or (for random
  *                             near-ties) the GPU's id has the CPU's value there;
- *                             with force_eos, force_rows or both
+ *                             with force_eos, force_rows or both; k of every list
+ *                             size (1, 2, 3, 8, 17, 64), rows all or partly -inf,
+ *                             a vocabulary of 2000003 (suppression without the
+ *                             shared-memory bitmap)
  *
  * No CUDA device: the program exits 77, ctest's skip code.
  */
@@ -874,6 +877,9 @@ static void run_topk(int n, int vocab, int k, int force_eos, int quantized, int 
     if (n > 1) /* an all -inf row */
         for (int t = 0; t < vocab; t++)
             L[(size_t)vocab + t] = -INFINITY;
+    if (n > 2) /* a row with every third logit -inf */
+        for (int t = 0; t < vocab; t += 3)
+            L[2 * (size_t)vocab + t] = -INFINITY;
     float *RB = frand_vec((size_t)n, 10.0f);
     int32_t sup[3] = {vocab - 1, 0, vocab + 5};
     const int eos = vocab / 2;
@@ -927,15 +933,18 @@ START_TEST(test_logprobs_topk)
 {
     rng_seed(200);
     static const int vocabs[5] = {1, 7, 33, 513, 32000};
-    static const int ks[4] = {1, 2, 8, 64};
+    static const int ks[6] = {1, 2, 3, 8, 17, 64}; /* each list size of the GPU kernel */
     for (int vi = 0; vi < 5; vi++)
-        for (int ki = 0; ki < 4; ki++)
+        for (int ki = 0; ki < 6; ki++)
             for (int mode = 0; mode < 4; mode++) {
                 if (ks[ki] > vocabs[vi])
                     continue;
                 const int n = SHAPES[(vi + ki + mode) % 3];
                 run_topk(n, vocabs[vi], ks[ki], mode == 3, mode == 1 || mode == 2, mode >= 2, 0);
             }
+    /* a vocabulary whose suppression bitmap does not fit in shared memory
+     * (the kernel scans the list instead) */
+    run_topk(3, 2000003, 8, 0, 0, 1, 0);
 }
 END_TEST
 
