@@ -21,6 +21,30 @@ typedef enum gpu_attn_kind {
     GPU_ATTN_NAIVE,    /* always the row-per-block kernel */
 } gpu_attn_kind;
 
+/* The ops TD_GPU_PROFILE times (gpu_profile.cu), one row each. */
+typedef enum gpu_prof_op {
+    GPU_PROF_LINEAR = 0,
+    GPU_PROF_BIAS_ACT,
+    GPU_PROF_LAYER_NORM,
+    GPU_PROF_ADD,
+    GPU_PROF_EMBED,
+    GPU_PROF_ROPE,
+    GPU_PROF_ROPE_ROWS,
+    GPU_PROF_ATTN_FLASH,
+    GPU_PROF_ATTN_NAIVE,
+    GPU_PROF_LOGPROBS_TOPK,
+    GPU_PROF_GATHER_ROWS,
+    GPU_PROF_SCATTER_ROWS,
+    GPU_PROF_UPLOAD,
+    GPU_PROF_DOWNLOAD,
+    GPU_PROF_COPY,
+    GPU_PROF_MEMSET0,
+    GPU_PROF_SYNC,
+    GPU_PROF_N
+} gpu_prof_op;
+
+typedef struct gpu_prof gpu_prof;
+
 /* One backend: everything here is touched only by the thread that owns the
  * backend (backend.h). */
 typedef struct gpu_ctx {
@@ -33,6 +57,7 @@ typedef struct gpu_ctx {
     td_store store;         /* storage of weight matrices (td_cuda_opts) */
     int half_activations;   /* GEMMs with half weights: round x once, no split */
     gpu_attn_kind attn_kernel; /* TD_GPU_ATTN at creation */
+    gpu_prof *prof;         /* TD_GPU_PROFILE: per-op timings, or NULL */
     int failed;             /* latched failure, cleared by sync() */
     char err[512];
 } gpu_ctx;
@@ -43,6 +68,17 @@ extern "C" {
 
 /* Latches the first failure (printf-style message); later ones are dropped. */
 void gpu_fail(gpu_ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* TD_GPU_PROFILE (gpu_profile.cu). init: c->prof set when the variable
+ * asks for it (0, or -1 when the events cannot be made); begin/end bracket
+ * one op on c's stream (no-ops without a profile); harvest reads the
+ * recorded times (waits for the stream); free prints the table to stderr
+ * and releases the profile (accepts none). */
+int gpu_prof_init(gpu_ctx *c);
+void gpu_prof_begin(gpu_ctx *c, gpu_prof_op op);
+void gpu_prof_end(gpu_ctx *c, gpu_prof_op op, size_t bytes);
+void gpu_prof_harvest(gpu_ctx *c);
+void gpu_prof_free(gpu_ctx *c);
 
 /* At least `bytes` of device scratch or NULL (failure latched). The old
  * contents are not kept; growing waits for the stream first, so work queued
