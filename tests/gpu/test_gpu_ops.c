@@ -23,7 +23,9 @@
  *   upload, download          exact: many small uploads through the pinned ring
  *                             (source rewritten right after each), and transfers
  *                             larger than the ring
- *   layer_norm                1e-4 + 1e-4 rel (float vs double statistics)
+ *   layer_norm                1e-4 + 1e-4 rel (float vs double statistics); widths
+ *                             up to 2048 (warp-per-row kernel to 1024, block kernel
+ *                             beyond)
  *   attention (out, probs)    2e-5 + 1e-4 rel (also with per-sequence q_pos), for
  *                             each kernel: the one the op picks, the flash kernel
  *                             (no capture; the test asserts it was picked where it
@@ -422,10 +424,12 @@ END_TEST
 START_TEST(test_bias_act)
 {
     rng_seed(3);
+    /* widths of 4k: the float4 path; the others one float at a time */
+    static const int widths[6] = {1, 7, 33, 513, 4, 2048};
     for (int act = TD_ACT_NONE; act <= TD_ACT_SILU; act++)
         for (int a = 0; a < 4; a++)
-            for (int b = 0; b < 4; b++) {
-                const int n = SHAPES[a], d = SHAPES[b];
+            for (int b = 0; b < 6; b++) {
+                const int n = SHAPES[a], d = widths[b];
                 float *X = frand_vec((size_t)n * d, 4.0f), *B = frand_vec((size_t)d, 1.0f);
                 wpair bias = wpair_from(B, 1, d, TD_F32);
                 pair x = pair_from(X, (size_t)n * d * 4);
@@ -461,13 +465,19 @@ START_TEST(test_add)
 END_TEST
 
 /* alias: 0 distinct y, 1 y == x, 2 y == res; sum_out on or off. */
+/* widths past SHAPES: each register count of the warp-per-row kernel at its
+ * limit (32 x 1, 2, ... 32 values per lane), and the block kernel beyond 1024 */
+static const int LN_WIDTHS[] = {1, 7, 33, 513, 32, 64, 256, 512, 1024, 1025, 2048};
+
 START_TEST(test_layer_norm)
 {
     rng_seed(5);
+    const int n_widths = (int)(sizeof LN_WIDTHS / sizeof LN_WIDTHS[0]);
     for (int a = 0; a < 4; a++)
-        for (int b = 0; b < 4; b++)
+        for (int b = 0; b < n_widths; b++)
             for (int mode = 0; mode < 6; mode++) {
-                const int n = SHAPES[a], d = SHAPES[b], alias = mode % 3, use_sum = mode / 3;
+                const int n = b < 4 || a < 3 ? SHAPES[a] : 17, d = LN_WIDTHS[b];
+                const int alias = mode % 3, use_sum = mode / 3;
                 const size_t cnt = (size_t)n * d;
                 float *X = frand_vec(cnt, 3.0f), *R = frand_vec(cnt, 1.0f);
                 float *G = frand_vec((size_t)d, 1.0f), *B = frand_vec((size_t)d, 1.0f);
