@@ -1029,10 +1029,18 @@ int main(void)
         printf("test_gpu_ops: no CUDA device (%s): skipped\n", err);
         return SKIP_CODE;
     }
+    /* three cases, so that one can run alone (CK_RUN_CASE=attention, e.g.
+     * under compute-sanitizer's racecheck in tools/gpu-check.sh) */
     Suite *s = suite_create("gpu_ops");
     TCase *tc = tcase_create("ops");
-    tcase_set_timeout(tc, 300);
-    tcase_add_checked_fixture(tc, setup, teardown);
+    TCase *ta = tcase_create("attention");
+    TCase *tl = tcase_create("logprobs");
+    TCase *all[3] = {tc, ta, tl};
+    for (int i = 0; i < 3; i++) {
+        tcase_set_timeout(all[i], 300);
+        tcase_add_checked_fixture(all[i], setup, teardown);
+        suite_add_tcase(s, all[i]);
+    }
     tcase_add_test(tc, test_memory);
     tcase_add_test(tc, test_transfers);
     tcase_add_test(tc, test_latched_error);
@@ -1045,11 +1053,10 @@ int main(void)
     tcase_add_test(tc, test_gather_rows);
     tcase_add_test(tc, test_scatter_rows);
     tcase_add_test(tc, test_rope_rows);
-    tcase_add_loop_test(tc, test_attention, 0,
+    tcase_add_loop_test(ta, test_attention, 0,
                         (int)(sizeof ATTN_CASES / sizeof ATTN_CASES[0]));
-    tcase_add_test(tc, test_logprobs_topk);
-    tcase_add_test(tc, test_logprobs_topk_force_rows);
-    suite_add_tcase(s, tc);
+    tcase_add_test(tl, test_logprobs_topk);
+    tcase_add_test(tl, test_logprobs_topk_force_rows);
     SRunner *sr = srunner_create(s);
     /* No fork: main() has already initialised CUDA (td_cuda_device_count),
      * and a forked child of a process that initialised the CUDA driver
