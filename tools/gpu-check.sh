@@ -87,37 +87,33 @@ else
 fi
 
 # 2. GPU tests --------------------------------------------------------------
-note ""
-note "## GPU tests (ctest -L gpu)"
-(cd "$BUILD" && timeout 300 ctest -L gpu -V) >"$OUT/tests.log" 2>&1
-rc=$?
-grep -E "tests passed|Skipped|Failed|token-exact|Passed" "$OUT/tests.log" | sed 's/^/    /' |
-    tee -a "$SUM"
-if [ $rc -ne 0 ]; then
-    note "FAILED (see tests.log)"
-    status=1
-elif grep -q "Skipped" "$OUT/tests.log"; then
-    note "SKIPPED: no usable CUDA device (this is a failure for a GPU check)"
-    status=1
-else
-    note "passed"
-fi
-
+# gpu_tests TITLE LOG [VAR=VALUE] CTEST-ARGS...: ctest in $BUILD, its result
+# lines and verdict in the summary; a skip (no device) is a failure here.
+gpu_tests() {
+    title=$1
+    log=$2
+    shift 2
+    note ""
+    note "## $title"
+    (cd "$BUILD" && env "$@") >"$OUT/$log" 2>&1
+    rc=$?
+    grep -E "tests passed|Skipped|Failed|token-exact|Passed" "$OUT/$log" | sed 's/^/    /' |
+        tee -a "$SUM"
+    if [ $rc -ne 0 ]; then
+        note "FAILED (see $log)"
+        status=1
+    elif grep -q "Skipped" "$OUT/$log"; then
+        note "SKIPPED: no usable CUDA device (this is a failure for a GPU check)"
+        status=1
+    else
+        note "passed"
+    fi
+}
+gpu_tests "GPU tests (ctest -L gpu)" tests.log timeout 300 ctest -L gpu -V
 # the fixtures through the row attention kernel too (test_gpu_ops runs both
 # kernels itself)
-note ""
-note "## GPU goldens with TD_GPU_ATTN=naive"
-(cd "$BUILD" && TD_GPU_ATTN=naive timeout 180 ctest -R '^test_gpu_golden$' -V) \
-    >"$OUT/tests_naive.log" 2>&1
-rc=$?
-grep -E "tests passed|Skipped|Failed|token-exact|Passed" "$OUT/tests_naive.log" | sed 's/^/    /' |
-    tee -a "$SUM"
-if [ $rc -ne 0 ]; then
-    note "FAILED (see tests_naive.log)"
-    status=1
-else
-    note "passed"
-fi
+gpu_tests "GPU goldens with TD_GPU_ATTN=naive" tests_naive.log TD_GPU_ATTN=naive \
+    timeout 180 ctest -R '^test_gpu_golden$' -V
 
 # 3. benchmarks -------------------------------------------------------------
 BENCH="$BUILD/bench/engine/bench_engine"

@@ -703,6 +703,23 @@ typedef struct attn_case {
     int use_q_pos; /* per-sequence positions (q_pos); q_pos0 then garbage */
 } attn_case;
 
+/* A CUDA backend made with TD_GPU_ATTN=naive (the row attention kernel),
+ * shared by the attention cases (made once: creation costs a cuBLAS handle),
+ * destroyed by main. */
+static td_backend *bn_naive;
+
+static td_backend *naive_backend(void)
+{
+    if (!bn_naive) {
+        char err[512] = "";
+        ck_assert_int_eq(setenv("TD_GPU_ATTN", "naive", 1), 0);
+        bn_naive = td_cuda_backend_create(0, NULL, err, sizeof err);
+        ck_assert_int_eq(unsetenv("TD_GPU_ATTN"), 0);
+        ck_assert_msg(bn_naive != NULL, "cuda (naive attention): %s", err);
+    }
+    return bn_naive;
+}
+
 /* The op's arguments for a case, pointing at the CPU (side 0) or GPU
  * (side 1) copy of each buffer; strides as run_attention lays them out. */
 static td_attn_args attn_args(const attn_case *t, int side, const pair *q, const pair *k,
@@ -827,10 +844,7 @@ static void run_attention(const attn_case *t)
 
     /* the row kernel (TD_GPU_ATTN=naive) with and without capture */
     char err[512] = "";
-    ck_assert_int_eq(setenv("TD_GPU_ATTN", "naive", 1), 0);
-    td_backend *bn = td_cuda_backend_create(0, NULL, err, sizeof err);
-    ck_assert_int_eq(unsetenv("TD_GPU_ATTN"), 0);
-    ck_assert_msg(bn != NULL, "cuda (naive attention): %s", err);
+    td_backend *bn = naive_backend();
     ck_assert_str_eq(td_cuda_attention_kernel(bn, &af), "naive");
     float *o_naive = bg->ops->alloc(bg, nout * 4), *p_naive = bg->ops->alloc(bg, nprobs * 4);
     ck_assert_ptr_nonnull(o_naive);
@@ -852,7 +866,6 @@ static void run_attention(const attn_case *t)
             check_gpu(what, bn, p_naive, p.c, nprobs, 2e-5, 1e-4);
         }
     }
-    bn->ops->destroy(bn);
     bg->ops->dealloc(bg, o_flash);
     bg->ops->dealloc(bg, o_naive);
     bg->ops->dealloc(bg, p_naive);
@@ -1066,5 +1079,7 @@ int main(void)
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);
+    if (bn_naive)
+        bn_naive->ops->destroy(bn_naive);
     return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }
