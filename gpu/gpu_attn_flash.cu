@@ -88,6 +88,34 @@ static __device__ __forceinline__ int fa_rel_bucket(int64_t j, int64_t qpos, int
     return (int)(r + R);
 }
 
+/* One warp stages rows j0 .. j0 + FA_TILE - 1 of a K or V head (head_dim
+ * hd, row stride ld) into dst (row stride hd + 1); rows r >= nv are zeros.
+ * vec: hd, ld and base are multiples of 4 floats (16-byte loads). */
+static __device__ __forceinline__ void fa_load_tile(float *dst, const float *base, int j0,
+                                                    int nv, int hd, int64_t ld, int vec)
+{
+    const int lane = threadIdx.x & 31, kv_ld = hd + 1;
+    if (vec) {
+        const int hd4 = hd >> 2;
+        for (int e = lane; e < FA_TILE * hd4; e += 32) {
+            const int r = e / hd4, c = (e - r * hd4) << 2;
+            float4 f = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            if (r < nv)
+                f = __ldg((const float4 *)(base + (int64_t)(j0 + r) * ld + c));
+            float *d = dst + r * kv_ld + c;
+            d[0] = f.x;
+            d[1] = f.y;
+            d[2] = f.z;
+            d[3] = f.w;
+        }
+        return;
+    }
+    for (int e = lane; e < FA_TILE * hd; e += 32) {
+        const int r = e / hd, c = e - r * hd;
+        dst[r * kv_ld + c] = r < nv ? base[(int64_t)(j0 + r) * ld + c] : 0.0f;
+    }
+}
+
 template <int BQ, int HDL>
 static __global__ void __launch_bounds__(FA_WARPS * 32)
 k_attn_flash(td_attn_args a, int q_tiles)
@@ -158,13 +186,13 @@ k_attn_flash(td_attn_args a, int q_tiles)
     const float *Kb = a.k + ks * a.kv_seq_stride + (int64_t)h * hd;
     const float *Vb = a.v + ks * a.kv_seq_stride + (int64_t)h * hd;
     const int vec4 = (hd & 3) == 0; /* q rows 16-byte aligned in q_s */
+    /* K/V rows as 16-byte loads when every row start is 16-byte aligned */
+    const int kv4 = vec4 && (a.ld_kv & 3) == 0 && ((uintptr_t)Kb & 15) == 0 &&
+                    ((uintptr_t)Vb & 15) == 0;
     for (int j0 = w * FA_TILE; j0 < lblk; j0 += nw * FA_TILE) {
         const int nv = lblk - j0 < FA_TILE ? lblk - j0 : FA_TILE;
         /* 1. K tile (rows past lblk as zeros: never read from memory) */
-        for (int e = lane; e < FA_TILE * hd; e += 32) {
-            const int r = e / hd, c = e - r * hd;
-            kv_s[r * kv_ld + c] = r < nv ? Kb[(int64_t)(j0 + r) * a.ld_kv + c] : 0.0f;
-        }
+        fa_load_tile(kv_s, Kb, j0, nv, hd, a.ld_kv, kv4);
         __syncwarp();
 
         /* 2. logits of key j = j0 + lane for every row */
@@ -221,10 +249,7 @@ k_attn_flash(td_attn_args a, int q_tiles)
         __syncwarp(); /* every lane done with K, p_s written */
 
         /* 4. V tile into the same buffer, then o += P V (+ P rel_v) */
-        for (int e = lane; e < FA_TILE * hd; e += 32) {
-            const int r = e / hd, c = e - r * hd;
-            kv_s[r * kv_ld + c] = r < nv ? Vb[(int64_t)(j0 + r) * a.ld_kv + c] : 0.0f;
-        }
+        fa_load_tile(kv_s, Vb, j0, nv, hd, a.ld_kv, kv4);
         __syncwarp();
         for (int jj = 0; jj < nv; jj++) {
             const float *vr = kv_s + jj * kv_ld;

@@ -720,14 +720,35 @@ static td_backend *naive_backend(void)
     return bn_naive;
 }
 
+/* Strides of a case's buffers: odd (every row start unaligned) or
+ * aligned (rows and heads on 16-byte boundaries where head_dim allows: the
+ * flash kernel's 16-byte K/V loads). */
+typedef struct attn_layout {
+    int64_t ld_q, q_ss, ld_kv, kv_ss, ld_out, out_ss, probs_ld;
+} attn_layout;
+
+static attn_layout attn_layout_for(const attn_case *t, int aligned)
+{
+    const int64_t d = (int64_t)t->heads * t->hd, d4 = (d + 3) / 4 * 4;
+    attn_layout l;
+    l.ld_q = aligned ? d4 : d + 3;
+    l.q_ss = t->n_q * l.ld_q + (aligned ? 0 : 5);
+    l.ld_kv = aligned ? d4 : d + 1;
+    l.kv_ss = t->kv_cap * l.ld_kv + (aligned ? 0 : 7);
+    l.ld_out = aligned ? d4 : d + 2;
+    l.out_ss = t->n_q * l.ld_out + (aligned ? 0 : 1);
+    l.probs_ld = t->n_k + 2;
+    return l;
+}
+
 /* The op's arguments for a case, pointing at the CPU (side 0) or GPU
  * (side 1) copy of each buffer; strides as run_attention lays them out. */
-static td_attn_args attn_args(const attn_case *t, int side, const pair *q, const pair *k,
-                              const pair *v, const pair *o, const pair *p, const pair *kl,
-                              const pair *ki, const pair *qp, const pair *rk, const pair *rv)
+static td_attn_args attn_args(const attn_case *t, const attn_layout *l, int side,
+                              const pair *q, const pair *k, const pair *v, const pair *o,
+                              const pair *p, const pair *kl, const pair *ki, const pair *qp,
+                              const pair *rk, const pair *rv)
 {
 #define PICK(pp) (side ? (pp)->g : (pp)->c)
-    const int d = t->heads * t->hd;
     td_attn_args a;
     memset(&a, 0, sizeof a);
     a.q = PICK(q);
@@ -739,12 +760,12 @@ static td_attn_args attn_args(const attn_case *t, int side, const pair *q, const
     a.n_k = t->n_k;
     a.n_heads = t->heads;
     a.head_dim = t->hd;
-    a.ld_q = d + 3;
-    a.q_seq_stride = t->n_q * a.ld_q + 5;
-    a.ld_kv = d + 1;
-    a.kv_seq_stride = t->kv_cap * a.ld_kv + 7;
-    a.ld_out = d + 2;
-    a.out_seq_stride = t->n_q * a.ld_out + 1;
+    a.ld_q = l->ld_q;
+    a.q_seq_stride = l->q_ss;
+    a.ld_kv = l->ld_kv;
+    a.kv_seq_stride = l->kv_ss;
+    a.ld_out = l->ld_out;
+    a.out_seq_stride = l->out_ss;
     a.kv_index = t->use_kv_index ? PICK(ki) : NULL;
     a.kv_len = t->use_kv_len ? PICK(kl) : NULL;
     a.causal = t->causal;
@@ -754,20 +775,21 @@ static td_attn_args attn_args(const attn_case *t, int side, const pair *q, const
     a.rel_v = t->rel_v ? PICK(rv) : NULL;
     a.rel_max = t->rel_max;
     a.probs = t->capture ? PICK(p) : NULL;
-    a.probs_ld = t->n_k + 2;
+    a.probs_ld = l->probs_ld;
 #undef PICK
     return a;
 }
 
 /* Key row j of key sequence ks is visible to some query of some sequence
  * reading ks; every other row of the (n_kseq, kv_cap) K/V is NaN. */
-static void run_attention(const attn_case *t)
+static void run_attention(const attn_case *t, int aligned)
 {
-    const int H = t->heads, hd = t->hd, d = H * hd;
-    const int64_t ld_q = d + 3, ld_kv = d + 1, ld_out = d + 2;
-    const int64_t q_ss = t->n_q * ld_q + 5, kv_ss = t->kv_cap * ld_kv + 7,
-                  out_ss = t->n_q * ld_out + 1;
-    const int64_t probs_ld = t->n_k + 2;
+    const int H = t->heads, hd = t->hd;
+    const attn_layout lay = attn_layout_for(t, aligned);
+    const int64_t ld_kv = lay.ld_kv, q_ss = lay.q_ss, kv_ss = lay.kv_ss, out_ss = lay.out_ss;
+    const int64_t probs_ld = lay.probs_ld;
+    char label[96];
+    snprintf(label, sizeof label, "%s%s", t->name, aligned ? ", aligned" : "");
     int32_t *kv_len = xmalloc((size_t)t->n_seq * 4), *kv_index = xmalloc((size_t)t->n_seq * 4);
     int32_t *q_pos = xmalloc((size_t)t->n_seq * 4);
     for (int s = 0; s < t->n_seq; s++) {
@@ -817,15 +839,15 @@ static void run_attention(const attn_case *t)
          qp = pair_from(q_pos, (size_t)t->n_seq * 4);
     /* on the CPU, and on the GPU with the kernel the op picks (the row
      * kernel when capturing) */
-    td_attn_args ac = attn_args(t, 0, &q, &k, &v, &o, &p, &kl, &ki, &qp, &rk, &rv);
-    td_attn_args ag = attn_args(t, 1, &q, &k, &v, &o, &p, &kl, &ki, &qp, &rk, &rv);
+    td_attn_args ac = attn_args(t, &lay, 0, &q, &k, &v, &o, &p, &kl, &ki, &qp, &rk, &rv);
+    td_attn_args ag = attn_args(t, &lay, 1, &q, &k, &v, &o, &p, &kl, &ki, &qp, &rk, &rv);
     bc->ops->attention(bc, &ac);
     bg->ops->attention(bg, &ag);
     char what[160];
-    snprintf(what, sizeof what, "attention[%s] out (%s)", t->name,
+    snprintf(what, sizeof what, "attention[%s] out (%s)", label,
              td_cuda_attention_kernel(bg, &ag));
     check_pair(what, &o, nout, 2e-5, 1e-4);
-    snprintf(what, sizeof what, "attention[%s] probs", t->name);
+    snprintf(what, sizeof what, "attention[%s] probs", label);
     check_pair(what, &p, nprobs, 2e-5, 1e-4);
 
     /* the flash kernel: no capture (output only) */
@@ -838,7 +860,7 @@ static void run_attention(const attn_case *t)
     const int flash_ok = t->hd <= 256 && 2 * t->rel_max + 1 <= 65536;
     ck_assert_str_eq(td_cuda_attention_kernel(bg, &af), flash_ok ? "flash" : "naive");
     bg->ops->attention(bg, &af);
-    snprintf(what, sizeof what, "attention[%s] out (%s, no capture)", t->name,
+    snprintf(what, sizeof what, "attention[%s] out (%s, no capture)", label,
              td_cuda_attention_kernel(bg, &af));
     check_gpu(what, bg, o_flash, o.c, nout, 2e-5, 1e-4);
 
@@ -859,10 +881,10 @@ static void run_attention(const attn_case *t)
         an.out = o_naive;
         an.probs = cap ? p_naive : NULL;
         bn->ops->attention(bn, &an);
-        snprintf(what, sizeof what, "attention[%s] out (naive, capture %d)", t->name, cap);
+        snprintf(what, sizeof what, "attention[%s] out (naive, capture %d)", label, cap);
         check_gpu(what, bn, o_naive, o.c, nout, 2e-5, 1e-4);
         if (cap) {
-            snprintf(what, sizeof what, "attention[%s] probs (naive)", t->name);
+            snprintf(what, sizeof what, "attention[%s] probs (naive)", label);
             check_gpu(what, bn, p_naive, p.c, nprobs, 2e-5, 1e-4);
         }
     }
@@ -920,10 +942,11 @@ static const attn_case ATTN_CASES[] = {
     {"rel big R",      3,  3,   5,   9,   9,  2,  4, 0, 0, 40000, 1, 1, 0, 1, 0, 0},
 };
 
+/* _i: case _i / 2, strides odd (_i even) or 16-byte aligned (_i odd) */
 START_TEST(test_attention)
 {
     rng_seed(100 + (uint64_t)_i);
-    run_attention(&ATTN_CASES[_i]);
+    run_attention(&ATTN_CASES[_i / 2], _i % 2);
 }
 END_TEST
 
@@ -1067,7 +1090,7 @@ int main(void)
     tcase_add_test(tc, test_scatter_rows);
     tcase_add_test(tc, test_rope_rows);
     tcase_add_loop_test(ta, test_attention, 0,
-                        (int)(sizeof ATTN_CASES / sizeof ATTN_CASES[0]));
+                        2 * (int)(sizeof ATTN_CASES / sizeof ATTN_CASES[0]));
     tcase_add_test(tl, test_logprobs_topk);
     tcase_add_test(tl, test_logprobs_topk_force_rows);
     SRunner *sr = srunner_create(s);
