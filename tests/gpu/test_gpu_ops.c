@@ -30,7 +30,8 @@
  *                             each kernel: the one the op picks, the flash kernel
  *                             (no capture; the test asserts it was picked where it
  *                             can run), the row kernel (TD_GPU_ATTN=naive) with and
- *                             without capture
+ *                             without capture; each case with odd strides and with
+ *                             16-byte aligned ones
  *   logprobs_topk             1e-5 + 1e-5 rel on values; ids equal, or (for random
  *                             near-ties) the GPU's id has the CPU's value there;
  *                             with force_eos, force_rows or both; k of every list
