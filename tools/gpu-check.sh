@@ -25,9 +25,10 @@
 #      translate --device cuda` (both precisions) against transformers' text,
 #      and `transformerd serve --device cuda` answering one request, then
 #      under load (bench/load/run.sh, concurrency 1, 8, 64)
-#   5. with SANITIZE=1: test_gpu_ops once more under compute-sanitizer
-#      (memcheck), and its attention and logprobs cases under racecheck
-#      (shared-memory hazards of the tiled kernels), when it is installed.
+#   5. with SANITIZE=1: test_gpu_ops and test_gpu_attention once more under
+#      compute-sanitizer (memcheck), and the attention and logprobs tests under
+#      racecheck (shared-memory hazards of the tiled kernels), when it is
+#      installed.
 #
 # Environment: PYTHON, BUILD (build dir, default build-gpu-check), DEVICE
 # (default cuda), REPEAT (default 3), MODEL (default models/en-de),
@@ -112,8 +113,8 @@ gpu_tests() {
     fi
 }
 gpu_tests "GPU tests (ctest -L gpu)" tests.log timeout 300 ctest -L gpu -V
-# the fixtures through the row attention kernel too (test_gpu_ops runs both
-# kernels itself)
+# the fixtures through the row attention kernel too (test_gpu_attention runs
+# both kernels itself)
 gpu_tests "GPU goldens with TD_GPU_ATTN=naive" tests_naive.log TD_GPU_ATTN=naive \
     timeout 180 ctest -R '^test_gpu_golden$' -V
 
@@ -302,18 +303,20 @@ if [ "${SANITIZE:-0}" = 1 ] && command -v compute-sanitizer >/dev/null 2>&1; the
     note "## compute-sanitizer memcheck"
     # test_gpu_golden takes over 2 minutes under memcheck: the ops only
     # (API errors not reported: the tests provoke out-of-memory on purpose)
-    for t in test_gpu_ops; do
+    for t in test_gpu_ops test_gpu_attention; do
         CK_FORK=no OPENBLAS_NUM_THREADS=1 timeout 300 compute-sanitizer --tool memcheck \
             --report-api-errors no --error-exitcode 9 "$BUILD/tests/gpu/$t" \
             >"$OUT/memcheck_$t.log" 2>&1
         note "$t: exit $? ($(grep -c '=========.*Invalid\|========= ERROR' "$OUT/memcheck_$t.log") reports)"
     done
-    # the tiled kernels' shared memory (warp-private tiles, block merges)
-    for case in attention logprobs; do
-        CK_RUN_CASE=$case CK_FORK=no OPENBLAS_NUM_THREADS=1 timeout 240 compute-sanitizer \
-            --tool racecheck --error-exitcode 9 "$BUILD/tests/gpu/test_gpu_ops" \
-            >"$OUT/racecheck_$case.log" 2>&1
-        note "racecheck $case: exit $? ($(grep -c '========= .*[Hh]azard\|========= ERROR' "$OUT/racecheck_$case.log") reports)"
+    # the tiled kernels' shared memory (warp-private tiles, block merges):
+    # the attention program, and the logprobs case of the op program
+    for t in test_gpu_attention test_gpu_ops; do
+        if [ $t = test_gpu_ops ]; then set -- CK_RUN_CASE=logprobs; else set --; fi
+        env "$@" CK_FORK=no OPENBLAS_NUM_THREADS=1 timeout 240 compute-sanitizer \
+            --tool racecheck --error-exitcode 9 "$BUILD/tests/gpu/$t" \
+            >"$OUT/racecheck_$t.log" 2>&1
+        note "racecheck $t $*: exit $? ($(grep -c '========= .*[Hh]azard\|========= ERROR' "$OUT/racecheck_$t.log") reports)"
     done
 fi
 
