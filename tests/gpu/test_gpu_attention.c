@@ -16,8 +16,6 @@
  */
 #include "gpu_op_test.h"
 
-/* --- attention -------------------------------------------------------------- */
-
 typedef struct attn_case {
     const char *name;
     int n_seq, n_kseq, n_q, n_k, kv_cap, heads, hd;
