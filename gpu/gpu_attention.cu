@@ -1,6 +1,13 @@
 /*
- * gpu_attention.cu - multi-head attention as backend.h specifies it: one
- * kernel for encoder self-attention (kv_len masks), decoder self-attention
+ * gpu_attention.cu - multi-head attention as backend.h specifies it. Two
+ * kernels: the fused flash kernel (gpu_attn_flash.cu), taken whenever no
+ * probabilities are captured and it fits (head_dim <= 256), and the
+ * row-per-block kernel below, which keeps a row's logits and so returns the
+ * exact probabilities a capture asks for. TD_GPU_ATTN=naive (read when the
+ * backend is created) sends every call to the row kernel, for debugging and
+ * for the op test, which checks both against the CPU.
+ *
+ * The row kernel covers encoder self-attention (kv_len masks), decoder self-attention
  * over the KV cache (causal, q_pos0 or per-sequence q_pos, kv_seq_stride),
  * cross-attention (beams sharing their sentence's K/V through kv_index),
  * Shaw et al. 2018 relative keys/values (eqs. 3-5) and the capture of the
@@ -141,6 +148,11 @@ static void launch_attention(gpu_ctx *c, const td_attn_args *a, size_t smem)
     CUDA_CHECK_LAUNCH();
 }
 
+extern "C" int gpu_attn_use_flash(const gpu_ctx *c, const td_attn_args *a)
+{
+    return c->attn_kernel == GPU_ATTN_AUTO && !a->probs && gpu_attn_flash_fits(c, a);
+}
+
 extern "C" void gpu_op_attention(gpu_ctx *c, const td_attn_args *a)
 {
     if (a->n_seq <= 0 || a->n_q <= 0 || a->n_heads <= 0 || a->head_dim <= 0)
@@ -151,6 +163,10 @@ extern "C" void gpu_op_attention(gpu_ctx *c, const td_attn_args *a)
     }
     if (a->probs && a->probs_ld < a->n_k) {
         gpu_fail(c, "cuda: attention: probs_ld %lld < n_k %d", (long long)a->probs_ld, a->n_k);
+        return;
+    }
+    if (gpu_attn_use_flash(c, a)) {
+        gpu_attn_flash(c, a);
         return;
     }
     const size_t hd = (size_t)a->head_dim;

@@ -15,9 +15,19 @@
  * Hopper), so no GEMM ever allocates behind our back. */
 #define GPU_BLAS_WORKSPACE ((size_t)32 << 20)
 
+/* Pinned host staging for upload() and download() (cudaHostAlloc): an
+ * upload is copied into the ring and queued from there, so the copy is a
+ * true asynchronous DMA and the caller's buffer is free at once; a download
+ * lands in the ring and is copied out after the stream is synchronised. */
+#define GPU_STAGE_BYTES ((size_t)4 << 20)
+
 typedef struct gpu_owner {
     gpu_ctx c;
-    void *blas_ws; /* GPU_BLAS_WORKSPACE bytes */
+    void *blas_ws;          /* GPU_BLAS_WORKSPACE bytes */
+    char *stage;            /* GPU_STAGE_BYTES of pinned host memory */
+    size_t stage_head;      /* first free byte: [0, stage_head) may still be
+                             * read by queued uploads */
+    cudaEvent_t stage_done; /* recorded after the latest upload from stage */
 } gpu_owner;
 
 void gpu_fail(gpu_ctx *c, const char *fmt, ...)
@@ -94,9 +104,13 @@ static void gpu_destroy(td_backend *be)
         (void)cudaSetDevice(c->device);
         if (c->stream)
             (void)cudaStreamSynchronize(c->stream);
+        gpu_prof_free(c);
         if (c->blas)
             (void)cublasDestroy(c->blas);
         (void)cudaFree(o->blas_ws);
+        if (o->stage_done)
+            (void)cudaEventDestroy(o->stage_done);
+        (void)cudaFreeHost(o->stage);
         (void)cudaFree(c->scratch);
         if (c->stream)
             (void)cudaStreamDestroy(c->stream);
@@ -136,34 +150,81 @@ static void gpu_dealloc(td_backend *be, void *p)
     CUDA_CHECK(cudaFree(p));
 }
 
+/* The stream has run everything queued: the staging ring is free. */
+static void stage_idle(gpu_owner *o)
+{
+    o->stage_head = 0;
+}
+
 static void gpu_upload(td_backend *be, void *dst, const void *src, size_t bytes)
 {
     gpu_ctx *c = enter(be);
-    if (bytes)
+    gpu_owner *o = (gpu_owner *)be->ctx;
+    if (!bytes)
+        return;
+    gpu_prof_begin(c, GPU_PROF_UPLOAD);
+    if (bytes > GPU_STAGE_BYTES / 4) { /* not a per-step transfer: pageable */
         CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, c->stream));
+    } else {
+        size_t off = (o->stage_head + 15) / 16 * 16;
+        if (off + bytes > GPU_STAGE_BYTES) { /* wrap: the ring's uploads must have run */
+            CUDA_CHECK(cudaEventSynchronize(o->stage_done));
+            off = 0;
+        }
+        if (off + bytes > GPU_STAGE_BYTES) { /* cannot happen (bytes <= a quarter) */
+            gpu_fail(c, "cuda: upload: staging overrun (%zu + %zu bytes of %zu)", off, bytes,
+                     GPU_STAGE_BYTES);
+            return;
+        }
+        memcpy(o->stage + off, src, bytes);
+        CUDA_CHECK(cudaMemcpyAsync(dst, o->stage + off, bytes, cudaMemcpyHostToDevice,
+                                   c->stream));
+        CUDA_CHECK(cudaEventRecord(o->stage_done, c->stream));
+        o->stage_head = off + bytes;
+    }
+    gpu_prof_end(c, GPU_PROF_UPLOAD, bytes);
 }
 
+/* Through the staging ring in chunks: the stream runs every queued upload
+ * before the copy that overwrites their bytes (one stream, in order). */
 static void gpu_download(td_backend *be, void *dst, const void *src, size_t bytes)
 {
     gpu_ctx *c = enter(be);
+    gpu_owner *o = (gpu_owner *)be->ctx;
     if (!bytes)
         return;
-    CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, c->stream));
-    CUDA_CHECK(cudaStreamSynchronize(c->stream));
+    gpu_prof_begin(c, GPU_PROF_DOWNLOAD);
+    for (size_t done = 0; done < bytes;) {
+        const size_t n = bytes - done < GPU_STAGE_BYTES ? bytes - done : GPU_STAGE_BYTES;
+        CUDA_CHECK(cudaMemcpyAsync(o->stage, (const char *)src + done, n,
+                                   cudaMemcpyDeviceToHost, c->stream));
+        CUDA_CHECK(cudaStreamSynchronize(c->stream));
+        stage_idle(o);
+        memcpy((char *)dst + done, o->stage, n);
+        done += n;
+    }
+    gpu_prof_end(c, GPU_PROF_DOWNLOAD, bytes);
+    gpu_prof_harvest(c);
 }
 
 static void gpu_copy(td_backend *be, void *dst, const void *src, size_t bytes)
 {
     gpu_ctx *c = enter(be);
-    if (bytes)
-        CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, c->stream));
+    if (!bytes)
+        return;
+    gpu_prof_begin(c, GPU_PROF_COPY);
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, c->stream));
+    gpu_prof_end(c, GPU_PROF_COPY, bytes);
 }
 
 static void gpu_memset0(td_backend *be, void *dst, size_t bytes)
 {
     gpu_ctx *c = enter(be);
-    if (bytes)
-        CUDA_CHECK(cudaMemsetAsync(dst, 0, bytes, c->stream));
+    if (!bytes)
+        return;
+    gpu_prof_begin(c, GPU_PROF_MEMSET0);
+    CUDA_CHECK(cudaMemsetAsync(dst, 0, bytes, c->stream));
+    gpu_prof_end(c, GPU_PROF_MEMSET0, bytes);
 }
 
 static void sync_stream(gpu_ctx *c)
@@ -175,9 +236,14 @@ static void sync_stream(gpu_ctx *c)
 static int gpu_sync(td_backend *be, char *err, size_t errlen)
 {
     gpu_ctx *c = enter(be);
+    gpu_prof_begin(c, GPU_PROF_SYNC);
     sync_stream(c);
-    if (!c->failed)
+    gpu_prof_end(c, GPU_PROF_SYNC, 0);
+    if (!c->failed) {
+        stage_idle((gpu_owner *)be->ctx);
+        gpu_prof_harvest(c);
         return 0;
+    }
     set_err(err, errlen, "%s", c->err);
     c->failed = 0;
     c->err[0] = '\0';
@@ -294,53 +360,73 @@ static void gpu_weight_free(td_backend *be, td_weight *w)
     memset(w, 0, sizeof *w);
 }
 
-/* --- compute: device made current, then the op family ------------------- */
+/* --- compute: device made current, then the op family (timed under
+ * TD_GPU_PROFILE) -------------------------------------------------------- */
+
+#define TIMED(c, op, call)                                                         \
+    do {                                                                           \
+        gpu_prof_begin(c, op);                                                     \
+        call;                                                                      \
+        gpu_prof_end(c, op, 0);                                                    \
+    } while (0)
 
 static void t_linear(td_backend *be, float *y, int64_t ld_y, const float *x, int64_t ld_x,
                      int64_t n, const td_weight *w, const td_weight *bias)
 {
-    gpu_op_linear(enter(be), y, ld_y, x, ld_x, n, w, bias);
+    gpu_ctx *c = enter(be);
+    TIMED(c, GPU_PROF_LINEAR, gpu_op_linear(c, y, ld_y, x, ld_x, n, w, bias));
 }
 
 static void t_bias_act(td_backend *be, float *x, int64_t n, int64_t d, const td_weight *bias,
                        td_activation act)
 {
-    gpu_op_bias_act(enter(be), x, n, d, bias, act);
+    gpu_ctx *c = enter(be);
+    TIMED(c, GPU_PROF_BIAS_ACT, gpu_op_bias_act(c, x, n, d, bias, act));
 }
 
 static void t_layer_norm(td_backend *be, float *y, const float *x, const float *res,
                          float *sum_out, int64_t n, int64_t d, const td_weight *gamma,
                          const td_weight *beta, float eps)
 {
-    gpu_op_layer_norm(enter(be), y, x, res, sum_out, n, d, gamma, beta, eps);
+    gpu_ctx *c = enter(be);
+    TIMED(c, GPU_PROF_LAYER_NORM,
+          gpu_op_layer_norm(c, y, x, res, sum_out, n, d, gamma, beta, eps));
 }
 
 static void t_add(td_backend *be, float *y, const float *x, int64_t n, int64_t d)
 {
-    gpu_op_add(enter(be), y, x, n, d);
+    gpu_ctx *c = enter(be);
+    TIMED(c, GPU_PROF_ADD, gpu_op_add(c, y, x, n, d));
 }
 
 static void t_embed(td_backend *be, float *y, const td_weight *table, const int32_t *ids,
                     int64_t n, float scale, const float *pos, const int32_t *positions)
 {
-    gpu_op_embed(enter(be), y, table, ids, n, scale, pos, positions);
+    gpu_ctx *c = enter(be);
+    TIMED(c, GPU_PROF_EMBED, gpu_op_embed(c, y, table, ids, n, scale, pos, positions));
 }
 
 static void t_rope(td_backend *be, float *x, int n_seq, int n_t, int64_t ld, int64_t seq_stride,
                    int n_heads, int head_dim, int pos0, const float *cos_sin)
 {
-    gpu_op_rope(enter(be), x, n_seq, n_t, ld, seq_stride, n_heads, head_dim, pos0, cos_sin);
+    gpu_ctx *c = enter(be);
+    TIMED(c, GPU_PROF_ROPE,
+          gpu_op_rope(c, x, n_seq, n_t, ld, seq_stride, n_heads, head_dim, pos0, cos_sin));
 }
 
 static void t_rope_rows(td_backend *be, float *x, int64_t n, int64_t ld, int n_heads,
                         int head_dim, const int32_t *pos, const float *cos_sin)
 {
-    gpu_op_rope_rows(enter(be), x, n, ld, n_heads, head_dim, pos, cos_sin);
+    gpu_ctx *c = enter(be);
+    TIMED(c, GPU_PROF_ROPE_ROWS, gpu_op_rope_rows(c, x, n, ld, n_heads, head_dim, pos, cos_sin));
 }
 
 static void t_attention(td_backend *be, const td_attn_args *a)
 {
-    gpu_op_attention(enter(be), a);
+    gpu_ctx *c = enter(be);
+    const gpu_prof_op op =
+        c->prof && gpu_attn_use_flash(c, a) ? GPU_PROF_ATTN_FLASH : GPU_PROF_ATTN_NAIVE;
+    TIMED(c, op, gpu_op_attention(c, a));
 }
 
 static void t_logprobs_topk(td_backend *be, float *logits, int64_t n, int64_t vocab,
@@ -348,20 +434,26 @@ static void t_logprobs_topk(td_backend *be, float *logits, int64_t n, int64_t vo
                             const int32_t *force_rows, int eos_id, const float *row_bias, int k,
                             float *out_val, int32_t *out_idx)
 {
-    gpu_op_logprobs_topk(enter(be), logits, n, vocab, suppress, n_suppress, force_eos,
-                         force_rows, eos_id, row_bias, k, out_val, out_idx);
+    gpu_ctx *c = enter(be);
+    TIMED(c, GPU_PROF_LOGPROBS_TOPK,
+          gpu_op_logprobs_topk(c, logits, n, vocab, suppress, n_suppress, force_eos, force_rows,
+                               eos_id, row_bias, k, out_val, out_idx));
 }
 
 static void t_gather_rows(td_backend *be, float *dst, const float *src, const int32_t *index,
                           int64_t n, int64_t row_elems, int64_t ld, const int32_t *row_len)
 {
-    gpu_op_gather_rows(enter(be), dst, src, index, n, row_elems, ld, row_len);
+    gpu_ctx *c = enter(be);
+    TIMED(c, GPU_PROF_GATHER_ROWS,
+          gpu_op_gather_rows(c, dst, src, index, n, row_elems, ld, row_len));
 }
 
 static void t_scatter_rows(td_backend *be, float *dst, int64_t ld_dst, const float *src,
                            int64_t ld_src, const int32_t *index, int64_t n, int64_t row_elems)
 {
-    gpu_op_scatter_rows(enter(be), dst, ld_dst, src, ld_src, index, n, row_elems);
+    gpu_ctx *c = enter(be);
+    TIMED(c, GPU_PROF_SCATTER_ROWS,
+          gpu_op_scatter_rows(c, dst, ld_dst, src, ld_src, index, n, row_elems));
 }
 
 static void t_reserve_linear(td_backend *be, const td_weight *w, int64_t rows)
@@ -378,6 +470,12 @@ static const td_backend_ops gpu_ops = {
     t_embed,         t_rope,          t_rope_rows,    t_attention,     t_logprobs_topk,
     t_gather_rows,   t_scatter_rows,  t_reserve_linear,
 };
+
+const char *td_cuda_attention_kernel(const td_backend *be, const td_attn_args *a)
+{
+    const gpu_ctx *c = (const gpu_ctx *)be->ctx;
+    return gpu_attn_use_flash(c, a) ? "flash" : "naive";
+}
 
 int td_cuda_device_count(void)
 {
@@ -457,6 +555,18 @@ td_backend *td_cuda_backend_create(int device, const td_cuda_opts *opts, char *e
     c->device = device;
     c->store = co.store;
     c->half_activations = co.half_activations != 0;
+    const char *attn = getenv("TD_GPU_ATTN");
+    if (!attn || !*attn || !strcmp(attn, "flash")) {
+        c->attn_kernel = GPU_ATTN_AUTO;
+    } else if (!strcmp(attn, "naive")) {
+        c->attn_kernel = GPU_ATTN_NAIVE;
+    } else {
+        set_err(err, errlen, "cuda: TD_GPU_ATTN is '%.40s'; use flash (the default) or naive",
+                attn);
+        free(be);
+        free(o);
+        return NULL;
+    }
     be->ops = &gpu_ops;
     be->ctx = o; /* gpu_ctx is the first member */
 
@@ -472,6 +582,16 @@ td_backend *td_cuda_backend_create(int device, const td_cuda_opts *opts, char *e
         what = "cudaDeviceGetAttribute";
     else if ((e = cudaMalloc(&o->blas_ws, GPU_BLAS_WORKSPACE)) != cudaSuccess)
         what = "cudaMalloc(cuBLAS workspace)";
+    else if ((e = cudaHostAlloc((void **)&o->stage, GPU_STAGE_BYTES, cudaHostAllocDefault)) !=
+             cudaSuccess)
+        what = "cudaHostAlloc(transfer staging)";
+    else if ((e = cudaEventCreateWithFlags(&o->stage_done, cudaEventDisableTiming)) !=
+             cudaSuccess)
+        what = "cudaEventCreate";
+    else if (gpu_prof_init(c) != 0) {
+        what = "TD_GPU_PROFILE (its CUDA events)";
+        e = cudaErrorMemoryAllocation;
+    }
     else if ((bs = cublasCreate(&c->blas)) != CUBLAS_STATUS_SUCCESS)
         what = "cublasCreate";
     else if ((bs = cublasSetStream(c->blas, c->stream)) != CUBLAS_STATUS_SUCCESS)

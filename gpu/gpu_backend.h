@@ -12,9 +12,13 @@
  * (activation copies in F16/BF16 for the GEMMs): it grows to the high-water
  * mark during warm-up and is never released before destroy().
  *
- * upload() is cudaMemcpyAsync from pageable host memory: it returns once the
- * source has been staged, so the caller may reuse it at once (do not pass
- * cudaHostRegister'ed memory).
+ * Transfers: upload() copies the source into a ring of pinned host memory
+ * (4 MiB per backend) and queues the DMA from there, so it returns at once
+ * and the caller may reuse its buffer; a wrap of the ring waits for the
+ * uploads queued from it. Larger uploads (over 1 MiB: never a per-step
+ * transfer) are cudaMemcpyAsync from the caller's pageable memory (do not
+ * pass cudaHostRegister'ed memory). download() goes through the same ring in
+ * 4 MiB chunks, each a DMA and a wait for the stream.
  *
  * Weights: weight_upload() keeps a matrix in the checkpoint's dtype (F16 and
  * BF16 stay half precision, F32 stays F32) unless td_cuda_opts.dtype names
@@ -30,6 +34,12 @@
  * traffic, which is what a decoding step is bound by. half_activations = 1
  * rounds x once (the usual fp16 inference, faster on large encoder batches;
  * tokens may then differ from float32 near ties).
+ *
+ * Environment, read by td_cuda_backend_create: TD_GPU_ATTN=flash (default)
+ * or naive (the attention kernel, td_cuda_attention_kernel; any other value
+ * fails the creation); TD_GPU_PROFILE=1 times every op with CUDA events and
+ * prints the totals per op to stderr when the backend is destroyed
+ * (docs/benchmarks.md, "Where a step's time goes").
  *
  * Errors: the first failure of an op (a CUDA or cuBLAS error with the
  * statement and file:line, an argument out of the op's contract) is latched
@@ -67,6 +77,13 @@ typedef struct td_cuda_opts {
  * registry's td_device names the device). Free with be->ops->destroy(be). */
 td_backend *td_cuda_backend_create(int device, const td_cuda_opts *opts, char *err,
                                    size_t errlen);
+
+/* The attention kernel the op runs on these arguments: "flash" (the fused
+ * kernel, gpu/gpu_attn_flash.cu) or "naive" (one block per query row: when
+ * probabilities are captured, head_dim > 256, or TD_GPU_ATTN=naive was set
+ * when the backend was created). For tests and profiles; reads no device
+ * memory. */
+const char *td_cuda_attention_kernel(const td_backend *be, const td_attn_args *a);
 
 /* Number of CUDA devices usable by this process: 0 when there is no device
  * or no driver (never an error). Tests use it to skip. */

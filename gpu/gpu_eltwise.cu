@@ -2,21 +2,37 @@
  * gpu_eltwise.cu - the element-wise ops: bias + activation, add, the row
  * gather that reorders KV caches (beam search) and compacts batches, and its
  * inverse, the row scatter that writes rows into caches at their positions.
- * Memory-bound grid-stride loops; activations from backend/activation.h, shared with the CPU.
+ * Memory-bound grid-stride loops (bias_act in float4 where the row allows);
+ * activations from backend/activation.h, shared with the CPU.
  */
 #include "activation.h"
 #include "gpu_internal.cuh"
 
-static __global__ void k_bias_act(float *__restrict__ x, int64_t n, int64_t d,
-                                  const void *__restrict__ bias, td_dtype bdt, td_activation act)
+/* x (n, d) = act(x + bias) as (row, column) loops: grid.y strides over the
+ * rows, grid.x over a row's vectors (no division per element). V is float4
+ * when d % 4 == 0 and x and the bias are 16-byte aligned, else float. */
+template <typename V>
+static __global__ void k_bias_act(V *__restrict__ x, int64_t n, int64_t dv,
+                                  const V *__restrict__ bias, td_activation act)
 {
-    const int64_t total = n * d;
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total;
-         i += (int64_t)gridDim.x * blockDim.x) {
-        float v = x[i];
-        if (bias)
-            v += gpu_wload(bias, bdt, i % d);
-        x[i] = td_act(v, act);
+    for (int64_t r = blockIdx.y; r < n; r += gridDim.y) {
+        V *xr = x + r * dv;
+        for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < dv;
+             i += (int64_t)gridDim.x * blockDim.x) {
+            V v = xr[i];
+            float *f = (float *)&v;
+            if (bias) {
+                const V b = bias[i];
+                const float *fb = (const float *)&b;
+#pragma unroll
+                for (int e = 0; e < (int)(sizeof(V) / sizeof(float)); e++)
+                    f[e] += fb[e];
+            }
+#pragma unroll
+            for (int e = 0; e < (int)(sizeof(V) / sizeof(float)); e++)
+                f[e] = td_act(f[e], act);
+            xr[i] = v;
+        }
     }
 }
 
@@ -86,11 +102,19 @@ static __global__ void k_scatter(V *__restrict__ dst, int64_t ld_dst_vecs,
     }
 }
 
-static void launch_bias_act(gpu_ctx *c, float *x, int64_t n, int64_t d, const td_weight *bias,
+static void launch_bias_act(gpu_ctx *c, float *x, int64_t n, int64_t d, const float *bias,
                             td_activation act)
 {
-    k_bias_act<<<gpu_blocks(n * d, 256), 256, 0, c->stream>>>(
-        x, n, d, bias ? bias->data : NULL, bias ? bias->dtype : TD_F32, act);
+    const int vec = d % 4 == 0 && (uintptr_t)x % 16 == 0 && (uintptr_t)bias % 16 == 0;
+    const int64_t dv = vec ? d / 4 : d;
+    int64_t bx = (dv + 255) / 256;
+    bx = bx > 64 ? 64 : bx;
+    const dim3 grid((unsigned)bx, (unsigned)(n < 65535 ? n : 65535));
+    if (vec)
+        k_bias_act<float4><<<grid, 256, 0, c->stream>>>((float4 *)x, n, dv,
+                                                        (const float4 *)bias, act);
+    else
+        k_bias_act<float><<<grid, 256, 0, c->stream>>>(x, n, dv, bias, act);
     CUDA_CHECK_LAUNCH();
 }
 
@@ -141,12 +165,12 @@ extern "C" void gpu_op_bias_act(gpu_ctx *c, float *x, int64_t n, int64_t d,
 {
     if (n <= 0 || d <= 0 || (!bias && act == TD_ACT_NONE))
         return;
-    if (bias && (!bias->data || bias->rows * bias->cols < d)) {
-        gpu_fail(c, "cuda: bias_act: bias of %lld values for d %lld",
-                 (long long)(bias->rows * bias->cols), (long long)d);
+    if (bias && (!bias->data || bias->rows * bias->cols < d || bias->dtype != TD_F32)) {
+        gpu_fail(c, "cuda: bias_act: bias of %lld values (dtype %d) for d %lld",
+                 (long long)(bias->rows * bias->cols), (int)bias->dtype, (long long)d);
         return;
     }
-    launch_bias_act(c, x, n, d, bias, act);
+    launch_bias_act(c, x, n, d, bias ? (const float *)bias->data : NULL, act);
 }
 
 extern "C" void gpu_op_add(gpu_ctx *c, float *y, const float *x, int64_t n, int64_t d)

@@ -15,6 +15,36 @@
 
 #include "backend.h"
 
+/* Which attention kernel the op runs (TD_GPU_ATTN, gpu_attention.cu). */
+typedef enum gpu_attn_kind {
+    GPU_ATTN_AUTO = 0, /* flash unless probabilities are captured */
+    GPU_ATTN_NAIVE,    /* always the row-per-block kernel */
+} gpu_attn_kind;
+
+/* The ops TD_GPU_PROFILE times (gpu_profile.cu), one row each. */
+typedef enum gpu_prof_op {
+    GPU_PROF_LINEAR = 0,
+    GPU_PROF_BIAS_ACT,
+    GPU_PROF_LAYER_NORM,
+    GPU_PROF_ADD,
+    GPU_PROF_EMBED,
+    GPU_PROF_ROPE,
+    GPU_PROF_ROPE_ROWS,
+    GPU_PROF_ATTN_FLASH,
+    GPU_PROF_ATTN_NAIVE,
+    GPU_PROF_LOGPROBS_TOPK,
+    GPU_PROF_GATHER_ROWS,
+    GPU_PROF_SCATTER_ROWS,
+    GPU_PROF_UPLOAD,
+    GPU_PROF_DOWNLOAD,
+    GPU_PROF_COPY,
+    GPU_PROF_MEMSET0,
+    GPU_PROF_SYNC,
+    GPU_PROF_N
+} gpu_prof_op;
+
+typedef struct gpu_prof gpu_prof;
+
 /* One backend: everything here is touched only by the thread that owns the
  * backend (backend.h). */
 typedef struct gpu_ctx {
@@ -26,6 +56,8 @@ typedef struct gpu_ctx {
     int max_smem_optin;     /* cudaDevAttrMaxSharedMemoryPerBlockOptin */
     td_store store;         /* storage of weight matrices (td_cuda_opts) */
     int half_activations;   /* GEMMs with half weights: round x once, no split */
+    gpu_attn_kind attn_kernel; /* TD_GPU_ATTN at creation */
+    gpu_prof *prof;         /* TD_GPU_PROFILE: per-op timings, or NULL */
     int failed;             /* latched failure, cleared by sync() */
     char err[512];
 } gpu_ctx;
@@ -36,6 +68,17 @@ extern "C" {
 
 /* Latches the first failure (printf-style message); later ones are dropped. */
 void gpu_fail(gpu_ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* TD_GPU_PROFILE (gpu_profile.cu). init: c->prof set when the variable
+ * asks for it (0, or -1 when the events cannot be made); begin/end bracket
+ * one op on c's stream (no-ops without a profile); harvest reads the
+ * recorded times (waits for the stream); free prints the table to stderr
+ * and releases the profile (accepts none). */
+int gpu_prof_init(gpu_ctx *c);
+void gpu_prof_begin(gpu_ctx *c, gpu_prof_op op);
+void gpu_prof_end(gpu_ctx *c, gpu_prof_op op, size_t bytes);
+void gpu_prof_harvest(gpu_ctx *c);
+void gpu_prof_free(gpu_ctx *c);
 
 /* At least `bytes` of device scratch or NULL (failure latched). The old
  * contents are not kept; growing waits for the stream first, so work queued
@@ -63,6 +106,12 @@ void gpu_op_rope(gpu_ctx *c, float *x, int n_seq, int n_t, int64_t ld, int64_t s
 void gpu_op_rope_rows(gpu_ctx *c, float *x, int64_t n, int64_t ld, int n_heads, int head_dim,
                       const int32_t *pos, const float *cos_sin);
 void gpu_op_attention(gpu_ctx *c, const td_attn_args *a);
+/* 1 when the op would run the flash kernel on these arguments. */
+int gpu_attn_use_flash(const gpu_ctx *c, const td_attn_args *a);
+/* The flash kernel (gpu_attn_flash.cu): fits says whether it can take the
+ * call (head_dim, relative table, shared memory); no capture. */
+int gpu_attn_flash_fits(const gpu_ctx *c, const td_attn_args *a);
+void gpu_attn_flash(gpu_ctx *c, const td_attn_args *a);
 void gpu_op_logprobs_topk(gpu_ctx *c, float *logits, int64_t n, int64_t vocab,
                           const int32_t *suppress, int n_suppress, int force_eos,
                           const int32_t *force_rows, int eos_id, const float *row_bias, int k,

@@ -1,10 +1,14 @@
 #!/bin/sh
 # gpu-check.sh OUTDIR - everything a machine with an NVIDIA GPU checks, in one
-# run of under 8 minutes; logs and a Markdown summary go into OUTDIR.
+# run (87 s on an H200 with a prebuilt tree before steps 2's second run and
+# 3b were added, which add a few minutes; SANITIZE=1 up to 13 more); logs and
+# a Markdown summary go into OUTDIR.
 #
 #   1. configure + build with TD_CUDA=ON (Release, all cores)
 #   2. the GPU tests: ctest -L gpu (tests/gpu: every op against the CPU op,
-#      every fixture model against the transformers goldens on the GPU)
+#      both attention kernels among them; every fixture model against the
+#      transformers goldens on the GPU), then the goldens once more with the
+#      row attention kernel (TD_GPU_ATTN=naive)
 #   3. benchmarks, greedy and beam 4 at batch 1 and 32: the bundled model
 #      (models/en-de, when present) and a transformer-base-shaped random
 #      model (6+6 layers, d_model 512, vocab 32000): transformerd on the GPU
@@ -13,12 +17,18 @@
 #      generate in fp16 on the same GPU (PyTorch + transformers from
 #      $PYTHON, default python3).
 #
+#   3b. where a step's time goes: TD_GPU_PROFILE=1 on the random model, one
+#      process per configuration (batch 1 and 32, greedy and beam 4), the
+#      per-op table of each in the summary; and the two attention kernels
+#      side by side (TD_GPU_ATTN=flash | naive, F32)
 #   4. end to end: the bundled model's 2000 test lines through `transformerd
 #      translate --device cuda` (both precisions) against transformers' text,
 #      and `transformerd serve --device cuda` answering one request, then
 #      under load (bench/load/run.sh, concurrency 1, 8, 64)
-#   5. with SANITIZE=1: test_gpu_ops once more under compute-sanitizer
-#      (memcheck), when it is installed.
+#   5. with SANITIZE=1: test_gpu_ops and test_gpu_attention once more under
+#      compute-sanitizer (memcheck), and the attention and logprobs tests under
+#      racecheck (shared-memory hazards of the tiled kernels), when it is
+#      installed.
 #
 # Environment: PYTHON, BUILD (build dir, default build-gpu-check), DEVICE
 # (default cuda), REPEAT (default 3), MODEL (default models/en-de),
@@ -80,21 +90,33 @@ else
 fi
 
 # 2. GPU tests --------------------------------------------------------------
-note ""
-note "## GPU tests (ctest -L gpu)"
-(cd "$BUILD" && timeout 180 ctest -L gpu -V) >"$OUT/tests.log" 2>&1
-rc=$?
-grep -E "tests passed|Skipped|Failed|token-exact|Passed" "$OUT/tests.log" | sed 's/^/    /' |
-    tee -a "$SUM"
-if [ $rc -ne 0 ]; then
-    note "FAILED (see tests.log)"
-    status=1
-elif grep -q "Skipped" "$OUT/tests.log"; then
-    note "SKIPPED: no usable CUDA device (this is a failure for a GPU check)"
-    status=1
-else
-    note "passed"
-fi
+# gpu_tests TITLE LOG [VAR=VALUE] CTEST-ARGS...: ctest in $BUILD, its result
+# lines and verdict in the summary; a skip (no device) is a failure here.
+gpu_tests() {
+    title=$1
+    log=$2
+    shift 2
+    note ""
+    note "## $title"
+    (cd "$BUILD" && env "$@") >"$OUT/$log" 2>&1
+    rc=$?
+    grep -E "tests passed|Skipped|Failed|token-exact|Passed" "$OUT/$log" | sed 's/^/    /' |
+        tee -a "$SUM"
+    if [ $rc -ne 0 ]; then
+        note "FAILED (see $log)"
+        status=1
+    elif grep -q "Skipped" "$OUT/$log"; then
+        note "SKIPPED: no usable CUDA device (this is a failure for a GPU check)"
+        status=1
+    else
+        note "passed"
+    fi
+}
+gpu_tests "GPU tests (ctest -L gpu)" tests.log timeout 300 ctest -L gpu -V
+# the fixtures through the row attention kernel too (test_gpu_attention runs
+# both kernels itself)
+gpu_tests "GPU goldens with TD_GPU_ATTN=naive" tests_naive.log TD_GPU_ATTN=naive \
+    timeout 180 ctest -R '^test_gpu_golden$' -V
 
 # 3. benchmarks -------------------------------------------------------------
 BENCH="$BUILD/bench/engine/bench_engine"
@@ -162,6 +184,55 @@ if [ ! -f "$RND/model.safetensors" ]; then
         note "making the random model failed (make_model.log)"
 fi
 [ -f "$RND/model.safetensors" ] && bench transformer_base "$RND"
+
+# 3b. where a step's time goes, and the attention kernels side by side -----
+if [ -f "$RND/model.safetensors" ] && [ -x "$BENCH" ]; then
+    note ""
+    note "## Where a step's time goes (TD_GPU_PROFILE=1; random base model, F32, src_len 24, 32 tokens, 2 passes)"
+    for cfg in 1:1 1:4 32:1 32:4; do
+        b=${cfg%%:*}
+        k=${cfg#*:}
+        # the sources bench_engine makes itself, as token ids (eos 0 last)
+        "$PYTHON" - "$b" >"$OUT/ids_$b.txt" <<'PY'
+import sys
+for i in range(int(sys.argv[1])):
+    print(" ".join(str(1 + (i * 7919 + j * 104729) % 31998) for j in range(23)) + " 0")
+PY
+        TD_GPU_PROFILE=1 timeout 120 "$BENCH" --model "$RND" --device "$DEVICE" \
+            --ids "$OUT/ids_$b.txt" --batch "$b" --beam "$k" --max-length 32 --repeat 2 \
+            >"$OUT/profile_${b}x$k.jsonl" 2>"$OUT/profile_${b}x$k.log"
+        rc=$?
+        note ""
+        note "batch $b, beam $k (exit $rc): $(head -c 300 "$OUT/profile_${b}x$k.jsonl")"
+        {
+            echo '```'
+            sed -n '/cuda profile/,$p' "$OUT/profile_${b}x$k.log" | head -24
+            echo '```'
+        } | tee -a "$SUM"
+    done
+    note ""
+    note "## Attention kernels: flash (default) against TD_GPU_ATTN=naive (random base model, F32, best of $REPEAT)"
+    for kern in flash naive; do
+        TD_GPU_ATTN=$kern timeout 150 "$BENCH" --model "$RND" --device "$DEVICE" \
+            --repeat "$REPEAT" --dtype float32 >"$OUT/attn_$kern.jsonl" 2>"$OUT/attn_$kern.log" ||
+            note "$kern failed: $(tail -1 "$OUT/attn_$kern.log")"
+    done
+    "$PYTHON" - "$OUT/attn_flash.jsonl" "$OUT/attn_naive.jsonl" <<'PY' | tee -a "$SUM"
+import json, sys
+def load(p):
+    try:
+        return {(r["batch"], r["beam"]): r for r in (json.loads(l) for l in open(p) if l.strip())}
+    except (OSError, ValueError):
+        return {}
+fl, nv = load(sys.argv[1]), load(sys.argv[2])
+print("| batch | beam | flash tok/s | naive tok/s | flash / naive |")
+print("|---|---|---|---|---|")
+for key in sorted(set(fl) | set(nv)):
+    a, b = (d.get(key, {}).get("tokens_per_s") for d in (fl, nv))
+    print(f"| {key[0]} | {key[1]} | {a or '-'} | {b or '-'} | "
+          f"{f'{a / b:.2f}x' if a and b else '-'} |")
+PY
+fi
 
 # 4. end to end: the bundled model's held-out test set through
 # `transformerd translate --device cuda` against transformers' text, and the
@@ -232,11 +303,20 @@ if [ "${SANITIZE:-0}" = 1 ] && command -v compute-sanitizer >/dev/null 2>&1; the
     note "## compute-sanitizer memcheck"
     # test_gpu_golden takes over 2 minutes under memcheck: the ops only
     # (API errors not reported: the tests provoke out-of-memory on purpose)
-    for t in test_gpu_ops; do
-        CK_FORK=no OPENBLAS_NUM_THREADS=1 timeout 120 compute-sanitizer --tool memcheck \
+    for t in test_gpu_ops test_gpu_attention; do
+        CK_FORK=no OPENBLAS_NUM_THREADS=1 timeout 300 compute-sanitizer --tool memcheck \
             --report-api-errors no --error-exitcode 9 "$BUILD/tests/gpu/$t" \
             >"$OUT/memcheck_$t.log" 2>&1
         note "$t: exit $? ($(grep -c '=========.*Invalid\|========= ERROR' "$OUT/memcheck_$t.log") reports)"
+    done
+    # the tiled kernels' shared memory (warp-private tiles, block merges):
+    # the attention program, and the logprobs case of the op program
+    for t in test_gpu_attention test_gpu_ops; do
+        if [ $t = test_gpu_ops ]; then set -- CK_RUN_CASE=logprobs; else set --; fi
+        env "$@" CK_FORK=no OPENBLAS_NUM_THREADS=1 timeout 240 compute-sanitizer \
+            --tool racecheck --error-exitcode 9 "$BUILD/tests/gpu/$t" \
+            >"$OUT/racecheck_$t.log" 2>&1
+        note "racecheck $t $*: exit $? ($(grep -c '========= .*[Hh]azard\|========= ERROR' "$OUT/racecheck_$t.log") reports)"
     done
 fi
 

@@ -5,6 +5,8 @@
  * inputs of awkward shapes (1, 7, 33, 513). Both backends get identical
  * host inputs through alloc/upload; outputs are downloaded and compared
  * with |gpu - cpu| <= tol_abs + tol_rel*|cpu|. Any NaN/Inf mismatch fails.
+ * Attention has its own program, test_gpu_attention.c; the fixture and
+ * helpers are tests/gpu/gpu_op_test.h.
  *
  * Tolerances (per op, float32 unless stated):
  *   linear F32 weights        1e-4 + 1e-4 rel (float32 GEMM, other summation order;
@@ -20,212 +22,22 @@
  *   rope_rows                 1e-6 + 1e-6 rel, and bit-identical to the CUDA rope
  *                             over the same rows (backend.h)
  *   gather_rows, scatter_rows exact (copies)
- *   layer_norm                1e-4 + 1e-4 rel (float vs double statistics)
- *   attention (out, probs)    2e-5 + 1e-4 rel (also with per-sequence q_pos)
+ *   upload, download          exact: many small uploads through the pinned ring
+ *                             (source rewritten right after each), and transfers
+ *                             larger than the ring
+ *   layer_norm                1e-4 + 1e-4 rel (float vs double statistics); widths
+ *                             up to 2048 (warp-per-row kernel to 1024, block kernel
+ *                             beyond)
  *   logprobs_topk             1e-5 + 1e-5 rel on values; ids equal, or (for random
  *                             near-ties) the GPU's id has the CPU's value there;
- *                             with force_eos, force_rows or both
+ *                             with force_eos, force_rows or both; k of every list
+ *                             size (1, 2, 3, 8, 17, 64), rows all or partly -inf,
+ *                             a vocabulary of 2000003 (suppression without the
+ *                             shared-memory bitmap)
  *
  * No CUDA device: the program exits 77, ctest's skip code.
  */
-#include <check.h>
-#include <math.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
-#include "backend.h"
-#include "cpu_backend.h"
-#include "gpu_backend.h"
-
-#define SKIP_CODE 77
-#define SENTINEL 1234.5f
-
-static td_backend *bc; /* CPU: the reference */
-static td_backend *bg; /* CUDA */
-
-static const int SHAPES[4] = {1, 7, 33, 513};
-
-static void setup(void)
-{
-    char err[512] = "";
-    bc = td_cpu_backend_create(2, err, sizeof err);
-    ck_assert_msg(bc != NULL, "cpu: %s", err);
-    bg = td_cuda_backend_create(0, NULL, err, sizeof err);
-    ck_assert_msg(bg != NULL, "cuda: %s", err);
-}
-
-static void teardown(void)
-{
-    char err[512] = "";
-    int rc_c = bc->ops->sync(bc, err, sizeof err);
-    ck_assert_msg(rc_c == 0, "cpu sync: %s", err);
-    int rc_g = bg->ops->sync(bg, err, sizeof err);
-    ck_assert_msg(rc_g == 0, "cuda sync: %s", err);
-    bc->ops->destroy(bc);
-    bg->ops->destroy(bg);
-}
-
-/* --- helpers ------------------------------------------------------------- */
-
-static uint64_t rng_state;
-
-static void rng_seed(uint64_t s) { rng_state = s * 0x9E3779B97F4A7C15ull + 1; }
-
-static float frand(void) /* uniform in [-1, 1) */
-{
-    rng_state ^= rng_state >> 12;
-    rng_state ^= rng_state << 25;
-    rng_state ^= rng_state >> 27;
-    uint64_t r = rng_state * 0x2545F4914F6CDD1Dull;
-    return (float)((double)(r >> 11) / 9007199254740992.0 * 2.0 - 1.0);
-}
-
-static int irand(int n) { return (int)((frand() + 1.0f) * 0.5f * (float)n) % n; }
-
-static void *xmalloc(size_t bytes)
-{
-    void *p = malloc(bytes ? bytes : 1);
-    ck_assert_ptr_nonnull(p);
-    return p;
-}
-
-static float *frand_vec(size_t n, float scale)
-{
-    float *v = xmalloc(n * sizeof *v);
-    for (size_t i = 0; i < n; i++)
-        v[i] = frand() * scale;
-    return v;
-}
-
-/* The value a float32 has after rounding to F16 / BF16 (nearest even), so
- * that both backends hold the same weights. */
-static float round_f16(float f)
-{
-    if (fabsf(f) < 6.103515625e-05f) /* F16 subnormal: quantum 2^-24 */
-        return (float)(rint((double)f * 16777216.0) / 16777216.0);
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    u += 0x0FFFu + ((u >> 13) & 1u);
-    u &= ~0x1FFFu;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
-static float round_bf16(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    u += 0x7FFFu + ((u >> 16) & 1u);
-    u &= 0xFFFF0000u;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
-/* A buffer on both backends with the same contents. */
-typedef struct pair {
-    void *c, *g;
-    size_t bytes;
-} pair;
-
-static pair pair_from(const void *host, size_t bytes)
-{
-    pair p = {bc->ops->alloc(bc, bytes), bg->ops->alloc(bg, bytes), bytes};
-    ck_assert_ptr_nonnull(p.c);
-    ck_assert_ptr_nonnull(p.g);
-    if (host && bytes) {
-        bc->ops->upload(bc, p.c, host, bytes);
-        bg->ops->upload(bg, p.g, host, bytes);
-    }
-    return p;
-}
-
-static void pair_free(pair *p)
-{
-    bc->ops->dealloc(bc, p->c);
-    bg->ops->dealloc(bg, p->g);
-    memset(p, 0, sizeof *p);
-}
-
-typedef struct wpair {
-    td_weight c, g;
-} wpair;
-
-/* Weights from host data already rounded to `dt` (see round_f16). */
-static wpair wpair_scaled(const float *host, int64_t rows, int64_t cols, td_dtype dt,
-                          float scale)
-{
-    wpair w;
-    char err[512] = "";
-    ck_assert_msg(bc->ops->weight_upload(bc, &w.c, host, rows, cols, dt, scale, err,
-                                         sizeof err) == 0,
-                  "cpu weight: %s", err);
-    ck_assert_msg(bg->ops->weight_upload(bg, &w.g, host, rows, cols, dt, scale, err,
-                                         sizeof err) == 0,
-                  "cuda weight: %s", err);
-    if (rows > 1)
-        ck_assert_int_eq((int)w.g.dtype, (int)dt);
-    return w;
-}
-
-static wpair wpair_from(const float *host, int64_t rows, int64_t cols, td_dtype dt)
-{
-    return wpair_scaled(host, rows, cols, dt, 1.0f);
-}
-
-static void wpair_free(wpair *w)
-{
-    bc->ops->weight_free(bc, &w->c);
-    bg->ops->weight_free(bg, &w->g);
-}
-
-static void sync_both(const char *what)
-{
-    char err[512] = "";
-    ck_assert_msg(bc->ops->sync(bc, err, sizeof err) == 0, "%s: cpu: %s", what, err);
-    ck_assert_msg(bg->ops->sync(bg, err, sizeof err) == 0, "%s: cuda: %s", what, err);
-}
-
-static int close_f(float g, float c, double ta, double tr)
-{
-    if (isnan(c) || isnan(g))
-        return isnan(c) && isnan(g);
-    if (isinf(c) || isinf(g))
-        return g == c;
-    return fabs((double)g - (double)c) <= ta + tr * fabs((double)c);
-}
-
-/* Downloads `count` floats of p from both backends and compares them. */
-static void check_pair(const char *what, const pair *p, size_t count, double ta, double tr)
-{
-    sync_both(what);
-    float *hc = xmalloc(count * sizeof(float)), *hg = xmalloc(count * sizeof(float));
-    bc->ops->download(bc, hc, p->c, count * sizeof(float));
-    bg->ops->download(bg, hg, p->g, count * sizeof(float));
-    sync_both(what);
-    size_t bad = 0, first = 0;
-    for (size_t i = 0; i < count; i++)
-        if (!close_f(hg[i], hc[i], ta, tr)) {
-            if (!bad)
-                first = i;
-            if (bad++ < 5)
-                fprintf(stderr, "%s: [%zu] cuda %.9g cpu %.9g\n", what, i, (double)hg[i],
-                        (double)hc[i]);
-        }
-    ck_assert_msg(bad == 0, "%s: %zu of %zu values differ (first at %zu: cuda %.9g, cpu %.9g)",
-                  what, bad, count, first, (double)hg[first], (double)hc[first]);
-    free(hc);
-    free(hg);
-}
-
-static float *filled(size_t n, float v)
-{
-    float *p = xmalloc(n * sizeof(float));
-    for (size_t i = 0; i < n; i++)
-        p[i] = v;
-    return p;
-}
+#include "gpu_op_test.h"
 
 /* --- memory and errors ---------------------------------------------------- */
 
@@ -255,6 +67,45 @@ START_TEST(test_memory)
 }
 END_TEST
 
+/* upload() stages through a pinned ring: the caller's buffer is reusable as
+ * soon as upload returns (rewritten here before the copies run), the ring
+ * wraps many times, and transfers larger than the ring (pageable upload,
+ * chunked download) arrive whole. */
+START_TEST(test_transfers)
+{
+    rng_seed(11);
+    const size_t chunk = 1000, n_chunks = 3001; /* 12 MB of 4000-byte uploads */
+    float *dev = bg->ops->alloc(bg, chunk * n_chunks * 4);
+    ck_assert_ptr_nonnull(dev);
+    float *src = xmalloc(chunk * 4), *back = xmalloc(chunk * n_chunks * 4);
+    for (size_t i = 0; i < n_chunks; i++) {
+        for (size_t j = 0; j < chunk; j++)
+            src[j] = (float)(i * chunk + j);
+        bg->ops->upload(bg, dev + i * chunk, src, chunk * 4);
+        memset(src, 0xff, chunk * 4); /* reused at once: NaN if it were read late */
+    }
+    bg->ops->download(bg, back, dev, chunk * n_chunks * 4);
+    sync_both("transfers (ring)");
+    for (size_t i = 0; i < chunk * n_chunks; i++)
+        ck_assert_msg(back[i] == (float)i, "ring upload: [%zu] = %g", i, (double)back[i]);
+    bg->ops->dealloc(bg, dev);
+    free(src);
+    free(back);
+
+    const size_t big = (5u << 20) / 4 + 3; /* over the ring: one pageable upload, 2 chunks down */
+    float *h = frand_vec(big, 1.0f), *hb = filled(big, 0.0f);
+    float *d = bg->ops->alloc(bg, big * 4);
+    ck_assert_ptr_nonnull(d);
+    bg->ops->upload(bg, d, h, big * 4);
+    bg->ops->download(bg, hb, d, big * 4);
+    sync_both("transfers (large)");
+    ck_assert_int_eq(memcmp(h, hb, big * 4), 0);
+    bg->ops->dealloc(bg, d);
+    free(h);
+    free(hb);
+}
+END_TEST
+
 START_TEST(test_latched_error)
 {
     char err[512] = "";
@@ -277,6 +128,12 @@ START_TEST(test_latched_error)
     td_backend *x = td_cuda_backend_create(td_cuda_device_count(), NULL, err, sizeof err);
     ck_assert_ptr_null(x);
     ck_assert_msg(strstr(err, "--device cpu") != NULL, "%s", err);
+    /* an unknown attention kernel: creation fails and names the variable */
+    ck_assert_int_eq(setenv("TD_GPU_ATTN", "fast", 1), 0);
+    x = td_cuda_backend_create(0, NULL, err, sizeof err);
+    ck_assert_int_eq(unsetenv("TD_GPU_ATTN"), 0);
+    ck_assert_ptr_null(x);
+    ck_assert_msg(strstr(err, "TD_GPU_ATTN") != NULL, "%s", err);
 }
 END_TEST
 
@@ -356,10 +213,12 @@ END_TEST
 START_TEST(test_bias_act)
 {
     rng_seed(3);
+    /* widths of 4k: the float4 path; the others one float at a time */
+    static const int widths[6] = {1, 7, 33, 513, 4, 2048};
     for (int act = TD_ACT_NONE; act <= TD_ACT_SILU; act++)
         for (int a = 0; a < 4; a++)
-            for (int b = 0; b < 4; b++) {
-                const int n = SHAPES[a], d = SHAPES[b];
+            for (int b = 0; b < 6; b++) {
+                const int n = SHAPES[a], d = widths[b];
                 float *X = frand_vec((size_t)n * d, 4.0f), *B = frand_vec((size_t)d, 1.0f);
                 wpair bias = wpair_from(B, 1, d, TD_F32);
                 pair x = pair_from(X, (size_t)n * d * 4);
@@ -395,13 +254,19 @@ START_TEST(test_add)
 END_TEST
 
 /* alias: 0 distinct y, 1 y == x, 2 y == res; sum_out on or off. */
+/* widths past SHAPES: each register count of the warp-per-row kernel at its
+ * limit (32 x 1, 2, ... 32 values per lane), and the block kernel beyond 1024 */
+static const int LN_WIDTHS[] = {1, 7, 33, 513, 32, 64, 256, 512, 1024, 1025, 2048};
+
 START_TEST(test_layer_norm)
 {
     rng_seed(5);
+    const int n_widths = (int)(sizeof LN_WIDTHS / sizeof LN_WIDTHS[0]);
     for (int a = 0; a < 4; a++)
-        for (int b = 0; b < 4; b++)
+        for (int b = 0; b < n_widths; b++)
             for (int mode = 0; mode < 6; mode++) {
-                const int n = SHAPES[a], d = SHAPES[b], alias = mode % 3, use_sum = mode / 3;
+                const int n = b < 4 || a < 3 ? SHAPES[a] : 17, d = LN_WIDTHS[b];
+                const int alias = mode % 3, use_sum = mode / 3;
                 const size_t cnt = (size_t)n * d;
                 float *X = frand_vec(cnt, 3.0f), *R = frand_vec(cnt, 1.0f);
                 float *G = frand_vec((size_t)d, 1.0f), *B = frand_vec((size_t)d, 1.0f);
@@ -617,151 +482,6 @@ START_TEST(test_rope_rows)
 }
 END_TEST
 
-/* --- attention -------------------------------------------------------------- */
-
-typedef struct attn_case {
-    const char *name;
-    int n_seq, n_kseq, n_q, n_k, kv_cap, heads, hd;
-    int causal, q_pos0, rel_max, rel_k, rel_v, capture;
-    int use_kv_len, use_kv_index;
-    int use_q_pos; /* per-sequence positions (q_pos); q_pos0 then garbage */
-} attn_case;
-
-/* Key row j of key sequence ks is visible to some query of some sequence
- * reading ks; every other row of the (n_kseq, kv_cap) K/V is NaN. */
-static void run_attention(const attn_case *t)
-{
-    const int H = t->heads, hd = t->hd, d = H * hd;
-    const int64_t ld_q = d + 3, ld_kv = d + 1, ld_out = d + 2;
-    const int64_t q_ss = t->n_q * ld_q + 5, kv_ss = t->kv_cap * ld_kv + 7,
-                  out_ss = t->n_q * ld_out + 1;
-    const int64_t probs_ld = t->n_k + 2;
-    int32_t *kv_len = xmalloc((size_t)t->n_seq * 4), *kv_index = xmalloc((size_t)t->n_seq * 4);
-    int32_t *q_pos = xmalloc((size_t)t->n_seq * 4);
-    for (int s = 0; s < t->n_seq; s++) {
-        /* positions: 0, the last that keeps the chunk within n_k, beyond
-         * n_k (every key visible), random */
-        q_pos[s] = s == 0 ? 0 : s == 1 ? t->n_k - t->n_q : s == 2 ? t->n_k + 2 : irand(t->n_k);
-        if (q_pos[s] < 0)
-            q_pos[s] = 0;
-        kv_index[s] = t->use_kv_index ? irand(t->n_kseq) : s;
-        /* lengths 0 (padding-only sequence), full, beyond n_k, random */
-        int L = irand(t->n_k + 1);
-        if (s == 0)
-            L = t->n_k;
-        if (s == 1)
-            L = 0;
-        if (s == 2)
-            L = t->n_k + 3;
-        kv_len[s] = t->use_kv_len ? L : t->n_k;
-    }
-    /* visible key bound per key sequence (the max over its readers) */
-    int *kbound = xmalloc((size_t)t->n_kseq * sizeof(int));
-    for (int k = 0; k < t->n_kseq; k++)
-        kbound[k] = 0;
-    for (int s = 0; s < t->n_seq; s++) {
-        int L = kv_len[s] < t->n_k ? kv_len[s] : t->n_k;
-        const int p0 = t->use_q_pos ? q_pos[s] : t->q_pos0;
-        if (t->causal && p0 + t->n_q < L)
-            L = p0 + t->n_q;
-        if (L > kbound[kv_index[s]])
-            kbound[kv_index[s]] = L;
-    }
-    const size_t nq = (size_t)(t->n_seq * q_ss), nkv = (size_t)(t->n_kseq * kv_ss),
-                 nout = (size_t)(t->n_seq * out_ss),
-                 nprobs = (size_t)t->n_seq * H * t->n_q * probs_ld;
-    float *Q = frand_vec(nq, 0.5f), *K = frand_vec(nkv, 1.0f), *V = frand_vec(nkv, 1.0f);
-    for (int k = 0; k < t->n_kseq; k++)
-        for (int j = kbound[k]; j < t->kv_cap; j++)
-            for (int64_t c = 0; c < ld_kv; c++)
-                K[k * kv_ss + j * ld_kv + c] = V[k * kv_ss + j * ld_kv + c] = NAN;
-    const int n_rel = 2 * t->rel_max + 1;
-    float *RK = frand_vec((size_t)n_rel * hd, 0.5f), *RV = frand_vec((size_t)n_rel * hd, 0.5f);
-    float *O = filled(nout, SENTINEL), *P = filled(nprobs, SENTINEL);
-    pair q = pair_from(Q, nq * 4), k = pair_from(K, nkv * 4), v = pair_from(V, nkv * 4),
-         rk = pair_from(RK, (size_t)n_rel * hd * 4), rv = pair_from(RV, (size_t)n_rel * hd * 4),
-         o = pair_from(O, nout * 4), p = pair_from(P, nprobs * 4),
-         kl = pair_from(kv_len, (size_t)t->n_seq * 4), ki = pair_from(kv_index, (size_t)t->n_seq * 4),
-         qp = pair_from(q_pos, (size_t)t->n_seq * 4);
-    for (int side = 0; side < 2; side++) {
-        td_backend *be = side ? bg : bc;
-#define PICK(pp) (side ? (pp).g : (pp).c)
-        td_attn_args a;
-        memset(&a, 0, sizeof a);
-        a.q = PICK(q);
-        a.k = PICK(k);
-        a.v = PICK(v);
-        a.out = PICK(o);
-        a.n_seq = t->n_seq;
-        a.n_q = t->n_q;
-        a.n_k = t->n_k;
-        a.n_heads = H;
-        a.head_dim = hd;
-        a.ld_q = ld_q;
-        a.q_seq_stride = q_ss;
-        a.ld_kv = ld_kv;
-        a.kv_seq_stride = kv_ss;
-        a.ld_out = ld_out;
-        a.out_seq_stride = out_ss;
-        a.kv_index = t->use_kv_index ? PICK(ki) : NULL;
-        a.kv_len = t->use_kv_len ? PICK(kl) : NULL;
-        a.causal = t->causal;
-        a.q_pos0 = t->use_q_pos ? 1 << 20 : t->q_pos0; /* ignored under q_pos */
-        a.q_pos = t->use_q_pos ? PICK(qp) : NULL;
-        a.rel_k = t->rel_k ? PICK(rk) : NULL;
-        a.rel_v = t->rel_v ? PICK(rv) : NULL;
-        a.rel_max = t->rel_max;
-        a.probs = t->capture ? PICK(p) : NULL;
-        a.probs_ld = probs_ld;
-        be->ops->attention(be, &a);
-#undef PICK
-    }
-    char what[160];
-    snprintf(what, sizeof what, "attention[%s] out", t->name);
-    check_pair(what, &o, nout, 2e-5, 1e-4);
-    snprintf(what, sizeof what, "attention[%s] probs", t->name);
-    check_pair(what, &p, nprobs, 2e-5, 1e-4);
-    pair *all[] = {&q, &k, &v, &rk, &rv, &o, &p, &kl, &ki, &qp};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-        pair_free(all[i]);
-    free(Q), free(K), free(V), free(RK), free(RV), free(O), free(P);
-    free(kv_len), free(kv_index), free(q_pos), free(kbound);
-}
-
-static const attn_case ATTN_CASES[] = {
-    /* name        n_seq kseq n_q  n_k  cap heads hd caus pos0 R  rk rv cap kvl kvi qp */
-    {"enc 1",          3,  3,   1,   1,   1,  2, 64, 0, 0, 0, 0, 0, 1, 1, 0, 0},
-    {"enc 7",          4,  4,   7,   7,   7,  3,  9, 0, 0, 0, 0, 0, 1, 1, 0, 0},
-    {"enc 33",         3,  3,  33,  33,  40,  4, 16, 0, 0, 0, 0, 0, 0, 1, 0, 0},
-    {"enc 513",        3,  3, 513, 513, 513,  2, 64, 0, 0, 0, 0, 0, 1, 1, 0, 0},
-    {"causal 33",      3,  3,  33,  33,  33,  2,  7, 1, 0, 0, 0, 0, 1, 0, 0, 0},
-    {"causal pos0",    2,  2,   7,  20,  24,  2, 32, 1, 9, 0, 0, 0, 1, 0, 0, 0},
-    {"decode 1",       5,  5,   1,   1,  16,  4, 16, 1, 0, 0, 0, 0, 0, 0, 0, 0},
-    {"decode 33",      6,  6,   1,  34,  64,  8, 64, 1, 33, 0, 0, 0, 0, 0, 0, 0},
-    {"decode 513",     3,  3,   1, 513, 600,  2, 64, 1, 512, 0, 0, 0, 0, 0, 0, 0},
-    {"cross beams",   12,  3,   1,  33,  33,  4, 16, 0, 0, 0, 0, 0, 1, 1, 1, 0},
-    {"cross 513",      8,  2,   1, 513, 513,  2, 64, 0, 0, 0, 0, 0, 1, 1, 1, 0},
-    {"relative kv",    3,  3,   7,   7,   7,  4,  6, 0, 0, 3, 1, 1, 1, 1, 0, 0},
-    {"relative keys",  3,  3,  33,  33,  33,  2,  8, 0, 0, 2, 1, 0, 1, 1, 0, 0},
-    {"relative dec",   4,  4,   1,  30,  32,  2,  8, 1, 29, 3, 1, 1, 0, 0, 0, 0},
-    {"wide head",      3,  3,   7,  33,  33,  2, 160, 0, 0, 0, 0, 0, 1, 1, 0, 0},
-    /* per-sequence positions (q_pos, the last column): in-flight decoding */
-    {"q_pos decode",   6,  6,   1,  34,  40,  4, 16, 1, 0, 0, 0, 0, 1, 1, 0, 1},
-    {"q_pos dec 513",  3,  3,   1, 513, 600,  2, 64, 1, 0, 0, 0, 0, 1, 0, 0, 1},
-    {"q_pos chunk",    4,  4,   7,  24,  24,  2, 32, 1, 0, 0, 0, 0, 1, 0, 0, 1},
-    {"q_pos rel dec",  4,  4,   1,  30,  32,  2,  8, 1, 0, 3, 1, 1, 1, 0, 0, 1},
-    {"q_pos rel chunk", 3, 3,   7,  20,  24,  4,  6, 1, 0, 2, 1, 1, 1, 1, 0, 1},
-    {"q_pos rel enc",  3,  3,   7,   7,   7,  4,  6, 0, 0, 3, 1, 1, 1, 1, 0, 1},
-    {"q_pos kv_index", 6,  2,   1,  33,  33,  4, 16, 1, 0, 0, 0, 0, 1, 1, 1, 1},
-};
-
-START_TEST(test_attention)
-{
-    rng_seed(100 + (uint64_t)_i);
-    run_attention(&ATTN_CASES[_i]);
-}
-END_TEST
-
 /* --- logprobs_topk ------------------------------------------------------------ */
 
 /* force_rows: 0 NULL, 1 every other row forced (odd rows), 2 rows 0 and 1
@@ -777,6 +497,9 @@ static void run_topk(int n, int vocab, int k, int force_eos, int quantized, int 
     if (n > 1) /* an all -inf row */
         for (int t = 0; t < vocab; t++)
             L[(size_t)vocab + t] = -INFINITY;
+    if (n > 2) /* a row with every third logit -inf */
+        for (int t = 0; t < vocab; t += 3)
+            L[2 * (size_t)vocab + t] = -INFINITY;
     float *RB = frand_vec((size_t)n, 10.0f);
     int32_t sup[3] = {vocab - 1, 0, vocab + 5};
     const int eos = vocab / 2;
@@ -830,15 +553,18 @@ START_TEST(test_logprobs_topk)
 {
     rng_seed(200);
     static const int vocabs[5] = {1, 7, 33, 513, 32000};
-    static const int ks[4] = {1, 2, 8, 64};
+    static const int ks[6] = {1, 2, 3, 8, 17, 64}; /* each list size of the GPU kernel */
     for (int vi = 0; vi < 5; vi++)
-        for (int ki = 0; ki < 4; ki++)
+        for (int ki = 0; ki < 6; ki++)
             for (int mode = 0; mode < 4; mode++) {
                 if (ks[ki] > vocabs[vi])
                     continue;
                 const int n = SHAPES[(vi + ki + mode) % 3];
                 run_topk(n, vocabs[vi], ks[ki], mode == 3, mode == 1 || mode == 2, mode >= 2, 0);
             }
+    /* a vocabulary whose suppression bitmap does not fit in shared memory
+     * (the kernel scans the list instead) */
+    run_topk(3, 2000003, 8, 0, 0, 1, 0);
 }
 END_TEST
 
@@ -860,22 +586,15 @@ START_TEST(test_logprobs_topk_force_rows)
 }
 END_TEST
 
-int main(void)
+static Suite *ops_suite(void)
 {
-    const int n_dev = td_cuda_device_count();
-    if (n_dev <= 0) {
-        char err[512] = "";
-        td_backend *b = td_cuda_backend_create(0, NULL, err, sizeof err);
-        if (b)
-            b->ops->destroy(b);
-        printf("test_gpu_ops: no CUDA device (%s): skipped\n", err);
-        return SKIP_CODE;
-    }
+    /* two cases, so that one can run alone (CK_RUN_CASE=logprobs, e.g.
+     * under compute-sanitizer's racecheck in tools/gpu-check.sh) */
     Suite *s = suite_create("gpu_ops");
-    TCase *tc = tcase_create("ops");
-    tcase_set_timeout(tc, 300);
-    tcase_add_checked_fixture(tc, setup, teardown);
+    TCase *tc = gpu_op_tcase(s, "ops");
+    TCase *tl = gpu_op_tcase(s, "logprobs");
     tcase_add_test(tc, test_memory);
+    tcase_add_test(tc, test_transfers);
     tcase_add_test(tc, test_latched_error);
     tcase_add_loop_test(tc, test_linear, 0, 5);
     tcase_add_test(tc, test_bias_act);
@@ -886,19 +605,12 @@ int main(void)
     tcase_add_test(tc, test_gather_rows);
     tcase_add_test(tc, test_scatter_rows);
     tcase_add_test(tc, test_rope_rows);
-    tcase_add_loop_test(tc, test_attention, 0,
-                        (int)(sizeof ATTN_CASES / sizeof ATTN_CASES[0]));
-    tcase_add_test(tc, test_logprobs_topk);
-    tcase_add_test(tc, test_logprobs_topk_force_rows);
-    suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    /* No fork: main() has already initialised CUDA (td_cuda_device_count),
-     * and a forked child of a process that initialised the CUDA driver
-     * cannot use CUDA (every call fails with an initialisation error). ctest
-     * sets CK_FORK=no too; this keeps a direct run of the binary correct. */
-    srunner_set_fork_status(sr, CK_NOFORK);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    tcase_add_test(tl, test_logprobs_topk);
+    tcase_add_test(tl, test_logprobs_topk_force_rows);
+    return s;
+}
+
+int main(void)
+{
+    return gpu_op_test_main("test_gpu_ops", ops_suite, NULL);
 }
