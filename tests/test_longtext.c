@@ -380,6 +380,8 @@ int main(void)
     snprintf(log, sizeof log, "%s/daemon.log", g_tmp);
     const char *args[] = {"--model", TD_BUNDLED_MODEL, "--threads", "1", "--request-timeout-s",
                           "300", NULL};
+    /* the 5,000-token request takes ~50 s under ASan on two busy cores */
+    tc_io_timeout_s = 240;
     g_port = tc_daemon_start(TD_DAEMON, args, log, 60, &g_pid);
     if (g_port <= 0) {
         fprintf(stderr, "the daemon did not start; see %s\n", log);

@@ -39,12 +39,14 @@ void tc_resp_free(tc_resp *r)
     memset(r, 0, sizeof *r);
 }
 
+int tc_io_timeout_s = 60; /* no exchange in most tests takes a minute */
+
 int tc_connect(int port)
 {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     if (fd < 0)
         return -1;
-    struct timeval tv = {60, 0}; /* no exchange in these tests takes a minute */
+    struct timeval tv = {tc_io_timeout_s, 0};
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
     struct sockaddr_in a;

@@ -24,6 +24,11 @@ int tc_request(int port, const char *method, const char *path, const char *extra
 /* POST with Content-Type: application/json. */
 int tc_post_json(int port, const char *path, const char *json, tc_resp *out);
 
+/* Send and receive timeout of every connection opened after it is set
+ * (seconds; default 60). A test whose exchanges are long under the
+ * sanitizers on a loaded machine raises it. */
+extern int tc_io_timeout_s;
+
 /* Keep-alive: open, then send requests one after another on the socket. */
 int tc_connect(int port);
 int tc_request_on(int fd, const char *method, const char *path, tc_resp *out);
