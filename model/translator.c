@@ -182,6 +182,10 @@ static void *walloc(td_worker *w, int64_t rows, int64_t width, size_t size, int 
         *failed = 1;
         return NULL;
     }
+    /* Written once now, so that the memory is committed at start-up (on
+     * the CPU the pages are resident: the arena the daemon reports is its
+     * RSS, and a request never faults a page in or meets an OOM). */
+    w->be->ops->memset0(w->be, p, bytes);
     w->arena_bytes += bytes;
     return p;
 }
