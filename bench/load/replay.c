@@ -35,6 +35,7 @@
 
 #include "batcher.h"
 #include "clock.h"
+#include "lines.h"
 #include "metrics.h"
 #include "tokenizer.h"
 #include "translator.h"
@@ -261,31 +262,14 @@ static int run_offline(const cfg *c, td_model *m, const td_tokenizer *tok, const
 
 static int read_lines(const char *path)
 {
-    FILE *f = fopen(path, "r");
-    if (!f)
+    if (bench_read_lines(path, &g_lines, &g_n) != 0 || g_n == 0)
         return -1;
-    char *line = NULL;
-    size_t cap = 0;
-    ssize_t n;
-    int alloc = 0;
-    while ((n = getline(&line, &cap, f)) >= 0) {
-        while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r'))
-            line[--n] = 0;
-        if (n == 0)
-            continue;
-        if (g_n == alloc) {
-            alloc = alloc ? 2 * alloc : 256;
-            g_lines = realloc(g_lines, (size_t)alloc * sizeof *g_lines);
-            g_lens = realloc(g_lens, (size_t)alloc * sizeof *g_lens);
-            if (!g_lines || !g_lens)
-                return -1;
-        }
-        g_lens[g_n] = (size_t)n;
-        g_lines[g_n++] = strdup(line);
-    }
-    free(line);
-    fclose(f);
-    return g_n > 0 ? 0 : -1;
+    g_lens = malloc((size_t)g_n * sizeof *g_lens);
+    if (!g_lens)
+        return -1;
+    for (int i = 0; i < g_n; i++)
+        g_lens[i] = strlen(g_lines[i]);
+    return 0;
 }
 
 static int parse_list(const char *s, int *out, int max)
