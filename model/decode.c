@@ -77,7 +77,8 @@ struct td_decode_scratch {
                              next running, finished sequences of each slot */
     int *origin_pool;     /* (max_batch, max_length, max_beam) */
     int32_t *h_ids, *h_pos, *h_dst; /* (max_batch * max_src_len) encoder input */
-    int32_t *h_len;       /* (max_batch) */
+    int *enc_order;       /* (max_batch) sentences of an admission by length */
+    int *enc_len;         /* (max_batch) their lengths, in that order */
     int32_t *rows;        /* (ROW_FIELDS, rows) step inputs */
     int32_t *gather;      /* (2, rows) new row -> old row, then each new row's
                              written cache length (floats) */
@@ -238,7 +239,8 @@ int td_decode_scratch_init(td_worker *w, char *err, size_t errlen)
     sc->h_ids = scalloc(NB * S, sizeof(int32_t), &bytes, &failed);
     sc->h_pos = scalloc(NB * S, sizeof(int32_t), &bytes, &failed);
     sc->h_dst = scalloc(NB * S, sizeof(int32_t), &bytes, &failed);
-    sc->h_len = scalloc(NB, sizeof(int32_t), &bytes, &failed);
+    sc->enc_order = scalloc(NB, sizeof(int), &bytes, &failed);
+    sc->enc_len = scalloc(NB, sizeof(int), &bytes, &failed);
     sc->rows = scalloc(N * ROW_FIELDS, sizeof(int32_t), &bytes, &failed);
     sc->gather = scalloc(2 * N, sizeof(int32_t), &bytes, &failed);
     sc->row_len = scalloc(N, sizeof(int32_t), &bytes, &failed);
@@ -277,7 +279,8 @@ void td_decode_scratch_free(td_worker *w)
     free(sc->h_ids);
     free(sc->h_pos);
     free(sc->h_dst);
-    free(sc->h_len);
+    free(sc->enc_order);
+    free(sc->enc_len);
     free(sc->rows);
     free(sc->gather);
     free(sc->row_len);
@@ -409,9 +412,11 @@ static int admit_layout(td_worker *w, const int *src_len, int n,
     return 0;
 }
 
-/* admit, encode: the new sentences through the encoder as one padded
- * batch; each layer's cross K/V computed into spare encoder buffers and
- * scattered into the sentences' slots (stride max_src_len). */
+/* admit, encode: the new sentences through the encoder as one batch of
+ * packed rows (no padding: each sentence's rows follow the previous one's,
+ * shorter sentences first so that equal lengths share an attention call);
+ * each layer's cross K/V computed into spare encoder buffers and scattered
+ * into the sentences' slots (stride max_src_len). */
 static void admit_encode(td_worker *w, const int32_t *const *src, const int *src_len, int n,
                          const int *slots)
 {
@@ -420,26 +425,30 @@ static void admit_encode(td_worker *w, const int32_t *const *src, const int *src
     td_decode_scratch *sc = w->scratch;
     const td_backend_ops *ops = w->be->ops;
     const int64_t S = w->o.max_src_len, d = c->d_model;
-    int s_max = 0;
-    for (int i = 0; i < n; i++)
-        if (src_len[i] > s_max)
-            s_max = src_len[i];
-    for (int i = 0; i < n; i++) {
-        for (int j = 0; j < s_max; j++) {
-            int64_t k = (int64_t)i * s_max + j;
-            sc->h_ids[k] = j < src_len[i] ? src[i][j] : c->pad_token_id;
-            sc->h_pos[k] = j;
-            sc->h_dst[k] = (int32_t)(slots[i] * S + j);
+    int *ord = sc->enc_order, *len = sc->enc_len;
+    for (int i = 0; i < n; i++) { /* stable insertion sort by length */
+        int k = i;
+        while (k > 0 && src_len[ord[k - 1]] > src_len[i]) {
+            ord[k] = ord[k - 1];
+            k--;
         }
-        sc->h_len[i] = src_len[i];
+        ord[k] = i;
     }
-    const size_t ne = (size_t)n * s_max * sizeof(int32_t);
+    int64_t rows = 0;
+    for (int k = 0; k < n; k++) {
+        const int i = ord[k];
+        len[k] = src_len[i];
+        for (int j = 0; j < src_len[i]; j++, rows++) {
+            sc->h_ids[rows] = src[i][j];
+            sc->h_pos[rows] = j;
+            sc->h_dst[rows] = (int32_t)(slots[i] * S + j);
+        }
+    }
+    const size_t ne = (size_t)rows * sizeof(int32_t);
     ops->upload(w->be, w->e_ids, sc->h_ids, ne);
     ops->upload(w->be, w->e_pos, sc->h_pos, ne);
     ops->upload(w->be, w->e_dst, sc->h_dst, ne);
-    ops->upload(w->be, w->e_len, sc->h_len, (size_t)n * sizeof(int32_t));
-    td_encode(w, n, s_max);
-    const int64_t rows = (int64_t)n * s_max;
+    td_encode(w, n, len);
     for (int l = 0; l < c->decoder_layers; l++) {
         const td_attn_w *a = &m->dec[l].cross_attn;
         ops->linear(w->be, w->ek, d, w->ex, d, rows, &a->k, &a->k_b);

@@ -104,7 +104,6 @@ struct td_model {
     X(effn, float, enc, ffn)                                                    \
     X(e_ids, int32_t, enc, one)                                                 \
     X(e_pos, int32_t, enc, one)                                                 \
-    X(e_len, int32_t, batch, one)                                               \
     X(e_dst, int32_t, enc, one)  /* encoder row -> cross K/V row of its slot */ \
     X(dx, float, dec, d)         /* decoder hidden states of a step */          \
     X(dh, float, dec, d)                                                        \
@@ -171,10 +170,11 @@ void td_posenc_sinusoidal_interleaved(float *out, int n_pos, int d);
 void td_posenc_rope_table(float *out, int n_pos, int head_dim, float theta);
 
 /* transformer.c: the forward pass. */
-/* Runs the encoder over n sentences padded to s_max rows each (ids already
- * uploaded to w->e_ids, positions to w->e_pos, lengths to w->e_len): the
- * encoder output is in w->ex, (n * s_max, d_model). */
-void td_encode(td_worker *w, int n, int s_max);
+/* Runs the encoder over n sentences of len[i] tokens packed one after the
+ * other, without padding (ids already uploaded to w->e_ids, each row's
+ * position in its sentence to w->e_pos): the encoder output is in w->ex,
+ * (sum of len, d_model); each sentence's rows see only its own. */
+void td_encode(td_worker *w, int n, const int *len);
 
 /* The rows of one decoder step; every array is device int32 of n entries. */
 typedef struct td_step_rows {

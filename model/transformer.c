@@ -66,12 +66,15 @@ static void ffn_block(td_worker *w, const td_layer_w *lw, float *x, float *h,
     residual(w, x, h, rows, &lw->final_ln);
 }
 
-void td_encode(td_worker *w, int n, int s_max)
+void td_encode(td_worker *w, int n, const int *len)
 {
     const td_model *m = w->m;
     const td_config *c = &m->cfg;
-    const int64_t d = c->d_model, rows = (int64_t)n * s_max;
+    const int64_t d = c->d_model;
     const int heads = c->encoder_attention_heads, hd = head_dim_of(c, heads);
+    int64_t rows = 0;
+    for (int i = 0; i < n; i++)
+        rows += len[i];
 
     OPS->embed(w->be, w->ex, &m->enc_embed, w->e_ids, rows, m->embed_scale,
                m->enc_pos, w->e_pos);
@@ -83,22 +86,29 @@ void td_encode(td_worker *w, int n, int s_max)
         OPS->linear(w->be, w->ek, d, in, d, rows, &a->k, &a->k_b);
         OPS->linear(w->be, w->ev, d, in, d, rows, &a->v, &a->v_b);
         if (m->enc_rope) {
-            OPS->rope(w->be, w->eq, n, s_max, d, s_max * d, heads, hd, 0, m->enc_rope);
-            OPS->rope(w->be, w->ek, n, s_max, d, s_max * d, heads, hd, 0, m->enc_rope);
+            OPS->rope_rows(w->be, w->eq, rows, d, heads, hd, w->e_pos, m->enc_rope);
+            OPS->rope_rows(w->be, w->ek, rows, d, heads, hd, w->e_pos, m->enc_rope);
         }
-        td_attn_args aa = attn_args(c, heads);
-        aa.q = w->eq;
-        aa.k = w->ek;
-        aa.v = w->ev;
-        aa.out = w->ectx;
-        aa.n_seq = n;
-        aa.n_q = aa.n_k = s_max;
-        aa.q_seq_stride = aa.kv_seq_stride = aa.out_seq_stride = s_max * d;
-        aa.kv_len = w->e_len;
-        aa.rel_k = a->rel_k;
-        aa.rel_v = a->rel_v;
-        aa.rel_max = c->relative_attention_max_distance;
-        OPS->attention(w->be, &aa);
+        /* Each sentence attends over its own rows only: one call per run
+         * of sentences of the same length (rows packed, no padding). */
+        int64_t r0 = 0;
+        for (int i = 0, j; i < n; i = j) {
+            for (j = i + 1; j < n && len[j] == len[i]; j++)
+                ;
+            td_attn_args aa = attn_args(c, heads);
+            aa.q = w->eq + r0 * d;
+            aa.k = w->ek + r0 * d;
+            aa.v = w->ev + r0 * d;
+            aa.out = w->ectx + r0 * d;
+            aa.n_seq = j - i;
+            aa.n_q = aa.n_k = len[i];
+            aa.q_seq_stride = aa.kv_seq_stride = aa.out_seq_stride = len[i] * d;
+            aa.rel_k = a->rel_k;
+            aa.rel_v = a->rel_v;
+            aa.rel_max = c->relative_attention_max_distance;
+            OPS->attention(w->be, &aa);
+            r0 += (int64_t)(j - i) * len[i];
+        }
         OPS->linear(w->be, w->eh, d, w->ectx, d, rows, &a->o, &a->o_b);
         residual(w, w->ex, w->eh, rows, &lw->self_attn_ln);
         ffn_block(w, lw, w->ex, w->eh, w->effn, rows, c->encoder_ffn_dim);

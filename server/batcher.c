@@ -52,6 +52,9 @@ typedef struct srv_worker {
     td_seq *live_seq;
     int n_live;
     long rows;             /* rows reported to the running-rows gauge */
+    int rows_total;        /* the worker's decoder rows (max_batch x max_beam) */
+    int deferred;          /* steps the admission of fitting texts was put off
+                              (srv_inflight_admit_now) */
 } srv_worker;
 
 struct srv_batcher {
@@ -74,6 +77,8 @@ struct srv_batcher {
     size_t worker_bytes;     /* one worker's arena, set at init */
     srv_fault fault;         /* tests only */
     int test_step_delay_ms;  /* tests only */
+    void (*test_on_admit)(void *, int, long, int, int, int); /* tests only */
+    void *test_ud;
     /* srv_batcher_halt: 0 running, 1 a halt is being written, 2 halted
      * (halt_rc and halt_msg written before the store of 2, read after a
      * load of 2). */
@@ -413,8 +418,10 @@ static void *worker_main(void *arg)
  * Each worker keeps one running decode (td_run_*). Between two steps its
  * thread admits queued jobs, oldest first, as long as the oldest fits the
  * free rows and slots (a job that does not fit is not overtaken, so nothing
- * starves); an idle worker lets the oldest wait --batch-delay-ms for company
- * as the batch scheduler does. Jobs whose client left or whose deadline
+ * starves); while the decode runs and the queue holds more than fits, it
+ * admits them in groups (srv_inflight_admit_now: a quarter of the rows
+ * free, or a few steps put off); an idle worker lets the oldest wait
+ * --batch-delay-ms for company as the batch scheduler does. Jobs whose client left or whose deadline
  * passed are cancelled mid-decode; every finished sentence is handed to its
  * job at once. A drain lets the running sentences finish until its
  * deadline; then (b->cut) each worker cancels its live jobs at the next step
@@ -433,11 +440,25 @@ static int take_admission(srv_worker *wk, double now, double *wait_until)
             return 0;
         }
     }
-    int free_slots, free_rows, k = 0;
+    int free_slots, free_rows, k = 0, fit = 0;
     td_run_free(wk->w, &free_slots, &free_rows);
-    while (b->head && k < free_slots && b->head->opts->beam_size <= free_rows) {
+    int rows = free_rows;
+    for (srv_job *j = b->head; j && fit < free_slots && j->opts->beam_size <= rows; j = j->next) {
+        rows -= j->opts->beam_size;
+        fit++;
+    }
+    int take = fit;
+    if (wk->n_live > 0 && !b->draining &&
+        !srv_inflight_admit_now(fit, b->depth, free_rows, wk->rows_total, wk->deferred)) {
+        wk->deferred += fit > 0;
+        take = 0;
+    } else {
+        wk->deferred = 0;
+    }
+    if (wk->n_live > 0 && b->test_on_admit)
+        b->test_on_admit(b->test_ud, fit, b->depth, free_rows, wk->rows_total, take);
+    while (k < take) {
         srv_job *j = b->head;
-        free_rows -= j->opts->beam_size;
         unlink_job(b, NULL, j);
         wk->batch[k++] = j;
     }
@@ -716,6 +737,8 @@ int srv_batcher_init(srv_batcher **out, const srv_batcher_opts *o, srv_metrics *
     b->fault = o->fault;
     b->scheduler = o->scheduler;
     b->test_step_delay_ms = o->test_step_delay_ms;
+    b->test_on_admit = o->test_on_admit;
+    b->test_ud = o->test_ud;
     b->cand_cap = 8 * o->max_batch_size;
     b->cand = calloc((size_t)b->cand_cap, sizeof *b->cand);
     b->workers = calloc((size_t)b->n_workers, sizeof *b->workers);
@@ -747,6 +770,8 @@ int srv_batcher_init(srv_batcher **out, const srv_batcher_opts *o, srv_metrics *
                              .n_threads = o->threads};
         if (td_worker_init(&wk->w, o->model, &wo, err, errlen) != 0)
             goto fail;
+        int free_slots;
+        td_run_free(wk->w, &free_slots, &wk->rows_total);
         b->worker_bytes = td_worker_arena_bytes(wk->w);
         if (warm_up(wk->w, o, err, errlen) != 0)
             goto fail;

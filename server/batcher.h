@@ -90,6 +90,29 @@ typedef enum srv_scheduler {
     SRV_SCHED_BATCH,        /* a batch runs to its end before the next forms */
 } srv_scheduler;
 
+/* --scheduler inflight: when a running decode takes queued texts in.
+ * Each admission runs the encoder once over the admitted texts, and on a
+ * CPU an encoder call costs about as much again for its fixed part
+ * (reading every encoder weight) as for a typical text's rows. Taking one
+ * or two texts at every step, as a deep queue would, pays that fixed part
+ * for each; waiting until a quarter of the rows is free takes them in
+ * groups of several. Waiting never holds a text back for long: at most
+ * SRV_ADMIT_MAX_DEFER steps, and not at all when every queued text fits
+ * (a shallow queue: nothing to group, latency first) or the decode is idle.
+ * fit: queued texts (oldest first) that fit the free rows and slots now;
+ * queued: texts in the queue; free_rows, rows: the worker's free and total
+ * decoder rows; deferred: steps the admission was put off so far. */
+#define SRV_ADMIT_ROWS_DIVISOR 4
+#define SRV_ADMIT_MAX_DEFER 4
+static inline int srv_inflight_admit_now(int fit, long queued, int free_rows, int rows,
+                                         int deferred)
+{
+    if (fit <= 0)
+        return 0;
+    return fit >= queued || free_rows * SRV_ADMIT_ROWS_DIVISOR >= rows ||
+           deferred >= SRV_ADMIT_MAX_DEFER;
+}
+
 typedef struct srv_batcher_opts {
     td_model *model;          /* loaded; outlives the batcher */
     td_decode_opts warm_up;   /* the model's defaults (the warm-up runs them greedy, <= 4 tokens) */
@@ -105,6 +128,13 @@ typedef struct srv_batcher_opts {
     srv_fault fault;          /* SRV_FAULT_NONE outside tests */
     int test_step_delay_ms;   /* tests only: a worker sleeps this long after each
                                  decoding step (inflight) or batch (batch) */
+    /* tests only (NULL outside them): called by an inflight worker, under
+     * the batcher's lock, at each admission decision while its decode runs:
+     * the arguments of srv_inflight_admit_now but the count of deferrals,
+     * and how many texts it took (0 or fit). */
+    void (*test_on_admit)(void *ud, int fit, long queued, int free_rows, int rows,
+                          int admitted);
+    void *test_ud;
 } srv_batcher_opts;
 
 typedef struct srv_batcher srv_batcher;

@@ -58,6 +58,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "lines.h"
+
 #include <jansson.h>
 
 #include "server/client.h"
@@ -125,33 +127,7 @@ static int cmp_by_words(const void *a, const void *b)
 
 static int read_lines(const char *path, unsigned long long seed)
 {
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return -1;
-    char *line = NULL;
-    size_t cap = 0;
-    ssize_t n;
-    int alloc = 0;
-    while ((n = getline(&line, &cap, f)) >= 0) {
-        while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r'))
-            line[--n] = 0;
-        if (n == 0)
-            continue;
-        if (g_n_lines == alloc) {
-            alloc = alloc ? 2 * alloc : 256;
-            char **grown = realloc(g_lines, (size_t)alloc * sizeof *g_lines);
-            if (!grown) {
-                free(line);
-                fclose(f);
-                return -1;
-            }
-            g_lines = grown;
-        }
-        g_lines[g_n_lines++] = strdup(line);
-    }
-    free(line);
-    fclose(f);
-    if (g_n_lines == 0)
+    if (bench_read_lines(path, &g_lines, &g_n_lines) != 0 || g_n_lines == 0)
         return -1;
     /* interleave short and long: Fisher-Yates with a fixed seed */
     if (seed) {

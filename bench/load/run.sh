@@ -49,12 +49,12 @@ OUT=${OUT:-/tmp/transformerd-load}
 DEVICE=${DEVICE:-cpu}
 mkdir -p "$OUT"
 [ -x "$BUILD/transformerd" ] || cmake --build "$BUILD" -j2 --target transformerd >/dev/null
-# The load generator: one C file plus the tests' HTTP client.
+# The load generator: two C files plus the tests' HTTP client.
 if [ -x "$BUILD/bench/load/bench_load" ]; then
     cp "$BUILD/bench/load/bench_load" "$OUT/load"
 else
     cc -std=c11 -D_GNU_SOURCE -O2 -Wall -Wextra -Werror -pthread -Itests -o "$OUT/load" \
-        bench/load/load.c tests/server/client.c $(pkg-config --cflags --libs jansson)
+        bench/load/load.c bench/load/lines.c tests/server/client.c $(pkg-config --cflags --libs jansson)
 fi
 if [ -z "${INPUT:-}" ]; then
     INPUT=$OUT/input.txt

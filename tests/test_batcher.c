@@ -1,0 +1,182 @@
+/*
+ * test_batcher.c - the inflight scheduler's admission policy
+ * (srv_inflight_admit_now in server/batcher.h), as a rule and in the real
+ * batcher.
+ *
+ * The rule: a running decode takes queued texts in when every queued text
+ * fits, when a quarter of its rows is free, or when it has put the
+ * admission off SRV_ADMIT_MAX_DEFER steps; never when nothing fits.
+ *
+ * The batcher: a fixture model, greedy texts of random lengths submitted at
+ * once (a deep queue), every admission decision of the running decode
+ * recorded through the test hook. Each decision is held to the rule with
+ * the deferrals counted here, step by step; all texts finish. Decisions
+ * are counted in steps, never in time.
+ */
+#include <check.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "batcher.h"
+
+START_TEST(test_rule)
+{
+    const int R = 32; /* rows */
+    /* nothing fits: never */
+    ck_assert(!srv_inflight_admit_now(0, 10, 31, R, 100));
+    /* a shallow queue: at once, even with one free row */
+    ck_assert(srv_inflight_admit_now(1, 1, 1, R, 0));
+    ck_assert(srv_inflight_admit_now(3, 3, 3, R, 0));
+    /* a deep queue: a quarter of the rows free ... */
+    ck_assert(!srv_inflight_admit_now(1, 2, 7, R, 0));
+    ck_assert(srv_inflight_admit_now(2, 9, 8, R, 0));
+    ck_assert(!srv_inflight_admit_now(1, 9, 7, 29, 0)); /* 7 * 4 < 29 */
+    ck_assert(srv_inflight_admit_now(1, 9, 8, 29, 0));
+    /* ... or put off long enough */
+    ck_assert(!srv_inflight_admit_now(1, 9, 1, R, SRV_ADMIT_MAX_DEFER - 1));
+    ck_assert(srv_inflight_admit_now(1, 9, 1, R, SRV_ADMIT_MAX_DEFER));
+}
+END_TEST
+
+/* ---- the batcher --------------------------------------------------------- */
+
+#define N_JOBS 120
+#define MAX_BATCH 16
+
+typedef struct watch {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int done;
+    /* the admission decisions while the decode ran (under the batcher's
+     * lock, one scheduler thread) */
+    int decisions, deferred_now, grouped, by_count, by_rows, bad;
+    char why[256];
+} watch;
+
+static void on_admit(void *ud, int fit, long queued, int free_rows, int rows, int admitted)
+{
+    watch *w = ud;
+    w->decisions++;
+    if (w->bad)
+        return;
+    const int shallow = fit >= queued, quarter = free_rows * SRV_ADMIT_ROWS_DIVISOR >= rows;
+    const int due = fit > 0 && (shallow || quarter || w->deferred_now >= SRV_ADMIT_MAX_DEFER);
+    if (admitted != (due ? fit : 0)) {
+        snprintf(w->why, sizeof w->why,
+                 "decision %d: fit %d queued %ld free rows %d of %d, put off %d steps: took %d",
+                 w->decisions, fit, queued, free_rows, rows, w->deferred_now, admitted);
+        w->bad = 1;
+        return;
+    }
+    if (admitted) {
+        w->grouped += admitted >= 2;
+        w->by_count += !shallow && !quarter;
+        w->by_rows += !shallow && quarter;
+        w->deferred_now = 0;
+    } else if (fit > 0) {
+        w->deferred_now++;
+    }
+}
+
+static void job_done(srv_job *j, void *ud)
+{
+    watch *w = ud;
+    ck_assert_int_eq(j->status, SRV_JOB_DONE);
+    td_result_free(&j->res);
+    pthread_mutex_lock(&w->mu);
+    w->done++;
+    pthread_cond_broadcast(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+}
+
+static uint64_t g_rng = 0x2545f4914f6cdd1dULL;
+static int rnd(int n)
+{
+    g_rng ^= g_rng << 13;
+    g_rng ^= g_rng >> 7;
+    g_rng ^= g_rng << 17;
+    return (int)(g_rng % (uint64_t)n);
+}
+
+START_TEST(test_deep_queue)
+{
+    char dir[512], err[512];
+    snprintf(dir, sizeof dir, "%s/fixtures/marian_tied", TD_TEST_DATA);
+    td_model *m = NULL;
+    td_load_opts lo = {.device = "cpu", .n_threads = 1};
+    ck_assert_msg(td_model_load(&m, dir, &lo, err, sizeof err) == 0, "%s", err);
+    const td_config *c = td_model_config(m);
+    watch w = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+    srv_batcher_opts bo = {.model = m,
+                           .warm_up_token = (int32_t)c->eos_token_id,
+                           .workers = 1,
+                           .threads = 1,
+                           .max_batch_size = MAX_BATCH,
+                           .max_batch_tokens = 1 << 20,
+                           .max_queue = N_JOBS,
+                           .max_src_len = 16,
+                           .max_length = 40,
+                           .max_beam = 1,
+                           .scheduler = SRV_SCHED_INFLIGHT,
+                           .test_on_admit = on_admit,
+                           .test_ud = &w};
+    td_decode_opts_default(m, &bo.warm_up);
+    /* greedy, lengths 1..40: sentences finish one or two at a time */
+    static td_decode_opts opts[40];
+    for (int k = 0; k < 40; k++) {
+        td_decode_opts_default(m, &opts[k]);
+        opts[k].beam_size = opts[k].num_hypotheses = 1;
+        opts[k].max_length = k + 1;
+    }
+    srv_batcher *b = NULL;
+    ck_assert_msg(srv_batcher_init(&b, &bo, NULL, err, sizeof err) == 0, "%s", err);
+    static srv_job jobs[N_JOBS];
+    static int32_t src[N_JOBS][16];
+    for (int i = 0; i < N_JOBS; i++) {
+        int n = 2 + rnd(14);
+        for (int j = 0; j + 1 < n; j++)
+            src[i][j] = 3 + rnd(c->vocab_size - 4);
+        src[i][n - 1] = (int32_t)c->eos_token_id;
+        memset(&jobs[i], 0, sizeof jobs[i]);
+        jobs[i].src = src[i];
+        jobs[i].n_src = n;
+        jobs[i].opts = &opts[rnd(40)];
+    }
+    srv_completion comp = {.done = job_done, .ud = &w};
+    /* all at once: the queue is deep from the first admission on */
+    ck_assert_int_eq(srv_batcher_submit(b, jobs, N_JOBS, 1e18, &comp), SRV_SUBMIT_OK);
+    pthread_mutex_lock(&w.mu);
+    while (w.done < N_JOBS)
+        pthread_cond_wait(&w.cv, &w.mu);
+    pthread_mutex_unlock(&w.mu);
+    srv_batcher_drain(b, 1e18);
+    srv_batcher_free(b);
+    td_model_free(m);
+    ck_assert_msg(!w.bad, "%s", w.why);
+    printf("test_batcher: %d decisions while running, %d groups of 2+, admitted by the quarter "
+           "rule %d, by the step count %d\n", w.decisions, w.grouped, w.by_rows, w.by_count);
+    /* the policy was exercised: decisions while running, groups of several,
+     * admissions by the quarter rule and by the step count */
+    ck_assert_int_gt(w.decisions, N_JOBS / 4);
+    ck_assert_int_gt(w.grouped, 0);
+    ck_assert_int_gt(w.by_rows, 0);
+    ck_assert_int_gt(w.by_count, 0);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("batcher");
+    TCase *tc = tcase_create("admission");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_rule);
+    tcase_add_test(tc, test_deep_queue);
+    suite_add_tcase(s, tc);
+    SRunner *r = srunner_create(s);
+    srunner_run_all(r, CK_NORMAL);
+    int failed = srunner_ntests_failed(r);
+    srunner_free(r);
+    return failed ? 1 : 0;
+}
