@@ -17,10 +17,19 @@
 # the matching runtime image (cudart, cuBLAS). NVIDIA publishes no Debian-based
 # CUDA images, so the GPU image is Ubuntu 24.04; the CPU image is Debian 12.
 #
-# Model: models/ of the build context is copied to /opt/transformerd/models/
-# (the bundled default, TRANSFORMERD_MODEL=/opt/transformerd/models/en-de);
-# when the context has no models/ the image still builds and the container
-# needs a mounted model: -v /srv/models:/models:ro -e TRANSFORMERD_MODEL=/models/NAME.
+# Models: models/ of the build context (models/en-de, models/de-en, ...) is
+# copied to /opt/transformerd/models/, and the container serves every model
+# directory there (TRANSFORMERD_MODELS_DIR=/opt/transformerd/models: each
+# subdirectory with config.json + model.safetensors, named by its directory;
+# requests pick one by "model" or by source/target), as `make run` does.
+# When the context has no models/ the image still builds, with that
+# directory empty, and the container exits at start-up (status 2, "no model
+# directory") unless it is given models:
+#   every model under a host directory:
+#     -v /srv/models:/models:ro -e TRANSFORMERD_MODELS_DIR=/models
+#   one model (the empty TRANSFORMERD_MODELS_DIR means none):
+#     -v /srv/models:/models:ro -e TRANSFORMERD_MODELS_DIR= -e TRANSFORMERD_MODEL=/models/NAME
+# (TRANSFORMERD_MODEL alone adds its models to the bundled ones.)
 #
 # Configuration: every `transformerd serve` flag as TRANSFORMERD_* (e.g.
 # TRANSFORMERD_MAX_BATCH_SIZE=64), or flags appended to `docker run IMAGE`.
@@ -68,7 +77,7 @@ RUN apt-get update \
 COPY --from=build-cpu /build/transformerd /usr/local/bin/transformerd
 COPY --from=build-cpu /src/models/ /opt/transformerd/models/
 WORKDIR /opt/transformerd
-ENV TRANSFORMERD_MODEL=/opt/transformerd/models/en-de \
+ENV TRANSFORMERD_MODELS_DIR=/opt/transformerd/models \
     TRANSFORMERD_DEVICE=cpu \
     TRANSFORMERD_HOST=0.0.0.0 \
     TRANSFORMERD_PORT=8080 \
@@ -115,7 +124,7 @@ RUN apt-get update \
 COPY --from=build /build/transformerd /usr/local/bin/transformerd
 COPY --from=build /src/models/ /opt/transformerd/models/
 WORKDIR /opt/transformerd
-ENV TRANSFORMERD_MODEL=/opt/transformerd/models/en-de \
+ENV TRANSFORMERD_MODELS_DIR=/opt/transformerd/models \
     TRANSFORMERD_DEVICE=cuda \
     TRANSFORMERD_HOST=0.0.0.0 \
     TRANSFORMERD_PORT=8080 \

@@ -7,12 +7,14 @@
 #
 # Checks, in order (each failure prints FAIL with the reason; exit 1 if any):
 #   readiness (waits up to SMOKE_READY_TIMEOUT s for 200 on /health/ready),
-#   liveness, GET /v1/models, one translation (POST /v1/translate), the
-#   cross-attention of one layer and head (rows = target tokens, columns =
-#   source tokens, each row sums to 1 within 1e-3), LibreTranslate's
-#   POST /translate (same text as the native API) and GET /languages, two
-#   error cases (400 with docs/api.md's error object), and the Prometheus
-#   series on GET /metrics.
+#   liveness, GET /v1/models (every serving model), one translation per
+#   model (POST /v1/translate with "model"), the cross-attention of one layer
+#   and head of the first model (rows = target tokens, columns = source
+#   tokens, each row sums to 1 within 1e-3), LibreTranslate's POST /translate
+#   (the first model's pair; same text as the native API) and GET /languages
+#   (every model's pair), two error cases (400 with docs/api.md's error
+#   object), and the Prometheus series on GET /metrics.
+#   SMOKE_MODELS, when set, is the number of models the daemon must serve.
 #
 # Environment:
 #   SMOKE_READY_TIMEOUT  seconds to wait for readiness (default 120: a model
@@ -21,6 +23,8 @@
 #   SMOKE_API_KEY        sent as "Authorization: Bearer ..." when the daemon
 #                        runs with --api-key / TRANSFORMERD_API_KEY
 #   SMOKE_CURL_TIMEOUT   per-request limit in seconds (default 60)
+#   SMOKE_MODELS         how many models GET /v1/models must list (default:
+#                        any number, at least one)
 #
 # Usage: deploy/smoke.sh http://127.0.0.1:8080
 set -u
@@ -184,40 +188,66 @@ get /health/live
 if [ "$STATUS" = 200 ]; then pass "/health/live -> 200"; else fail "/health/live: HTTP $STATUS"; fi
 
 # --- model info ----------------------------------------------------------------
+# Every serving model: NAMES (quoted JSON strings, one a line in $TMP/names)
+# with its pair; the first one's SRC/TGT for LibreTranslate.
 SRC=en TGT=de
+NMODELS=0
+: >"$TMP/names"
 get /v1/models
 if expect_json 200 "/v1/models"; then
-    name=$(field '.models[0].name')
-    SRC=$(field '.models[0].languages.source' | tr -d '"')
-    TGT=$(field '.models[0].languages.target' | tr -d '"')
+    NMODELS=$(count .models)
+    i=0
+    list=""
+    while [ "$i" -lt "$NMODELS" ]; do
+        name=$(field ".models[$i].name")
+        s=$(field ".models[$i].languages.source" | tr -d '"')
+        t=$(field ".models[$i].languages.target" | tr -d '"')
+        case $name in
+        \"?*\") printf '%s\t%s\t%s\n' "$name" "$s" "$t" >>"$TMP/names"
+                list="$list${list:+, }$name ($s -> $t)" ;;
+        *) fail "/v1/models: no models[$i].name in $(head -c 300 "$TMP/body")" ;;
+        esac
+        i=$((i + 1))
+    done
+    SRC=$(awk -F '\t' 'NR == 1 { print $2 }' "$TMP/names")
+    TGT=$(awk -F '\t' 'NR == 1 { print $3 }' "$TMP/names")
     heads=$(field '.models[0].architecture.decoder_attention_heads')
-    case $name in
-    \"?*\") pass "/v1/models: $name ($SRC -> $TGT, $heads decoder heads, device $(field '.models[0].device'))" ;;
-    *) fail "/v1/models: no models[0].name in $(head -c 300 "$TMP/body")" ;;
-    esac
-fi
-
-# --- one translation ---------------------------------------------------------------
-TEXT_JSON=$(json_str "$TEXT")
-NATIVE=""
-post /v1/translate "{\"text\":$TEXT_JSON}"
-if expect_json 200 "/v1/translate"; then
-    NATIVE=$(field '.translations[0].text')
-    n=$(count .translations)
-    tgt=$(field .usage.target_tokens)
-    if [ "$n" != 1 ]; then
-        fail "/v1/translate: $n translations for one text"
-    elif [ -z "$NATIVE" ] || [ "$NATIVE" = '""' ]; then
-        fail "/v1/translate: empty translation of $TEXT_JSON: $(cat "$TMP/body")"
-    elif ! is_count "$tgt" || [ "$tgt" -lt 1 ]; then
-        fail "/v1/translate: usage.target_tokens is '$tgt'"
+    if [ "$NMODELS" -lt 1 ]; then
+        fail "/v1/models: no model in $(head -c 300 "$TMP/body")"
+    elif [ -n "${SMOKE_MODELS:-}" ] && [ "$NMODELS" != "$SMOKE_MODELS" ]; then
+        fail "/v1/models: $NMODELS models ($list), want $SMOKE_MODELS"
     else
-        pass "/v1/translate: $TEXT_JSON -> $NATIVE ($tgt target tokens)"
+        pass "/v1/models: $NMODELS: $list; first: $heads decoder heads, device $(field '.models[0].device')"
     fi
 fi
+FIRST=$(awk -F '\t' 'NR == 1 { print $1 }' "$TMP/names")
+[ -n "$FIRST" ] || FIRST=null
+
+# --- one translation per model ----------------------------------------------------
+TEXT_JSON=$(json_str "$TEXT")
+NATIVE=""
+while IFS=$(printf '\t') read -r name s t; do
+    post /v1/translate "{\"text\":$TEXT_JSON,\"model\":$name}"
+    expect_json 200 "/v1/translate $name" || continue
+    out=$(field '.translations[0].text')
+    n=$(count .translations)
+    tgt=$(field .usage.target_tokens)
+    if [ "$(field .model)" != "$name" ]; then
+        fail "/v1/translate $name: answered by model $(field .model)"
+    elif [ "$n" != 1 ]; then
+        fail "/v1/translate $name: $n translations for one text"
+    elif [ -z "$out" ] || [ "$out" = '""' ]; then
+        fail "/v1/translate $name: empty translation of $TEXT_JSON: $(cat "$TMP/body")"
+    elif ! is_count "$tgt" || [ "$tgt" -lt 1 ]; then
+        fail "/v1/translate $name: usage.target_tokens is '$tgt'"
+    else
+        pass "/v1/translate $name ($s -> $t): $TEXT_JSON -> $out ($tgt target tokens)"
+        [ "$name" = "$FIRST" ] && NATIVE=$out
+    fi
+done <"$TMP/names"
 
 # --- attention shape and row sums ------------------------------------------------------
-post /v1/translate "{\"text\":$TEXT_JSON,\"return_attention\":true,\"attention_layers\":[-1],\"attention_heads\":[0],\"beam_size\":1}"
+post /v1/translate "{\"text\":$TEXT_JSON,\"model\":$FIRST,\"return_attention\":true,\"attention_layers\":[-1],\"attention_heads\":[0],\"beam_size\":1}"
 if expect_json 200 "/v1/translate return_attention"; then
     T=$(count '.translations[0].tokens')
     S=$(count '.translations[0].source_tokens')
@@ -264,12 +294,27 @@ if expect_json 200 "POST /translate"; then
         pass "POST /translate ($SRC -> $TGT): $lt"
     fi
 fi
+# every model's pair: its source is a code whose targets hold its target
 get /languages
-if expect_json 200 "GET /languages"; then
-    if [ "$(field '[0].code')" = "\"$SRC\"" ]; then
-        pass "GET /languages: $SRC"
+if [ ! -s "$TMP/names" ]; then
+    fail "GET /languages: not checked, no model listed by /v1/models"
+elif expect_json 200 "GET /languages"; then
+    missing=$(awk -F '\t' '
+        FNR == NR { pair[FNR] = $2 "\t" $3; np = FNR; next }
+        $1 ~ /^\[[0-9]+\]\.code$/ { i = $1; sub(/\.code$/, "", i); code[i] = $2; next }
+        $1 ~ /^\[[0-9]+\]\.targets\[[0-9]+\]$/ { i = $1; sub(/\.targets.*/, "", i); tg[i] = tg[i] " " $2 }
+        END {
+            for (k = 1; k <= np; k++) {
+                split(pair[k], st, "\t"); hit = 0
+                for (i in code)
+                    if (code[i] == "\"" st[1] "\"" && index(tg[i] " ", " \"" st[2] "\" ")) hit = 1
+                if (!hit) printf " %s->%s", st[1], st[2]
+            }
+        }' "$TMP/names" "$TMP/flat")
+    if [ -z "$missing" ]; then
+        pass "GET /languages: every model's pair ($(awk -F '\t' '{ printf "%s%s->%s", (NR > 1 ? ", " : ""), $2, $3 }' "$TMP/names"))"
     else
-        fail "GET /languages: want [0].code \"$SRC\": $(cat "$TMP/body")"
+        fail "GET /languages: pairs missing:$missing: $(head -c 300 "$TMP/body")"
     fi
 fi
 

@@ -10,8 +10,18 @@ devel -> runtime build of the toolkit's major version, the bootstrap script,
 a non-root user, EXPOSE 8080, a HEALTHCHECK on /health/ready, exec-form
 ENTRYPOINT with STOPSIGNAL SIGTERM, TRANSFORMERD_* configuration, the GPU
 reservation, probes on /health/*, grace periods longer than the drain
-deadline (read from server/serve.c), a hardened systemd unit, and so on.
+deadline (read from server/serve.c), a hardened systemd unit, every
+bundled model served by default (TRANSFORMERD_MODELS_DIR=/opt/transformerd/models
+in the images, compose, Kubernetes and systemd), and so on.
 Each failed check prints one line naming the file and the field.
+
+With --daemon BUILD/transformerd the unit is also parsed by systemd-analyze
+verify (where installed), and the daemon is started with the CPU image's
+ENV (its models directory mapped to the repository's models/, a loopback
+port): it must serve every model under models/ and nothing else; with an
+empty models directory (an image built without models/) it must exit 2 at
+start-up; with TRANSFORMERD_MODELS_DIR= and TRANSFORMERD_MODEL=DIR (the
+documented one-model override) it must serve exactly that model.
 
 With --hadolint / --yamllint (or those tools on PATH) the Dockerfile is also
 linted by hadolint and the YAML files by yamllint; without them those two
@@ -33,6 +43,9 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
+import urllib.error
+import urllib.request
 
 try:
     import yaml
@@ -48,11 +61,15 @@ COMPOSE = "deploy/docker-compose.yml"
 K8S_GLOB = "deploy/k8s/*.yaml"
 K8S_EXTRAS_GLOB = "deploy/k8s/extras/*.yaml"
 UNIT = "deploy/systemd/transformerd.service"
+UNIT_ENV = "deploy/systemd/transformerd.env"
 DEPLOY_README = "deploy/README.md"
 SERVE_C = "server/serve.c"
 METRICS_C = "server/metrics.c"
 
-BUNDLED_MODEL = "/opt/transformerd/models/en-de"
+# Where the images put the build context's models/; the deployment files
+# serve every model directory in it (TRANSFORMERD_MODELS_DIR), as `make run`
+# serves models/.
+MODELS_DIR = "/opt/transformerd/models"
 PORT = 8080
 # Runtime packages a runtime stage may install (Debian 12 and Ubuntu 24.04
 # names): the daemon's shared libraries, curl for the HEALTHCHECK.
@@ -77,6 +94,17 @@ class Report:
         else:
             self.errors.append("%s: %s" % (where, msg))
         return ok
+
+
+def check_models_env(rep, env, where):
+    """The default models of a deployment: every directory under MODELS_DIR,
+    no single model pinned besides (env: name -> value; None = unset)."""
+    rep.check(env.get("TRANSFORMERD_MODELS_DIR") == MODELS_DIR, where,
+              "TRANSFORMERD_MODELS_DIR=%s (serve every bundled model) missing (got %r)"
+              % (MODELS_DIR, env.get("TRANSFORMERD_MODELS_DIR")))
+    rep.check(not env.get("TRANSFORMERD_MODEL"), where,
+              "TRANSFORMERD_MODEL=%s pins a model besides TRANSFORMERD_MODELS_DIR's (leave it unset)"
+              % env.get("TRANSFORMERD_MODEL"))
 
 
 # --------------------------------------------------------------------------
@@ -194,8 +222,7 @@ def check_runtime_stage(rep, st, build_name, device, where):
     rep.check(exec_form, w, 'ENTRYPOINT must be exec form ["/.../transformerd", "serve"] '
               "(shell form would not pass SIGTERM to the daemon)")
     env = env_of(st)
-    rep.check(env.get("TRANSFORMERD_MODEL") == BUNDLED_MODEL, w,
-              "ENV TRANSFORMERD_MODEL=%s (the bundled default) missing" % BUNDLED_MODEL)
+    check_models_env(rep, env, w + " ENV")
     rep.check(env.get("TRANSFORMERD_HOST") == "0.0.0.0", w,
               "ENV TRANSFORMERD_HOST=0.0.0.0 missing (the default 127.0.0.1 is unreachable from outside)")
     rep.check(env.get("TRANSFORMERD_DEVICE") == device, w, "ENV TRANSFORMERD_DEVICE=%s missing" % device)
@@ -204,8 +231,8 @@ def check_runtime_stage(rep, st, build_name, device, where):
     copies = [a for a, _ in instrs(st, "COPY")]
     rep.check(any(("--from=%s" % build_name) in c and "transformerd" in c for c in copies), w,
               "COPY --from=%s of the transformerd binary missing" % build_name)
-    rep.check(any(("--from=%s" % build_name) in c and "models" in c and "/opt/transformerd/models" in c
-                  for c in copies), w, "COPY --from=%s of models/ to /opt/transformerd/models missing" % build_name)
+    rep.check(any(("--from=%s" % build_name) in c and "models" in c and MODELS_DIR in c
+                  for c in copies), w, "COPY --from=%s of models/ to %s missing" % (build_name, MODELS_DIR))
     runs = " ".join(a for a, _ in instrs(st, "RUN"))
     vols = " ".join(a for a, _ in instrs(st, "VOLUME"))
     rep.check(re.search(r"mkdir[^&;]*\s/models(\s|$)", runs) or "/models" in vols, w,
@@ -306,7 +333,7 @@ def check_dockerignore(rep, files):
     for p in (".git/HEAD", "build/transformerd", "build-asan/x", "tools/.venv/bin/python",
               "tools/__pycache__/x.pyc"):
         rep.check(dockerignore_excludes(pats, p), DOCKERIGNORE, "does not exclude %s" % p)
-    for p in ("models/en-de/config.json", "tools/bootstrap.sh", "CMakeLists.txt", "server/serve.c",
+    for p in ("models/en-de/config.json", "models/de-en/model.safetensors", "tools/bootstrap.sh", "CMakeLists.txt", "server/serve.c",
               "model/config.c", "backend/backend.h", "tokenizer/spm.c", "cpu/cpu_backend.c", "gpu/gpu_backend.cu", "gpu/CMakeLists.txt"):
         rep.check(not dockerignore_excludes(pats, p), DOCKERIGNORE, "excludes %s, which the build needs" % p)
 
@@ -371,6 +398,10 @@ def check_compose(rep, files, drain_default, write_s):
         vols = [v.get("target") if isinstance(v, dict) else interp(v).split(":")[1]
                 for v in s.get("volumes") or [] if isinstance(v, dict) or ":" in str(v)]
         rep.check("/models" in vols, w, "no volume mounted at /models")
+        srcs = [str(v.get("source", "")) if isinstance(v, dict) else str(v) for v in s.get("volumes") or []]
+        rep.check(not any(re.search(r"\$\{?TRANSFORMERD_", v) for v in srcs), w,
+                  "a volume's host path comes from a TRANSFORMERD_* variable, which the daemon reads "
+                  "as its own setting: %s" % srcs)
         hc = s.get("healthcheck") or {}
         test = hc.get("test")
         test = " ".join(test) if isinstance(test, list) else str(test or "")
@@ -380,6 +411,7 @@ def check_compose(rep, files, drain_default, write_s):
                   "environment other than TRANSFORMERD_*: %s" % [k for k in env if not k.startswith("TRANSFORMERD_")])
         rep.check(env.get("TRANSFORMERD_DEVICE") == device, w, "TRANSFORMERD_DEVICE=%s missing" % device)
         rep.check(env.get("TRANSFORMERD_HOST") == "0.0.0.0", w, "TRANSFORMERD_HOST=0.0.0.0 missing")
+        check_models_env(rep, env, w + " environment")
         drain = int(env.get("TRANSFORMERD_DRAIN_TIMEOUT_S", drain_default))
         grace = seconds(s.get("stop_grace_period", "10s"))
         rep.check(grace is not None and grace > drain + write_s, w,
@@ -452,6 +484,7 @@ def check_k8s(rep, files, drain_default, write_s):
     rep.check(env.get("TRANSFORMERD_HOST") == "0.0.0.0", w,
               "TRANSFORMERD_HOST=0.0.0.0 missing (probes and the Service reach the pod IP)")
     rep.check(env.get("TRANSFORMERD_DEVICE", "").startswith("cuda"), w, "TRANSFORMERD_DEVICE=cuda missing")
+    check_models_env(rep, env, w + " env")
     drain = int(env.get("TRANSFORMERD_DRAIN_TIMEOUT_S") or drain_default)
     pre = ((ctr.get("lifecycle") or {}).get("preStop") or {})
     sleep = 0
@@ -504,8 +537,6 @@ def check_k8s(rep, files, drain_default, write_s):
         check_hpa(qhpa[0][0], qhpa[0][1], "queue")
     rep.check("transformerd_queue_depth" in files.get(METRICS_C, "transformerd_queue_depth"), METRICS_C,
               "the daemon no longer exports transformerd_queue_depth, which the HPA uses")
-    rep.check("prometheus-adapter" in files.get(DEPLOY_README, ""), DEPLOY_README,
-              "must document the metrics adapter (prometheus-adapter) the queue-depth HPA needs")
     for p, pdb in kinds.get("PodDisruptionBudget", []):
         w = "%s PodDisruptionBudget" % p
         rep.check(pdb.get("apiVersion") == "policy/v1", w, "apiVersion must be policy/v1")
@@ -578,6 +609,16 @@ def check_unit(rep, files, drain_default, write_s, daemon):
         for item in shlex.split(e):
             k, _, v = item.partition("=")
             env[k] = v
+    check_models_env(rep, env, w + " Environment=")
+    # the environment file overrides the unit: it must not change the models
+    # by default (its model settings are commented-out examples)
+    envfile = files.get(UNIT_ENV)
+    if rep.check(envfile is not None, UNIT_ENV, "missing"):
+        set_here = [l.split("=", 1)[0].strip() for l in envfile.splitlines()
+                    if l.strip() and not l.strip().startswith("#") and "=" in l]
+        rep.check(not [k for k in set_here if k in ("TRANSFORMERD_MODEL", "TRANSFORMERD_MODELS_DIR")], UNIT_ENV,
+                  "sets TRANSFORMERD_MODEL / TRANSFORMERD_MODELS_DIR, overriding the unit's default (every model "
+                  "under %s)" % MODELS_DIR)
     drain = int(env.get("TRANSFORMERD_DRAIN_TIMEOUT_S", drain_default))
     stop = unit_seconds(last("TimeoutStopSec", "90"))
     rep.check(stop is not None and stop > drain + write_s, w,
@@ -622,7 +663,7 @@ def lint(rep, root, hadolint, yamllint, log):
 
 def load(root):
     files = {}
-    names = [DOCKERFILE, DOCKERIGNORE, COMPOSE, UNIT, DEPLOY_README, SERVE_C, METRICS_C]
+    names = [DOCKERFILE, DOCKERIGNORE, COMPOSE, UNIT, UNIT_ENV, DEPLOY_README, SERVE_C, METRICS_C]
     names += [os.path.relpath(p, root) for g in (K8S_GLOB, K8S_EXTRAS_GLOB) for p in glob.glob(os.path.join(root, g))]
     for n in names:
         p = os.path.join(root, n)
@@ -630,6 +671,18 @@ def load(root):
             with open(p, encoding="utf-8") as f:
                 files[n] = f.read()
     return files
+
+
+def check_readme(rep, files):
+    text = files.get(DEPLOY_README, "")
+    rep.check("prometheus-adapter" in text, DEPLOY_README,
+              "must document the metrics adapter (prometheus-adapter) the queue-depth HPA needs")
+    rep.check("TRANSFORMERD_MODELS_DIR=%s" % MODELS_DIR in text or "| `%s` |" % MODELS_DIR in text, DEPLOY_README,
+              "must document the default models directory (TRANSFORMERD_MODELS_DIR=%s)" % MODELS_DIR)
+    rep.check("TRANSFORMERD_MODELS_DIR=/models" in text, DEPLOY_README,
+              "must document serving the mounted models (TRANSFORMERD_MODELS_DIR=/models)")
+    rep.check(re.search(r"TRANSFORMERD_MODELS_DIR= +-e TRANSFORMERD_MODEL=/models/", text), DEPLOY_README,
+              "must document serving one mounted model (-e TRANSFORMERD_MODELS_DIR= -e TRANSFORMERD_MODEL=/models/NAME)")
 
 
 def run_checks(files, cuda_major, daemon):
@@ -640,7 +693,106 @@ def run_checks(files, cuda_major, daemon):
     check_compose(rep, files, drain, write_s)
     check_k8s(rep, files, drain, write_s)
     check_unit(rep, files, drain, write_s, daemon)
+    check_readme(rep, files)
     return rep
+
+
+# --------------------------------------------------------------------------
+# The daemon with the deployment's environment (--daemon)
+
+def bundled_models(models):
+    """The model directories `--models-dir models` serves: subdirectories
+    with config.json and model.safetensors, by name."""
+    if not os.path.isdir(models):
+        return []
+    return sorted(n for n in os.listdir(models) if not n.startswith(".")
+                  and os.path.isfile(os.path.join(models, n, "config.json"))
+                  and os.path.isfile(os.path.join(models, n, "model.safetensors")))
+
+
+def run_daemon(daemon, env, timeout=120):
+    """Starts `daemon serve` with env; returns (exit status or None, the
+    names GET /v1/models lists once ready or None, the log's tail)."""
+    with tempfile.TemporaryFile(mode="w+") as log:
+        p = subprocess.Popen([daemon, "serve"], env=env, stdin=subprocess.DEVNULL,
+                             stdout=subprocess.DEVNULL, stderr=log)
+        names, rc = None, None
+        try:
+            deadline, port = time.monotonic() + timeout, None
+            while time.monotonic() < deadline:
+                rc = p.poll()
+                log.seek(0)
+                text = log.read()
+                if rc is not None:
+                    break
+                if port is None:
+                    m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", text)
+                    port = m.group(1) if m else None
+                if port is not None:
+                    try:
+                        with urllib.request.urlopen("http://127.0.0.1:%s/health/ready" % port, timeout=5) as r:
+                            ready = r.status == 200
+                    except (urllib.error.URLError, OSError):
+                        ready = False
+                    if ready:
+                        with urllib.request.urlopen("http://127.0.0.1:%s/v1/models" % port, timeout=30) as r:
+                            names = [m.get("name") for m in json.load(r).get("models") or []]
+                        break
+                time.sleep(0.2)
+        finally:
+            if p.poll() is None:
+                p.terminate()
+                try:
+                    p.wait(timeout=60)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait()
+            else:
+                rc = p.returncode
+            log.seek(0)
+            tail = " | ".join(log.read().strip().splitlines()[-3:])
+        return rc, names, tail
+
+
+def check_daemon(rep, root, files, daemon):
+    """The CPU image's ENV, run here: the default serves every model of the
+    repository's models/ (what the image bundles); an empty models directory
+    is exit 2 (a configuration error); the documented one-model override serves that model."""
+    w = "%s stage 'cpu' ENV, run by %s" % (DOCKERFILE, daemon)
+    stages, _ = parse_dockerfile(files.get(DOCKERFILE, ""))
+    cpu = [st for st in stages if st["name"] == "cpu"]
+    if not rep.check(cpu, w, "no 'cpu' stage to take the environment from"):
+        return
+    image_env = env_of(cpu[0])
+    models = os.path.join(root, "models")
+
+    def env_with(over):
+        env = {k: v for k, v in os.environ.items() if not k.startswith("TRANSFORMERD_")}
+        for k, v in image_env.items():  # the image's paths, mapped to this checkout
+            env[k] = os.path.join(models, v[len(MODELS_DIR):].lstrip("/")).rstrip("/") \
+                if v == MODELS_DIR or v.startswith(MODELS_DIR + "/") else v
+        env.update({"TRANSFORMERD_HOST": "127.0.0.1", "TRANSFORMERD_PORT": "0", "TRANSFORMERD_THREADS": "1",
+                    "TRANSFORMERD_DRAIN_TIMEOUT_S": "5", "OPENBLAS_NUM_THREADS": "1"})
+        env.update(over)
+        return env
+
+    want = bundled_models(models)
+    if want:
+        rc, names, tail = run_daemon(daemon, env_with({}))
+        rep.check(names == want, w, "serves %s, want every model under models/: %s (exit %s; log: %s)"
+                  % (names, want, "-" if rc is None else rc, tail))
+        print("check_deploy: the image's default environment serves %s" % names)
+        one = os.path.join(models, want[-1])
+        rc, names, tail = run_daemon(daemon, env_with({"TRANSFORMERD_MODELS_DIR": "", "TRANSFORMERD_MODEL": one}))
+        rep.check(names == [want[-1]], w, "with TRANSFORMERD_MODELS_DIR= TRANSFORMERD_MODEL=%s: serves %s, "
+                  "want only %s (exit %s; log: %s)" % (one, names, want[-1], "-" if rc is None else rc, tail))
+    else:
+        print("check_deploy: no model under models/: the default environment's models not run")
+    with tempfile.TemporaryDirectory() as empty:
+        rc, names, tail = run_daemon(daemon, env_with({"TRANSFORMERD_MODELS_DIR": empty}), timeout=60)
+        rep.check(rc == 2 and names is None and "no model directory" in tail, w,
+                  "with an empty models directory (an image built without models/): exit %s, want 2 with "
+                  "'no model directory' (log: %s)" % ("none, it ran" if rc is None else rc, tail))
 
 
 # Each mutation breaks one required field (every match of the regex is
@@ -658,8 +810,10 @@ MUTATIONS = [
     (DOCKERFILE, r"-DTD_CUDA=ON", "-DTD_CUDA=AUTO", "TD_CUDA=ON"),
     (DOCKERFILE, r"libjansson4", "libjansson-dev", "more than the runtime"),
     (DOCKERFILE, r"TRANSFORMERD_HOST=0\.0\.0\.0", "TRANSFORMERD_HOST=127.0.0.1", "TRANSFORMERD_HOST"),
-    (DOCKERFILE, r"ENV TRANSFORMERD_MODEL=/opt/transformerd/models/en-de", "ENV TRANSFORMERD_MODEL=/models",
-     "TRANSFORMERD_MODEL"),
+    (DOCKERFILE, r"ENV TRANSFORMERD_MODELS_DIR=/opt/transformerd/models ",
+     "ENV TRANSFORMERD_MODEL=/opt/transformerd/models/en-de ", "TRANSFORMERD_MODELS_DIR"),
+    (DOCKERFILE, r"ENV TRANSFORMERD_MODELS_DIR=", "ENV TRANSFORMERD_MODEL=/models/NAME TRANSFORMERD_MODELS_DIR=",
+     "pins a model"),
     (DOCKERFILE, r"AS cpu\n", "AS slim\n", "'cpu'"),
     (DOCKERIGNORE, r"$", "\nmodels\n", "models/en-de"),
     (DOCKERIGNORE, r"(?m)^\.(\*|git)\n", "", ".git"),
@@ -668,12 +822,17 @@ MUTATIONS = [
     (COMPOSE, r"(?m)^\s*profiles: \[cpu\]\n", "", "'cpu' profile"),
     (COMPOSE, r"/health/ready", "/health/live", "healthcheck"),
     (COMPOSE, r":/models:ro", ":/srv:ro", "/models"),
+    (COMPOSE, r"(?m)^(\s+TRANSFORMERD_MODELS_DIR:).*$", r"\1 /opt/transformerd/models/en-de", "TRANSFORMERD_MODELS_DIR"),
+    (COMPOSE, r"(?m)^(\s+TRANSFORMERD_MODEL:)", r"\1 /models/en-de", "pins a model"),
+    (COMPOSE, r"\$\{MODELS_HOST_DIR:-", "${TRANSFORMERD_MODELS_DIR:-", "host path"),
     ("deploy/k8s/deployment.yaml", r"terminationGracePeriodSeconds: \d+", "terminationGracePeriodSeconds: 35",
      "terminationGracePeriodSeconds"),
     ("deploy/k8s/deployment.yaml", r"(?m)^\s*nvidia\.com/gpu: 1\n", "", "nvidia.com/gpu"),
     ("deploy/k8s/deployment.yaml", r"path: /health/ready", "path: /health/live", "readinessProbe"),
     ("deploy/k8s/deployment.yaml", r"livenessProbe:", "livenessProbeX:", "livenessProbe"),
     ("deploy/k8s/deployment.yaml", r"value: 0\.0\.0\.0", "value: 127.0.0.1", "TRANSFORMERD_HOST"),
+    ("deploy/k8s/deployment.yaml", r"(?m)^(\s+)- name: TRANSFORMERD_MODELS_DIR\n(\s+)value: .*$",
+     r"\1- name: TRANSFORMERD_MODEL\n\2value: /opt/transformerd/models/en-de", "TRANSFORMERD_MODELS_DIR"),
     ("deploy/k8s/service.yaml", r"(?m)^(\s+)app\.kubernetes\.io/name: transformerd\s*$(?![\s\S]*selector)",
      r"\1app.kubernetes.io/name: other", "selector"),
     ("deploy/k8s/hpa.yaml", r"autoscaling/v2", "autoscaling/v1", "autoscaling/v2"),
@@ -681,6 +840,11 @@ MUTATIONS = [
     ("deploy/k8s/pdb.yaml", r"maxUnavailable: 1", "maxUnavailable: 1\n  minAvailable: 1", "exactly one"),
     ("deploy/k8s/extras/hpa-queue-depth.yaml", r"name: transformerd_queue_depth", "name: queue", "transformerd_queue_depth"),
     (DEPLOY_README, r"prometheus-adapter", "an adapter", "prometheus-adapter"),
+    (DEPLOY_README, r"TRANSFORMERD_MODELS_DIR= +-e", "-e", "one mounted model"),
+    (DEPLOY_README, r"TRANSFORMERD_MODELS_DIR=/models\b", "TRANSFORMERD_MODEL=/models", "the mounted models"),
+    (UNIT, r"(?m)^Environment=TRANSFORMERD_MODELS_DIR=.*$", "Environment=TRANSFORMERD_MODEL=/opt/transformerd/models/en-de",
+     "TRANSFORMERD_MODELS_DIR"),
+    (UNIT_ENV, r"(?m)^# (TRANSFORMERD_MODELS_DIR=)$", r"\1", "overriding"),
     (UNIT, r"(?m)^ProtectSystem=strict\n", "", "ProtectSystem"),
     (UNIT, r"(?m)^TimeoutStopSec=\d+$", "TimeoutStopSec=30", "TimeoutStopSec"),
     (UNIT, r"(?m)^MemoryDenyWriteExecute=yes\n", "", "MemoryDenyWriteExecute"),
@@ -728,7 +892,8 @@ def main():
     ap.add_argument("--root", default=os.path.dirname(here), help="repository root")
     ap.add_argument("--hadolint", help="hadolint executable (default: on PATH, else skipped)")
     ap.add_argument("--yamllint", help="yamllint executable (default: on PATH, else skipped)")
-    ap.add_argument("--daemon", help="a transformerd binary, for systemd-analyze verify")
+    ap.add_argument("--daemon", help="a transformerd binary: systemd-analyze verify, and the image's "
+                    "default environment run on the repository's models/")
     ap.add_argument("--self-test", action="store_true", help="prove every required field is checked")
     a = ap.parse_args()
     files = load(a.root)
@@ -736,6 +901,8 @@ def main():
     if a.self_test:
         return self_test(files, cuda_major)
     rep = run_checks(files, cuda_major, a.daemon)
+    if a.daemon:
+        check_daemon(rep, a.root, files, a.daemon)
     log = []
     lint(rep, a.root, a.hadolint, a.yamllint, log)
     for line in log:
