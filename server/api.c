@@ -613,9 +613,10 @@ static int detect_source(srv_req *r, const char *const *texts, const size_t *len
 
 /* The model a request is for, with the request's reference (r->model):
  * "model" by name; else "source"/"target" (source "auto" or absent:
- * language identification among the sources of the models into target);
- * else the first model. With "model", source and target must be its own
- * (source may be "auto"). Returns 0, or -1 with a 400 recorded. */
+ * language identification among the sources of the models into target,
+ * or of every model when target is absent too); with one model and
+ * nothing named, that model. With "model", source and target must be its
+ * own (source may be "auto"). Returns 0, or -1 with a 400 recorded. */
 static int route_native(srv_req *r, json_t *root, const char *const *texts, const size_t *lens,
                         int n)
 {
@@ -645,12 +646,15 @@ static int route_native(srv_req *r, json_t *root, const char *const *texts, cons
         }
         return 0;
     }
-    if (!src && !tgt) {
-        r->model = srv_models_get(ms, NULL); /* the first model */
+    srv_pair one[2];
+    if (!src && !tgt && srv_models_pairs(ms, one, 2) <= 1) {
+        r->model = srv_models_get(ms, NULL); /* the only model */
         if (!r->model)
             srv_req_error(r, 503, "not_ready", NULL, "no model is loaded");
         return r->model ? 0 : -1;
     }
+    /* several models and nothing named: the text's language picks the
+     * source among all of them, then the first model from it */
     char detected[16];
     if (autodetect) {
         if (detect_source(r, texts, lens, n, tgt, detected) != 0)

@@ -204,7 +204,7 @@ START_TEST(test_route_by_name_and_pair)
         {"\"source\":\"de\",\"target\":\"en\"", "de-en", 'B'},
         {"\"target\":\"en\"", "de-en", 'B'}, /* one model into en */
         {"\"model\":\"de-en\",\"source\":\"auto\"", "de-en", 'B'},
-        {NULL, "de-en", 'B'}, /* no routing field: the first model (name order) */
+        {NULL, "en-de", 'A'}, /* no routing field: the texts are English */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         texts_body(body, sizeof body, cases[i].extra);
@@ -290,6 +290,16 @@ START_TEST(test_autodetect)
     char de_text[1024], en_text[1024];
     auto_routed(k_german, "de-en", de_text, sizeof de_text);
     auto_routed(k_english, "en-de", en_text, sizeof en_text);
+    /* nothing named at all (no model, source or target): the same */
+    snprintf(body, sizeof body, "{\"text\":\"%s\"}", k_german);
+    ck_assert_int_eq(post(g_port, "/v1/translate", body, &a), 200);
+    ck_assert_str_eq(str_at(a, "model"), "de-en");
+    ck_assert_str_eq(native_text(a, 0), de_text);
+    json_decref(a);
+    snprintf(body, sizeof body, "{\"text\":\"%s\"}", k_english);
+    ck_assert_int_eq(post(g_port, "/v1/translate", body, &a), 200);
+    ck_assert_str_eq(str_at(a, "model"), "en-de");
+    json_decref(a);
     /* the same text through the named model: the same translation */
     snprintf(body, sizeof body, "{\"text\":\"%s\",\"model\":\"de-en\"}", k_german);
     ck_assert_int_eq(post(g_port, "/v1/translate", body, &a), 200);

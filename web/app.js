@@ -56,6 +56,13 @@ async function loadModels() {
     const data = await api('/v1/models');
     const sel = $('model');
     sel.textContent = '';
+    if (data.models.length > 1) {
+      // nothing named: the daemon picks the model by the text's language
+      const o = document.createElement('option');
+      o.value = '';
+      o.textContent = 'by the text\u2019s language';
+      sel.append(o);
+    }
     for (const m of data.models) {
       const o = document.createElement('option');
       o.value = m.name;
@@ -64,8 +71,9 @@ async function loadModels() {
     }
     const m = data.models[0];
     if (m) {
-      $('served').textContent = 'Served by transformerd: ' + m.name + ' (' + m.languages.source +
-        ' \u2192 ' + m.languages.target + ') on ' + m.device + ', ' + m.dtype + ' weights';
+      $('served').textContent = 'Served by transformerd: ' + data.models.map((x) => x.name + ' (' +
+        x.languages.source + ' \u2192 ' + x.languages.target + ')').join(', ') + ' on ' + m.device +
+        ', ' + m.dtype + ' weights';
       $('beam').value = m.defaults.beam_size;
       $('beam').max = m.limits.max_beam_size;
       $('nhyp').max = m.limits.max_beam_size;
