@@ -374,7 +374,7 @@ def gnome_help(work):
         coll = {"gnucash-docs": "gnucash-docs", "gnome-devel-docs": "gnome-devel-docs",
                 "mate-user-guide": "mate-user-guide", "gnome-user-docs": "gnome-user-docs"}.get(pkg, "gnome-app-help")
         for de in sorted(glob.glob(os.path.join(de_app, "**", "*"), recursive=True)):
-            if not de.endswith((".page", ".xml")) or not os.path.isfile(de):
+            if not de.endswith((".page", ".xml", ".docbook")) or not os.path.isfile(de):
                 continue
             en = os.path.join(c_app, os.path.relpath(de, de_app))
             if os.path.isfile(en) and os.path.getsize(en) > 0:
@@ -579,8 +579,10 @@ def main():
             for s, t in ps:
                 fe.write(s + "\n")
                 fd.write(t + "\n")
-    with open(os.path.join(out_dir, "test.collection"), "w", encoding="utf-8") as f:
-        f.writelines(h[1] + "\n" for h in test)
+    for name, colls in (("train", [pairs[p] for p in train]), ("dev", [h[1] for h in dev]),
+                        ("test", [h[1] for h in test])):
+        with open(os.path.join(out_dir, f"{name}.collection"), "w", encoding="utf-8") as f:
+            f.writelines(c + "\n" for c in colls)
     if a.test_out:
         os.makedirs(os.path.dirname(os.path.abspath(a.test_out)), exist_ok=True)
         for i, lang in enumerate(("en", "de")):
