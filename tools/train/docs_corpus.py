@@ -6,8 +6,10 @@ WORK/docs-root/PACKAGE/ (dpkg-deb -x; never installed), plus the English man pag
 (/usr/share/man) for the German pages of manpages-de that the `manpages` package does not hold.
 
 Collections (English file <-> German file, matched by path):
-  * GNOME help (Mallard .page, DocBook .xml): usr/share/help/C/APP/... <-> usr/share/help/de/APP/..., every
-    package that ships both (gnome-user-docs, the applications' own help, gnucash-docs, ...)
+  * GNOME help (Mallard .page, DocBook .xml / .docbook): usr/share/help/C/APP/... <-> usr/share/help/de/APP/...,
+    every package that ships both (gnome-user-docs, the applications' own help, gnucash-docs, ...)
+  * KDE handbooks: usr/share/doc/HTML/en/APP/index.cache.bz2 <-> .../HTML/de/APP/index.cache.bz2 (the rendered
+    HTML pages, entities resolved), page by page
   * LibreOffice help: libreoffice-help-en-us .../help/en-US/X.html <-> libreoffice-help-de .../help/de/X.html
   * GIMP help, KiCad docs, the Debian installation guide, the Debian Administrator's Handbook, Debian Reference,
     the Debian FAQ, the Developer's Reference, the Debian Edu manual, LilyPond's docs: HTML per language
@@ -170,9 +172,10 @@ class BlockParser(html.parser.HTMLParser):
         pass
 
 
-def html_blocks(path):
-    with open(path, "rb") as f:
-        raw = f.read()
+def html_blocks(path, raw=None):
+    if raw is None:
+        with open(path, "rb") as f:
+            raw = f.read()
     m = re.search(rb'charset=["\']?([-\w]+)', raw[:2000]) or re.search(rb'encoding=["\']([-\w]+)', raw[:200])
     enc = m.group(1).decode("ascii").lower() if m else "utf-8"
     try:
@@ -187,6 +190,15 @@ def html_blocks(path):
         print(f"docs_corpus: {path}: {e}", file=sys.stderr)
     p.flush()
     return p.blocks
+
+
+def kde_pages(path):
+    """KDE's rendered handbook (index.cache.bz2: the HTML pages, each after <FILENAME filename="X">) -> {X: bytes}."""
+    import bz2
+    with bz2.open(path, "rb") as f:
+        raw = f.read()
+    parts = re.split(rb'<FILENAME filename="([^"]+)">', raw)
+    return {parts[i].decode("utf-8", "replace"): parts[i + 1] for i in range(1, len(parts) - 1, 2)}
 
 
 # ------------------------------------------------------------------------------------------------- man pages
@@ -381,6 +393,16 @@ def gnome_help(work):
                 yield coll, (pkg,), en, de, "html"
 
 
+def kde_docs(work):
+    for de in sorted(glob.glob(os.path.join(work, "docs-root", "*", "usr", "share", "doc", "HTML", "de", "**",
+                                            "index.cache.bz2"), recursive=True)):
+        rel = de.split(os.sep + os.path.join("HTML", "de") + os.sep, 1)
+        en = os.path.join(rel[0], "HTML", "en", rel[1])
+        pkg = os.path.relpath(de, os.path.join(work, "docs-root")).split(os.sep)[0]
+        if os.path.isfile(en):
+            yield "kde-docs", (pkg,), en, de, "kde"
+
+
 def man_pages(work):
     de_root = R(work, "manpages-de", "usr/share/man/de")
     for de in sorted(glob.glob(os.path.join(de_root, "man*", "*"))):
@@ -417,6 +439,7 @@ def all_sources(work):
         return rel.replace(f".{lang}.html", ".en.html")
 
     yield from gnome_help(work)
+    yield from kde_docs(work)
     yield from html_collection(work, "libreoffice-help", "libreoffice-help-en-us",
                                "usr/share/libreoffice/help/en-US", "libreoffice-help-de",
                                "usr/share/libreoffice/help/de", "*.html")
@@ -507,11 +530,20 @@ def main():
         per_coll_files[coll] += 1
         st = coll_stats.setdefault(coll, {"files": 0, "blocks_en": 0, "blocks_de": 0, "aligned_blocks": 0,
                                           "raw_pairs": 0, "kept_pairs": 0, "dropped": collections.Counter()})
-        eb, db = (man_blocks(en), man_blocks(de)) if kind == "man" else (html_blocks(en), html_blocks(de))
+        if kind == "kde":  # one handbook: its pages, paired by name
+            ep, dp = kde_pages(en), kde_pages(de)
+            eb, db, aligned = [], [], []
+            for name in sorted(set(ep) & set(dp)):
+                e1, d1 = html_blocks(name, ep[name]), html_blocks(name, dp[name])
+                eb += e1
+                db += d1
+                aligned += align_blocks(e1, d1)
+        else:
+            eb, db = (man_blocks(en), man_blocks(de)) if kind == "man" else (html_blocks(en), html_blocks(de))
+            aligned = align_blocks(eb, db)
         st["files"] += 1
         st["blocks_en"] += len(eb)
         st["blocks_de"] += len(db)
-        aligned = align_blocks(eb, db)
         st["aligned_blocks"] += len(aligned)
         for p in pkgs:
             prov.setdefault(p, [coll, 0, 0])[1] += 1
