@@ -2,8 +2,7 @@
 """Stage 1c: general-domain en-de pairs from documentation that Debian ships translated side by side.
 
 Input: the .debs of tools/train/docs-packages.txt, fetched and unpacked by tools/train/fetch_docs.sh into
-WORK/docs-root/PACKAGE/ (dpkg-deb -x; never installed), plus the English man pages installed on this machine
-(/usr/share/man) for the German pages of manpages-de that the `manpages` package does not hold.
+WORK/docs-root/PACKAGE/ (dpkg-deb -x; never installed). Nothing installed on this machine is read.
 
 Collections (English file <-> German file, matched by path):
   * GNOME help (Mallard .page, DocBook .xml / .docbook): usr/share/help/C/APP/... <-> usr/share/help/de/APP/...,
@@ -14,7 +13,7 @@ Collections (English file <-> German file, matched by path):
   * GIMP help, KiCad docs, the Debian installation guide, the Debian Administrator's Handbook, Debian Reference,
     the Debian FAQ, the Developer's Reference, the Debian Edu manual, LilyPond's docs: HTML per language
   * man pages: manpages-de's usr/share/man/de/manN/X <-> the English page of the same name (package
-    `manpages`, else /usr/share/man on this machine)
+    `manpages`, else the unpacked package that has it: coreutils, util-linux, systemd, ...)
 
 Alignment (deterministic): each file becomes a sequence of text blocks (paragraph-like elements: p, para,
 title, li, td, dt/dd, h1-h6, ...; for man pages headings, paragraphs, tagged-paragraph tags and bodies);
@@ -35,7 +34,8 @@ committed tests/data/en_de_general/test.{en,de}) are drawn with --seed, round-ro
 (each collection shuffled; so no collection dominates), from "real sentences": at least 4 words on both sides,
 starting with a capital letter or digit, ending in . ! or ?, no code characters. A held-out source's
 normalised form (corpus.normkey) must not occur in the stage-1 corpus (train/dev/test) or the Ding pairs
-(WORK/corpus/*.en) when they exist, and no docs training pair shares a normalised source with dev or test.
+(WORK/corpus/*.en) when they exist, and no docs training pair shares a normalised source with dev, test or the
+committed tests/data/en_de_general/test.en (the same set when the inputs are the same).
 
 Writes WORK/docs/{train,dev,test}.{en,de}, provenance.tsv (package, collection, files aligned, pairs kept,
 licence), stats.json (per collection: files, blocks, aligned blocks, raw and kept pairs, drops) and stats.md.
@@ -404,34 +404,20 @@ def kde_docs(work):
 
 
 def man_pages(work):
+    """manpages-de's pages <-> the English page of the same name in `manpages`, else in the first (by name) other
+    unpacked package that has it (coreutils, util-linux, systemd, ...: docs-packages.txt lists them)."""
     de_root = R(work, "manpages-de", "usr/share/man/de")
+    base = os.path.join(work, "docs-root")
+    others = sorted(os.path.relpath(d, base).split(os.sep)[0]
+                    for d in glob.glob(os.path.join(base, "*", "usr", "share", "man", "man[1-8]")))
+    roots = [(p, R(work, p, "usr/share/man")) for p in ["manpages"] + sorted(set(others) - {"manpages", "manpages-de"})]
     for de in sorted(glob.glob(os.path.join(de_root, "man*", "*"))):
         rel = os.path.relpath(de, de_root)
-        en = R(work, "manpages", "usr/share/man", rel)
-        if os.path.isfile(en):
-            yield "man-pages", ("manpages", "manpages-de"), en, de, "man"
-            continue
-        for cand in (os.path.join("/usr/share/man", rel), os.path.join("/usr/share/man", rel[:-3])
-                     if rel.endswith(".gz") else None):
-            if cand and os.path.isfile(cand):
-                yield "man-pages", ("installed:" + installed_owner(cand), "manpages-de"), cand, de, "man"
+        for pkg, root in roots:
+            en = os.path.join(root, rel)
+            if os.path.isfile(en):
+                yield "man-pages", (pkg, "manpages-de"), en, de, "man"
                 break
-
-
-_OWNER = None
-
-
-def installed_owner(path):
-    global _OWNER
-    if _OWNER is None:
-        _OWNER = {}
-        for lst in glob.glob("/var/lib/dpkg/info/*.list"):
-            pkg = os.path.basename(lst)[:-5].split(":")[0]
-            with open(lst, encoding="utf-8", errors="replace") as f:
-                for line in f:
-                    if line.startswith("/usr/share/man/"):
-                        _OWNER[line.rstrip("\n")] = pkg
-    return _OWNER.get(path) or _OWNER.get(os.path.realpath(path)) or "unknown"
 
 
 def all_sources(work):
@@ -468,14 +454,11 @@ def all_sources(work):
 
 
 def licence_of(work, pkg):
-    if pkg.startswith("installed:"):
-        paths = [f"/usr/share/doc/{pkg[10:]}/copyright"]
-    else:
-        paths = [R(work, pkg, "usr/share/doc", pkg, "copyright")]
-        link = R(work, pkg, "usr/share/doc", pkg)
-        if os.path.islink(link):  # doc directory linked to another package's
-            target = os.path.basename(os.readlink(link))
-            paths += [R(work, target, "usr/share/doc", target, "copyright"), f"/usr/share/doc/{target}/copyright"]
+    paths = [R(work, pkg, "usr/share/doc", pkg, "copyright")]
+    link = R(work, pkg, "usr/share/doc", pkg)
+    if os.path.islink(link):  # doc directory linked to another package's (its copyright is there)
+        target = os.path.basename(os.readlink(link))
+        paths.append(R(work, target, "usr/share/doc", target, "copyright"))
     for p in paths:
         try:
             with open(p, encoding="utf-8", errors="replace") as f:
@@ -573,6 +556,7 @@ def main():
             coll_stats[coll]["dropped"]["per_source_cap"] += 1
 
     # held-out sets: round robin over the collections
+    committed = read_keys([os.path.join(ROOT, "tests", "data", "en_de_general", "test.en")])
     old = read_keys(glob.glob(os.path.join(a.work, "corpus", "*.en")) +
                     [os.path.join(ROOT, "tests", "data", "en_de_test", "test.en")])
     rng = random.Random(a.seed)
@@ -600,7 +584,7 @@ def main():
                 break
     rng.shuffle(held)
     test, dev = held[:a.n_test], held[a.n_test:]
-    held_keys = {h[0][2] for h in held}
+    held_keys = {h[0][2] for h in held} | committed  # and the committed test set, if drawn elsewhere
     train = [(s, t) for s, ts in by_src.items() if corpus.normkey(s) not in held_keys for t, _ in ts]
     random.Random(a.seed + 1).shuffle(train)
 
