@@ -34,8 +34,9 @@ committed tests/data/en_de_general/test.{en,de}) are drawn with --seed, round-ro
 (each collection shuffled; so no collection dominates), from "real sentences": at least 4 words on both sides,
 starting with a capital letter or digit, ending in . ! or ?, no code characters. A held-out source's
 normalised form (corpus.normkey) must not occur in the stage-1 corpus (train/dev/test) or the Ding pairs
-(WORK/corpus/*.en) when they exist, and no docs training pair shares a normalised source with dev, test or the
-committed tests/data/en_de_general/test.en (the same set when the inputs are the same).
+(WORK/corpus/*.en) when they exist, and no docs training pair shares a normalised source with dev, test, the
+committed tests/data/en_de_general/test.en (the same set when the inputs are the same), stage 1's dev / test
+(WORK/corpus/{dev,test}.en) or the committed tests/data/en_de_test/test.en.
 
 Writes WORK/docs/{train,dev,test}.{en,de}, provenance.tsv (package, collection, files aligned, pairs kept,
 licence), stats.json (per collection: files, blocks, aligned blocks, raw and kept pairs, drops) and stats.md.
@@ -209,7 +210,7 @@ ROFF_ESC = [
     (re.compile(r"\\\((em|en)"), "—"), (re.compile(r"\\\(aq"), "'"), (re.compile(r"\\\(dq"), '"'),
     (re.compile(r"\\\(lq|\\\(Fo"), "“"), (re.compile(r"\\\(rq|\\\(Fc"), "”"), (re.compile(r"\\\(bu"), "•"),
     (re.compile(r"\\\(co"), "©"), (re.compile(r"\\\(ti|\\\(ap"), "~"), (re.compile(r"\\\(ha"), "^"),
-    (re.compile(r"\\\(Fo"), "«"), (re.compile(r"\\\(Fc"), "»"), (re.compile(r"\\\(.."), ""),
+    (re.compile(r"\\\(.."), ""),
     (re.compile(r"\\\[u00([0-9A-Fa-f]{2})\]"), lambda m: chr(int(m.group(1), 16))),
     (re.compile(r"\\\[[^\]]*\]"), ""), (re.compile(r"\\-"), "-"), (re.compile(r"\\[ ~0|^]"), " "),
     (re.compile(r"\\e"), "\\\\"), (re.compile(r"\\[a-zA-Z]"), ""),
@@ -585,6 +586,8 @@ def main():
     rng.shuffle(held)
     test, dev = held[:a.n_test], held[a.n_test:]
     held_keys = {h[0][2] for h in held} | committed  # and the committed test set, if drawn elsewhere
+    held_keys |= read_keys([os.path.join(a.work, "corpus", "dev.en"), os.path.join(a.work, "corpus", "test.en"),
+                            os.path.join(ROOT, "tests", "data", "en_de_test", "test.en")])  # stage 1's held out
     train = [(s, t) for s, ts in by_src.items() if corpus.normkey(s) not in held_keys for t, _ in ts]
     random.Random(a.seed + 1).shuffle(train)
 

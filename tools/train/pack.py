@@ -5,7 +5,8 @@ The GPU machine runs a command in a copy of the repository; ignored paths travel
 64 MiB in all, and at most 8 files of 16 MiB (64 MiB together) come back from its $OUT per command.
 
   pack    WORK/corpus + spm -> PACK/: train.{en,de}.xz, dev.{en,de}.xz, joint.spm, vocab.json, manifest.json
-          (the training text of one or more --train PREFIX, concatenated in order; xz: about 13 MB for 685 k pairs)
+          (the training text of one or more --train PREFIX, concatenated in order, less the pairs whose normalised
+          source is in an --exclude file (the committed test sets); xz: about 14 MB for 700 k pairs)
   unpack  PACK/ -> WORK/corpus/{train,dev}.{en,de} and WORK/spm/ (checks the sha256 of the manifest): the
           layout train.py --work WORK reads
   out     the newest checkpoint of WORK (or --ckpt) as weights only (model state in float16 plus step, epoch,
@@ -16,7 +17,8 @@ The GPU machine runs a command in a copy of the repository; ignored paths travel
 
 Usage (commands in tools/train/README.md, stage "3g"):
   tools/.venv/bin/python tools/train/pack.py pack --out .train-pack --train .train/corpus/train \\
-      --train .train/corpus/ding --train .train/docs/train --dev .train/corpus/dev --dev .train/docs/dev --spm .train/spm
+      --train .train/corpus/ding --train .train/docs/train --dev .train/corpus/dev --dev .train/docs/dev \\
+      --spm .train/spm --exclude tests/data/en_de_test/test.en --exclude tests/data/en_de_general/test.en
   python3 tools/train/pack.py unpack --pack .train-pack --work .train-gpu
   python3 tools/train/pack.py out --work .train-gpu --out "$OUT" [--first 0]
   tools/.venv/bin/python tools/train/pack.py in --parts DIR [--parts DIR2] --work .train-gpu
@@ -43,27 +45,38 @@ def sha256(path):
 
 
 def pack(a):
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from corpus import normkey
     os.makedirs(a.out, exist_ok=True)
-    man = {"train": [], "files": {}}
+    held = set()
+    for path in a.exclude:  # held-out sources: no training pair with the same normalised source
+        with open(path, encoding="utf-8") as f:
+            held.update(normkey(x.rstrip("\n")) for x in f)
+    held.discard("")
+    man = {"train": [], "files": {}, "exclude": [os.path.relpath(x) for x in a.exclude]}
+    n = 0
+    with lzma.open(os.path.join(a.out, "train.en.xz"), "wt", encoding="utf-8", preset=6) as we, \
+            lzma.open(os.path.join(a.out, "train.de.xz"), "wt", encoding="utf-8", preset=6) as wd:
+        for prefix in a.train:
+            k = dropped = 0
+            with open(f"{prefix}.en", encoding="utf-8") as fe, open(f"{prefix}.de", encoding="utf-8") as fd:
+                for le, ld in zip(fe, fd):
+                    if held and normkey(le.rstrip("\n")) in held:
+                        dropped += 1
+                        continue
+                    we.write(le)
+                    wd.write(ld)
+                    k += 1
+                if fe.readline() or fd.readline():
+                    sys.exit(f"pack: {prefix}.en and {prefix}.de differ in line count")
+            man["train"].append({"prefix": os.path.relpath(prefix), "lines": k, "excluded": dropped})
+            n += k
+    man["train_lines_en"] = man["train_lines_de"] = n
     for lang in ("en", "de"):
-        n = 0
-        with lzma.open(os.path.join(a.out, f"train.{lang}.xz"), "wt", encoding="utf-8", preset=6) as w:
-            for prefix in a.train:
-                with open(f"{prefix}.{lang}", encoding="utf-8") as f:
-                    k = 0
-                    for line in f:
-                        w.write(line)
-                        k += 1
-                if lang == "en":
-                    man["train"].append({"prefix": os.path.relpath(prefix), "lines": k})
-                n += k
-        man[f"train_lines_{lang}"] = n
         with lzma.open(os.path.join(a.out, f"dev.{lang}.xz"), "wt", encoding="utf-8", preset=6) as w:
             for prefix in a.dev:
                 with open(f"{prefix}.{lang}", encoding="utf-8") as f:
                     shutil.copyfileobj(f, w)
-    if man["train_lines_en"] != man["train_lines_de"]:
-        sys.exit("pack: train.en and train.de differ in line count")
     spm = os.path.join(a.spm, "joint.spm")
     if not os.path.exists(spm):  # an exported model directory: source.spm = target.spm
         spm = os.path.join(a.spm, "source.spm")
@@ -162,6 +175,8 @@ def main():
     p.add_argument("--out", required=True)
     p.add_argument("--train", action="append", required=True, help="PREFIX of PREFIX.en / PREFIX.de (repeatable)")
     p.add_argument("--dev", action="append", required=True, help="PREFIX of the dev set (repeatable)")
+    p.add_argument("--exclude", action="append", default=[],
+                   help="held-out SOURCES.en: training pairs with the same normalised source are left out (repeatable)")
     p.add_argument("--spm", required=True, help="directory with joint.spm (or an exported model's source.spm) and "
                                                 "vocab.json")
     p = sub.add_parser("unpack")

@@ -94,7 +94,8 @@ class Sentences(unittest.TestCase):
         self.assertEqual(dc.split_sentences("Am 1. Januar. Dann."), ["Am 1. Januar.", "Dann."])
 
     def test_pairs_only_when_counts_agree(self):
-        self.assertEqual(dc.block_pairs("Open it. Close it.", "Offen. Zu."), [("Open it.", "Offen."), ("Close it.", "Zu.")])
+        self.assertEqual(dc.block_pairs("Open it. Close it.", "Offen. Zu."),
+                         [("Open it.", "Offen."), ("Close it.", "Zu.")])
         self.assertEqual(dc.block_pairs("Open it. Close it.", "Offen, zu."), [("Open it. Close it.", "Offen, zu.")])
 
 
@@ -139,7 +140,8 @@ class Filters(unittest.TestCase):
     def test_keep(self):
         self.assertIsNone(dc.doc_keep("Open the file.", "Öffnen Sie die Datei.", 250))
         self.assertEqual(dc.doc_keep("Wait 5 seconds.", "Warten Sie 6 Sekunden.", 250), "digits")
-        self.assertEqual(dc.doc_keep("Open the file.", "Öffnen Sie bitte zuerst die gewünschte Datei hier.", 250), "length")
+        self.assertEqual(dc.doc_keep("Open the file.", "Öffnen Sie bitte zuerst die gewünschte Datei hier.", 250),
+                         "length")
         self.assertEqual(dc.doc_keep("a" * 251, "b" * 251, 250), "long")
 
     def test_real_sentence(self):
