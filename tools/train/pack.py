@@ -6,7 +6,7 @@ The GPU machine runs a command in a copy of the repository; ignored paths travel
 
   pack    WORK/corpus + spm -> PACK/: train.{en,de}.xz, dev.{en,de}.xz, joint.spm, vocab.json, manifest.json
           (the training text of one or more --train PREFIX, concatenated in order, less the pairs whose normalised
-          source is in an --exclude file (the committed test sets); xz: about 14 MB for 700 k pairs)
+          source is in an --exclude file (the committed test sets); xz: 13.9 MiB for 701 k pairs)
   unpack  PACK/ -> WORK/corpus/{train,dev}.{en,de} and WORK/spm/ (checks the sha256 of the manifest): the
           layout train.py --work WORK reads
   out     the newest checkpoint of WORK (or --ckpt) as weights only (model state in float16 plus step, epoch,
