@@ -125,11 +125,11 @@ def norm_space(s):
     return WS_RE.sub(" ", s).strip()
 
 
-def keep(s, t):
+def keep(s, t, max_len=MAX_LEN):
     """-> None if kept, else the reason it is dropped."""
     if s == t:
         return "identical"
-    if len(s) > MAX_LEN or len(t) > MAX_LEN:
+    if len(s) > max_len or len(t) > max_len:
         return "long"
     if max(len(s), len(t)) + 5 > MAX_RATIO * (min(len(s), len(t)) + 5):
         return "ratio"

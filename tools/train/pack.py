@@ -1,0 +1,199 @@
+#!/usr/bin/env python3
+"""Stage 3g: move training to a GPU machine that lacks our Debian packages, and bring the checkpoint back.
+
+The GPU machine runs a command in a copy of the repository; ignored paths travel only when named, at most
+64 MiB in all, and at most 8 files of 16 MiB (64 MiB together) come back from its $OUT per command.
+
+  pack    WORK/corpus + spm -> PACK/: train.{en,de}.xz, dev.{en,de}.xz, joint.spm, vocab.json, manifest.json
+          (the training text of one or more --train PREFIX, concatenated in order, less the pairs whose normalised
+          source is in an --exclude file (the committed test sets); xz: 13.9 MiB for 701 k pairs)
+  unpack  PACK/ -> WORK/corpus/{train,dev}.{en,de} and WORK/spm/ (checks the sha256 of the manifest): the
+          layout train.py --work WORK reads
+  out     the newest checkpoint of WORK (or --ckpt) as weights only (model state in float16 plus step, epoch,
+          args) cut into parts of at most 15 MiB: OUT/ckpt-STEP.pt.partNN, parts --first .. --first+3 per call
+          (4 parts + the parts.json fit the 64 MiB that come back from one command)
+  in      the parts (from one or more calls) -> WORK/ckpt/ckpt-STEP.pt, loadable by export.py and
+          dev_average.py (not resumable: no optimizer state)
+
+Usage (commands in tools/train/README.md, stage "3g"):
+  tools/.venv/bin/python tools/train/pack.py pack --out .train-pack --train .train/corpus/train \\
+      --train .train/corpus/ding --train .train/docs/train --dev .train/corpus/dev --dev .train/docs/dev \\
+      --spm .train/spm --exclude tests/data/en_de_test/test.en --exclude tests/data/en_de_general/test.en
+  python3 tools/train/pack.py unpack --pack .train-pack --work .train-gpu
+  python3 tools/train/pack.py out --work .train-gpu --out "$OUT" [--first 0]
+  tools/.venv/bin/python tools/train/pack.py in --parts DIR [--parts DIR2] --work .train-gpu
+"""
+import argparse
+import glob
+import hashlib
+import io
+import json
+import lzma
+import os
+import shutil
+import sys
+
+PART = 15 * 1024 * 1024
+
+
+def sha256(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for b in iter(lambda: f.read(1 << 20), b""):
+            h.update(b)
+    return h.hexdigest()
+
+
+def pack(a):
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from corpus import normkey
+    os.makedirs(a.out, exist_ok=True)
+    held = set()
+    for path in a.exclude:  # held-out sources: no training pair with the same normalised source
+        with open(path, encoding="utf-8") as f:
+            held.update(normkey(x.rstrip("\n")) for x in f)
+    held.discard("")
+    man = {"train": [], "files": {}, "exclude": [os.path.relpath(x) for x in a.exclude]}
+    n = 0
+    with lzma.open(os.path.join(a.out, "train.en.xz"), "wt", encoding="utf-8", preset=6) as we, \
+            lzma.open(os.path.join(a.out, "train.de.xz"), "wt", encoding="utf-8", preset=6) as wd:
+        for prefix in a.train:
+            k = dropped = 0
+            with open(f"{prefix}.en", encoding="utf-8") as fe, open(f"{prefix}.de", encoding="utf-8") as fd:
+                for le, ld in zip(fe, fd):
+                    if held and normkey(le.rstrip("\n")) in held:
+                        dropped += 1
+                        continue
+                    we.write(le)
+                    wd.write(ld)
+                    k += 1
+                if fe.readline() or fd.readline():
+                    sys.exit(f"pack: {prefix}.en and {prefix}.de differ in line count")
+            man["train"].append({"prefix": os.path.relpath(prefix), "lines": k, "excluded": dropped})
+            n += k
+    man["train_lines_en"] = man["train_lines_de"] = n
+    for lang in ("en", "de"):
+        with lzma.open(os.path.join(a.out, f"dev.{lang}.xz"), "wt", encoding="utf-8", preset=6) as w:
+            for prefix in a.dev:
+                with open(f"{prefix}.{lang}", encoding="utf-8") as f:
+                    shutil.copyfileobj(f, w)
+    spm = os.path.join(a.spm, "joint.spm")
+    if not os.path.exists(spm):  # an exported model directory: source.spm = target.spm
+        spm = os.path.join(a.spm, "source.spm")
+    shutil.copy(spm, os.path.join(a.out, "joint.spm"))
+    shutil.copy(os.path.join(a.spm, "vocab.json"), os.path.join(a.out, "vocab.json"))
+    man["dev"] = [os.path.relpath(d) for d in a.dev]
+    for name in sorted(os.listdir(a.out)):
+        if name != "manifest.json":
+            man["files"][name] = {"sha256": sha256(os.path.join(a.out, name)),
+                                  "bytes": os.path.getsize(os.path.join(a.out, name))}
+    with open(os.path.join(a.out, "manifest.json"), "w") as f:
+        json.dump(man, f, indent=2)
+        f.write("\n")
+    total = sum(x["bytes"] for x in man["files"].values())
+    print(f"pack: {man['train_lines_en']} training pairs, {total / 2**20:.1f} MiB in {a.out}")
+
+
+def unpack(a):
+    with open(os.path.join(a.pack, "manifest.json")) as f:
+        man = json.load(f)
+    for name, meta in man["files"].items():
+        if sha256(os.path.join(a.pack, name)) != meta["sha256"]:
+            sys.exit(f"unpack: {name}: sha256 differs from the manifest")
+    c, s = os.path.join(a.work, "corpus"), os.path.join(a.work, "spm")
+    os.makedirs(c, exist_ok=True)
+    os.makedirs(s, exist_ok=True)
+    for split in ("train", "dev"):
+        for lang in ("en", "de"):
+            with lzma.open(os.path.join(a.pack, f"{split}.{lang}.xz"), "rb") as r, \
+                    open(os.path.join(c, f"{split}.{lang}"), "wb") as w:
+                shutil.copyfileobj(r, w)
+    for name in ("joint.spm", "vocab.json"):
+        shutil.copy(os.path.join(a.pack, name), os.path.join(s, name))
+    cache = os.path.join(a.work, "ckpt", "data.pt")
+    if os.path.exists(cache):  # encoded ids of an older corpus
+        os.remove(cache)
+    print(f"unpack: {man['train_lines_en']} training pairs into {c}, spm into {s}")
+
+
+def latest(work):
+    cks = sorted(glob.glob(os.path.join(work, "ckpt", "ckpt-*.pt")), key=lambda p: int(p.split("-")[-1][:-3]))
+    return cks[-1] if cks else None
+
+
+def out(a):
+    import torch
+    path = a.ckpt or latest(a.work)
+    if not path:
+        sys.exit(f"out: no checkpoint in {a.work}/ckpt")
+    ck = torch.load(path, weights_only=False, map_location="cpu")
+    small = {k: ck[k] for k in ("step", "epoch", "pos", "elapsed", "args") if k in ck}
+    small["model"] = {k: v.half() if v.is_floating_point() else v for k, v in ck["model"].items()}
+    buf = io.BytesIO()
+    torch.save(small, buf)
+    data = buf.getvalue()
+    name = os.path.basename(path)
+    nparts = (len(data) + PART - 1) // PART
+    os.makedirs(a.out, exist_ok=True)
+    for i in range(a.first, min(nparts, a.first + a.count)):
+        with open(os.path.join(a.out, f"{name}.part{i:02d}"), "wb") as f:
+            f.write(data[i * PART:(i + 1) * PART])
+    with open(os.path.join(a.out, f"{name}.parts.json"), "w") as f:
+        json.dump({"ckpt": name, "parts": nparts, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}, f)
+    last = min(nparts, a.first + a.count) - 1
+    print(f"out: {name} (step {ck['step']}), {len(data) / 2**20:.1f} MiB in {nparts} parts; wrote parts "
+          f"{a.first}..{last}" + (f"; run again with --first {last + 1}" if last + 1 < nparts else ""))
+
+
+def join(a):
+    meta, parts = None, {}
+    for d in a.parts:
+        for p in glob.glob(os.path.join(d, "*.parts.json")):
+            with open(p) as f:
+                meta = json.load(f)
+        for p in glob.glob(os.path.join(d, "*.part[0-9][0-9]")):
+            parts[int(p[-2:])] = p
+    if not meta:
+        sys.exit("in: no *.parts.json found")
+    missing = [i for i in range(meta["parts"]) if i not in parts]
+    if missing:
+        sys.exit(f"in: parts {missing} missing")
+    data = b"".join(open(parts[i], "rb").read() for i in range(meta["parts"]))
+    if hashlib.sha256(data).hexdigest() != meta["sha256"]:
+        sys.exit("in: sha256 differs")
+    os.makedirs(os.path.join(a.work, "ckpt"), exist_ok=True)
+    dst = os.path.join(a.work, "ckpt", meta["ckpt"])
+    with open(dst, "wb") as f:
+        f.write(data)
+    print(f"in: {dst} ({len(data) / 2**20:.1f} MiB)")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    p = sub.add_parser("pack")
+    p.add_argument("--out", required=True)
+    p.add_argument("--train", action="append", required=True, help="PREFIX of PREFIX.en / PREFIX.de (repeatable)")
+    p.add_argument("--dev", action="append", required=True, help="PREFIX of the dev set (repeatable)")
+    p.add_argument("--exclude", action="append", default=[],
+                   help="held-out SOURCES.en: training pairs with the same normalised source are left out (repeatable)")
+    p.add_argument("--spm", required=True, help="directory with joint.spm (or an exported model's source.spm) and "
+                                                "vocab.json")
+    p = sub.add_parser("unpack")
+    p.add_argument("--pack", required=True)
+    p.add_argument("--work", required=True)
+    p = sub.add_parser("out")
+    p.add_argument("--work", default=".train-gpu")
+    p.add_argument("--ckpt", default="")
+    p.add_argument("--out", required=True)
+    p.add_argument("--first", type=int, default=0, help="first part written")
+    p.add_argument("--count", type=int, default=4, help="parts written (4 x 15 MiB fit the 64 MiB that come back)")
+    p = sub.add_parser("in")
+    p.add_argument("--parts", action="append", required=True)
+    p.add_argument("--work", required=True)
+    a = ap.parse_args()
+    {"pack": pack, "unpack": unpack, "out": out, "in": join}[a.cmd](a)
+
+
+if __name__ == "__main__":
+    main()
