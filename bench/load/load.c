@@ -261,17 +261,23 @@ typedef struct dmetrics {
 } dmetrics;
 
 /* The value of the sample whose name (labels included) is name, or 0. */
+/* The sum of every series of metric `name` (unlabelled, or one per model
+ * label: name{...} value). */
 static double metric_value(const char *text, const char *name)
 {
     size_t nl = strlen(name);
+    double sum = 0;
     for (const char *p = text; p && *p;) {
-        if (!strncmp(p, name, nl) && p[nl] == ' ')
-            return atof(p + nl + 1);
+        if (!strncmp(p, name, nl) && (p[nl] == ' ' || p[nl] == '{')) {
+            const char *v = p[nl] == ' ' ? p + nl : strchr(p + nl, '}');
+            if (v)
+                sum += atof(v + 1);
+        }
         p = strchr(p, '\n');
         if (p)
             p++;
     }
-    return 0;
+    return sum;
 }
 
 static int get_metrics(int port, char **text)
