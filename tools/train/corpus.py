@@ -304,6 +304,16 @@ def ddtp_pairs():
 
 # ----------------------------------------------------------------------------------------------------------- main
 
+def write_splits(out_dir, splits):
+    """OUT_DIR/{name}.en and {name}.de, line by line, for each name -> [(en, de), ...] of splits."""
+    for name, ps in splits.items():
+        with open(os.path.join(out_dir, f"{name}.en"), "w", encoding="utf-8") as fe, \
+                open(os.path.join(out_dir, f"{name}.de"), "w", encoding="utf-8") as fd:
+            for s, t in ps:
+                fe.write(s + "\n")
+                fd.write(t + "\n")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--work", default=os.path.join(ROOT, ".train"))
@@ -373,12 +383,7 @@ def main():
     rng2.shuffle(train)
     splits["train"] = train
 
-    for name, ps in splits.items():
-        with open(os.path.join(out_dir, f"{name}.en"), "w", encoding="utf-8") as fe, \
-                open(os.path.join(out_dir, f"{name}.de"), "w", encoding="utf-8") as fd:
-            for s, t in ps:
-                fe.write(s + "\n")
-                fd.write(t + "\n")
+    write_splits(out_dir, splits)
     with open(os.path.join(out_dir, "provenance.tsv"), "w", encoding="utf-8") as f:
         f.write("package\torigin\tcatalogues\tpairs_kept\tlicence\n")
         for pkg, (origin, lic, ncat, npairs) in sorted(prov.items()):

@@ -592,12 +592,7 @@ def main():
     random.Random(a.seed + 1).shuffle(train)
 
     splits = {"train": train, "dev": [(h[0][0], h[0][1]) for h in dev], "test": [(h[0][0], h[0][1]) for h in test]}
-    for name, ps in splits.items():
-        with open(os.path.join(out_dir, f"{name}.en"), "w", encoding="utf-8") as fe, \
-                open(os.path.join(out_dir, f"{name}.de"), "w", encoding="utf-8") as fd:
-            for s, t in ps:
-                fe.write(s + "\n")
-                fd.write(t + "\n")
+    corpus.write_splits(out_dir, splits)
     for name, colls in (("train", [pairs[p] for p in train]), ("dev", [h[1] for h in dev]),
                         ("test", [h[1] for h in test])):
         with open(os.path.join(out_dir, f"{name}.collection"), "w", encoding="utf-8") as f:
