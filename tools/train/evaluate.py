@@ -4,8 +4,8 @@
   * transformers: MarianTokenizer + MarianMTModel (float32 from the F16 weights), generate() with the model's
     generation_config, greedy (num_beams 1) and beam 4, batches of --batch sentences sorted by length
   * transformerd: `transformerd translate-ids --beam N` on MarianTokenizer's source ids (token-level
-    agreement with transformers' output ids) and `transformerd translate --beam N` on the text (BLEU)
-  * sacrebleu BLEU (13a) and chrF of every system against test.de
+    agreement with transformers' output ids) and `transformerd translate --no-split --beam N` on the text (BLEU; each line one model input, as for transformers)
+  * sacrebleu BLEU (13a) and chrF of every system against the reference (TEST.TGT)
 
 Writes OUT/{hf,td}.{greedy,beam4}.{de,ids} and OUT/scores.json; prints the scores.
 Usage: tools/.venv/bin/python tools/train/evaluate.py [--model models/en-de] [--test tests/data/en_de_test/test]
@@ -116,7 +116,7 @@ def main():
                 sys.exit(f"transformerd translate-ids failed: {r.stderr[-2000:]}")
             td_ids = [line.split("\t")[0].split() for line in r.stdout.splitlines()]
             write(os.path.join(a.out, f"td.{name}.ids"), [" ".join(x) for x in td_ids])
-            r = subprocess.run([a.td, "translate", "--model", a.model, "--beam", str(beam), "--threads",
+            r = subprocess.run([a.td, "translate", "--model", a.model, "--no-split", "--beam", str(beam), "--threads",
                                 str(a.threads)], input="\n".join(src) + "\n", capture_output=True, text=True)
             if r.returncode:
                 sys.exit(f"transformerd translate failed: {r.stderr[-2000:]}")
