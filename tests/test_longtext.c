@@ -18,6 +18,7 @@
 #include <jansson.h>
 
 #include "server/client.h"
+#include "server/suite.h"
 
 #ifndef TD_DAEMON
 #error "TD_DAEMON (path of the transformerd executable) must be defined"
@@ -399,18 +400,5 @@ int main(void)
     tcase_add_test(tc, split_sentences_type);
     tcase_add_test(tc, too_many_sentences);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    kill(g_pid, SIGTERM);
-    if (tc_daemon_wait(g_pid, 30) != 0)
-        failed++;
-    if (!failed) {
-        unlink(log);
-        rmdir(g_tmp);
-    } else {
-        fprintf(stderr, "daemon log kept in %s\n", log);
-    }
-    return failed ? 1 : 0;
+    return tc_run_suite(s, g_pid, g_tmp);
 }

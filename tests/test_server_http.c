@@ -26,6 +26,7 @@
 #include <jansson.h>
 
 #include "server/client.h"
+#include "server/suite.h"
 #include "spm.h"
 #include "run_capture.h"
 
@@ -1478,23 +1479,5 @@ int main(void)
         fprintf(stderr, "the daemon did not start; see %s/main.log\n", g_tmp);
         return 1;
     }
-    SRunner *sr = srunner_create(suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    kill(g_pid, SIGTERM);
-    int st = tc_daemon_wait(g_pid, 30);
-    if (st != 0) {
-        fprintf(stderr, "the main daemon exited with %d after SIGTERM\n", st);
-        failed++;
-    }
-    if (!failed) {
-        char cmd[512];
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_tmp);
-        if (system(cmd) != 0)
-            fprintf(stderr, "could not remove %s\n", g_tmp);
-    } else {
-        fprintf(stderr, "daemon logs kept in %s\n", g_tmp);
-    }
-    return failed ? 1 : 0;
+    return tc_run_suite(suite(), g_pid, g_tmp);
 }

@@ -16,8 +16,11 @@ int tc_run_suite(Suite *s, pid_t pid, const char *tmpdir)
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);
     kill(pid, SIGTERM);
-    if (tc_daemon_wait(pid, 30) != 0)
+    int st = tc_daemon_wait(pid, 30);
+    if (st != 0) {
+        fprintf(stderr, "the daemon exited with %d after SIGTERM\n", st);
         failed++;
+    }
     if (!failed) {
         char cmd[512];
         snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);

@@ -25,7 +25,7 @@ capital, not after common abbreviations or single letters / numbers); when both 
 sentences they pair one by one, otherwise the whole block is one pair.
 
 Cleaning: corpus.py's keep() (identical, > --max-len characters, length ratio > 3, letterless, markup,
-placeholder mismatch) after its norm_space(); in addition the digit sequences must agree
+differing placeholders) after its norm_space(); in addition the digit sequences must agree
 ("digits"), and blocks whose text is mostly code-like are dropped. De-duplicated over all collections
 (first kept), at most corpus.MAX_PER_SRC translations per source.
 
