@@ -59,6 +59,7 @@
 #include <unistd.h>
 
 #include "lines.h"
+#include "prom.h"
 
 #include <jansson.h>
 
@@ -260,26 +261,6 @@ typedef struct dmetrics {
     double batch_s;                            /* engine time of the batches */
 } dmetrics;
 
-/* The value of the sample whose name (labels included) is name, or 0. */
-/* The sum of every series of metric `name` (unlabelled, or one per model
- * label: name{...} value). */
-static double metric_value(const char *text, const char *name)
-{
-    size_t nl = strlen(name);
-    double sum = 0;
-    for (const char *p = text; p && *p;) {
-        if (!strncmp(p, name, nl) && (p[nl] == ' ' || p[nl] == '{')) {
-            const char *v = p[nl] == ' ' ? p + nl : strchr(p + nl, '}');
-            if (v)
-                sum += atof(v + 1);
-        }
-        p = strchr(p, '\n');
-        if (p)
-            p++;
-    }
-    return sum;
-}
-
 static int get_metrics(int port, char **text)
 {
     tc_resp r;
@@ -301,16 +282,16 @@ static void read_dmetrics(int port, dmetrics *m)
     char *t;
     if (get_metrics(port, &t) != 0)
         return;
-    m->steps = metric_value(t, "transformerd_decode_steps_total");
-    m->step_sum = metric_value(t, "transformerd_step_duration_seconds_sum");
-    m->step_count = metric_value(t, "transformerd_step_duration_seconds_count");
-    m->adm_sum = metric_value(t, "transformerd_step_admitted_sum");
-    m->adm_count = metric_value(t, "transformerd_step_admitted_count");
-    m->adm_none = metric_value(t, "transformerd_step_admitted_bucket{le=\"0\"}");
-    m->batches = metric_value(t, "transformerd_batches_total");
-    m->bsize_sum = metric_value(t, "transformerd_batch_size_sum");
-    m->bsize_count = metric_value(t, "transformerd_batch_size_count");
-    m->batch_s = metric_value(t, "transformerd_batch_duration_seconds_sum");
+    m->steps = prom_sum(t, "transformerd_decode_steps_total", NULL);
+    m->step_sum = prom_sum(t, "transformerd_step_duration_seconds_sum", NULL);
+    m->step_count = prom_sum(t, "transformerd_step_duration_seconds_count", NULL);
+    m->adm_sum = prom_sum(t, "transformerd_step_admitted_sum", NULL);
+    m->adm_count = prom_sum(t, "transformerd_step_admitted_count", NULL);
+    m->adm_none = prom_sum(t, "transformerd_step_admitted_bucket", "le=\"0\"");
+    m->batches = prom_sum(t, "transformerd_batches_total", NULL);
+    m->bsize_sum = prom_sum(t, "transformerd_batch_size_sum", NULL);
+    m->bsize_count = prom_sum(t, "transformerd_batch_size_count", NULL);
+    m->batch_s = prom_sum(t, "transformerd_batch_duration_seconds_sum", NULL);
     free(t);
 }
 
@@ -328,8 +309,8 @@ static void *sampler_main(void *arg)
     while (!atomic_load(&s->stop)) {
         char *t;
         if (get_metrics(s->port, &t) == 0) {
-            s->rows += metric_value(t, "transformerd_running_rows");
-            s->depth += metric_value(t, "transformerd_queue_depth");
+            s->rows += prom_sum(t, "transformerd_running_rows", NULL);
+            s->depth += prom_sum(t, "transformerd_queue_depth", NULL);
             s->n++;
             free(t);
         }

@@ -36,6 +36,7 @@
 #include "batcher.h"
 #include "clock.h"
 #include "lines.h"
+#include "prom.h"
 #include "metrics.h"
 #include "tokenizer.h"
 #include "translator.h"
@@ -118,15 +119,6 @@ static double cpu_seconds(void)
            ru.ru_stime.tv_usec * 1e-6;
 }
 
-static double metric(const char *text, const char *name)
-{
-    size_t n = strlen(name);
-    for (const char *p = text; (p = strstr(p, name)) != NULL; p += n)
-        if ((p == text || p[-1] == '\n') && p[n] == ' ')
-            return strtod(p + n + 1, NULL);
-    return 0;
-}
-
 static void print_result(const char *mode, int clients, double wall, double cpu, int failed,
                          const char *metrics)
 {
@@ -134,11 +126,11 @@ static void print_result(const char *mode, int clients, double wall, double cpu,
            "\"sentences_per_s\":%.1f,\"cpu_seconds\":%.3f,\"cpu_ms_per_sentence\":%.2f",
            mode, clients, g_n, failed, wall, g_n / wall, cpu, 1e3 * cpu / g_n);
     if (metrics) {
-        double steps = metric(metrics, "transformerd_decode_steps_total");
-        double ssum = metric(metrics, "transformerd_step_duration_seconds_sum");
-        double asum = metric(metrics, "transformerd_step_admitted_sum");
-        double groups = metric(metrics, "transformerd_batches_total");
-        double gsum = metric(metrics, "transformerd_batch_size_sum");
+        double steps = prom_sum(metrics, "transformerd_decode_steps_total", NULL);
+        double ssum = prom_sum(metrics, "transformerd_step_duration_seconds_sum", NULL);
+        double asum = prom_sum(metrics, "transformerd_step_admitted_sum", NULL);
+        double groups = prom_sum(metrics, "transformerd_batches_total", NULL);
+        double gsum = prom_sum(metrics, "transformerd_batch_size_sum", NULL);
         printf(",\"decode_steps\":%.0f,\"step_ms_mean\":%.3f,\"admitted_per_step\":%.3f,"
                "\"engine_groups\":%.0f,\"group_size_mean\":%.2f",
                steps, steps > 0 ? 1e3 * ssum / steps : 0.0, steps > 0 ? asum / steps : 0.0,
@@ -152,10 +144,15 @@ static int run_batcher(const cfg *c, td_model *m, td_tok_ids *ids, int clients,
                        srv_scheduler sched)
 {
     char err[512];
+    /* the batcher records into a model's child, as in the daemon (only the
+     * children are rendered) */
     srv_metrics *met = srv_metrics_new();
-    if (!met)
+    srv_metrics *mm = met ? srv_metrics_model(met, "replay") : NULL;
+    if (!mm) {
+        srv_metrics_free(met);
         return -1;
-    srv_metrics_set_limits(met, c->batch, 8192);
+    }
+    srv_metrics_set_limits(mm, c->batch, 8192);
     const td_config *mc = td_model_config(m);
     srv_batcher_opts bo = {.model = m,
                            .warm_up_token = (int32_t)mc->eos_token_id,
@@ -171,7 +168,7 @@ static int run_batcher(const cfg *c, td_model *m, td_tok_ids *ids, int clients,
     bo.max_length = bo.warm_up.max_length;
     bo.max_beam = bo.warm_up.beam_size;
     driver d = {.ids = ids, .opts = &bo.warm_up};
-    if (srv_batcher_init(&d.b, &bo, met, err, sizeof err) != 0) {
+    if (srv_batcher_init(&d.b, &bo, mm, err, sizeof err) != 0) {
         fprintf(stderr, "replay: %s\n", err);
         srv_metrics_free(met);
         return -1;

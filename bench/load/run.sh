@@ -54,7 +54,7 @@ if [ -x "$BUILD/bench/load/bench_load" ]; then
     cp "$BUILD/bench/load/bench_load" "$OUT/load"
 else
     cc -std=c11 -D_GNU_SOURCE -O2 -Wall -Wextra -Werror -pthread -Itests -o "$OUT/load" \
-        bench/load/load.c bench/load/lines.c tests/server/client.c $(pkg-config --cflags --libs jansson)
+        bench/load/load.c bench/load/lines.c bench/load/prom.c tests/server/client.c $(pkg-config --cflags --libs jansson)
 fi
 if [ -z "${INPUT:-}" ]; then
     INPUT=$OUT/input.txt
