@@ -9,6 +9,8 @@ The GPU machine runs a command in a copy of the repository; ignored paths travel
           source is in an --exclude file (the committed test sets); xz: 13.9 MiB for 701 k pairs)
   unpack  PACK/ -> WORK/corpus/{train,dev}.{en,de} and WORK/spm/ (checks the sha256 of the manifest): the
           layout train.py --work WORK reads
+  layout  pack + unpack on this machine, without xz: the same --train / --dev / --exclude / --spm straight into
+          WORK/corpus/ and WORK/spm/ (+ WORK/corpus/layout.json, the lines per source)
   out     the newest checkpoint of WORK (or --ckpt) as weights only (model state in float16 plus step, epoch,
           args) cut into parts of at most 15 MiB: OUT/ckpt-STEP.pt.partNN, parts --first .. --first+3 per call
           (4 parts + the parts.json fit the 64 MiB that come back from one command)
@@ -44,19 +46,20 @@ def sha256(path):
     return h.hexdigest()
 
 
-def pack(a):
+def write_text(a, open_out, cmd):
+    """The training text of a.train (PREFIX.en / PREFIX.de, concatenated in order, less the pairs whose
+    normalised source is in an a.exclude file) and the dev text of a.dev, written to open_out("train.en") ...
+    open_out("dev.de"). Returns the manifest's "train" and "dev" entries."""
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from corpus import normkey
-    os.makedirs(a.out, exist_ok=True)
     held = set()
     for path in a.exclude:  # held-out sources: no training pair with the same normalised source
         with open(path, encoding="utf-8") as f:
             held.update(normkey(x.rstrip("\n")) for x in f)
     held.discard("")
-    man = {"train": [], "files": {}, "exclude": [os.path.relpath(x) for x in a.exclude]}
+    man = {"train": [], "exclude": [os.path.relpath(x) for x in a.exclude]}
     n = 0
-    with lzma.open(os.path.join(a.out, "train.en.xz"), "wt", encoding="utf-8", preset=6) as we, \
-            lzma.open(os.path.join(a.out, "train.de.xz"), "wt", encoding="utf-8", preset=6) as wd:
+    with open_out("train.en") as we, open_out("train.de") as wd:
         for prefix in a.train:
             k = dropped = 0
             with open(f"{prefix}.en", encoding="utf-8") as fe, open(f"{prefix}.de", encoding="utf-8") as fd:
@@ -68,21 +71,35 @@ def pack(a):
                     wd.write(ld)
                     k += 1
                 if fe.readline() or fd.readline():
-                    sys.exit(f"pack: {prefix}.en and {prefix}.de differ in line count")
+                    sys.exit(f"{cmd}: {prefix}.en and {prefix}.de differ in line count")
             man["train"].append({"prefix": os.path.relpath(prefix), "lines": k, "excluded": dropped})
             n += k
     man["train_lines_en"] = man["train_lines_de"] = n
     for lang in ("en", "de"):
-        with lzma.open(os.path.join(a.out, f"dev.{lang}.xz"), "wt", encoding="utf-8", preset=6) as w:
+        with open_out(f"dev.{lang}") as w:
             for prefix in a.dev:
                 with open(f"{prefix}.{lang}", encoding="utf-8") as f:
                     shutil.copyfileobj(f, w)
-    spm = os.path.join(a.spm, "joint.spm")
-    if not os.path.exists(spm):  # an exported model directory: source.spm = target.spm
-        spm = os.path.join(a.spm, "source.spm")
-    shutil.copy(spm, os.path.join(a.out, "joint.spm"))
-    shutil.copy(os.path.join(a.spm, "vocab.json"), os.path.join(a.out, "vocab.json"))
     man["dev"] = [os.path.relpath(d) for d in a.dev]
+    return man
+
+
+def copy_spm(src, dst):
+    """joint.spm and vocab.json of src (a spm work directory, or an exported model directory, whose
+    source.spm = target.spm is the joint model) into dst."""
+    spm = os.path.join(src, "joint.spm")
+    if not os.path.exists(spm):  # an exported model directory: source.spm = target.spm
+        spm = os.path.join(src, "source.spm")
+    shutil.copy(spm, os.path.join(dst, "joint.spm"))
+    shutil.copy(os.path.join(src, "vocab.json"), os.path.join(dst, "vocab.json"))
+
+
+def pack(a):
+    os.makedirs(a.out, exist_ok=True)
+    man = write_text(a, lambda name: lzma.open(os.path.join(a.out, name + ".xz"), "wt", encoding="utf-8",
+                                               preset=6), "pack")
+    man["files"] = {}
+    copy_spm(a.spm, a.out)
     for name in sorted(os.listdir(a.out)):
         if name != "manifest.json":
             man["files"][name] = {"sha256": sha256(os.path.join(a.out, name)),
@@ -114,6 +131,24 @@ def unpack(a):
     if os.path.exists(cache):  # encoded ids of an older corpus
         os.remove(cache)
     print(f"unpack: {man['train_lines_en']} training pairs into {c}, spm into {s}")
+
+
+def layout(a):
+    """pack + unpack in one step, without xz: WORK/corpus/{train,dev}.{en,de} and WORK/spm/ for train.py --work
+    WORK on this machine (e.g. a mixture trained with the vocabulary of models/en-de)."""
+    c, s = os.path.join(a.work, "corpus"), os.path.join(a.work, "spm")
+    os.makedirs(c, exist_ok=True)
+    os.makedirs(s, exist_ok=True)
+    man = write_text(a, lambda name: open(os.path.join(c, name), "w", encoding="utf-8"), "layout")
+    copy_spm(a.spm, s)
+    man["spm"] = os.path.relpath(a.spm)
+    with open(os.path.join(c, "layout.json"), "w") as f:
+        json.dump(man, f, indent=2)
+        f.write("\n")
+    cache = os.path.join(a.work, "ckpt", "data.pt")
+    if os.path.exists(cache):  # encoded ids of an older corpus
+        os.remove(cache)
+    print(f"layout: {man['train_lines_en']} training pairs into {c}, spm of {a.spm} into {s}")
 
 
 def latest(work):
@@ -179,6 +214,14 @@ def main():
                    help="held-out SOURCES.en: training pairs with the same normalised source are left out (repeatable)")
     p.add_argument("--spm", required=True, help="directory with joint.spm (or an exported model's source.spm) and "
                                                 "vocab.json")
+    p = sub.add_parser("layout")
+    p.add_argument("--work", required=True)
+    p.add_argument("--train", action="append", required=True, help="PREFIX of PREFIX.en / PREFIX.de (repeatable)")
+    p.add_argument("--dev", action="append", required=True, help="PREFIX of the dev set (repeatable)")
+    p.add_argument("--exclude", action="append", default=[],
+                   help="held-out SOURCES.en: training pairs with the same normalised source are left out (repeatable)")
+    p.add_argument("--spm", required=True, help="directory with joint.spm (or an exported model's source.spm) and "
+                                                "vocab.json")
     p = sub.add_parser("unpack")
     p.add_argument("--pack", required=True)
     p.add_argument("--work", required=True)
@@ -192,7 +235,7 @@ def main():
     p.add_argument("--parts", action="append", required=True)
     p.add_argument("--work", required=True)
     a = ap.parse_args()
-    {"pack": pack, "unpack": unpack, "out": out, "in": join}[a.cmd](a)
+    {"pack": pack, "layout": layout, "unpack": unpack, "out": out, "in": join}[a.cmd](a)
 
 
 if __name__ == "__main__":

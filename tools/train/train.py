@@ -12,6 +12,10 @@ Every --ckpt-minutes a checkpoint WORK/ckpt/ckpt-STEP.pt (model, optimizer, step
 is written and the newest --keep are kept; a run resumes from the newest automatically. --minutes bounds the
 wall-clock time of this run (the process saves and exits when it is spent).
 
+--init DIR starts a run without checkpoint from a model directory's weights (its architecture); with --grow the
+model gets the --layers / --dec-layers of the command line and each new layer starts as a copy of one of DIR's
+layers (grow_state; README, stage 3h).
+
 Usage: nice -n 10 tools/.venv/bin/python tools/train/train.py --minutes 60 [--layers 3] [--work .train]
 """
 import argparse
@@ -20,6 +24,7 @@ import json
 import math
 import os
 import random
+import re
 import time
 
 import torch
@@ -125,6 +130,36 @@ def collate(ids, src, tgt, pad):
     return x, (x != pad).long(), dec, labels
 
 
+def layer_map(old, new, how):
+    """Which layer of an init model with `old` layers starts each of `new` layers: "spread" (layer i <- old
+    layer floor(i * old / new): each old layer becomes a run of neighbours, the top one stays on top) or
+    "stack" (i <- i mod old: the old stack repeated)."""
+    if how == "stack":
+        return [i % old for i in range(new)]
+    return [i * old // new for i in range(new)]
+
+
+def grow_state(sd, old_enc, old_dec, new_enc, new_dec, how):
+    """The state dict of a MarianMTModel with new_enc + new_dec layers from sd (old_enc + old_dec layers, same
+    d_model / heads / ffn / vocabulary): every tensor that is not per layer is kept, and layer i of each side
+    is a copy of layer layer_map(old, new, how)[i] of that side. Returns (state dict, {side: mapping})."""
+    per_layer = re.compile(r"^model\.(encoder|decoder)\.layers\.(\d+)\.(.+)$")
+    out, layers = {}, {"encoder": {}, "decoder": {}}
+    for k, v in sd.items():
+        m = per_layer.match(k)
+        if m:
+            layers[m.group(1)].setdefault(int(m.group(2)), {})[m.group(3)] = v
+        else:
+            out[k] = v
+    maps = {}
+    for side, old, new in (("encoder", old_enc, new_enc), ("decoder", old_dec, new_dec)):
+        maps[side] = layer_map(old, new, how)
+        for i, j in enumerate(maps[side]):
+            for rest, v in layers[side][j].items():
+                out[f"model.{side}.layers.{i}.{rest}"] = v.clone()
+    return out, maps
+
+
 def lr_at(step, a):
     step = max(step, 1)
     return a.lr * min(step / a.warmup, math.sqrt(a.warmup / step))
@@ -157,9 +192,15 @@ def main():
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--log-every", type=int, default=50)
     ap.add_argument("--max-steps", type=int, default=0, help="stop after this many steps (0: no limit)")
-    ap.add_argument("--init", help="a model directory (same architecture and vocabulary) whose weights start a "
+    ap.add_argument("--init", help="a model directory (same architecture and vocabulary, or fewer layers with --grow) whose weights start a "
                     "run that has no checkpoint yet, e.g. models/en-de for the German->English model")
+    ap.add_argument("--grow", choices=["spread", "stack"],
+                    help="with --init: the new model has --layers / --dec-layers layers (d_model, heads, ffn and "
+                    "vocabulary of the init model); each new layer starts as a copy of an init layer: spread = "
+                    "layer i <- floor(i * L_old / L_new), stack = i <- i mod L_old (per side)")
     a = ap.parse_args()
+    if a.grow and not a.init:
+        raise SystemExit("--grow needs --init")
     t_start = time.time()
     torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)
@@ -179,12 +220,24 @@ def main():
     if not path and a.init:  # warm start: the architecture of the model directory
         init = MarianMTModel.from_pretrained(a.init, dtype=torch.float32)
         c = init.config
-        a.layers, a.dec_layers, a.d_model = c.encoder_layers, c.decoder_layers, c.d_model
-        a.heads, a.ffn = c.encoder_attention_heads, c.encoder_ffn_dim
+        if a.grow:  # the layer counts of the command line, the rest of the init model
+            a.dec_layers = a.dec_layers or a.layers
+        else:
+            a.layers, a.dec_layers = c.encoder_layers, c.decoder_layers
+        a.d_model, a.heads, a.ffn = c.d_model, c.encoder_attention_heads, c.encoder_ffn_dim
     model = MarianMTModel(model_config(V, pad, a)).to(a.device)
     if not path and a.init:
-        model.load_state_dict(init.state_dict())
-        print(f"initialised from {a.init}", flush=True)
+        if a.grow:
+            sd, maps = grow_state(init.state_dict(), c.encoder_layers, c.decoder_layers, a.layers, a.dec_layers,
+                                  a.grow)
+            model.load_state_dict(sd)
+            print(f"grown from {a.init} ({c.encoder_layers}+{c.decoder_layers} -> {a.layers}+{a.dec_layers} layers, "
+                  f"{a.grow}): new layer <- init layer: " +
+                  "; ".join(f"{side} " + ", ".join(f"{i}<-{j}" for i, j in enumerate(m)) for side, m in maps.items()),
+                  flush=True)
+        else:
+            model.load_state_dict(init.state_dict())
+            print(f"initialised from {a.init}", flush=True)
         del init
     opt = torch.optim.Adam(model.parameters(), lr=a.lr, betas=(0.9, 0.98), eps=1e-9)
     step, epoch, pos, elapsed = 0, 0, 0, 0.0
