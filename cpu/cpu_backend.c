@@ -39,10 +39,13 @@
  * pools (pthread OpenBLAS + ours) handing the cores back and forth would
  * spin and yield against each other: measured 2-4x slower on 2 cores. */
 
-/* A linear layer with fewer multiply-adds than this runs on the caller
- * alone, and a chunk of a larger one has at least this many (a chunk's
- * claim and its cache misses cost about a microsecond). */
-#define CPU_LINEAR_PAR_MACS ((int64_t)1 << 16)
+/* A linear layer with fewer multiply-adds than CPU_LINEAR_PAR_MACS runs on
+ * the caller alone, and a chunk of a larger one has at least
+ * CPU_LINEAR_CHUNK_MACS (a chunk's claim and its cache misses cost well
+ * under a microsecond; a floor of 1 << 16 for both cost 10% of greedy
+ * batch 1 on the bundled model). */
+#define CPU_LINEAR_PAR_MACS ((int64_t)1 << 15)
+#define CPU_LINEAR_CHUNK_MACS ((int64_t)1 << 14)
 
 /* Output features per OpenBLAS call on the row-major path (a multiple of
  * 16: slices start on cache lines). */
@@ -387,7 +390,7 @@ static void cpu_linear_q8(cpu_ctx *c, float *y, int64_t ld_y, const float *x, in
     const int64_t macs = n * out * in;
     cpu_par(c, n, cpu_row_chunks(c, n, n * in), q8_quant_range, &j);
     cpu_par(c, j.panels,
-            cpu_chunks(c, j.panels, macs, CPU_LINEAR_PAR_MACS, CPU_LINEAR_PAR_MACS),
+            cpu_chunks(c, j.panels, macs, CPU_LINEAR_PAR_MACS, CPU_LINEAR_CHUNK_MACS),
             q8_gemm_range, &j);
 }
 
@@ -466,7 +469,7 @@ static void cpu_linear(td_backend *be, float *y, int64_t ld_y, const float *x,
     if (w->layout == TD_CPU_LAYOUT_PACKED) {
         /* Packed at load: runs of whole panels, no repacking. */
         const int64_t panels = (out + GEMM_NR - 1) / GEMM_NR;
-        cpu_par(c, panels, cpu_chunks(c, panels, macs, CPU_LINEAR_PAR_MACS, CPU_LINEAR_PAR_MACS),
+        cpu_par(c, panels, cpu_chunks(c, panels, macs, CPU_LINEAR_PAR_MACS, CPU_LINEAR_CHUNK_MACS),
                 linear_packed_range, &j);
         return;
     }

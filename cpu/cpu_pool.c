@@ -36,16 +36,17 @@
  * overrides): docs/decisions.md, "CPU threads". */
 #define CPU_POOL_SPIN_US_DEFAULT 100
 
-/* Contention: the cores are shared when the process's threads were
- * preempted since the last look (involuntary context switches, read at
- * most every CPU_POOL_CHECK_NS), or when the caller waits for the last
- * chunks longer than twice its own chunks took plus CPU_POOL_LATE_NS (a
- * thread descheduled mid-chunk). Then nobody spins for CPU_POOL_QUIET_NS:
- * a spinning thread would hold a core that a late one of ours, or the
+/* Contention: the cores are shared when the process's threads are being
+ * preempted (involuntary context switches, read at most every
+ * CPU_POOL_CHECK_NS: CPU_POOL_PREEMPTS or more in such a window; measured
+ * on 2 cores, bench_engine beam 4: about 0.1 a millisecond on the idle
+ * machine while spinning, and 2 with a CPU-burning neighbour). Then nobody
+ * spins for CPU_POOL_QUIET_NS: a
+ * spinning thread would hold a core that a late one of ours, or the
  * neighbour, needs (and with per-session scheduling groups our threads
  * share one slice of the machine); then spinning is tried again. */
-#define CPU_POOL_LATE_NS 50000L
-#define CPU_POOL_CHECK_NS 1000000L
+#define CPU_POOL_CHECK_NS 10000000L
+#define CPU_POOL_PREEMPTS 5
 #define CPU_POOL_QUIET_NS 100000000L
 
 typedef struct pool_thread {
@@ -104,9 +105,8 @@ static long now_ns(void)
 }
 
 /* Claims and runs chunks of the job in c (a claim word just read) until
- * none is left; returns the generation last seen, and the number of chunks
- * run in *ran (optional). */
-static uint32_t pool_work(cpu_pool *p, uint64_t c, int tid, int *ran)
+ * none is left; returns the generation last seen. */
+static uint32_t pool_work(cpu_pool *p, uint64_t c, int tid)
 {
     for (;;) {
         const uint32_t n = w_n(c);
@@ -116,8 +116,6 @@ static uint32_t pool_work(cpu_pool *p, uint64_t c, int tid, int *ran)
                                                    memory_order_acquire))
             continue; /* c now holds the current word */
         p->fn(p->arg, (int64_t)w_next(c), tid);
-        if (ran)
-            ++*ran;
         const uint32_t d = atomic_fetch_add(&p->done, 1) + 1;
         if (d == n && atomic_load(&p->caller_waits))
             fx_wake(&p->done, 1);
@@ -163,7 +161,7 @@ static void *pool_main(void *argp)
         const uint64_t c = pool_wait_job(p, seen);
         if (atomic_load(&p->stop))
             return NULL;
-        seen = pool_work(p, c, t->tid, NULL);
+        seen = pool_work(p, c, t->tid);
         /* pool_work may have read the stop's generation already: then no
          * other generation comes to wake us */
         if (atomic_load(&p->stop))
@@ -198,14 +196,20 @@ void cpu_pool_run(cpu_pool *p, int64_t n_chunks, cpu_pool_fn fn, void *arg)
     }
     const uint32_t n = (uint32_t)n_chunks;
     const long t0 = now_ns();
-    if (p->quiet_until && t0 > p->quiet_until) {
-        p->quiet_until = 0;
-        atomic_store_explicit(&p->spin_now, p->spin_ns, memory_order_relaxed);
-    }
-    if (p->spin_ns > 0 && t0 - p->checked_at > CPU_POOL_CHECK_NS) {
+    if (p->quiet_until) {
+        /* the quiet time's own futex wake-ups preempt us too: count anew */
+        if (t0 > p->quiet_until) {
+            p->quiet_until = 0;
+            p->checked_at = 0;
+            atomic_store_explicit(&p->spin_now, p->spin_ns, memory_order_relaxed);
+        }
+    } else if (p->spin_ns > 0 && t0 - p->checked_at > CPU_POOL_CHECK_NS) {
         struct rusage ru;
         if (getrusage(RUSAGE_SELF, &ru) == 0) {
-            if (p->checked_at && ru.ru_nivcsw > p->nivcsw) {
+            /* CPU_POOL_PREEMPTS per window, however long since the last look */
+            const long win = t0 - p->checked_at, d = ru.ru_nivcsw - p->nivcsw;
+            if (p->checked_at && d >= CPU_POOL_PREEMPTS &&
+                d * CPU_POOL_CHECK_NS >= CPU_POOL_PREEMPTS * win) {
                 p->quiet_until = t0 + CPU_POOL_QUIET_NS;
                 atomic_store_explicit(&p->spin_now, 0, memory_order_relaxed);
             }
@@ -215,16 +219,14 @@ void cpu_pool_run(cpu_pool *p, int64_t n_chunks, cpu_pool_fn fn, void *arg)
     }
     p->fn = fn;
     p->arg = arg;
-    int ran = 0;
-    pool_work(p, pool_post(p, n), 0, &ran);
+    pool_work(p, pool_post(p, n), 0);
     /* Every chunk is claimed; wait for those still running elsewhere. */
     if (atomic_load_explicit(&p->done, memory_order_acquire) == n)
         return;
-    const long t1 = now_ns();
     const long spin = atomic_load_explicit(&p->spin_now, memory_order_relaxed);
     int finished = 0;
     if (spin > 0) {
-        const long until = t1 + spin;
+        const long until = now_ns() + spin;
         for (int i = 0;; i++) {
             if (atomic_load_explicit(&p->done, memory_order_acquire) == n) {
                 finished = 1;
@@ -243,11 +245,6 @@ void cpu_pool_run(cpu_pool *p, int64_t n_chunks, cpu_pool_fn fn, void *arg)
                 break;
             fx_wait(&p->done, d);
         }
-    }
-    const long t2 = now_ns();
-    if (t2 - t1 > 2 * (t1 - t0) / (ran > 0 ? ran : 1) + CPU_POOL_LATE_NS) {
-        p->quiet_until = t2 + CPU_POOL_QUIET_NS;
-        atomic_store_explicit(&p->spin_now, 0, memory_order_relaxed);
     }
 }
 
