@@ -312,10 +312,11 @@ static int set_list_env(srv_opts *o, const opt_def *d, const char *v, const char
 
 /* --workers 0 (the default): on the CPU two workers of half the cores each
  * (--threads 0), or of --threads each when two of them fit the cores; one
- * worker otherwise and on a GPU. Two single-thread workers served 1.1-1.3x
- * the sentences/s of one two-thread worker on 2 cores (docs/decisions.md,
- * "CPU threads"): each overlaps its host-side work (search, tokenizing,
- * HTTP) with the other's products, and neither waits on a partner thread. */
+ * worker otherwise and on a GPU. Two single-thread workers served 1.4-1.7x
+ * the sentences/s of one two-thread worker on 2 cores at 8 and 64 clients
+ * (0.84-0.93x for a lone client; docs/decisions.md, "CPU threads"): each
+ * overlaps its host-side work (search, tokenizing, HTTP) with the other's
+ * products, and neither waits on a partner thread. */
 static void resolve_workers(srv_opts *o)
 {
     if (o->workers > 0)
