@@ -33,8 +33,9 @@ test-asan: bootstrap
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j $(JOBS) -L unit
 
 # The daemon's tests again under ThreadSanitizer: the HTTP threads, the
-# scheduler, the watchdog and the drain, with one engine thread (libgomp and
-# OpenBLAS are not instrumented; with one thread they start no team).
+# scheduler, the watchdog and the drain, with one engine thread per worker
+# (OpenBLAS is not instrumented; with one thread neither it nor the CPU
+# backend's pool starts a thread).
 TSAN_TESTS ?= test_server_http|test_server_harden|test_models
 test-tsan: bootstrap
 	cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DTD_TSAN=ON -DTD_CUDA=OFF

@@ -1,6 +1,7 @@
 /*
- * cpu_backend.c - td_backend_ops on the host: OpenBLAS sgemm/sgemv for the
- * products, OpenMP parallel-for loops for everything row-wise.
+ * cpu_backend.c - td_backend_ops on the host: our packed GEMM (OpenBLAS
+ * without AVX-512) for the products, row loops for the rest, split into
+ * chunks that the backend's threads claim (cpu_pool.h).
  *
  * Every op is synchronous. Failures inside ops (scratch allocation, a weight
  * in a dtype this backend did not make) are latched in the context and
@@ -9,10 +10,10 @@
 #include "activation.h"
 #include "cpu_backend.h"
 #include "cpu_kernels.h"
+#include "cpu_pool.h"
 
 #include <cblas.h>
 #include <math.h>
-#include <omp.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,24 +29,44 @@
 #define CPU_ATTN_GEMM_MIN_Q 8
 #define CPU_ATTN_GEMM_MIN_MACS ((int64_t)1 << 14)
 
-/* Threading: one pool only. OpenBLAS is set to one thread and every op
- * parallelises itself with OpenMP: a linear layer splits its output
- * features across the threads, each calling the serial sgemm/sgemv on its
- * slice; attention runs whole (sequence, head) pairs per thread. Two pools
- * (pthread OpenBLAS + OpenMP) handing the cores back and forth spin and
- * yield against each other: measured 2-4x slower on 2 cores. */
+/* Threading: one pool of threads per backend (cpu_pool.h). OpenBLAS is set
+ * to one thread and every op splits itself into chunks that the pool's
+ * threads claim as they come free: a linear layer into runs of 32-feature
+ * output panels (each a serial GEMM call on whole panels, so the sums are
+ * the 1-thread sums), attention into (sequence, head) pairs or query rows,
+ * the row-wise ops into runs of rows. A thread that another process has
+ * descheduled does not hold an op up: the others take its chunks. Two
+ * pools (pthread OpenBLAS + ours) handing the cores back and forth would
+ * spin and yield against each other: measured 2-4x slower on 2 cores. */
 
-/* A linear layer with fewer multiply-adds than this runs on one thread. */
+/* A linear layer with fewer multiply-adds than CPU_LINEAR_PAR_MACS runs on
+ * the caller alone, and a chunk of a larger one has at least
+ * CPU_LINEAR_CHUNK_MACS (a chunk's claim and its cache misses cost well
+ * under a microsecond; a floor of 1 << 16 for both cost 10% of greedy
+ * batch 1 on the bundled model). */
 #define CPU_LINEAR_PAR_MACS ((int64_t)1 << 15)
+#define CPU_LINEAR_CHUNK_MACS ((int64_t)1 << 14)
 
-/* Element-wise loops with fewer elements than this run on one thread: the
- * fork/join costs more than the work. */
+/* Output features per OpenBLAS call on the row-major path (a multiple of
+ * 16: slices start on cache lines). */
+#define CPU_BLAS_SLICE 128
+
+/* Row-wise loops with fewer elements than this run on the caller alone:
+ * waking the threads costs more than the work. A chunk of a larger loop
+ * has at least CPU_PAR_CHUNK_ELEMS elements. */
 #define CPU_PAR_MIN_ELEMS ((int64_t)1 << 14)
+#define CPU_PAR_CHUNK_ELEMS ((int64_t)1 << 12)
+
+/* Chunks per thread in a split job: enough that a thread running late
+ * leaves the others work to take over, few enough that claiming stays
+ * cheap. */
+#define CPU_CHUNKS_PER_THREAD 8
 
 typedef struct cpu_ctx {
     int n_threads;
+    cpu_pool *pool; /* n_threads participants, the calling thread one of them */
     /* Scratch owned by the (single) calling thread; grown only outside
-     * OpenMP regions. Per-thread slices are carved out of it inside ops. */
+     * pool jobs. Per-thread slices are carved out of it inside ops. */
     float *scratch;
     size_t scratch_cap; /* floats */
     int int8;           /* --dtype int8: matrices quantized at upload */
@@ -75,10 +96,59 @@ static void cpu_set_err(char *err, size_t errlen, const char *msg)
         snprintf(err, errlen, "%s", msg);
 }
 
-/* Threads for a loop over `work` elements. */
-static int cpu_nt(const cpu_ctx *c, int64_t work)
+/* Chunks for a job of n items and `work` elements (or multiply-adds) in
+ * all: 1 (the caller alone) below min_work, else up to
+ * CPU_CHUNKS_PER_THREAD per thread with at least chunk_work each. */
+static int64_t cpu_chunks(const cpu_ctx *c, int64_t n, int64_t work, int64_t min_work,
+                          int64_t chunk_work)
 {
-    return work < CPU_PAR_MIN_ELEMS ? 1 : c->n_threads;
+    if (c->n_threads <= 1 || work < min_work || n <= 1)
+        return 1;
+    int64_t k = (int64_t)c->n_threads * CPU_CHUNKS_PER_THREAD;
+    if (k > work / chunk_work)
+        k = work / chunk_work;
+    if (k > n)
+        k = n;
+    if (k > CPU_POOL_MAX_CHUNKS)
+        k = CPU_POOL_MAX_CHUNKS;
+    return k < 1 ? 1 : k;
+}
+
+/* Chunks of a row-wise loop over n rows of `elems` elements in all. */
+static int64_t cpu_row_chunks(const cpu_ctx *c, int64_t n, int64_t elems)
+{
+    return cpu_chunks(c, n, elems, CPU_PAR_MIN_ELEMS, CPU_PAR_CHUNK_ELEMS);
+}
+
+/* fn over the items [i0, i1) on participant tid. */
+typedef void (*cpu_range_fn)(void *arg, int64_t i0, int64_t i1, int tid);
+
+typedef struct cpu_range_job {
+    cpu_range_fn fn;
+    void *arg;
+    int64_t n, chunks;
+} cpu_range_job;
+
+static void cpu_range_chunk(void *arg, int64_t k, int tid)
+{
+    const cpu_range_job *j = arg;
+    const int64_t i0 = j->n * k / j->chunks, i1 = j->n * (k + 1) / j->chunks;
+    if (i0 < i1)
+        j->fn(j->arg, i0, i1, tid);
+}
+
+/* Runs fn over [0, n) in `chunks` even runs (cpu_chunks), claimed by the
+ * pool's threads; one chunk runs on the caller without the pool. */
+static void cpu_par(cpu_ctx *c, int64_t n, int64_t chunks, cpu_range_fn fn, void *arg)
+{
+    if (n <= 0)
+        return;
+    if (chunks <= 1) {
+        fn(arg, 0, n, 0);
+        return;
+    }
+    cpu_range_job j = {.fn = fn, .arg = arg, .n = n, .chunks = chunks};
+    cpu_pool_run(c->pool, chunks, cpu_range_chunk, &j);
 }
 
 static void *cpu_aligned_alloc(size_t bytes)
@@ -92,7 +162,7 @@ static void *cpu_aligned_alloc(size_t bytes)
 }
 
 /* At least `floats` floats of scratch, or NULL (failure latched). Must not
- * be called inside an OpenMP region. The old contents are not kept. */
+ * be called inside a pool job. The old contents are not kept. */
 static float *cpu_scratch(cpu_ctx *c, size_t floats)
 {
     if (floats <= c->scratch_cap)
@@ -139,6 +209,7 @@ static void cpu_destroy(td_backend *be)
         return;
     cpu_ctx *c = be->ctx;
     if (c) {
+        cpu_pool_free(c->pool);
         free(c->scratch);
         free(c->q8);
     }
@@ -273,8 +344,35 @@ static uint8_t *cpu_q8_scratch(cpu_ctx *c, int64_t n, int64_t in)
     return c->q8;
 }
 
-/* An int8 linear: the rows quantized once, then whole 32-feature panels per
- * thread. */
+/* An int8 linear in two jobs: the rows quantized (runs of rows), then the
+ * products (runs of 32-feature panels, all rows each). */
+typedef struct q8_job {
+    float *y;
+    int64_t ld_y;
+    const float *x;
+    int64_t ld_x, n, in, out, panels, chunks;
+    uint8_t *u;
+    size_t row; /* bytes of a quantized row */
+    float *xs;
+    const void *W;
+    const float *b;
+} q8_job;
+
+static void q8_quant_range(void *arg, int64_t r0, int64_t r1, int tid)
+{
+    (void)tid;
+    const q8_job *j = arg;
+    td_cpu_q8_quant_rows(j->u + (size_t)r0 * j->row, j->xs + r0, j->x + r0 * j->ld_x, j->ld_x,
+                         r1 - r0, j->in);
+}
+
+static void q8_gemm_range(void *arg, int64_t p0, int64_t p1, int tid)
+{
+    (void)tid;
+    const q8_job *j = arg;
+    td_cpu_gemm_q8(j->y, j->ld_y, j->u, j->xs, j->n, j->W, j->out, j->in, j->b, p0, p1);
+}
+
 static void cpu_linear_q8(cpu_ctx *c, float *y, int64_t ld_y, const float *x, int64_t ld_x,
                           int64_t n, const td_weight *w, const td_weight *bias)
 {
@@ -286,23 +384,14 @@ static void cpu_linear_q8(cpu_ctx *c, float *y, int64_t ld_y, const float *x, in
     if (!u)
         return;
     const size_t row = (size_t)td_cpu_q8_k4(in) * 4;
-    float *xs = (float *)(u + ((size_t)n * row + CPU_ALIGN - 1) / CPU_ALIGN * CPU_ALIGN);
-    int nt = n * out * in < CPU_LINEAR_PAR_MACS ? 1 : c->n_threads;
-    const int64_t panels = (out + 31) / 32;
-    if (nt > panels)
-        nt = (int)panels;
-#pragma omp parallel num_threads(nt)
-    {
-        const int t = omp_get_thread_num(), T = omp_get_num_threads();
-        const int64_t r0 = n * t / T, r1 = n * (t + 1) / T;
-        if (r0 < r1)
-            td_cpu_q8_quant_rows(u + (size_t)r0 * row, xs + r0, x + r0 * ld_x, ld_x, r1 - r0,
-                                 in);
-#pragma omp barrier
-        const int64_t p0 = panels * t / T, p1 = panels * (t + 1) / T;
-        if (p0 < p1)
-            td_cpu_gemm_q8(y, ld_y, u, xs, n, w->data, out, in, b, p0, p1);
-    }
+    q8_job j = {.y = y, .ld_y = ld_y, .x = x, .ld_x = ld_x, .n = n, .in = in, .out = out,
+                .panels = (out + 31) / 32, .u = u, .row = row, .W = w->data, .b = b};
+    j.xs = (float *)(u + ((size_t)n * row + CPU_ALIGN - 1) / CPU_ALIGN * CPU_ALIGN);
+    const int64_t macs = n * out * in;
+    cpu_par(c, n, cpu_row_chunks(c, n, n * in), q8_quant_range, &j);
+    cpu_par(c, j.panels,
+            cpu_chunks(c, j.panels, macs, CPU_LINEAR_PAR_MACS, CPU_LINEAR_CHUNK_MACS),
+            q8_gemm_range, &j);
 }
 
 static void cpu_reserve_linear(td_backend *be, const td_weight *w, int64_t rows)
@@ -310,6 +399,47 @@ static void cpu_reserve_linear(td_backend *be, const td_weight *w, int64_t rows)
     cpu_ctx *c = be->ctx;
     if (w->layout == TD_CPU_LAYOUT_INT8 && rows > 0)
         cpu_q8_scratch(c, rows, w->cols);
+}
+
+/* A float32 linear: y (n, out) = x (n, in) W^T + b, split over output
+ * features. */
+typedef struct linear_job {
+    float *y;
+    int64_t ld_y;
+    const float *x;
+    int64_t ld_x, n, in, out;
+    const float *W, *b;
+    int64_t slice; /* row-major path: output features per BLAS call */
+} linear_job;
+
+static void linear_packed_range(void *arg, int64_t p0, int64_t p1, int tid)
+{
+    (void)tid;
+    const linear_job *j = arg;
+    td_cpu_gemm_packed(j->y, j->ld_y, j->x, j->ld_x, j->n, j->W, j->out, j->in, j->b, p0, p1);
+}
+
+/* Output features [i slice, (i+1) slice) by the serial BLAS, then the
+ * bias. */
+static void linear_blas_slice(void *arg, int64_t i, int tid)
+{
+    (void)tid;
+    const linear_job *j = arg;
+    const int64_t o0 = i * j->slice, o1 = o0 + j->slice < j->out ? o0 + j->slice : j->out;
+    const float *Ws = j->W + o0 * j->in;
+    if (j->n == 1)
+        cblas_sgemv(CblasRowMajor, CblasNoTrans, (blasint)(o1 - o0), (blasint)j->in, 1.0f, Ws,
+                    (blasint)j->in, j->x, 1, 0.0f, j->y + o0, 1);
+    else
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)j->n, (blasint)(o1 - o0),
+                    (blasint)j->in, 1.0f, j->x, (blasint)j->ld_x, Ws, (blasint)j->in, 0.0f,
+                    j->y + o0, (blasint)j->ld_y);
+    if (j->b)
+        for (int64_t r = 0; r < j->n; r++) {
+            float *yr = j->y + r * j->ld_y;
+            for (int64_t o = o0; o < o1; o++)
+                yr[o] += j->b[o];
+        }
 }
 
 static void cpu_linear(td_backend *be, float *y, int64_t ld_y, const float *x,
@@ -333,49 +463,43 @@ static void cpu_linear(td_backend *be, float *y, int64_t ld_y, const float *x,
         }
         return;
     }
+    linear_job j = {.y = y, .ld_y = ld_y, .x = x, .ld_x = ld_x, .n = n, .in = in,
+                    .out = out, .W = W, .b = b};
+    const int64_t macs = n * out * in;
     if (w->layout == TD_CPU_LAYOUT_PACKED) {
-        /* Packed at load: whole panels per thread, no repacking. */
+        /* Packed at load: runs of whole panels, no repacking. */
         const int64_t panels = (out + GEMM_NR - 1) / GEMM_NR;
-        int nt = n * out * in < CPU_LINEAR_PAR_MACS ? 1 : c->n_threads;
-        if (nt > panels)
-            nt = (int)panels;
-#pragma omp parallel num_threads(nt)
-        {
-            const int t = omp_get_thread_num(), T = omp_get_num_threads();
-            const int64_t p0 = panels * t / T, p1 = panels * (t + 1) / T;
-            if (p0 < p1)
-                td_cpu_gemm_packed(y, ld_y, x, ld_x, n, W, out, in, b, p0, p1);
-        }
+        cpu_par(c, panels, cpu_chunks(c, panels, macs, CPU_LINEAR_PAR_MACS, CPU_LINEAR_CHUNK_MACS),
+                linear_packed_range, &j);
         return;
     }
-    /* Split the output features into one slice per thread (multiples of 16
-     * so slices start on cache lines); each slice is a serial BLAS call. */
-    int nt = n * out * in < CPU_LINEAR_PAR_MACS ? 1 : c->n_threads;
-    if (nt > out / 16)
-        nt = out / 16 > 0 ? (int)(out / 16) : 1;
-#pragma omp parallel num_threads(nt)
-    {
-        const int t = omp_get_thread_num(), T = omp_get_num_threads();
-        int64_t per = (out + T - 1) / T;
-        per = (per + 15) / 16 * 16;
-        const int64_t o0 = (int64_t)t * per;
-        const int64_t o1 = o0 + per < out ? o0 + per : out;
-        if (o0 < o1) {
-            const float *Ws = W + o0 * in;
-            if (n == 1)
-                cblas_sgemv(CblasRowMajor, CblasNoTrans, (blasint)(o1 - o0), (blasint)in,
-                            1.0f, Ws, (blasint)in, x, 1, 0.0f, y + o0, 1);
-            else
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)n,
-                            (blasint)(o1 - o0), (blasint)in, 1.0f, x, (blasint)ld_x, Ws,
-                            (blasint)in, 0.0f, y + o0, (blasint)ld_y);
-            if (b)
-                for (int64_t r = 0; r < n; r++) {
-                    float *yr = y + r * ld_y;
-                    for (int64_t o = o0; o < o1; o++)
-                        yr[o] += b[o];
-                }
-        }
+    /* Row-major weights: slices of CPU_BLAS_SLICE output features, each a
+     * serial BLAS call. OpenBLAS's sums depend on where a call's columns
+     * start and end, so the slices follow from the shape alone (never from
+     * the thread count) and the result is the same on any number of
+     * threads; a small product is one call. */
+    const int64_t slices = macs < CPU_LINEAR_PAR_MACS ? 1
+                                                      : (out + CPU_BLAS_SLICE - 1) / CPU_BLAS_SLICE;
+    j.slice = slices == 1 ? out : CPU_BLAS_SLICE;
+    cpu_pool_run(c->pool, slices < CPU_POOL_MAX_CHUNKS ? slices : CPU_POOL_MAX_CHUNKS,
+                 linear_blas_slice, &j);
+}
+
+typedef struct bias_act_job {
+    float *x;
+    int64_t d;
+    const float *b;
+    td_activation act;
+} bias_act_job;
+
+static void bias_act_range(void *arg, int64_t r0, int64_t r1, int tid)
+{
+    (void)tid;
+    const bias_act_job *j = arg;
+    for (int64_t r = r0; r < r1; r++) {
+        float *xr = j->x + r * j->d;
+        for (int64_t i = 0; i < j->d; i++)
+            xr[i] = td_act(j->b ? xr[i] + j->b[i] : xr[i], j->act);
     }
 }
 
@@ -388,32 +512,29 @@ static void cpu_bias_act(td_backend *be, float *x, int64_t n, int64_t d,
         return;
     if (!b && act == TD_ACT_NONE)
         return;
-#pragma omp parallel for num_threads(cpu_nt(c, n * d)) schedule(static)
-    for (int64_t r = 0; r < n; r++) {
-        float *xr = x + r * d;
-        for (int64_t i = 0; i < d; i++)
-            xr[i] = td_act(b ? xr[i] + b[i] : xr[i], act);
-    }
+    bias_act_job j = {.x = x, .d = d, .b = b, .act = act};
+    cpu_par(c, n, cpu_row_chunks(c, n, n * d), bias_act_range, &j);
 }
 
-static void cpu_layer_norm(td_backend *be, float *y, const float *x,
-                           const float *res, float *sum_out, int64_t n,
-                           int64_t d, const td_weight *gamma,
-                           const td_weight *beta, float eps)
+typedef struct layer_norm_job {
+    float *y, *sum_out;
+    const float *x, *res, *g, *bt;
+    int64_t d;
+    float eps;
+} layer_norm_job;
+
+static void layer_norm_range(void *arg, int64_t r0, int64_t r1, int tid)
 {
-    cpu_ctx *c = be->ctx;
-    const float *g = cpu_wdata(c, gamma, "layer_norm gamma");
-    const float *bt = cpu_wdata(c, beta, "layer_norm beta");
-    if (!g || !bt || n <= 0 || d <= 0)
-        return;
-#pragma omp parallel for num_threads(cpu_nt(c, n * d)) schedule(static)
-    for (int64_t r = 0; r < n; r++) {
+    (void)tid;
+    const layer_norm_job *j = arg;
+    const int64_t d = j->d;
+    for (int64_t r = r0; r < r1; r++) {
         /* The sum is built in the output row itself: every element is read
          * (x, res) before it is written at the same index, so y, sum_out, x
          * and res may be the same memory. */
-        float *s = y + r * d;
-        const float *xr = x + r * d;
-        const float *rr = res ? res + r * d : NULL;
+        float *s = j->y + r * d;
+        const float *xr = j->x + r * d;
+        const float *rr = j->res ? j->res + r * d : NULL;
         double mean = 0.0;
         for (int64_t i = 0; i < d; i++) {
             s[i] = rr ? xr[i] + rr[i] : xr[i];
@@ -427,12 +548,40 @@ static void cpu_layer_norm(td_backend *be, float *y, const float *x,
         }
         var /= (double)d; /* biased, as torch.nn.LayerNorm */
         const float fmean = (float)mean;
-        const float rstd = (float)(1.0 / sqrt(var + (double)eps));
-        if (sum_out && sum_out != y)
-            memcpy(sum_out + r * d, s, (size_t)d * sizeof(float));
+        const float rstd = (float)(1.0 / sqrt(var + (double)j->eps));
+        if (j->sum_out && j->sum_out != j->y)
+            memcpy(j->sum_out + r * d, s, (size_t)d * sizeof(float));
         for (int64_t i = 0; i < d; i++)
-            s[i] = (s[i] - fmean) * rstd * g[i] + bt[i];
+            s[i] = (s[i] - fmean) * rstd * j->g[i] + j->bt[i];
     }
+}
+
+static void cpu_layer_norm(td_backend *be, float *y, const float *x,
+                           const float *res, float *sum_out, int64_t n,
+                           int64_t d, const td_weight *gamma,
+                           const td_weight *beta, float eps)
+{
+    cpu_ctx *c = be->ctx;
+    const float *g = cpu_wdata(c, gamma, "layer_norm gamma");
+    const float *bt = cpu_wdata(c, beta, "layer_norm beta");
+    if (!g || !bt || n <= 0 || d <= 0)
+        return;
+    layer_norm_job j = {.y = y, .sum_out = sum_out, .x = x, .res = res, .g = g, .bt = bt,
+                        .d = d, .eps = eps};
+    cpu_par(c, n, cpu_row_chunks(c, n, n * d), layer_norm_range, &j);
+}
+
+typedef struct add_job {
+    float *y;
+    const float *x;
+} add_job;
+
+static void add_range(void *arg, int64_t i0, int64_t i1, int tid)
+{
+    (void)tid;
+    const add_job *j = arg;
+    for (int64_t i = i0; i < i1; i++)
+        j->y[i] += j->x[i];
 }
 
 static void cpu_add(td_backend *be, float *y, const float *x, int64_t n,
@@ -440,9 +589,46 @@ static void cpu_add(td_backend *be, float *y, const float *x, int64_t n,
 {
     cpu_ctx *c = be->ctx;
     const int64_t total = n * d;
-#pragma omp parallel for num_threads(cpu_nt(c, total)) schedule(static)
-    for (int64_t i = 0; i < total; i++)
-        y[i] += x[i];
+    add_job j = {.y = y, .x = x};
+    cpu_par(c, total, cpu_row_chunks(c, total, total), add_range, &j);
+}
+
+typedef struct embed_job {
+    float *y;
+    const td_weight *table;
+    const void *T;
+    const int32_t *ids, *positions;
+    const float *pos;
+    float scale;
+} embed_job;
+
+static void embed_range(void *arg, int64_t r0, int64_t r1, int tid)
+{
+    (void)tid;
+    const embed_job *j = arg;
+    const td_weight *table = j->table;
+    const int64_t d = table->cols;
+    for (int64_t r = r0; r < r1; r++) {
+        const float *p = j->pos ? j->pos + (int64_t)j->positions[r] * d : NULL;
+        float *yr = j->y + r * d;
+        if (table->layout == TD_CPU_LAYOUT_INT8) {
+            td_cpu_q8_row(yr, j->T, table->rows, d, j->ids[r], j->scale);
+            if (p)
+                for (int64_t i = 0; i < d; i++)
+                    yr[i] += p[i];
+            continue;
+        }
+        if (table->layout == TD_CPU_LAYOUT_PACKED) { /* a tied output projection */
+            td_cpu_packed_row(yr, j->T, d, j->ids[r], j->scale);
+            if (p)
+                for (int64_t i = 0; i < d; i++)
+                    yr[i] += p[i];
+            continue;
+        }
+        const float *e = (const float *)j->T + (int64_t)j->ids[r] * d;
+        for (int64_t i = 0; i < d; i++)
+            yr[i] = p ? e[i] * j->scale + p[i] : e[i] * j->scale;
+    }
 }
 
 static void cpu_embed(td_backend *be, float *y, const td_weight *table,
@@ -450,33 +636,13 @@ static void cpu_embed(td_backend *be, float *y, const td_weight *table,
                       const float *pos, const int32_t *positions)
 {
     cpu_ctx *c = be->ctx;
-    const float *T = table->layout == TD_CPU_LAYOUT_INT8 ? table->data
-                                                         : cpu_wdata(c, table, "embed");
+    const void *T = table->layout == TD_CPU_LAYOUT_INT8 ? table->data
+                                                        : cpu_wdata(c, table, "embed");
     if (!T)
         return;
-    const int64_t d = table->cols;
-#pragma omp parallel for num_threads(cpu_nt(c, n * d)) schedule(static)
-    for (int64_t r = 0; r < n; r++) {
-        const float *p = pos ? pos + (int64_t)positions[r] * d : NULL;
-        float *yr = y + r * d;
-        if (table->layout == TD_CPU_LAYOUT_INT8) {
-            td_cpu_q8_row(yr, T, table->rows, d, ids[r], scale);
-            if (p)
-                for (int64_t i = 0; i < d; i++)
-                    yr[i] += p[i];
-            continue;
-        }
-        if (table->layout == TD_CPU_LAYOUT_PACKED) { /* a tied output projection */
-            td_cpu_packed_row(yr, T, d, ids[r], scale);
-            if (p)
-                for (int64_t i = 0; i < d; i++)
-                    yr[i] += p[i];
-            continue;
-        }
-        const float *e = T + (int64_t)ids[r] * d;
-        for (int64_t i = 0; i < d; i++)
-            yr[i] = p ? e[i] * scale + p[i] : e[i] * scale;
-    }
+    embed_job j = {.y = y, .table = table, .T = T, .ids = ids, .positions = positions,
+                   .pos = pos, .scale = scale};
+    cpu_par(c, n, cpu_row_chunks(c, n, n * table->cols), embed_range, &j);
 }
 
 /* Rotate-half RoPE of one row's n_heads heads with the table row cs. rope
@@ -497,19 +663,42 @@ static inline void cpu_rope_row(float *row, const float *cs, int n_heads,
     }
 }
 
+/* rope and rope_rows: rows of x, each at pos0 + its t (rope) or at pos[r]
+ * (rope_rows, pos set). */
+typedef struct rope_job {
+    float *x;
+    int64_t ld, seq_stride;
+    int n_t, n_heads, head_dim, pos0;
+    const int32_t *pos;
+    const float *cos_sin;
+} rope_job;
+
+static void rope_range(void *arg, int64_t r0, int64_t r1, int tid)
+{
+    (void)tid;
+    const rope_job *j = arg;
+    for (int64_t r = r0; r < r1; r++) {
+        if (j->pos) {
+            cpu_rope_row(j->x + r * j->ld, j->cos_sin + (int64_t)j->pos[r] * j->head_dim,
+                         j->n_heads, j->head_dim);
+            continue;
+        }
+        const int64_t s = r / j->n_t, t = r % j->n_t;
+        cpu_rope_row(j->x + s * j->seq_stride + t * j->ld,
+                     j->cos_sin + (int64_t)(j->pos0 + t) * j->head_dim, j->n_heads,
+                     j->head_dim);
+    }
+}
+
 static void cpu_rope(td_backend *be, float *x, int n_seq, int n_t, int64_t ld,
                      int64_t seq_stride, int n_heads, int head_dim, int pos0,
                      const float *cos_sin)
 {
     cpu_ctx *c = be->ctx;
     const int64_t rows = (int64_t)n_seq * n_t;
-#pragma omp parallel for num_threads(cpu_nt(c, rows * n_heads * head_dim)) \
-    schedule(static)
-    for (int64_t st = 0; st < rows; st++) {
-        const int64_t s = st / n_t, t = st % n_t;
-        cpu_rope_row(x + s * seq_stride + t * ld,
-                     cos_sin + (int64_t)(pos0 + t) * head_dim, n_heads, head_dim);
-    }
+    rope_job j = {.x = x, .ld = ld, .seq_stride = seq_stride, .n_t = n_t, .n_heads = n_heads,
+                  .head_dim = head_dim, .pos0 = pos0, .cos_sin = cos_sin};
+    cpu_par(c, rows, cpu_row_chunks(c, rows, rows * n_heads * head_dim), rope_range, &j);
 }
 
 static void cpu_rope_rows(td_backend *be, float *x, int64_t n, int64_t ld,
@@ -523,11 +712,9 @@ static void cpu_rope_rows(td_backend *be, float *x, int64_t n, int64_t ld,
         cpu_fail(c, "cpu: rope_rows: %lld rows but no positions", (long long)n);
         return;
     }
-#pragma omp parallel for num_threads(cpu_nt(c, n * n_heads * head_dim)) \
-    schedule(static)
-    for (int64_t r = 0; r < n; r++)
-        cpu_rope_row(x + r * ld, cos_sin + (int64_t)pos[r] * head_dim, n_heads,
-                     head_dim);
+    rope_job j = {.x = x, .ld = ld, .n_heads = n_heads, .head_dim = head_dim, .pos = pos,
+                  .cos_sin = cos_sin};
+    cpu_par(c, n, cpu_row_chunks(c, n, n * n_heads * head_dim), rope_range, &j);
 }
 
 /* --- attention ------------------------------------------------------------ */
@@ -705,6 +892,40 @@ static void cpu_attn_row(const td_attn_args *a, int s, int h, int i, float *p,
         cpu_attn_store_probs(a, s, h, i, p, lim);
 }
 
+typedef struct attn_job {
+    const td_attn_args *a;
+    float *scratch;     /* a slice per thread */
+    size_t slice;       /* floats */
+    size_t slice_p;     /* the row path: probabilities, then the accumulator */
+} attn_job;
+
+static void attn_pairs_range(void *arg, int64_t p0, int64_t p1, int tid)
+{
+    const attn_job *j = arg;
+    float *S = j->scratch + j->slice * (size_t)tid;
+    for (int64_t pr = p0; pr < p1; pr++) {
+        cpu_attn_qk(j->a, pr, S);
+        for (int i = 0; i < j->a->n_q; i++)
+            cpu_attn_softmax(j->a, pr, i, S);
+        cpu_attn_pv(j->a, pr, S);
+    }
+}
+
+/* Rows ordered (sequence, head, query): a chunk's consecutive rows share
+ * the same K/V head. */
+static void attn_rows_range(void *arg, int64_t r0, int64_t r1, int tid)
+{
+    const attn_job *j = arg;
+    const td_attn_args *a = j->a;
+    float *p = j->scratch + j->slice * (size_t)tid;
+    for (int64_t r = r0; r < r1; r++) {
+        const int i = (int)(r % a->n_q);
+        const int h = (int)(r / a->n_q % a->n_heads);
+        const int s = (int)(r / a->n_q / a->n_heads);
+        cpu_attn_row(a, s, h, i, p, p + j->slice_p);
+    }
+}
+
 static void cpu_attention(td_backend *be, const td_attn_args *a)
 {
     cpu_ctx *c = be->ctx;
@@ -719,46 +940,53 @@ static void cpu_attention(td_backend *be, const td_attn_args *a)
     const int64_t pair_floats = (int64_t)a->n_q * (a->n_k > 0 ? a->n_k : 1);
     if (!a->rel_k && !a->rel_v && a->n_q >= CPU_ATTN_GEMM_MIN_Q &&
         macs >= CPU_ATTN_GEMM_MIN_MACS) {
-        /* Each OpenMP thread does whole pairs with its own S and the
+        /* Whole pairs per chunk, each thread with its own S and the
          * serial BLAS. */
-        const int nt = (int)(pairs < c->n_threads ? pairs : c->n_threads);
         const size_t slice = cpu_slice((size_t)pair_floats);
-        float *scratch = cpu_scratch(c, slice * (size_t)nt);
+        float *scratch = cpu_scratch(c, slice * (size_t)c->n_threads);
         if (!scratch)
             return;
-#pragma omp parallel for num_threads(nt) schedule(dynamic, 1)
-        for (int64_t pr = 0; pr < pairs; pr++) {
-            float *S = scratch + slice * (size_t)omp_get_thread_num();
-            cpu_attn_qk(a, pr, S);
-            for (int i = 0; i < a->n_q; i++)
-                cpu_attn_softmax(a, pr, i, S);
-            cpu_attn_pv(a, pr, S);
-        }
+        attn_job j = {.a = a, .scratch = scratch, .slice = slice};
+        cpu_par(c, pairs, pairs < CPU_POOL_MAX_CHUNKS ? pairs : CPU_POOL_MAX_CHUNKS,
+                attn_pairs_range, &j);
         return;
     }
     const int64_t rows = (int64_t)a->n_seq * a->n_heads * a->n_q;
-    const int nt = cpu_nt(c, rows * (macs / a->n_q + 1));
     const size_t slice_p = cpu_slice((size_t)(a->n_k > 0 ? a->n_k : 1));
     const size_t slice = slice_p + cpu_slice((size_t)a->head_dim);
-    float *scratch = cpu_scratch(c, slice * (size_t)nt);
+    float *scratch = cpu_scratch(c, slice * (size_t)c->n_threads);
     if (!scratch)
         return;
-    /* Rows ordered (sequence, head, query): a thread's consecutive rows share
-     * the same K/V head. */
-#pragma omp parallel for num_threads(nt) schedule(static)
-    for (int64_t r = 0; r < rows; r++) {
-        float *p = scratch + slice * (size_t)omp_get_thread_num();
-        const int i = (int)(r % a->n_q);
-        const int h = (int)(r / a->n_q % a->n_heads);
-        const int s = (int)(r / a->n_q / a->n_heads);
-        cpu_attn_row(a, s, h, i, p, p + slice_p);
-    }
+    attn_job j = {.a = a, .scratch = scratch, .slice = slice, .slice_p = slice_p};
+    cpu_par(c, rows, cpu_row_chunks(c, rows, rows * (macs / a->n_q + 1)), attn_rows_range, &j);
 }
 
 /* --- decoding scores ------------------------------------------------------ */
 
 /* One row at a time (cpu_logprobs.c: log-softmax, suppression, forced EOS
- * and top-k fused, vectorised where the CPU allows), rows across threads. */
+ * and top-k fused, vectorised where the CPU allows), runs of rows across
+ * threads. */
+typedef struct topk_job {
+    float *logits;
+    int64_t vocab;
+    const int32_t *suppress, *force_rows;
+    int n_suppress, force_eos, eos_id, k;
+    const float *row_bias;
+    float *out_val;
+    int32_t *out_idx;
+} topk_job;
+
+static void topk_range(void *arg, int64_t r0, int64_t r1, int tid)
+{
+    (void)tid;
+    const topk_job *j = arg;
+    for (int64_t r = r0; r < r1; r++)
+        td_cpu_logprobs_row(j->logits + r * j->vocab, j->vocab, j->suppress, j->n_suppress,
+                            j->force_eos || (j->force_rows && j->force_rows[r]), j->eos_id,
+                            j->row_bias ? j->row_bias[r] : 0.0f, j->k, j->out_val + r * j->k,
+                            j->out_idx + r * j->k);
+}
+
 static void cpu_logprobs_topk(td_backend *be, float *logits, int64_t n,
                               int64_t vocab, const int32_t *suppress,
                               int n_suppress, int force_eos,
@@ -774,12 +1002,41 @@ static void cpu_logprobs_topk(td_backend *be, float *logits, int64_t n,
                  k, (long long)vocab);
         return;
     }
-#pragma omp parallel for num_threads(cpu_nt(c, n * vocab)) schedule(static)
-    for (int64_t r = 0; r < n; r++)
-        td_cpu_logprobs_row(logits + r * vocab, vocab, suppress, n_suppress,
-                            force_eos || (force_rows && force_rows[r]), eos_id,
-                            row_bias ? row_bias[r] : 0.0f, k, out_val + r * k,
-                            out_idx + r * k);
+    topk_job j = {.logits = logits, .vocab = vocab, .suppress = suppress,
+                  .n_suppress = n_suppress, .force_eos = force_eos, .force_rows = force_rows,
+                  .eos_id = eos_id, .row_bias = row_bias, .k = k, .out_val = out_val,
+                  .out_idx = out_idx};
+    cpu_par(c, n, cpu_row_chunks(c, n, n * vocab), topk_range, &j);
+}
+
+/* gather_rows and scatter_rows: row r of src at index[r] (gather: from
+ * there; scatter: to there). */
+typedef struct rows_job {
+    float *dst;
+    const float *src;
+    const int32_t *index, *row_len;
+    int64_t row_elems, ld_dst, ld_src;
+} rows_job;
+
+static void gather_range(void *arg, int64_t r0, int64_t r1, int tid)
+{
+    (void)tid;
+    const rows_job *j = arg;
+    for (int64_t r = r0; r < r1; r++) {
+        int64_t len = j->row_len ? (int64_t)j->row_len[r] : j->row_elems;
+        len = len < 0 ? 0 : len > j->row_elems ? j->row_elems : len;
+        memcpy(j->dst + r * j->ld_dst, j->src + (int64_t)j->index[r] * j->ld_src,
+               (size_t)len * sizeof(float));
+    }
+}
+
+static void scatter_range(void *arg, int64_t r0, int64_t r1, int tid)
+{
+    (void)tid;
+    const rows_job *j = arg;
+    for (int64_t r = r0; r < r1; r++)
+        memcpy(j->dst + (int64_t)j->index[r] * j->ld_dst, j->src + r * j->ld_src,
+               (size_t)j->row_elems * sizeof(float));
 }
 
 static void cpu_gather_rows(td_backend *be, float *dst, const float *src,
@@ -789,12 +1046,9 @@ static void cpu_gather_rows(td_backend *be, float *dst, const float *src,
     cpu_ctx *c = be->ctx;
     if (row_elems <= 0)
         return;
-#pragma omp parallel for num_threads(cpu_nt(c, n * row_elems)) schedule(static)
-    for (int64_t r = 0; r < n; r++) {
-        int64_t len = row_len ? (int64_t)row_len[r] : row_elems;
-        len = len < 0 ? 0 : len > row_elems ? row_elems : len;
-        memcpy(dst + r * ld, src + (int64_t)index[r] * ld, (size_t)len * sizeof(float));
-    }
+    rows_job j = {.dst = dst, .src = src, .index = index, .row_len = row_len,
+                  .row_elems = row_elems, .ld_dst = ld, .ld_src = ld};
+    cpu_par(c, n, cpu_row_chunks(c, n, n * row_elems), gather_range, &j);
 }
 
 static void cpu_scatter_rows(td_backend *be, float *dst, int64_t ld_dst,
@@ -809,10 +1063,9 @@ static void cpu_scatter_rows(td_backend *be, float *dst, int64_t ld_dst,
         return;
     }
     /* index entries are distinct (backend.h): no two threads write a row */
-#pragma omp parallel for num_threads(cpu_nt(c, n * row_elems)) schedule(static)
-    for (int64_t r = 0; r < n; r++)
-        memcpy(dst + (int64_t)index[r] * ld_dst, src + r * ld_src,
-               (size_t)row_elems * sizeof(float));
+    rows_job j = {.dst = dst, .src = src, .index = index, .row_elems = row_elems,
+                  .ld_dst = ld_dst, .ld_src = ld_src};
+    cpu_par(c, n, cpu_row_chunks(c, n, n * row_elems), scatter_range, &j);
 }
 
 static const td_backend_ops cpu_ops = {
@@ -862,9 +1115,15 @@ td_backend *td_cpu_backend_create(int n_threads, char *err, size_t errlen)
         return NULL;
     }
     c->n_threads = n_threads;
+    c->pool = cpu_pool_create(n_threads, err, errlen);
+    if (!c->pool) {
+        free(be);
+        free(c);
+        return NULL;
+    }
     be->ops = &cpu_ops;
     be->ctx = c;
-    /* Serial BLAS inside our own OpenMP slices (see the top of the file);
+    /* Serial BLAS inside our own chunks (see the top of the file);
      * process-wide, and the same for every CPU backend. */
     openblas_set_num_threads(1);
     return be;

@@ -42,8 +42,6 @@
 #include "tokenizer.h"
 #include "translator.h"
 
-#define TD_GOMP_SPINCOUNT "1000"
-
 /* Options shared by translate and translate-ids. */
 typedef struct cli_opts {
     const char *model, *device, *dtype, *precision;
@@ -567,25 +565,8 @@ static int cmd_tokenize(int argc, char **argv)
     return rc;
 }
 
-/* libgomp spins up to GOMP_SPINCOUNT iterations (300,000 by default) at
- * every barrier before sleeping. When the cores are shared (other
- * processes, the daemon's HTTP threads) a spinning thread steals the core
- * its partner needs: measured 10x slower on 2 busy cores. libgomp reads the
- * setting once, when it is loaded, so unless the user chose a policy we set
- * a short spin and re-execute ourselves; if that fails we run as we are.
- * docs/decisions.md has the numbers. */
-static void tune_openmp_wait(char **argv)
-{
-    if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT"))
-        return;
-    if (setenv("GOMP_SPINCOUNT", TD_GOMP_SPINCOUNT, 1) != 0)
-        return;
-    execv("/proc/self/exe", argv);
-}
-
 int main(int argc, char **argv)
 {
-    tune_openmp_wait(argv);
     if (argc < 2) {
         usage(stderr);
         return 2;

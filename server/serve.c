@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <sys/stat.h>
 #include <time.h>
 
@@ -81,7 +82,9 @@ static const opt_def k_opts[] = {
     {"--port", OPT_INT, OFF(port), 0, 65535, "port (0: any free port, printed)"},
     {"--threads", OPT_INT, OFF(threads), 0, 1024, "engine CPU threads (0: all cores)"},
     {"--http-threads", OPT_INT, OFF(http_threads), 1, 256, "HTTP thread pool size"},
-    {"--workers", OPT_INT, OFF(workers), 1, 64, "model workers (scheduler threads)"},
+    {"--workers", OPT_INT, OFF(workers), 0, 64,
+     "model workers (scheduler threads; 0: 2 of half the cores each on a CPU of 2 or more "
+     "cores, else 1)"},
     {"--scheduler", OPT_SCHED, OFF(scheduler), 0, 0,
      "inflight: texts join and leave a worker's running decode between steps | batch: "
      "a batch runs to its end before the next forms"},
@@ -176,7 +179,7 @@ static void defaults(srv_opts *o)
     o->host = "127.0.0.1";
     o->port = 8080;
     o->http_threads = 4;
-    o->workers = 1;
+    o->workers = 0; /* resolve_workers(): docs/decisions.md, "CPU threads" */
     o->max_batch_tokens = 8192;
     o->max_batch_size = 32;
     o->batch_delay_ms = 0; /* docs/decisions.md: batches form while the worker runs */
@@ -307,6 +310,26 @@ static int set_list_env(srv_opts *o, const opt_def *d, const char *v, const char
     return 0; /* copy is referenced by o */
 }
 
+/* --workers 0 (the default): on the CPU two workers of half the cores each
+ * (--threads 0), or of --threads each when two of them fit the cores; one
+ * worker otherwise and on a GPU. Two single-thread workers served 1.4-1.7x
+ * the sentences/s of one two-thread worker on 2 cores at 8 and 64 clients
+ * (0.84-0.93x for a lone client; docs/decisions.md, "CPU threads"): each
+ * overlaps its host-side work (search, tokenizing, HTTP) with the other's
+ * products, and neither waits on a partner thread. */
+static void resolve_workers(srv_opts *o)
+{
+    if (o->workers > 0)
+        return;
+    const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    o->workers = 1;
+    if (strcmp(o->device, "cpu") || cores < 2 || (o->threads > 0 && 2L * o->threads > cores))
+        return;
+    o->workers = 2;
+    if (o->threads == 0)
+        o->threads = (int)(cores / 2 < 1024 ? cores / 2 : 1024);
+}
+
 static int parse_opts(srv_opts *o, int argc, char **argv)
 {
     defaults(o);
@@ -363,6 +386,7 @@ static int parse_opts(srv_opts *o, int argc, char **argv)
         fprintf(stderr, "transformerd: --device: expected cpu, cuda or cuda:N, got '%s'\n", dev);
         return -1;
     }
+    resolve_workers(o);
     char nerr[256];
     const td_load_opts lo = {.dtype = o->dtype, .precision = o->precision};
     if (td_load_opts_check(&lo, nerr, sizeof nerr) != 0) {

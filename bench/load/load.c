@@ -35,8 +35,12 @@
  * with the daemon). Loopback only (the daemons are
  * started here on 127.0.0.1, port 0). Every wait is bounded.
  *
+ * A scheduler name may end in "@wWtT" (inflight@w2t1): that daemon runs
+ * --workers W with --threads T each, for comparing the split of the cores
+ * between workers and engine threads (--threads T sets the others).
+ *
  *   load --daemon build/transformerd --model DIR --input FILE
- *        [--concurrency 1,8,64] [--schedulers inflight,batch[,batch1]]
+ *        [--concurrency 1,8,64] [--schedulers inflight,batch[,batch1][,NAME@wWtT]]
  *        [--threads T] [--batch B] [--requests N] [--rounds R] [--seed S]
  *        [--max-seconds S] [--batch-delay-ms D] [--log-dir DIR] [--device D]
  */
@@ -73,7 +77,7 @@ static double now_s(void)
 }
 
 #define MAX_LEVELS 16
-#define MAX_SCHEDS 4
+#define MAX_SCHEDS 6
 
 typedef struct cfg {
     const char *daemon, *model, *input, *log_dir, *device;
@@ -545,10 +549,11 @@ static double sps(const level_result *x)
 }
 
 /* A daemon of the run: inflight, batch, or batch1 (batch with
- * --max-batch-size 1). */
+ * --max-batch-size 1), optionally with "@wWtT": --workers W --threads T
+ * instead of one worker of --threads threads (e.g. inflight@w2t1). */
 typedef struct daemon_t {
     const char *name, *sched;
-    int mbs, port;
+    int mbs, port, workers, threads;
     pid_t pid;
     char log[1024];
 } daemon_t;
@@ -556,10 +561,16 @@ typedef struct daemon_t {
 static int start_daemon(const cfg *c, const char *name, daemon_t *d)
 {
     d->name = name;
-    d->mbs = !strcmp(name, "batch1") ? 1 : c->batch;
-    d->sched = !strcmp(name, "inflight") ? "inflight" : "batch";
-    char th[16], bs[16], dl[16], mq[16];
-    snprintf(th, sizeof th, "%d", c->threads);
+    const size_t base = strcspn(name, "@");
+    d->workers = 1;
+    d->threads = c->threads;
+    if (name[base] && sscanf(name + base, "@w%dt%d", &d->workers, &d->threads) != 2)
+        return -1; /* checked when parsed */
+    d->mbs = !strncmp(name, "batch1", base) && base == 6 ? 1 : c->batch;
+    d->sched = !strncmp(name, "inflight", base) && base == 8 ? "inflight" : "batch";
+    char th[16], bs[16], dl[16], mq[16], wk[16];
+    snprintf(th, sizeof th, "%d", d->threads);
+    snprintf(wk, sizeof wk, "%d", d->workers);
     snprintf(bs, sizeof bs, "%d", d->mbs);
     snprintf(dl, sizeof dl, "%d", c->batch_delay_ms);
     snprintf(mq, sizeof mq, "%d", 4096);
@@ -569,7 +580,7 @@ static int start_daemon(const cfg *c, const char *name, daemon_t *d)
                           "--batch-delay-ms", dl,    "--max-queue", mq, "--max-batch-texts", "1",
                           /* every client is 127.0.0.1: no per-address cap */
                           "--max-connections-per-ip", "0",
-                          "--device", c->device, NULL};
+                          "--device", c->device, "--workers", wk, NULL};
     d->port = tc_daemon_start(c->daemon, args, d->log, 120, &d->pid);
     if (d->port <= 0) {
         fprintf(stderr, "load: the daemon did not start; see %s\n", d->log);
@@ -703,8 +714,18 @@ int main(int argc, char **argv)
     }
     for (char *save = NULL, *tok = strtok_r(scheds, ",", &save); tok;
          tok = strtok_r(NULL, ",", &save)) {
-        if (strcmp(tok, "inflight") && strcmp(tok, "batch") && strcmp(tok, "batch1")) {
+        const size_t base = strcspn(tok, "@");
+        int w = 0, t = 0;
+        char tail;
+        if ((strncmp(tok, "inflight", base) || base != 8) &&
+            (strncmp(tok, "batch", base) || base != 5) && (strncmp(tok, "batch1", base) || base != 6)) {
             fprintf(stderr, "load: bad scheduler %s (inflight, batch, batch1)\n", tok);
+            return 2;
+        }
+        if (tok[base] && (sscanf(tok + base, "@w%dt%d%c", &w, &t, &tail) != 2 || w < 1 ||
+                          w > 64 || t < 1 || t > 1024)) {
+            fprintf(stderr, "load: bad scheduler %s (NAME@wWtT: W workers of T threads)\n",
+                    tok);
             return 2;
         }
         if (c.n_scheds == MAX_SCHEDS) {

@@ -23,7 +23,8 @@
 # pooled, so a change of a shared machine's load hits both schedulers
 # alike), SEED (the shuffle's seed, default 1; 0 keeps the input's order),
 # SCHEDULERS (inflight,batch; add batch1 for the batch scheduler with
-# --max-batch-size 1), THREADS (engine threads of every run, default 1: on
+# --max-batch-size 1; NAME@wWtT runs that scheduler with --workers W of
+# --threads T, e.g. inflight,inflight@w2t1), THREADS (engine threads of every run, default 1: on
 # shared cores spinning thread pools make the numbers noisy), BATCH (32),
 # DELAY (--batch-delay-ms of the daemons, default 0, the daemon's default),
 # LEVELS (1,8,64), MAX_SECONDS per level and round (60), BUILD (build), DEVICE (cpu;

@@ -16,11 +16,19 @@
 # per configuration per round, in turn; the table gives the best and the
 # median (the machines are shared: the best is the least disturbed run).
 # CTranslate2 gets the model through bench/peers/convert_ct2.py, which keeps
-# the learned <pad> start embedding (see there).
+# the learned <pad> start embedding (see there). At greedy batch 1
+# CTranslate2 also runs at intra_threads=1 (its best setting for one
+# sentence on few cores: "CT2 1t" columns).
+# BEFORE=DIR adds another checkout's build (DIR/build, e.g. a worktree of
+# main) as "td before", interleaved with the others in every round.
+# The table goes to stdout and $OUT/table.md; $OUT/peers.png plots the best
+# tokens/s per engine and case (bench/peers/plot.py), with the runs named in
+# PLOT_WITH ("label=results.jsonl ...", e.g. an idle run beside a busy one).
 #
 #   bench/peers/run.sh                 THREADS (nproc), ROUNDS (3), LINES (320),
 #                                      LINES1 (64), BUSY=1 (a CPU-burning
-#                                      neighbour runs throughout), OUT dir
+#                                      neighbour runs throughout), OUT dir,
+#                                      BEFORE dir, PLOT_WITH
 set -eu
 cd "$(dirname "$0")/../.."
 ROOT=$(pwd)
@@ -30,7 +38,12 @@ LINES=${LINES:-320}
 LINES1=${LINES1:-64}
 OUT=${OUT:-/tmp/transformerd-peers}
 BASE=${BENCH_MODEL_DIR:-/tmp/transformerd-bench-base}
+# CTranslate2's libgomp: a short spin, as it was measured before (the
+# transformerd backend has its own threads and does not read it).
 [ -n "${OMP_WAIT_POLICY:-}" ] || export GOMP_SPINCOUNT=${GOMP_SPINCOUNT:-1000}
+BEFORE=${BEFORE:-}
+[ -z "$BEFORE" ] || [ -x "$BEFORE/build/bench/engine/bench_engine" ] || {
+    echo "BEFORE=$BEFORE: no build/bench/engine/bench_engine there" >&2; exit 2; }
 mkdir -p "$OUT"
 make build >/dev/null
 BE=$ROOT/build/bench/engine/bench_engine
@@ -80,15 +93,20 @@ while [ "$r" -le "$ROUNDS" ]; do
     echo "$CONFIGS" | while read -r model ids batch beam tdlen ctlen ctmin; do
         dir=models/en-de; [ "$model" = base ] && dir=$BASE
         ml=; [ "$tdlen" -gt 0 ] && ml="--max-length $tdlen"
-        for eng in td:float32 ct2:float32 td:int8 ct2:int8; do
+        engines="td:float32 ct2:float32 td:int8 ct2:int8"
+        [ -z "$BEFORE" ] || engines="$engines tdb:float32 tdb:int8"
+        [ "$batch" != 1 ] || [ "$THREADS" = 1 ] || engines="$engines ct21:float32 ct21:int8"
+        for eng in $engines; do
             e=${eng%%:*}; dt=${eng#*:}
-            if [ "$e" = td ]; then
+            if [ "$e" = td ] || [ "$e" = tdb ]; then
+                be=$BE; [ "$e" = tdb ] && be=$BEFORE/build/bench/engine/bench_engine
                 # shellcheck disable=SC2086
-                line=$("$BE" --model "$dir" --ids "$OUT/$ids" --batch "$batch" --beam "$beam" \
+                line=$("$be" --model "$dir" --ids "$OUT/$ids" --batch "$batch" --beam "$beam" \
                        --threads "$THREADS" --repeat 1 --dtype "$dt" $ml)
             else
+                th=$THREADS; [ "$e" = ct21 ] && th=1
                 line=$("$PY" bench/peers/peer_ct2.py --model "$OUT/ct2-$model" --ids "$OUT/$ids" \
-                       --batch "$batch" --beam "$beam" --threads "$THREADS" --compute-type "$dt" \
+                       --batch "$batch" --beam "$beam" --threads "$th" --compute-type "$dt" \
                        --max-length "$ctlen" --min-length "$ctmin")
             fi
             echo "{\"round\": $r, \"model\": \"$model\", \"engine\": \"$e\", \"dt\": \"$dt\", \"run\": $line}" >> "$RES"
@@ -106,7 +124,7 @@ for dt in float32 int8; do
         --threads "$THREADS" --compute-type "$dt" --out "$OUT/ct2.$dt.de" >/dev/null
 done
 
-"$PY" - "$OUT" "$ROUNDS" "$THREADS" "${BUSY:-0}" <<'PY'
+"$PY" - "$OUT" "$ROUNDS" "$THREADS" "${BUSY:-0}" > "$OUT/table.md" <<'PY'
 import json, statistics, sys
 out, rounds, threads, busy = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
 rows = [json.loads(l) for l in open(f"{out}/results.jsonl")]
@@ -114,22 +132,44 @@ acc = {}
 for r in rows:
     k = (r["model"], r["run"]["batch"], r["run"]["beam"], r["engine"], r["dt"])
     acc.setdefault(k, []).append(r["run"]["tokens_per_s"])
+before = any(k[3] == "tdb" for k in acc)
+one = any(k[3] == "ct21" for k in acc)
 print(f"\n{rounds} interleaved rounds, {threads} threads{', busy neighbour' if busy == '1' else ''}; "
       "tokens/s best / median")
-print("\n| model | batch | beam | transformerd f32 | CT2 f32 | transformerd int8 | CT2 int8 | "
-      "td f32 / CT2 f32 | td int8 / CT2 int8 | td f32 / CT2 int8 |")
-print("|---|---|---|---|---|---|---|---|---|---|")
+cols = ["transformerd f32", "CT2 f32", "transformerd int8", "CT2 int8"]
+cols += ["td before f32", "td before int8"] if before else []
+cols += ["CT2 1t f32", "CT2 1t int8"] if one else []
+cols += ["td f32 / CT2 f32", "td int8 / CT2 int8", "td f32 / CT2 int8"]
+cols += ["td f32 / before", "td int8 / before"] if before else []
+cols += ["td f32 / CT2 1t f32", "td int8 / CT2 1t int8"] if one else []
+print("\n| model | batch | beam | " + " | ".join(cols) + " |")
+print("|---|---|---|" + "---|" * len(cols))
 for (model, b, bm) in sorted({k[:3] for k in acc}, key=lambda k: (k[0] != "ende", -k[1])):
-    get = lambda e, d: acc.get((model, b, bm, e, d), [0])
-    cell = lambda v: f"{max(v):.1f} / {statistics.median(v):.1f}"
+    get = lambda e, d: acc.get((model, b, bm, e, d))
+    cell = lambda v: f"{max(v):.1f} / {statistics.median(v):.1f}" if v else "-"
+    ratio = lambda a, c: (f"{max(a) / max(c):.2f}x / {statistics.median(a) / statistics.median(c):.2f}x"
+                          if a and c else "-")
     tf, cf, ti, ci = get("td", "float32"), get("ct2", "float32"), get("td", "int8"), get("ct2", "int8")
-    ratio = lambda a, c: f"{max(a) / max(c):.2f}x / {statistics.median(a) / statistics.median(c):.2f}x"
+    cells = [cell(tf), cell(cf), cell(ti), cell(ci)]
+    if before:
+        cells += [cell(get("tdb", "float32")), cell(get("tdb", "int8"))]
+    if one:
+        cells += [cell(get("ct21", "float32")), cell(get("ct21", "int8"))]
+    cells += [ratio(tf, cf), ratio(ti, ci), ratio(tf, ci)]
+    if before:
+        cells += [ratio(tf, get("tdb", "float32")), ratio(ti, get("tdb", "int8"))]
+    if one:
+        cells += [ratio(tf, get("ct21", "float32")), ratio(ti, get("ct21", "int8"))]
     name = "bundled en-de" if model == "ende" else "transformer-base shape"
-    print(f"| {name} | {b} | {bm} | {cell(tf)} | {cell(cf)} | {cell(ti)} | {cell(ci)} | "
-          f"{ratio(tf, cf)} | {ratio(ti, ci)} | {ratio(tf, ci)} |")
+    print(f"| {name} | {b} | {bm} | " + " | ".join(cells) + " |")
 ref = open(f"{out}/td.float32.de").read().splitlines()
 print(f"\nIdentical lines against transformerd float32 (bundled model, beam 4, {len(ref)} lines):")
 for name in ("td.int8", "ct2.float32", "ct2.int8"):
     got = open(f"{out}/{name}.de").read().splitlines()
     print(f"  {name}: {sum(a == b for a, b in zip(ref, got))}/{len(ref)}")
 PY
+cat "$OUT/table.md"
+label=idle; [ "${BUSY:-0}" = 1 ] && label="busy neighbour"
+# shellcheck disable=SC2086
+"$PY" bench/peers/plot.py --out "$OUT/peers.png" ${PLOT_WITH:-} "$label=$RES"
+echo "plot: $OUT/peers.png"
