@@ -203,25 +203,25 @@ def join(a):
     print(f"in: {dst} ({len(data) / 2**20:.1f} MiB)")
 
 
+def corpus_args(p):
+    """The options saying what goes into a pack or a layout: training and dev prefixes, exclusions, vocabulary."""
+    p.add_argument("--train", action="append", required=True, help="PREFIX of PREFIX.en / PREFIX.de (repeatable)")
+    p.add_argument("--dev", action="append", required=True, help="PREFIX of the dev set (repeatable)")
+    p.add_argument("--exclude", action="append", default=[],
+                   help="held-out SOURCES.en: training pairs with the same normalised source are left out (repeatable)")
+    p.add_argument("--spm", required=True, help="directory with joint.spm (or an exported model's source.spm) and "
+                                                "vocab.json")
+
+
 def main():
     ap = argparse.ArgumentParser()
     sub = ap.add_subparsers(dest="cmd", required=True)
     p = sub.add_parser("pack")
     p.add_argument("--out", required=True)
-    p.add_argument("--train", action="append", required=True, help="PREFIX of PREFIX.en / PREFIX.de (repeatable)")
-    p.add_argument("--dev", action="append", required=True, help="PREFIX of the dev set (repeatable)")
-    p.add_argument("--exclude", action="append", default=[],
-                   help="held-out SOURCES.en: training pairs with the same normalised source are left out (repeatable)")
-    p.add_argument("--spm", required=True, help="directory with joint.spm (or an exported model's source.spm) and "
-                                                "vocab.json")
+    corpus_args(p)
     p = sub.add_parser("layout")
     p.add_argument("--work", required=True)
-    p.add_argument("--train", action="append", required=True, help="PREFIX of PREFIX.en / PREFIX.de (repeatable)")
-    p.add_argument("--dev", action="append", required=True, help="PREFIX of the dev set (repeatable)")
-    p.add_argument("--exclude", action="append", default=[],
-                   help="held-out SOURCES.en: training pairs with the same normalised source are left out (repeatable)")
-    p.add_argument("--spm", required=True, help="directory with joint.spm (or an exported model's source.spm) and "
-                                                "vocab.json")
+    corpus_args(p)
     p = sub.add_parser("unpack")
     p.add_argument("--pack", required=True)
     p.add_argument("--work", required=True)
