@@ -768,17 +768,25 @@ int main(int argc, char **argv)
      * both schedulers alike (the idle daemon waits on its queue) */
     static level_result res[MAX_SCHEDS][MAX_LEVELS];
     daemon_t dm[MAX_SCHEDS];
-    int ii = -1, ib = -1, n_up = 0, rc = 0;
-    for (; n_up < c.n_scheds; n_up++) {
+    int n_up = 0, rc = 0;
+    for (; n_up < c.n_scheds; n_up++)
         if (start_daemon(&c, c.scheds[n_up], &dm[n_up]) != 0) {
             rc = 1;
             break;
         }
-        if (!strcmp(c.scheds[n_up], "inflight"))
-            ii = n_up;
-        if (!strcmp(c.scheds[n_up], "batch"))
-            ib = n_up;
-    }
+    /* compared pairs: each inflight daemon with the batch daemon of the
+     * same split (inflight with batch, inflight@w2t1 with batch@w2t1) */
+    int pair_i[MAX_SCHEDS], pair_b[MAX_SCHEDS], n_pairs = 0;
+    for (int s = 0; s < n_up; s++)
+        for (int t = 0; t < n_up && strcmp(dm[s].sched, "inflight") == 0; t++) {
+            const char *ss = strchr(c.scheds[s], '@'), *ts = strchr(c.scheds[t], '@');
+            if (!strcmp(dm[t].sched, "batch") && dm[t].mbs != 1 &&
+                (ss && ts ? !strcmp(ss, ts) : ss == ts)) {
+                pair_i[n_pairs] = s;
+                pair_b[n_pairs++] = t;
+                break;
+            }
+        }
     for (int r = 0; r < c.rounds && rc == 0; r++)
         for (int l = 0; l < c.n_levels && rc == 0; l++)
             for (int s = 0; s < c.n_scheds && rc == 0; s++) {
@@ -817,13 +825,15 @@ int main(int argc, char **argv)
     fflush(stdout);
 
     /* the comparison, also as JSON */
-    for (int l = 0; ii >= 0 && ib >= 0 && l < c.n_levels; l++) {
+    for (int q = 0; q < n_pairs * c.n_levels; q++) {
+        const int ii = pair_i[q / c.n_levels], ib = pair_b[q / c.n_levels], l = q % c.n_levels;
         const level_result *a = &res[ii][l], *b = &res[ib][l];
-        printf("{\"run\":\"compare\",\"concurrency\":%d,\"inflight_sentences_per_s\":%.1f,"
+        printf("{\"run\":\"compare\",\"inflight\":\"%s\",\"batch\":\"%s\",\"concurrency\":%d,"
+               "\"inflight_sentences_per_s\":%.1f,"
                "\"batch_sentences_per_s\":%.1f,\"offline_sentences_per_s\":%.1f,"
                "\"inflight_over_batch\":%.3f,\"inflight_over_offline\":%.3f",
-               a->concurrency, sps(a), sps(b), off_sps, ratio(sps(a), sps(b)),
-               ratio(sps(a), off_sps));
+               c.scheds[ii], c.scheds[ib], a->concurrency, sps(a), sps(b), off_sps,
+               ratio(sps(a), sps(b)), ratio(sps(a), off_sps));
         for (int k = 0; k < N_CL; k++)
             printf(",\"inflight_%s_p50_ms\":%.2f,\"inflight_%s_p99_ms\":%.2f,"
                    "\"batch_%s_p50_ms\":%.2f,\"batch_%s_p99_ms\":%.2f",
@@ -845,7 +855,9 @@ int main(int argc, char **argv)
            g_cl_max[CL_ALL]);
     printf("offline `transformerd translate --batch %d`: %.1f sentences/s\n\n", c.batch,
            off_sps);
-    if (ii >= 0 && ib >= 0) {
+    for (int q = 0; q < n_pairs; q++) {
+        const int ii = pair_i[q], ib = pair_b[q];
+        printf("%s against %s:\n\n", c.scheds[ii], c.scheds[ib]);
         printf("| concurrency | inflight sent/s | batch sent/s | inflight / batch "
                "| inflight / offline | inflight short p50 / p99 ms | inflight long p50 / p99 ms "
                "| batch short p50 / p99 ms | batch long p50 / p99 ms "

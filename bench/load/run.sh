@@ -4,7 +4,8 @@
 # --scheduler batch (both --max-batch-size $BATCH), each at concurrency 1, 8
 # and 64 (loopback, port 0), on a mixed input: short and long sentences,
 # shuffled with a fixed seed so that they arrive interleaved. Prints one JSON
-# line per run and a table per concurrency: sentences/s of both schedulers,
+# line per run and a table per concurrency (each inflight daemon against
+# the batch daemon of the same @wWtT split): sentences/s of both schedulers,
 # inflight/batch and inflight/offline, p50/p99 latency of the short and the
 # long sentences (thirds of the input by source words) under both, and the
 # short sentences' p99 inflight/batch; then a table per run with the latency
