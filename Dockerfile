@@ -59,7 +59,7 @@ RUN cmake -S . -B /build -DCMAKE_BUILD_TYPE=Release -DTD_CUDA=OFF -DTD_BUILD_TES
  && mkdir -p /src/models
 
 FROM debian:${DEBIAN} AS cpu
-# Runtime libraries only: libmicrohttpd, jansson, OpenBLAS, libgomp (OpenMP),
+# Runtime libraries only: libmicrohttpd, jansson, OpenBLAS,
 # libxml2 (LibreTranslate's format=html), libexttextcat and its language
 # fingerprints (/detect), ICU (sentence splitting); curl for the HEALTHCHECK.
 # DL3008: the distribution's current (security-patched) versions, not pins
@@ -67,7 +67,7 @@ FROM debian:${DEBIAN} AS cpu
 # hadolint ignore=DL3008
 RUN apt-get update \
  && apt-get install -y --no-install-recommends \
-        libmicrohttpd12 libjansson4 libopenblas0-pthread libgomp1 libxml2 \
+        libmicrohttpd12 libjansson4 libopenblas0-pthread libxml2 \
         libexttextcat-2.0-0 libexttextcat-data libicu72 curl \
  && rm -rf /var/lib/apt/lists/* \
  && groupadd --system --gid 10001 transformerd \
@@ -114,7 +114,7 @@ FROM nvidia/cuda:${CUDA_VERSION}-runtime-${UBUNTU} AS gpu
 # hadolint ignore=DL3008
 RUN apt-get update \
  && apt-get install -y --no-install-recommends \
-        libmicrohttpd12t64 libjansson4 libopenblas0-pthread libgomp1 libxml2 \
+        libmicrohttpd12t64 libjansson4 libopenblas0-pthread libxml2 \
         libexttextcat-2.0-0 libexttextcat-data libicu74 curl \
  && rm -rf /var/lib/apt/lists/* \
  && groupadd --system --gid 10001 transformerd \

@@ -326,7 +326,7 @@ static void cpu_weight_free(td_backend *be, td_weight *w)
 /* --- dense ops ------------------------------------------------------------ */
 
 /* Room for n quantized activation rows of a linear with `in` inputs, or
- * NULL (latched). Outside OpenMP regions only. */
+ * NULL (latched). On the calling thread only, before a job. */
 static uint8_t *cpu_q8_scratch(cpu_ctx *c, int64_t n, int64_t in)
 {
     const size_t row = (size_t)td_cpu_q8_k4(in) * 4;

@@ -16,7 +16,7 @@
  * output panels, attention into (sequence, head) pairs or query rows, the
  * row-wise ops into runs of rows; small ops run on the caller alone. A
  * chunk never splits a sum, so the results are the same bits on any
- * number of threads. Nothing of OpenMP's global state is used, so several
+ * number of threads. Each backend has its own pool, so several
  * CPU backends with different thread counts coexist in one process.
  * TD_CPU_SPIN_US (read at creation) sets how long an idle thread spins
  * before it sleeps.

@@ -74,10 +74,10 @@ PORT = 8080
 # Runtime packages a runtime stage may install (Debian 12 and Ubuntu 24.04
 # names): the daemon's shared libraries, curl for the HEALTHCHECK.
 RUNTIME_PKG = re.compile(r"^(libmicrohttpd\d+(t64)?|libjansson4|libopenblas0(-pthread|-openmp|-serial)?"
-                         r"|libgomp1|libxml2|libexttextcat-2\.0-0|libexttextcat-data|libicu\d+"
+                         r"|libxml2|libexttextcat-2\.0-0|libexttextcat-data|libicu\d+"
                          r"|curl|ca-certificates)$")
 RUNTIME_NEEDS = {"libmicrohttpd": r"^libmicrohttpd", "jansson": r"^libjansson",
-                 "OpenBLAS": r"^libopenblas", "libgomp": r"^libgomp1$", "libxml2": r"^libxml2$",
+                 "OpenBLAS": r"^libopenblas", "libxml2": r"^libxml2$",
                  "libexttextcat": r"^libexttextcat-2\.0-0$",
                  "libexttextcat's fingerprints": r"^libexttextcat-data$", "ICU": r"^libicu\d+$",
                  "curl": r"^curl$"}
