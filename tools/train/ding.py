@@ -17,8 +17,9 @@ Held out: WORK/corpus/ding_test.{en,de} (500 pairs of at least four words on bot
 test set, seed 20261129), and no training pair shares a normalised source with it or with the stage-1
 dev/test sets.
 
-Writes WORK/corpus/ding.{en,de} (training pairs) and ding_test.{en,de}; the .deb is fetched with
-`apt-get download trans-de-en` into WORK/debs when missing (never installed).
+Writes WORK/corpus/ding.{en,de} (training pairs), ding_phrases.{en,de} (the training pairs of 3+ words a
+side) and ding_test.{en,de}; the .deb is fetched with `apt-get download trans-de-en` into WORK/debs when
+missing (never installed).
 
 Usage: tools/.venv/bin/python tools/train/ding.py [--work .train]
 """
@@ -109,9 +110,19 @@ def main():
         for i, (e, d) in enumerate(pairs):
             (te if i in test else fe).write(e + "\n")
             (td if i in test else fd).write(d + "\n")
+    # the phrase-like training pairs (3+ words a side: "Thank you very much!", "How are you?"), for a mixture
+    # that gives everyday phrases more weight than single words (docs/model-card.md, "The 6+2 model")
+    phrases = 0
+    with open(os.path.join(c, "ding_phrases.en"), "w", encoding="utf-8") as fe, \
+            open(os.path.join(c, "ding_phrases.de"), "w", encoding="utf-8") as fd:
+        for i, (e, d) in enumerate(pairs):
+            if i not in test and len(e.split()) >= 3 and len(d.split()) >= 3:
+                fe.write(e + "\n")
+                fd.write(d + "\n")
+                phrases += 1
     words = sum(len(d.split()) for i, (e, d) in enumerate(pairs) if i not in test)
     print(f"ding: {len(pairs) - len(test)} training pairs ({words} German words), {len(test)} held out; "
-          f"{len(sentence_like)} sentence-like")
+          f"{len(sentence_like)} sentence-like; {phrases} phrase-like training pairs in ding_phrases.*")
 
 
 if __name__ == "__main__":

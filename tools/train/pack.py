@@ -10,7 +10,8 @@ The GPU machine runs a command in a copy of the repository; ignored paths travel
   unpack  PACK/ -> WORK/corpus/{train,dev}.{en,de} and WORK/spm/ (checks the sha256 of the manifest): the
           layout train.py --work WORK reads
   layout  pack + unpack on this machine, without xz: the same --train / --dev / --exclude / --spm straight into
-          WORK/corpus/ and WORK/spm/ (+ WORK/corpus/layout.json, the lines per source)
+          WORK/corpus/ and WORK/spm/ (+ WORK/corpus/layout.json, the lines per source, and provenance.tsv /
+          stats.json merged from the sources' directories, which export.py copies into the model)
   out     the newest checkpoint of WORK (or --ckpt) as weights only (model state in float16 plus step, epoch,
           args) cut into parts of at most 15 MiB: OUT/ckpt-STEP.pt.partNN, parts --first .. --first+3 per call
           (4 parts + the parts.json fit the 64 MiB that come back from one command)
@@ -142,6 +143,7 @@ def layout(a):
     man = write_text(a, lambda name: open(os.path.join(c, name), "w", encoding="utf-8"), "layout")
     copy_spm(a.spm, s)
     man["spm"] = os.path.relpath(a.spm)
+    write_provenance(a.train, man, c)
     with open(os.path.join(c, "layout.json"), "w") as f:
         json.dump(man, f, indent=2)
         f.write("\n")
@@ -149,6 +151,46 @@ def layout(a):
     if os.path.exists(cache):  # encoded ids of an older corpus
         os.remove(cache)
     print(f"layout: {man['train_lines_en']} training pairs into {c}, spm of {a.spm} into {s}")
+
+
+def write_provenance(prefixes, man, c):
+    """WORK/corpus/provenance.tsv and stats.json for export.py (which copies them into the model directory as
+    data-provenance.tsv and corpus-stats.json): the provenance.tsv of every --train prefix's directory, once each
+    (stage 1's columns; a docs_corpus.py row becomes origin "documentation: COLLECTION" with its files in the
+    catalogues column), a trans-de-en row for the Ding pairs (prefixes named ding*; the pairs of ding.*, which
+    ding_phrases.* repeats), and the stats.json of each directory with the layout's lines per source."""
+    rows, stats, dirs, ding = [], {"layout": man["train"], "sources": {}}, [], 0
+    for prefix, entry in zip(prefixes, man["train"]):
+        d = os.path.dirname(prefix)
+        if os.path.basename(prefix) == "ding":
+            ding = entry["lines"] + entry["excluded"]
+        if d in dirs:
+            continue
+        dirs.append(d)
+        if os.path.exists(os.path.join(d, "stats.json")):
+            with open(os.path.join(d, "stats.json")) as f:
+                stats["sources"][os.path.relpath(d)] = json.load(f)
+        if not os.path.exists(os.path.join(d, "provenance.tsv")):
+            continue
+        with open(os.path.join(d, "provenance.tsv"), encoding="utf-8") as f:
+            head = f.readline().rstrip("\n").split("\t")
+            for line in f:
+                r = dict(zip(head, line.rstrip("\n").split("\t")))
+                if "collection" in r:
+                    r = {"package": r["package"], "origin": f"downloaded (documentation: {r['collection']})",
+                         "catalogues": r["files"], "pairs_kept": r["pairs_kept"], "licence": r["licence"]}
+                rows.append(r)
+    if ding:
+        rows.append({"package": "trans-de-en", "origin": "downloaded (Ding dictionary, tools/train/ding.py)",
+                     "catalogues": "1", "pairs_kept": str(ding), "licence": "GPL-2+"})
+    cols = ("package", "origin", "catalogues", "pairs_kept", "licence")
+    with open(os.path.join(c, "provenance.tsv"), "w", encoding="utf-8") as f:
+        f.write("\t".join(cols) + "\n")
+        for r in rows:
+            f.write("\t".join(r.get(k, "") for k in cols) + "\n")
+    with open(os.path.join(c, "stats.json"), "w") as f:
+        json.dump(stats, f, indent=2)
+        f.write("\n")
 
 
 def latest(work):
