@@ -1,6 +1,6 @@
 /*
  * cpu_backend.c - td_backend_ops on the host: our packed GEMM (OpenBLAS
- * without AVX-512) for the products, row loops for the rest, split into
+ * without AVX2) for the products, row loops for the rest, split into
  * chunks that the backend's threads claim (cpu_pool.h).
  *
  * Every op is synchronous. Failures inside ops (scratch allocation, a weight

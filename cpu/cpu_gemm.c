@@ -14,8 +14,13 @@
  * compile-time constant per instantiation (switch below), so the
  * accumulators live in registers. One- and two-row products (greedy batch
  * 1) split the k loop over 4 accumulator sets, which hides the FMA latency.
- * The plain-C kernel over the same layout is the reference and the path
- * of CPUs without AVX-512 (which keep row-major weights and OpenBLAS: see
+ * Kernel (AVX2 + FMA): the same arithmetic on half panels, 6 rows x 16
+ * columns of accumulators (12 ymm) and a one-row kernel with the same four
+ * partial sums: every output is the same chain of FMAs as AVX-512's, so
+ * both give the same bits (test_cpu_ops holds them to a plain-C fmaf
+ * chain). The plain-C kernel over the same layout is the reference and
+ * the path of a weight packed before the instruction set was lowered;
+ * CPUs without AVX2 keep row-major weights and OpenBLAS (see
  * td_cpu_pack_wanted).
  */
 #include "cpu_kernels.h"
@@ -209,11 +214,164 @@ G_AVX512 static void g_gemm_avx512(float *y, int64_t ld_y, const float *x, int64
         }
     }
 }
+
+#define G_AVX2 __attribute__((target("avx2,fma")))
+#define G_MR2 6 /* AVX2: 6 rows x 16 columns of accumulators (12 ymm) */
+
+/* Lane mask of the first n (0..8) of 8 floats, for maskload/maskstore. */
+G_AVX2 static inline __m256i g_mask8(int n)
+{
+    const __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), idx);
+}
+
+/* The AVX2 twin of g_kern on one half (16 columns) of a panel: mr rows
+ * over kc inputs, C read back unless first, the bias added when last.
+ * Every output is the same chain of FMAs in k order as g_kern's, so the
+ * two give the same bits. nj: columns of this half inside n_out (1..16). */
+G_AVX2 static inline __attribute__((always_inline)) void
+g_kern2(const int mr, int64_t kc, const float *A, int64_t lda, const float *B, float *C,
+        int64_t ldc, int nj, int first, const float *bias_last)
+{
+    __m256 c0[G_MR2], c1[G_MR2];
+    const int full = nj >= 16;
+    const __m256i k0 = g_mask8(nj >= 8 ? 8 : nj), k1 = g_mask8(nj >= 16 ? 8 : nj > 8 ? nj - 8 : 0);
+#pragma GCC unroll 6
+    for (int i = 0; i < mr; i++) {
+        if (first) {
+            c0[i] = _mm256_setzero_ps();
+            c1[i] = _mm256_setzero_ps();
+        } else if (full) {
+            c0[i] = _mm256_loadu_ps(C + i * ldc);
+            c1[i] = _mm256_loadu_ps(C + i * ldc + 8);
+        } else {
+            c0[i] = _mm256_maskload_ps(C + i * ldc, k0);
+            c1[i] = _mm256_maskload_ps(C + i * ldc + 8, k1);
+        }
+    }
+    for (int64_t kk = 0; kk < kc; kk++) {
+        const __m256 b0 = _mm256_loadu_ps(B + kk * GEMM_NR);
+        const __m256 b1 = _mm256_loadu_ps(B + kk * GEMM_NR + 8);
+#pragma GCC unroll 6
+        for (int i = 0; i < mr; i++) {
+            const __m256 a = _mm256_broadcast_ss(A + i * lda + kk);
+            c0[i] = _mm256_fmadd_ps(a, b0, c0[i]);
+            c1[i] = _mm256_fmadd_ps(a, b1, c1[i]);
+        }
+    }
+    __m256 bb0 = _mm256_setzero_ps(), bb1 = _mm256_setzero_ps();
+    if (bias_last) {
+        bb0 = _mm256_maskload_ps(bias_last, k0);
+        bb1 = _mm256_maskload_ps(bias_last + 8, k1);
+    }
+#pragma GCC unroll 6
+    for (int i = 0; i < mr; i++) {
+        if (bias_last) {
+            c0[i] = _mm256_add_ps(c0[i], bb0);
+            c1[i] = _mm256_add_ps(c1[i], bb1);
+        }
+        if (full) {
+            _mm256_storeu_ps(C + i * ldc, c0[i]);
+            _mm256_storeu_ps(C + i * ldc + 8, c1[i]);
+        } else {
+            _mm256_maskstore_ps(C + i * ldc, k0, c0[i]);
+            _mm256_maskstore_ps(C + i * ldc + 8, k1, c1[i]);
+        }
+    }
+}
+
+/* The AVX2 twin of g_row1 on one half of a panel: one row, the same four
+ * partial sums (k mod 4 in the main loop, the tail into the first), added
+ * in the same order. */
+G_AVX2 static void g_row1_2(int64_t k, const float *A, const float *B, float *C, int nj,
+                            const float *bias)
+{
+    __m256 s[8];
+    for (int q = 0; q < 8; q++)
+        s[q] = _mm256_setzero_ps();
+    int64_t kk = 0;
+    for (; kk + 4 <= k; kk += 4) {
+#pragma GCC unroll 4
+        for (int u = 0; u < 4; u++) {
+            const __m256 a = _mm256_broadcast_ss(A + kk + u);
+            s[2 * u] = _mm256_fmadd_ps(a, _mm256_loadu_ps(B + (kk + u) * GEMM_NR), s[2 * u]);
+            s[2 * u + 1] =
+                _mm256_fmadd_ps(a, _mm256_loadu_ps(B + (kk + u) * GEMM_NR + 8), s[2 * u + 1]);
+        }
+    }
+    for (; kk < k; kk++) {
+        const __m256 a = _mm256_broadcast_ss(A + kk);
+        s[0] = _mm256_fmadd_ps(a, _mm256_loadu_ps(B + kk * GEMM_NR), s[0]);
+        s[1] = _mm256_fmadd_ps(a, _mm256_loadu_ps(B + kk * GEMM_NR + 8), s[1]);
+    }
+    __m256 r0 = _mm256_add_ps(_mm256_add_ps(s[0], s[2]), _mm256_add_ps(s[4], s[6]));
+    __m256 r1 = _mm256_add_ps(_mm256_add_ps(s[1], s[3]), _mm256_add_ps(s[5], s[7]));
+    const __m256i k0 = g_mask8(nj >= 8 ? 8 : nj), k1 = g_mask8(nj >= 16 ? 8 : nj > 8 ? nj - 8 : 0);
+    if (bias) {
+        r0 = _mm256_add_ps(r0, _mm256_maskload_ps(bias, k0));
+        r1 = _mm256_add_ps(r1, _mm256_maskload_ps(bias + 8, k1));
+    }
+    if (nj >= 16) {
+        _mm256_storeu_ps(C, r0);
+        _mm256_storeu_ps(C + 8, r1);
+    } else {
+        _mm256_maskstore_ps(C, k0, r0);
+        _mm256_maskstore_ps(C + 8, k1, r1);
+    }
+}
+
+#define G_CASE2(R)                                                                      \
+    case R:                                                                             \
+        g_kern2(R, kc, A, ld_x, B, C, ld_y, nh, first, bl);                             \
+        break;
+
+G_AVX2 static void g_gemm_avx2(float *y, int64_t ld_y, const float *x, int64_t ld_x,
+                               int64_t m, const float *P, int64_t n_out, int64_t k,
+                               const float *bias, int64_t p0, int64_t p1)
+{
+    for (int64_t p = p0; p < p1; p++) {
+        const float *Bp = P + p * k * GEMM_NR;
+        for (int h = 0; h < 2; h++) {
+            const int64_t j0 = p * GEMM_NR + 16 * h;
+            if (j0 >= n_out)
+                break;
+            const int nh = n_out - j0 < 16 ? (int)(n_out - j0) : 16;
+            const float *bp = bias ? bias + j0 : NULL;
+            const float *Bh = Bp + 16 * h;
+            if (m <= 2) {
+                for (int64_t i = 0; i < m; i++)
+                    g_row1_2(k, x + i * ld_x, Bh, y + i * ld_y + j0, nh, bp);
+                continue;
+            }
+            for (int64_t k0 = 0; k0 < k; k0 += GEMM_KC) {
+                const int64_t kc = k - k0 < GEMM_KC ? k - k0 : GEMM_KC;
+                const int first = k0 == 0;
+                const float *bl = k0 + kc == k ? bp : NULL;
+                const float *B = Bh + k0 * GEMM_NR;
+                for (int64_t i0 = 0; i0 < m; i0 += G_MR2) {
+                    const int mr = m - i0 < G_MR2 ? (int)(m - i0) : G_MR2;
+                    const float *A = x + i0 * ld_x + k0;
+                    float *C = y + i0 * ld_y + j0;
+                    switch (mr) {
+                        G_CASE2(1)
+                        G_CASE2(2)
+                        G_CASE2(3)
+                        G_CASE2(4)
+                        G_CASE2(5)
+                        G_CASE2(6)
+                    default:
+                        break;
+                    }
+                }
+            }
+        }
+    }
+}
 #endif /* G_X86 */
 
 int td_cpu_pack_wanted(int64_t rows, int64_t cols)
 {
-    return td_cpu_isa_get() == TD_CPU_ISA_AVX512 && rows >= GEMM_NR && cols >= 16;
+    return td_cpu_isa_get() >= TD_CPU_ISA_AVX2 && rows >= GEMM_NR && cols >= 16;
 }
 
 void td_cpu_gemm_packed(float *y, int64_t ld_y, const float *x, int64_t ld_x, int64_t m,
@@ -223,6 +381,10 @@ void td_cpu_gemm_packed(float *y, int64_t ld_y, const float *x, int64_t ld_x, in
 #ifdef G_X86
     if (td_cpu_isa_get() == TD_CPU_ISA_AVX512) {
         g_gemm_avx512(y, ld_y, x, ld_x, m, P, n_out, k, bias, p0, p1);
+        return;
+    }
+    if (td_cpu_isa_get() == TD_CPU_ISA_AVX2) {
+        g_gemm_avx2(y, ld_y, x, ld_x, m, P, n_out, k, bias, p0, p1);
         return;
     }
 #endif

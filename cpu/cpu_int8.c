@@ -16,9 +16,11 @@
  * one 64-byte load feeds vpdpbusd for 16 features. Then the float scales
  * (panels*32) and the int32 compensations (panels*32).
  *
- * Kernels: AVX-512 VNNI (12 rows x 32 features of int32 accumulators), and
- * a plain-C one that computes the same integers and the same float32
- * epilogue, so both give the same bits (the tests hold them to it).
+ * Kernels: AVX-512 VNNI (12 rows x 32 features of int32 accumulators),
+ * AVX2 (vpmaddubsw with the sign moved onto the weights, 4 rows x 16
+ * features; see q_kern2), and a plain-C one; all compute the same integers
+ * and the same float32 epilogue, so all give the same bits (the tests hold
+ * them to it).
  */
 #include "cpu_kernels.h"
 
@@ -138,6 +140,47 @@ Q_AVX512 static void q_quant_row_avx512(uint8_t *u, float *xs, const float *x, i
         u[c] = 128;
     *xs = amax / 127.0f;
 }
+
+#define Q_AVX2 __attribute__((target("avx2,fma")))
+
+/* max |x| over k floats, AVX2 (max is exact: any order gives the same). */
+Q_AVX2 static void q_quant_row_avx2(uint8_t *u, float *xs, const float *x, int64_t k,
+                                    int64_t K4)
+{
+    const __m256 absm = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    __m256 vm = _mm256_setzero_ps();
+    int64_t c = 0;
+    for (; c + 8 <= k; c += 8)
+        vm = _mm256_max_ps(vm, _mm256_and_ps(_mm256_loadu_ps(x + c), absm));
+    __m128 h = _mm_max_ps(_mm256_castps256_ps128(vm), _mm256_extractf128_ps(vm, 1));
+    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_max_ss(h, _mm_shuffle_ps(h, h, 1));
+    float amax = _mm_cvtss_f32(h);
+    for (; c < k; c++) {
+        const float v = fabsf(x[c]);
+        amax = v > amax ? v : amax;
+    }
+    const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+    const __m256 vinv = _mm256_set1_ps(inv);
+    const __m256i lo = _mm256_set1_epi32(-127), hi = _mm256_set1_epi32(127),
+                  off = _mm256_set1_epi32(128);
+    c = 0;
+    for (; c + 8 <= k; c += 8) {
+        __m256i v = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + c), vinv));
+        v = _mm256_add_epi32(_mm256_min_epi32(_mm256_max_epi32(v, lo), hi), off);
+        /* 8 int32 in 1..255 to 8 bytes */
+        const __m128i w = _mm_packus_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+        _mm_storel_epi64((__m128i *)(void *)(u + c), _mm_packus_epi16(w, w));
+    }
+    for (; c < k; c++) {
+        long v = lrintf(x[c] * inv);
+        v = v > 127 ? 127 : v < -127 ? -127 : v;
+        u[c] = (uint8_t)(v + 128);
+    }
+    for (c = k; c < 4 * K4; c++)
+        u[c] = 128;
+    *xs = amax / 127.0f;
+}
 #endif
 
 void td_cpu_q8_quant_rows(uint8_t *u, float *xs, const float *x, int64_t ld_x, int64_t m,
@@ -148,6 +191,11 @@ void td_cpu_q8_quant_rows(uint8_t *u, float *xs, const float *x, int64_t ld_x, i
     if (td_cpu_isa_get() == TD_CPU_ISA_AVX512) {
         for (int64_t i = 0; i < m; i++)
             q_quant_row_avx512(u + i * 4 * K4, xs + i, x + i * ld_x, k, K4);
+        return;
+    }
+    if (td_cpu_isa_get() == TD_CPU_ISA_AVX2) {
+        for (int64_t i = 0; i < m; i++)
+            q_quant_row_avx2(u + i * 4 * K4, xs + i, x + i * ld_x, k, K4);
         return;
     }
 #endif
@@ -268,6 +316,103 @@ Q_VNNI static void q_gemm_vnni(float *y, int64_t ld_y, const uint8_t *u, const f
         }
     }
 }
+
+/* AVX2 (no VNNI): the same integers as vpdpbusd less the compensation,
+ * i.e. sum_k v_ik q_jk with v = u - 128 in [-127, 127]. vpmaddubsw
+ * multiplies unsigned by signed bytes and adds pairs with saturation to
+ * int16; with |v| as the unsigned side and q carrying v's sign (vpsignb)
+ * each pair is at most 2 * 127 * 127 = 32258, so nothing saturates, and
+ * vpmaddwd by ones sums each feature's four products into int32. Exact,
+ * so the float32 epilogue (the same expression as the others') gives the
+ * same bits. 4 rows x 16 features of accumulators per pass over a half
+ * panel. */
+#define Q_MR2 4
+
+Q_AVX2 static inline __attribute__((always_inline)) void
+q_kern2(const int mr, int64_t K4, const uint8_t *A, int64_t lda, const int8_t *B, float *C,
+        int64_t ldc, const float *xs, __m256 ws0, __m256 ws1, __m256 b0, __m256 b1, int nj)
+{
+    __m256i c0[Q_MR2], c1[Q_MR2];
+    const __m256i ones = _mm256_set1_epi16(1), flip = _mm256_set1_epi8((char)0x80);
+#pragma GCC unroll 4
+    for (int i = 0; i < mr; i++) {
+        c0[i] = _mm256_setzero_si256();
+        c1[i] = _mm256_setzero_si256();
+    }
+    for (int64_t g = 0; g < K4; g++) {
+        const __m256i w0 = _mm256_loadu_si256((const __m256i *)(const void *)(B + g * 128));
+        const __m256i w1 = _mm256_loadu_si256((const __m256i *)(const void *)(B + g * 128 + 32));
+#pragma GCC unroll 4
+        for (int i = 0; i < mr; i++) {
+            int32_t a4;
+            memcpy(&a4, A + i * lda + 4 * g, 4);
+            const __m256i v = _mm256_xor_si256(_mm256_set1_epi32(a4), flip);
+            const __m256i av = _mm256_abs_epi8(v);
+            const __m256i p0 = _mm256_maddubs_epi16(av, _mm256_sign_epi8(w0, v));
+            const __m256i p1 = _mm256_maddubs_epi16(av, _mm256_sign_epi8(w1, v));
+            c0[i] = _mm256_add_epi32(c0[i], _mm256_madd_epi16(p0, ones));
+            c1[i] = _mm256_add_epi32(c1[i], _mm256_madd_epi16(p1, ones));
+        }
+    }
+    const __m256i k0 = _mm256_cmpgt_epi32(_mm256_set1_epi32(nj), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    const __m256i k1 = _mm256_cmpgt_epi32(_mm256_set1_epi32(nj - 8), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+#pragma GCC unroll 4
+    for (int i = 0; i < mr; i++) {
+        const __m256 s = _mm256_set1_ps(xs[i]);
+        __m256 v0 = _mm256_mul_ps(_mm256_cvtepi32_ps(c0[i]), _mm256_mul_ps(s, ws0));
+        __m256 v1 = _mm256_mul_ps(_mm256_cvtepi32_ps(c1[i]), _mm256_mul_ps(s, ws1));
+        v0 = _mm256_add_ps(v0, b0);
+        v1 = _mm256_add_ps(v1, b1);
+        if (nj >= 16) {
+            _mm256_storeu_ps(C + i * ldc, v0);
+            _mm256_storeu_ps(C + i * ldc + 8, v1);
+        } else {
+            _mm256_maskstore_ps(C + i * ldc, k0, v0);
+            _mm256_maskstore_ps(C + i * ldc + 8, k1, v1);
+        }
+    }
+}
+
+#define Q_CASE2(R)                                                                      \
+    case R:                                                                             \
+        q_kern2(R, K4, A, 4 * K4, B, C, ld_y, xs + i0, ws0, ws1, b0, b1, nh);           \
+        break;
+
+Q_AVX2 static void q_gemm_avx2(float *y, int64_t ld_y, const uint8_t *u, const float *xs,
+                               int64_t m, const void *P, int64_t n_out, int64_t k,
+                               const float *bias, int64_t p0, int64_t p1)
+{
+    const int64_t K4 = td_cpu_q8_k4(k);
+    const int8_t *q = P;
+    const float *ws = q_scales(P, n_out, k);
+    for (int64_t p = p0; p < p1; p++)
+        for (int h = 0; h < 2; h++) {
+            const int64_t j0 = p * Q8_NR + 16 * h;
+            if (j0 >= n_out)
+                break;
+            const int nh = n_out - j0 < 16 ? (int)(n_out - j0) : 16;
+            const __m256i k0 = _mm256_cmpgt_epi32(_mm256_set1_epi32(nh), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+            const __m256i k1 = _mm256_cmpgt_epi32(_mm256_set1_epi32(nh - 8), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+            /* the scales live for every panel slot (zero past n_out) */
+            const __m256 ws0 = _mm256_loadu_ps(ws + j0), ws1 = _mm256_loadu_ps(ws + j0 + 8);
+            const __m256 b0 = bias ? _mm256_maskload_ps(bias + j0, k0) : _mm256_setzero_ps();
+            const __m256 b1 = bias ? _mm256_maskload_ps(bias + j0 + 8, k1) : _mm256_setzero_ps();
+            const int8_t *B = q + p * K4 * 128 + 64 * h;
+            for (int64_t i0 = 0; i0 < m; i0 += Q_MR2) {
+                const int mr = m - i0 < Q_MR2 ? (int)(m - i0) : Q_MR2;
+                const uint8_t *A = u + i0 * 4 * K4;
+                float *C = y + i0 * ld_y + j0;
+                switch (mr) {
+                    Q_CASE2(1)
+                    Q_CASE2(2)
+                    Q_CASE2(3)
+                    Q_CASE2(4)
+                default:
+                    break;
+                }
+            }
+        }
+}
 #endif
 
 void td_cpu_gemm_q8(float *y, int64_t ld_y, const uint8_t *u, const float *xs, int64_t m,
@@ -277,6 +422,10 @@ void td_cpu_gemm_q8(float *y, int64_t ld_y, const uint8_t *u, const float *xs, i
 #ifdef Q_X86
     if (td_cpu_has_vnni()) {
         q_gemm_vnni(y, ld_y, u, xs, m, P, n_out, k, bias, p0, p1);
+        return;
+    }
+    if (td_cpu_isa_get() >= TD_CPU_ISA_AVX2) {
+        q_gemm_avx2(y, ld_y, u, xs, m, P, n_out, k, bias, p0, p1);
         return;
     }
 #endif

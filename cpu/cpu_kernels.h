@@ -59,8 +59,9 @@ void td_cpu_exp_neg(float *y, const float *x, int64_t n);
 /* td_weight.layout of a packed float32 matrix. */
 #define TD_CPU_LAYOUT_PACKED 1
 
-/* Whether weight_upload packs a (rows, cols) matrix now: with AVX-512 (the
- * packed kernel's instruction set) and at least one panel of rows. */
+/* Whether weight_upload packs a (rows, cols) matrix now: with AVX2 or
+ * AVX-512 (the packed kernels' instruction sets) and at least one panel
+ * of rows. */
 int td_cpu_pack_wanted(int64_t rows, int64_t cols);
 /* Floats of the packed form (rows rounded up to whole panels). */
 int64_t td_cpu_packed_floats(int64_t rows, int64_t cols);
@@ -71,14 +72,16 @@ void td_cpu_pack(float *dst, const float *W, int64_t rows, int64_t cols, float s
 void td_cpu_packed_row(float *dst, const float *P, int64_t cols, int64_t r, float scale);
 /* y[:, p0*NR .. p1*NR) (m rows, clipped to n_out) = x (m, k) @ W^T + bias for
  * the panels [p0, p1) of the packed W (n_out, k); bias optional (n_out).
- * AVX-512 kernel, or the plain-C one over the same layout. */
+ * AVX-512 or AVX2 kernel (the same bits), or the plain-C one over the same
+ * layout. */
 void td_cpu_gemm_packed(float *y, int64_t ld_y, const float *x, int64_t ld_x, int64_t m,
                         const float *P, int64_t n_out, int64_t k, const float *bias,
                         int64_t p0, int64_t p1);
 
 /* --- int8 weights (cpu_int8.c) -------------------------------------------
  * Per-feature symmetric scales at load, per-row activation scales per call,
- * int32 sums (AVX-512 VNNI vpdpbusd, or plain C: the same bits). */
+ * int32 sums (AVX-512 VNNI vpdpbusd, AVX2 vpmaddubsw, or plain C: the same
+ * bits). */
 #define TD_CPU_LAYOUT_INT8 2
 
 /* Input features rounded up to groups of 4 (K4 groups). */

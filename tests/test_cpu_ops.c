@@ -285,6 +285,77 @@ START_TEST(test_linear_isa)
 }
 END_TEST
 
+/* The vector kernels of the packed GEMM (AVX2, AVX-512) against the chain
+ * of fused multiply-adds they are written to compute, here in plain C
+ * with fmaf: three or more rows, each output one FMA chain in k order from
+ * zero, then + bias; one or two rows, four partial chains (k mod 4, the
+ * tail of k into the first) summed as (p0 + p1) + (p2 + p3), then + bias.
+ * Equal bits under every vector instruction set the CPU has, so an AVX2
+ * machine computes what an AVX-512 one does. */
+static void fma_ref(float *y, const float *x, const float *w, const float *b, int64_t m,
+                    int64_t out, int64_t in)
+{
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t o = 0; o < out; o++) {
+            const float *xi = x + i * in, *wo = w + o * in;
+            float r;
+            if (m > 2) {
+                r = 0.0f;
+                for (int64_t k = 0; k < in; k++)
+                    r = fmaf(xi[k], wo[k], r);
+            } else {
+                float p[4] = {0, 0, 0, 0};
+                int64_t k = 0;
+                for (; k + 4 <= in; k += 4)
+                    for (int u = 0; u < 4; u++)
+                        p[u] = fmaf(xi[k + u], wo[k + u], p[u]);
+                for (; k < in; k++)
+                    p[0] = fmaf(xi[k], wo[k], p[0]);
+                r = (p[0] + p[1]) + (p[2] + p[3]);
+            }
+            y[i * out + o] = b ? r + b[o] : r;
+        }
+}
+
+START_TEST(test_gemm_fma_order)
+{
+    static const int64_t shapes[][3] = {
+        {1, 32, 16}, {2, 33, 257}, {2, 7, 5}, {3, 63, 513}, {6, 64, 256}, {7, 48, 300},
+        {13, 100, 600}, {25, 513, 33}, {1, 1000, 512},
+    };
+    const td_cpu_isa top = td_cpu_isa_max(), saved = td_cpu_isa_get();
+    if (top < TD_CPU_ISA_AVX2) {
+        printf("test_gemm_fma_order: no AVX2 on this CPU, nothing to check\n");
+        return;
+    }
+    rng_seed(14);
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        const int64_t m = shapes[s][0], out = shapes[s][1], in = shapes[s][2];
+        float *x = frand_vec((size_t)(m * in), 1.0f), *w = frand_vec((size_t)(out * in), 1.0f);
+        float *b = frand_vec((size_t)out, 1.0f);
+        float *P = xmalloc((size_t)td_cpu_packed_floats(out, in) * sizeof *P);
+        float *y = xmalloc((size_t)(m * out) * sizeof *y), *ref = xmalloc((size_t)(m * out) * sizeof *ref);
+        td_cpu_pack(P, w, out, in, 1.0f);
+        for (int with_bias = 0; with_bias < 2; with_bias++) {
+            fma_ref(ref, x, w, with_bias ? b : NULL, m, out, in);
+            for (int isa = TD_CPU_ISA_AVX2; isa <= (int)top; isa++) {
+                td_cpu_isa_set((td_cpu_isa)isa);
+                const int64_t panels = (out + GEMM_NR - 1) / GEMM_NR;
+                td_cpu_gemm_packed(y, out, x, in, m, P, out, in, with_bias ? b : NULL, 0, panels);
+                td_cpu_isa_set(saved);
+                for (int64_t e = 0; e < m * out; e++)
+                    ck_assert_msg(memcmp(&y[e], &ref[e], sizeof(float)) == 0,
+                                  "isa %d m=%lld out=%lld in=%lld bias %d: y[%lld] %.9g, the FMA "
+                                  "chain gives %.9g", isa, (long long)m, (long long)out,
+                                  (long long)in, with_bias, (long long)e, (double)y[e],
+                                  (double)ref[e]);
+            }
+        }
+        free(x), free(w), free(b), free(P), free(y), free(ref);
+    }
+}
+END_TEST
+
 /* int8 (cpu_int8.c) on awkward shapes, against plain C written here:
  * - the activation bytes and scales of every instruction set equal a
  *   per-row round(x * 127 / max|x|) + 128;
@@ -339,11 +410,16 @@ static void check_q8(int64_t m, int64_t out, int64_t in, int with_bias)
     }
     const int64_t ld_y = out + 3;
     float *y = xmalloc((size_t)(m * ld_y) * sizeof *y);
+    const int64_t panels = (out + 31) / 32;
+    /* the product under every instruction set (VNNI where the CPU has it
+     * and the isa is AVX-512, the AVX2 kernel, plain C): the same bits */
+    for (int isa = TD_CPU_ISA_SCALAR; isa <= (int)top; isa++) {
+    td_cpu_isa_set((td_cpu_isa)isa);
     for (int64_t i = 0; i < m * ld_y; i++)
         y[i] = SENTINEL;
-    const int64_t panels = (out + 31) / 32;
     td_cpu_gemm_q8(y, ld_y, u, xs, m, P, out, in, with_bias ? b : NULL, 0, panels / 2);
     td_cpu_gemm_q8(y, ld_y, u, xs, m, P, out, in, with_bias ? b : NULL, panels / 2, panels);
+    td_cpu_isa_set(saved);
     size_t bad = 0;
     for (int64_t i = 0; i < m; i++) {
         float xmax = 0;
@@ -364,16 +440,17 @@ static void check_q8(int64_t m, int64_t out, int64_t in, int with_bias)
             const float got = y[i * ld_y + o];
             const double bound = 2e-2 * sqrt((double)in) * xmax * ws[o] * 127.0 + 1e-6;
             if ((got != want || fabs(got - exact) > bound) && bad++ < 5)
-                fprintf(stderr, "q8 m=%lld out=%lld in=%lld: y[%lld][%lld] %.9g, want %.9g "
-                        "(float32 %.9g, bound %.3g)\n", (long long)m, (long long)out,
-                        (long long)in, (long long)i, (long long)o, (double)got, (double)want,
-                        exact, bound);
+                fprintf(stderr, "q8 isa %d m=%lld out=%lld in=%lld: y[%lld][%lld] %.9g, want "
+                        "%.9g (float32 %.9g, bound %.3g)\n", isa, (long long)m,
+                        (long long)out, (long long)in, (long long)i, (long long)o,
+                        (double)got, (double)want, exact, bound);
         }
         for (int64_t o = out; o < ld_y; o++)
             ck_assert(y[i * ld_y + o] == SENTINEL);
     }
-    ck_assert_msg(bad == 0, "q8 m=%lld out=%lld in=%lld: %zu wrong", (long long)m,
+    ck_assert_msg(bad == 0, "q8 isa %d m=%lld out=%lld in=%lld: %zu wrong", isa, (long long)m,
                   (long long)out, (long long)in, bad);
+    }
     free(x), free(w), free(b), free(P), free(u), free(xs), free(wq), free(ws), free(y);
 }
 
@@ -1630,6 +1707,7 @@ static Suite *cpu_ops_suite(void)
     tcase_add_test(tc, test_latched_error);
     tcase_add_test(tc, test_linear);
     tcase_add_test(tc, test_linear_isa);
+    tcase_add_test(tc, test_gemm_fma_order);
     tcase_add_test(tc, test_int8_kernels);
     tcase_add_test(tc, test_int8_backend);
     tcase_add_test(tc, test_bias_act);
