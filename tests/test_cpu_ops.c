@@ -1010,7 +1010,21 @@ static int attn_rel_index(const attn_spec *sp, int s, int i, int j)
 
 /* Runs one attention case on the backend and compares out (including the
  * untouched padding) and, when captured, probs with a double reference. */
+static void check_attention_isa(const attn_spec *sp);
+
+/* Every attention case under every instruction set the CPU has (the row
+ * loop's dot products and sums are AVX2 twins where the CPU allows). */
 static void check_attention(const attn_spec *sp)
+{
+    const td_cpu_isa top = td_cpu_isa_max(), saved = td_cpu_isa_get();
+    for (int isa = TD_CPU_ISA_SCALAR; isa <= (int)top; isa++) {
+        td_cpu_isa_set((td_cpu_isa)isa);
+        check_attention_isa(sp);
+    }
+    td_cpu_isa_set(saved);
+}
+
+static void check_attention_isa(const attn_spec *sp)
 {
     const int H = sp->n_heads, hd = sp->head_dim;
     const int64_t ld_q = H * hd + sp->pad_q, ld_kv = H * hd + sp->pad_kv;

@@ -19,6 +19,8 @@ ENGINES = [  # (engine, dtype, legend, colour)
     ("ct2", "int8", "CTranslate2 int8", "#f2c48d"),
     ("ct21", "float32", "CTranslate2 f32, 1 thread", "#b05a10"),
     ("ct21", "int8", "CTranslate2 int8, 1 thread", "#c9a06a"),
+    ("td1", "float32", "transformerd f32, 1 thread", "#2a6f97"),
+    ("td1", "int8", "transformerd int8, 1 thread", "#8fbcd4"),
     ("tdb", "float32", "transformerd f32 before", "#8c8c8c"),
     ("tdb", "int8", "transformerd int8 before", "#c8c8c8"),
 ]

@@ -18,7 +18,9 @@
 # CTranslate2 gets the model through bench/peers/convert_ct2.py, which keeps
 # the learned <pad> start embedding (see there). At greedy batch 1
 # CTranslate2 also runs at intra_threads=1 (its best setting for one
-# sentence on few cores: "CT2 1t" columns).
+# sentence on few cores: "CT2 1t" columns), and so does transformerd ("td 1t":
+# one thread per sentence is what the daemon's default split gives a request
+# on 2+ cores, two workers of half the cores each).
 # BEFORE=DIR adds another checkout's build (DIR/build, e.g. a worktree of
 # main) as "td before", interleaved with the others in every round.
 # The table goes to stdout and $OUT/table.md; $OUT/peers.png plots the best
@@ -95,14 +97,15 @@ while [ "$r" -le "$ROUNDS" ]; do
         ml=; [ "$tdlen" -gt 0 ] && ml="--max-length $tdlen"
         engines="td:float32 ct2:float32 td:int8 ct2:int8"
         [ -z "$BEFORE" ] || engines="$engines tdb:float32 tdb:int8"
-        [ "$batch" != 1 ] || [ "$THREADS" = 1 ] || engines="$engines ct21:float32 ct21:int8"
+        [ "$batch" != 1 ] || [ "$THREADS" = 1 ] || engines="$engines ct21:float32 ct21:int8 td1:float32 td1:int8"
         for eng in $engines; do
             e=${eng%%:*}; dt=${eng#*:}
-            if [ "$e" = td ] || [ "$e" = tdb ]; then
+            if [ "$e" = td ] || [ "$e" = tdb ] || [ "$e" = td1 ]; then
                 be=$BE; [ "$e" = tdb ] && be=$BEFORE/build/bench/engine/bench_engine
+                th=$THREADS; [ "$e" = td1 ] && th=1
                 # shellcheck disable=SC2086
                 line=$("$be" --model "$dir" --ids "$OUT/$ids" --batch "$batch" --beam "$beam" \
-                       --threads "$THREADS" --repeat 1 --dtype "$dt" $ml)
+                       --threads "$th" --repeat 1 --dtype "$dt" $ml)
             else
                 th=$THREADS; [ "$e" = ct21 ] && th=1
                 line=$("$PY" bench/peers/peer_ct2.py --model "$OUT/ct2-$model" --ids "$OUT/$ids" \
@@ -138,10 +141,11 @@ print(f"\n{rounds} interleaved rounds, {threads} threads{', busy neighbour' if b
       "tokens/s best / median")
 cols = ["transformerd f32", "CT2 f32", "transformerd int8", "CT2 int8"]
 cols += ["td before f32", "td before int8"] if before else []
-cols += ["CT2 1t f32", "CT2 1t int8"] if one else []
+cols += ["CT2 1t f32", "CT2 1t int8", "td 1t f32", "td 1t int8"] if one else []
 cols += ["td f32 / CT2 f32", "td int8 / CT2 int8", "td f32 / CT2 int8"]
 cols += ["td f32 / before", "td int8 / before"] if before else []
-cols += ["td f32 / CT2 1t f32", "td int8 / CT2 1t int8"] if one else []
+cols += ["td f32 / CT2 1t f32", "td int8 / CT2 1t int8", "td 1t f32 / CT2 1t f32", "td 1t int8 / CT2 1t int8",
+         "best td / best CT2 f32", "best td / best CT2 int8"] if one else []
 print("\n| model | batch | beam | " + " | ".join(cols) + " |")
 print("|---|---|---|" + "---|" * len(cols))
 for (model, b, bm) in sorted({k[:3] for k in acc}, key=lambda k: (k[0] != "ende", -k[1])):
@@ -154,12 +158,18 @@ for (model, b, bm) in sorted({k[:3] for k in acc}, key=lambda k: (k[0] != "ende"
     if before:
         cells += [cell(get("tdb", "float32")), cell(get("tdb", "int8"))]
     if one:
-        cells += [cell(get("ct21", "float32")), cell(get("ct21", "int8"))]
+        cells += [cell(get("ct21", "float32")), cell(get("ct21", "int8")),
+                  cell(get("td1", "float32")), cell(get("td1", "int8"))]
     cells += [ratio(tf, cf), ratio(ti, ci), ratio(tf, ci)]
     if before:
         cells += [ratio(tf, get("tdb", "float32")), ratio(ti, get("tdb", "int8"))]
     if one:
-        cells += [ratio(tf, get("ct21", "float32")), ratio(ti, get("ct21", "int8"))]
+        cells += [ratio(tf, get("ct21", "float32")), ratio(ti, get("ct21", "int8")),
+                  ratio(get("td1", "float32"), get("ct21", "float32")), ratio(get("td1", "int8"), get("ct21", "int8"))]
+        # each engine at its better thread count (best of either setting against best of either)
+        both = lambda a, c: [max((a or [0]) + (c or [0]))] if (a or c) else None
+        cells += [ratio(both(tf, get("td1", "float32")), both(cf, get("ct21", "float32"))),
+                  ratio(both(ti, get("td1", "int8")), both(ci, get("ct21", "int8")))]
     name = "bundled en-de" if model == "ende" else "transformer-base shape"
     print(f"| {name} | {b} | {bm} | " + " | ".join(cells) + " |")
 ref = open(f"{out}/td.float32.de").read().splitlines()
