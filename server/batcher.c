@@ -22,6 +22,9 @@
  * once, published by an atomic store). Per-batch scratch belongs to its
  * worker's thread.
  */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -29,6 +32,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "batcher.h"
 #include "clock.h"
@@ -76,6 +82,7 @@ struct srv_batcher {
     int cand_cap;
     size_t worker_bytes;     /* one worker's arena, set at init */
     srv_fault fault;         /* tests only */
+    int worker_nice;         /* srv_batcher_opts.worker_nice */
     int test_step_delay_ms;  /* tests only */
     void (*test_on_admit)(void *, int, long, int, int, int); /* tests only */
     void *test_ud;
@@ -383,10 +390,27 @@ static int finish_expired(srv_worker *wk, double now)
 }
 
 /* --scheduler batch: a worker takes a batch and runs it to its end. */
+/* A scheduler thread lowers its own priority to --worker-nice (Linux
+ * applies a nice value to the calling thread alone): the HTTP threads,
+ * which answer a finished text and read the next request, then run
+ * before the rest of a decoding step on a busy CPU (docs/decisions.md,
+ * "Worker threads at nice 5"). Raising the value never needs a
+ * privilege; a failure leaves the thread as it was. */
+static void worker_thread_nice(const srv_batcher *b)
+{
+#ifdef __linux__
+    if (b->worker_nice > 0)
+        (void)setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), b->worker_nice);
+#else
+    (void)b;
+#endif
+}
+
 static void *worker_main(void *arg)
 {
     srv_worker *wk = arg;
     srv_batcher *b = wk->b;
+    worker_thread_nice(b);
     pthread_mutex_lock(&b->mu);
     for (;;) {
         if (b->stop && !b->head)
@@ -628,6 +652,7 @@ static void *inflight_main(void *arg)
 {
     srv_worker *wk = arg;
     srv_batcher *b = wk->b;
+    worker_thread_nice(b);
     pthread_mutex_lock(&b->mu);
     for (;;) {
         if (b->stop && !b->head && wk->n_live == 0)
@@ -737,6 +762,7 @@ int srv_batcher_init(srv_batcher **out, const srv_batcher_opts *o, srv_metrics *
     b->fault = o->fault;
     b->scheduler = o->scheduler;
     b->test_step_delay_ms = o->test_step_delay_ms;
+    b->worker_nice = o->worker_nice;
     b->test_on_admit = o->test_on_admit;
     b->test_ud = o->test_ud;
     b->cand_cap = 8 * o->max_batch_size;

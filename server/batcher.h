@@ -125,6 +125,7 @@ typedef struct srv_batcher_opts {
     int max_queue;            /* jobs waiting before SRV_SUBMIT_FULL */
     int max_src_len, max_length, max_beam; /* size the workers (td_worker_opts) */
     srv_scheduler scheduler;
+    int worker_nice;          /* the scheduler threads' nice value (0: as created) */
     srv_fault fault;          /* SRV_FAULT_NONE outside tests */
     int test_step_delay_ms;   /* tests only: a worker sleeps this long after each
                                  decoding step (inflight) or batch (batch) */

@@ -88,6 +88,9 @@ static const opt_def k_opts[] = {
     {"--scheduler", OPT_SCHED, OFF(scheduler), 0, 0,
      "inflight: texts join and leave a worker's running decode between steps | batch: "
      "a batch runs to its end before the next forms"},
+    {"--worker-nice", OPT_INT, OFF(worker_nice), 0, 19,
+     "nice value of the model workers' threads, so that the HTTP threads run first on a "
+     "busy CPU (0: the process's own)"},
     {"--max-batch-tokens", OPT_INT, OFF(max_batch_tokens), 1, 1 << 24,
      "padded source tokens per batch"},
     {"--max-batch-size", OPT_INT, OFF(max_batch_size), 1, 1024, "sentences per batch"},
@@ -180,6 +183,7 @@ static void defaults(srv_opts *o)
     o->port = 8080;
     o->http_threads = 4;
     o->workers = 0; /* resolve_workers(): docs/decisions.md, "CPU threads" */
+    o->worker_nice = 5; /* docs/decisions.md, "Worker threads at nice 5" */
     o->max_batch_tokens = 8192;
     o->max_batch_size = 32;
     o->batch_delay_ms = 0; /* docs/decisions.md: batches form while the worker runs */

@@ -47,6 +47,7 @@ typedef struct srv_opts {
     int http_threads;         /* MHD thread pool size */
     int workers;              /* td_workers (scheduler threads) per model */
     srv_scheduler scheduler;  /* inflight (default) | batch */
+    int worker_nice;          /* --worker-nice: the scheduler threads' nice value */
     int test_step_delay_ms;   /* tests only: sleep after each step / batch */
     int max_batch_tokens;     /* padded source tokens per batch */
     int max_batch_size;       /* sentences per batch */

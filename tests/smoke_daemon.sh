@@ -4,7 +4,9 @@
 # The ctest "smoke_daemon" test (label integration): starts DAEMON serve on a
 # free loopback port (--port 0; the port is read from its "listening on"
 # line), runs deploy/smoke.sh against it, then sends SIGTERM and requires the
-# drain to end with exit status 0 and "stopped" in the log within 40 s.
+# drain to end with exit status 0 and "stopped" in the log within 40 s; on
+# Linux it also checks that the model workers' threads, and only they, run
+# at nice 5 (--worker-nice).
 set -u
 if [ $# -ne 3 ]; then
     echo "usage: $0 DAEMON MODEL_DIR SMOKE_SCRIPT" >&2
@@ -31,7 +33,7 @@ die() {
 
 # Environment variables that would change the daemon's options are cleared:
 # the test gives its own flags, and flags win, but e.g. an API key would not.
-unset TRANSFORMERD_API_KEY TRANSFORMERD_DEVICE TRANSFORMERD_MODEL
+unset TRANSFORMERD_API_KEY TRANSFORMERD_DEVICE TRANSFORMERD_MODEL TRANSFORMERD_WORKER_NICE
 OPENBLAS_NUM_THREADS=1 "$DAEMON" serve --model "$MODEL" --host 127.0.0.1 --port 0 \
     --threads 1 --drain-timeout-s 20 2>"$LOG" &
 PID=$!
@@ -51,6 +53,21 @@ echo "smoke_daemon: daemon pid $PID on port $port"
 SMOKE_READY_TIMEOUT=60 sh "$SMOKE" "http://127.0.0.1:$port"
 rc=$?
 [ "$rc" -eq 0 ] || die "deploy/smoke.sh exited $rc"
+
+# --worker-nice (default 5): the workers' threads run at nice 5, the rest
+# (the main thread, the HTTP threads) as the process was started
+if [ -d "/proc/$PID/task" ]; then
+    niced=0
+    for t in /proc/"$PID"/task/*; do
+        ni=$(sed 's/.*) //' "$t/stat" | awk '{print $17}')
+        if [ "${t##*/}" = "$PID" ]; then
+            [ "$ni" = 0 ] || die "the main thread runs at nice $ni, want 0"
+        fi
+        [ "$ni" = 5 ] && niced=$((niced + 1))
+    done
+    [ "$niced" -ge 1 ] || die "no thread at nice 5 (--worker-nice)"
+    echo "smoke_daemon: $niced worker thread(s) at nice 5"
+fi
 
 kill -TERM "$PID"
 i=0

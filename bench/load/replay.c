@@ -9,15 +9,17 @@
  *             client submits its next line the moment its last one is done
  *   batch     the same with --scheduler batch
  *
- * and for each, the wall time, the process's CPU time, and the batcher's
- * own metrics (decode steps, step time, texts admitted per step, encoder
+ * and for each, the wall time, the process's CPU time, p50/p99 latency
+ * (submit to done) of the short and the long lines (the thirds with the
+ * fewest and the most source tokens, where bench_load counts words), and
+ * the batcher's own metrics (decode steps, step time, texts admitted per step, encoder
  * groups and their size). Without the HTTP threads, the sockets and the
  * JSON, what differs between the three is the engine's schedule alone, so
  * this is where the engine time per sentence of the running decode is
  * compared with offline's (docs/benchmarks.md, "The daemon under load").
  *
  *   bench_replay --model DIR --input FILE [--threads T] [--batch B]
- *                [--clients 64,8] [--modes offline,inflight,batch]
+ *                [--workers W] [--clients 64,8] [--modes offline,inflight,batch]
  *                [--repeat R] [--batch-delay-ms D]
  *
  * Lines are used in the file's order (bench/load/run.sh leaves its shuffled
@@ -43,7 +45,7 @@
 
 typedef struct cfg {
     const char *model, *input;
-    int threads, batch, repeat, delay_ms;
+    int threads, batch, repeat, delay_ms, workers;
     int clients[8], n_clients;
     int offline, inflight, batchmode;
 } cfg;
@@ -51,6 +53,11 @@ typedef struct cfg {
 static char **g_lines;
 static size_t *g_lens;
 static int g_n;
+/* the length class of each line by source tokens: 0 short (the third of
+ * the lines with the fewest), 2 long (the third with the most), 1 between;
+ * each line's latency (submit to done) of the current run */
+static int *g_class;
+static double *g_latency;
 
 /* ---- the closed-loop clients -------------------------------------------- */
 
@@ -101,6 +108,7 @@ static void job_done(srv_job *j, void *ud)
     driver *d = c->d;
     if (j->status == SRV_JOB_DONE)
         td_result_free(&j->res);
+    g_latency[j - d->jobs] = srv_now() - j->t_enqueue;
     pthread_mutex_lock(&d->mu);
     d->failed += j->status != SRV_JOB_DONE;
     d->done++;
@@ -119,12 +127,43 @@ static double cpu_seconds(void)
            ru.ru_stime.tv_usec * 1e-6;
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+    const double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* p50 and p99 in ms of the latencies of class cl (-1: every line). */
+static void class_pcts(int cl, double *p50, double *p99)
+{
+    double *v = malloc((size_t)g_n * sizeof *v);
+    int n = 0;
+    for (int i = 0; v && i < g_n; i++)
+        if (cl < 0 || g_class[i] == cl)
+            v[n++] = g_latency[i];
+    *p50 = *p99 = 0;
+    if (n > 0) {
+        qsort(v, (size_t)n, sizeof *v, cmp_double);
+        *p50 = 1e3 * v[(n - 1) / 2];
+        *p99 = 1e3 * v[(int)((n - 1) * 0.99)];
+    }
+    free(v);
+}
+
 static void print_result(const char *mode, int clients, double wall, double cpu, int failed,
                          const char *metrics)
 {
     printf("{\"mode\":\"%s\",\"clients\":%d,\"sentences\":%d,\"failed\":%d,\"seconds\":%.3f,"
            "\"sentences_per_s\":%.1f,\"cpu_seconds\":%.3f,\"cpu_ms_per_sentence\":%.2f",
            mode, clients, g_n, failed, wall, g_n / wall, cpu, 1e3 * cpu / g_n);
+    if (clients > 0) {
+        static const char *const names[] = {"short", "mid", "long"};
+        for (int cl = 0; cl < 3; cl += 2) {
+            double p50, p99;
+            class_pcts(cl, &p50, &p99);
+            printf(",\"%s_p50_ms\":%.1f,\"%s_p99_ms\":%.1f", names[cl], p50, names[cl], p99);
+        }
+    }
     if (metrics) {
         double steps = prom_sum(metrics, "transformerd_decode_steps_total", NULL);
         double ssum = prom_sum(metrics, "transformerd_step_duration_seconds_sum", NULL);
@@ -156,7 +195,7 @@ static int run_batcher(const cfg *c, td_model *m, td_tok_ids *ids, int clients,
     const td_config *mc = td_model_config(m);
     srv_batcher_opts bo = {.model = m,
                            .warm_up_token = (int32_t)mc->eos_token_id,
-                           .workers = 1,
+                           .workers = c->workers,
                            .threads = c->threads,
                            .max_batch_size = c->batch,
                            .max_batch_tokens = 8192,
@@ -285,7 +324,7 @@ static int parse_list(const char *s, int *out, int max)
 
 int main(int argc, char **argv)
 {
-    cfg c = {.threads = 1, .batch = 32, .repeat = 1, .clients = {64, 8}, .n_clients = 2,
+    cfg c = {.threads = 1, .batch = 32, .repeat = 1, .workers = 1, .clients = {64, 8}, .n_clients = 2,
              .offline = 1, .inflight = 1, .batchmode = 1};
     for (int i = 1; i + 1 < argc; i += 2) {
         const char *a = argv[i], *v = argv[i + 1];
@@ -297,6 +336,8 @@ int main(int argc, char **argv)
             c.threads = atoi(v);
         else if (!strcmp(a, "--batch"))
             c.batch = atoi(v);
+        else if (!strcmp(a, "--workers"))
+            c.workers = atoi(v);
         else if (!strcmp(a, "--repeat"))
             c.repeat = atoi(v);
         else if (!strcmp(a, "--batch-delay-ms"))
@@ -315,9 +356,9 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    if (!c.model || !c.input || c.batch < 1 || c.repeat < 1) {
+    if (!c.model || !c.input || c.batch < 1 || c.repeat < 1 || c.workers < 1) {
         fprintf(stderr, "usage: bench_replay --model DIR --input FILE [--threads T] [--batch B]\n"
-                        "       [--clients 64,8] [--modes offline,inflight,batch] "
+                        "       [--workers W] [--clients 64,8] [--modes offline,inflight,batch] "
                         "[--repeat R] [--batch-delay-ms D]\n");
         return 2;
     }
@@ -341,6 +382,19 @@ int main(int argc, char **argv)
         fprintf(stderr, "replay: tokenizing: %s\n", err);
         return 1;
     }
+    /* length classes: thirds of the lines by source tokens */
+    g_class = malloc((size_t)g_n * sizeof *g_class);
+    g_latency = calloc((size_t)g_n, sizeof *g_latency);
+    double *sorted = malloc((size_t)g_n * sizeof *sorted);
+    if (!g_class || !g_latency || !sorted)
+        return 1;
+    for (int i = 0; i < g_n; i++)
+        sorted[i] = ids[i].n;
+    qsort(sorted, (size_t)g_n, sizeof *sorted, cmp_double);
+    const double lo3 = sorted[g_n / 3], hi3 = sorted[(2 * g_n) / 3];
+    for (int i = 0; i < g_n; i++)
+        g_class[i] = ids[i].n < lo3 ? 0 : ids[i].n > hi3 ? 2 : 1;
+    free(sorted);
     int rc = 0;
     for (int r = 0; rc == 0 && r < c.repeat; r++) {
         if (c.offline)
@@ -360,5 +414,7 @@ int main(int argc, char **argv)
         free(g_lines[i]);
     free(g_lines);
     free(g_lens);
+    free(g_class);
+    free(g_latency);
     return rc ? 1 : 0;
 }
