@@ -11,8 +11,8 @@
  *
  * and for each, the wall time, the process's CPU time, p50/p99 latency
  * (submit to done) of the short and the long lines (the thirds with the
- * fewest and the most source tokens, where bench_load counts words), and
- * the batcher's own metrics (decode steps, step time, texts admitted per step, encoder
+ * fewest and the most words, as bench_load ranks them), and the batcher's
+ * own metrics (decode steps, step time, texts admitted per step, encoder
  * groups and their size). Without the HTTP threads, the sockets and the
  * JSON, what differs between the three is the engine's schedule alone, so
  * this is where the engine time per sentence of the running decode is
@@ -53,8 +53,8 @@ typedef struct cfg {
 static char **g_lines;
 static size_t *g_lens;
 static int g_n;
-/* the length class of each line by source tokens: 0 short (the third of
- * the lines with the fewest), 2 long (the third with the most), 1 between;
+/* the length class of each line by words: 0 short (the third of the
+ * lines with the fewest), 2 long (the third with the most), 1 between;
  * each line's latency (submit to done) of the current run */
 static int *g_class;
 static double *g_latency;
@@ -125,6 +125,27 @@ static double cpu_seconds(void)
     getrusage(RUSAGE_SELF, &ru);
     return ru.ru_utime.tv_sec + ru.ru_utime.tv_usec * 1e-6 + ru.ru_stime.tv_sec +
            ru.ru_stime.tv_usec * 1e-6;
+}
+
+static int *g_words;
+
+static int count_words(const char *s)
+{
+    int n = 0, in = 0;
+    for (; *s; s++) {
+        const int sp = *s == ' ' || *s == '\t';
+        n += !sp && !in;
+        in = !sp;
+    }
+    return n;
+}
+
+static int cmp_by_words(const void *a, const void *b)
+{
+    const int x = *(const int *)a, y = *(const int *)b;
+    if (g_words[x] != g_words[y])
+        return g_words[x] < g_words[y] ? -1 : 1;
+    return x < y ? -1 : x > y;
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -382,19 +403,22 @@ int main(int argc, char **argv)
         fprintf(stderr, "replay: tokenizing: %s\n", err);
         return 1;
     }
-    /* length classes: thirds of the lines by source tokens */
+    /* length classes as bench_load's: thirds of the lines by rank of their
+     * whitespace-separated words, ties by position */
     g_class = malloc((size_t)g_n * sizeof *g_class);
     g_latency = calloc((size_t)g_n, sizeof *g_latency);
-    double *sorted = malloc((size_t)g_n * sizeof *sorted);
-    if (!g_class || !g_latency || !sorted)
+    g_words = malloc((size_t)g_n * sizeof *g_words);
+    int *ord = malloc((size_t)g_n * sizeof *ord);
+    if (!g_class || !g_latency || !g_words || !ord)
         return 1;
-    for (int i = 0; i < g_n; i++)
-        sorted[i] = ids[i].n;
-    qsort(sorted, (size_t)g_n, sizeof *sorted, cmp_double);
-    const double lo3 = sorted[g_n / 3], hi3 = sorted[(2 * g_n) / 3];
-    for (int i = 0; i < g_n; i++)
-        g_class[i] = ids[i].n < lo3 ? 0 : ids[i].n > hi3 ? 2 : 1;
-    free(sorted);
+    for (int i = 0; i < g_n; i++) {
+        g_words[i] = count_words(g_lines[i]);
+        ord[i] = i;
+    }
+    qsort(ord, (size_t)g_n, sizeof *ord, cmp_by_words);
+    for (int r = 0; r < g_n; r++)
+        g_class[ord[r]] = r < g_n / 3 ? 0 : r >= g_n - g_n / 3 ? 2 : 1;
+    free(ord);
     int rc = 0;
     for (int r = 0; rc == 0 && r < c.repeat; r++) {
         if (c.offline)
@@ -416,5 +440,6 @@ int main(int argc, char **argv)
     free(g_lens);
     free(g_class);
     free(g_latency);
+    free(g_words);
     return rc ? 1 : 0;
 }
