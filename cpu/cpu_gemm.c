@@ -218,7 +218,8 @@ G_AVX512 static void g_gemm_avx512(float *y, int64_t ld_y, const float *x, int64
 #define G_AVX2 __attribute__((target("avx2,fma")))
 #define G_MR2 6 /* AVX2: 6 rows x 16 columns of accumulators (12 ymm) */
 
-/* Lane mask of the first n (0..8) of 8 floats, for maskload/maskstore. */
+/* Lane mask of the first n of 8 floats (none for n <= 0, all for n >= 8),
+ * for maskload/maskstore. */
 G_AVX2 static inline __m256i g_mask8(int n)
 {
     const __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
@@ -235,7 +236,7 @@ g_kern2(const int mr, int64_t kc, const float *A, int64_t lda, const float *B, f
 {
     __m256 c0[G_MR2], c1[G_MR2];
     const int full = nj >= 16;
-    const __m256i k0 = g_mask8(nj >= 8 ? 8 : nj), k1 = g_mask8(nj >= 16 ? 8 : nj > 8 ? nj - 8 : 0);
+    const __m256i k0 = g_mask8(nj), k1 = g_mask8(nj - 8);
 #pragma GCC unroll 6
     for (int i = 0; i < mr; i++) {
         if (first) {
@@ -306,7 +307,7 @@ G_AVX2 static void g_row1_2(int64_t k, const float *A, const float *B, float *C,
     }
     __m256 r0 = _mm256_add_ps(_mm256_add_ps(s[0], s[2]), _mm256_add_ps(s[4], s[6]));
     __m256 r1 = _mm256_add_ps(_mm256_add_ps(s[1], s[3]), _mm256_add_ps(s[5], s[7]));
-    const __m256i k0 = g_mask8(nj >= 8 ? 8 : nj), k1 = g_mask8(nj >= 16 ? 8 : nj > 8 ? nj - 8 : 0);
+    const __m256i k0 = g_mask8(nj), k1 = g_mask8(nj - 8);
     if (bias) {
         r0 = _mm256_add_ps(r0, _mm256_maskload_ps(bias, k0));
         r1 = _mm256_add_ps(r1, _mm256_maskload_ps(bias + 8, k1));

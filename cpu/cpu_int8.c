@@ -328,9 +328,18 @@ Q_VNNI static void q_gemm_vnni(float *y, int64_t ld_y, const uint8_t *u, const f
  * panel. */
 #define Q_MR2 4
 
+/* Lane mask of the first n of 8 floats (none for n <= 0, all for n >= 8). */
+Q_AVX2 static inline __m256i q_mask8(int n)
+{
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+/* mr rows x 16 features (nj of them inside n_out; k0, k1 their lane
+ * masks) over K4 groups of 4 inputs, then the float32 epilogue. */
 Q_AVX2 static inline __attribute__((always_inline)) void
 q_kern2(const int mr, int64_t K4, const uint8_t *A, int64_t lda, const int8_t *B, float *C,
-        int64_t ldc, const float *xs, __m256 ws0, __m256 ws1, __m256 b0, __m256 b1, int nj)
+        int64_t ldc, const float *xs, __m256 ws0, __m256 ws1, __m256 b0, __m256 b1, int nj,
+        __m256i k0, __m256i k1)
 {
     __m256i c0[Q_MR2], c1[Q_MR2];
     const __m256i ones = _mm256_set1_epi16(1), flip = _mm256_set1_epi8((char)0x80);
@@ -354,8 +363,6 @@ q_kern2(const int mr, int64_t K4, const uint8_t *A, int64_t lda, const int8_t *B
             c1[i] = _mm256_add_epi32(c1[i], _mm256_madd_epi16(p1, ones));
         }
     }
-    const __m256i k0 = _mm256_cmpgt_epi32(_mm256_set1_epi32(nj), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-    const __m256i k1 = _mm256_cmpgt_epi32(_mm256_set1_epi32(nj - 8), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 #pragma GCC unroll 4
     for (int i = 0; i < mr; i++) {
         const __m256 s = _mm256_set1_ps(xs[i]);
@@ -375,7 +382,7 @@ q_kern2(const int mr, int64_t K4, const uint8_t *A, int64_t lda, const int8_t *B
 
 #define Q_CASE2(R)                                                                      \
     case R:                                                                             \
-        q_kern2(R, K4, A, 4 * K4, B, C, ld_y, xs + i0, ws0, ws1, b0, b1, nh);           \
+        q_kern2(R, K4, A, 4 * K4, B, C, ld_y, xs + i0, ws0, ws1, b0, b1, nh, k0, k1);   \
         break;
 
 Q_AVX2 static void q_gemm_avx2(float *y, int64_t ld_y, const uint8_t *u, const float *xs,
@@ -391,8 +398,7 @@ Q_AVX2 static void q_gemm_avx2(float *y, int64_t ld_y, const uint8_t *u, const f
             if (j0 >= n_out)
                 break;
             const int nh = n_out - j0 < 16 ? (int)(n_out - j0) : 16;
-            const __m256i k0 = _mm256_cmpgt_epi32(_mm256_set1_epi32(nh), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-            const __m256i k1 = _mm256_cmpgt_epi32(_mm256_set1_epi32(nh - 8), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+            const __m256i k0 = q_mask8(nh), k1 = q_mask8(nh - 8);
             /* the scales live for every panel slot (zero past n_out) */
             const __m256 ws0 = _mm256_loadu_ps(ws + j0), ws1 = _mm256_loadu_ps(ws + j0 + 8);
             const __m256 b0 = bias ? _mm256_maskload_ps(bias + j0, k0) : _mm256_setzero_ps();

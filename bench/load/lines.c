@@ -42,3 +42,41 @@ int bench_read_lines(const char *path, char ***lines, int *n)
     fclose(f);
     return rc;
 }
+
+int bench_count_words(const char *s)
+{
+    int n = 0, in = 0;
+    for (; *s; s++) {
+        const int sp = *s == ' ' || *s == '\t';
+        n += !sp && !in;
+        in = !sp;
+    }
+    return n;
+}
+
+static const int *g_sort_words;
+static int cmp_by_words(const void *a, const void *b)
+{
+    const int x = *(const int *)a, y = *(const int *)b;
+    if (g_sort_words[x] != g_sort_words[y])
+        return g_sort_words[x] < g_sort_words[y] ? -1 : 1;
+    return x < y ? -1 : x > y;
+}
+
+int bench_word_thirds(char *const *lines, int n, int *words, int *cls)
+{
+    int *ord = malloc((size_t)(n > 0 ? n : 1) * sizeof *ord);
+    if (!ord)
+        return -1;
+    for (int i = 0; i < n; i++) {
+        words[i] = bench_count_words(lines[i]);
+        ord[i] = i;
+    }
+    g_sort_words = words;
+    qsort(ord, (size_t)n, sizeof *ord, cmp_by_words);
+    const int third = n / 3;
+    for (int r = 0; r < n; r++)
+        cls[ord[r]] = r < third ? 0 : r >= n - third ? 2 : 1;
+    free(ord);
+    return 0;
+}

@@ -101,33 +101,12 @@ static int g_cl_n[N_CL], g_cl_min[N_CL], g_cl_max[N_CL]; /* lines and word range
 
 /* ---- input ------------------------------------------------------------- */
 
-static int count_words(const char *s)
-{
-    int n = 0, in = 0;
-    for (; *s; s++) {
-        int sp = *s == ' ' || *s == '\t';
-        if (!sp && !in)
-            n++;
-        in = !sp;
-    }
-    return n;
-}
-
 static unsigned long long splitmix64(unsigned long long *x)
 {
     unsigned long long z = (*x += 0x9E3779B97F4A7C15ULL);
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
     return z ^ (z >> 31);
-}
-
-static const int *g_sort_words;
-static int cmp_by_words(const void *a, const void *b)
-{
-    int x = *(const int *)a, y = *(const int *)b;
-    if (g_sort_words[x] != g_sort_words[y])
-        return g_sort_words[x] < g_sort_words[y] ? -1 : 1;
-    return x < y ? -1 : x > y;
 }
 
 static int read_lines(const char *path, unsigned long long seed)
@@ -144,27 +123,21 @@ static int read_lines(const char *path, unsigned long long seed)
             g_lines[j] = t;
         }
     }
-    /* length classes: thirds by rank of word count */
+    /* length classes: thirds by rank of word count (lines.h) */
     int *words = calloc((size_t)g_n_lines, sizeof *words);
-    int *ord = calloc((size_t)g_n_lines, sizeof *ord);
     g_class = calloc((size_t)g_n_lines, sizeof *g_class);
     g_bodies = calloc((size_t)g_n_lines, sizeof *g_bodies);
-    if (!words || !ord || !g_class || !g_bodies)
+    if (!words || !g_class || !g_bodies ||
+        bench_word_thirds(g_lines, g_n_lines, words, g_class) != 0)
         return -1;
-    for (int i = 0; i < g_n_lines; i++) {
-        words[i] = count_words(g_lines[i]);
-        ord[i] = i;
-    }
-    g_sort_words = words;
-    qsort(ord, (size_t)g_n_lines, sizeof *ord, cmp_by_words);
-    int third = g_n_lines / 3;
     for (int k = 0; k < N_CL; k++) {
         g_cl_n[k] = 0;
         g_cl_min[k] = 1 << 30;
         g_cl_max[k] = 0;
     }
-    for (int r = 0; r < g_n_lines; r++) {
-        int i = ord[r], cl = r < third ? CL_SHORT : r >= g_n_lines - third ? CL_LONG : CL_MID;
+    static const int k_third_cl[3] = {CL_SHORT, CL_MID, CL_LONG};
+    for (int i = 0; i < g_n_lines; i++) {
+        const int cl = k_third_cl[g_class[i]];
         g_class[i] = cl;
         for (int k = 0; k < N_CL; k++) {
             if (k != CL_ALL && k != cl)
@@ -175,7 +148,6 @@ static int read_lines(const char *path, unsigned long long seed)
         }
     }
     free(words);
-    free(ord);
     for (int i = 0; i < g_n_lines; i++) {
         json_t *o = json_pack("{s:s}", "text", g_lines[i]);
         g_bodies[i] = o ? json_dumps(o, JSON_COMPACT) : NULL;

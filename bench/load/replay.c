@@ -127,27 +127,6 @@ static double cpu_seconds(void)
            ru.ru_stime.tv_usec * 1e-6;
 }
 
-static int *g_words;
-
-static int count_words(const char *s)
-{
-    int n = 0, in = 0;
-    for (; *s; s++) {
-        const int sp = *s == ' ' || *s == '\t';
-        n += !sp && !in;
-        in = !sp;
-    }
-    return n;
-}
-
-static int cmp_by_words(const void *a, const void *b)
-{
-    const int x = *(const int *)a, y = *(const int *)b;
-    if (g_words[x] != g_words[y])
-        return g_words[x] < g_words[y] ? -1 : 1;
-    return x < y ? -1 : x > y;
-}
-
 static int cmp_double(const void *a, const void *b)
 {
     const double x = *(const double *)a, y = *(const double *)b;
@@ -407,18 +386,10 @@ int main(int argc, char **argv)
      * whitespace-separated words, ties by position */
     g_class = malloc((size_t)g_n * sizeof *g_class);
     g_latency = calloc((size_t)g_n, sizeof *g_latency);
-    g_words = malloc((size_t)g_n * sizeof *g_words);
-    int *ord = malloc((size_t)g_n * sizeof *ord);
-    if (!g_class || !g_latency || !g_words || !ord)
+    int *words = malloc((size_t)g_n * sizeof *words);
+    if (!g_class || !g_latency || !words || bench_word_thirds(g_lines, g_n, words, g_class) != 0)
         return 1;
-    for (int i = 0; i < g_n; i++) {
-        g_words[i] = count_words(g_lines[i]);
-        ord[i] = i;
-    }
-    qsort(ord, (size_t)g_n, sizeof *ord, cmp_by_words);
-    for (int r = 0; r < g_n; r++)
-        g_class[ord[r]] = r < g_n / 3 ? 0 : r >= g_n - g_n / 3 ? 2 : 1;
-    free(ord);
+    free(words);
     int rc = 0;
     for (int r = 0; rc == 0 && r < c.repeat; r++) {
         if (c.offline)
@@ -440,6 +411,5 @@ int main(int argc, char **argv)
     free(g_lens);
     free(g_class);
     free(g_latency);
-    free(g_words);
     return rc ? 1 : 0;
 }
