@@ -50,7 +50,7 @@ def main():
         ck = torch.load(p, weights_only=False, map_location="cpu")
         sd = ck["model"]
         meta.append({"ckpt": os.path.basename(p), "step": ck["step"], "epoch": ck["epoch"],
-                     "trained_min": round(ck.get("elapsed", 0) / 60, 1)})
+                     "pos": ck["pos"], "trained_min": round(ck.get("elapsed", 0) / 60, 1)})
         if avg is None:
             avg = {k: v.detach().clone().double() if v.is_floating_point() else v.clone() for k, v in sd.items()}
         else:
@@ -102,7 +102,8 @@ def main():
     for name, dst in (("provenance.tsv", "data-provenance.tsv"), ("stats.json", "corpus-stats.json")):
         shutil.copyfile(os.path.join(a.work, "corpus", name), os.path.join(a.out, dst))
     with open(os.path.join(a.out, "averaged.json"), "w") as f:
-        json.dump({"averaged_checkpoints": meta}, f, indent=2)
+        json.dump({"averaged_checkpoints": meta,
+                   "train_args": {k: vars(args)[k] for k in ("lr", "warmup", "seed", "batch_tokens")}}, f, indent=2)
         f.write("\n")
 
     # verification: reload as a user would

@@ -160,9 +160,14 @@ def grow_state(sd, old_enc, old_dec, new_enc, new_dec, how):
     return out, maps
 
 
-def lr_at(step, a):
+def lr_at(step, a, rewarm_from=0):
+    """Warm-up then inverse square root; a continued run (--continue) ramps up again over --rewarm steps from
+    the step it started at, since its Adam moments start from zero."""
     step = max(step, 1)
-    return a.lr * min(step / a.warmup, math.sqrt(a.warmup / step))
+    lr = a.lr * min(step / a.warmup, math.sqrt(a.warmup / step))
+    if rewarm_from and a.rewarm > 0:
+        lr *= min(1.0, (step - rewarm_from) / a.rewarm)
+    return lr
 
 
 def latest_ckpt(d):
@@ -198,9 +203,17 @@ def main():
                     help="with --init: the new model has --layers / --dec-layers layers (d_model, heads, ffn and "
                     "vocabulary of the init model); each new layer starts as a copy of an init layer: spread = "
                     "layer i <- floor(i * L_old / L_new), stack = i <- i mod L_old (per side)")
+    ap.add_argument("--continue", dest="cont", action="store_true",
+                    help="with --init (no --grow): go on with the run that exported DIR: step, epoch and batch "
+                    "position of its newest averaged checkpoint and its lr, warm-up, seed and batch tokens "
+                    "(DIR/averaged.json), so the learning-rate schedule and the data order continue where it "
+                    "stopped; Adam's moments start afresh, so the learning rate ramps up again over --rewarm steps")
+    ap.add_argument("--rewarm", type=int, default=100)
     a = ap.parse_args()
     if a.grow and not a.init:
         raise SystemExit("--grow needs --init")
+    if a.cont and (not a.init or a.grow):
+        raise SystemExit("--continue needs --init and no --grow")
     t_start = time.time()
     torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)
@@ -215,8 +228,11 @@ def main():
     path = latest_ckpt(ck_dir)
     if path:
         ck = torch.load(path, weights_only=False)
-        for k in ("layers", "dec_layers", "d_model", "heads", "ffn"):  # the architecture of the run resumed
-            setattr(a, k, ck["args"][k])
+        # the architecture, schedule and data order of the run resumed, whatever this command line says
+        for k in ("layers", "dec_layers", "d_model", "heads", "ffn", "dropout", "lr", "warmup", "seed",
+                  "batch_tokens", "label_smoothing", "rewarm"):
+            if k in ck["args"]:
+                setattr(a, k, ck["args"][k])
     if not path and a.init:  # warm start: the architecture of the model directory
         init = MarianMTModel.from_pretrained(a.init, dtype=torch.float32)
         c = init.config
@@ -240,12 +256,27 @@ def main():
             print(f"initialised from {a.init}", flush=True)
         del init
     opt = torch.optim.Adam(model.parameters(), lr=a.lr, betas=(0.9, 0.98), eps=1e-9)
-    step, epoch, pos, elapsed = 0, 0, 0, 0.0
+    step, epoch, pos, elapsed, rewarm_from = 0, 0, 0, 0.0, 0
+    if not path and a.cont:
+        with open(os.path.join(a.init, "averaged.json")) as f:
+            rec = json.load(f)
+        last = rec["averaged_checkpoints"][-1]
+        if "pos" not in last or "train_args" not in rec:
+            raise SystemExit(f"--continue: {a.init}/averaged.json has no batch position or train_args "
+                             "(exported before export.py recorded them)")
+        for k in ("lr", "warmup", "seed", "batch_tokens"):
+            setattr(a, k, rec["train_args"][k])
+        step, epoch, pos, elapsed = last["step"], last["epoch"], last["pos"], last.get("trained_min", 0) * 60
+        rewarm_from = step
+        print(f"continuing {a.init}'s run: step {step} epoch {epoch} batch {pos}, lr {a.lr} warm-up {a.warmup} "
+              f"seed {a.seed}, {a.batch_tokens} tokens a batch; learning rate ramps up again over {a.rewarm} "
+              "steps", flush=True)
     if path:
         model.load_state_dict(ck["model"])
         opt.load_state_dict(ck["opt"])
         step, epoch, pos, elapsed = ck["step"], ck["epoch"], ck["pos"], ck.get("elapsed", 0.0)
         torch.set_rng_state(ck["rng"])
+        rewarm_from = ck.get("rewarm_from", 0)
         print(f"resumed {path}: step {step} epoch {epoch} batch {pos} ({elapsed / 60:.1f} min trained)", flush=True)
     nparam = sum(p.numel() for p in model.parameters())
     print(f"model: {a.layers}+{a.dec_layers or a.layers} layers d{a.d_model} ffn{a.ffn}, {nparam / 1e6:.2f} M params; "
@@ -270,7 +301,8 @@ def main():
     def save(tag=""):
         p = os.path.join(ck_dir, f"ckpt-{step}.pt")
         torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step, "epoch": epoch, "pos": pos,
-                    "elapsed": elapsed + time.time() - t_run, "rng": torch.get_rng_state(), "args": vars(a)},
+                    "elapsed": elapsed + time.time() - t_run, "rng": torch.get_rng_state(), "args": vars(a),
+                    "rewarm_from": rewarm_from},
                    p + ".tmp")
         os.replace(p + ".tmp", p)
         cks = sorted(glob.glob(os.path.join(ck_dir, "ckpt-*.pt")), key=lambda q: int(q.split("-")[-1][:-3]))
@@ -296,7 +328,7 @@ def main():
             b = batches[pos]
             x, m, d, y = (t.to(a.device) for t in collate(b, src, tgt, pad))
             for g in opt.param_groups:
-                g["lr"] = lr_at(step + 1, a)
+                g["lr"] = lr_at(step + 1, a, rewarm_from)
             with ac:
                 logits = model(input_ids=x, attention_mask=m, decoder_input_ids=d).logits
             loss = lossf(logits.float().view(-1, V), y.view(-1))
@@ -313,7 +345,7 @@ def main():
             if step % a.log_every == 0:
                 dt = time.time() - t_acc
                 print(f"step {step} epoch {epoch} {pos}/{len(batches)} loss {loss_acc / n_acc:.3f} "
-                      f"lr {lr_at(step, a):.2e} {tok_acc / dt:.0f} tgt tok/s", flush=True)
+                      f"lr {lr_at(step, a, rewarm_from):.2e} {tok_acc / dt:.0f} tgt tok/s", flush=True)
                 tok_acc, t_acc, loss_acc, n_acc = 0, time.time(), 0.0, 0
             if a.max_steps and step >= a.max_steps:
                 done = True

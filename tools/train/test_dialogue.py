@@ -1,0 +1,118 @@
+#!/usr/bin/env python3
+"""Unit tests of stage 1e (dialogue.py) and of the committed dialogue test set; standard library and dpkg-deb only.
+Usage: python3 tools/train/test_dialogue.py"""
+import os
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import corpus  # noqa: E402
+import dialogue as dl  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(HERE))
+
+
+def mo_bytes(pairs):
+    """A gettext .mo file (little endian, revision 0) holding PAIRS [(msgid, msgstr), ...] and the header entry."""
+    pairs = sorted([("", "Content-Type: text/plain; charset=UTF-8\n")] + list(pairs))
+    ids = [p[0].encode() for p in pairs]
+    strs = [p[1].encode() for p in pairs]
+    n = len(pairs)
+    o_ids, o_strs = 28, 28 + 8 * n
+    data_at = 28 + 16 * n
+    table_ids, table_strs, blob = [], [], b""
+    for s in ids:
+        table_ids.append((len(s), data_at + len(blob)))
+        blob += s + b"\0"
+    for s in strs:
+        table_strs.append((len(s), data_at + len(blob)))
+        blob += s + b"\0"
+    head = struct.pack("<7I", 0x950412DE, 0, n, o_ids, o_strs, 0, 0)
+    return head + b"".join(struct.pack("<2I", *e) for e in table_ids + table_strs) + blob
+
+
+class CleanPairs(unittest.TestCase):
+    def kept(self, s, t):
+        return [(a, b) for a, b, why in dl.clean_pairs([(s, t)]) if why is None]
+
+    def test_context_prefix_removed(self):
+        self.assertEqual(self.kept("female^Who goes there?", "Wer da?"), [("Who goes there?", "Wer da?")])
+
+    def test_sentences_split_when_counts_agree(self):
+        self.assertEqual(self.kept("Halt! Who goes there? We come in peace.", "Halt! Wer da? Wir kommen in Frieden."),
+                         [("Who goes there?", "Wer da?"),  # "Halt!" is the same on both sides
+                          ("We come in peace.", "Wir kommen in Frieden.")])
+        self.assertEqual(self.kept("Go now. Hurry!", "Geht jetzt, schnell!"), [("Go now. Hurry!", "Geht jetzt, schnell!")])
+
+    def test_names_and_mismatches_dropped(self):
+        whys = [w for _, _, w in dl.clean_pairs([("Delfador", "Delfador"), ("Iliah-Malal", "iliah-malal"),
+                                                 ("Orcs", "Orks"), ("You have %d gold.", "Ihr habt Gold."),
+                                                 ("Hello", "hallo"), ("Konrad", "Konrad II"), ("Thank you", "Danke")])]
+        self.assertEqual(whys, ["identical", "single_word", "single_word", "format", None, None, None])
+
+    def test_is_sentence(self):
+        self.assertTrue(dl.is_sentence("Where can I find him?", "Wo finde ich ihn nur?"))
+        self.assertFalse(dl.is_sentence("Defeat all enemy leaders", "Besiegt alle gegnerischen Anführer"))
+        self.assertFalse(dl.is_sentence("You see $name over there.", "Ihr seht $name dort drüben."))
+        self.assertFalse(dl.is_sentence("I promise!", "Ich verspreche es!"))
+
+
+class EndToEnd(unittest.TestCase):
+    @unittest.skipUnless(shutil.which("dpkg-deb"), "no dpkg-deb")
+    def test_main_on_a_built_package(self):
+        lines = [(f"We must reach the river before night falls, friend number {i}.",
+                  f"Wir müssen den Fluss vor Einbruch der Nacht erreichen, Freund Nummer {i}.") for i in range(12)]
+        lines += [("race^Elf", "Elf"), ("Thank you, my friend. Go now.", "Danke, mein Freund. Geht jetzt.")]
+        with tempfile.TemporaryDirectory() as t:
+            pkg = os.path.join(t, "pkg")
+            os.makedirs(os.path.join(pkg, "DEBIAN"))
+            mo = os.path.join(pkg, "usr/share/games/g/locale/de/LC_MESSAGES")
+            os.makedirs(mo)
+            with open(os.path.join(mo, "g.mo"), "wb") as f:
+                f.write(mo_bytes(lines))
+            os.makedirs(os.path.join(pkg, "usr/share/doc/g-data"))
+            with open(os.path.join(pkg, "usr/share/doc/g-data/copyright"), "w") as f:
+                f.write("Files: *\nLicense: GPL-2+\n")
+            with open(os.path.join(pkg, "DEBIAN/control"), "w") as f:
+                f.write("Package: g-data\nVersion: 1\nArchitecture: all\nMaintainer: t <t@example.org>\n"
+                        "Description: test\n")
+            os.makedirs(os.path.join(t, "w/games-debs"))
+            subprocess.run(["dpkg-deb", "--root-owner-group", "-b", pkg, os.path.join(t, "w/games-debs/g-data_1_all.deb")],
+                           check=True, capture_output=True)
+            subprocess.run([sys.executable, os.path.join(HERE, "dialogue.py"), "--work", os.path.join(t, "w"),
+                            "--n-dev", "2", "--n-test", "3", "--test-out", os.path.join(t, "out/test")],
+                           check=True, capture_output=True)
+            out = os.path.join(t, "w/dialogue")
+            read = lambda p: open(p, encoding="utf-8").read().splitlines()  # noqa: E731
+            dev, test, train = read(f"{out}/dev.en"), read(f"{out}/test.en"), read(f"{out}/train.en")
+            self.assertEqual((len(dev), len(test)), (2, 3))
+            self.assertEqual(read(os.path.join(t, "out/test.en")), test)
+            self.assertEqual(len(train), 12 - 5 + 2)  # the two sentences of the last entry, the name dropped
+            self.assertIn("Thank you, my friend.", train)
+            self.assertFalse({corpus.normkey(x) for x in train} & {corpus.normkey(x) for x in dev + test})
+            prov = read(f"{out}/provenance.tsv")
+            self.assertEqual(prov[1].split("\t"), ["g-data", "downloaded (game dialogue, tools/train/dialogue.py)",
+                                                  "1", "14", "GPL-2+"])
+
+
+class CommittedTestSet(unittest.TestCase):
+    def test_dialogue_test_set(self):
+        d = os.path.join(ROOT, "tests", "data", "en_de_dialogue")
+        en = open(os.path.join(d, "test.en"), encoding="utf-8").read().splitlines()
+        de = open(os.path.join(d, "test.de"), encoding="utf-8").read().splitlines()
+        self.assertEqual((len(en), len(de)), (500, 500))
+        self.assertTrue(all(dl.is_sentence(s, t) for s, t in zip(en, de)))
+        keys = {corpus.normkey(s) for s in en}
+        self.assertEqual(len(keys), 500)
+        for other in ("en_de_test", "en_de_general"):
+            with open(os.path.join(ROOT, "tests", "data", other, "test.en"), encoding="utf-8") as f:
+                self.assertFalse(keys & {corpus.normkey(x.rstrip("\n")) for x in f}, other)
+
+
+if __name__ == "__main__":
+    unittest.main()
