@@ -1,7 +1,7 @@
 #!/bin/sh
 # CPU throughput against CTranslate2 (pinned 4.8.5 from PyPI, in bench/.venv),
 # transformerd float32 and int8, side by side in interleaved rounds:
-#   - the bundled model (models/en-de, 2+2 layers, d_model 256, vocab 8000):
+#   - the bundled model (models/en-de, 6+2 layers, d_model 256, vocab 8000):
 #     the first LINES held-out test sentences (tokenized by transformerd),
 #     beam 4 batch 32 and greedy batch 1 (the first LINES1 of them), up to
 #     the model's max_length; plus identical-line counts of each engine's

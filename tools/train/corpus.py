@@ -190,12 +190,21 @@ def licence_of_copyright(text):
     if not text:
         return "unknown"
     lic = []
-    for m in re.finditer(r"^License:\s*(\S.*)$", text, re.M):
+    for m in re.finditer(r"^License:[ \t]*(\S.*)$", text, re.M):
         v = m.group(1).strip()
         if v not in lic:
             lic.append(v)
     if lic:
         return "; ".join(lic[:6]) + ("; ..." if len(lic) > 6 else "")
+    # a copyright file that is not machine-readable: the GNU licences named in its prose
+    flat = re.sub(r"\s+", " ", text)
+    for m in re.finditer(r"GNU (Lesser |Library )?General Public License,? (?:as published by the Free Software "
+                         r"Foundation; )?(?:either )?version (\d)(.{0,60})", flat):
+        v = ("L" if m.group(1) else "") + "GPL-" + m.group(2) + ("+" if "later version" in m.group(3) else "")
+        if v not in lic:
+            lic.append(v)
+    if lic:
+        return "; ".join(lic)
     first = [x.strip() for x in text.splitlines() if x.strip()][:2]
     return " / ".join(first)[:160]
 

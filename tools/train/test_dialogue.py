@@ -62,6 +62,20 @@ class CleanPairs(unittest.TestCase):
         self.assertFalse(dl.is_sentence("I promise!", "Ich verspreche es!"))
 
 
+class Licence(unittest.TestCase):
+    def test_prose_copyright_file(self):
+        text = ("Upstream Author: A\n\nLicense:\n        Copyright (C) 2003 by A\n\n        it under the terms of the "
+                "GNU General Public License version 2\n        or at your option any later version.\n\n"
+                "        modify it under the terms of the GNU Library General Public\n        License as published by "
+                "the Free Software Foundation; either\n        version 2 of the License, or (at your option) any "
+                "later version.\n")
+        self.assertEqual(corpus.licence_of_copyright(text), "GPL-2+; LGPL-2+")
+        self.assertEqual(corpus.licence_of_copyright("Files: *\nLicense: GPL-3+\n\nFiles: a\nLicense: MIT\n"),
+                         "GPL-3+; MIT")
+        self.assertEqual(corpus.licence_of_copyright("Copyright 2001 B\nAll rights reserved.\n"),
+                         "Copyright 2001 B / All rights reserved.")
+
+
 class EndToEnd(unittest.TestCase):
     @unittest.skipUnless(shutil.which("dpkg-deb"), "no dpkg-deb")
     def test_main_on_a_built_package(self):
