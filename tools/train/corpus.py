@@ -150,6 +150,17 @@ def normkey(s):
     return "".join(ch for ch in unicodedata.normalize("NFKC", s).lower() if ch.isalnum())
 
 
+def read_keys(paths):
+    """The normalised sources (normkey) of the lines of every file of PATHS that exists."""
+    keys = set()
+    for p in paths:
+        if os.path.exists(p):
+            with open(p, encoding="utf-8") as f:
+                keys.update(normkey(x.rstrip("\n")) for x in f)
+    keys.discard("")
+    return keys
+
+
 def explode(s, t):
     """A msgid/msgstr pair with several lines -> line pairs when the counts agree, else the joined pair."""
     s_lines = [x for x in s.split("\n") if x.strip()]

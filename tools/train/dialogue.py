@@ -64,16 +64,6 @@ def is_sentence(s, t):
             and not re.search(r"[<>{}$@\\|_=]", s + t))
 
 
-def read_keys(paths):
-    keys = set()
-    for p in paths:
-        if os.path.exists(p):
-            with open(p, encoding="utf-8") as f:
-                keys.update(C.normkey(x.rstrip("\n")) for x in f)
-    keys.discard("")
-    return keys
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--work", default=os.path.join(ROOT, ".train"))
@@ -113,7 +103,7 @@ def main():
         else:
             drops["per_source_cap"] += 1
 
-    seen = read_keys([os.path.join(ROOT, "tests", "data", "en_de_test", "test.en"),
+    seen = C.read_keys([os.path.join(ROOT, "tests", "data", "en_de_test", "test.en"),
                       os.path.join(ROOT, "tests", "data", "en_de_general", "test.en")] +
                      [os.path.join(a.work, "corpus", f"{n}.en") for n in ("train", "dev", "test", "ding")] +
                      [os.path.join(a.work, "docs", f"{n}.en") for n in ("train", "dev", "test")])

@@ -481,16 +481,6 @@ def real_sentence(s, t):
             and sum(c.isupper() for c in s) < 0.3 * len(s) and 0.8 <= len(t) / len(s) <= 1.8)
 
 
-def read_keys(paths):
-    keys = set()
-    for p in paths:
-        if os.path.exists(p):
-            with open(p, encoding="utf-8") as f:
-                keys.update(corpus.normkey(x.rstrip("\n")) for x in f)
-    keys.discard("")
-    return keys
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--work", default=os.path.join(ROOT, ".train"))
@@ -557,8 +547,8 @@ def main():
             coll_stats[coll]["dropped"]["per_source_cap"] += 1
 
     # held-out sets: round robin over the collections
-    committed = read_keys([os.path.join(ROOT, "tests", "data", "en_de_general", "test.en")])
-    old = read_keys(glob.glob(os.path.join(a.work, "corpus", "*.en")) +
+    committed = corpus.read_keys([os.path.join(ROOT, "tests", "data", "en_de_general", "test.en")])
+    old = corpus.read_keys(glob.glob(os.path.join(a.work, "corpus", "*.en")) +
                     [os.path.join(ROOT, "tests", "data", "en_de_test", "test.en")])
     rng = random.Random(a.seed)
     cand = collections.OrderedDict((c, []) for c in coll_stats)
@@ -586,7 +576,7 @@ def main():
     rng.shuffle(held)
     test, dev = held[:a.n_test], held[a.n_test:]
     held_keys = {h[0][2] for h in held} | committed  # and the committed test set, if drawn elsewhere
-    held_keys |= read_keys([os.path.join(a.work, "corpus", "dev.en"), os.path.join(a.work, "corpus", "test.en"),
+    held_keys |= corpus.read_keys([os.path.join(a.work, "corpus", "dev.en"), os.path.join(a.work, "corpus", "test.en"),
                             os.path.join(ROOT, "tests", "data", "en_de_test", "test.en")])  # stage 1's held out
     train = [(s, t) for s, ts in by_src.items() if corpus.normkey(s) not in held_keys for t, _ in ts]
     random.Random(a.seed + 1).shuffle(train)
