@@ -89,6 +89,83 @@ def read_mo(data):
     return out
 
 
+
+PO_ESC = {"n": "\n", "t": "\t", "r": "\r", '"': '"', "\\": "\\", "a": "\a", "b": "\b", "f": "\f", "v": "\v"}
+
+
+def po_unquote(q):
+    """The C-escaped body of one PO string line "..." -> text."""
+    return re.sub(r'\\(.)', lambda m: PO_ESC.get(m.group(1), m.group(1)), q)
+
+
+def read_po(text):
+    """A gettext .po catalogue's text -> list of (msgid, msgstr) (singular forms), like read_mo: the header, fuzzy,
+    obsolete (#~) and untranslated entries are left out, a msgctxt is dropped."""
+    out = []
+    entry, key, fuzzy = {}, None, False
+
+    def done():  # the entry so far has its translation: a comment or a new msgctxt/msgid starts the next one
+        return "msgstr" in entry or "msgstr[0]" in entry
+
+    def flush():
+        mid, mstr = entry.get("msgid", ""), entry.get("msgstr", entry.get("msgstr[0]", ""))
+        if mid and mstr and not fuzzy:
+            out.append((mid, mstr))
+
+    for line in text.splitlines():
+        line = line.strip()
+        if line.startswith("#~"):
+            continue
+        if not line or (line.startswith("#") and done()):
+            if entry:
+                flush()
+            entry, key, fuzzy = {}, None, False
+        if line.startswith("#"):
+            if line.startswith("#,") and "fuzzy" in line:
+                fuzzy = True
+            continue
+        m = re.match(r'^(msgctxt|msgid_plural|msgid|msgstr(?:\[\d+\])?)\s+"(.*)"$', line)
+        if m:
+            if m.group(1) in ("msgctxt", "msgid") and done():
+                flush()
+                entry, fuzzy = {}, False
+            key = m.group(1)
+            entry[key] = po_unquote(m.group(2))
+        elif line.startswith('"') and line.endswith('"') and key:
+            entry[key] += po_unquote(line[1:-1])
+    if entry:
+        flush()
+    return out
+
+
+LUA_PAIR_RE = re.compile(r'^\s*\["((?:[^"\\]|\\.)*)"\]\s*=\s*"((?:[^"\\]|\\.)*)"\s*,?')
+
+
+def read_lua_locale(text):
+    """A Lua locale table (Hedgewars' Data/Locale/de.lua: ["English"] = "Deutsch", one per line; untranslated
+    entries are commented out with --) -> list of (English, German)."""
+    out = []
+    for line in text.splitlines():
+        m = LUA_PAIR_RE.match(line)
+        if m:
+            s, t = po_unquote(m.group(1)), po_unquote(m.group(2))
+            if s and t:
+                out.append((s, t))
+    return out
+
+
+# German catalogues inside a package: gettext .mo under de/LC_MESSAGES, .po named de.po or *.de.po, Lua locale
+# tables named de.lua under a Locale directory
+GERMAN_CATALOGUE_RE = re.compile(r"(/de(_DE)?(\.UTF-8)?/LC_MESSAGES/.*\.mo|/(de|[^/]+\.de)\.po|/[Ll]ocale/de\.lua)$")
+
+
+def read_catalogue(name, data):
+    """A German catalogue file found by GERMAN_CATALOGUE_RE -> list of (English, German)."""
+    if name.endswith(".mo"):
+        return read_mo(data)
+    text = data.decode("utf-8", "replace")
+    return read_lua_locale(text) if name.endswith(".lua") else read_po(text)
+
 # ------------------------------------------------------------------------------------------------------- cleaning
 
 PH_RE = re.compile(
@@ -214,6 +291,8 @@ def licence_of_copyright(text):
         v = ("L" if m.group(1) else "") + "GPL-" + m.group(2) + ("+" if "later version" in m.group(3) else "")
         if v not in lic:
             lic.append(v)
+    if "origin of this software must not be misrepresented" in flat:  # the zlib licence's clause 1
+        lic.append("Zlib")
     if lic:
         return "; ".join(lic)
     first = [x.strip() for x in text.splitlines() if x.strip()][:2]
@@ -235,7 +314,12 @@ def installed_sources():
         yield pkg, "installed", lic, os.path.basename(path), data
 
 
-def deb_sources(debdir):
+MO_CATALOGUE_RE = re.compile(r"/de(_DE)?(\.UTF-8)?/LC_MESSAGES/.*\.mo$")
+
+
+def deb_sources(debdir, catalogue_re=MO_CATALOGUE_RE):
+    """-> (package, origin, licence, file name, bytes) for every German catalogue (a file whose path matches
+    catalogue_re; the gettext .mo files by default) of the .deb packages in DEBDIR."""
     for deb in sorted(glob.glob(os.path.join(debdir, "*.deb"))):
         pkg = os.path.basename(deb).split("_")[0]
         try:
@@ -248,7 +332,7 @@ def deb_sources(debdir):
         with tarfile.open(fileobj=io.BytesIO(tar_bytes)) as tf:
             for m in tf:
                 n = m.name
-                if m.isfile() and n.endswith(".mo") and re.search(r"/de(_DE)?(\.UTF-8)?/LC_MESSAGES/", n):
+                if m.isfile() and catalogue_re.search(n):
                     mos.append((os.path.basename(n), tf.extractfile(m).read()))
                 elif m.isfile() and n.endswith(f"/usr/share/doc/{pkg}/copyright"):
                     lic = licence_of_copyright(tf.extractfile(m).read().decode("utf-8", "replace"))

@@ -71,19 +71,27 @@ def main():
     ap.add_argument("--n-dev", type=int, default=500)
     ap.add_argument("--n-test", type=int, default=500)
     ap.add_argument("--test-out", default="")
+    ap.add_argument("--debs", default="games-debs", help="the packages' directory under WORK")
+    ap.add_argument("--out", default="dialogue", help="the output directory under WORK")
+    ap.add_argument("--all-formats", action="store_true",
+                    help="read .po catalogues and Lua locale tables too, not only gettext .mo files")
+    ap.add_argument("--exclude", action="append", default=[],
+                    help="a file of English lines (another corpus's held-out sets): no pair of this corpus, train "
+                    "or held out, has one of their normalised sources (repeatable)")
     a = ap.parse_args()
-    debdir = os.path.join(a.work, "games-debs")
-    out_dir = os.path.join(a.work, "dialogue")
+    debdir = os.path.join(a.work, a.debs)
+    out_dir = os.path.join(a.work, a.out)
     os.makedirs(out_dir, exist_ok=True)
 
     drops = collections.Counter()
     pairs = collections.OrderedDict()  # (src, tgt) -> package
     prov = collections.OrderedDict()  # package -> [licence, catalogues, pairs]
     raw_total = 0
-    for pkg, _origin, lic, _name, data in C.deb_sources(debdir):
+    catalogues = C.GERMAN_CATALOGUE_RE if a.all_formats else C.MO_CATALOGUE_RE
+    for pkg, _origin, lic, name, data in C.deb_sources(debdir, catalogues):
         rec = prov.setdefault(pkg, [lic, 0, 0])
         rec[1] += 1
-        for s, t, why in clean_pairs(C.read_mo(data)):
+        for s, t, why in clean_pairs(C.read_catalogue(name, data)):
             raw_total += 1
             if why:
                 drops[why] += 1
@@ -94,6 +102,10 @@ def main():
                 rec[2] += 1
     if not pairs:
         sys.exit(f"dialogue: no pairs (run tools/train/fetch_games.sh first; looked in {debdir})")
+    for p in a.exclude:
+        if not os.path.exists(p):
+            sys.exit(f"dialogue: --exclude {p}: no such file")
+    excluded = C.read_keys(a.exclude)
 
     by_src = collections.OrderedDict()
     for (s, t) in pairs:
@@ -109,6 +121,9 @@ def main():
                      [os.path.join(a.work, "docs", f"{n}.en") for n in ("train", "dev", "test")])
     groups = collections.OrderedDict()
     for s in by_src:
+        if C.normkey(s) in excluded:
+            drops["held_out_elsewhere"] += len(by_src[s])
+            continue
         groups.setdefault(C.normkey(s), []).append(s)
     eligible = sorted(k for k, ss in groups.items()
                       if k and k not in seen and any(is_sentence(s, by_src[s][0]) for s in ss))
@@ -122,7 +137,8 @@ def main():
 
     splits = {"dev": [pick(k) for k in held[:a.n_dev]], "test": [pick(k) for k in held[a.n_dev:]]}
     held = set(held)
-    train = [(s, t) for s, ts in by_src.items() if C.normkey(s) not in held for t in ts]
+    train = [(s, t) for s, ts in by_src.items() if C.normkey(s) not in held and C.normkey(s) not in excluded
+             for t in ts]
     random.Random(a.seed + 1).shuffle(train)
     splits["train"] = train
     C.write_splits(out_dir, splits)
@@ -139,7 +155,7 @@ def main():
              "dropped": dict(drops), "train": len(train), "dev": len(splits["dev"]), "test": len(splits["test"]),
              "train_en_words": sum(len(s.split()) for s, _ in train),
              "train_de_words": sum(len(t.split()) for _, t in train), "seed": a.seed,
-             "pairs_per_package": {p: r[2] for p, r in prov.items()}}
+             "pairs_per_package": {p: r[2] for p, r in prov.items()}, "excluded_files": a.exclude}
     with open(os.path.join(out_dir, "stats.json"), "w") as f:
         json.dump(stats, f, indent=2)
         f.write("\n")

@@ -36,6 +36,11 @@ def mo_bytes(pairs):
     return head + b"".join(struct.pack("<2I", *e) for e in table_ids + table_strs) + blob
 
 
+def read(path):
+    with open(path, encoding="utf-8") as f:
+        return f.read().splitlines()
+
+
 class CleanPairs(unittest.TestCase):
     def kept(self, s, t):
         return [(a, b) for a, b, why in dl.clean_pairs([(s, t)]) if why is None]
@@ -62,6 +67,34 @@ class CleanPairs(unittest.TestCase):
         self.assertFalse(dl.is_sentence("I promise!", "Ich verspreche es!"))
 
 
+class Readers(unittest.TestCase):
+    PO = ('# German translation\nmsgid ""\nmsgstr ""\n"Content-Type: text/plain; charset=UTF-8\\n"\n\n'
+          '#: a.c:1\nmsgid "Hello"\nmsgstr "Hallo"\n'           # no blank line before the next entry
+          '#, fuzzy\nmsgid "Bye"\nmsgstr "Tschau"\n\n'          # fuzzy: left out
+          'msgctxt "greeting"\nmsgid "Say \\"hi\\""\n"\\n to him"\nmsgstr "Sag \\"hallo\\""\n'
+          'msgid "one apple"\nmsgid_plural "%d apples"\nmsgstr[0] "ein Apfel"\nmsgstr[1] "%d Äpfel"\n'
+          '#~ msgid "old"\n#~ msgstr "alt"\n\nmsgid "untranslated"\nmsgstr ""\n')
+
+    def test_po(self):
+        self.assertEqual(corpus.read_po(self.PO), [("Hello", "Hallo"), ('Say "hi"\n to him', 'Sag "hallo"'),
+                                                   ("one apple", "ein Apfel")])
+
+    def test_lua_locale(self):
+        text = ('locale = {\n  ["Hello"] = "Hallo",\n--  ["Not yet"] = "",\n'
+                '  ["It\'s \\"me\\""] = "Ich bin\\\'s", -- a comment\n}\n')
+        self.assertEqual(corpus.read_lua_locale(text), [("Hello", "Hallo"), ('It\'s "me"', "Ich bin's")])
+
+    def test_catalogue_names(self):
+        names = {"usr/share/locale/de/LC_MESSAGES/g.mo": True, "usr/share/g/l10n/de/LC_MESSAGES/g.mo": True,
+                 "usr/share/g/po/de.po": True, "usr/share/g/languages/data.de.po": True,
+                 "usr/share/g/Data/Locale/de.lua": True, "usr/share/locale/fr/LC_MESSAGES/g.mo": False,
+                 "usr/share/g/po/fr.po": False, "usr/share/g/po/deu.po": False, "usr/share/g/Locale/de.txt": False}
+        for n, want in names.items():
+            self.assertEqual(bool(corpus.GERMAN_CATALOGUE_RE.search("./" + n)), want, n)
+        self.assertFalse(corpus.MO_CATALOGUE_RE.search("./usr/share/g/po/de.po"))
+        self.assertEqual(corpus.read_catalogue("de.po", self.PO.encode())[0], ("Hello", "Hallo"))
+
+
 class Licence(unittest.TestCase):
     def test_prose_copyright_file(self):
         text = ("Upstream Author: A\n\nLicense:\n        Copyright (C) 2003 by A\n\n        it under the terms of the "
@@ -72,11 +105,63 @@ class Licence(unittest.TestCase):
         self.assertEqual(corpus.licence_of_copyright(text), "GPL-2+; LGPL-2+")
         self.assertEqual(corpus.licence_of_copyright("Files: *\nLicense: GPL-3+\n\nFiles: a\nLicense: MIT\n"),
                          "GPL-3+; MIT")
+        self.assertEqual(corpus.licence_of_copyright("This package was debianized by C.\n\nLicense:\n  This software "
+                                                     "is provided 'as-is'.\n  1. The origin of this software must "
+                                                     "not be\n     misrepresented; you must not\n"), "Zlib")
         self.assertEqual(corpus.licence_of_copyright("Copyright 2001 B\nAll rights reserved.\n"),
                          "Copyright 2001 B / All rights reserved.")
 
 
 class EndToEnd(unittest.TestCase):
+    @staticmethod
+    def build_deb(t, debdir, name, files):
+        """WORK dir t/w: a package NAME in t/w/DEBDIR holding FILES {path: bytes} and a GPL-2+ copyright file."""
+        pkg = os.path.join(t, name)
+        os.makedirs(os.path.join(pkg, "DEBIAN"))
+        files = dict(files)
+        files[f"usr/share/doc/{name}/copyright"] = b"Files: *\nLicense: GPL-2+\n"
+        for path, data in files.items():
+            os.makedirs(os.path.dirname(os.path.join(pkg, path)), exist_ok=True)
+            with open(os.path.join(pkg, path), "wb") as f:
+                f.write(data)
+        with open(os.path.join(pkg, "DEBIAN/control"), "w") as f:
+            f.write(f"Package: {name}\nVersion: 1\nArchitecture: all\nMaintainer: t <t@example.org>\n"
+                    "Description: test\n")
+        os.makedirs(os.path.join(t, "w", debdir), exist_ok=True)
+        subprocess.run(["dpkg-deb", "--root-owner-group", "-b", pkg, os.path.join(t, "w", debdir, f"{name}_1_all.deb")],
+                       check=True, capture_output=True)
+
+    @unittest.skipUnless(shutil.which("dpkg-deb"), "no dpkg-deb")
+    def test_second_corpus_of_po_and_lua(self):
+        po = "".join(f'msgid "Where is the inn, stranger number {i}?"\nmsgstr "Wo ist das Gasthaus, Fremder Nummer {i}?"\n\n'
+                     for i in range(6)).encode()
+        lua = b'locale = {\n  ["Thank you very much, my dear friend!"] = "Vielen Dank, mein lieber Freund!",\n}\n'
+        mo = mo_bytes([("Where is the inn, stranger number 0?", "Wo ist das Gasthaus, Fremder Nummer 0?")])
+        with tempfile.TemporaryDirectory() as t:
+            self.build_deb(t, "games2-debs", "h-data", {"usr/share/h/po/de.po": po, "usr/share/h/Locale/de.lua": lua,
+                                                        "usr/share/h/po/fr.po": b'msgid "x"\nmsgstr "y"\n'})
+            held = os.path.join(t, "held.en")
+            with open(held, "w") as f:
+                f.write("Where is the inn, stranger number 5?\n")
+            run = [sys.executable, os.path.join(HERE, "dialogue.py"), "--work", os.path.join(t, "w"), "--debs",
+                   "games2-debs", "--out", "dialogue2", "--n-dev", "1", "--n-test", "0", "--exclude", held]
+            subprocess.run(run + ["--all-formats"], check=True, capture_output=True)
+            out = os.path.join(t, "w/dialogue2")
+            dev, test, train = read(f"{out}/dev.en"), read(f"{out}/test.en"), read(f"{out}/train.en")
+            self.assertEqual((len(dev), len(test), len(train)), (1, 0, 5))  # 7 pairs, one held out elsewhere
+            self.assertIn("Thank you very much, my dear friend!", dev + train)
+            self.assertNotIn("Where is the inn, stranger number 5?", dev + train)
+            self.assertEqual(read(f"{out}/provenance.tsv")[1].split("\t")[2:], ["2", "7", "GPL-2+"])
+            # without --all-formats only .mo catalogues are read: this package has none
+            r = subprocess.run(run, capture_output=True, text=True)
+            self.assertNotEqual(r.returncode, 0)
+            self.assertIn("no pairs", r.stderr)
+            self.build_deb(t, "games2-debs", "m-data", {"usr/share/locale/de/LC_MESSAGES/m.mo": mo})
+            r = subprocess.run(run + ["--n-dev", "0"], capture_output=True, text=True)
+            self.assertEqual(read(f"{out}/train.en"), ["Where is the inn, stranger number 0?"], r.stderr)
+            r = subprocess.run(run + ["--exclude", os.path.join(t, "missing.en")], capture_output=True, text=True)
+            self.assertIn("--exclude", r.stderr)
+
     @unittest.skipUnless(shutil.which("dpkg-deb"), "no dpkg-deb")
     def test_main_on_a_built_package(self):
         lines = [(f"We must reach the river before night falls, friend number {i}.",
@@ -102,7 +187,6 @@ class EndToEnd(unittest.TestCase):
                             "--n-dev", "2", "--n-test", "3", "--test-out", os.path.join(t, "out/test")],
                            check=True, capture_output=True)
             out = os.path.join(t, "w/dialogue")
-            read = lambda p: open(p, encoding="utf-8").read().splitlines()  # noqa: E731
             dev, test, train = read(f"{out}/dev.en"), read(f"{out}/test.en"), read(f"{out}/train.en")
             self.assertEqual((len(dev), len(test)), (2, 3))
             self.assertEqual(read(os.path.join(t, "out/test.en")), test)
@@ -117,8 +201,7 @@ class EndToEnd(unittest.TestCase):
 class CommittedTestSet(unittest.TestCase):
     def test_dialogue_test_set(self):
         d = os.path.join(ROOT, "tests", "data", "en_de_dialogue")
-        en = open(os.path.join(d, "test.en"), encoding="utf-8").read().splitlines()
-        de = open(os.path.join(d, "test.de"), encoding="utf-8").read().splitlines()
+        en, de = read(os.path.join(d, "test.en")), read(os.path.join(d, "test.de"))
         self.assertEqual((len(en), len(de)), (500, 500))
         self.assertTrue(all(dl.is_sentence(s, t) for s, t in zip(en, de)))
         keys = {corpus.normkey(s) for s in en}

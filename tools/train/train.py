@@ -268,6 +268,7 @@ def main():
             setattr(a, k, rec["train_args"][k])
         step, epoch, pos, elapsed = last["step"], last["epoch"], last["pos"], last.get("trained_min", 0) * 60
         rewarm_from = step
+        torch.manual_seed(a.seed)  # dropout's stream from the recorded seed, not the command line's
         print(f"continuing {a.init}'s run: step {step} epoch {epoch} batch {pos}, lr {a.lr} warm-up {a.warmup} "
               f"seed {a.seed}, {a.batch_tokens} tokens a batch; learning rate ramps up again over {a.rewarm} "
               "steps", flush=True)
