@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Dev perplexity of the average of the last 1..4 checkpoints (weights rounded to F16 as exported), to choose
-export.py --last N. Usage: tools/.venv/bin/python tools/train/dev_average.py [WORK] (from the repository root;
-WORK defaults to .train)."""
+"""Dev perplexity of the average of the last 1..MAX checkpoints (weights rounded to F16 as exported), to choose
+export.py --last N. Usage: tools/.venv/bin/python tools/train/dev_average.py [WORK] [MAX] (from the repository
+root; WORK defaults to .train, MAX, the most checkpoints averaged, to 4)."""
 import argparse
 import glob
 import math
@@ -12,12 +12,13 @@ sys.path.insert(0, 'tools/train'); import train as T
 from transformers import MarianMTModel
 torch.set_num_threads(2)
 W = sys.argv[1] if len(sys.argv) > 1 else '.train'
+MAX = int(sys.argv[2]) if len(sys.argv) > 2 else 4
 d = T.load_data(W); pad, V = d['pad'], d['vocab_size']; ds, dt = d['dev']
 cks = sorted(glob.glob(W + '/ckpt/ckpt-*.pt'), key=lambda p: int(p.split('-')[-1][:-3]))
-sds = [torch.load(p, weights_only=False)['model'] for p in cks[-4:]]
+sds = [torch.load(p, weights_only=False)['model'] for p in cks[-MAX:]]
 args = argparse.Namespace(**torch.load(cks[-1], weights_only=False)['args'])
 m = MarianMTModel(T.model_config(V, pad, args)); m.eval()
-for n in (1, 2, 3, 4):
+for n in range(1, len(sds) + 1):
     avg = {k: sum(sd[k].double() for sd in sds[-n:]) / n if sds[-1][k].is_floating_point() else sds[-1][k] for k in sds[-1]}
     m.load_state_dict({k: v.float() if v.is_floating_point() else v for k, v in avg.items()}); m.half().float()
     tot = cnt = 0
