@@ -89,7 +89,6 @@ def read_mo(data):
     return out
 
 
-
 PO_ESC = {"n": "\n", "t": "\t", "r": "\r", '"': '"', "\\": "\\", "a": "\a", "b": "\b", "f": "\f", "v": "\v"}
 
 
@@ -154,9 +153,12 @@ def read_lua_locale(text):
     return out
 
 
-# German catalogues inside a package: gettext .mo under de/LC_MESSAGES, .po named de.po or *.de.po, Lua locale
-# tables named de.lua under a Locale directory
-GERMAN_CATALOGUE_RE = re.compile(r"(/de(_DE)?(\.UTF-8)?/LC_MESSAGES/.*\.mo|/(de|[^/]+\.de)\.po|/[Ll]ocale/de\.lua)$")
+# German catalogues inside a package: gettext .mo under de/LC_MESSAGES (MO_CATALOGUE_RE, what stage 1 and
+# deb_sources read by default); with GERMAN_CATALOGUE_RE also .po named de.po or *.de.po and Lua locale tables
+# named de.lua under a Locale directory
+MO_PATTERN = r"/de(_DE)?(\.UTF-8)?/LC_MESSAGES/.*\.mo"
+MO_CATALOGUE_RE = re.compile(MO_PATTERN + "$")
+GERMAN_CATALOGUE_RE = re.compile(f"({MO_PATTERN}|/(de|[^/]+\\.de)\\.po|/[Ll]ocale/de\\.lua)$")
 
 
 def read_catalogue(name, data):
@@ -314,9 +316,6 @@ def installed_sources():
         yield pkg, "installed", lic, os.path.basename(path), data
 
 
-MO_CATALOGUE_RE = re.compile(r"/de(_DE)?(\.UTF-8)?/LC_MESSAGES/.*\.mo$")
-
-
 def deb_sources(debdir, catalogue_re=MO_CATALOGUE_RE):
     """-> (package, origin, licence, file name, bytes) for every German catalogue (a file whose path matches
     catalogue_re; the gettext .mo files by default) of the .deb packages in DEBDIR."""
@@ -328,12 +327,12 @@ def deb_sources(debdir, catalogue_re=MO_CATALOGUE_RE):
         except subprocess.CalledProcessError:
             print(f"corpus: cannot read {deb}", file=sys.stderr)
             continue
-        mos, lic = [], "unknown"
+        cats, lic = [], "unknown"
         with tarfile.open(fileobj=io.BytesIO(tar_bytes)) as tf:
             for m in tf:
                 n = m.name
                 if m.isfile() and catalogue_re.search(n):
-                    mos.append((os.path.basename(n), tf.extractfile(m).read()))
+                    cats.append((os.path.basename(n), tf.extractfile(m).read()))
                 elif m.isfile() and n.endswith(f"/usr/share/doc/{pkg}/copyright"):
                     lic = licence_of_copyright(tf.extractfile(m).read().decode("utf-8", "replace"))
                 elif m.issym() and n.endswith(f"/usr/share/doc/{pkg}") and lic == "unknown":
@@ -344,7 +343,7 @@ def deb_sources(debdir, catalogue_re=MO_CATALOGUE_RE):
                             lic = licence_of_copyright(f.read()) + f" (copyright of {m.linkname})"
                     except OSError:
                         lic = f"see the copyright of {m.linkname}"
-        for name, data in mos:
+        for name, data in cats:
             yield pkg, "apt-get download", lic, name, data
 
 
