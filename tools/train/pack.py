@@ -6,7 +6,8 @@ The GPU machine runs a command in a copy of the repository; ignored paths travel
 
   pack    WORK/corpus + spm -> PACK/: train.{en,de}.xz, dev.{en,de}.xz, joint.spm, vocab.json, manifest.json
           (the training text of one or more --train PREFIX, concatenated in order, less the pairs whose normalised
-          source is in an --exclude file (the committed test sets); xz: 13.9 MiB for 701 k pairs)
+          English or German side is a line of an --exclude FILE.en or FILE.de (the committed test sets); xz:
+          13.9 MiB for 701 k pairs; --direction de-en for a German->English model)
   unpack  PACK/ -> WORK/corpus/{train,dev}.{en,de} and WORK/spm/ (checks the sha256 of the manifest): the
           layout train.py --work WORK reads
   layout  pack + unpack on this machine, without xz: the same --train / --dev / --exclude / --spm straight into
@@ -53,11 +54,14 @@ def write_text(a, open_out, cmd):
     open_out("dev.de"). Returns the manifest's "train" and "dev" entries."""
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from corpus import normkey
-    held = set()
-    for path in a.exclude:  # held-out sources: no training pair with the same normalised source
+    held = {"en": set(), "de": set()}
+    for path in a.exclude:  # held-out sentences: no training pair with the same normalised side
+        lang = path.rsplit(".", 1)[-1]
+        if lang not in held:
+            sys.exit(f"{cmd}: --exclude {path}: the name must end in .en or .de (the side it is compared with)")
         with open(path, encoding="utf-8") as f:
-            held.update(normkey(x.rstrip("\n")) for x in f)
-    held.discard("")
+            held[lang].update(normkey(x.rstrip("\n")) for x in f)
+        held[lang].discard("")
     man = {"train": [], "exclude": [os.path.relpath(x) for x in a.exclude]}
     n = 0
     with open_out("train.en") as we, open_out("train.de") as wd:
@@ -65,7 +69,8 @@ def write_text(a, open_out, cmd):
             k = dropped = 0
             with open(f"{prefix}.en", encoding="utf-8") as fe, open(f"{prefix}.de", encoding="utf-8") as fd:
                 for le, ld in zip(fe, fd):
-                    if held and normkey(le.rstrip("\n")) in held:
+                    if (held["en"] and normkey(le.rstrip("\n")) in held["en"]) or \
+                            (held["de"] and normkey(ld.rstrip("\n")) in held["de"]):
                         dropped += 1
                         continue
                     we.write(le)
@@ -95,10 +100,23 @@ def copy_spm(src, dst):
     shutil.copy(os.path.join(src, "vocab.json"), os.path.join(dst, "vocab.json"))
 
 
+def write_direction(work, direction):
+    """WORK/direction.json for a German->English work directory (train.py and export.py read the source side
+    from it); none for English->German, the default."""
+    d = os.path.join(work, "direction.json")
+    if direction == "de-en":
+        with open(d, "w") as f:
+            json.dump({"src": "de", "tgt": "en"}, f)
+            f.write("\n")
+    elif os.path.exists(d):
+        os.remove(d)
+
+
 def pack(a):
     os.makedirs(a.out, exist_ok=True)
     man = write_text(a, lambda name: lzma.open(os.path.join(a.out, name + ".xz"), "wt", encoding="utf-8",
                                                preset=6), "pack")
+    man["direction"] = a.direction
     man["files"] = {}
     copy_spm(a.spm, a.out)
     for name in sorted(os.listdir(a.out)):
@@ -128,6 +146,7 @@ def unpack(a):
                 shutil.copyfileobj(r, w)
     for name in ("joint.spm", "vocab.json"):
         shutil.copy(os.path.join(a.pack, name), os.path.join(s, name))
+    write_direction(a.work, man.get("direction", "en-de"))
     cache = os.path.join(a.work, "ckpt", "data.pt")
     if os.path.exists(cache):  # encoded ids of an older corpus
         os.remove(cache)
@@ -143,7 +162,9 @@ def layout(a):
     man = write_text(a, lambda name: open(os.path.join(c, name), "w", encoding="utf-8"), "layout")
     copy_spm(a.spm, s)
     man["spm"] = os.path.relpath(a.spm)
+    man["direction"] = a.direction
     write_provenance(a.train, man, c)
+    write_direction(a.work, a.direction)
     with open(os.path.join(c, "layout.json"), "w") as f:
         json.dump(man, f, indent=2)
         f.write("\n")
@@ -250,7 +271,10 @@ def corpus_args(p):
     p.add_argument("--train", action="append", required=True, help="PREFIX of PREFIX.en / PREFIX.de (repeatable)")
     p.add_argument("--dev", action="append", required=True, help="PREFIX of the dev set (repeatable)")
     p.add_argument("--exclude", action="append", default=[],
-                   help="held-out SOURCES.en: training pairs with the same normalised source are left out (repeatable)")
+                   help="held-out FILE.en or FILE.de: training pairs whose English (German) side, normalised, "
+                        "equals a line of it are left out (repeatable)")
+    p.add_argument("--direction", choices=("en-de", "de-en"), default="en-de",
+                   help="de-en: WORK/direction.json makes German the source (train.py, export.py)")
     p.add_argument("--spm", required=True, help="directory with joint.spm (or an exported model's source.spm) and "
                                                 "vocab.json")
 
