@@ -11,12 +11,14 @@
  *   td_run_add   admit: check, lay out each sentence's state in a free slot,
  *                encode the new sentences as one batch and place their
  *                cross-attention K/V in their slots
- *   td_run_step  step: one decoder step for every live row (logits,
- *                log-softmax + top-k on the device, one download);
+ *   td_run_step  step: one decoder step for every live row, or for the
+ *                shortest sentences' rows only (td_run_step_shortest)
+ *                (logits, log-softmax + top-k on the device, one download);
  *                advance: each sentence's greedy or beam bookkeeping on the
  *                host, finished sentences' results built (finish);
  *                compact: rows re-laid out (beam reordering; finished and
- *                cancelled sentences leave)
+ *                cancelled sentences leave; sentences by source length,
+ *                shortest first, so that the shortest are a prefix)
  *   td_run_take  hand a finished sentence's result out
  * td_translate_batch is a loop over them.
  *
@@ -39,6 +41,7 @@
  * (steps x beams x selected layers x heads x source tokens); nothing is
  * allocated per step.
  */
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -514,20 +517,21 @@ void td_run_reset(td_worker *w)
     sc->n_order = sc->n_done = sc->done_head = sc->n_rows = 0;
 }
 
-/* step, inputs: every live row's token, position, slot, lengths, cache
- * destination and forced end; returns the top-k width of the step (the
- * largest of the sentences') and sets the maxima the kernels need. */
-static int step_inputs(td_worker *w, int *s_kv, int *t_len, int *any_beam, uint64_t *capture)
+/* step, inputs: the token, position, slot, lengths, cache destination and
+ * forced end of the n rows of the first n_sel sentences of the row order;
+ * returns the top-k width of the step (the largest of the sentences') and
+ * sets the maxima the kernels need. */
+static int step_inputs(td_worker *w, int n_sel, int n, int *s_kv, int *t_step, int *any_beam,
+                       uint64_t *capture)
 {
     td_decode_scratch *sc = w->scratch;
     const td_config *c = &w->m->cfg;
-    const int n = sc->n_rows;
     const int64_t T = w->o.max_length;
     int32_t *rows = sc->rows;
     int ks = 1;
-    *s_kv = *t_len = *any_beam = 0;
+    *s_kv = *t_step = *any_beam = 0;
     *capture = 0;
-    for (int k = 0; k < sc->n_order; k++) {
+    for (int k = 0; k < n_sel; k++) {
         const sent *s = &sc->sents[sc->order[k]];
         const int t = s->t;
         if (s->B > 1 && 2 * s->B > ks)
@@ -535,8 +539,8 @@ static int step_inputs(td_worker *w, int *s_kv, int *t_len, int *any_beam, uint6
         *any_beam |= s->B > 1;
         if (s->src_len > *s_kv)
             *s_kv = s->src_len;
-        if (t + 1 > *t_len)
-            *t_len = t + 1;
+        if (t + 1 > *t_step)
+            *t_step = t + 1;
         *capture |= s->sel.mask;
         for (int b = 0; b < s->B; b++) {
             int r = s->row0 + b;
@@ -554,28 +558,61 @@ static int step_inputs(td_worker *w, int *s_kv, int *t_len, int *any_beam, uint6
     return ks;
 }
 
-/* step, advance: each live sentence's bookkeeping; finished ones get their
- * result (finish) and queue for td_run_take, cancelled ones are dropped;
- * the rows that go on are listed in gather. Returns their number. */
-static int step_advance(td_worker *w, int ks, int s_kv, const int *cap_of)
+/* Row order: live sentences by source length, shortest first (admission
+ * order among equals), so that the shortest are a prefix of the rows. */
+static int order_before(const sent *a, const sent *b)
+{
+    return a->src_len != b->src_len ? a->src_len < b->src_len : a->seq < b->seq;
+}
+
+/* step, advance: the bookkeeping of the stepped sentences (the first of the
+ * row order, n rows); finished ones get their result (finish) and
+ * queue for td_run_take, cancelled ones are dropped, the others keep their
+ * state; the rows that go on are listed in gather, in the row order
+ * (order_before). Returns their number and in *t_len the most cache
+ * positions a row of them has written. */
+static int step_advance(td_worker *w, int n, int ks, int s_kv, const int *cap_of, int *t_len)
 {
     td_decode_scratch *sc = w->scratch;
     const td_config *c = &w->m->cfg;
-    const int n = sc->n_rows, H = c->decoder_attention_heads;
+    const int H = c->decoder_attention_heads;
     const float *val = sc->topk;
     const int32_t *idx = (const int32_t *)(sc->topk + (int64_t)n * ks);
     const int64_t layer_stride = (int64_t)n * H * s_kv;
-    int n_new = 0, n_order = 0;
+    int n_new = 0, n_order = 0, *sorted = sc->enc_order;
+    /* the next row order: stable insertion sort (the order is sorted but
+     * for the sentences admitted since the last step) */
+    for (int i = 0; i < sc->n_order; i++) {
+        int k = i;
+        const sent *s = &sc->sents[sc->order[i]];
+        while (k > 0 && order_before(s, &sc->sents[sorted[k - 1]])) {
+            sorted[k] = sorted[k - 1];
+            k--;
+        }
+        sorted[k] = sc->order[i];
+    }
+    *t_len = 0;
     for (int k = 0; k < sc->n_order; k++) {
-        const int slot = sc->order[k];
+        const int slot = sorted[k];
         sent *s = &sc->sents[slot];
         if (s->cancelled) {
             slot_clear(s);
             continue;
         }
+        int first = n_new;
+        if (s->row0 >= n) { /* not stepped: its rows go on as they are */
+            for (int b = 0; b < s->B; b++) {
+                sc->gather[n_new] = s->row0 + b;
+                sc->row_len[n_new++] = (int32_t)(s->t * c->d_model);
+            }
+            if (s->t > *t_len)
+                *t_len = s->t;
+            s->row0 = first;
+            sc->order[n_order++] = slot;
+            continue;
+        }
         if (s->o.return_attention)
             td_search_record(s, s->t, sc->probs, layer_stride, cap_of, H, s_kv);
-        int first = n_new;
         if (s->B == 1)
             td_search_greedy(s, val, idx, ks, s->t, s->M, c->eos_token_id, &s->o, sc->gather,
                           &n_new);
@@ -586,6 +623,8 @@ static int step_advance(td_worker *w, int ks, int s_kv, const int *cap_of)
         /* the rows that go on hold s->t written positions of their cache */
         for (int r = first; r < n_new; r++)
             sc->row_len[r] = (int32_t)(s->t * c->d_model);
+        if (n_new > first && s->t > *t_len)
+            *t_len = s->t;
         if (s->done) {
             /* finish */
             s->res_failed = td_search_result(s, &s->res) != 0;
@@ -623,10 +662,25 @@ static void step_compact(td_worker *w, int n_new, int t_len)
 
 int td_run_step(td_worker *w, char *err, size_t errlen)
 {
+    return td_run_step_shortest(w, INT_MAX, err, errlen);
+}
+
+int td_run_step_shortest(td_worker *w, int max_rows, char *err, size_t errlen)
+{
     td_decode_scratch *sc = w->scratch;
     const td_config *c = &w->m->cfg;
     const td_backend_ops *ops = w->be->ops;
-    const int n = sc->n_rows, H = c->decoder_attention_heads;
+    const int H = c->decoder_attention_heads;
+    /* the stepped sentences: the first of the row order whose rows fit
+     * max_rows, at least one (a prefix of the rows) */
+    int n_sel = 0, n = 0;
+    while (n_sel < sc->n_order) {
+        const sent *s = &sc->sents[sc->order[n_sel]];
+        if (n_sel > 0 && n + s->B > max_rows)
+            break;
+        n += s->B;
+        n_sel++;
+    }
     if (n == 0) {
         /* only cancelled sentences without rows can be here */
         for (int k = 0; k < sc->n_order; k++)
@@ -634,9 +688,9 @@ int td_run_step(td_worker *w, char *err, size_t errlen)
         sc->n_order = 0;
         return sc->n_done;
     }
-    int s_kv, t_len, any_beam;
+    int s_kv, t_step, t_len, any_beam;
     uint64_t capture;
-    const int ks = step_inputs(w, &s_kv, &t_len, &any_beam, &capture);
+    const int ks = step_inputs(w, n_sel, n, &s_kv, &t_step, &any_beam, &capture);
     ops->upload(w->be, w->d_rows, sc->rows, (size_t)n * ROW_FIELDS * sizeof(int32_t));
     if (any_beam)
         ops->upload(w->be, w->row_bias, sc->r_bias, (size_t)n * sizeof(float));
@@ -649,7 +703,7 @@ int td_run_step(td_worker *w, char *err, size_t errlen)
         .self_len = w->d_rows + ROW_SELF_LEN * n,
         .dst = w->d_rows + ROW_DST * n,
         .s_kv = s_kv,
-        .t_len = t_len,
+        .t_len = t_step,
     };
     td_decode_step(w, &rows, capture);
     ops->logprobs_topk(w->be, w->logits, n, c->decoder_vocab_size, w->d_suppress,
@@ -671,7 +725,8 @@ int td_run_step(td_worker *w, char *err, size_t errlen)
         }
     if (ops->sync(w->be, err, errlen) != 0)
         return TD_EDEVICE;
-    step_compact(w, step_advance(w, ks, s_kv, cap_of), t_len);
+    const int n_new = step_advance(w, n, ks, s_kv, cap_of, &t_len);
+    step_compact(w, n_new, t_len);
     return sc->n_done;
 }
 

@@ -214,6 +214,16 @@ int td_run_add(td_worker *w, const int32_t *const *src, const int *src_len, int 
  * backend's message (the caller should td_run_reset). */
 int td_run_step(td_worker *w, char *err, size_t errlen);
 
+/* One decoder step for the live sentences with the shortest sources only:
+ * the first of the row order (live sentences by source length, shortest
+ * first, admission order among equals; a sentence admitted since the last
+ * step takes its place in that order after the next step) whose rows fit
+ * max_rows, at least one sentence. The others keep their state and go on at
+ * a later step, so a scheduler can step short sentences more often than
+ * long ones; what each sentence computes is the same. td_run_step is
+ * td_run_step_shortest(w, INT_MAX, ...). Returns as td_run_step. */
+int td_run_step_shortest(td_worker *w, int max_rows, char *err, size_t errlen);
+
 /* Hands out the oldest finished sentence: 1 with its handle and result
  * (the caller owns it: td_result_free); -1 with its handle when its result
  * could not be built (out of host memory; *res is zeroed); 0 when none

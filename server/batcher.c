@@ -61,6 +61,7 @@ typedef struct srv_worker {
     int rows_total;        /* the worker's decoder rows (max_batch x max_beam) */
     int deferred;          /* steps the admission of fitting texts was put off
                               (srv_inflight_admit_now) */
+    int short_phase;       /* srv_inflight_step_rows's position in its cycle */
 } srv_worker;
 
 struct srv_batcher {
@@ -83,6 +84,7 @@ struct srv_batcher {
     size_t worker_bytes;     /* one worker's arena, set at init */
     srv_fault fault;         /* tests only */
     int worker_nice;         /* srv_batcher_opts.worker_nice */
+    int short_steps;         /* srv_batcher_opts.short_steps */
     int test_step_delay_ms;  /* tests only */
     void (*test_on_admit)(void *, int, long, int, int, int); /* tests only */
     void *test_ud;
@@ -607,15 +609,16 @@ static void inflight_step(srv_worker *wk, int k, int cut)
     char err[256];
     int rc = wk->n_live > 0 ? engine_blocked(b, err, sizeof err) : 0;
     int stepped = rc == 0 && (wk->n_live > 0 || td_run_live(wk->w) > 0);
+    int max_rows = srv_inflight_step_rows(td_run_rows(wk->w), b->short_steps, &wk->short_phase);
     if (stepped)
-        rc = td_run_step(wk->w, err, sizeof err);
+        rc = td_run_step_shortest(wk->w, max_rows, err, sizeof err);
     /* the gauge before any job finishes: a client that has its answer sees
      * its rows gone */
     long rows = rc < 0 ? 0 : td_run_rows(wk->w);
     srv_metrics_running_rows(b->metrics, rows - wk->rows);
     wk->rows = rows;
     if (stepped)
-        srv_metrics_step(b->metrics, admitted, srv_now() - t0);
+        srv_metrics_step(b->metrics, admitted, max_rows != INT_MAX, srv_now() - t0);
     if (rc < 0) {
         srv_metrics_batch_failed(b->metrics);
         fprintf(stderr, "transformerd: a decoding step failed: %s\n", err);
@@ -763,6 +766,7 @@ int srv_batcher_init(srv_batcher **out, const srv_batcher_opts *o, srv_metrics *
     b->scheduler = o->scheduler;
     b->test_step_delay_ms = o->test_step_delay_ms;
     b->worker_nice = o->worker_nice;
+    b->short_steps = o->short_steps;
     b->test_on_admit = o->test_on_admit;
     b->test_ud = o->test_ud;
     b->cand_cap = 8 * o->max_batch_size;

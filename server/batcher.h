@@ -20,6 +20,7 @@
 #ifndef SRV_BATCHER_H
 #define SRV_BATCHER_H
 
+#include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -113,6 +114,30 @@ static inline int srv_inflight_admit_now(int fit, long queued, int free_rows, in
            deferred >= SRV_ADMIT_MAX_DEFER;
 }
 
+/* --scheduler inflight, --short-steps N: the rows of the next decoding
+ * step. On a CPU a step costs about in proportion to its rows, so a short
+ * text decoding next to long ones pays for their rows at every step. Once a
+ * running decode holds SRV_SHORT_MIN_ROWS rows or more, each step of every
+ * row is followed by N steps of the texts with the shortest sources only,
+ * as many as fill a quarter of the rows (td_run_step_shortest): they
+ * advance N + 1 tokens while the others advance one, for about 1 + N / 4
+ * the time of a step of all rows. Results do not change (each row computes
+ * what it computes alone). live_rows: the decode's rows now; *phase: the
+ * worker's position in the cycle (0 before a step of every row). Returns
+ * max_rows for td_run_step_shortest (INT_MAX: every row). */
+#define SRV_SHORT_ROWS_DIVISOR 4
+#define SRV_SHORT_MIN_ROWS 16
+static inline int srv_inflight_step_rows(int live_rows, int short_steps, int *phase)
+{
+    if (short_steps <= 0 || live_rows < SRV_SHORT_MIN_ROWS) {
+        *phase = 0;
+        return INT_MAX;
+    }
+    int p = *phase;
+    *phase = p >= short_steps ? 0 : p + 1;
+    return p == 0 ? INT_MAX : live_rows / SRV_SHORT_ROWS_DIVISOR;
+}
+
 typedef struct srv_batcher_opts {
     td_model *model;          /* loaded; outlives the batcher */
     td_decode_opts warm_up;   /* the model's defaults (the warm-up runs them greedy, <= 4 tokens) */
@@ -126,6 +151,8 @@ typedef struct srv_batcher_opts {
     int max_src_len, max_length, max_beam; /* size the workers (td_worker_opts) */
     srv_scheduler scheduler;
     int worker_nice;          /* the scheduler threads' nice value (0: as created) */
+    int short_steps;          /* inflight: steps of the shortest texts only after each
+                                 step of every row (srv_inflight_step_rows) */
     srv_fault fault;          /* SRV_FAULT_NONE outside tests */
     int test_step_delay_ms;   /* tests only: a worker sleeps this long after each
                                  decoding step (inflight) or batch (batch) */

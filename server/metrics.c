@@ -61,6 +61,7 @@ struct srv_metrics {
     hist step_seconds;
     hist step_admitted;
     atomic_ullong steps;
+    atomic_ullong short_steps;
     atomic_long running_rows;
     /* the bounds of batch_size and batch_tokens (set before any batch) */
     double size_buckets[SRV_HIST_MAX], tok_buckets[SRV_HIST_MAX];
@@ -240,11 +241,13 @@ void srv_metrics_queue_wait(srv_metrics *m, double seconds)
         hist_add(&m->queue_wait, k_lat_buckets, N_LAT, seconds);
 }
 
-void srv_metrics_step(srv_metrics *m, int admitted, double seconds)
+void srv_metrics_step(srv_metrics *m, int admitted, int shortest_only, double seconds)
 {
     if (!m)
         return;
     atomic_fetch_add_explicit(&m->steps, 1, memory_order_relaxed);
+    if (shortest_only)
+        atomic_fetch_add_explicit(&m->short_steps, 1, memory_order_relaxed);
     hist_add(&m->step_seconds, k_lat_buckets, N_LAT, seconds);
     hist_add(&m->step_admitted, k_admit_buckets, N_ADMIT, admitted);
 }
@@ -465,6 +468,8 @@ static const family k_families[] = {
      FAM_HIST, MOFF(step_admitted), 0, 3},
     {"transformerd_decode_steps_total", "Decoding steps of the running decodes.", FAM_COUNTER,
      MOFF(steps), 0, 0},
+    {"transformerd_decode_short_steps_total", "Of those, steps of the texts with the shortest "
+     "sources only (--short-steps).", FAM_COUNTER, MOFF(short_steps), 0, 0},
     {"transformerd_running_rows", "Decoder rows (sentences x beams) in the running decodes.",
      FAM_GAUGE, MOFF(running_rows), 1, 0},
     {"transformerd_batches_total", "Engine batches run.", FAM_COUNTER, MOFF(batches), 0, 0},

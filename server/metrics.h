@@ -60,8 +60,9 @@ void srv_metrics_batch(srv_metrics *m, int n_sentences, long padded_tokens, doub
 void srv_metrics_tokens(srv_metrics *m, long in, long out);
 void srv_metrics_queue_depth(srv_metrics *m, long depth);
 void srv_metrics_batch_failed(srv_metrics *m);
-/* One step of a running decode: the sentences admitted before it, its time. */
-void srv_metrics_step(srv_metrics *m, int admitted, double seconds);
+/* One step of a running decode: the sentences admitted before it, whether
+ * it stepped the shortest texts only (--short-steps), its time. */
+void srv_metrics_step(srv_metrics *m, int admitted, int shortest_only, double seconds);
 /* The running rows gauge moves by delta (workers add theirs). */
 void srv_metrics_running_rows(srv_metrics *m, long delta);
 

@@ -48,6 +48,7 @@ typedef struct srv_opts {
     int workers;              /* td_workers (scheduler threads) per model */
     srv_scheduler scheduler;  /* inflight (default) | batch */
     int worker_nice;          /* --worker-nice: the scheduler threads' nice value */
+    int short_steps;          /* --short-steps: inflight steps of the shortest texts only */
     int test_step_delay_ms;   /* tests only: sleep after each step / batch */
     int max_batch_tokens;     /* padded source tokens per batch */
     int max_batch_size;       /* sentences per batch */

@@ -1,7 +1,7 @@
 /*
  * test_batcher.c - the inflight scheduler's admission policy
  * (srv_inflight_admit_now in server/batcher.h), as a rule and in the real
- * batcher.
+ * batcher, and the rule of --short-steps (srv_inflight_step_rows).
  *
  * The rule: a running decode takes queued texts in when every queued text
  * fits, when a quarter of its rows is free, or when it has put the
@@ -37,6 +37,29 @@ START_TEST(test_rule)
     /* ... or put off long enough */
     ck_assert(!srv_inflight_admit_now(1, 9, 1, R, SRV_ADMIT_MAX_DEFER - 1));
     ck_assert(srv_inflight_admit_now(1, 9, 1, R, SRV_ADMIT_MAX_DEFER));
+}
+END_TEST
+
+/* --short-steps: every row, then N steps of the shortest quarter, in a
+ * cycle; every row at every step while the decode is small or N is 0. */
+START_TEST(test_short_steps_rule)
+{
+    int phase = 0;
+    const int R = 64;
+    for (int cycle = 0; cycle < 3; cycle++) {
+        ck_assert_int_eq(srv_inflight_step_rows(R, 2, &phase), INT_MAX);
+        ck_assert_int_eq(srv_inflight_step_rows(R, 2, &phase), R / SRV_SHORT_ROWS_DIVISOR);
+        ck_assert_int_eq(srv_inflight_step_rows(R, 2, &phase), R / SRV_SHORT_ROWS_DIVISOR);
+    }
+    ck_assert_int_eq(srv_inflight_step_rows(R, 1, &phase), INT_MAX);
+    ck_assert_int_eq(srv_inflight_step_rows(R, 1, &phase), R / SRV_SHORT_ROWS_DIVISOR);
+    ck_assert_int_eq(srv_inflight_step_rows(R, 1, &phase), INT_MAX);
+    /* a small decode steps every row and starts the cycle over */
+    ck_assert_int_eq(srv_inflight_step_rows(SRV_SHORT_MIN_ROWS - 1, 1, &phase), INT_MAX);
+    ck_assert_int_eq(phase, 0);
+    ck_assert_int_eq(srv_inflight_step_rows(R, 1, &phase), INT_MAX);
+    for (int k = 0; k < 4; k++)
+        ck_assert_int_eq(srv_inflight_step_rows(R, 0, &phase), INT_MAX);
 }
 END_TEST
 
@@ -172,6 +195,7 @@ int main(void)
     TCase *tc = tcase_create("admission");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_rule);
+    tcase_add_test(tc, test_short_steps_rule);
     tcase_add_test(tc, test_deep_queue);
     suite_add_tcase(s, tc);
     SRunner *r = srunner_create(s);

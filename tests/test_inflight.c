@@ -3,7 +3,9 @@
  * random steps, next to random company, with random options, get exactly
  * what they get alone (td_translate_batch of one sentence, which the golden
  * tests hold to transformers): the same tokens, scores and attention.
- * Cancelled sentences free their rows and change nobody else's result.
+ * Cancelled sentences free their rows and change nobody else's result, and
+ * steps of the shortest sentences only (td_run_step_shortest) change
+ * nothing either but the order in which sentences finish.
  *
  * Fixtures with every kind of position (sinusoidal, relative keys/values,
  * rotary, learned), since a row's position is its own in a running decode.
@@ -111,7 +113,8 @@ static void load(const char *name, td_model **m, td_worker **w, int max_batch)
 }
 
 /* Random arrivals: at each step up to three pending sentences join when
- * they fit; one in seven running sentences is cancelled at a random step. */
+ * they fit; one in seven running sentences is cancelled at a random step;
+ * half of the steps advance only the shortest sentences (up to 1..8 rows). */
 START_TEST(test_random_arrivals)
 {
     const char *name = k_fixtures[_i];
@@ -129,7 +132,7 @@ START_TEST(test_random_arrivals)
                       "%s", err);
         ck_assert_int_eq(td_run_live(w), 0);
     }
-    int next = 0, done = 0, steps = 0, joined_late = 0, cancelled = 0;
+    int next = 0, done = 0, steps = 0, joined_late = 0, cancelled = 0, partial = 0;
     while (done < N_SENT) {
         int admit = (int)(rnd() % 4);
         for (int k = 0; k < admit && next < N_SENT; k++) {
@@ -155,7 +158,13 @@ START_TEST(test_random_arrivals)
                 cancelled++;
                 cancel = i;
             }
-        ck_assert_msg(td_run_step(w, err, sizeof err) >= 0, "%s", err);
+        if (rnd() % 2) {
+            int max_rows = 1 + (int)(rnd() % 8);
+            partial += max_rows < rows_before;
+            ck_assert_msg(td_run_step_shortest(w, max_rows, err, sizeof err) >= 0, "%s", err);
+        } else {
+            ck_assert_msg(td_run_step(w, err, sizeof err) >= 0, "%s", err);
+        }
         steps++;
         if (cancel >= 0)
             ck_assert_msg(td_run_rows(w) <= rows_before - s[cancel].o.beam_size,
@@ -178,14 +187,15 @@ START_TEST(test_random_arrivals)
     ck_assert_int_eq(td_run_live(w), 0);
     ck_assert_int_eq(td_run_rows(w), 0);
     ck_assert_int_gt(joined_late, 3); /* sentences did join a running decode */
+    ck_assert_int_gt(partial, 3);     /* and steps did leave rows behind */
     for (int i = 0; i < N_SENT; i++) {
         if (s[i].state == 2)
             expect_same(name, i, &s[i].got, &s[i].alone);
         td_result_free(&s[i].got);
         td_result_free(&s[i].alone);
     }
-    fprintf(stderr, "%s: %d sentences, %d steps, %d joined a running decode, %d cancelled\n",
-            name, N_SENT, steps, joined_late, cancelled);
+    fprintf(stderr, "%s: %d sentences, %d steps (%d partial), %d joined a running decode, "
+            "%d cancelled\n", name, N_SENT, steps, partial, joined_late, cancelled);
     td_worker_free(w);
     td_model_free(m);
 }
@@ -228,6 +238,78 @@ START_TEST(test_static_batch_and_busy_worker)
 }
 END_TEST
 
+/* td_run_step_shortest steps the sentences with the shortest sources: a
+ * long sentence admitted first waits while a short one admitted after it
+ * (and placed before it at the first step) decodes to its end; a sentence
+ * admitted since the last step waits for its place; then both finish with
+ * what they get alone. */
+START_TEST(test_shortest_first)
+{
+    td_model *m;
+    td_worker *w;
+    load("marian_tied", &m, &w, 6);
+    g_rng = 7;
+    sentence s[2];
+    make_sentences(m, s, 2);
+    const td_config *c = td_model_config(m);
+    char err[512];
+    /* s[0] long (a source whose translation alone has 4+ tokens), s[1]
+     * short, both greedy with attention */
+    for (int i = 0; i < 2; i++) {
+        int tries = 0;
+        do {
+            ck_assert_int_lt(tries++, 200);
+            td_result_free(&s[i].alone);
+            s[i].len = i == 0 ? MAX_SRC : 3;
+            for (int j = 0; j < s[i].len - 1; j++)
+                s[i].src[j] = 2 + (int)(rnd() % (uint32_t)(c->vocab_size - 4));
+            s[i].src[s[i].len - 1] = c->eos_token_id;
+            s[i].o.beam_size = s[i].o.num_hypotheses = 1;
+            s[i].o.max_length = 12;
+            s[i].o.return_attention = 1;
+            s[i].o.attn_layers = s[i].o.attn_heads = NULL;
+            s[i].o.n_attn_layers = s[i].o.n_attn_heads = 0;
+            const int32_t *src = s[i].src;
+            ck_assert_msg(td_translate_batch(w, &src, &s[i].len, 1, &s[i].o, &s[i].alone, err,
+                                             sizeof err) == 0,
+                          "%s", err);
+        } while (i == 0 && s[i].alone.hyps[0].n_tokens < 4);
+    }
+    for (int i = 0; i < 2; i++) {
+        const int32_t *src = s[i].src;
+        const td_decode_opts *op = &s[i].o;
+        ck_assert_int_eq(td_run_add(w, &src, &s[i].len, 1, &op, &s[i].seq, err, sizeof err), 0);
+    }
+    /* the first step takes the long sentence (first in the row order until
+     * the step lays the rows out anew); from then on the short one only */
+    ck_assert_int_ge(td_run_step_shortest(w, 1, err, sizeof err), 0);
+    int steps = 0, t;
+    td_seq q;
+    td_result r;
+    while ((t = td_run_take(w, &q, &r)) == 0) {
+        ck_assert_int_lt(++steps, 40);
+        ck_assert_int_ge(td_run_step_shortest(w, 1, err, sizeof err), 0);
+    }
+    ck_assert_int_eq(t, 1);
+    ck_assert_msg(q == s[1].seq, "the short sentence finishes first (after %d steps)", steps);
+    s[1].got = r;
+    ck_assert_int_eq(td_run_live(w), 1);
+    while ((t = td_run_take(w, &q, &r)) == 0)
+        ck_assert_int_ge(td_run_step_shortest(w, 1, err, sizeof err), 0);
+    ck_assert_int_eq(t, 1);
+    ck_assert_msg(q == s[0].seq, "then the long one");
+    s[0].got = r;
+    for (int i = 0; i < 2; i++) {
+        expect_same("shortest first", i, &s[i].got, &s[i].alone);
+        td_result_free(&s[i].got);
+        td_result_free(&s[i].alone);
+    }
+    ck_assert_int_eq(td_run_rows(w), 0);
+    td_worker_free(w);
+    td_model_free(m);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("inflight");
@@ -235,6 +317,7 @@ static Suite *suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, test_random_arrivals, 0, N_FIXTURES);
     tcase_add_test(tc, test_static_batch_and_busy_worker);
+    tcase_add_test(tc, test_shortest_first);
     suite_add_tcase(s, tc);
     return s;
 }

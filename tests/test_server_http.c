@@ -1157,6 +1157,7 @@ static char *variant(int v)
 }
 
 static json_t *g_expected[N_VARIANTS];
+static int g_conc_port; /* the daemon the clients of test_concurrency call */
 
 typedef struct client {
     pthread_t th;
@@ -1173,7 +1174,7 @@ static void *client_main(void *p)
         int v = (c->id * 7 + k * 5) % N_VARIANTS;
         char *js = variant(v);
         tc_resp r;
-        if (tc_post_json(g_port, "/v1/translate", js, &r) != 0 || r.status != 200) {
+        if (tc_post_json(g_conc_port, "/v1/translate", js, &r) != 0 || r.status != 200) {
             c->failures++;
         } else {
             json_t *j = body_json(&r);
@@ -1189,10 +1190,20 @@ static void *client_main(void *p)
     return NULL;
 }
 
+/* _i 0: the main daemon; 1: a daemon with --short-steps 1 (steps of the
+ * shortest texts only between the steps of every row), whose answers are
+ * the same as the main daemon's one by one. */
 START_TEST(test_concurrency)
 {
     tc_resp r;
-    ck_assert_int_eq(tc_request(g_port, "GET", "/metrics", NULL, NULL, 0, &r), 0);
+    pid_t pid = 0;
+    g_conc_port = g_port;
+    if (_i == 1) {
+        const char *args[] = {"--short-steps", "1", NULL};
+        g_conc_port = start(args, "short_steps", &pid);
+        ck_assert_int_gt(g_conc_port, 0);
+    }
+    ck_assert_int_eq(tc_request(g_conc_port, "GET", "/metrics", NULL, NULL, 0, &r), 0);
     double b1_before = metric(r.body, "transformerd_batch_size_bucket{model=\"marian_en_de\",le=\"1\"} ");
     double n_before = metric(r.body, "transformerd_batch_size_count{model=\"marian_en_de\"} ");
     tc_resp_free(&r);
@@ -1216,11 +1227,20 @@ START_TEST(test_concurrency)
         json_decref(g_expected[v]);
     ck_assert_int_eq(fail, 0);
     ck_assert_int_eq(mism, 0);
-    ck_assert_int_eq(tc_request(g_port, "GET", "/metrics", NULL, NULL, 0, &r), 0);
+    ck_assert_int_eq(tc_request(g_conc_port, "GET", "/metrics", NULL, NULL, 0, &r), 0);
     double b1 = metric(r.body, "transformerd_batch_size_bucket{model=\"marian_en_de\",le=\"1\"} ") - b1_before;
     double n = metric(r.body, "transformerd_batch_size_count{model=\"marian_en_de\"} ") - n_before;
+    double short_steps =
+        metric(r.body, "transformerd_decode_short_steps_total{model=\"marian_en_de\"} ");
     ck_assert_int_ge(check_histograms(r.body), 2);
     tc_resp_free(&r);
+    if (_i == 0) {
+        ck_assert_msg(short_steps == 0, "short steps %g without --short-steps", short_steps);
+    } else {
+        ck_assert_msg(short_steps > 0, "no step of the shortest texts only");
+        kill(pid, SIGTERM);
+        ck_assert_int_eq(tc_daemon_wait(pid, 30), 0);
+    }
     /* some batches held more than one sentence */
     ck_assert_msg(n > b1, "batches %g, of them single %g", n, b1);
 }
@@ -1456,7 +1476,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_max_beam);
     tcase_add_test(tc, test_startup_errors);
     tcase_add_test(tc, test_failing_batches);
-    tcase_add_test(tc, test_concurrency);
+    tcase_add_loop_test(tc, test_concurrency, 0, 2);
     tcase_add_test(tc, test_inflight_short_overtakes_long);
     tcase_add_test(tc, test_inflight_client_leaves);
     tcase_add_test(tc, test_sigterm_drains);

@@ -9,6 +9,7 @@
  *             client submits its next line the moment its last one is done
  *   batch     the same with --scheduler batch
  *
+ * (--short-steps: the daemon's option of that name, default 0 as there)
  * and for each, the wall time, the process's CPU time, p50/p99 latency
  * (submit to done) of the short and the long lines (the thirds with the
  * fewest and the most words, as bench_load ranks them), and the batcher's
@@ -20,7 +21,7 @@
  *
  *   bench_replay --model DIR --input FILE [--threads T] [--batch B]
  *                [--workers W] [--clients 64,8] [--modes offline,inflight,batch]
- *                [--repeat R] [--batch-delay-ms D]
+ *                [--repeat R] [--batch-delay-ms D] [--short-steps N]
  *
  * Lines are used in the file's order (bench/load/run.sh leaves its shuffled
  * input in OUT/load-input.txt). Prints one JSON line per mode, client count
@@ -45,7 +46,7 @@
 
 typedef struct cfg {
     const char *model, *input;
-    int threads, batch, repeat, delay_ms, workers;
+    int threads, batch, repeat, delay_ms, workers, short_steps;
     int clients[8], n_clients;
     int offline, inflight, batchmode;
 } cfg;
@@ -202,6 +203,7 @@ static int run_batcher(const cfg *c, td_model *m, td_tok_ids *ids, int clients,
                            .batch_delay_ms = c->delay_ms,
                            .max_queue = g_n + 1,
                            .max_src_len = mc->max_position_embeddings,
+                           .short_steps = c->short_steps,
                            .scheduler = sched};
     td_decode_opts_default(m, &bo.warm_up);
     bo.max_length = bo.warm_up.max_length;
@@ -324,8 +326,8 @@ static int parse_list(const char *s, int *out, int max)
 
 int main(int argc, char **argv)
 {
-    cfg c = {.threads = 1, .batch = 32, .repeat = 1, .workers = 1, .clients = {64, 8}, .n_clients = 2,
-             .offline = 1, .inflight = 1, .batchmode = 1};
+    cfg c = {.threads = 1, .batch = 32, .repeat = 1, .workers = 1, .short_steps = 0,
+             .clients = {64, 8}, .n_clients = 2, .offline = 1, .inflight = 1, .batchmode = 1};
     for (int i = 1; i + 1 < argc; i += 2) {
         const char *a = argv[i], *v = argv[i + 1];
         if (!strcmp(a, "--model"))
@@ -342,6 +344,8 @@ int main(int argc, char **argv)
             c.repeat = atoi(v);
         else if (!strcmp(a, "--batch-delay-ms"))
             c.delay_ms = atoi(v);
+        else if (!strcmp(a, "--short-steps"))
+            c.short_steps = atoi(v);
         else if (!strcmp(a, "--clients")) {
             if ((c.n_clients = parse_list(v, c.clients, 8)) < 1) {
                 fprintf(stderr, "replay: bad --clients %s\n", v);
@@ -359,7 +363,7 @@ int main(int argc, char **argv)
     if (!c.model || !c.input || c.batch < 1 || c.repeat < 1 || c.workers < 1) {
         fprintf(stderr, "usage: bench_replay --model DIR --input FILE [--threads T] [--batch B]\n"
                         "       [--workers W] [--clients 64,8] [--modes offline,inflight,batch] "
-                        "[--repeat R] [--batch-delay-ms D]\n");
+                        "[--repeat R] [--batch-delay-ms D] [--short-steps N]\n");
         return 2;
     }
     if (read_lines(c.input) != 0) {
