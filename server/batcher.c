@@ -609,9 +609,11 @@ static void inflight_step(srv_worker *wk, int k, int cut)
     char err[256];
     int rc = wk->n_live > 0 ? engine_blocked(b, err, sizeof err) : 0;
     int stepped = rc == 0 && (wk->n_live > 0 || td_run_live(wk->w) > 0);
-    int max_rows = srv_inflight_step_rows(td_run_rows(wk->w), b->short_steps, &wk->short_phase);
-    if (stepped)
+    int max_rows = INT_MAX; /* the cycle moves on only with the steps it schedules */
+    if (stepped) {
+        max_rows = srv_inflight_step_rows(td_run_rows(wk->w), b->short_steps, &wk->short_phase);
         rc = td_run_step_shortest(wk->w, max_rows, err, sizeof err);
+    }
     /* the gauge before any job finishes: a client that has its answer sees
      * its rows gone */
     long rows = rc < 0 ? 0 : td_run_rows(wk->w);
