@@ -496,11 +496,8 @@ static void bias_act_range(void *arg, int64_t r0, int64_t r1, int tid)
 {
     (void)tid;
     const bias_act_job *j = arg;
-    for (int64_t r = r0; r < r1; r++) {
-        float *xr = j->x + r * j->d;
-        for (int64_t i = 0; i < j->d; i++)
-            xr[i] = td_act(j->b ? xr[i] + j->b[i] : xr[i], j->act);
-    }
+    for (int64_t r = r0; r < r1; r++)
+        td_cpu_bias_act_row(j->x + r * j->d, j->b, j->d, j->act);
 }
 
 static void cpu_bias_act(td_backend *be, float *x, int64_t n, int64_t d,

@@ -15,6 +15,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "activation.h"
+
 typedef enum td_cpu_isa {
     TD_CPU_ISA_SCALAR = 0,
     TD_CPU_ISA_AVX2 = 1,   /* AVX2 + FMA */
@@ -50,6 +52,15 @@ void td_cpu_logprobs_row_ref(float *x, int64_t vocab, const int32_t *suppress,
 /* exp of n floats, x <= 0 or -inf (the range the log-softmax needs), with
  * the instruction set's polynomial: y[i] = exp(x[i]). For the tests. */
 void td_cpu_exp_neg(float *y, const float *x, int64_t n);
+
+/* One row of bias_act (cpu_act.c): x (d) = act(x + b), b optional.
+ * ReLU, SiLU and no activation run with AVX2 where the CPU has it (SiLU
+ * within a few ulp of the plain-C row, the others its exact bits); the
+ * GELUs and CPUs without AVX2 take the plain-C row. Dispatches on
+ * td_cpu_isa_get(). */
+void td_cpu_bias_act_row(float *x, const float *b, int64_t d, td_activation act);
+/* The plain-C row: td_act (backend/activation.h) per element, the reference. */
+void td_cpu_bias_act_row_ref(float *x, const float *b, int64_t d, td_activation act);
 
 /* --- packed float32 GEMM (cpu_gemm.c) ------------------------------------
  * A weight (rows = output features, cols = input features) packed into

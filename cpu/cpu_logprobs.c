@@ -22,6 +22,7 @@
  * the top-k read from its first k+1 ids and eos.
  */
 #include "cpu_kernels.h"
+#include "cpu_vexp.h"
 
 #include <math.h>
 #include <string.h>
@@ -128,74 +129,12 @@ static void lp_forced_row(float *x, int64_t vocab, int eos_id, float b, int k,
     memcpy(out_idx, idx, (size_t)k * sizeof(int32_t));
 }
 
-/* --- the polynomial exp ----------------------------------------------------
- * exp(x) for x <= 0: n = round(x log2 e), r = x - n ln2 (two-part ln2),
- * exp(r) by the Cephes expf polynomial, times 2^n built in the exponent
- * bits. x below ln(FLT_MIN) (-87.34, where 2^n would leave the normal
- * range) gives 0: its true value is below 1.2e-38, nothing next to the
- * row's maximum term 1. The AVX2 and AVX-512 versions do the same
- * operations, so they give the same bits. */
-#define LP_EXP_MIN (-87.3365447504f)
-#define LP_LOG2E 1.44269504088896341f
-#define LP_LN2_HI 0.693359375f
-#define LP_LN2_LO (-2.12194440e-4f)
-#define LP_P0 1.9875691500e-4f
-#define LP_P1 1.3981999507e-3f
-#define LP_P2 8.3334519073e-3f
-#define LP_P3 4.1665795894e-2f
-#define LP_P4 1.6666665459e-1f
-#define LP_P5 5.0000001201e-1f
-
 #ifdef LP_X86
 
-#define LP_AVX2 __attribute__((target("avx2,fma")))
-#define LP_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma")))
-
-LP_AVX2 static inline __m256 lp_exp8(__m256 x)
-{
-    const __m256 under = _mm256_cmp_ps(x, _mm256_set1_ps(LP_EXP_MIN), _CMP_LT_OQ);
-    x = _mm256_max_ps(x, _mm256_set1_ps(LP_EXP_MIN));
-    const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(LP_LOG2E)),
-                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(LP_LN2_HI), x);
-    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(LP_LN2_LO), r);
-    __m256 p = _mm256_set1_ps(LP_P0);
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(LP_P1));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(LP_P2));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(LP_P3));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(LP_P4));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(LP_P5));
-    const __m256 r2 = _mm256_mul_ps(r, r);
-    __m256 y = _mm256_fmadd_ps(p, r2, r);
-    y = _mm256_add_ps(y, _mm256_set1_ps(1.0f));
-    const __m256i e = _mm256_slli_epi32(
-        _mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-    y = _mm256_mul_ps(y, _mm256_castsi256_ps(e));
-    return _mm256_andnot_ps(under, y);
-}
-
-LP_AVX512 static inline __m512 lp_exp16(__m512 x)
-{
-    const __mmask16 under = _mm512_cmp_ps_mask(x, _mm512_set1_ps(LP_EXP_MIN), _CMP_LT_OQ);
-    x = _mm512_max_ps(x, _mm512_set1_ps(LP_EXP_MIN));
-    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(LP_LOG2E)),
-                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(LP_LN2_HI), x);
-    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(LP_LN2_LO), r);
-    __m512 p = _mm512_set1_ps(LP_P0);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(LP_P1));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(LP_P2));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(LP_P3));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(LP_P4));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(LP_P5));
-    const __m512 r2 = _mm512_mul_ps(r, r);
-    __m512 y = _mm512_fmadd_ps(p, r2, r);
-    y = _mm512_add_ps(y, _mm512_set1_ps(1.0f));
-    const __m512i e = _mm512_slli_epi32(
-        _mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
-    y = _mm512_mul_ps(y, _mm512_castsi512_ps(e));
-    return _mm512_maskz_mov_ps((__mmask16)~under, y);
-}
+#define LP_AVX2 TD_VEXP_AVX2
+#define LP_AVX512 TD_VEXP_AVX512
+#define lp_exp8 td_vexp8
+#define lp_exp16 td_vexp16
 
 LP_AVX2 static void lp_exp_avx2(float *y, const float *x, int64_t n)
 {

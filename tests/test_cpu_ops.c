@@ -571,6 +571,64 @@ START_TEST(test_bias_act)
 }
 END_TEST
 
+/* The bias_act row of every instruction set against the plain-C row
+ * (td_act per element) on awkward widths (tails of 1..7 lanes), with and
+ * without a bias, over [-100, 100] and the edges: 0, -0, NaN, +-inf, the
+ * clamp at 88 and just inside it, tiny values. No activation, ReLU and the
+ * GELUs give the plain-C bits; SiLU is within 4 ulp of it, or both below
+ * 1e-35 in magnitude (v < -88, where the vector row gives -0); NaN where
+ * the plain-C row gives NaN. */
+START_TEST(test_bias_act_isa)
+{
+    rng_seed(11);
+    const td_activation acts[] = {TD_ACT_NONE, TD_ACT_RELU, TD_ACT_GELU,
+                                  TD_ACT_GELU_NEW, TD_ACT_SILU};
+    const int64_t widths[] = {1, 7, 8, 9, 33, 1027};
+    const float edges[] = {0.0f,   -0.0f,  NAN,     INFINITY, -INFINITY, 88.0f,  -88.0f,
+                           88.5f,  -88.5f, 87.9f,   -87.9f,   89.0f,     -89.0f, 1e-30f,
+                           -1e-30f, 20.0f, -20.0f,  1e-3f,    -1e-3f,    100.0f, -100.0f};
+    const size_t n_edges = sizeof edges / sizeof edges[0];
+    const td_cpu_isa top = td_cpu_isa_max(), saved = td_cpu_isa_get();
+    for (size_t a = 0; a < sizeof acts / sizeof acts[0]; a++)
+        for (size_t wi = 0; wi < sizeof widths / sizeof widths[0]; wi++)
+            for (int with_bias = 0; with_bias <= 1; with_bias++) {
+                const int64_t d = widths[wi];
+                float *x = frand_vec((size_t)d, 100.0f);
+                float *b = frand_vec((size_t)d, 1.0f);
+                for (int64_t i = 0; i < d; i += 3) /* the edges, spread over the row */
+                    x[i] = edges[(size_t)(i / 3) % n_edges];
+                float *ref = xmalloc((size_t)d * sizeof *ref), *got = xmalloc((size_t)d * sizeof *got);
+                memcpy(ref, x, (size_t)d * sizeof *ref);
+                td_cpu_bias_act_row_ref(ref, with_bias ? b : NULL, d, acts[a]);
+                for (int isa = TD_CPU_ISA_SCALAR; isa <= (int)top; isa++) {
+                    td_cpu_isa_set((td_cpu_isa)isa);
+                    memcpy(got, x, (size_t)d * sizeof *got);
+                    td_cpu_bias_act_row(got, with_bias ? b : NULL, d, acts[a]);
+                    for (int64_t i = 0; i < d; i++) {
+#define BA_MSG "isa %d act %d d %lld bias %d col %lld: x %g -> %g, want %g"
+#define BA_ARGS isa, (int)acts[a], (long long)d, with_bias, (long long)i, (double)x[i], \
+                (double)got[i], (double)ref[i]
+                        if (isnan(ref[i])) {
+                            ck_assert_msg(isnan(got[i]), BA_MSG, BA_ARGS);
+                        } else if (acts[a] != TD_ACT_SILU || isinf(ref[i])) {
+                            ck_assert_msg(memcmp(&got[i], &ref[i], sizeof(float)) == 0, BA_MSG, BA_ARGS);
+                        } else if (fabsf(ref[i]) < 1e-35f) {
+                            ck_assert_msg(fabsf(got[i]) < 1e-35f, BA_MSG, BA_ARGS);
+                        } else {
+                            ck_assert_msg(fabs((double)got[i] - (double)ref[i]) <=
+                                              4 * 1.1920929e-7 * fabs((double)ref[i]),
+                                          BA_MSG, BA_ARGS);
+                        }
+#undef BA_MSG
+#undef BA_ARGS
+                    }
+                }
+                td_cpu_isa_set(saved);
+                free(x), free(b), free(ref), free(got);
+            }
+}
+END_TEST
+
 /* --- layer_norm --------------------------------------------------------- */
 
 enum ln_alias { LN_SEPARATE, LN_Y_IS_X, LN_Y_IS_RES, LN_SUM_IS_RES };
@@ -1725,6 +1783,7 @@ static Suite *cpu_ops_suite(void)
     tcase_add_test(tc, test_int8_kernels);
     tcase_add_test(tc, test_int8_backend);
     tcase_add_test(tc, test_bias_act);
+    tcase_add_test(tc, test_bias_act_isa);
     tcase_add_test(tc, test_layer_norm);
     tcase_add_test(tc, test_add);
     tcase_add_test(tc, test_embed);
