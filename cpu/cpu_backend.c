@@ -771,6 +771,75 @@ CPU_AVX2 static void cpu_axpy_avx2(float *acc, float p, const float *v, int n)
     for (; c < n; c++)
         acc[c] = fmaf(p, v[c], acc[c]);
 }
+
+static void cpu_softmax_row(float *p, int lim, int width);
+
+/* Horizontal sum of cpu_dot_avx2's two chains, in its order. */
+CPU_AVX2 static inline float cpu_hsum2_avx2(__m256 s0, __m256 s1)
+{
+    s0 = _mm256_add_ps(s0, s1);
+    __m128 h = _mm_add_ps(_mm256_castps256_ps128(s0), _mm256_extractf128_ps(s0, 1));
+    h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_add_ss(h, _mm_shuffle_ps(h, h, 1));
+    return _mm_cvtss_f32(h);
+}
+
+#define CPU_ATTN_HD_MAX 64
+
+/* The row loop for a head of hd floats, hd a multiple of 8 up to
+ * CPU_ATTN_HD_MAX, without relative terms: the logits are cpu_dot_avx2's
+ * chains (8-float block c on chain c % 2, an odd last block on chain 0),
+ * four keys at a time so that their chains overlap; the weighted sum keeps
+ * the output in registers across the keys, each lane the FMA chain of
+ * cpu_axpy_avx2 from zero. So the bits are the generic loop's, without a
+ * load and store of the accumulator per key. p: lim floats. */
+CPU_AVX2 static void cpu_attn_row_hd_avx2(const float *q, const float *K, const float *V,
+                                          int64_t ld, int lim, int hd, float *p, float *o)
+{
+    const int nb = hd / 8, paired = nb & ~1;
+    __m256 qv[CPU_ATTN_HD_MAX / 8];
+    for (int c = 0; c < nb; c++)
+        qv[c] = _mm256_loadu_ps(q + 8 * c);
+    int j = 0;
+    for (; j + 4 <= lim; j += 4) {
+        __m256 a0[4], a1[4];
+        for (int t = 0; t < 4; t++)
+            a0[t] = a1[t] = _mm256_setzero_ps();
+        for (int c = 0; c < paired; c += 2)
+            for (int t = 0; t < 4; t++) {
+                const float *k = K + (j + t) * ld + 8 * c;
+                a0[t] = _mm256_fmadd_ps(qv[c], _mm256_loadu_ps(k), a0[t]);
+                a1[t] = _mm256_fmadd_ps(qv[c + 1], _mm256_loadu_ps(k + 8), a1[t]);
+            }
+        if (paired < nb)
+            for (int t = 0; t < 4; t++)
+                a0[t] = _mm256_fmadd_ps(qv[paired], _mm256_loadu_ps(K + (j + t) * ld + 8 * paired),
+                                        a0[t]);
+        for (int t = 0; t < 4; t++)
+            p[j + t] = cpu_hsum2_avx2(a0[t], a1[t]);
+    }
+    for (; j < lim; j++) {
+        __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+        for (int c = 0; c < paired; c += 2) {
+            a0 = _mm256_fmadd_ps(qv[c], _mm256_loadu_ps(K + j * ld + 8 * c), a0);
+            a1 = _mm256_fmadd_ps(qv[c + 1], _mm256_loadu_ps(K + j * ld + 8 * c + 8), a1);
+        }
+        if (paired < nb)
+            a0 = _mm256_fmadd_ps(qv[paired], _mm256_loadu_ps(K + j * ld + 8 * paired), a0);
+        p[j] = cpu_hsum2_avx2(a0, a1);
+    }
+    cpu_softmax_row(p, lim, lim);
+    __m256 acc[CPU_ATTN_HD_MAX / 8];
+    for (int c = 0; c < nb; c++)
+        acc[c] = _mm256_setzero_ps();
+    for (j = 0; j < lim; j++) {
+        const __m256 pj = _mm256_set1_ps(p[j]);
+        for (int c = 0; c < nb; c++)
+            acc[c] = _mm256_fmadd_ps(pj, _mm256_loadu_ps(V + j * ld + 8 * c), acc[c]);
+    }
+    for (int c = 0; c < nb; c++)
+        _mm256_storeu_ps(o + 8 * c, acc[c]);
+}
 #endif
 
 /* Absolute position of query row 0 of sequence s (backend.h: pos(s, 0)). */
@@ -909,6 +978,12 @@ static void cpu_attn_row(const td_attn_args *a, int s, int h, int i, float *p,
     void (*axpy)(float *, float, const float *, int) = cpu_axpy;
 #ifdef CPU_AVX2
     if (td_cpu_isa_get() >= TD_CPU_ISA_AVX2) {
+        if (!a->rel_k && !a->rel_v && hd % 8 == 0 && hd <= CPU_ATTN_HD_MAX) {
+            cpu_attn_row_hd_avx2(q, K, V, a->ld_kv, lim, hd, p, o);
+            if (a->probs)
+                cpu_attn_store_probs(a, s, h, i, p, lim);
+            return;
+        }
         dot = cpu_dot_avx2;
         axpy = cpu_axpy_avx2;
     }

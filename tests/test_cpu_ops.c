@@ -1304,6 +1304,80 @@ START_TEST(test_attention_kv_index)
 }
 END_TEST
 
+/* The AVX2 row kernel for head dims of whole 8-float blocks up to 64 (no
+ * relative terms) against the generic AVX2 row loop, bit for bit: the
+ * generic loop is what a zero relative table selects (adding dot(q, 0) = +0
+ * to a logit and fma(p, 0, acc) to a sum changes no value), so the two
+ * calls differ only in the kernel. Decoder-step shapes: one or three query
+ * rows, cached keys through kv_index and kv_len, key counts around the
+ * four-key groups, head dims with and without an odd last block, and probs
+ * captured. */
+START_TEST(test_attention_row_bits)
+{
+    if (td_cpu_isa_max() < TD_CPU_ISA_AVX2)
+        return;
+    const td_cpu_isa saved = td_cpu_isa_set(TD_CPU_ISA_AVX2);
+    rng_seed(29);
+    const int hds[] = {8, 16, 24, 40, 64};
+    const int nks[] = {1, 3, 4, 5, 8, 9, 13, 31};
+    const int32_t kv_index[3] = {2, 0, 2};
+    for (size_t hi = 0; hi < sizeof hds / sizeof hds[0]; hi++)
+        for (size_t ki = 0; ki < sizeof nks / sizeof nks[0]; ki++)
+            for (int n_q = 1; n_q <= 3; n_q += 2) {
+                const int hd = hds[hi], H = 2, n_k = nks[ki], n_seq = 3, R = 2;
+                const int64_t ld = H * hd + 3, cap = n_k + 2;
+                const int32_t kv_len[3] = {n_k, n_k > 1 ? n_k - 1 : 1, n_k};
+                const size_t nq = (size_t)(n_seq * n_q * ld), nkv = (size_t)(3 * cap * ld);
+                const size_t nprobs = (size_t)(n_seq * H * n_q * n_k);
+                float *q = frand_vec(nq, 0.5f), *k = frand_vec(nkv, 1.0f), *v = frand_vec(nkv, 1.0f);
+                float *zero = xmalloc((size_t)((2 * R + 1) * hd) * sizeof *zero);
+                memset(zero, 0, (size_t)((2 * R + 1) * hd) * sizeof *zero);
+                float *out[2], *probs[2];
+                for (int pass = 0; pass < 2; pass++) {
+                    float *dq = dev_from(q, nq * sizeof(float)), *dk = dev_from(k, nkv * sizeof(float));
+                    float *dv = dev_from(v, nkv * sizeof(float));
+                    float *dz = dev_from(zero, (size_t)((2 * R + 1) * hd) * sizeof(float));
+                    float *dout = be->ops->alloc(be, (size_t)(n_seq * n_q * ld) * sizeof(float));
+                    float *dprobs = be->ops->alloc(be, nprobs * sizeof(float));
+                    int32_t *dkvi = dev_from(kv_index, sizeof kv_index);
+                    int32_t *dkvl = dev_from(kv_len, sizeof kv_len);
+                    td_attn_args a = {
+                        .q = dq, .k = dk, .v = dv, .out = dout,
+                        .n_seq = n_seq, .n_q = n_q, .n_k = n_k, .n_heads = H, .head_dim = hd,
+                        .ld_q = ld, .q_seq_stride = n_q * ld, .ld_kv = ld, .kv_seq_stride = cap * ld,
+                        .ld_out = ld, .out_seq_stride = n_q * ld,
+                        .kv_index = dkvi, .kv_len = dkvl,
+                        .rel_k = pass ? dz : NULL, .rel_v = pass ? dz : NULL, .rel_max = R,
+                        .probs = dprobs, .probs_ld = n_k,
+                    };
+                    be->ops->attention(be, &a);
+                    out[pass] = xmalloc((size_t)(n_seq * n_q * ld) * sizeof(float));
+                    probs[pass] = xmalloc(nprobs * sizeof(float));
+                    to_host(out[pass], dout, (size_t)(n_seq * n_q * ld) * sizeof(float));
+                    to_host(probs[pass], dprobs, nprobs * sizeof(float));
+                    be->ops->dealloc(be, dq), be->ops->dealloc(be, dk), be->ops->dealloc(be, dv);
+                    be->ops->dealloc(be, dz), be->ops->dealloc(be, dout), be->ops->dealloc(be, dprobs);
+                    be->ops->dealloc(be, dkvi), be->ops->dealloc(be, dkvl);
+                }
+                size_t bad = 0;
+                for (int s = 0; s < n_seq; s++)
+                    for (int i = 0; i < n_q; i++)
+                        for (int c = 0; c < H * hd; c++) {
+                            const size_t at = (size_t)((s * n_q + i) * ld + c);
+                            bad += !(out[0][at] == out[1][at]);
+                        }
+                for (size_t i = 0; i < nprobs; i++)
+                    bad += !(probs[0][i] == probs[1][i]);
+                ck_assert_msg(bad == 0, "head_dim %d n_k %d n_q %d: %zu values differ", hd, n_k,
+                              n_q, bad);
+                for (int pass = 0; pass < 2; pass++)
+                    free(out[pass]), free(probs[pass]);
+                free(q), free(k), free(v), free(zero);
+            }
+    td_cpu_isa_set(saved);
+}
+END_TEST
+
 START_TEST(test_attention_relative)
 {
     rng_seed(13);
@@ -1795,6 +1869,7 @@ static Suite *cpu_ops_suite(void)
     tcase_add_test(tc, test_attention_causal);
     tcase_add_test(tc, test_attention_kv_index);
     tcase_add_test(tc, test_attention_relative);
+    tcase_add_test(tc, test_attention_row_bits);
     tcase_add_test(tc, test_attention_medium);
     tcase_add_test(tc, test_attention_large);
     tcase_add_test(tc, test_attention_q_pos);
