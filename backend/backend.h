@@ -290,6 +290,13 @@ typedef struct td_backend_ops {
 struct td_backend {
     const td_backend_ops *ops;
     void *ctx;
+    /* Set by the model loader while it uploads the embedding tables and the
+     * output projection (tied or not): a backend that stores matrices in a
+     * lossy integer format (the CPU's --dtype int8) keeps these float32.
+     * The vocabulary projection decides between close candidates, and its
+     * rounding cost more agreement with float32 than its speed was worth
+     * (docs/decisions.md, "int8 on the CPU"). Other storages ignore it. */
+    int keep_float;
 };
 
 #ifdef __cplusplus

@@ -269,7 +269,7 @@ static int cpu_weight_upload(td_backend *be, td_weight *w, const float *host,
         return -1;
     }
     const float s = scale == 0.0f ? 1.0f : scale;
-    if (c->int8 && rows > 1 && cols > 0) {
+    if (c->int8 && !be->keep_float && rows > 1 && cols > 0) {
         /* quantized once here (cpu_int8.c) */
         void *q = cpu_aligned_alloc(td_cpu_q8_bytes(rows, cols));
         if (!q) {

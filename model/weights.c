@@ -144,7 +144,7 @@ static int bind_scaled(loader *L, td_weight *w, const char *name, int64_t rows,
                                sizeof berr) != 0)
         return fail(L, "model.safetensors: tensor '%s': upload failed: %s", name, berr);
     L->m->weight_bytes += (size_t)(rows * cols) * td_dtype_size(w->dtype);
-    if (rows > 1)
+    if (rows > 1 && !be->keep_float)
         L->m->matrix_dtype = w->dtype;
     if (add_owned(L, key, w) != 0) {
         be->ops->weight_free(be, w);
@@ -362,7 +362,12 @@ int td_weights_load(td_model *m, char *err, size_t errlen)
         fail(&L, "model.safetensors: out of memory");
         goto done;
     }
-    if (bind_embeddings(&L))
+    /* the embedding tables and the output projection stay float32 under a
+     * lossy integer storage (backend.h, keep_float) */
+    m->be->keep_float = 1;
+    const int emb_rc = bind_embeddings(&L);
+    m->be->keep_float = 0;
+    if (emb_rc)
         goto done;
     for (int i = 0; i < c->encoder_layers; i++)
         if (bind_layer(&L, &m->enc[i], "encoder", i, 0))

@@ -18,14 +18,18 @@
 
 #include "golden_check.h"
 
-/* Measured when written (AVX-512 VNNI and plain C give the same bits):
- * 51% (ext_prenorm_f16, 40/78) to 97% per fixture, 1780/2352 = 75.7% over
- * all; token-exact scores off by up to 0.6 (27% of the score) on these
- * random models, whose sharp logits magnify the quantization error. A
- * broken quantization (wrong scale or compensation) gives near 0%. */
+/* Measured (AVX-512 VNNI, AVX2 and plain C give the same bits): with every
+ * matrix int8, 51% (ext_prenorm_f16, 40/78) to 97% per fixture and
+ * 1780/2352 = 75.7% over all; with the embeddings and the output projection
+ * kept float32 (backend.h, keep_float) 58% (ext_interleaved, 75/129) to 97%
+ * and 1892/2352 = 80.4%. Token-exact scores are off by up to 0.6 (27% of
+ * the score), and by 0.36 on a short greedy hypothesis of ext_interleaved
+ * (-0.316 against -0.678), on these random models, whose sharp logits
+ * magnify the quantization error. A broken quantization (wrong scale or
+ * compensation) gives near 0%. */
 #define INT8_BAR 45
-#define INT8_BAR_ALL 65
-#define INT8_ABS 0.1
+#define INT8_BAR_ALL 75
+#define INT8_ABS 0.2
 #define INT8_REL 0.35
 
 static const golden_tol kTol = {.abs = INT8_ABS, .rel = INT8_REL, .attn = 1.0, .half = 1};
