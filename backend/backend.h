@@ -64,7 +64,9 @@ typedef enum td_store {
     TD_STORE_F32,
     TD_STORE_F16,
     TD_STORE_BF16,
-    TD_STORE_INT8, /* CPU only: int8 matrices with per-feature scales */
+    TD_STORE_INT8, /* CPU only: int8 matrices with per-feature scales; the
+                    * embeddings and output projection float32 (keep_float) */
+    TD_STORE_INT8_ALL, /* CPU only: every matrix int8, the output projection too */
 } td_store;
 
 /* A weight matrix or vector resident in the backend. rows x cols, row-major
@@ -292,7 +294,8 @@ struct td_backend {
     void *ctx;
     /* Set by the model loader while it uploads the embedding tables and the
      * output projection (tied or not): a backend that stores matrices in a
-     * lossy integer format (the CPU's --dtype int8) keeps these float32.
+     * lossy integer format (the CPU's --dtype int8) keeps these float32
+     * (--dtype int8-all: int8 as well).
      * The vocabulary projection decides between close candidates, and its
      * rounding cost more agreement with float32 than its speed was worth
      * (docs/decisions.md, "int8 on the CPU"). Other storages ignore it. */

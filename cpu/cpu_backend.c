@@ -70,6 +70,7 @@ typedef struct cpu_ctx {
     float *scratch;
     size_t scratch_cap; /* floats */
     int int8;           /* --dtype int8: matrices quantized at upload */
+    int int8_all;       /* --dtype int8-all: keep_float (backend.h) ignored */
     uint8_t *q8;        /* quantized activation rows of an int8 linear */
     size_t q8_cap;      /* bytes */
     int failed;         /* latched failure, cleared by sync() */
@@ -269,7 +270,7 @@ static int cpu_weight_upload(td_backend *be, td_weight *w, const float *host,
         return -1;
     }
     const float s = scale == 0.0f ? 1.0f : scale;
-    if (c->int8 && !be->keep_float && rows > 1 && cols > 0) {
+    if (c->int8 && (!be->keep_float || c->int8_all) && rows > 1 && cols > 0) {
         /* quantized once here (cpu_int8.c) */
         void *q = cpu_aligned_alloc(td_cpu_q8_bytes(rows, cols));
         if (!q) {
@@ -1260,13 +1261,15 @@ static td_backend *cpu_device_create(const td_device *dev, const td_backend_para
     if (p->store == TD_STORE_F16 || p->store == TD_STORE_BF16) {
         if (err && errlen)
             snprintf(err, errlen, "dtype %s needs --device cuda: the CPU backend keeps "
-                     "float32 or int8 weights (use --dtype auto, float32 or int8)",
+                     "float32 or int8 weights (use --dtype auto, float32, int8 or int8-all)",
                      p->store == TD_STORE_F16 ? "float16" : "bfloat16");
         return NULL;
     }
     td_backend *be = td_cpu_backend_create(p->n_threads, err, errlen);
-    if (be && p->store == TD_STORE_INT8)
+    if (be && (p->store == TD_STORE_INT8 || p->store == TD_STORE_INT8_ALL)) {
         ((cpu_ctx *)be->ctx)->int8 = 1;
+        ((cpu_ctx *)be->ctx)->int8_all = p->store == TD_STORE_INT8_ALL;
+    }
     return be;
 }
 

@@ -521,8 +521,8 @@ td_backend *td_cuda_backend_create(int device, const td_cuda_opts *opts, char *e
                                    size_t errlen)
 {
     const td_cuda_opts co = opts ? *opts : td_cuda_opts{};
-    if (co.store == TD_STORE_INT8) {
-        set_err(err, errlen, "dtype int8 is CPU-only (--device cpu); use float32, float16 "
+    if (co.store == TD_STORE_INT8 || co.store == TD_STORE_INT8_ALL) {
+        set_err(err, errlen, "dtype int8 and int8-all are CPU-only (--device cpu); use float32, float16 "
                 "or bfloat16 on cuda");
         return NULL;
     }

@@ -17,7 +17,7 @@ static int parse_numerics(const td_load_opts *opts, td_store *store, int *half_a
     static const struct { const char *name; td_store store; } stores[] = {
         {"auto", TD_STORE_AUTO},      {"float32", TD_STORE_F32}, {"f32", TD_STORE_F32},
         {"float16", TD_STORE_F16},    {"f16", TD_STORE_F16},     {"bfloat16", TD_STORE_BF16},
-        {"bf16", TD_STORE_BF16},      {"int8", TD_STORE_INT8},
+        {"bf16", TD_STORE_BF16},      {"int8", TD_STORE_INT8},   {"int8-all", TD_STORE_INT8_ALL},
     };
     const char *dt = opts && opts->dtype && *opts->dtype ? opts->dtype : "auto";
     const char *pr = opts && opts->precision && *opts->precision ? opts->precision : "full";
@@ -25,7 +25,8 @@ static int parse_numerics(const td_load_opts *opts, td_store *store, int *half_a
     while (i < sizeof stores / sizeof stores[0] && strcmp(stores[i].name, dt) != 0)
         i++;
     if (i == sizeof stores / sizeof stores[0]) {
-        snprintf(err, errlen, "dtype '%s': expected auto, float32, float16, bfloat16 or int8", dt);
+        snprintf(err, errlen, "dtype '%s': expected auto, float32, float16, bfloat16, int8 or int8-all",
+                 dt);
         return -1;
     }
     if (strcmp(pr, "full") != 0 && strcmp(pr, "half") != 0) {

@@ -25,8 +25,9 @@
  * (TRANSFORMERD_MODEL, the source tree's models/en-de, the installed one).
  * `translate` reports its progress on stderr when stderr is a terminal.
  *
- * --device cpu | cuda[:N]; --dtype auto | float32 | float16 | bfloat16 (the
- * weights' storage; half types need cuda); --precision full | half (cuda
+ * --device cpu | cuda[:N]; --dtype auto | float32 | float16 | bfloat16 | int8 |
+ * int8-all (the weights' storage; half types need cuda, int8 the cpu);
+ * --precision full | half (cuda
  * GEMMs with half weights: float32-accurate or half-rounded activations).
  */
 #include <errno.h>
@@ -55,7 +56,7 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: transformerd translate [--model DIR] [--beam N] [--max-length N]\n"
             "                              [--threads N] [--batch N] [--device cpu|cuda[:N]]\n"
-            "                              [--dtype auto|float32|float16|bfloat16]\n"
+            "                              [--dtype auto|float32|float16|bfloat16|int8|int8-all]\n"
             "                              [--precision full|half] [--no-split]\n"
             "       transformerd tokenize [--model DIR] [--target] [--pieces]\n"
             "       transformerd translate-ids [--model DIR] ... (the options of translate)\n"
@@ -97,7 +98,8 @@ static void cmd_usage(FILE *f, const char *cmd, int tokenize)
             "--threads N", "engine CPU threads (default: 0, all cores)", "--batch N",
             "sentences per batch 1..256 (default: 32)", "--device D",
             "cpu | cuda | cuda:N (default: cpu)", "--dtype T",
-            "auto | float32 | float16 | bfloat16 (default: auto, the checkpoint's)",
+            "auto | float32 | float16 | bfloat16 (cuda) | int8 | int8-all (cpu) (default: "
+            "auto, the checkpoint's)",
             "--precision P", "full | half, cuda GEMMs with half weights (default: full)");
     if (!strcmp(cmd, "translate"))
         fprintf(f, "  %-16s %s\n", "--no-split",

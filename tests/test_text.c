@@ -358,7 +358,7 @@ START_TEST(test_cli_device_options)
     ck_assert_msg(strstr(out, "needs --device cuda") != NULL, "%s", out);
     /* bad values: usage errors (exit 2), before the model loads */
     ck_assert_int_eq(run_cli_translate("--dtype float8", out, sizeof out), 2);
-    ck_assert_msg(strstr(out, "expected auto, float32, float16, bfloat16 or int8") != NULL, "%s",
+    ck_assert_msg(strstr(out, "expected auto, float32, float16, bfloat16, int8 or int8-all") != NULL, "%s",
                   out);
     ck_assert_int_eq(run_cli_translate("--dtype int8", out, sizeof out), 0);
     ck_assert_int_eq(run_cli_translate("--precision quarter", out, sizeof out), 2);

@@ -16,11 +16,13 @@ ENGINES = [  # (engine, dtype, legend, colour)
     ("td", "float32", "transformerd f32", "#1f5fa8"),
     ("ct2", "float32", "CTranslate2 f32", "#e08a2c"),
     ("td", "int8", "transformerd int8", "#6fa8e0"),
+    ("td", "int8-all", "transformerd int8-all", "#a9cdef"),
     ("ct2", "int8", "CTranslate2 int8", "#f2c48d"),
     ("ct21", "float32", "CTranslate2 f32, 1 thread", "#b05a10"),
     ("ct21", "int8", "CTranslate2 int8, 1 thread", "#c9a06a"),
     ("td1", "float32", "transformerd f32, 1 thread", "#2a6f97"),
     ("td1", "int8", "transformerd int8, 1 thread", "#8fbcd4"),
+    ("td1", "int8-all", "transformerd int8-all, 1 thread", "#bcd9e6"),
     ("tdb", "float32", "transformerd f32 before", "#8c8c8c"),
     ("tdb", "int8", "transformerd int8 before", "#c8c8c8"),
 ]

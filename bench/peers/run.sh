@@ -1,6 +1,7 @@
 #!/bin/sh
 # CPU throughput against CTranslate2 (pinned 4.8.5 from PyPI, in bench/.venv),
-# transformerd float32 and int8, side by side in interleaved rounds:
+# transformerd float32, int8 and int8-all (the output projection int8 too),
+# side by side in interleaved rounds:
 #   - the bundled model (models/en-de, 6+2 layers, d_model 256, vocab 8000):
 #     the first LINES held-out test sentences (tokenized by transformerd),
 #     beam 4 batch 32 and greedy batch 1 (the first LINES1 of them), up to
@@ -95,9 +96,9 @@ while [ "$r" -le "$ROUNDS" ]; do
     echo "$CONFIGS" | while read -r model ids batch beam tdlen ctlen ctmin; do
         dir=models/en-de; [ "$model" = base ] && dir=$BASE
         ml=; [ "$tdlen" -gt 0 ] && ml="--max-length $tdlen"
-        engines="td:float32 ct2:float32 td:int8 ct2:int8"
+        engines="td:float32 ct2:float32 td:int8 td:int8-all ct2:int8"
         [ -z "$BEFORE" ] || engines="$engines tdb:float32 tdb:int8"
-        [ "$batch" != 1 ] || [ "$THREADS" = 1 ] || engines="$engines ct21:float32 ct21:int8 td1:float32 td1:int8"
+        [ "$batch" != 1 ] || [ "$THREADS" = 1 ] || engines="$engines ct21:float32 ct21:int8 td1:float32 td1:int8 td1:int8-all"
         for eng in $engines; do
             e=${eng%%:*}; dt=${eng#*:}
             if [ "$e" = td ] || [ "$e" = tdb ] || [ "$e" = td1 ]; then
@@ -122,6 +123,7 @@ done
 # identical lines on the bundled model, beam 4, batch 32, text out
 "$TD" translate --model models/en-de --beam 4 --batch 32 --threads "$THREADS" < "$OUT/ende.en" > "$OUT/td.float32.de"
 "$TD" translate --model models/en-de --beam 4 --batch 32 --threads "$THREADS" --dtype int8 < "$OUT/ende.en" > "$OUT/td.int8.de"
+"$TD" translate --model models/en-de --beam 4 --batch 32 --threads "$THREADS" --dtype int8-all < "$OUT/ende.en" > "$OUT/td.int8-all.de"
 for dt in float32 int8; do
     "$PY" bench/peers/peer_ct2.py --model "$OUT/ct2-ende" --ids "$OUT/ende.ids" --batch 32 --beam 4 \
         --threads "$THREADS" --compute-type "$dt" --out "$OUT/ct2.$dt.de" >/dev/null
@@ -139,13 +141,14 @@ before = any(k[3] == "tdb" for k in acc)
 one = any(k[3] == "ct21" for k in acc)
 print(f"\n{rounds} interleaved rounds, {threads} threads{', busy neighbour' if busy == '1' else ''}; "
       "tokens/s best / median")
-cols = ["transformerd f32", "CT2 f32", "transformerd int8", "CT2 int8"]
+cols = ["transformerd f32", "CT2 f32", "transformerd int8", "td int8-all", "CT2 int8"]
 cols += ["td before f32", "td before int8"] if before else []
-cols += ["CT2 1t f32", "CT2 1t int8", "td 1t f32", "td 1t int8"] if one else []
-cols += ["td f32 / CT2 f32", "td int8 / CT2 int8", "td f32 / CT2 int8"]
+cols += ["CT2 1t f32", "CT2 1t int8", "td 1t f32", "td 1t int8", "td 1t int8-all"] if one else []
+cols += ["td f32 / CT2 f32", "td int8 / CT2 int8", "td int8-all / CT2 int8", "td f32 / CT2 int8"]
 cols += ["td f32 / before", "td int8 / before"] if before else []
 cols += ["td f32 / CT2 1t f32", "td int8 / CT2 1t int8", "td 1t f32 / CT2 1t f32", "td 1t int8 / CT2 1t int8",
-         "best td / best CT2 f32", "best td / best CT2 int8"] if one else []
+         "td 1t int8-all / CT2 1t int8", "best td / best CT2 f32", "best td / best CT2 int8",
+         "best td int8-all / best CT2 int8"] if one else []
 print("\n| model | batch | beam | " + " | ".join(cols) + " |")
 print("|---|---|---|" + "---|" * len(cols))
 for (model, b, bm) in sorted({k[:3] for k in acc}, key=lambda k: (k[0] != "ende", -k[1])):
@@ -154,27 +157,30 @@ for (model, b, bm) in sorted({k[:3] for k in acc}, key=lambda k: (k[0] != "ende"
     ratio = lambda a, c: (f"{max(a) / max(c):.2f}x / {statistics.median(a) / statistics.median(c):.2f}x"
                           if a and c else "-")
     tf, cf, ti, ci = get("td", "float32"), get("ct2", "float32"), get("td", "int8"), get("ct2", "int8")
-    cells = [cell(tf), cell(cf), cell(ti), cell(ci)]
+    ta = get("td", "int8-all")
+    cells = [cell(tf), cell(cf), cell(ti), cell(ta), cell(ci)]
     if before:
         cells += [cell(get("tdb", "float32")), cell(get("tdb", "int8"))]
     if one:
         cells += [cell(get("ct21", "float32")), cell(get("ct21", "int8")),
-                  cell(get("td1", "float32")), cell(get("td1", "int8"))]
-    cells += [ratio(tf, cf), ratio(ti, ci), ratio(tf, ci)]
+                  cell(get("td1", "float32")), cell(get("td1", "int8")), cell(get("td1", "int8-all"))]
+    cells += [ratio(tf, cf), ratio(ti, ci), ratio(ta, ci), ratio(tf, ci)]
     if before:
         cells += [ratio(tf, get("tdb", "float32")), ratio(ti, get("tdb", "int8"))]
     if one:
         cells += [ratio(tf, get("ct21", "float32")), ratio(ti, get("ct21", "int8")),
-                  ratio(get("td1", "float32"), get("ct21", "float32")), ratio(get("td1", "int8"), get("ct21", "int8"))]
+                  ratio(get("td1", "float32"), get("ct21", "float32")), ratio(get("td1", "int8"), get("ct21", "int8")),
+                  ratio(get("td1", "int8-all"), get("ct21", "int8"))]
         # each engine at its better thread count (best of either setting against best of either)
         both = lambda a, c: [max((a or [0]) + (c or [0]))] if (a or c) else None
         cells += [ratio(both(tf, get("td1", "float32")), both(cf, get("ct21", "float32"))),
-                  ratio(both(ti, get("td1", "int8")), both(ci, get("ct21", "int8")))]
+                  ratio(both(ti, get("td1", "int8")), both(ci, get("ct21", "int8"))),
+                  ratio(both(ta, get("td1", "int8-all")), both(ci, get("ct21", "int8")))]
     name = "bundled en-de" if model == "ende" else "transformer-base shape"
     print(f"| {name} | {b} | {bm} | " + " | ".join(cells) + " |")
 ref = open(f"{out}/td.float32.de").read().splitlines()
 print(f"\nIdentical lines against transformerd float32 (bundled model, beam 4, {len(ref)} lines):")
-for name in ("td.int8", "ct2.float32", "ct2.int8"):
+for name in ("td.int8", "td.int8-all", "ct2.float32", "ct2.int8"):
     got = open(f"{out}/{name}.de").read().splitlines()
     print(f"  {name}: {sum(a == b for a, b in zip(ref, got))}/{len(ref)}")
 PY
