@@ -742,6 +742,16 @@ static inline void cpu_axpy(float *acc, float p, const float *v, int n)
  * 8 lanes for the dot product, summed in a fixed order, the tail in the
  * first lane's chain order; FMAs for both. The same bits on every CPU
  * with AVX2, whatever the thread count. */
+/* The two chains of cpu_dot_avx2 summed, in a fixed order. */
+CPU_AVX2 static inline float cpu_hsum2_avx2(__m256 s0, __m256 s1)
+{
+    s0 = _mm256_add_ps(s0, s1);
+    __m128 h = _mm_add_ps(_mm256_castps256_ps128(s0), _mm256_extractf128_ps(s0, 1));
+    h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_add_ss(h, _mm_shuffle_ps(h, h, 1));
+    return _mm_cvtss_f32(h);
+}
+
 CPU_AVX2 static float cpu_dot_avx2(const float *a, const float *b, int n)
 {
     __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
@@ -752,11 +762,7 @@ CPU_AVX2 static float cpu_dot_avx2(const float *a, const float *b, int n)
     }
     for (; i + 8 <= n; i += 8)
         s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
-    s0 = _mm256_add_ps(s0, s1);
-    __m128 h = _mm_add_ps(_mm256_castps256_ps128(s0), _mm256_extractf128_ps(s0, 1));
-    h = _mm_add_ps(h, _mm_movehl_ps(h, h));
-    h = _mm_add_ss(h, _mm_shuffle_ps(h, h, 1));
-    float s = _mm_cvtss_f32(h);
+    float s = cpu_hsum2_avx2(s0, s1);
     for (; i < n; i++)
         s = fmaf(a[i], b[i], s);
     return s;
@@ -774,16 +780,6 @@ CPU_AVX2 static void cpu_axpy_avx2(float *acc, float p, const float *v, int n)
 }
 
 static void cpu_softmax_row(float *p, int lim, int width);
-
-/* Horizontal sum of cpu_dot_avx2's two chains, in its order. */
-CPU_AVX2 static inline float cpu_hsum2_avx2(__m256 s0, __m256 s1)
-{
-    s0 = _mm256_add_ps(s0, s1);
-    __m128 h = _mm_add_ps(_mm256_castps256_ps128(s0), _mm256_extractf128_ps(s0, 1));
-    h = _mm_add_ps(h, _mm_movehl_ps(h, h));
-    h = _mm_add_ss(h, _mm_shuffle_ps(h, h, 1));
-    return _mm_cvtss_f32(h);
-}
 
 #define CPU_ATTN_HD_MAX 64
 

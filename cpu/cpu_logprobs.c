@@ -133,19 +133,17 @@ static void lp_forced_row(float *x, int64_t vocab, int eos_id, float b, int k,
 
 #define LP_AVX2 TD_VEXP_AVX2
 #define LP_AVX512 TD_VEXP_AVX512
-#define lp_exp8 td_vexp8
-#define lp_exp16 td_vexp16
 
 LP_AVX2 static void lp_exp_avx2(float *y, const float *x, int64_t n)
 {
     int64_t i = 0;
     for (; i + 8 <= n; i += 8)
-        _mm256_storeu_ps(y + i, lp_exp8(_mm256_loadu_ps(x + i)));
+        _mm256_storeu_ps(y + i, td_vexp8(_mm256_loadu_ps(x + i)));
     if (i < n) {
         float tx[8], ty[8];
         for (int j = 0; j < 8; j++)
             tx[j] = i + j < n ? x[i + j] : 0.0f;
-        _mm256_storeu_ps(ty, lp_exp8(_mm256_loadu_ps(tx)));
+        _mm256_storeu_ps(ty, td_vexp8(_mm256_loadu_ps(tx)));
         for (int j = 0; i + j < n; j++)
             y[i + j] = ty[j];
     }
@@ -156,7 +154,7 @@ LP_AVX512 static void lp_exp_avx512(float *y, const float *x, int64_t n)
     for (int64_t i = 0; i < n; i += 16) {
         const __mmask16 m = n - i >= 16 ? (__mmask16)0xFFFF
                                         : (__mmask16)((1u << (n - i)) - 1);
-        _mm512_mask_storeu_ps(y + i, m, lp_exp16(_mm512_maskz_loadu_ps(m, x + i)));
+        _mm512_mask_storeu_ps(y + i, m, td_vexp16(_mm512_maskz_loadu_ps(m, x + i)));
     }
 }
 
@@ -195,7 +193,7 @@ LP_AVX512 static int lp_stats_avx512(const float *x, int64_t vocab, float *mx_ou
             const __mmask16 m = b1 - i >= 16 ? (__mmask16)0xFFFF
                                              : (__mmask16)((1u << (b1 - i)) - 1);
             const __m512 v = _mm512_mask_loadu_ps(ninf, m, x + i);
-            const __m512 e = lp_exp16(_mm512_sub_ps(v, vM));
+            const __m512 e = td_vexp16(_mm512_sub_ps(v, vM));
             s0 = _mm512_add_pd(s0, _mm512_cvtps_pd(_mm512_castps512_ps256(e)));
             s1 = _mm512_add_pd(s1, _mm512_cvtps_pd(_mm256_castpd_ps(
                                        _mm512_extractf64x4_pd(_mm512_castps_pd(e), 1))));
@@ -287,7 +285,7 @@ LP_AVX2 static int lp_stats_avx2(const float *x, int64_t vocab, float *mx_out,
             continue;
         const __m256 vM = _mm256_set1_ps(M);
         for (i = b0; i + 8 <= b1; i += 8) {
-            const __m256 e = lp_exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), vM));
+            const __m256 e = td_vexp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), vM));
             s0 = _mm256_add_pd(s0, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
             s1 = _mm256_add_pd(s1, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
         }
@@ -295,7 +293,7 @@ LP_AVX2 static int lp_stats_avx2(const float *x, int64_t vocab, float *mx_out,
             float tx[8], ty[8];
             for (int j = 0; j < 8; j++)
                 tx[j] = i + j < b1 ? x[i + j] - M : -INFINITY;
-            _mm256_storeu_ps(ty, lp_exp8(_mm256_loadu_ps(tx)));
+            _mm256_storeu_ps(ty, td_vexp8(_mm256_loadu_ps(tx)));
             for (int j = 0; i + j < b1; j++)
                 tail += ty[j];
         }
