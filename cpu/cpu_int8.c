@@ -16,7 +16,8 @@
  * one 64-byte load feeds vpdpbusd for 16 features. Then the float scales
  * (panels*32) and the int32 compensations (panels*32).
  *
- * Kernels: AVX-512 VNNI (12 rows x 32 features of int32 accumulators),
+ * Kernels: AMX (tiles of 16 rows x 16 features, when k is a multiple of
+ * 64), AVX-512 VNNI (12 rows x 32 features of int32 accumulators),
  * AVX2 (vpmaddubsw with the sign moved onto the weights, 4 rows x 16
  * features; see q_kern2), and a plain-C one; all compute the same integers
  * and the same float32 epilogue, so all give the same bits (the tests hold
@@ -188,7 +189,7 @@ void td_cpu_q8_quant_rows(uint8_t *u, float *xs, const float *x, int64_t ld_x, i
 {
     const int64_t K4 = td_cpu_q8_k4(k);
 #ifdef Q_X86
-    if (td_cpu_isa_get() == TD_CPU_ISA_AVX512) {
+    if (td_cpu_isa_get() >= TD_CPU_ISA_AVX512) {
         for (int64_t i = 0; i < m; i++)
             q_quant_row_avx512(u + i * 4 * K4, xs + i, x + i * ld_x, k, K4);
         return;
@@ -317,6 +318,121 @@ Q_VNNI static void q_gemm_vnni(float *y, int64_t ld_y, const uint8_t *u, const f
     }
 }
 
+/* AMX (Sapphire Rapids and later): tdpbusd multiplies a tile of 16 rows x
+ * 64 activation bytes by a tile of 16 groups x 16 features x 4 weight bytes
+ * into 16 x 16 int32 sums, the integers vpdpbusd gives. The packed layout
+ * is already the B tile's: in panel p, group g, the 64 bytes at
+ * (p*K4 + g)*128 + 64h are features 16h..16h+15 of the group, and the next
+ * group is 128 bytes on; the activations are the A tile's at a stride of
+ * 4*K4 bytes. A block is up to 32 rows x one panel (32 features): tiles
+ * 0-3 the sums (rows 0-15 / 16-31 x features 0-15 / 16-31), 4-5 the
+ * activations, 6-7 the weights, over K4 / 16 steps of 64 inputs; only used
+ * when k is a multiple of 64 (the tiles cannot read a partial group run),
+ * so every model dimension of 64, 128, ... runs here and any other takes
+ * the VNNI kernel. The sums go through memory to the float32 epilogue of
+ * q_kern, the same expression, so the bits equal the VNNI kernel's. */
+#define Q_AMX __attribute__((target("amx-tile,amx-int8,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma")))
+#define Q_AMX_MR 32
+
+typedef struct q_tilecfg {
+    uint8_t palette, start_row;
+    uint8_t reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+} q_tilecfg;
+
+/* Tiles for a block of r (1..32) rows. */
+Q_AMX static void q_amx_config(int r)
+{
+    q_tilecfg t;
+    memset(&t, 0, sizeof t);
+    t.palette = 1;
+    const int r0 = r > 16 ? 16 : r, r1 = r > 16 ? r - 16 : 0;
+    t.rows[0] = t.rows[1] = t.rows[4] = (uint8_t)r0;
+    t.colsb[0] = t.colsb[1] = t.colsb[4] = 64;
+    if (r1) {
+        t.rows[2] = t.rows[3] = t.rows[5] = (uint8_t)r1;
+        t.colsb[2] = t.colsb[3] = t.colsb[5] = 64;
+    }
+    t.rows[6] = t.rows[7] = 16;
+    t.colsb[6] = t.colsb[7] = 64;
+    _tile_loadconfig(&t);
+}
+
+Q_AMX static void q_gemm_amx(float *y, int64_t ld_y, const uint8_t *u, const float *xs,
+                             int64_t m, const void *P, int64_t n_out, int64_t k,
+                             const float *bias, int64_t p0, int64_t p1)
+{
+    const int64_t K4 = td_cpu_q8_k4(k), lda = 4 * K4;
+    const int8_t *q = P;
+    const float *ws = q_scales(P, n_out, k);
+    const int32_t *comp = q_comp(P, n_out, k);
+    int32_t acc[Q_AMX_MR][Q8_NR];
+    int cfg = 0;
+    for (int64_t i0 = 0; i0 < m; i0 += Q_AMX_MR) {
+        const int r = m - i0 < Q_AMX_MR ? (int)(m - i0) : Q_AMX_MR;
+        if (r != cfg) {
+            q_amx_config(r);
+            cfg = r;
+        }
+        const uint8_t *A = u + i0 * lda;
+        for (int64_t p = p0; p < p1; p++) {
+            const int8_t *B = q + p * K4 * 128;
+            _tile_zero(0);
+            _tile_zero(1);
+            if (r > 16) {
+                _tile_zero(2);
+                _tile_zero(3);
+            }
+            for (int64_t g = 0; g < K4; g += 16) {
+                _tile_loadd(4, A + 4 * g, lda);
+                _tile_loadd(6, B + g * 128, 128);
+                _tile_loadd(7, B + g * 128 + 64, 128);
+                _tile_dpbusd(0, 4, 6);
+                _tile_dpbusd(1, 4, 7);
+                if (r > 16) {
+                    _tile_loadd(5, A + 16 * lda + 4 * g, lda);
+                    _tile_dpbusd(2, 5, 6);
+                    _tile_dpbusd(3, 5, 7);
+                }
+            }
+            _tile_stored(0, &acc[0][0], Q8_NR * 4);
+            _tile_stored(1, &acc[0][16], Q8_NR * 4);
+            if (r > 16) {
+                _tile_stored(2, &acc[16][0], Q8_NR * 4);
+                _tile_stored(3, &acc[16][16], Q8_NR * 4);
+            }
+            const int64_t j0 = p * Q8_NR;
+            const int nj = n_out - j0 < Q8_NR ? (int)(n_out - j0) : Q8_NR;
+            const __mmask16 m0 = nj >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << nj) - 1);
+            const __mmask16 m1 = nj >= 32 ? (__mmask16)0xFFFF
+                                           : nj > 16 ? (__mmask16)((1u << (nj - 16)) - 1) : 0;
+            const __m512 ws0 = _mm512_maskz_loadu_ps(m0, ws + j0);
+            const __m512 ws1 = _mm512_maskz_loadu_ps(m1, ws + j0 + 16);
+            const __m512i cp0 = _mm512_maskz_loadu_epi32(m0, comp + j0);
+            const __m512i cp1 = _mm512_maskz_loadu_epi32(m1, comp + j0 + 16);
+            const __m512 b0 = bias ? _mm512_maskz_loadu_ps(m0, bias + j0) : _mm512_setzero_ps();
+            const __m512 b1 =
+                bias ? _mm512_maskz_loadu_ps(m1, bias + j0 + 16) : _mm512_setzero_ps();
+            float *C = y + i0 * ld_y + j0;
+            for (int i = 0; i < r; i++) {
+                const __m512 s = _mm512_set1_ps(xs[i0 + i]);
+                const __m512i c0 = _mm512_loadu_si512((const void *)&acc[i][0]);
+                const __m512i c1 = _mm512_loadu_si512((const void *)&acc[i][16]);
+                __m512 v0 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(c0, cp0)),
+                                          _mm512_mul_ps(s, ws0));
+                __m512 v1 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(c1, cp1)),
+                                          _mm512_mul_ps(s, ws1));
+                v0 = _mm512_add_ps(v0, b0);
+                v1 = _mm512_add_ps(v1, b1);
+                _mm512_mask_storeu_ps(C + i * ld_y, m0, v0);
+                _mm512_mask_storeu_ps(C + i * ld_y + 16, m1, v1);
+            }
+        }
+    }
+    _tile_release();
+}
+
 /* AVX2 (no VNNI): the same integers as vpdpbusd less the compensation,
  * i.e. sum_k v_ik q_jk with v = u - 128 in [-127, 127]. vpmaddubsw
  * multiplies unsigned by signed bytes and adds pairs with saturation to
@@ -426,6 +542,10 @@ void td_cpu_gemm_q8(float *y, int64_t ld_y, const uint8_t *u, const float *xs, i
                     int64_t p1)
 {
 #ifdef Q_X86
+    if (td_cpu_has_amx() && k % 64 == 0 && p1 > p0) {
+        q_gemm_amx(y, ld_y, u, xs, m, P, n_out, k, bias, p0, p1);
+        return;
+    }
     if (td_cpu_has_vnni()) {
         q_gemm_vnni(y, ld_y, u, xs, m, P, n_out, k, bias, p0, p1);
         return;

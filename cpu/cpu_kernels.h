@@ -6,7 +6,8 @@
  * (__builtin_cpu_supports), never from the build machine: AVX-512
  * (F+BW+VL+DQ), else AVX2+FMA, else plain C. TD_CPU_ISA=scalar|avx2|avx512
  * in the environment lowers the choice (never raises it above the CPU's);
- * td_cpu_isa_set() does the same for tests. Every kernel has a plain-C
+ * td_cpu_isa_set() does the same for tests; TD_CPU_AMX=0 keeps the int8
+ * kernels off AMX (td_cpu_amx_set). Every kernel has a plain-C
  * version, which is also the reference the tests compare against.
  */
 #ifndef TD_CPU_KERNELS_H
@@ -34,6 +35,13 @@ td_cpu_isa td_cpu_isa_set(td_cpu_isa isa);
 /* AVX-512 VNNI (vpdpbusd) is usable: the CPU has it and the current
  * instruction set is AVX512. */
 int td_cpu_has_vnni(void);
+/* AMX int8 (tdpbusd) is usable: VNNI is, the CPU has AMX-TILE and
+ * AMX-INT8, the kernel granted this process the tile state, and neither
+ * TD_CPU_AMX=0 in the environment nor td_cpu_amx_set(0) turned it off. */
+int td_cpu_has_amx(void);
+/* Turns AMX on or off (for tests and benchmarks, as td_cpu_isa_set);
+ * returns the previous setting. */
+int td_cpu_amx_set(int on);
 const char *td_cpu_isa_name(td_cpu_isa isa);
 
 /* One row of the decoding scores (backend.h, logprobs_topk): x (vocab) in

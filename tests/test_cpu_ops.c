@@ -411,15 +411,20 @@ static void check_q8(int64_t m, int64_t out, int64_t in, int with_bias)
     const int64_t ld_y = out + 3;
     float *y = xmalloc((size_t)(m * ld_y) * sizeof *y);
     const int64_t panels = (out + 31) / 32;
-    /* the product under every instruction set (VNNI where the CPU has it
-     * and the isa is AVX-512, the AVX2 kernel, plain C): the same bits */
-    for (int isa = TD_CPU_ISA_SCALAR; isa <= (int)top; isa++) {
-    td_cpu_isa_set((td_cpu_isa)isa);
+    /* the product under every instruction set (AMX and then VNNI where the
+     * CPU has them and the isa is AVX-512, the AVX2 kernel, plain C): the
+     * same bits. Pass top + 1 is AVX-512 with AMX turned off. */
+    const int amx_saved = td_cpu_amx_set(1);
+    for (int isa = TD_CPU_ISA_SCALAR; isa <= (int)top + 1; isa++) {
+    td_cpu_isa_set(isa > (int)top ? top : (td_cpu_isa)isa);
+    if (isa > (int)top && !td_cpu_amx_set(0))
+        break; /* AMX was off already: nothing new to run */
     for (int64_t i = 0; i < m * ld_y; i++)
         y[i] = SENTINEL;
     td_cpu_gemm_q8(y, ld_y, u, xs, m, P, out, in, with_bias ? b : NULL, 0, panels / 2);
     td_cpu_gemm_q8(y, ld_y, u, xs, m, P, out, in, with_bias ? b : NULL, panels / 2, panels);
     td_cpu_isa_set(saved);
+    td_cpu_amx_set(amx_saved);
     size_t bad = 0;
     for (int64_t i = 0; i < m; i++) {
         float xmax = 0;
@@ -460,7 +465,11 @@ START_TEST(test_int8_kernels)
     static const int64_t shapes[][3] = {
         {1, 1, 1}, {1, 7, 33}, {2, 33, 513}, {7, 32, 3}, {12, 64, 256}, {13, 100, 601},
         {33, 513, 7}, {128, 96, 2048}, {25, 31, 40},
+        /* k a multiple of 64 (the AMX kernel): row blocks of 32, 16-31 and
+         * under 16 rows, partial panels */
+        {45, 100, 320}, {17, 33, 64}, {31, 513, 128}, {5, 32, 192}, {64, 64, 64}, {16, 16, 64},
     };
+    printf("test_int8_kernels: vnni %d, amx %d\n", td_cpu_has_vnni(), td_cpu_has_amx());
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
         check_q8(shapes[i][0], shapes[i][1], shapes[i][2], (int)i % 2);
 }
