@@ -1,12 +1,16 @@
 #!/bin/sh
-# CPU throughput against CTranslate2 (pinned 4.8.5 from PyPI, in bench/.venv),
+# CPU throughput against CTranslate2 (pinned 4.8.5 from PyPI, in bench/.venv)
+# and transformers (float32, PyTorch, tools/.venv: bench/peers/peer_hf.py),
 # transformerd float32, int8 and int8-all (the output projection int8 too),
 # side by side in interleaved rounds:
 #   - the bundled model (models/en-de, 6+2 layers, d_model 256, vocab 8000):
 #     the first LINES held-out test sentences (tokenized by transformerd),
 #     beam 4 batch 32 and greedy batch 1 (the first LINES1 of them), up to
-#     the model's max_length; plus identical-line counts of each engine's
-#     beam-4 text against transformerd float32;
+#     the model's max_length; plus each engine's beam-4 text of the same
+#     lines (transformerd with --no-split, as the others get whole lines):
+#     identical lines against transformerd float32, BLEU and chrF against
+#     the reference translations (sacrebleu), peak RSS of the process
+#     (bench/peers/maxrss.py; model loading included);
 #   - the transformer-base shape (bench_engine --make-model: 6+6 layers,
 #     d_model 512, vocab 32000, random weights that never emit </s>): 32
 #     sources of 24 ids (bench_engine's), 31 generated tokens each (ours: 32
@@ -17,11 +21,13 @@
 # per configuration per round, in turn; the table gives the best and the
 # median (the machines are shared: the best is the least disturbed run).
 # CTranslate2 gets the model through bench/peers/convert_ct2.py, which keeps
-# the learned <pad> start embedding (see there). At greedy batch 1
-# CTranslate2 also runs at intra_threads=1 (its best setting for one
-# sentence on few cores: "CT2 1t" columns), and so does transformerd ("td 1t":
-# one thread per sentence is what the daemon's default split gives a request
-# on 2+ cores, two workers of half the cores each).
+# the learned <pad> start embedding (see there). In every configuration
+# CTranslate2 also runs at intra_threads=1 ("CT2 1t" columns: its best
+# setting for one sentence on few cores, and on a VM whose idle vCPUs wake
+# slowly often for batch 32 too), and so does transformerd ("td 1t": one
+# thread per sentence is what the daemon's default split gives a request
+# on 2+ cores, two workers of half the cores each); the "best td / best CT2"
+# columns take each engine's faster thread setting.
 # BEFORE=DIR adds another checkout's build (DIR/build, e.g. a worktree of
 # main) as "td before", interleaved with the others in every round.
 # The table goes to stdout and $OUT/table.md; $OUT/peers.png plots the best
@@ -55,6 +61,8 @@ VENV=$ROOT/bench/.venv
 [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
 "$VENV/bin/pip" install -q -r bench/peers/requirements.txt
 PY=$VENV/bin/python
+tools/setup_venv.sh
+HFPY=$ROOT/tools/.venv/bin/python
 
 [ -f "$BASE/model.safetensors" ] || "$BE" --make-model "$BASE" >/dev/null
 for m in ende:models/en-de base:$BASE; do
@@ -96,9 +104,9 @@ while [ "$r" -le "$ROUNDS" ]; do
     echo "$CONFIGS" | while read -r model ids batch beam tdlen ctlen ctmin; do
         dir=models/en-de; [ "$model" = base ] && dir=$BASE
         ml=; [ "$tdlen" -gt 0 ] && ml="--max-length $tdlen"
-        engines="td:float32 ct2:float32 td:int8 td:int8-all ct2:int8"
+        engines="td:float32 ct2:float32 td:int8 td:int8-all ct2:int8 hf:float32"
         [ -z "$BEFORE" ] || engines="$engines tdb:float32 tdb:int8"
-        [ "$batch" != 1 ] || [ "$THREADS" = 1 ] || engines="$engines ct21:float32 ct21:int8 td1:float32 td1:int8 td1:int8-all"
+        [ "$THREADS" = 1 ] || engines="$engines ct21:float32 ct21:int8 td1:float32 td1:int8 td1:int8-all"
         for eng in $engines; do
             e=${eng%%:*}; dt=${eng#*:}
             if [ "$e" = td ] || [ "$e" = tdb ] || [ "$e" = td1 ]; then
@@ -107,6 +115,11 @@ while [ "$r" -le "$ROUNDS" ]; do
                 # shellcheck disable=SC2086
                 line=$("$be" --model "$dir" --ids "$OUT/$ids" --batch "$batch" --beam "$beam" \
                        --threads "$th" --repeat 1 --dtype "$dt" $ml)
+            elif [ "$e" = hf ]; then
+                # max_new_tokens counts the </s> that forced_eos puts last
+                line=$("$HFPY" bench/peers/peer_hf.py --model "$dir" --ids "$OUT/$ids" \
+                       --batch "$batch" --beam "$beam" --threads "$THREADS" \
+                       --max-length $((ctlen + 1)) --min-length "$ctmin" 2>/dev/null)
             else
                 th=$THREADS; [ "$e" = ct21 ] && th=1
                 line=$("$PY" bench/peers/peer_ct2.py --model "$OUT/ct2-$model" --ids "$OUT/$ids" \
@@ -120,14 +133,23 @@ while [ "$r" -le "$ROUNDS" ]; do
     r=$((r + 1))
 done
 
-# identical lines on the bundled model, beam 4, batch 32, text out
-"$TD" translate --model models/en-de --beam 4 --batch 32 --threads "$THREADS" < "$OUT/ende.en" > "$OUT/td.float32.de"
-"$TD" translate --model models/en-de --beam 4 --batch 32 --threads "$THREADS" --dtype int8 < "$OUT/ende.en" > "$OUT/td.int8.de"
-"$TD" translate --model models/en-de --beam 4 --batch 32 --threads "$THREADS" --dtype int8-all < "$OUT/ende.en" > "$OUT/td.int8-all.de"
+# text out on the bundled model, beam 4, batch 32: identical lines, BLEU,
+# chrF, peak RSS
+RSS=$OUT/rss.tsv
+: > "$RSS"
+head -n "$LINES" tests/data/en_de_test/test.de > "$OUT/ende.ref.de"
+for dt in float32 int8 int8-all; do
+    "$PY" bench/peers/maxrss.py "$RSS" "td.$dt" "$TD" translate --model models/en-de --beam 4 \
+        --batch 32 --threads "$THREADS" --dtype "$dt" --no-split < "$OUT/ende.en" > "$OUT/td.$dt.de"
+done
 for dt in float32 int8; do
-    "$PY" bench/peers/peer_ct2.py --model "$OUT/ct2-ende" --ids "$OUT/ende.ids" --batch 32 --beam 4 \
+    "$PY" bench/peers/maxrss.py "$RSS" "ct2.$dt" "$PY" bench/peers/peer_ct2.py \
+        --model "$OUT/ct2-ende" --ids "$OUT/ende.ids" --batch 32 --beam 4 \
         --threads "$THREADS" --compute-type "$dt" --out "$OUT/ct2.$dt.de" >/dev/null
 done
+"$PY" bench/peers/maxrss.py "$RSS" "hf.float32" "$HFPY" bench/peers/peer_hf.py \
+    --model models/en-de --ids "$OUT/ende.ids" --batch 32 --beam 4 --threads "$THREADS" \
+    --max-length 256 --out "$OUT/hf.float32.de" >/dev/null 2>&1
 
 "$PY" - "$OUT" "$ROUNDS" "$THREADS" "${BUSY:-0}" > "$OUT/table.md" <<'PY'
 import json, statistics, sys
@@ -141,10 +163,11 @@ before = any(k[3] == "tdb" for k in acc)
 one = any(k[3] == "ct21" for k in acc)
 print(f"\n{rounds} interleaved rounds, {threads} threads{', busy neighbour' if busy == '1' else ''}; "
       "tokens/s best / median")
-cols = ["transformerd f32", "CT2 f32", "transformerd int8", "td int8-all", "CT2 int8"]
+cols = ["transformerd f32", "CT2 f32", "transformerd int8", "td int8-all", "CT2 int8", "transformers f32"]
 cols += ["td before f32", "td before int8"] if before else []
 cols += ["CT2 1t f32", "CT2 1t int8", "td 1t f32", "td 1t int8", "td 1t int8-all"] if one else []
-cols += ["td f32 / CT2 f32", "td int8 / CT2 int8", "td int8-all / CT2 int8", "td f32 / CT2 int8"]
+cols += ["td f32 / CT2 f32", "td int8 / CT2 int8", "td int8-all / CT2 int8", "td f32 / CT2 int8",
+         "td f32 / transformers"]
 cols += ["td f32 / before", "td int8 / before"] if before else []
 cols += ["td f32 / CT2 1t f32", "td int8 / CT2 1t int8", "td 1t f32 / CT2 1t f32", "td 1t int8 / CT2 1t int8",
          "td 1t int8-all / CT2 1t int8", "best td / best CT2 f32", "best td / best CT2 int8",
@@ -158,13 +181,14 @@ for (model, b, bm) in sorted({k[:3] for k in acc}, key=lambda k: (k[0] != "ende"
                           if a and c else "-")
     tf, cf, ti, ci = get("td", "float32"), get("ct2", "float32"), get("td", "int8"), get("ct2", "int8")
     ta = get("td", "int8-all")
-    cells = [cell(tf), cell(cf), cell(ti), cell(ta), cell(ci)]
+    hf = get("hf", "float32")
+    cells = [cell(tf), cell(cf), cell(ti), cell(ta), cell(ci), cell(hf)]
     if before:
         cells += [cell(get("tdb", "float32")), cell(get("tdb", "int8"))]
     if one:
         cells += [cell(get("ct21", "float32")), cell(get("ct21", "int8")),
                   cell(get("td1", "float32")), cell(get("td1", "int8")), cell(get("td1", "int8-all"))]
-    cells += [ratio(tf, cf), ratio(ti, ci), ratio(ta, ci), ratio(tf, ci)]
+    cells += [ratio(tf, cf), ratio(ti, ci), ratio(ta, ci), ratio(tf, ci), ratio(tf, hf)]
     if before:
         cells += [ratio(tf, get("tdb", "float32")), ratio(ti, get("tdb", "int8"))]
     if one:
@@ -178,11 +202,19 @@ for (model, b, bm) in sorted({k[:3] for k in acc}, key=lambda k: (k[0] != "ende"
                   ratio(both(ta, get("td1", "int8-all")), both(ci, get("ct21", "int8")))]
     name = "bundled en-de" if model == "ende" else "transformer-base shape"
     print(f"| {name} | {b} | {bm} | " + " | ".join(cells) + " |")
+import sacrebleu
 ref = open(f"{out}/td.float32.de").read().splitlines()
-print(f"\nIdentical lines against transformerd float32 (bundled model, beam 4, {len(ref)} lines):")
-for name in ("td.int8", "td.int8-all", "ct2.float32", "ct2.int8"):
+gold = open(f"{out}/ende.ref.de").read().splitlines()
+rss = dict(l.rstrip("\n").split("\t") for l in open(f"{out}/rss.tsv"))
+print(f"\nText out, bundled model, beam 4, batch 32, {len(ref)} held-out lines: identical to "
+      "transformerd float32, BLEU / chrF against the references, peak RSS (MiB)\n")
+print("| engine | identical | BLEU | chrF | peak RSS MiB |\n|---|---|---|---|---|")
+for name in ("td.float32", "td.int8", "td.int8-all", "ct2.float32", "ct2.int8", "hf.float32"):
     got = open(f"{out}/{name}.de").read().splitlines()
-    print(f"  {name}: {sum(a == b for a, b in zip(ref, got))}/{len(ref)}")
+    bleu = sacrebleu.corpus_bleu(got, [gold]).score
+    chrf = sacrebleu.corpus_chrf(got, [gold]).score
+    print(f"| {name} | {sum(a == b for a, b in zip(ref, got))}/{len(ref)} | {bleu:.2f} | {chrf:.2f} | "
+          f"{rss.get(name, '-')} |")
 PY
 cat "$OUT/table.md"
 label=idle; [ "${BUSY:-0}" = 1 ] && label="busy neighbour"
