@@ -71,6 +71,7 @@ typedef struct cpu_ctx {
     size_t scratch_cap; /* floats */
     int int8;           /* --dtype int8: matrices quantized at upload */
     int int8_all;       /* --dtype int8-all: keep_float (backend.h) ignored */
+    int bf16;           /* --dtype bfloat16: matrices rounded at upload (AMX) */
     uint8_t *q8;        /* quantized activation rows of an int8 linear */
     size_t q8_cap;      /* bytes */
     int failed;         /* latched failure, cleared by sync() */
@@ -255,6 +256,27 @@ static int cpu_sync(td_backend *be, char *err, size_t errlen)
     return -1;
 }
 
+/* The memory of a converted (rows, cols) weight, its fields set, or NULL
+ * with the error naming the shape and the kind. */
+static void *cpu_weight_alloc(td_weight *w, size_t bytes, td_dtype dtype, int layout,
+                              int64_t rows, int64_t cols, const char *kind, char *err,
+                              size_t errlen)
+{
+    void *q = cpu_aligned_alloc(bytes);
+    if (!q) {
+        if (err && errlen)
+            snprintf(err, errlen, "cpu: out of memory for a (%lld, %lld) %s weight",
+                     (long long)rows, (long long)cols, kind);
+        return NULL;
+    }
+    w->data = q;
+    w->dtype = dtype;
+    w->layout = layout;
+    w->rows = rows;
+    w->cols = cols;
+    return q;
+}
+
 static int cpu_weight_upload(td_backend *be, td_weight *w, const float *host,
                              int64_t rows, int64_t cols, td_dtype want, float scale,
                              char *err, size_t errlen)
@@ -272,19 +294,21 @@ static int cpu_weight_upload(td_backend *be, td_weight *w, const float *host,
     const float s = scale == 0.0f ? 1.0f : scale;
     if (c->int8 && (!be->keep_float || c->int8_all) && rows > 1 && cols > 0) {
         /* quantized once here (cpu_int8.c) */
-        void *q = cpu_aligned_alloc(td_cpu_q8_bytes(rows, cols));
-        if (!q) {
-            if (err && errlen)
-                snprintf(err, errlen, "cpu: out of memory for a (%lld, %lld) int8 weight",
-                         (long long)rows, (long long)cols);
+        void *q = cpu_weight_alloc(w, td_cpu_q8_bytes(rows, cols), TD_I8, TD_CPU_LAYOUT_INT8,
+                                   rows, cols, "int8", err, errlen);
+        if (!q)
             return -1;
-        }
         td_cpu_q8_pack(q, host, rows, cols, s);
-        w->data = q;
-        w->dtype = TD_I8;
-        w->layout = TD_CPU_LAYOUT_INT8;
-        w->rows = rows;
-        w->cols = cols;
+        return 0;
+    }
+    if (c->bf16 && rows > 1 && cols > 0) {
+        /* rounded once here (cpu_bf16.c); keep_float does not apply: the
+         * tied embedding / output projection is bfloat16 too */
+        void *q = cpu_weight_alloc(w, td_cpu_b16_bytes(rows, cols), TD_BF16,
+                                   TD_CPU_LAYOUT_BF16, rows, cols, "bfloat16", err, errlen);
+        if (!q)
+            return -1;
+        td_cpu_b16_pack(q, host, rows, cols, s);
         return 0;
     }
     const int pack = rows > 1 && td_cpu_pack_wanted(rows, cols);
@@ -326,11 +350,12 @@ static void cpu_weight_free(td_backend *be, td_weight *w)
 
 /* --- dense ops ------------------------------------------------------------ */
 
-/* Room for n quantized activation rows of a linear with `in` inputs, or
- * NULL (latched). On the calling thread only, before a job. */
+/* Room for n quantized (int8) or rounded (bfloat16) activation rows of a
+ * linear with `in` inputs, or NULL (latched). On the calling thread only,
+ * before a job. */
 static uint8_t *cpu_q8_scratch(cpu_ctx *c, int64_t n, int64_t in)
 {
-    const size_t row = (size_t)td_cpu_q8_k4(in) * 4;
+    const size_t row = c->bf16 ? (size_t)td_cpu_b16_k2(in) * 4 : (size_t)td_cpu_q8_k4(in) * 4;
     const size_t bytes = (size_t)n * row + cpu_slice((size_t)n) * sizeof(float) + CPU_ALIGN;
     if (bytes <= c->q8_cap)
         return c->q8;
@@ -345,8 +370,9 @@ static uint8_t *cpu_q8_scratch(cpu_ctx *c, int64_t n, int64_t in)
     return c->q8;
 }
 
-/* An int8 linear in two jobs: the rows quantized (runs of rows), then the
- * products (runs of 32-feature panels, all rows each). */
+/* An int8 (or bfloat16) linear in two jobs: the rows quantized (rounded)
+ * in runs of rows, then the products in runs of 32-feature panels, all rows
+ * each. */
 typedef struct q8_job {
     float *y;
     int64_t ld_y;
@@ -357,21 +383,30 @@ typedef struct q8_job {
     float *xs;
     const void *W;
     const float *b;
+    int bf16; /* TD_CPU_LAYOUT_BF16: u holds bfloat16 rows, xs unused */
 } q8_job;
 
 static void q8_quant_range(void *arg, int64_t r0, int64_t r1, int tid)
 {
     (void)tid;
     const q8_job *j = arg;
-    td_cpu_q8_quant_rows(j->u + (size_t)r0 * j->row, j->xs + r0, j->x + r0 * j->ld_x, j->ld_x,
-                         r1 - r0, j->in);
+    if (j->bf16)
+        td_cpu_b16_round_rows((uint16_t *)(void *)(j->u + (size_t)r0 * j->row),
+                              j->x + r0 * j->ld_x, j->ld_x, r1 - r0, j->in);
+    else
+        td_cpu_q8_quant_rows(j->u + (size_t)r0 * j->row, j->xs + r0, j->x + r0 * j->ld_x,
+                             j->ld_x, r1 - r0, j->in);
 }
 
 static void q8_gemm_range(void *arg, int64_t p0, int64_t p1, int tid)
 {
     (void)tid;
     const q8_job *j = arg;
-    td_cpu_gemm_q8(j->y, j->ld_y, j->u, j->xs, j->n, j->W, j->out, j->in, j->b, p0, p1);
+    if (j->bf16)
+        td_cpu_gemm_b16(j->y, j->ld_y, (const uint16_t *)(const void *)j->u, j->n, j->W, j->out,
+                        j->in, j->b, p0, p1);
+    else
+        td_cpu_gemm_q8(j->y, j->ld_y, j->u, j->xs, j->n, j->W, j->out, j->in, j->b, p0, p1);
 }
 
 static void cpu_linear_q8(cpu_ctx *c, float *y, int64_t ld_y, const float *x, int64_t ld_x,
@@ -384,9 +419,11 @@ static void cpu_linear_q8(cpu_ctx *c, float *y, int64_t ld_y, const float *x, in
     uint8_t *u = cpu_q8_scratch(c, n, in);
     if (!u)
         return;
-    const size_t row = (size_t)td_cpu_q8_k4(in) * 4;
+    const int bf16 = w->layout == TD_CPU_LAYOUT_BF16;
+    const size_t row = bf16 ? (size_t)td_cpu_b16_k2(in) * 4 : (size_t)td_cpu_q8_k4(in) * 4;
     q8_job j = {.y = y, .ld_y = ld_y, .x = x, .ld_x = ld_x, .n = n, .in = in, .out = out,
-                .panels = (out + 31) / 32, .u = u, .row = row, .W = w->data, .b = b};
+                .panels = (out + 31) / 32, .u = u, .row = row, .W = w->data, .b = b,
+                .bf16 = bf16};
     j.xs = (float *)(u + ((size_t)n * row + CPU_ALIGN - 1) / CPU_ALIGN * CPU_ALIGN);
     const int64_t macs = n * out * in;
     cpu_par(c, n, cpu_row_chunks(c, n, n * in), q8_quant_range, &j);
@@ -398,7 +435,7 @@ static void cpu_linear_q8(cpu_ctx *c, float *y, int64_t ld_y, const float *x, in
 static void cpu_reserve_linear(td_backend *be, const td_weight *w, int64_t rows)
 {
     cpu_ctx *c = be->ctx;
-    if (w->layout == TD_CPU_LAYOUT_INT8 && rows > 0)
+    if ((w->layout == TD_CPU_LAYOUT_INT8 || w->layout == TD_CPU_LAYOUT_BF16) && rows > 0)
         cpu_q8_scratch(c, rows, w->cols);
 }
 
@@ -448,7 +485,7 @@ static void cpu_linear(td_backend *be, float *y, int64_t ld_y, const float *x,
                        const td_weight *bias)
 {
     cpu_ctx *c = be->ctx;
-    if (w->layout == TD_CPU_LAYOUT_INT8) {
+    if (w->layout == TD_CPU_LAYOUT_INT8 || w->layout == TD_CPU_LAYOUT_BF16) {
         cpu_linear_q8(c, y, ld_y, x, ld_x, n, w, bias);
         return;
     }
@@ -609,8 +646,11 @@ static void embed_range(void *arg, int64_t r0, int64_t r1, int tid)
     for (int64_t r = r0; r < r1; r++) {
         const float *p = j->pos ? j->pos + (int64_t)j->positions[r] * d : NULL;
         float *yr = j->y + r * d;
-        if (table->layout == TD_CPU_LAYOUT_INT8) {
-            td_cpu_q8_row(yr, j->T, table->rows, d, j->ids[r], j->scale);
+        if (table->layout == TD_CPU_LAYOUT_INT8 || table->layout == TD_CPU_LAYOUT_BF16) {
+            if (table->layout == TD_CPU_LAYOUT_INT8)
+                td_cpu_q8_row(yr, j->T, table->rows, d, j->ids[r], j->scale);
+            else
+                td_cpu_b16_row(yr, j->T, table->rows, d, j->ids[r], j->scale);
             if (p)
                 for (int64_t i = 0; i < d; i++)
                     yr[i] += p[i];
@@ -634,8 +674,9 @@ static void cpu_embed(td_backend *be, float *y, const td_weight *table,
                       const float *pos, const int32_t *positions)
 {
     cpu_ctx *c = be->ctx;
-    const void *T = table->layout == TD_CPU_LAYOUT_INT8 ? table->data
-                                                        : cpu_wdata(c, table, "embed");
+    const void *T = table->layout == TD_CPU_LAYOUT_INT8 || table->layout == TD_CPU_LAYOUT_BF16
+                        ? table->data
+                        : cpu_wdata(c, table, "embed");
     if (!T)
         return;
     embed_job j = {.y = y, .table = table, .T = T, .ids = ids, .positions = positions,
@@ -1248,17 +1289,19 @@ td_backend *td_cpu_backend_create(int n_threads, char *err, size_t errlen)
     return be;
 }
 
-/* The registry's create(): the CPU keeps float32 weights, so storage in
- * half precision is a request for another device. */
+/* The registry's create(): the CPU keeps float32 (or int8) weights, and
+ * bfloat16 where the CPU multiplies it on AMX tiles; float16 storage, and
+ * bfloat16 on other CPUs, is a request for another device. */
 static td_backend *cpu_device_create(const td_device *dev, const td_backend_params *p, char *err,
                                      size_t errlen)
 {
     (void)dev;
-    if (p->store == TD_STORE_F16 || p->store == TD_STORE_BF16) {
+    if (p->store == TD_STORE_F16 || (p->store == TD_STORE_BF16 && !td_cpu_has_amx_bf16())) {
         if (err && errlen)
-            snprintf(err, errlen, "dtype %s needs --device cuda: the CPU backend keeps "
+            snprintf(err, errlen, "dtype %s needs --device cuda%s: the CPU backend keeps "
                      "float32 or int8 weights (use --dtype auto, float32, int8 or int8-all)",
-                     p->store == TD_STORE_F16 ? "float16" : "bfloat16");
+                     p->store == TD_STORE_F16 ? "float16" : "bfloat16",
+                     p->store == TD_STORE_F16 ? "" : " or a CPU with AMX-BF16");
         return NULL;
     }
     td_backend *be = td_cpu_backend_create(p->n_threads, err, errlen);
@@ -1266,6 +1309,8 @@ static td_backend *cpu_device_create(const td_device *dev, const td_backend_para
         ((cpu_ctx *)be->ctx)->int8 = 1;
         ((cpu_ctx *)be->ctx)->int8_all = p->store == TD_STORE_INT8_ALL;
     }
+    if (be && p->store == TD_STORE_BF16)
+        ((cpu_ctx *)be->ctx)->bf16 = 1;
     return be;
 }
 

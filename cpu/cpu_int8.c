@@ -32,6 +32,9 @@
 #include <immintrin.h>
 #define Q_X86 1
 #endif
+#if defined(__x86_64__)
+#include "cpu_amx.h"
+#endif
 
 #define Q8_NR 32
 #define Q8_MR 12
@@ -324,40 +327,14 @@ Q_VNNI static void q_gemm_vnni(float *y, int64_t ld_y, const uint8_t *u, const f
  * is already the B tile's: in panel p, group g, the 64 bytes at
  * (p*K4 + g)*128 + 64h are features 16h..16h+15 of the group, and the next
  * group is 128 bytes on; the activations are the A tile's at a stride of
- * 4*K4 bytes. A block is up to 32 rows x one panel (32 features): tiles
- * 0-3 the sums (rows 0-15 / 16-31 x features 0-15 / 16-31), 4-5 the
- * activations, 6-7 the weights, over K4 / 16 steps of 64 inputs; only used
+ * 4*K4 bytes. Blocks of up to 32 rows x one panel (cpu_amx.h), over
+ * K4 / 16 steps of 64 inputs; only used
  * when k is a multiple of 64 (the tiles cannot read a partial group run),
  * so every model dimension of 64, 128, ... runs here and any other takes
  * the VNNI kernel. The sums go through memory to the float32 epilogue of
  * q_kern, the same expression, so the bits equal the VNNI kernel's. */
 #define Q_AMX __attribute__((target("amx-tile,amx-int8,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma")))
 #define Q_AMX_MR 32
-
-typedef struct q_tilecfg {
-    uint8_t palette, start_row;
-    uint8_t reserved[14];
-    uint16_t colsb[16];
-    uint8_t rows[16];
-} q_tilecfg;
-
-/* Tiles for a block of r (1..32) rows. */
-Q_AMX static void q_amx_config(int r)
-{
-    q_tilecfg t;
-    memset(&t, 0, sizeof t);
-    t.palette = 1;
-    const int r0 = r > 16 ? 16 : r, r1 = r > 16 ? r - 16 : 0;
-    t.rows[0] = t.rows[1] = t.rows[4] = (uint8_t)r0;
-    t.colsb[0] = t.colsb[1] = t.colsb[4] = 64;
-    if (r1) {
-        t.rows[2] = t.rows[3] = t.rows[5] = (uint8_t)r1;
-        t.colsb[2] = t.colsb[3] = t.colsb[5] = 64;
-    }
-    t.rows[6] = t.rows[7] = 16;
-    t.colsb[6] = t.colsb[7] = 64;
-    _tile_loadconfig(&t);
-}
 
 Q_AMX static void q_gemm_amx(float *y, int64_t ld_y, const uint8_t *u, const float *xs,
                              int64_t m, const void *P, int64_t n_out, int64_t k,
@@ -372,36 +349,13 @@ Q_AMX static void q_gemm_amx(float *y, int64_t ld_y, const uint8_t *u, const flo
     for (int64_t i0 = 0; i0 < m; i0 += Q_AMX_MR) {
         const int r = m - i0 < Q_AMX_MR ? (int)(m - i0) : Q_AMX_MR;
         if (r != cfg) {
-            q_amx_config(r);
+            td_amx_config(r);
             cfg = r;
         }
-        const uint8_t *A = u + i0 * lda;
+        const unsigned char *A = u + i0 * lda;
         for (int64_t p = p0; p < p1; p++) {
-            const int8_t *B = q + p * K4 * 128;
-            _tile_zero(0);
-            _tile_zero(1);
-            if (r > 16) {
-                _tile_zero(2);
-                _tile_zero(3);
-            }
-            for (int64_t g = 0; g < K4; g += 16) {
-                _tile_loadd(4, A + 4 * g, lda);
-                _tile_loadd(6, B + g * 128, 128);
-                _tile_loadd(7, B + g * 128 + 64, 128);
-                _tile_dpbusd(0, 4, 6);
-                _tile_dpbusd(1, 4, 7);
-                if (r > 16) {
-                    _tile_loadd(5, A + 16 * lda + 4 * g, lda);
-                    _tile_dpbusd(2, 5, 6);
-                    _tile_dpbusd(3, 5, 7);
-                }
-            }
-            _tile_stored(0, &acc[0][0], Q8_NR * 4);
-            _tile_stored(1, &acc[0][16], Q8_NR * 4);
-            if (r > 16) {
-                _tile_stored(2, &acc[16][0], Q8_NR * 4);
-                _tile_stored(3, &acc[16][16], Q8_NR * 4);
-            }
+            const unsigned char *B = (const unsigned char *)(q + p * K4 * 128);
+            TD_AMX_BLOCK(_tile_dpbusd, r, A, lda, B, K4 / 16, acc);
             const int64_t j0 = p * Q8_NR;
             const int nj = n_out - j0 < Q8_NR ? (int)(n_out - j0) : Q8_NR;
             const __mmask16 m0 = nj >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << nj) - 1);

@@ -20,11 +20,13 @@ static pthread_once_t isa_once = PTHREAD_ONCE_INIT;
 static td_cpu_isa isa_max = TD_CPU_ISA_SCALAR;
 static int isa_vnni;
 static int isa_amx;    /* the CPU and the kernel allow AMX int8 */
+static int isa_amx_bf16; /* ... and AMX bf16 */
 static int isa_amx_on; /* not turned off (TD_CPU_AMX=0, td_cpu_amx_set) */
 static td_cpu_isa isa_cur = TD_CPU_ISA_SCALAR;
 
 #ifdef ISA_AMX_PROBE
-/* AMX int8: CPUID leaf 7 EDX bits 24 (AMX-TILE) and 25 (AMX-INT8), the OS
+/* AMX: CPUID leaf 7 EDX bits 24 (AMX-TILE) and 25 (AMX-INT8; bit 22 is
+ * AMX-BF16, read by isa_detect), the OS
  * saving the tile state (XCR0 bits 17 and 18), and Linux's permission for
  * this process to use the tile data (arch_prctl ARCH_REQ_XCOMP_PERM for
  * XTILEDATA, feature 18; without it the first tile instruction faults). */
@@ -57,6 +59,10 @@ static void isa_detect(void)
 #endif
 #ifdef ISA_AMX_PROBE
     isa_amx = isa_vnni && isa_amx_probe();
+    {
+        unsigned a, b, c, d;
+        isa_amx_bf16 = isa_amx && __get_cpuid_count(7, 0, &a, &b, &c, &d) && (d & (1u << 22));
+    }
 #endif
     const char *amx = getenv("TD_CPU_AMX");
     isa_amx_on = !(amx && !strcmp(amx, "0"));
@@ -103,6 +109,11 @@ int td_cpu_has_vnni(void)
 int td_cpu_has_amx(void)
 {
     return td_cpu_has_vnni() && isa_amx && isa_amx_on;
+}
+
+int td_cpu_has_amx_bf16(void)
+{
+    return td_cpu_has_amx() && isa_amx_bf16;
 }
 
 int td_cpu_amx_set(int on)

@@ -39,6 +39,8 @@ int td_cpu_has_vnni(void);
  * AMX-INT8, the kernel granted this process the tile state, and neither
  * TD_CPU_AMX=0 in the environment nor td_cpu_amx_set(0) turned it off. */
 int td_cpu_has_amx(void);
+/* AMX-BF16 (tdpbf16ps) is usable: as td_cpu_has_amx, with AMX-BF16. */
+int td_cpu_has_amx_bf16(void);
 /* Turns AMX on or off (for tests and benchmarks, as td_cpu_isa_set);
  * returns the previous setting. */
 int td_cpu_amx_set(int on);
@@ -121,5 +123,30 @@ void td_cpu_q8_quant_rows(uint8_t *u, float *xs, const float *x, int64_t ld_x, i
 void td_cpu_gemm_q8(float *y, int64_t ld_y, const uint8_t *u, const float *xs, int64_t m,
                     const void *P, int64_t n_out, int64_t k, const float *bias, int64_t p0,
                     int64_t p1);
+
+/* --- bfloat16 weights (cpu_bf16.c) ---------------------------------------
+ * Weights rounded to bfloat16 at load, activations per call, float32 sums
+ * on AMX tiles (tdpbf16ps) or in plain C. */
+#define TD_CPU_LAYOUT_BF16 3
+
+/* Round to nearest even of the float32 bits (NaN stays a quiet NaN). */
+uint16_t td_cpu_bf16_round(float f);
+float td_cpu_bf16_float(uint16_t h);
+/* Input features rounded up to pairs (K2 pairs). */
+int64_t td_cpu_b16_k2(int64_t cols);
+/* Bytes of a packed bfloat16 (rows, cols) matrix. */
+size_t td_cpu_b16_bytes(int64_t rows, int64_t cols);
+/* Rounds W (rows, cols) times scale into dst (td_cpu_b16_bytes). */
+void td_cpu_b16_pack(void *dst, const float *W, int64_t rows, int64_t cols, float scale);
+/* Row r back in float32, times scale (the embedding lookup of a tied table). */
+void td_cpu_b16_row(float *dst, const void *P, int64_t rows, int64_t cols, int64_t r,
+                    float scale);
+/* Rounds m rows of x (k) to a (m rows of 2*K2 values, zero-padded). */
+void td_cpu_b16_round_rows(uint16_t *a, const float *x, int64_t ld_x, int64_t m, int64_t k);
+/* y (m, panels [p0, p1) of 32 features, clipped to n_out) from rounded rows
+ * and the packed W (n_out, k), plus bias (optional): AMX when the CPU has
+ * AMX-BF16 and k is a multiple of 32, else plain C. */
+void td_cpu_gemm_b16(float *y, int64_t ld_y, const uint16_t *a, int64_t m, const void *P,
+                     int64_t n_out, int64_t k, const float *bias, int64_t p0, int64_t p1);
 
 #endif /* TD_CPU_KERNELS_H */

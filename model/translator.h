@@ -42,9 +42,11 @@ typedef struct td_load_opts {
     int n_threads;         /* CPU threads for BLAS and op loops; 0 = all cores */
     const char *dtype;     /* storage of the weight matrices on the device:
                             * NULL/"auto" (the checkpoint's), "float32",
-                            * "float16", "bfloat16" (these two: cuda only;
-                            * the CPU computes in float32), "int8" (cpu only:
-                            * per-feature scales, int32 sums) */
+                            * "float16" (cuda only), "bfloat16" (cuda, or a
+                            * CPU with AMX-BF16: rounded weights and
+                            * activations, float32 sums on the tile unit),
+                            * "int8" (cpu only: per-feature scales, int32
+                            * sums) */
     const char *precision; /* GEMMs with half-precision weights on cuda:
                             * NULL/"full" (activations kept float32-accurate)
                             * or "half" (activations rounded to half) */

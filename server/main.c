@@ -26,7 +26,8 @@
  * `translate` reports its progress on stderr when stderr is a terminal.
  *
  * --device cpu | cuda[:N]; --dtype auto | float32 | float16 | bfloat16 | int8 |
- * int8-all (the weights' storage; half types need cuda, int8 the cpu);
+ * int8-all (the weights' storage; float16 needs cuda, bfloat16 cuda or a cpu
+ * with AMX-BF16, int8 the cpu);
  * --precision full | half (cuda
  * GEMMs with half weights: float32-accurate or half-rounded activations).
  */
@@ -98,7 +99,8 @@ static void cmd_usage(FILE *f, const char *cmd, int tokenize)
             "--threads N", "engine CPU threads (default: 0, all cores)", "--batch N",
             "sentences per batch 1..256 (default: 32)", "--device D",
             "cpu | cuda | cuda:N (default: cpu)", "--dtype T",
-            "auto | float32 | float16 | bfloat16 (cuda) | int8 | int8-all (cpu) (default: "
+            "auto | float32 | float16 (cuda) | bfloat16 (cuda, cpu with AMX) | int8 | int8-all "
+            "(cpu) (default: "
             "auto, the checkpoint's)",
             "--precision P", "full | half, cuda GEMMs with half weights (default: full)");
     if (!strcmp(cmd, "translate"))

@@ -475,6 +475,200 @@ START_TEST(test_int8_kernels)
 }
 END_TEST
 
+/* bfloat16 (cpu_bf16.c): the rounding against nearest-even worked out here
+ * in float64 from the two neighbouring bfloat16 values; the rows under
+ * every instruction set equal it; the product (AMX where the CPU has
+ * AMX-BF16 and k is a multiple of 32, plain C with AMX off) within float32
+ * rounding of a float64 sum of the same bfloat16 values, and within the
+ * bfloat16 rounding of the float32 product; padding untouched. */
+static uint16_t bf16_ref(float f)
+{
+    if (isnan(f))
+        return td_cpu_bf16_round(f); /* checked separately: a quiet NaN */
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    const uint16_t lo = (uint16_t)(u >> 16), hi = (uint16_t)(lo + 1);
+    const double dlo = td_cpu_bf16_float(lo), dhi = td_cpu_bf16_float(hi), d = f;
+    if (isinf(d))
+        return lo;
+    if ((lo & 0x7fff) == 0x7f7f && fabs(d) >= 3.3961775292304690e38) /* rounds past max */
+        return (uint16_t)((lo & 0x8000) | 0x7f80);
+    const double elo = fabs(d - dlo), ehi = fabs(dhi - d);
+    return elo < ehi ? lo : ehi < elo ? hi : (lo & 1) ? hi : lo;
+}
+
+START_TEST(test_bf16_round)
+{
+    rng_seed(21);
+    float v[4096];
+    for (int i = 0; i < 4096; i++) {
+        uint32_t u = (uint32_t)(frand() * 2147483647.0f) ^ ((uint32_t)i << 20);
+        if (i % 7 == 0) /* exact ties: the low half 0x8000 */
+            u = (u & 0xffff0000u) | 0x8000u;
+        memcpy(&v[i], &u, sizeof u);
+    }
+    const float special[] = {0.0f, -0.0f, 1.0f, -1.0f, 1e-40f, -1e-42f, 3.4028235e38f,
+                             -3.4028235e38f, INFINITY, -INFINITY, 1.00390625f, 1.01171875f};
+    memcpy(v, special, sizeof special);
+    for (int i = 0; i < 4096; i++)
+        if (!isnan(v[i]))
+            ck_assert_msg(td_cpu_bf16_round(v[i]) == bf16_ref(v[i]), "%a: %#x, want %#x",
+                          (double)v[i], td_cpu_bf16_round(v[i]), bf16_ref(v[i]));
+    const uint16_t qn = td_cpu_bf16_round(NAN);
+    ck_assert(isnan(td_cpu_bf16_float(qn)) && (qn & 0x40));
+    /* rows under every instruction set: the scalar function's bytes */
+    const int64_t k = 4093, K2 = td_cpu_b16_k2(k);
+    uint16_t *a = xmalloc((size_t)(2 * K2) * 2);
+    const td_cpu_isa top = td_cpu_isa_max(), saved = td_cpu_isa_get();
+    for (int isa = TD_CPU_ISA_SCALAR; isa <= (int)top; isa++) {
+        td_cpu_isa_set((td_cpu_isa)isa);
+        td_cpu_b16_round_rows(a, v, k, 1, k);
+        for (int64_t c = 0; c < 2 * K2; c++)
+            ck_assert_msg(a[c] == (c < k ? td_cpu_bf16_round(v[c]) : 0),
+                          "isa %d col %lld: %#x", isa, (long long)c, a[c]);
+    }
+    td_cpu_isa_set(saved);
+    free(a);
+}
+END_TEST
+
+static void check_b16(int64_t m, int64_t out, int64_t in, int with_bias)
+{
+    float *x = frand_vec((size_t)(m * in), 2.0f);
+    float *w = frand_vec((size_t)(out * in), 0.5f);
+    float *b = frand_vec((size_t)out, 1.0f);
+    const int64_t K2 = td_cpu_b16_k2(in);
+    void *P = xmalloc(td_cpu_b16_bytes(out, in));
+    td_cpu_b16_pack(P, w, out, in, 0.75f);
+    float *wr = xmalloc((size_t)in * sizeof *wr);
+    for (int64_t o = 0; o < out; o++) {
+        td_cpu_b16_row(wr, P, out, in, o, 1.0f);
+        for (int64_t c = 0; c < in; c++)
+            ck_assert(wr[c] == td_cpu_bf16_float(td_cpu_bf16_round(w[o * in + c] * 0.75f)));
+    }
+    uint16_t *a = xmalloc((size_t)(m * 2 * K2) * 2);
+    td_cpu_b16_round_rows(a, x, in, m, in);
+    const int64_t ld_y = out + 3, panels = (out + 31) / 32;
+    float *y = xmalloc((size_t)(m * ld_y) * sizeof *y);
+    const int amx_saved = td_cpu_amx_set(1);
+    for (int pass = 0; pass < 2; pass++) {
+        td_cpu_amx_set(pass == 0);
+        for (int64_t i = 0; i < m * ld_y; i++)
+            y[i] = SENTINEL;
+        td_cpu_gemm_b16(y, ld_y, a, m, P, out, in, with_bias ? b : NULL, 0, panels / 2);
+        td_cpu_gemm_b16(y, ld_y, a, m, P, out, in, with_bias ? b : NULL, panels / 2, panels);
+        size_t bad = 0;
+        for (int64_t i = 0; i < m; i++) {
+            for (int64_t o = 0; o < out; o++) {
+                double ref = with_bias ? b[o] : 0.0, mag = with_bias ? fabs(b[o]) : 0.0;
+                double exact = ref, emag = mag;
+                for (int64_t c = 0; c < in; c++) {
+                    const double av = td_cpu_bf16_float(a[i * 2 * K2 + c]);
+                    const double wv = td_cpu_bf16_float(td_cpu_bf16_round(w[o * in + c] * 0.75f));
+                    ref += av * wv;
+                    mag += fabs(av * wv);
+                    exact += (double)x[i * in + c] * (w[o * in + c] * 0.75f);
+                    emag += fabs((double)x[i * in + c] * (w[o * in + c] * 0.75f));
+                }
+                const double got = y[i * ld_y + o];
+                const double bound = (double)(in + 2) * 6.0e-8 * mag + 1e-30;
+                const double ebound = 2.0 * 0.00390625 * emag + bound;
+                if ((fabs(got - ref) > bound || fabs(got - exact) > ebound) && bad++ < 5)
+                    fprintf(stderr, "bf16 amx %d m=%lld out=%lld in=%lld: y[%lld][%lld] %.9g, "
+                            "want %.9g (bound %.3g; float32 %.9g)\n", td_cpu_has_amx_bf16(),
+                            (long long)m, (long long)out, (long long)in, (long long)i,
+                            (long long)o, got, ref, bound, exact);
+            }
+            for (int64_t o = out; o < ld_y; o++)
+                ck_assert(y[i * ld_y + o] == SENTINEL);
+        }
+        ck_assert_msg(bad == 0, "bf16 pass %d m=%lld out=%lld in=%lld: %zu wrong", pass,
+                      (long long)m, (long long)out, (long long)in, bad);
+    }
+    td_cpu_amx_set(amx_saved);
+    free(x), free(w), free(b), free(P), free(wr), free(a), free(y);
+}
+
+START_TEST(test_bf16_kernels)
+{
+    rng_seed(22);
+    static const int64_t shapes[][3] = {
+        {1, 1, 1}, {1, 7, 33}, {2, 33, 513}, {7, 32, 3}, {13, 100, 601}, {25, 31, 40},
+        /* k a multiple of 32 (the AMX kernel) */
+        {12, 64, 256}, {45, 100, 320}, {17, 33, 32}, {31, 513, 96}, {5, 32, 192},
+        {64, 64, 64}, {16, 16, 64}, {128, 96, 2048},
+    };
+    printf("test_bf16_kernels: amx-bf16 %d\n", td_cpu_has_amx_bf16());
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+        check_b16(shapes[i][0], shapes[i][1], shapes[i][2], (int)i % 2);
+}
+END_TEST
+
+/* --dtype bfloat16 through the registry: a backend on a CPU with AMX-BF16
+ * (elsewhere create() refuses it, naming the need), bfloat16 matrices,
+ * float32 vectors, linear and embedding lookup within bfloat16 rounding. */
+START_TEST(test_bf16_backend)
+{
+    td_device dev;
+    char err[256] = "";
+    ck_assert_msg(td_device_resolve("cpu", &dev, err, sizeof err) == 0, "%s", err);
+    const td_backend_params p = {.n_threads = 2, .store = TD_STORE_BF16};
+    td_backend *hb = dev.create(&dev, &p, err, sizeof err);
+    if (!td_cpu_has_amx_bf16()) {
+        ck_assert(hb == NULL);
+        ck_assert_msg(strstr(err, "AMX-BF16") != NULL, "%s", err);
+        printf("test_bf16_backend: no AMX-BF16, refused: %s\n", err);
+        return;
+    }
+    ck_assert_msg(hb != NULL, "%s", err);
+    rng_seed(23);
+    const int64_t n = 9, out = 70, in = 96;
+    float *x = frand_vec((size_t)(n * in), 1.0f), *w = frand_vec((size_t)(out * in), 1.0f);
+    float *b = frand_vec((size_t)out, 1.0f);
+    td_weight W, B;
+    ck_assert(hb->ops->weight_upload(hb, &W, w, out, in, TD_F32, 0.5f, err, sizeof err) == 0);
+    ck_assert(hb->ops->weight_upload(hb, &B, b, 1, out, TD_F32, 1.0f, err, sizeof err) == 0);
+    ck_assert_int_eq(W.dtype, TD_BF16);
+    ck_assert_int_eq(B.dtype, TD_F32);
+    hb->ops->reserve_linear(hb, &W, n);
+    float *dx = hb->ops->alloc(hb, (size_t)(n * in) * sizeof(float));
+    float *dy = hb->ops->alloc(hb, (size_t)(n * out) * sizeof(float));
+    hb->ops->upload(hb, dx, x, (size_t)(n * in) * sizeof(float));
+    hb->ops->linear(hb, dy, out, dx, in, n, &W, &B);
+    float *y = xmalloc((size_t)(n * out) * sizeof *y);
+    hb->ops->download(hb, y, dy, (size_t)(n * out) * sizeof(float));
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t o = 0; o < out; o++) {
+            double s = b[o], mag = fabs(b[o]);
+            for (int64_t c = 0; c < in; c++) {
+                s += (double)x[i * in + c] * (w[o * in + c] * 0.5f);
+                mag += fabs((double)x[i * in + c] * (w[o * in + c] * 0.5f));
+            }
+            ck_assert_msg(fabs(y[i * out + o] - s) <= 2.0 * 0.00390625 * mag + 1e-5,
+                          "bf16 linear y[%lld][%lld] %g vs %g", (long long)i, (long long)o,
+                          (double)y[i * out + o], s);
+        }
+    const int32_t ids[3] = {0, 69, 33};
+    int32_t *dids = hb->ops->alloc(hb, sizeof ids);
+    hb->ops->upload(hb, dids, ids, sizeof ids);
+    hb->ops->embed(hb, dy, &W, dids, 3, 2.0f, NULL, NULL);
+    hb->ops->download(hb, y, dy, (size_t)(3 * in) * sizeof(float));
+    for (int r = 0; r < 3; r++)
+        for (int64_t c = 0; c < in; c++) {
+            const double want = 2.0 * 0.5 * w[ids[r] * in + c];
+            ck_assert(fabs(y[r * in + c] - want) <= 0.00390625 * fabs(want) + 1e-7);
+        }
+    ck_assert_msg(hb->ops->sync(hb, err, sizeof err) == 0, "%s", err);
+    hb->ops->weight_free(hb, &W);
+    hb->ops->weight_free(hb, &B);
+    hb->ops->dealloc(hb, dx);
+    hb->ops->dealloc(hb, dy);
+    hb->ops->dealloc(hb, dids);
+    hb->ops->destroy(hb);
+    free(x), free(w), free(b), free(y);
+}
+END_TEST
+
 /* A backend made with --dtype int8 (the registry's create): int8 matrices,
  * float32 vectors, linear within the quantization error, embed of a
  * quantized table close to the table, and the scratch reserved. */
@@ -1865,6 +2059,9 @@ static Suite *cpu_ops_suite(void)
     tcase_add_test(tc, test_gemm_fma_order);
     tcase_add_test(tc, test_int8_kernels);
     tcase_add_test(tc, test_int8_backend);
+    tcase_add_test(tc, test_bf16_round);
+    tcase_add_test(tc, test_bf16_kernels);
+    tcase_add_test(tc, test_bf16_backend);
     tcase_add_test(tc, test_bias_act);
     tcase_add_test(tc, test_bias_act_isa);
     tcase_add_test(tc, test_layer_norm);

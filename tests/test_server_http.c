@@ -960,10 +960,11 @@ static int run_daemon_fail(const char *env, const char *args, char *out, size_t 
 START_TEST(test_startup_errors)
 {
     char out[4096];
-    /* the CPU keeps float32: asking for half weights there is an error */
+    /* the CPU keeps float32: asking for float16 weights there is an error */
     ck_assert_int_eq(run_daemon_fail(NULL, "--dtype float16", out, sizeof out), 1);
     ck_assert_msg(strstr(out, "needs --device cuda") != NULL, "%s", out);
-    ck_assert_int_eq(run_daemon_fail("TRANSFORMERD_DTYPE=bfloat16", "", out, sizeof out), 1);
+    /* bfloat16 too, on a CPU without AMX-BF16 (TD_CPU_AMX=0 makes every CPU one) */
+    ck_assert_int_eq(run_daemon_fail("TRANSFORMERD_DTYPE=bfloat16 TD_CPU_AMX=0", "", out, sizeof out), 1);
     ck_assert_msg(strstr(out, "needs --device cuda") != NULL, "%s", out);
     /* a bad value: rejected with the other flags, before anything loads (exit 2) */
     ck_assert_int_eq(run_daemon_fail(NULL, "--precision quarter", out, sizeof out), 2);

@@ -1,8 +1,8 @@
 #!/bin/sh
 # CPU throughput against CTranslate2 (pinned 4.8.5 from PyPI, in bench/.venv)
 # and transformers (float32, PyTorch, tools/.venv: bench/peers/peer_hf.py),
-# transformerd float32, int8 and int8-all (the output projection int8 too),
-# side by side in interleaved rounds:
+# transformerd float32, int8, int8-all (the output projection int8 too) and,
+# on a CPU with AMX-BF16, bfloat16, side by side in interleaved rounds:
 #   - the bundled model (models/en-de, 6+2 layers, d_model 256, vocab 8000):
 #     the first LINES held-out test sentences (tokenized by transformerd),
 #     beam 4 batch 32 and greedy batch 1 (the first LINES1 of them), up to
@@ -65,6 +65,10 @@ tools/setup_venv.sh
 HFPY=$ROOT/tools/.venv/bin/python
 
 [ -f "$BASE/model.safetensors" ] || "$BE" --make-model "$BASE" >/dev/null
+# transformerd bfloat16 where the CPU has AMX-BF16 (elsewhere the CPU
+# backend refuses --dtype bfloat16)
+BF16=
+echo Hello | "$TD" translate --model models/en-de --dtype bfloat16 >/dev/null 2>&1 && BF16=td:bfloat16
 for m in ende:models/en-de base:$BASE; do
     name=${m%%:*}; dir=${m#*:}
     [ -f "$OUT/ct2-$name/model.bin" ] || "$PY" bench/peers/convert_ct2.py "$dir" "$OUT/ct2-$name"
@@ -104,7 +108,7 @@ while [ "$r" -le "$ROUNDS" ]; do
     echo "$CONFIGS" | while read -r model ids batch beam tdlen ctlen ctmin; do
         dir=models/en-de; [ "$model" = base ] && dir=$BASE
         ml=; [ "$tdlen" -gt 0 ] && ml="--max-length $tdlen"
-        engines="td:float32 ct2:float32 td:int8 td:int8-all ct2:int8 hf:float32"
+        engines="td:float32 ct2:float32 td:int8 td:int8-all ct2:int8 hf:float32 $BF16"
         [ -z "$BEFORE" ] || engines="$engines tdb:float32 tdb:int8"
         [ "$THREADS" = 1 ] || engines="$engines ct21:float32 ct21:int8 td1:float32 td1:int8 td1:int8-all"
         for eng in $engines; do
@@ -138,7 +142,7 @@ done
 RSS=$OUT/rss.tsv
 : > "$RSS"
 head -n "$LINES" tests/data/en_de_test/test.de > "$OUT/ende.ref.de"
-for dt in float32 int8 int8-all; do
+for dt in float32 int8 int8-all ${BF16#td:}; do
     "$PY" bench/peers/maxrss.py "$RSS" "td.$dt" "$TD" translate --model models/en-de --beam 4 \
         --batch 32 --threads "$THREADS" --dtype "$dt" --no-split < "$OUT/ende.en" > "$OUT/td.$dt.de"
 done
@@ -160,15 +164,18 @@ for r in rows:
     k = (r["model"], r["run"]["batch"], r["run"]["beam"], r["engine"], r["dt"])
     acc.setdefault(k, []).append(r["run"]["tokens_per_s"])
 before = any(k[3] == "tdb" for k in acc)
+bf16 = any(k[3] == "td" and k[4] == "bfloat16" for k in acc)
 one = any(k[3] == "ct21" for k in acc)
 print(f"\n{rounds} interleaved rounds, {threads} threads{', busy neighbour' if busy == '1' else ''}; "
       "tokens/s best / median")
 cols = ["transformerd f32", "CT2 f32", "transformerd int8", "td int8-all", "CT2 int8", "transformers f32"]
 cols += ["td before f32", "td before int8"] if before else []
+cols += ["td bf16"] if bf16 else []
 cols += ["CT2 1t f32", "CT2 1t int8", "td 1t f32", "td 1t int8", "td 1t int8-all"] if one else []
 cols += ["td f32 / CT2 f32", "td int8 / CT2 int8", "td int8-all / CT2 int8", "td f32 / CT2 int8",
          "td f32 / transformers"]
 cols += ["td f32 / before", "td int8 / before"] if before else []
+cols += ["td bf16 / CT2 f32", "td bf16 / best CT2 int8"] if bf16 else []
 cols += ["td f32 / CT2 1t f32", "td int8 / CT2 1t int8", "td 1t f32 / CT2 1t f32", "td 1t int8 / CT2 1t int8",
          "td 1t int8-all / CT2 1t int8", "best td / best CT2 f32", "best td / best CT2 int8",
          "best td int8-all / best CT2 int8"] if one else []
@@ -185,12 +192,17 @@ for (model, b, bm) in sorted({k[:3] for k in acc}, key=lambda k: (k[0] != "ende"
     cells = [cell(tf), cell(cf), cell(ti), cell(ta), cell(ci), cell(hf)]
     if before:
         cells += [cell(get("tdb", "float32")), cell(get("tdb", "int8"))]
+    if bf16:
+        cells += [cell(get("td", "bfloat16"))]
     if one:
         cells += [cell(get("ct21", "float32")), cell(get("ct21", "int8")),
                   cell(get("td1", "float32")), cell(get("td1", "int8")), cell(get("td1", "int8-all"))]
     cells += [ratio(tf, cf), ratio(ti, ci), ratio(ta, ci), ratio(tf, ci), ratio(tf, hf)]
     if before:
         cells += [ratio(tf, get("tdb", "float32")), ratio(ti, get("tdb", "int8"))]
+    if bf16:
+        bestci = [max((ci or [0]) + (get("ct21", "int8") or [0]))]
+        cells += [ratio(get("td", "bfloat16"), cf), ratio([max(get("td", "bfloat16"))], bestci)]
     if one:
         cells += [ratio(tf, get("ct21", "float32")), ratio(ti, get("ct21", "int8")),
                   ratio(get("td1", "float32"), get("ct21", "float32")), ratio(get("td1", "int8"), get("ct21", "int8")),
@@ -209,7 +221,8 @@ rss = dict(l.rstrip("\n").split("\t") for l in open(f"{out}/rss.tsv"))
 print(f"\nText out, bundled model, beam 4, batch 32, {len(ref)} held-out lines: identical to "
       "transformerd float32, BLEU / chrF against the references, peak RSS (MiB)\n")
 print("| engine | identical | BLEU | chrF | peak RSS MiB |\n|---|---|---|---|---|")
-for name in ("td.float32", "td.int8", "td.int8-all", "ct2.float32", "ct2.int8", "hf.float32"):
+names = ["td.float32", "td.int8", "td.int8-all"] + (["td.bfloat16"] if bf16 else [])
+for name in names + ["ct2.float32", "ct2.int8", "hf.float32"]:
     got = open(f"{out}/{name}.de").read().splitlines()
     bleu = sacrebleu.corpus_bleu(got, [gold]).score
     chrf = sacrebleu.corpus_chrf(got, [gold]).score
