@@ -366,12 +366,20 @@ static void cpu_weight_free(td_backend *be, td_weight *w)
 
 /* --- dense ops ------------------------------------------------------------ */
 
-/* Room for n quantized (int8) or rounded (bfloat16) activation rows of a
- * linear with `in` inputs, or NULL (latched). On the calling thread only,
- * before a job. */
-static uint8_t *cpu_q8_scratch(cpu_ctx *c, int64_t n, int64_t in)
+/* Bytes of one activation row of a linear with the int8 or bfloat16
+ * weight w: quantized to 4*K4 bytes, or rounded to 2*K2 bfloat16s. */
+static size_t cpu_lowp_row(const td_weight *w)
 {
-    const size_t row = c->bf16 ? (size_t)td_cpu_b16_k2(in) * 4 : (size_t)td_cpu_q8_k4(in) * 4;
+    return w->layout == TD_CPU_LAYOUT_BF16 ? (size_t)td_cpu_b16_k2(w->cols) * 4
+                                           : (size_t)td_cpu_q8_k4(w->cols) * 4;
+}
+
+/* Room for n quantized (int8) or rounded (bfloat16) activation rows of a
+ * linear with the weight w, or NULL (latched). On the calling thread only,
+ * before a job. */
+static uint8_t *cpu_q8_scratch(cpu_ctx *c, int64_t n, const td_weight *w)
+{
+    const size_t row = cpu_lowp_row(w);
     const size_t bytes = (size_t)n * row + cpu_slice((size_t)n) * sizeof(float) + CPU_ALIGN;
     if (bytes <= c->q8_cap)
         return c->q8;
@@ -432,11 +440,11 @@ static void cpu_linear_q8(cpu_ctx *c, float *y, int64_t ld_y, const float *x, in
     if ((bias && !b) || n <= 0 || w->rows == 0 || !w->data)
         return;
     const int64_t out = w->rows, in = w->cols;
-    uint8_t *u = cpu_q8_scratch(c, n, in);
+    uint8_t *u = cpu_q8_scratch(c, n, w);
     if (!u)
         return;
     const int bf16 = w->layout == TD_CPU_LAYOUT_BF16;
-    const size_t row = bf16 ? (size_t)td_cpu_b16_k2(in) * 4 : (size_t)td_cpu_q8_k4(in) * 4;
+    const size_t row = cpu_lowp_row(w);
     q8_job j = {.y = y, .ld_y = ld_y, .x = x, .ld_x = ld_x, .n = n, .in = in, .out = out,
                 .panels = (out + 31) / 32, .u = u, .row = row, .W = w->data, .b = b,
                 .bf16 = bf16};
@@ -452,7 +460,7 @@ static void cpu_reserve_linear(td_backend *be, const td_weight *w, int64_t rows)
 {
     cpu_ctx *c = be->ctx;
     if ((w->layout == TD_CPU_LAYOUT_INT8 || w->layout == TD_CPU_LAYOUT_BF16) && rows > 0)
-        cpu_q8_scratch(c, rows, w->cols);
+        cpu_q8_scratch(c, rows, w);
 }
 
 /* A float32 linear: y (n, out) = x (n, in) W^T + b, split over output
@@ -662,18 +670,15 @@ static void embed_range(void *arg, int64_t r0, int64_t r1, int tid)
     for (int64_t r = r0; r < r1; r++) {
         const float *p = j->pos ? j->pos + (int64_t)j->positions[r] * d : NULL;
         float *yr = j->y + r * d;
-        if (table->layout == TD_CPU_LAYOUT_INT8 || table->layout == TD_CPU_LAYOUT_BF16) {
-            if (table->layout == TD_CPU_LAYOUT_INT8)
+        const int lay = table->layout;
+        if (lay == TD_CPU_LAYOUT_INT8 || lay == TD_CPU_LAYOUT_BF16 || lay == TD_CPU_LAYOUT_PACKED) {
+            /* a row back in float32 (packed: a tied output projection) */
+            if (lay == TD_CPU_LAYOUT_INT8)
                 td_cpu_q8_row(yr, j->T, table->rows, d, j->ids[r], j->scale);
-            else
+            else if (lay == TD_CPU_LAYOUT_BF16)
                 td_cpu_b16_row(yr, j->T, table->rows, d, j->ids[r], j->scale);
-            if (p)
-                for (int64_t i = 0; i < d; i++)
-                    yr[i] += p[i];
-            continue;
-        }
-        if (table->layout == TD_CPU_LAYOUT_PACKED) { /* a tied output projection */
-            td_cpu_packed_row(yr, j->T, d, j->ids[r], j->scale);
+            else
+                td_cpu_packed_row(yr, j->T, d, j->ids[r], j->scale);
             if (p)
                 for (int64_t i = 0; i < d; i++)
                     yr[i] += p[i];

@@ -234,10 +234,49 @@ static void q_gemm_c(float *y, int64_t ld_y, const uint8_t *u, const float *xs, 
 }
 
 #ifdef Q_X86
+/* One panel's per-feature constants for the AVX-512 epilogue: the lane
+ * masks of its features inside n_out, scales, compensations and bias
+ * (zero where absent). */
+typedef struct q_panel {
+    __mmask16 m0, m1;
+    __m512 ws0, ws1, b0, b1;
+    __m512i cp0, cp1;
+} q_panel;
+
+Q_AVX512 static inline __attribute__((always_inline)) q_panel
+q_panel_load(int64_t p, int64_t n_out, const float *ws, const int32_t *comp, const float *bias)
+{
+    q_panel t;
+    const int64_t j0 = p * Q8_NR;
+    const int nj = n_out - j0 < Q8_NR ? (int)(n_out - j0) : Q8_NR;
+    t.m0 = nj >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << nj) - 1);
+    t.m1 = nj >= 32 ? (__mmask16)0xFFFF : nj > 16 ? (__mmask16)((1u << (nj - 16)) - 1) : 0;
+    t.ws0 = _mm512_maskz_loadu_ps(t.m0, ws + j0);
+    t.ws1 = _mm512_maskz_loadu_ps(t.m1, ws + j0 + 16);
+    t.cp0 = _mm512_maskz_loadu_epi32(t.m0, comp + j0);
+    t.cp1 = _mm512_maskz_loadu_epi32(t.m1, comp + j0 + 16);
+    t.b0 = bias ? _mm512_maskz_loadu_ps(t.m0, bias + j0) : _mm512_setzero_ps();
+    t.b1 = bias ? _mm512_maskz_loadu_ps(t.m1, bias + j0 + 16) : _mm512_setzero_ps();
+    return t;
+}
+
+/* The float32 epilogue of one row of 32 sums (every AVX-512 kernel's, so
+ * they give the same bits): (sum - comp) * (xs * ws) + b into C. */
+Q_AVX512 static inline __attribute__((always_inline)) void
+q_epilogue(float *C, float xs, __m512i c0, __m512i c1, const q_panel *t)
+{
+    const __m512 s = _mm512_set1_ps(xs);
+    __m512 v0 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(c0, t->cp0)),
+                              _mm512_mul_ps(s, t->ws0));
+    __m512 v1 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(c1, t->cp1)),
+                              _mm512_mul_ps(s, t->ws1));
+    _mm512_mask_storeu_ps(C, t->m0, _mm512_add_ps(v0, t->b0));
+    _mm512_mask_storeu_ps(C + 16, t->m1, _mm512_add_ps(v1, t->b1));
+}
+
 Q_VNNI static inline __attribute__((always_inline)) void
 q_kern(const int mr, int64_t K4, const uint8_t *A, int64_t lda, const int8_t *B, float *C,
-       int64_t ldc, const float *xs, __m512 ws0, __m512 ws1, __m512i cp0, __m512i cp1,
-       __m512 b0, __m512 b1, __mmask16 m0, __mmask16 m1)
+       int64_t ldc, const float *xs, const q_panel *t)
 {
     __m512i c0[Q8_MR], c1[Q8_MR];
 #pragma GCC unroll 12
@@ -258,22 +297,13 @@ q_kern(const int mr, int64_t K4, const uint8_t *A, int64_t lda, const int8_t *B,
         }
     }
 #pragma GCC unroll 12
-    for (int i = 0; i < mr; i++) {
-        const __m512 s = _mm512_set1_ps(xs[i]);
-        __m512 v0 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(c0[i], cp0)),
-                                  _mm512_mul_ps(s, ws0));
-        __m512 v1 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(c1[i], cp1)),
-                                  _mm512_mul_ps(s, ws1));
-        v0 = _mm512_add_ps(v0, b0);
-        v1 = _mm512_add_ps(v1, b1);
-        _mm512_mask_storeu_ps(C + i * ldc, m0, v0);
-        _mm512_mask_storeu_ps(C + i * ldc + 16, m1, v1);
-    }
+    for (int i = 0; i < mr; i++)
+        q_epilogue(C + i * ldc, xs[i], c0[i], c1[i], t);
 }
 
 #define Q_CASE(R)                                                                       \
     case R:                                                                             \
-        q_kern(R, K4, A, 4 * K4, B, C, ld_y, xs + i0, ws0, ws1, cp0, cp1, b0, b1, m0, m1); \
+        q_kern(R, K4, A, 4 * K4, B, C, ld_y, xs + i0, &t);                               \
         break;
 
 Q_VNNI static void q_gemm_vnni(float *y, int64_t ld_y, const uint8_t *u, const float *xs,
@@ -286,16 +316,7 @@ Q_VNNI static void q_gemm_vnni(float *y, int64_t ld_y, const uint8_t *u, const f
     const int32_t *comp = q_comp(P, n_out, k);
     for (int64_t p = p0; p < p1; p++) {
         const int64_t j0 = p * Q8_NR;
-        const int nj = n_out - j0 < Q8_NR ? (int)(n_out - j0) : Q8_NR;
-        const __mmask16 m0 = nj >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << nj) - 1);
-        const __mmask16 m1 = nj >= 32 ? (__mmask16)0xFFFF
-                                       : nj > 16 ? (__mmask16)((1u << (nj - 16)) - 1) : 0;
-        const __m512 ws0 = _mm512_maskz_loadu_ps(m0, ws + j0);
-        const __m512 ws1 = _mm512_maskz_loadu_ps(m1, ws + j0 + 16);
-        const __m512i cp0 = _mm512_maskz_loadu_epi32(m0, comp + j0);
-        const __m512i cp1 = _mm512_maskz_loadu_epi32(m1, comp + j0 + 16);
-        const __m512 b0 = bias ? _mm512_maskz_loadu_ps(m0, bias + j0) : _mm512_setzero_ps();
-        const __m512 b1 = bias ? _mm512_maskz_loadu_ps(m1, bias + j0 + 16) : _mm512_setzero_ps();
+        const q_panel t = q_panel_load(p, n_out, ws, comp, bias);
         const int8_t *B = q + p * K4 * 128;
         for (int64_t i0 = 0; i0 < m; i0 += Q8_MR) {
             const int mr = m - i0 < Q8_MR ? (int)(m - i0) : Q8_MR;
@@ -331,8 +352,8 @@ Q_VNNI static void q_gemm_vnni(float *y, int64_t ld_y, const uint8_t *u, const f
  * K4 / 16 steps of 64 inputs; only used
  * when k is a multiple of 64 (the tiles cannot read a partial group run),
  * so every model dimension of 64, 128, ... runs here and any other takes
- * the VNNI kernel. The sums go through memory to the float32 epilogue of
- * q_kern, the same expression, so the bits equal the VNNI kernel's. */
+ * the VNNI kernel. The sums go through memory to q_epilogue, the VNNI
+ * kernel's float32 epilogue, so the bits equal its. */
 #define Q_AMX __attribute__((target("amx-tile,amx-int8,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma")))
 #define Q_AMX_MR 32
 
@@ -356,32 +377,12 @@ Q_AMX static void q_gemm_amx(float *y, int64_t ld_y, const uint8_t *u, const flo
         for (int64_t p = p0; p < p1; p++) {
             const unsigned char *B = (const unsigned char *)(q + p * K4 * 128);
             TD_AMX_BLOCK(_tile_dpbusd, r, A, lda, B, K4 / 16, acc);
-            const int64_t j0 = p * Q8_NR;
-            const int nj = n_out - j0 < Q8_NR ? (int)(n_out - j0) : Q8_NR;
-            const __mmask16 m0 = nj >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << nj) - 1);
-            const __mmask16 m1 = nj >= 32 ? (__mmask16)0xFFFF
-                                           : nj > 16 ? (__mmask16)((1u << (nj - 16)) - 1) : 0;
-            const __m512 ws0 = _mm512_maskz_loadu_ps(m0, ws + j0);
-            const __m512 ws1 = _mm512_maskz_loadu_ps(m1, ws + j0 + 16);
-            const __m512i cp0 = _mm512_maskz_loadu_epi32(m0, comp + j0);
-            const __m512i cp1 = _mm512_maskz_loadu_epi32(m1, comp + j0 + 16);
-            const __m512 b0 = bias ? _mm512_maskz_loadu_ps(m0, bias + j0) : _mm512_setzero_ps();
-            const __m512 b1 =
-                bias ? _mm512_maskz_loadu_ps(m1, bias + j0 + 16) : _mm512_setzero_ps();
-            float *C = y + i0 * ld_y + j0;
-            for (int i = 0; i < r; i++) {
-                const __m512 s = _mm512_set1_ps(xs[i0 + i]);
-                const __m512i c0 = _mm512_loadu_si512((const void *)&acc[i][0]);
-                const __m512i c1 = _mm512_loadu_si512((const void *)&acc[i][16]);
-                __m512 v0 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(c0, cp0)),
-                                          _mm512_mul_ps(s, ws0));
-                __m512 v1 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(c1, cp1)),
-                                          _mm512_mul_ps(s, ws1));
-                v0 = _mm512_add_ps(v0, b0);
-                v1 = _mm512_add_ps(v1, b1);
-                _mm512_mask_storeu_ps(C + i * ld_y, m0, v0);
-                _mm512_mask_storeu_ps(C + i * ld_y + 16, m1, v1);
-            }
+            const q_panel t = q_panel_load(p, n_out, ws, comp, bias);
+            float *C = y + i0 * ld_y + p * Q8_NR;
+            for (int i = 0; i < r; i++)
+                q_epilogue(C + i * ld_y, xs[i0 + i],
+                           _mm512_loadu_si512((const void *)&acc[i][0]),
+                           _mm512_loadu_si512((const void *)&acc[i][16]), &t);
         }
     }
     _tile_release();

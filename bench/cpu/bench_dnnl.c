@@ -16,23 +16,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "backend.h"
+#include "bench_util.h"
 #include "device.h"
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmpd(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
 
 static td_backend *make(td_store store)
 {
@@ -105,7 +92,7 @@ int main(int argc, char **argv)
             double t[4][64];
             for (int r = 0; r < rounds; r++)
                 for (int e = 0; e < 4; e++) {
-                    const double t0 = now();
+                    const double t0 = bench_now();
                     for (int q = 0; q < reps; q++) {
                         if (e == 0)
                             bf->ops->linear(bf, y, N, x, K, M, &Wf, NULL);
@@ -117,10 +104,10 @@ int main(int argc, char **argv)
                             dnnl_gemm_u8s8s32('N', 'T', 'F', M, N, K, 1.0f, x8, K, 0, w8, K, 0,
                                               0.0f, y32, N, &co);
                     }
-                    t[e][r] = (now() - t0) / reps * 1e6;
+                    t[e][r] = (bench_now() - t0) / reps * 1e6;
                 }
             for (int e = 0; e < 4; e++) {
-                qsort(t[e], (size_t)rounds, sizeof(double), cmpd);
+                qsort(t[e], (size_t)rounds, sizeof(double), bench_cmpd);
                 printf("| %lld | %lld | %lld | %s | %.1f | %.1f | %.1f |\n", (long long)M,
                        (long long)N, (long long)K, names[e], t[e][0], t[e][rounds / 2],
                        flops / t[e][0] * 1e-3);

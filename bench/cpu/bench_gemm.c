@@ -12,24 +12,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "backend.h"
+#include "bench_util.h"
 #include "cpu_backend.h"
 #include "cpu_kernels.h"
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmpd(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
 
 int main(int argc, char **argv)
 {
@@ -84,13 +71,13 @@ int main(int argc, char **argv)
             double t[2][64];
             for (int r = 0; r < rounds && r < 64; r++)
                 for (int l = 0; l < n_lay; l++) {
-                    double t0 = now();
+                    double t0 = bench_now();
                     for (int q = 0; q < reps; q++)
                         be->ops->linear(be, y, N, x, K, M, &W[l], NULL);
-                    t[l][r] = (now() - t0) / reps * 1e6;
+                    t[l][r] = (bench_now() - t0) / reps * 1e6;
                 }
             for (int l = 0; l < n_lay; l++) {
-                qsort(t[l], (size_t)rounds, sizeof(double), cmpd);
+                qsort(t[l], (size_t)rounds, sizeof(double), bench_cmpd);
                 printf("| %lld | %lld | %lld | %s | %.1f | %.1f | %.1f |\n", (long long)M,
                        (long long)N, (long long)K, names[l], t[l][0], t[l][rounds / 2],
                        flops / t[l][0] * 1e-3);

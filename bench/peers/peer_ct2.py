@@ -10,29 +10,21 @@ ordinary pieces, as transformerd's tokenizer decodes them).
                 --compute-type float32|int8 [--repeat R] [--max-length N]
                 [--min-length N] [--out FILE]
 """
-import argparse
 import json
 import time
 
 import ctranslate2
 
-ap = argparse.ArgumentParser()
-ap.add_argument("--model", required=True)
-ap.add_argument("--ids", required=True)
-ap.add_argument("--batch", type=int, default=32)
-ap.add_argument("--beam", type=int, default=4)
-ap.add_argument("--threads", type=int, default=2)
+from peer_common import parser, pieces_text, read_ids, write_lines
+
+ap = parser()
 ap.add_argument("--compute-type", default="float32")
-ap.add_argument("--repeat", type=int, default=1)
-ap.add_argument("--max-length", type=int, default=255)
-ap.add_argument("--min-length", type=int, default=0)
-ap.add_argument("--out")
 a = ap.parse_args()
 
 tr = ctranslate2.Translator(a.model, device="cpu", compute_type=a.compute_type,
                             inter_threads=1, intra_threads=a.threads)
 vocab = json.load(open(a.model + "/shared_vocabulary.json"))
-src = [[vocab[int(t)] for t in l.split()] for l in open(a.ids) if l.strip()]
+src = [[vocab[t] for t in s] for s in read_ids(a.ids)]
 specials = {"</s>", "<pad>", "<unk>"}
 best, toks, texts = None, 0, []
 for r in range(a.repeat):
@@ -48,11 +40,10 @@ for r in range(a.repeat):
             h = x.hypotheses[0]
             toks += len(h)
             if r == 0:
-                texts.append("".join(p for p in h if p not in specials).replace("\u2581", " ").strip())
+                texts.append(pieces_text(h, specials))
     best = t if best is None else min(best, t)
 if a.out:
-    with open(a.out, "w") as f:
-        f.write("\n".join(texts) + "\n")
+    write_lines(a.out, texts)
 print(json.dumps({"engine": "ctranslate2", "version": ctranslate2.__version__,
                   "compute_type": a.compute_type, "batch": a.batch, "beam": a.beam,
                   "threads": a.threads, "sentences": len(src), "tokens": toks,

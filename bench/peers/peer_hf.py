@@ -10,7 +10,6 @@ peer_ct2.py does. Runs in tools/.venv (torch, transformers).
     peer_hf.py --model MODEL_DIR --ids FILE --batch N --beam N --threads N
                [--repeat R] [--max-length N] [--min-length N] [--out FILE]
 """
-import argparse
 import json
 import os
 import time
@@ -19,23 +18,16 @@ import torch
 import transformers
 from transformers import MarianMTModel
 
-ap = argparse.ArgumentParser()
-ap.add_argument("--model", required=True)
-ap.add_argument("--ids", required=True)
-ap.add_argument("--batch", type=int, default=32)
-ap.add_argument("--beam", type=int, default=4)
-ap.add_argument("--threads", type=int, default=2)
-ap.add_argument("--repeat", type=int, default=1)
-ap.add_argument("--max-length", type=int, default=255, help="new tokens at most")
-ap.add_argument("--min-length", type=int, default=0, help="new tokens at least")
-ap.add_argument("--out")
+from peer_common import parser, pieces_text, read_ids, write_lines
+
+ap = parser(max_length_help="new tokens at most")
 a = ap.parse_args()
 
 torch.set_num_threads(a.threads)
 model = MarianMTModel.from_pretrained(a.model).eval()
 cfg = model.config
 pad, eos = cfg.pad_token_id, cfg.eos_token_id
-src = [[int(t) for t in l.split()] for l in open(a.ids) if l.strip()]
+src = read_ids(a.ids)
 pieces = None
 if a.out and os.path.exists(a.model + "/vocab.json"):
     pieces = {i: p for p, i in json.load(open(a.model + "/vocab.json")).items()}
@@ -58,12 +50,10 @@ with torch.inference_mode():
                 out = [x for x in row[1:] if x not in (pad, eos)]
                 toks += len(out)
                 if r == 0 and pieces is not None:
-                    texts.append("".join(pieces[x] for x in out if x != 1)
-                                 .replace("\u2581", " ").strip())
+                    texts.append(pieces_text((pieces[x] for x in out if x != 1), ()))
         best = t if best is None else min(best, t)
 if a.out:
-    with open(a.out, "w") as f:
-        f.write("\n".join(texts) + "\n")
+    write_lines(a.out, texts)
 print(json.dumps({"engine": "transformers", "version": transformers.__version__,
                   "batch": a.batch, "beam": a.beam, "threads": a.threads,
                   "sentences": len(src), "tokens": toks, "seconds": round(best, 4),
