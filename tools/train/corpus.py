@@ -153,19 +153,84 @@ def read_lua_locale(text):
     return out
 
 
+QM_MAGIC = bytes.fromhex("3cb86418caef9c95cd211cbf60a1bddd")
+
+
+def read_qm(data):
+    """A compiled Qt catalogue (.qm, as lrelease writes it; GCompris' gcompris_de.qm) -> list of (English,
+    German). The file is the magic and then blocks (tag byte, big-endian length); the messages block (tag 0x69)
+    is a run of fields (tag byte, then a big-endian length and bytes for the strings): 3 a translation in
+    UTF-16BE (one per plural form: the first is kept; length 0xffffffff for none), 6 the source text in UTF-8,
+    7 its context, 8 its comment, 5 four bytes of obsolete data, 1 the end of one message. Messages without a
+    source text (an id-based catalogue) or without a translation are left out."""
+    if data[:16] != QM_MAGIC:
+        return []
+    out, i = [], 16
+    while i + 5 <= len(data):
+        tag, n = data[i], struct.unpack(">I", data[i + 1:i + 5])[0]
+        i += 5
+        if tag == 0x69:
+            j, end, src, tr = i, min(i + n, len(data)), None, []
+            while j < end:
+                t = data[j]
+                j += 1
+                if t == 1:
+                    if src and tr and tr[0]:
+                        out.append((src, tr[0]))
+                    src, tr = None, []
+                elif t == 5:
+                    j += 4
+                elif t in (2, 3, 6, 7, 8):
+                    m = struct.unpack(">I", data[j:j + 4])[0]
+                    j += 4
+                    if m == 0xFFFFFFFF:
+                        continue
+                    b = data[j:j + m]
+                    j += m
+                    if t == 3:
+                        tr.append(b.decode("utf-16-be", "replace"))
+                    elif t == 6:
+                        src = b.decode("utf-8", "replace")
+                else:
+                    break  # a field this reader does not know: the rest of the block cannot be framed
+        i += n
+    return out
+
+
+def read_stamp_description(text):
+    """A Tux Paint stamp description (stamps/.../NAME.txt: the English text on the first line, then one line
+    per language, "de.utf8=German text") -> [(English, German)] or []."""
+    lines = text.splitlines()
+    if not lines:
+        return []
+    en = lines[0].strip()
+    for line in lines[1:]:
+        if line.startswith("de.utf8="):
+            de = line[len("de.utf8="):].strip()
+            return [(en, de)] if en and de else []
+    return []
+
+
 # German catalogues inside a package: gettext .mo under de/LC_MESSAGES (MO_CATALOGUE_RE, what stage 1 and
 # deb_sources read by default); with GERMAN_CATALOGUE_RE also .po named de.po or *.de.po and Lua locale tables
-# named de.lua under a Locale directory
+# named de.lua under a Locale directory; with EDU_CATALOGUE_RE also compiled Qt catalogues NAME_de.qm and Tux
+# Paint's stamp descriptions (stamps/.../NAME.txt)
 MO_PATTERN = r"/de(_DE)?(\.UTF-8)?/LC_MESSAGES/.*\.mo"
 MO_CATALOGUE_RE = re.compile(MO_PATTERN + "$")
-GERMAN_CATALOGUE_RE = re.compile(f"({MO_PATTERN}|/(de|[^/]+\\.de)\\.po|/[Ll]ocale/de\\.lua)$")
+GERMAN_PATTERN = f"{MO_PATTERN}|/(de|[^/]+\\.de)\\.po|/[Ll]ocale/de\\.lua"
+GERMAN_CATALOGUE_RE = re.compile(f"({GERMAN_PATTERN})$")
+EDU_CATALOGUE_RE = re.compile(f"({GERMAN_PATTERN}|/[^/]+_de\\.qm|/tuxpaint/stamps/.+\\.txt)$")
 
 
 def read_catalogue(name, data):
-    """A German catalogue file found by GERMAN_CATALOGUE_RE -> list of (English, German)."""
+    """A German catalogue file found by GERMAN_CATALOGUE_RE or EDU_CATALOGUE_RE -> list of (English, German)."""
     if name.endswith(".mo"):
         return read_mo(data)
+    if name.endswith(".qm"):
+        return read_qm(data)
     text = data.decode("utf-8", "replace")
+    if name.endswith(".txt"):
+        return read_stamp_description(text)
     return read_lua_locale(text) if name.endswith(".lua") else read_po(text)
 
 # ------------------------------------------------------------------------------------------------------- cleaning

@@ -75,6 +75,9 @@ def main():
     ap.add_argument("--out", default="dialogue", help="the output directory under WORK")
     ap.add_argument("--all-formats", action="store_true",
                     help="read .po catalogues and Lua locale tables too, not only gettext .mo files")
+    ap.add_argument("--edu-formats", action="store_true",
+                    help="as --all-formats, and compiled Qt catalogues (NAME_de.qm) and Tux Paint's stamp "
+                    "descriptions too (stage 1g: the children's programs of tools/train/everyday-packages.txt)")
     ap.add_argument("--exclude", action="append", default=[],
                     help="a file of English lines (another corpus's held-out sets): no pair of this corpus, train "
                     "or held out, has one of their normalised sources (repeatable)")
@@ -87,7 +90,8 @@ def main():
     pairs = collections.OrderedDict()  # (src, tgt) -> package
     prov = collections.OrderedDict()  # package -> [licence, catalogues, pairs]
     raw_total = 0
-    catalogues = C.GERMAN_CATALOGUE_RE if a.all_formats else C.MO_CATALOGUE_RE
+    catalogues = (C.EDU_CATALOGUE_RE if a.edu_formats else C.GERMAN_CATALOGUE_RE if a.all_formats
+                  else C.MO_CATALOGUE_RE)
     for pkg, _origin, lic, name, data in C.deb_sources(debdir, catalogues):
         rec = prov.setdefault(pkg, [lic, 0, 0])
         rec[1] += 1
@@ -150,7 +154,8 @@ def main():
     with open(os.path.join(out_dir, "provenance.tsv"), "w", encoding="utf-8") as f:
         f.write("package\torigin\tcatalogues\tpairs_kept\tlicence\n")
         for pkg, (lic, ncat, npairs) in prov.items():
-            f.write(f"{pkg}\tdownloaded (game dialogue, tools/train/dialogue.py)\t{ncat}\t{npairs}\t{lic}\n")
+            kind = "children's programs" if a.edu_formats else "game dialogue"
+            f.write(f"{pkg}\tdownloaded ({kind}, tools/train/dialogue.py)\t{ncat}\t{npairs}\t{lic}\n")
     stats = {"raw_pairs": raw_total, "unique_clean_pairs": len(pairs), "sources": len(by_src),
              "dropped": dict(drops), "train": len(train), "dev": len(splits["dev"]), "test": len(splits["test"]),
              "train_en_words": sum(len(s.split()) for s, _ in train),

@@ -95,6 +95,50 @@ class Readers(unittest.TestCase):
         self.assertEqual(corpus.read_catalogue("de.po", self.PO.encode())[0], ("Hello", "Hallo"))
 
 
+def qm_bytes(messages):
+    """A compiled Qt catalogue holding MESSAGES [(source, [translations], context), ...]: the magic, a hashes
+    block that readers skip, then the messages block; an obsolete field on the first message."""
+    def field(tag, b):
+        return bytes([tag]) + struct.pack(">I", len(b)) + b
+    body = b""
+    for k, (src, trs, ctx) in enumerate(messages):
+        body += b"\x05" + b"\0\0\0\0" if k == 0 else b""
+        for tr in trs:
+            body += field(3, tr.encode("utf-16-be")) if tr is not None else b"\x03\xff\xff\xff\xff"
+        if src is not None:
+            body += field(6, src.encode())
+        body += field(7, ctx.encode()) + field(8, b"") + b"\x01"
+    return corpus.QM_MAGIC + field(0x42, b"\0" * 8) + field(0x69, body)
+
+
+class EduReaders(unittest.TestCase):
+    def test_qm(self):
+        data = qm_bytes([("Can you help her?", ["Kannst du ihr helfen?"], "ActivityInfo"),
+                         ("%n apples", ["%n Apfel", "%n Äpfel"], "Count"),  # plural: the first form
+                         ("Untranslated", [None], "X"), (None, ["Ohne Quelle"], "Y"),
+                         ("Grüße", ["Grüße"], "Z")])
+        self.assertEqual(corpus.read_qm(data), [("Can you help her?", "Kannst du ihr helfen?"),
+                                                ("%n apples", "%n Apfel"), ("Grüße", "Grüße")])
+        self.assertEqual(corpus.read_qm(b"not a qm file"), [])
+        self.assertEqual(corpus.read_catalogue("gcompris_de.qm", data)[0][1], "Kannst du ihr helfen?")
+
+    def test_stamp_description(self):
+        text = "A pair of blue jeans.\nda.utf8=Et par blå jeans.\nde.utf8=Eine blaue Jeans. \nde_CH.utf8=x\n"
+        self.assertEqual(corpus.read_stamp_description(text), [("A pair of blue jeans.", "Eine blaue Jeans.")])
+        self.assertEqual(corpus.read_stamp_description("A cat.\nfr.utf8=Un chat.\n"), [])
+        self.assertEqual(corpus.read_catalogue("jeans.txt", text.encode()), [("A pair of blue jeans.",
+                                                                              "Eine blaue Jeans.")])
+
+    def test_catalogue_names(self):
+        names = {"usr/share/gcompris-qt/translations/gcompris_de.qm": True,
+                 "usr/share/gcompris-qt/translations/gcompris_fr.qm": False,
+                 "usr/share/tuxpaint/stamps/clothes/jeans.txt": True, "usr/share/doc/tuxpaint/README.txt": False,
+                 "usr/share/locale/de/LC_MESSAGES/tuxpaint.mo": True, "usr/share/g/po/de.po": True}
+        for n, want in names.items():
+            self.assertEqual(bool(corpus.EDU_CATALOGUE_RE.search("./" + n)), want, n)
+        self.assertFalse(corpus.GERMAN_CATALOGUE_RE.search("./usr/share/g/translations/g_de.qm"))
+
+
 class Licence(unittest.TestCase):
     def test_prose_copyright_file(self):
         text = ("Upstream Author: A\n\nLicense:\n        Copyright (C) 2003 by A\n\n        it under the terms of the "
