@@ -73,7 +73,7 @@ typedef struct cpu_ctx {
     size_t scratch_cap; /* floats */
     int int8;           /* --dtype int8: matrices quantized at upload */
     int int8_all;       /* --dtype int8-all: keep_float (backend.h) ignored */
-    int bf16;           /* --dtype bfloat16: matrices rounded at upload (AMX) */
+    int bf16;           /* --dtype bfloat16: matrices rounded at upload */
     uint8_t *q8;        /* quantized activation rows of an int8 linear */
     size_t q8_cap;      /* bytes */
     int failed;         /* latched failure, cleared by sync() */
@@ -1311,18 +1311,19 @@ td_backend *td_cpu_backend_create(int n_threads, char *err, size_t errlen)
 }
 
 /* The registry's create(): the CPU keeps float32 (or int8) weights, and
- * bfloat16 where the CPU multiplies it on AMX tiles; float16 storage, and
- * bfloat16 on other CPUs, is a request for another device. */
+ * bfloat16 where the CPU multiplies it (AVX512-BF16, or AMX-BF16 tiles);
+ * float16 storage, and bfloat16 on other CPUs, is a request for another
+ * device. */
 static td_backend *cpu_device_create(const td_device *dev, const td_backend_params *p, char *err,
                                      size_t errlen)
 {
     (void)dev;
-    if (p->store == TD_STORE_F16 || (p->store == TD_STORE_BF16 && !td_cpu_has_amx_bf16())) {
+    if (p->store == TD_STORE_F16 || (p->store == TD_STORE_BF16 && !td_cpu_has_bf16())) {
         if (err && errlen)
             snprintf(err, errlen, "dtype %s needs --device cuda%s: the CPU backend keeps "
                      "float32 or int8 weights (use --dtype auto, float32, int8 or int8-all)",
                      p->store == TD_STORE_F16 ? "float16" : "bfloat16",
-                     p->store == TD_STORE_F16 ? "" : " or a CPU with AMX-BF16");
+                     p->store == TD_STORE_F16 ? "" : " or a CPU with AVX512-BF16 or AMX-BF16");
         return NULL;
     }
     td_backend *be = td_cpu_backend_create(p->n_threads, err, errlen);

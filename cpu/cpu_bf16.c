@@ -1,5 +1,6 @@
 /*
- * cpu_bf16.c - bfloat16 weights (--dtype bfloat16 on a CPU with AMX-BF16):
+ * cpu_bf16.c - bfloat16 weights (--dtype bfloat16 on a CPU with AVX512-BF16
+ * or AMX-BF16):
  * y = x W^T + b with W rounded to bfloat16 once at load and x rounded to
  * bfloat16 per row on each call, the products summed in float32.
  *
@@ -15,11 +16,13 @@
  * for groups of four.
  *
  * Kernels: AMX (tdpbf16ps, tiles of 16 rows x 16 features, when k is a
- * multiple of 32) and a plain-C one (float32 sums of the exact products,
- * pair by pair). The tile unit's order and rounding of its float32 sums
- * are its own, so the two agree within float32 rounding of the sums, not
- * bit for bit (the tests hold both to a bound against a float64 sum of the
- * same bfloat16 values).
+ * multiple of 32), AVX512-BF16 (vdpbf16ps: one pair of inputs of a row
+ * broadcast against the 16 features of a zmm, any k) and a plain-C one
+ * (float32 sums of the exact products, pair by pair). The tile unit's and
+ * vdpbf16ps' order and rounding of their float32 sums are their own (and
+ * both treat subnormal inputs as zero), so the three agree within float32
+ * rounding of the sums, not bit for bit (the tests hold each to a bound
+ * against a float64 sum of the same bfloat16 values).
  */
 #include "cpu_kernels.h"
 
@@ -127,6 +130,21 @@ void td_cpu_b16_round_rows(uint16_t *a, const float *x, int64_t ld_x, int64_t m,
 
 /* --- the product ---------------------------------------------------------- */
 
+#ifdef B_X86
+/* The store masks of a panel's two halves of 16 features (features j0 ..
+ * j0+31, clipped to n_out) and its bias (zero without one), shared by the
+ * AMX and AVX512-BF16 kernels. */
+B_AVX512 static inline void b_panel_out(int64_t n_out, int64_t j0, const float *bias,
+                                        __mmask16 *m0, __mmask16 *m1, __m512 *b0, __m512 *b1)
+{
+    const int nj = n_out - j0 < B_NR ? (int)(n_out - j0) : B_NR;
+    *m0 = nj >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << nj) - 1);
+    *m1 = nj >= 32 ? (__mmask16)0xFFFF : nj > 16 ? (__mmask16)((1u << (nj - 16)) - 1) : 0;
+    *b0 = bias ? _mm512_maskz_loadu_ps(*m0, bias + j0) : _mm512_setzero_ps();
+    *b1 = bias ? _mm512_maskz_loadu_ps(*m1, bias + j0 + 16) : _mm512_setzero_ps();
+}
+#endif
+
 static void b_gemm_c(float *y, int64_t ld_y, const uint16_t *a, int64_t m, const void *P,
                      int64_t n_out, int64_t k, const float *bias, int64_t p0, int64_t p1)
 {
@@ -176,13 +194,9 @@ B_AMX static void b_gemm_amx(float *y, int64_t ld_y, const uint16_t *a, int64_t 
             const unsigned char *B = q + p * K2 * 128;
             TD_AMX_BLOCK(_tile_dpbf16ps, r, A, lda, B, K2 / 16, acc);
             const int64_t j0 = p * B_NR;
-            const int nj = n_out - j0 < B_NR ? (int)(n_out - j0) : B_NR;
-            const __mmask16 m0 = nj >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << nj) - 1);
-            const __mmask16 m1 = nj >= 32 ? (__mmask16)0xFFFF
-                                           : nj > 16 ? (__mmask16)((1u << (nj - 16)) - 1) : 0;
-            const __m512 b0 = bias ? _mm512_maskz_loadu_ps(m0, bias + j0) : _mm512_setzero_ps();
-            const __m512 b1 =
-                bias ? _mm512_maskz_loadu_ps(m1, bias + j0 + 16) : _mm512_setzero_ps();
+            __mmask16 m0, m1;
+            __m512 b0, b1;
+            b_panel_out(n_out, j0, bias, &m0, &m1, &b0, &b1);
             float *C = y + i0 * ld_y + j0;
             for (int i = 0; i < r; i++) {
                 _mm512_mask_storeu_ps(C + i * ld_y, m0,
@@ -196,12 +210,81 @@ B_AMX static void b_gemm_amx(float *y, int64_t ld_y, const uint16_t *a, int64_t 
 }
 #endif
 
+#ifdef B_X86
+/* AVX512-BF16: blocks of up to B_DP_MR rows x one panel, 2 x R float32
+ * accumulators in registers; for each pair g the panel's 128 bytes (16
+ * features a zmm) against each row's pair broadcast. R is a constant in
+ * each call of the always-inlined block and its loops are unrolled, so
+ * the accumulators stay in registers. */
+#define B_DP __attribute__((target("avx512bf16,avx512f,avx512bw,avx512vl,avx512dq,avx2,fma")))
+#define B_DP_MR 8
+
+B_DP static inline __attribute__((always_inline)) void
+b_dp_block(float *C, int64_t ld_y, const uint16_t *A, int64_t K2, const uint16_t *B, const int R,
+           __mmask16 m0, __mmask16 m1, __m512 b0, __m512 b1)
+{
+    __m512 c0[B_DP_MR], c1[B_DP_MR];
+#pragma GCC unroll 8
+    for (int i = 0; i < R; i++)
+        c0[i] = c1[i] = _mm512_setzero_ps();
+    for (int64_t g = 0; g < K2; g++) {
+        const __m512bh w0 = (__m512bh)_mm512_loadu_si512(B + g * 2 * B_NR);
+        const __m512bh w1 = (__m512bh)_mm512_loadu_si512(B + g * 2 * B_NR + B_NR);
+#pragma GCC unroll 8
+        for (int i = 0; i < R; i++) {
+            uint32_t pair;
+            memcpy(&pair, A + i * 2 * K2 + 2 * g, sizeof pair);
+            const __m512bh x = (__m512bh)_mm512_set1_epi32((int)pair);
+            c0[i] = _mm512_dpbf16_ps(c0[i], x, w0);
+            c1[i] = _mm512_dpbf16_ps(c1[i], x, w1);
+        }
+    }
+#pragma GCC unroll 8
+    for (int i = 0; i < R; i++) {
+        _mm512_mask_storeu_ps(C + i * ld_y, m0, _mm512_add_ps(c0[i], b0));
+        _mm512_mask_storeu_ps(C + i * ld_y + 16, m1, _mm512_add_ps(c1[i], b1));
+    }
+}
+
+B_DP static void b_gemm_dp(float *y, int64_t ld_y, const uint16_t *a, int64_t m, const void *P,
+                           int64_t n_out, int64_t k, const float *bias, int64_t p0, int64_t p1)
+{
+    const int64_t K2 = td_cpu_b16_k2(k);
+    const uint16_t *q = P;
+    for (int64_t p = p0; p < p1; p++) {
+        const uint16_t *B = q + p * K2 * 2 * B_NR;
+        const int64_t j0 = p * B_NR;
+        __mmask16 m0, m1;
+        __m512 b0, b1;
+        b_panel_out(n_out, j0, bias, &m0, &m1, &b0, &b1);
+        for (int64_t i0 = 0; i0 < m; i0 += B_DP_MR) {
+            const uint16_t *A = a + i0 * 2 * K2;
+            float *C = y + i0 * ld_y + j0;
+            switch (m - i0 < B_DP_MR ? (int)(m - i0) : B_DP_MR) {
+            case 1: b_dp_block(C, ld_y, A, K2, B, 1, m0, m1, b0, b1); break;
+            case 2: b_dp_block(C, ld_y, A, K2, B, 2, m0, m1, b0, b1); break;
+            case 3: b_dp_block(C, ld_y, A, K2, B, 3, m0, m1, b0, b1); break;
+            case 4: b_dp_block(C, ld_y, A, K2, B, 4, m0, m1, b0, b1); break;
+            case 5: b_dp_block(C, ld_y, A, K2, B, 5, m0, m1, b0, b1); break;
+            case 6: b_dp_block(C, ld_y, A, K2, B, 6, m0, m1, b0, b1); break;
+            case 7: b_dp_block(C, ld_y, A, K2, B, 7, m0, m1, b0, b1); break;
+            default: b_dp_block(C, ld_y, A, K2, B, B_DP_MR, m0, m1, b0, b1); break;
+            }
+        }
+    }
+}
+#endif
+
 void td_cpu_gemm_b16(float *y, int64_t ld_y, const uint16_t *a, int64_t m, const void *P,
                      int64_t n_out, int64_t k, const float *bias, int64_t p0, int64_t p1)
 {
 #ifdef B_X86
     if (td_cpu_has_amx_bf16() && k % 32 == 0 && p1 > p0) {
         b_gemm_amx(y, ld_y, a, m, P, n_out, k, bias, p0, p1);
+        return;
+    }
+    if (td_cpu_has_avx512_bf16()) {
+        b_gemm_dp(y, ld_y, a, m, P, n_out, k, bias, p0, p1);
         return;
     }
 #endif

@@ -19,6 +19,7 @@
 static pthread_once_t isa_once = PTHREAD_ONCE_INIT;
 static td_cpu_isa isa_max = TD_CPU_ISA_SCALAR;
 static int isa_vnni;
+static int isa_bf16;    /* AVX512-BF16 (vdpbf16ps) */
 static int isa_amx;    /* the CPU and the kernel allow AMX int8 */
 static int isa_amx_bf16; /* ... and AMX bf16 */
 static int isa_amx_on; /* not turned off (TD_CPU_AMX=0, td_cpu_amx_set) */
@@ -56,6 +57,7 @@ static void isa_detect(void)
         __builtin_cpu_supports("avx512dq"))
         isa_max = TD_CPU_ISA_AVX512;
     isa_vnni = isa_max == TD_CPU_ISA_AVX512 && __builtin_cpu_supports("avx512vnni");
+    isa_bf16 = isa_max == TD_CPU_ISA_AVX512 && __builtin_cpu_supports("avx512bf16");
 #endif
 #ifdef ISA_AMX_PROBE
     isa_amx = isa_vnni && isa_amx_probe();
@@ -104,6 +106,16 @@ td_cpu_isa td_cpu_isa_set(td_cpu_isa isa)
 int td_cpu_has_vnni(void)
 {
     return td_cpu_isa_get() == TD_CPU_ISA_AVX512 && isa_vnni;
+}
+
+int td_cpu_has_avx512_bf16(void)
+{
+    return td_cpu_isa_get() == TD_CPU_ISA_AVX512 && isa_bf16;
+}
+
+int td_cpu_has_bf16(void)
+{
+    return td_cpu_has_avx512_bf16() || td_cpu_has_amx_bf16();
 }
 
 int td_cpu_has_amx(void)

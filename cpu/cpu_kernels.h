@@ -41,6 +41,13 @@ int td_cpu_has_vnni(void);
 int td_cpu_has_amx(void);
 /* AMX-BF16 (tdpbf16ps) is usable: as td_cpu_has_amx, with AMX-BF16. */
 int td_cpu_has_amx_bf16(void);
+/* AVX512-BF16 (vdpbf16ps) is usable: the CPU has it and the current
+ * instruction set is AVX512 (Cooper Lake, Sapphire Rapids and later, AMD
+ * Zen 4 and later). */
+int td_cpu_has_avx512_bf16(void);
+/* bfloat16 products run in hardware: AVX512-BF16 or AMX-BF16 (the
+ * condition for --dtype bfloat16 on the CPU). */
+int td_cpu_has_bf16(void);
 /* Turns AMX on or off (for tests and benchmarks, as td_cpu_isa_set);
  * returns the previous setting. */
 int td_cpu_amx_set(int on);
@@ -126,7 +133,7 @@ void td_cpu_gemm_q8(float *y, int64_t ld_y, const uint8_t *u, const float *xs, i
 
 /* --- bfloat16 weights (cpu_bf16.c) ---------------------------------------
  * Weights rounded to bfloat16 at load, activations per call, float32 sums
- * on AMX tiles (tdpbf16ps) or in plain C. */
+ * on AMX tiles (tdpbf16ps), with AVX512-BF16 (vdpbf16ps) or in plain C. */
 #define TD_CPU_LAYOUT_BF16 3
 
 /* Round to nearest even of the float32 bits (NaN stays a quiet NaN). */
@@ -145,7 +152,8 @@ void td_cpu_b16_row(float *dst, const void *P, int64_t rows, int64_t cols, int64
 void td_cpu_b16_round_rows(uint16_t *a, const float *x, int64_t ld_x, int64_t m, int64_t k);
 /* y (m, panels [p0, p1) of 32 features, clipped to n_out) from rounded rows
  * and the packed W (n_out, k), plus bias (optional): AMX when the CPU has
- * AMX-BF16 and k is a multiple of 32, else plain C. */
+ * AMX-BF16 and k is a multiple of 32, else AVX512-BF16 where the CPU has
+ * it, else plain C. */
 void td_cpu_gemm_b16(float *y, int64_t ld_y, const uint16_t *a, int64_t m, const void *P,
                      int64_t n_out, int64_t k, const float *bias, int64_t p0, int64_t p1);
 

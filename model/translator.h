@@ -43,8 +43,8 @@ typedef struct td_load_opts {
     const char *dtype;     /* storage of the weight matrices on the device:
                             * NULL/"auto" (the checkpoint's), "float32",
                             * "float16" (cuda only), "bfloat16" (cuda, or a
-                            * CPU with AMX-BF16: rounded weights and
-                            * activations, float32 sums on the tile unit),
+                            * CPU with AVX512-BF16 or AMX-BF16: rounded
+                            * weights and activations, float32 sums),
                             * "int8" (cpu only: per-feature scales, int32
                             * sums) */
     const char *precision; /* GEMMs with half-precision weights on cuda:

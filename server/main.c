@@ -27,7 +27,7 @@
  *
  * --device cpu | cuda[:N]; --dtype auto | float32 | float16 | bfloat16 | int8 |
  * int8-all (the weights' storage; float16 needs cuda, bfloat16 cuda or a cpu
- * with AMX-BF16, int8 the cpu);
+ * with AVX512-BF16 or AMX-BF16, int8 the cpu);
  * --precision full | half (cuda
  * GEMMs with half weights: float32-accurate or half-rounded activations).
  */
@@ -99,9 +99,8 @@ static void cmd_usage(FILE *f, const char *cmd, int tokenize)
             "--threads N", "engine CPU threads (default: 0, all cores)", "--batch N",
             "sentences per batch 1..256 (default: 32)", "--device D",
             "cpu | cuda | cuda:N (default: cpu)", "--dtype T",
-            "auto | float32 | float16 (cuda) | bfloat16 (cuda, cpu with AMX) | int8 | int8-all "
-            "(cpu) (default: "
-            "auto, the checkpoint's)",
+            "auto | float32 | float16 (cuda) | bfloat16 (cuda, cpu with AVX512-BF16 or AMX) | "
+            "int8 | int8-all (cpu) (default: auto, the checkpoint's)",
             "--precision P", "full | half, cuda GEMMs with half weights (default: full)");
     if (!strcmp(cmd, "translate"))
         fprintf(f, "  %-16s %s\n", "--no-split",

@@ -76,7 +76,7 @@ static const opt_def k_opts[] = {
     {"--device", OPT_STR, OFF(device), 0, 0, "cpu | cuda[:N]"},
     {"--dtype", OPT_STR, OFF(dtype), 0, 0,
      "weight storage: auto (the checkpoint's) | float32 | float16 (cuda) | bfloat16 (cuda, cpu "
-     "with AMX) | int8 | int8-all (cpu)"},
+     "with AVX512-BF16 or AMX) | int8 | int8-all (cpu)"},
     {"--precision", OPT_STR, OFF(precision), 0, 0,
      "cuda GEMMs with half weights: full (float32-accurate activations) | half"},
     {"--host", OPT_STR, OFF(host), 0, 0, "address to listen on"},

@@ -1,6 +1,6 @@
 /*
  * test_int8.c - the CPU's --dtype int8 (and int8-all, and bfloat16 where the
- * CPU has AMX-BF16) on every fixture model of tests/data/fixtures against
+ * CPU has AVX512-BF16 or AMX-BF16) on every fixture model of tests/data/fixtures against
  * the transformers goldens (float32).
  *
  * int8 weights (per-feature scales) and per-row int8 activations are not
@@ -43,8 +43,9 @@ static const golden_tol kTol = {.abs = INT8_ABS, .rel = INT8_REL, .attn = 1.0, .
 static const td_load_opts kInt8 = {.device = "cpu", .n_threads = 1, .dtype = "int8"};
 static const td_load_opts kInt8All = {.device = "cpu", .n_threads = 1, .dtype = "int8-all"};
 
-/* --dtype bfloat16 on a CPU with AMX-BF16 (elsewhere the load is refused and
- * the bfloat16 cases only check that the refusal names AMX-BF16): every
+/* --dtype bfloat16 on a CPU with AVX512-BF16 or AMX-BF16 (elsewhere the load
+ * is refused and the bfloat16 cases only check that the refusal names
+ * AMX-BF16): every
  * matrix and activation rounded to bfloat16, float32 sums; measured on the
  * 2-core Xeon with AMX: 71% (ext_interleaved, 91/129) to 100% per fixture,
  * 2057/2352 = 87.5% over all, the token-exact scores within the int8

@@ -963,8 +963,10 @@ START_TEST(test_startup_errors)
     /* the CPU keeps float32: asking for float16 weights there is an error */
     ck_assert_int_eq(run_daemon_fail(NULL, "--dtype float16", out, sizeof out), 1);
     ck_assert_msg(strstr(out, "needs --device cuda") != NULL, "%s", out);
-    /* bfloat16 too, on a CPU without AMX-BF16 (TD_CPU_AMX=0 makes every CPU one) */
-    ck_assert_int_eq(run_daemon_fail("TRANSFORMERD_DTYPE=bfloat16 TD_CPU_AMX=0", "", out, sizeof out), 1);
+    /* bfloat16 too, on a CPU without AVX512-BF16 or AMX-BF16 (TD_CPU_ISA=avx2
+     * makes every CPU one) */
+    ck_assert_int_eq(run_daemon_fail("TRANSFORMERD_DTYPE=bfloat16 TD_CPU_ISA=avx2", "", out,
+                                     sizeof out), 1);
     ck_assert_msg(strstr(out, "needs --device cuda") != NULL, "%s", out);
     /* a bad value: rejected with the other flags, before anything loads (exit 2) */
     ck_assert_int_eq(run_daemon_fail(NULL, "--precision quarter", out, sizeof out), 2);

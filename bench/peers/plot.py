@@ -18,7 +18,7 @@ ENGINES = [  # (engine, dtype, legend, colour)
     ("td", "int8", "transformerd int8", "#6fa8e0"),
     ("td", "int8-all", "transformerd int8-all", "#a9cdef"),
     ("ct2", "int8", "CTranslate2 int8", "#f2c48d"),
-    ("td", "bfloat16", "transformerd bf16 (AMX)", "#7b4fa0"),
+    ("td", "bfloat16", "transformerd bf16", "#7b4fa0"),
     ("hf", "float32", "transformers f32", "#5a9e4b"),
     ("ct21", "float32", "CTranslate2 f32, 1 thread", "#b05a10"),
     ("ct21", "int8", "CTranslate2 int8, 1 thread", "#c9a06a"),

@@ -2,7 +2,7 @@
 # CPU throughput against CTranslate2 (pinned 4.8.5 from PyPI, in bench/.venv)
 # and transformers (float32, PyTorch, tools/.venv: bench/peers/peer_hf.py),
 # transformerd float32, int8, int8-all (the output projection int8 too) and,
-# on a CPU with AMX-BF16, bfloat16, side by side in interleaved rounds:
+# on a CPU with AVX512-BF16 or AMX-BF16, bfloat16, side by side in interleaved rounds:
 #   - the bundled model (models/en-de, 6+2 layers, d_model 256, vocab 8000):
 #     the first LINES held-out test sentences (tokenized by transformerd),
 #     beam 4 batch 32 and greedy batch 1 (the first LINES1 of them), up to
@@ -65,7 +65,7 @@ tools/setup_venv.sh
 HFPY=$ROOT/tools/.venv/bin/python
 
 [ -f "$BASE/model.safetensors" ] || "$BE" --make-model "$BASE" >/dev/null
-# transformerd bfloat16 where the CPU has AMX-BF16 (elsewhere the CPU
+# transformerd bfloat16 where the CPU has AVX512-BF16 or AMX-BF16 (elsewhere the CPU
 # backend refuses --dtype bfloat16)
 BF16=
 echo Hello | "$TD" translate --model models/en-de --dtype bfloat16 >/dev/null 2>&1 && BF16=td:bfloat16
