@@ -19,7 +19,7 @@
 static pthread_once_t isa_once = PTHREAD_ONCE_INIT;
 static td_cpu_isa isa_max = TD_CPU_ISA_SCALAR;
 static int isa_vnni;
-static int isa_bf16;    /* AVX512-BF16 (vdpbf16ps) */
+static int isa_bf16;   /* AVX512-BF16 (vdpbf16ps) */
 static int isa_amx;    /* the CPU and the kernel allow AMX int8 */
 static int isa_amx_bf16; /* ... and AMX bf16 */
 static int isa_amx_on; /* not turned off (TD_CPU_AMX=0, td_cpu_amx_set) */

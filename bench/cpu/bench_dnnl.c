@@ -21,23 +21,6 @@
 #include "bench_util.h"
 #include "device.h"
 
-static td_backend *make(td_store store)
-{
-    td_device dev;
-    char err[256];
-    if (td_device_resolve("cpu", &dev, err, sizeof err) != 0) {
-        fprintf(stderr, "%s\n", err);
-        exit(1);
-    }
-    const td_backend_params p = {.n_threads = 1, .store = store};
-    td_backend *be = dev.create(&dev, &p, err, sizeof err);
-    if (!be) {
-        fprintf(stderr, "%s\n", err);
-        exit(1);
-    }
-    return be;
-}
-
 int main(int argc, char **argv)
 {
     int rounds = 5;
@@ -54,7 +37,8 @@ int main(int argc, char **argv)
     const dnnl_version_t *v = dnnl_version();
     printf("oneDNN %d.%d.%d, one thread, %d interleaved rounds\n", v->major, v->minor, v->patch,
            rounds);
-    td_backend *bf = make(TD_STORE_AUTO), *bq = make(TD_STORE_INT8);
+    td_backend *bf = bench_cpu_backend(TD_STORE_AUTO, 1);
+    td_backend *bq = bench_cpu_backend(TD_STORE_INT8, 1);
     static const int64_t nk[][2] = {{2048, 512}, {512, 2048}, {32000, 512}};
     static const int64_t ms[] = {1, 4, 32, 128};
     const char *names[4] = {"transformerd f32", "oneDNN sgemm", "transformerd int8",

@@ -20,26 +20,6 @@
 #include "bench_util.h"
 #include "cpu_backend.h"
 #include "cpu_kernels.h"
-#include "device.h"
-
-/* A CPU backend through the registry, as --dtype asks for it. */
-static td_backend *make(td_store store, int threads)
-{
-    td_device dev;
-    char err[256];
-    if (td_device_resolve("cpu", &dev, err, sizeof err) != 0) {
-        fprintf(stderr, "%s\n", err);
-        exit(1);
-    }
-    const td_backend_params p = {.n_threads = threads, .store = store};
-    td_backend *be = dev.create(&dev, &p, err, sizeof err);
-    if (!be) {
-        fprintf(stderr, "%s\n", err);
-        exit(1);
-    }
-    return be;
-}
-
 int main(int argc, char **argv)
 {
     int threads = 1, rounds = 5;
@@ -68,11 +48,11 @@ int main(int argc, char **argv)
     lay[n_lay++] = 0;
     if (top >= TD_CPU_ISA_AVX2) {
         lay[n_lay++] = 1;
-        bes[2] = make(TD_STORE_INT8, threads);
+        bes[2] = bench_cpu_backend(TD_STORE_INT8, threads);
         lay[n_lay++] = 2;
     }
     if (td_cpu_has_bf16()) {
-        bes[3] = make(TD_STORE_BF16, threads);
+        bes[3] = bench_cpu_backend(TD_STORE_BF16, threads);
         lay[n_lay++] = 3;
     }
     printf("threads %d, %d interleaved rounds, isa %s\n", threads, rounds, td_cpu_isa_name(top));
