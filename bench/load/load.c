@@ -13,9 +13,10 @@
  *      each at every concurrency level (default 1, 8, 64): N keep-alive
  *      clients POST /v1/translate with one line each until every input
  *      line was sent once (or --max-seconds passed). The daemons run side
- *      by side; a round runs each level against each daemon in turn, and
- *      --rounds R pools R rounds (a change of a shared machine's load then
- *      hits every scheduler alike).
+ *      by side; a round runs each level against each daemon in turn (the
+ *      daemons in the order given in odd rounds, in reverse in even ones,
+ *      so that none always runs first), and --rounds R pools R rounds (a
+ *      change of a shared machine's load then hits every scheduler alike).
  *
  * The input is mixed: the lines are shuffled with a fixed seed (--seed; 0
  * keeps the file's order), so short and long sentences arrive interleaved,
@@ -761,7 +762,11 @@ int main(int argc, char **argv)
         }
     for (int r = 0; r < c.rounds && rc == 0; r++)
         for (int l = 0; l < c.n_levels && rc == 0; l++)
-            for (int s = 0; s < c.n_scheds && rc == 0; s++) {
+            for (int k = 0; k < c.n_scheds && rc == 0; k++) {
+                /* every other round in reverse: the first run of a level
+                 * after the previous level is measured slower on these
+                 * machines, whichever scheduler it is */
+                int s = r % 2 ? c.n_scheds - 1 - k : k;
                 level_result *x = &res[s][l];
                 int ok0 = x->ok;
                 double t0 = x->seconds;

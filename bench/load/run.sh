@@ -20,9 +20,10 @@
 # first $LINES lines of the bundled model's held-out test set,
 # tests/data/en_de_test/test.en, repeated when $LINES is larger), LINES
 # (600), ROUNDS (default 1: every level against every daemon, in turn,
-# that many times; the daemons run side by side and the results are
-# pooled, so a change of a shared machine's load hits both schedulers
-# alike), SEED (the shuffle's seed, default 1; 0 keeps the input's order),
+# that many times, the daemons' order reversed in every other round: an
+# even count gives each daemon the first place equally often; the daemons
+# run side by side and the results are pooled, so a change of a shared
+# machine's load hits both schedulers alike), SEED (the shuffle's seed, default 1; 0 keeps the input's order),
 # SCHEDULERS (inflight,batch; add batch1 for the batch scheduler with
 # --max-batch-size 1; NAME@wWtT runs that scheduler with --workers W of
 # --threads T, e.g. inflight,inflight@w2t1), THREADS (engine threads of every run, default 1: on
