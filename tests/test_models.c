@@ -67,7 +67,7 @@ static int run(const char *cmd)
  * replace them), and tokenizer_config.json of the given pair if any. */
 static int make_model(const char *src, const char *dst, const char *langs_json)
 {
-    char cmd[2048];
+    char cmd[4096];
     snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s' && cp '%s'/* '%s'/", dst, dst, src,
              dst);
     if (run(cmd))
