@@ -78,12 +78,8 @@ srv_langid *srv_langid_new(const char *dir, const char *const *codes, int n, cha
         snprintf(li->code[li->n], sizeof li->code[0], "%s", codes[i]);
         li->n++;
     }
-    if (li->n == 0) {
-        srv_langid_free(li);
-        if (!err[0])
-            snprintf(err, errlen, "no candidate language");
-        return NULL;
-    }
+    if (li->n == 0 && !err[0])
+        snprintf(err, errlen, "no candidate language");
     return li;
 }
 
@@ -124,7 +120,7 @@ int srv_langid_detect_among(const srv_langid *li, const char *text, size_t n,
         return -1;
     fp_SetProperty(fp, TCPROP_UTF8AWARE, TC_TRUE);
     fp_SetProperty(fp, TCPROP_MINIMUM_DOCUMENT_SIZE, 1);
-    double *d = malloc((size_t)li->n * sizeof *d);
+    double *d = malloc((size_t)(li->n > 0 ? li->n : 1) * sizeof *d);
     if (!d) {
         fp_Done(fp);
         return -1;

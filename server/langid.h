@@ -25,8 +25,9 @@ typedef struct srv_lang_score {
 } srv_lang_score;
 
 /* Loads the fingerprints <dir>/<code>.lm of the n codes; codes without one
- * are left out (listed in err, which is "" otherwise). NULL when none is
- * left or out of memory (err says why). */
+ * are left out (listed in err, which is "" otherwise). With none left the
+ * detector has no candidate (srv_langid_count 0: every detection answers
+ * none) and err says why; NULL only when out of memory. */
 srv_langid *srv_langid_new(const char *dir, const char *const *codes, int n, char *err,
                            size_t errlen);
 

@@ -207,7 +207,7 @@ srv_libre *srv_libre_new(const srv_server *s, char *err, size_t errlen)
         codes[n++] = L.codes[i];
     char lerr[512];
     l->langid = srv_langid_new(s->o.textcat_dir, codes, n, lerr, sizeof lerr);
-    if (l->langid) {
+    if (l->langid && srv_langid_count(l->langid) > 0) {
         /* the warning names the models' languages only; the table's
          * languages without a fingerprint are simply not detected */
         char quiet[512];
@@ -218,9 +218,11 @@ srv_libre *srv_libre_new(const srv_server *s, char *err, size_t errlen)
                 codes[n++] = k_lang_names[i][0];
         }
         srv_langid *all = srv_langid_new(s->o.textcat_dir, codes, n, quiet, sizeof quiet);
-        if (all) {
+        if (all && srv_langid_count(all) > srv_langid_count(l->langid)) {
             srv_langid_free(l->langid);
             l->langid = all;
+        } else {
+            srv_langid_free(all);
         }
     }
     if (!l->langid) {
@@ -229,7 +231,15 @@ srv_libre *srv_libre_new(const srv_server *s, char *err, size_t errlen)
         free(l);
         return NULL;
     }
-    if (lerr[0])
+    /* without any fingerprint (libexttextcat-data not installed) the
+     * service still starts: /detect answers [], source=auto takes the
+     * first model's source language with confidence 0 */
+    if (srv_langid_count(l->langid) == 0)
+        fprintf(stderr,
+                "transformerd: language detection off (--textcat-dir %s: %s): /detect answers [], "
+                "source=auto takes the first source language\n",
+                s->o.textcat_dir, lerr);
+    else if (lerr[0])
         fprintf(stderr, "transformerd: language detection: %s\n", lerr);
     pthread_mutex_init(&l->mu, NULL);
     l->max_bytes = (size_t)s->o.max_files_bytes;
@@ -828,7 +838,7 @@ static int detect_items(srv_req *r, srv_libre_req *lr)
     langs_now(r->s, &L);
     const char *const *only = L.codes;
     int n_only = L.n;
-    srv_lang_score *sc = malloc((size_t)nl * sizeof *sc), overall;
+    srv_lang_score *sc = malloc((size_t)(nl > 0 ? nl : 1) * sizeof *sc), overall;
     char *all = NULL;
     size_t all_n = 0;
     if (!sc)
@@ -1280,7 +1290,7 @@ static void answer_detect(srv_req *r, json_t *f)
     char *t = malloc(len + 1), *w = t;
     const srv_langid *li = r->s->libre->langid;
     int nl = srv_langid_count(li);
-    srv_lang_score *sc = malloc((size_t)nl * sizeof *sc);
+    srv_lang_score *sc = malloc((size_t)(nl > 0 ? nl : 1) * sizeof *sc);
     if (!t || !sc) {
         free(t);
         free(sc);

@@ -11,7 +11,9 @@
  *   - format=html: markup and attributes kept, text nodes translated as
  *     the same texts alone
  *   - /detect on English and German, source=auto on German text (copied,
- *     detected as German: never English with 100)
+ *     detected as German: never English with 100); without fingerprints
+ *     (--textcat-dir of an empty folder) /detect answers [] and auto takes
+ *     the model's source
  *   - /translate_file + /download_file round trips (.txt, .html), the
  *     store's expiry and cap, bad names
  *   - /languages (GET and POST), /frontend/settings, /health, /suggest
@@ -387,6 +389,42 @@ START_TEST(test_detect)
 }
 END_TEST
 
+/* Without libexttextcat's fingerprints the daemon still serves: /detect
+ * answers [], source=auto takes the model's source language with
+ * confidence 0, translations are as with detection. */
+START_TEST(test_detect_off)
+{
+    pid_t pid;
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/no-fingerprints", g_tmp);
+    const char *args[] = {"--textcat-dir", dir, NULL};
+    int port = start(args, "nodetect", &pid);
+    ck_assert_int_gt(port, 0);
+    tc_resp r;
+    const char *form = "q=The+weather+is+nice+today.";
+    ck_assert_int_eq(post(port, "/detect", FORM, form, strlen(form), &r), 0);
+    ck_assert_int_eq(r.status, 200);
+    json_t *j = body_json(&r);
+    ck_assert_msg(json_is_array(j) && json_array_size(j) == 0, "%s", r.body);
+    json_decref(j);
+    tc_resp_free(&r);
+    const char *body = "{\"q\":\"The weather is nice today.\",\"source\":\"auto\",\"target\":\"de\"}";
+    ck_assert_int_eq(post(port, "/translate", "application/json", body, strlen(body), &r), 0);
+    ck_assert_msg(r.status == 200, "%d %s", r.status, r.body);
+    j = body_json(&r);
+    json_t *dl = json_object_get(j, "detectedLanguage");
+    ck_assert_str_eq(json_string_value(json_object_get(dl, "language")), "en");
+    ck_assert(json_number_value(json_object_get(dl, "confidence")) == 0);
+    char *en = native_text("The weather is nice today.");
+    ck_assert_str_eq(json_string_value(json_object_get(j, "translatedText")), en);
+    free(en);
+    json_decref(j);
+    tc_resp_free(&r);
+    kill(pid, SIGTERM);
+    ck_assert_int_eq(tc_daemon_wait(pid, 30), 0);
+}
+END_TEST
+
 /* ---- files ------------------------------------------------------------------ */
 
 /* POSTs a file, downloads the translation; returns it (malloc'd). */
@@ -677,6 +715,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_invalid_utf8);
     tcase_add_test(tc, test_html);
     tcase_add_test(tc, test_detect);
+    tcase_add_test(tc, test_detect_off);
     tcase_add_test(tc, test_files);
     tcase_add_test(tc, test_file_store);
     tcase_add_test(tc, test_info_endpoints);
