@@ -34,7 +34,8 @@
 # (default cuda), REPEAT (default 3), MODEL (default models/en-de),
 # BENCH_MODEL_DIR (random model, default /tmp/transformerd-bench-base),
 # PREBUILT=1 (BUILD already holds a TD_CUDA=ON build made elsewhere: skip
-# step 1), SANITIZE=1.
+# step 1), BENCH=0 (skip steps 3 and 3b: a short check of the tests and the
+# daemon, when device time is scarce), SANITIZE=1.
 # Exit status: 0 when the build and the GPU tests passed (benchmark failures
 # are reported in the summary, not in the status).
 set -u
@@ -119,6 +120,7 @@ gpu_tests "GPU goldens with TD_GPU_ATTN=naive" tests_naive.log TD_GPU_ATTN=naive
     timeout 180 ctest -R '^test_gpu_golden$' -V
 
 # 3. benchmarks -------------------------------------------------------------
+RUN_BENCH=${BENCH:-1}
 BENCH="$BUILD/bench/engine/bench_engine"
 PEER_OK=0
 if "$PYTHON" -c 'import torch, transformers, sys; sys.exit(0 if torch.cuda.is_available() else 1)' \
@@ -173,20 +175,23 @@ for key in sorted(set(f32) | set(f16) | set(half) | set(peer)):
 PY
 }
 
-if [ -f "$MODEL/model.safetensors" ]; then
+if [ "$RUN_BENCH" = 0 ]; then
+    note ""
+    note "benchmarks (steps 3 and 3b) skipped: BENCH=0"
+elif [ -f "$MODEL/model.safetensors" ]; then
     bench bundled "$MODEL"
 else
     note ""
     note "bundled model: $MODEL/model.safetensors not present, skipped"
 fi
-if [ ! -f "$RND/model.safetensors" ]; then
+if [ "$RUN_BENCH" != 0 ] && [ ! -f "$RND/model.safetensors" ]; then
     timeout 120 "$BENCH" --make-model "$RND" >"$OUT/make_model.log" 2>&1 ||
         note "making the random model failed (make_model.log)"
 fi
-[ -f "$RND/model.safetensors" ] && bench transformer_base "$RND"
+[ "$RUN_BENCH" != 0 ] && [ -f "$RND/model.safetensors" ] && bench transformer_base "$RND"
 
 # 3b. where a step's time goes, and the attention kernels side by side -----
-if [ -f "$RND/model.safetensors" ] && [ -x "$BENCH" ]; then
+if [ "$RUN_BENCH" != 0 ] && [ -f "$RND/model.safetensors" ] && [ -x "$BENCH" ]; then
     note ""
     note "## Where a step's time goes (TD_GPU_PROFILE=1; random base model, F32, src_len 24, 32 tokens, 2 passes)"
     for cfg in 1:1 1:4 32:1 32:4; do
