@@ -13,7 +13,7 @@ The GPU machine runs a command in a copy of the repository; ignored paths travel
   layout  pack + unpack on this machine, without xz: the same --train / --dev / --exclude / --spm straight into
           WORK/corpus/ and WORK/spm/ (+ WORK/corpus/layout.json, the lines per source, and provenance.tsv /
           stats.json merged from the sources' directories, which export.py copies into the model)
-  out     the newest checkpoint of WORK (or --ckpt) as weights only (model state in float16 plus step, epoch,
+  out     the newest checkpoint of WORK (or --ckpt, or with --last N the mean of the newest N) as weights only (model state in float16 plus step, epoch,
           args) cut into parts of at most 15 MiB: OUT/ckpt-STEP.pt.partNN, parts --first .. --first+3 per call
           (4 parts + the parts.json fit the 64 MiB that come back from one command)
   in      the parts (from one or more calls) -> WORK/ckpt/ckpt-STEP.pt, loadable by export.py and
@@ -214,8 +214,12 @@ def write_provenance(prefixes, man, c):
         f.write("\n")
 
 
+def checkpoints(work):
+    return sorted(glob.glob(os.path.join(work, "ckpt", "ckpt-*.pt")), key=lambda p: int(p.split("-")[-1][:-3]))
+
+
 def latest(work):
-    cks = sorted(glob.glob(os.path.join(work, "ckpt", "ckpt-*.pt")), key=lambda p: int(p.split("-")[-1][:-3]))
+    cks = checkpoints(work)
     return cks[-1] if cks else None
 
 
@@ -226,7 +230,17 @@ def out(a):
         sys.exit(f"out: no checkpoint in {a.work}/ckpt")
     ck = torch.load(path, weights_only=False, map_location="cpu")
     small = {k: ck[k] for k in ("step", "epoch", "pos", "elapsed", "args") if k in ck}
-    small["model"] = {k: v.half() if v.is_floating_point() else v for k, v in ck["model"].items()}
+    sd = ck["model"]
+    if a.last > 1:  # the mean of the newest N checkpoints (the newest's step, position and arguments)
+        if a.ckpt:
+            sys.exit("out: --last and --ckpt exclude each other")
+        paths = checkpoints(a.work)[-a.last:]
+        sds = [torch.load(p, weights_only=False, map_location="cpu")["model"] for p in paths]
+        sd = {k: (sum(s[k].double() for s in sds) / len(sds)).float() if v.is_floating_point() else v
+              for k, v in sd.items()}
+        small["averaged"] = [os.path.basename(p) for p in paths]
+        print(f"out: the mean of {', '.join(small['averaged'])}")
+    small["model"] = {k: v.half() if v.is_floating_point() else v for k, v in sd.items()}
     buf = io.BytesIO()
     torch.save(small, buf)
     data = buf.getvalue()
@@ -295,6 +309,8 @@ def main():
     p.add_argument("--work", default=".train-gpu")
     p.add_argument("--ckpt", default="")
     p.add_argument("--out", required=True)
+    p.add_argument("--last", type=int, default=1,
+                   help="the mean of the newest N checkpoints instead of the newest (N from dev_average.py)")
     p.add_argument("--first", type=int, default=0, help="first part written")
     p.add_argument("--count", type=int, default=4, help="parts written (4 x 15 MiB fit the 64 MiB that come back)")
     p = sub.add_parser("in")

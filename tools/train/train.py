@@ -14,7 +14,8 @@ wall-clock time of this run (the process saves and exits when it is spent).
 
 --init DIR starts a run without checkpoint from a model directory's weights (its architecture); with --grow the
 model gets the --layers / --dec-layers of the command line and each new layer starts as a copy of one of DIR's
-layers (grow_state; README, stage 3h).
+layers (grow_state; README, stage 3h). --cooldown N ends a model's training: the learning rate falls linearly to
+zero over N steps from where the run starts, and the run stops there.
 
 Usage: nice -n 10 tools/.venv/bin/python tools/train/train.py --minutes 60 [--layers 3] [--work .train]
 """
@@ -160,11 +161,17 @@ def grow_state(sd, old_enc, old_dec, new_enc, new_dec, how):
     return out, maps
 
 
-def lr_at(step, a, rewarm_from=0):
+def lr_at(step, a, rewarm_from=0, cool=None):
     """Warm-up then inverse square root; a continued run (--continue) ramps up again over --rewarm steps from
-    the step it started at, since its Adam moments start from zero."""
+    the step it started at, since its Adam moments start from zero. cool = (first step, steps): the cool-down of
+    --cooldown, a straight line from the schedule's value at its first step down to zero (times the ramp of a
+    continued run that cools from its first step)."""
     step = max(step, 1)
-    lr = a.lr * min(step / a.warmup, math.sqrt(a.warmup / step))
+    at = min(step, cool[0]) if cool else step
+    at = max(at, 1)
+    lr = a.lr * min(at / a.warmup, math.sqrt(a.warmup / at))
+    if cool and step > cool[0]:
+        lr *= max(0.0, 1.0 - (step - cool[0]) / cool[1])
     if rewarm_from and a.rewarm > 0:
         lr *= min(1.0, (step - rewarm_from) / a.rewarm)
     return lr
@@ -209,6 +216,14 @@ def main():
                     "(DIR/averaged.json), so the learning-rate schedule and the data order continue where it "
                     "stopped; Adam's moments start afresh, so the learning rate ramps up again over --rewarm steps")
     ap.add_argument("--rewarm", type=int, default=100)
+    ap.add_argument("--cooldown", type=int, default=0,
+                    help="end the run with a cool-down: from the step this run starts at, the learning rate falls "
+                    "in a straight line to zero over this many steps, and the run stops there (checkpoints keep "
+                    "the cool-down, so a resumed run goes on with it whatever its command line says)")
+    ap.add_argument("--cooldown-minutes", type=float, default=0.0,
+                    help="a cool-down sized by time (for a machine whose pace is not known beforehand, a GPU): "
+                    "when this many minutes of --minutes are left, the cool-down starts, over as many steps as "
+                    "the run's pace so far (checkpoints and dev evaluations included) fits in them")
     a = ap.parse_args()
     if a.grow and not a.init:
         raise SystemExit("--grow needs --init")
@@ -255,8 +270,11 @@ def main():
             model.load_state_dict(init.state_dict())
             print(f"initialised from {a.init}", flush=True)
         del init
-    opt = torch.optim.Adam(model.parameters(), lr=a.lr, betas=(0.9, 0.98), eps=1e-9)
-    step, epoch, pos, elapsed, rewarm_from = 0, 0, 0, 0.0, 0
+    # on a GPU one fused kernel for the whole update instead of a few per tensor (the small model's step is
+    # launches, not arithmetic); the state is the same as the plain Adam's, so checkpoints move between them
+    opt = torch.optim.Adam(model.parameters(), lr=a.lr, betas=(0.9, 0.98), eps=1e-9,
+                           **({"fused": True} if a.device.startswith("cuda") else {}))
+    step, epoch, pos, elapsed, rewarm_from, cool = 0, 0, 0, 0.0, 0, None
     if not path and a.cont:
         with open(os.path.join(a.init, "averaged.json")) as f:
             rec = json.load(f)
@@ -278,11 +296,17 @@ def main():
         step, epoch, pos, elapsed = ck["step"], ck["epoch"], ck["pos"], ck.get("elapsed", 0.0)
         torch.set_rng_state(ck["rng"])
         rewarm_from = ck.get("rewarm_from", 0)
+        cool = tuple(ck["cool"]) if ck.get("cool") else None
         print(f"resumed {path}: step {step} epoch {epoch} batch {pos} ({elapsed / 60:.1f} min trained)", flush=True)
+    if a.cooldown > 0 and not cool:
+        cool = (step, a.cooldown)
+        print(f"cool-down: lr {lr_at(step, a):.2e} at step {step} falls to zero at step "
+              f"{step + a.cooldown}", flush=True)
     nparam = sum(p.numel() for p in model.parameters())
     print(f"model: {a.layers}+{a.dec_layers or a.layers} layers d{a.d_model} ffn{a.ffn}, {nparam / 1e6:.2f} M params; "
           f"train {len(src)} pairs {'-'.join(data.get('direction', ['en', 'de']))}; device {a.device}", flush=True)
     lossf = torch.nn.CrossEntropyLoss(ignore_index=-100, label_smoothing=a.label_smoothing)
+    cuda = a.device.startswith("cuda")
     ac = torch.autocast(a.device.split(":")[0], dtype=torch.bfloat16, enabled=bool(a.bf16))
     log = open(os.path.join(a.work, "train.log"), "a")
 
@@ -303,7 +327,7 @@ def main():
         p = os.path.join(ck_dir, f"ckpt-{step}.pt")
         torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step, "epoch": epoch, "pos": pos,
                     "elapsed": elapsed + time.time() - t_run, "rng": torch.get_rng_state(), "args": vars(a),
-                    "rewarm_from": rewarm_from},
+                    "rewarm_from": rewarm_from, "cool": list(cool) if cool else None},
                    p + ".tmp")
         os.replace(p + ".tmp", p)
         cks = sorted(glob.glob(os.path.join(ck_dir, "ckpt-*.pt")), key=lambda q: int(q.split("-")[-1][:-3]))
@@ -319,6 +343,7 @@ def main():
 
     model.train()
     t_run = time.time()
+    step_run = step
     t_ck = time.time()
     deadline = t_start + a.minutes * 60
     tok_acc, t_acc, loss_acc, n_acc = 0, time.time(), 0.0, 0
@@ -327,9 +352,10 @@ def main():
         batches = make_batches(src, tgt, a.batch_tokens, a.seed + epoch)
         while pos < len(batches):
             b = batches[pos]
-            x, m, d, y = (t.to(a.device) for t in collate(b, src, tgt, pad))
+            x, m, d, y = (t.pin_memory().to(a.device, non_blocking=True) if cuda else t
+                          for t in collate(b, src, tgt, pad))
             for g in opt.param_groups:
-                g["lr"] = lr_at(step + 1, a, rewarm_from)
+                g["lr"] = lr_at(step + 1, a, rewarm_from, cool)
             with ac:
                 logits = model(input_ids=x, attention_mask=m, decoder_input_ids=d).logits
             loss = lossf(logits.float().view(-1, V), y.view(-1))
@@ -339,16 +365,21 @@ def main():
             opt.step()
             step += 1
             pos += 1
-            ntok = (y != -100).sum().item()
+            ntok = (y != -100).sum()  # tensors: no wait for the device until a log line
             tok_acc += ntok
-            loss_acc += loss.item() * ntok
+            loss_acc += loss.detach() * ntok
             n_acc += ntok
             if step % a.log_every == 0:
                 dt = time.time() - t_acc
-                print(f"step {step} epoch {epoch} {pos}/{len(batches)} loss {loss_acc / n_acc:.3f} "
-                      f"lr {lr_at(step, a, rewarm_from):.2e} {tok_acc / dt:.0f} tgt tok/s", flush=True)
+                print(f"step {step} epoch {epoch} {pos}/{len(batches)} loss {float(loss_acc / n_acc):.3f} "
+                      f"lr {lr_at(step, a, rewarm_from, cool):.2e} {float(tok_acc) / dt:.0f} tgt tok/s", flush=True)
                 tok_acc, t_acc, loss_acc, n_acc = 0, time.time(), 0.0, 0
-            if a.max_steps and step >= a.max_steps:
+            if a.cooldown_minutes > 0 and not cool and time.time() >= deadline - a.cooldown_minutes * 60:
+                pace = (step - step_run) / (time.time() - t_run)
+                cool = (step, max(1, int(pace * a.cooldown_minutes * 60)))
+                print(f"cool-down: lr {lr_at(step, a, rewarm_from):.2e} at step {step} falls to zero at step "
+                      f"{step + cool[1]} ({pace:.1f} steps/s so far)", flush=True)
+            if (a.max_steps and step >= a.max_steps) or (cool and step >= cool[0] + cool[1]):
                 done = True
                 break
             if time.time() >= deadline:
