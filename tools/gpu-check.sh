@@ -50,6 +50,7 @@ OUT=$(cd "$OUT" && pwd)
 BUILD=${BUILD:-build-gpu-check}
 DEVICE=${DEVICE:-cuda}
 REPEAT=${REPEAT:-3}
+BENCH=${BENCH:-1}
 PYTHON=${PYTHON:-python3}
 MODEL=${MODEL:-models/en-de}
 RND=${BENCH_MODEL_DIR:-/tmp/transformerd-bench-base}
@@ -120,8 +121,7 @@ gpu_tests "GPU goldens with TD_GPU_ATTN=naive" tests_naive.log TD_GPU_ATTN=naive
     timeout 180 ctest -R '^test_gpu_golden$' -V
 
 # 3. benchmarks -------------------------------------------------------------
-RUN_BENCH=${BENCH:-1}
-BENCH="$BUILD/bench/engine/bench_engine"
+BENCH_BIN="$BUILD/bench/engine/bench_engine"
 PEER_OK=0
 if "$PYTHON" -c 'import torch, transformers, sys; sys.exit(0 if torch.cuda.is_available() else 1)' \
         >"$OUT/peer_check.log" 2>&1; then
@@ -141,7 +141,7 @@ bench() {
     for v in f32:float32:full f16:float16:full f16half:float16:half; do
         tag=${v%%:*}
         rest=${v#*:}
-        timeout 150 "$BENCH" --model "$dir" --device "$DEVICE" --repeat "$REPEAT" \
+        timeout 150 "$BENCH_BIN" --model "$dir" --device "$DEVICE" --repeat "$REPEAT" \
             --dtype "${rest%%:*}" --precision "${rest#*:}" \
             >"$OUT/$name.engine_$tag.jsonl" 2>"$OUT/$name.engine_$tag.log" ||
             note "engine ($v) failed: $(tail -1 "$OUT/$name.engine_$tag.log")"
@@ -175,7 +175,7 @@ for key in sorted(set(f32) | set(f16) | set(half) | set(peer)):
 PY
 }
 
-if [ "$RUN_BENCH" = 0 ]; then
+if [ "$BENCH" = 0 ]; then
     note ""
     note "benchmarks (steps 3 and 3b) skipped: BENCH=0"
 elif [ -f "$MODEL/model.safetensors" ]; then
@@ -184,14 +184,14 @@ else
     note ""
     note "bundled model: $MODEL/model.safetensors not present, skipped"
 fi
-if [ "$RUN_BENCH" != 0 ] && [ ! -f "$RND/model.safetensors" ]; then
-    timeout 120 "$BENCH" --make-model "$RND" >"$OUT/make_model.log" 2>&1 ||
+if [ "$BENCH" != 0 ] && [ ! -f "$RND/model.safetensors" ]; then
+    timeout 120 "$BENCH_BIN" --make-model "$RND" >"$OUT/make_model.log" 2>&1 ||
         note "making the random model failed (make_model.log)"
 fi
-[ "$RUN_BENCH" != 0 ] && [ -f "$RND/model.safetensors" ] && bench transformer_base "$RND"
+[ "$BENCH" != 0 ] && [ -f "$RND/model.safetensors" ] && bench transformer_base "$RND"
 
 # 3b. where a step's time goes, and the attention kernels side by side -----
-if [ "$RUN_BENCH" != 0 ] && [ -f "$RND/model.safetensors" ] && [ -x "$BENCH" ]; then
+if [ "$BENCH" != 0 ] && [ -f "$RND/model.safetensors" ] && [ -x "$BENCH_BIN" ]; then
     note ""
     note "## Where a step's time goes (TD_GPU_PROFILE=1; random base model, F32, src_len 24, 32 tokens, 2 passes)"
     for cfg in 1:1 1:4 32:1 32:4; do
@@ -203,7 +203,7 @@ import sys
 for i in range(int(sys.argv[1])):
     print(" ".join(str(1 + (i * 7919 + j * 104729) % 31998) for j in range(23)) + " 0")
 PY
-        TD_GPU_PROFILE=1 timeout 120 "$BENCH" --model "$RND" --device "$DEVICE" \
+        TD_GPU_PROFILE=1 timeout 120 "$BENCH_BIN" --model "$RND" --device "$DEVICE" \
             --ids "$OUT/ids_$b.txt" --batch "$b" --beam "$k" --max-length 32 --repeat 2 \
             >"$OUT/profile_${b}x$k.jsonl" 2>"$OUT/profile_${b}x$k.log"
         rc=$?
@@ -218,7 +218,7 @@ PY
     note ""
     note "## Attention kernels: flash (default) against TD_GPU_ATTN=naive (random base model, F32, best of $REPEAT)"
     for kern in flash naive; do
-        TD_GPU_ATTN=$kern timeout 150 "$BENCH" --model "$RND" --device "$DEVICE" \
+        TD_GPU_ATTN=$kern timeout 150 "$BENCH_BIN" --model "$RND" --device "$DEVICE" \
             --repeat "$REPEAT" --dtype float32 >"$OUT/attn_$kern.jsonl" 2>"$OUT/attn_$kern.log" ||
             note "$kern failed: $(tail -1 "$OUT/attn_$kern.log")"
     done

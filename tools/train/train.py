@@ -222,8 +222,9 @@ def main():
                     "the cool-down, so a resumed run goes on with it whatever its command line says)")
     ap.add_argument("--cooldown-minutes", type=float, default=0.0,
                     help="a cool-down sized by time (for a machine whose pace is not known beforehand, a GPU): "
-                    "when this many minutes of --minutes are left, the cool-down starts, over as many steps as "
-                    "the run's pace so far (checkpoints and dev evaluations included) fits in them")
+                    "when this many minutes of --minutes are left (and 20 steps have set a pace), the cool-down "
+                    "starts, over as many steps as the run's pace so far (checkpoints and dev evaluations "
+                    "included) fits in the time left")
     a = ap.parse_args()
     if a.grow and not a.init:
         raise SystemExit("--grow needs --init")
@@ -374,9 +375,11 @@ def main():
                 print(f"step {step} epoch {epoch} {pos}/{len(batches)} loss {float(loss_acc / n_acc):.3f} "
                       f"lr {lr_at(step, a, rewarm_from, cool):.2e} {float(tok_acc) / dt:.0f} tgt tok/s", flush=True)
                 tok_acc, t_acc, loss_acc, n_acc = 0, time.time(), 0.0, 0
-            if a.cooldown_minutes > 0 and not cool and time.time() >= deadline - a.cooldown_minutes * 60:
-                pace = (step - step_run) / (time.time() - t_run)
-                cool = (step, max(1, int(pace * a.cooldown_minutes * 60)))
+            now = time.time()
+            if (a.cooldown_minutes > 0 and not cool and now >= deadline - a.cooldown_minutes * 60
+                    and step - step_run >= 20):  # a pace of at least 20 steps, over the time actually left
+                pace = (step - step_run) / (now - t_run)
+                cool = (step, max(1, int(pace * min(a.cooldown_minutes * 60, deadline - now))))
                 print(f"cool-down: lr {lr_at(step, a, rewarm_from):.2e} at step {step} falls to zero at step "
                       f"{step + cool[1]} ({pace:.1f} steps/s so far)", flush=True)
             if (a.max_steps and step >= a.max_steps) or (cool and step >= cool[0] + cool[1]):
