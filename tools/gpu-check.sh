@@ -35,7 +35,10 @@
 # BENCH_MODEL_DIR (random model, default /tmp/transformerd-bench-base),
 # PREBUILT=1 (BUILD already holds a TD_CUDA=ON build made elsewhere: skip
 # step 1), BENCH=0 (skip steps 3 and 3b: a short check of the tests and the
-# daemon, when device time is scarce), SANITIZE=1.
+# daemon, when device time is scarce), SANITIZE=1; step 4's load bench:
+# LOAD_BATCHES (the daemons' --max-batch-size, one run each, default "32";
+# e.g. "32 128": does a larger running decode, nearly free on a GPU, keep
+# the short texts out of the queue?), LOAD_LINES (512), LOAD_ROUNDS (1).
 # Exit status: 0 when the build and the GPU tests passed (benchmark failures
 # are reported in the summary, not in the status).
 set -u
@@ -53,6 +56,9 @@ REPEAT=${REPEAT:-3}
 BENCH=${BENCH:-1}
 PYTHON=${PYTHON:-python3}
 MODEL=${MODEL:-models/en-de}
+LOAD_BATCHES=${LOAD_BATCHES:-32}
+LOAD_LINES=${LOAD_LINES:-512}
+LOAD_ROUNDS=${LOAD_ROUNDS:-1}
 RND=${BENCH_MODEL_DIR:-/tmp/transformerd-bench-base}
 JOBS=$(nproc 2>/dev/null || echo 4)
 SUM="$OUT/summary.md"
@@ -294,12 +300,16 @@ sys.exit(0 if rc == 0 else 1)
 PY
     note "exit $?: $(head -c 600 "$OUT/daemon.log" | tr '\n' ' ')"
     note ""
-    note "## Daemon under load on $DEVICE (bench/load/run.sh: bundled model, 512 test lines)"
-    head -n 512 tests/data/en_de_test/test.en >"$OUT/load_input.txt"
-    MODEL="$MODEL" INPUT="$OUT/load_input.txt" DEVICE="$DEVICE" BUILD="$BUILD" THREADS=4 \
-        MAX_SECONDS=20 OUT="$OUT/load" timeout 200 sh bench/load/run.sh >"$OUT/load.log" 2>&1
-    note "exit $?"
-    grep -E '^\||^offline' "$OUT/load.log" | tee -a "$SUM"
+    head -n "$LOAD_LINES" tests/data/en_de_test/test.en >"$OUT/load_input.txt"
+    for lb in $LOAD_BATCHES; do
+        note ""
+        note "## Daemon under load on $DEVICE (bench/load/run.sh: bundled model, $LOAD_LINES test lines, BATCH=$lb, ROUNDS=$LOAD_ROUNDS)"
+        MODEL="$MODEL" INPUT="$OUT/load_input.txt" DEVICE="$DEVICE" BUILD="$BUILD" THREADS=4 \
+            BATCH="$lb" ROUNDS="$LOAD_ROUNDS" MAX_SECONDS=20 OUT="$OUT/load-b$lb" \
+            timeout $((200 * LOAD_ROUNDS)) sh bench/load/run.sh >"$OUT/load-b$lb.log" 2>&1
+        note "exit $?"
+        grep -E '^\||^offline' "$OUT/load-b$lb.log" | tee -a "$SUM"
+    done
 fi
 
 # 5. memcheck ---------------------------------------------------------------
