@@ -7,14 +7,11 @@
  * The wire format is in spm_proto.c, the normalizer in spm_normalizer.c.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <float.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "spm_internal.h"
 
@@ -294,33 +291,6 @@ int spm_load_mem(spm_model **out, const void *data, size_t size, const char *nam
     return 0;
 }
 
-
-/* Opens path for reading only when it is a regular file: a FIFO named
- * like a model file would block the load forever, a device or a directory
- * would mislead it. O_NONBLOCK keeps the open itself from waiting for a
- * FIFO's writer. Returns NULL with *not_regular set when the file exists
- * but is not regular, NULL with errno otherwise. */
-FILE *spm_fopen_regular(const char *path, int *not_regular)
-{
-    *not_regular = 0;
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0)
-        return NULL;
-    struct stat sb;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        *not_regular = 1;
-        close(fd);
-        errno = EINVAL;
-        return NULL;
-    }
-    int fl = fcntl(fd, F_GETFL);
-    if (fl >= 0)
-        fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
-    FILE *f = fdopen(fd, "rb");
-    if (!f)
-        close(fd);
-    return f;
-}
 
 int spm_load(spm_model **out, const char *path, char *err, size_t errlen)
 {
