@@ -1,6 +1,7 @@
 /*
  * fuzz_route.c - the parts of the HTTP layer that need no socket: routing
- * (srv_api_route, with LibreTranslate's routes and /download_file/NAME)
+ * (srv_api_route, with LibreTranslate's routes, /download_file/NAME and the
+ * model administration's /v1/models/NAME[/reload])
  * and the CORS headers (srv_libre_cors) of a request's Origin against a
  * --cors-origins list. The framing checks (server/http.c) read
  * libmicrohttpd's connection and are exercised by test_server_harden.
@@ -8,9 +9,9 @@
  * Input: the path, '\0', the Origin, '\0', the --cors-origins list (each
  * part may be missing).
  *
- * Invariants: a route's path is the request's path (or, for
- * /download_file/, a prefix of it followed by a non-empty name); its method
- * class is one of the three; CORS: at most SRV_CORS_MAX headers, names and
+ * Invariants: a route's path is the request's path (or, for the prefix
+ * routes /download_file/ and /v1/models/, a prefix of it followed by a
+ * non-empty name); its method class is one of api.h's srv_method; CORS: at most SRV_CORS_MAX headers, names and
  * values non-NULL, the Allow-Origin value is "*" or exactly the request's
  * Origin and then only when the list names it, and no value carries CR or
  * LF unless the Origin did (the HTTP layer never passes one: libmicrohttpd
@@ -81,7 +82,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     const srv_route *rt = srv_api_route(path);
     if (rt) {
-        if (!rt->path || (unsigned)rt->method > SRV_METHOD_GET_POST)
+        if (!rt->path || (unsigned)rt->method > SRV_METHOD_ADMIN) /* srv_method's last */
             die("a route without a path or with an unknown method");
         size_t pl = strlen(rt->path);
         int exact = !strcmp(rt->path, path);
