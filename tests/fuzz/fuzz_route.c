@@ -11,11 +11,12 @@
  *
  * Invariants: a route's path is the request's path (or, for the prefix
  * routes /download_file/ and /v1/models/, a prefix of it followed by a
- * non-empty name); its method class is one of api.h's srv_method; CORS: at most SRV_CORS_MAX headers, names and
- * values non-NULL, the Allow-Origin value is "*" or exactly the request's
- * Origin and then only when the list names it, and no value carries CR or
- * LF unless the Origin did (the HTTP layer never passes one: libmicrohttpd
- * ends a header value at the line end).
+ * non-empty name); its method class is one of api.h's srv_method; CORS: at
+ * most SRV_CORS_MAX headers, names and values non-NULL, the Allow-Origin
+ * value is "*" or exactly the request's Origin and then only when the list
+ * names it, and no value carries CR or LF unless the Origin did (the HTTP
+ * layer never passes one: libmicrohttpd ends a header value at the line
+ * end).
  */
 #include <stdint.h>
 #include <stdio.h>
