@@ -42,7 +42,7 @@ static void scripted_topk(td_backend *be, float *logits, int64_t n, int64_t voca
 {
     (void)be, (void)logits, (void)vocab, (void)suppress, (void)n_suppress, (void)force_eos,
         (void)force_rows, (void)eos_id;
-    ck_assert_int_eq(k, 4);
+    ck_assert_int_le(k, 4); /* 2 x beam: 4 for beam 2, fewer for greedy */
     int t = g_calls < g_n_script ? g_calls : g_n_script - 1;
     const script_step *st = &g_script[t];
     for (int64_t r = 0; r < n; r++)
@@ -59,9 +59,11 @@ typedef struct run {
     int steps;
 } run;
 
-/* Beam 2, length_penalty 1, two hypotheses, at most max_length tokens,
- * over the script; forced_eos 0: the model forces no </s> at the end. */
-static run run_script(const script_step *script, int n_script, int max_length, int forced_eos)
+/* beam_size beams, num_hypotheses hypotheses, length_penalty lp, at most
+ * max_length tokens, over the script; forced_eos 0: the model forces no
+ * </s> at the end. */
+static run run_script_opts(const script_step *script, int n_script, int max_length,
+                           int forced_eos, int beam, int n_hyps, float lp)
 {
     char dir[512], err[512];
     snprintf(dir, sizeof dir, "%s/fixtures/marian_tied", TD_TEST_DATA);
@@ -86,9 +88,9 @@ static run run_script(const script_step *script, int n_script, int max_length, i
 
     td_decode_opts o;
     td_decode_opts_default(m, &o);
-    o.beam_size = 2;
-    o.num_hypotheses = 2;
-    o.length_penalty = 1.0f;
+    o.beam_size = beam;
+    o.num_hypotheses = n_hyps;
+    o.length_penalty = lp;
     o.max_length = max_length;
     const int32_t src[] = {5, 6, 0};
     const int32_t *srcs[] = {src};
@@ -102,6 +104,12 @@ static run run_script(const script_step *script, int n_script, int max_length, i
     td_worker_free(w);
     td_model_free(m);
     return out;
+}
+
+/* Beam 2, length_penalty 1, two hypotheses. */
+static run run_script(const script_step *script, int n_script, int max_length, int forced_eos)
+{
+    return run_script_opts(script, n_script, max_length, forced_eos, 2, 2, 1.0f);
 }
 
 static void expect_hyp(const td_hypothesis *h, const int32_t *tok, int n, float score)
@@ -199,6 +207,36 @@ START_TEST(test_candidate_ties_lower_index_first)
 }
 END_TEST
 
+/*
+ * Greedy decoding's score is length-normalised like a beam's (docs/api.md:
+ * sum log p / length^length_penalty): [5 6 </s>] with log-probabilities
+ * -0.5, -0.25, -1 (exact in float) scores -1.75 / 3^lp for every lp, the
+ * golden fixtures' greedy cases all having lp 1.
+ */
+START_TEST(test_greedy_length_penalty)
+{
+    static const script_step s[] = {
+        {{5, 6, 7, 8}, {-0.5f, -2.0f, -3.0f, -4.0f}, 0.0f},
+        {{6, 0, 7, 8}, {-0.25f, -2.0f, -3.0f, -4.0f}, 0.0f},
+        {{0, 9, 10, 11}, {-1.0f, -2.0f, -5.0f, -6.0f}, 0.0f},
+    };
+    static const float lps[] = {1.0f, 2.0f, 0.5f, 0.0f, -1.5f};
+    for (size_t i = 0; i < sizeof lps / sizeof lps[0]; i++) {
+        run r = run_script_opts(s, 3, 16, 1, 1, 1, lps[i]);
+        ck_assert_int_eq(r.steps, 3);
+        ck_assert_int_eq(r.res.n_hyps, 1);
+        const td_hypothesis *h = &r.res.hyps[0];
+        ck_assert_int_eq(h->n_tokens, 3);
+        ck_assert(h->tokens[0] == 5 && h->tokens[1] == 6 && h->tokens[2] == 0);
+        double want = -1.75 / pow(3.0, (double)lps[i]);
+        ck_assert_msg(fabs((double)h->score - want) <= 1e-6 * fabs(want),
+                      "length_penalty %g: score %.9g, want %.9g", (double)lps[i],
+                      (double)h->score, want);
+        td_result_free(&r.res);
+    }
+}
+END_TEST
+
 /* The generated-length cap: the model's positions, at most TD_MAX_GENERATED. */
 START_TEST(test_generated_cap)
 {
@@ -220,6 +258,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_early_stop_better_continues);
     tcase_add_test(tc, test_max_length_finishes_beams);
     tcase_add_test(tc, test_candidate_ties_lower_index_first);
+    tcase_add_test(tc, test_greedy_length_penalty);
     tcase_add_test(tc, test_generated_cap);
     suite_add_tcase(s, tc);
     return s;

@@ -8,6 +8,8 @@
  *     missing or empty q, which is LibreTranslate's 400
  *   - text that is not UTF-8 after form or multipart decoding: 400 naming
  *     the field
+ *   - the q list at --max-batch-texts (translated) and one over (400), as
+ *     JSON and form; the native text list likewise
  *   - format=html: markup and attributes kept, text nodes translated as
  *     the same texts alone
  *   - /detect on English and German, source=auto on German text (copied,
@@ -294,6 +296,57 @@ START_TEST(test_invalid_utf8)
     ck_assert_int_eq(post(g_port, "/translate", MULTIPART, "--" BOUNDARY "\r\nxx", 15, &r), 0);
     expect_libre_error(&r, 400, "multipart");
     tc_resp_free(&r);
+}
+END_TEST
+
+/* LibreTranslate's q list holds at most --max-batch-texts (8 here) texts:
+ * exactly 8 is translated (each as alone), 9 is LibreTranslate's 400, as
+ * JSON and as a form's repeated q; the native text list likewise. */
+START_TEST(test_list_limit)
+{
+    char js[1024], form[1024], *want[9];
+    for (int n = 8; n <= 9; n++) {
+        size_t w = (size_t)snprintf(js, sizeof js, "{\"source\":\"en\",\"target\":\"de\",\"q\":[");
+        size_t f = (size_t)snprintf(form, sizeof form, "source=en&target=de");
+        for (int i = 0; i < n; i++) {
+            w += (size_t)snprintf(js + w, sizeof js - w, "%s\"Open file %d\"", i ? "," : "", i);
+            f += (size_t)snprintf(form + f, sizeof form - f, "&q=Open+file+%d", i);
+        }
+        snprintf(js + w, sizeof js - w, "]}");
+        tc_resp r;
+        if (n == 8) {
+            for (int i = 0; i < n; i++) {
+                char t[32];
+                snprintf(t, sizeof t, "Open file %d", i);
+                want[i] = native_text(t);
+            }
+            json_t *j = libre_ok("application/json", js, strlen(js));
+            json_t *t = json_object_get(j, "translatedText");
+            ck_assert_uint_eq(json_array_size(t), 8);
+            for (int i = 0; i < n; i++)
+                ck_assert_str_eq(json_string_value(json_array_get(t, (size_t)i)), want[i]);
+            json_decref(j);
+            j = libre_ok(FORM, form, strlen(form));
+            ck_assert_uint_eq(json_array_size(json_object_get(j, "translatedText")), 8);
+            json_decref(j);
+            for (int i = 0; i < n; i++)
+                free(want[i]);
+            continue;
+        }
+        ck_assert_int_eq(post(g_port, "/translate", "application/json", js, strlen(js), &r), 0);
+        expect_libre_error(&r, 400, "Invalid request: request (9) exceeds text limit (8)");
+        tc_resp_free(&r);
+        ck_assert_int_eq(post(g_port, "/translate", FORM, form, strlen(form), &r), 0);
+        expect_libre_error(&r, 400, "Invalid request: request (9) exceeds text limit (8)");
+        tc_resp_free(&r);
+        /* the native list: "q" is "text" there */
+        char nat[1024];
+        snprintf(nat, sizeof nat, "{\"text\":%s", strchr(js, '['));
+        ck_assert_int_eq(tc_post_json(g_port, "/v1/translate", nat, &r), 0);
+        ck_assert_msg(r.status == 400 && strstr(r.body, "1..8 texts (got 9)"), "%d %s", r.status,
+                      r.body);
+        tc_resp_free(&r);
+    }
 }
 END_TEST
 
@@ -713,6 +766,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_empty_native);
     tcase_add_test(tc, test_empty_libre);
     tcase_add_test(tc, test_invalid_utf8);
+    tcase_add_test(tc, test_list_limit);
     tcase_add_test(tc, test_html);
     tcase_add_test(tc, test_detect);
     tcase_add_test(tc, test_detect_off);

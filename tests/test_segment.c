@@ -33,6 +33,12 @@ static const seg_case k_cases[] = {
     {"de", "Das ist z. B. gut. Er kam am 3. Mai. Dr. Müller kam.",
      "Das ist z. B. gut.|Er kam am 3. Mai.|Dr. Müller kam."},
     {"de", "Siehe Nr. 5 bzw. Abb. 2. Danach weiter.", "Siehe Nr. 5 bzw. Abb. 2.|Danach weiter."},
+    /* a word that merely starts (or ends) like an abbreviation ends its
+     * sentence: "Note" is not "No", "Strings" not "Str", "Zinc" not "Inc" */
+    {"en", "Add a Note. Then save.", "Add a Note.|Then save."},
+    {"en", "Translate the Strings. Then build.", "Translate the Strings.|Then build."},
+    {"en", "Add some Zinc. Then stir.", "Add some Zinc.|Then stir."},
+    {"de", "Das ist die Strecke. Dann links.", "Das ist die Strecke.|Dann links."},
     /* numbers, URLs, ellipses */
     {"en", "Pi is 3.14 or so. The price is $1,000.50 today.",
      "Pi is 3.14 or so.|The price is $1,000.50 today."},

@@ -859,6 +859,30 @@ START_TEST(test_api_key)
                      0);
     expect_error(&r, 401, NULL);
     tc_resp_free(&r);
+    /* near misses, each by every way a key is given: the key extended
+     * (a comparison over the configured key's length alone accepts it), a
+     * prefix, the last byte changed, another case, empty */
+    const char *wrong[] = {"s3cretXYZ", "s3cret0", "s3cre", "s3creT", "S3cret", ""};
+    for (size_t i = 0; i < sizeof wrong / sizeof wrong[0]; i++) {
+        char h[160], body[160];
+        snprintf(h, sizeof h, "Content-Type: application/json\r\nX-API-Key: %s\r\n", wrong[i]);
+        ck_assert_int_eq(tc_request(port, "POST", "/v1/translate", h, js, strlen(js), &r), 0);
+        ck_assert_msg(r.status == 401, "X-API-Key '%s': %d", wrong[i], r.status);
+        tc_resp_free(&r);
+        snprintf(h, sizeof h, "Content-Type: application/json\r\nAuthorization: Bearer %s\r\n",
+                 wrong[i]);
+        ck_assert_int_eq(tc_request(port, "POST", "/v1/translate", h, js, strlen(js), &r), 0);
+        ck_assert_msg(r.status == 401, "Bearer '%s': %d", wrong[i], r.status);
+        tc_resp_free(&r);
+        snprintf(body, sizeof body,
+                 "{\"q\":\"a\",\"source\":\"en\",\"target\":\"de\",\"api_key\":\"%s\"}",
+                 wrong[i]);
+        ck_assert_int_eq(tc_post_json(port, "/translate", body, &r), 0);
+        /* LibreTranslate: an empty key is a missing one (400), else 403 */
+        ck_assert_msg(r.status == (*wrong[i] ? 403 : 400), "api_key '%s': %d", wrong[i],
+                      r.status);
+        tc_resp_free(&r);
+    }
     ck_assert_int_eq(tc_request(port, "GET", "/health/ready", NULL, NULL, 0, &r), 0);
     ck_assert_int_eq(r.status, 200);
     tc_resp_free(&r);
