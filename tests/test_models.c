@@ -3,7 +3,8 @@
  * name, by source/target and by language identification (source=auto),
  * /languages, unknown pairs, a reload under load (no failed request, the
  * answers switch from the old weights to the new at one point and never
- * mix inside a request; SIGHUP likewise), a reload of a broken directory
+ * mix inside a request; SIGHUP likewise; the pair --model-languages gave
+ * survives both), a reload of a broken directory
  * (the old model keeps serving), unload while a request runs, run-time
  * load, the memory budget (507), the API key, and the per-model metrics.
  *
@@ -545,6 +546,25 @@ static void reload_hup(int port, void *ud)
     ck_abort_msg("SIGHUP did not reload the model");
 }
 
+/* The pair --model-languages gave model "swap" (fr -> it, which neither
+ * the name nor tokenizer_config.json says) holds: /v1/models reports it,
+ * a request routed by it reaches the model. */
+static void expect_given_pair(int port)
+{
+    json_t *a;
+    ck_assert_int_eq(request(port, "GET", "/v1/models", NULL, &a), 200);
+    json_t *l = json_object_get(json_array_get(json_object_get(a, "models"), 0), "languages");
+    ck_assert_msg(!strcmp(str_at(l, "source"), "fr") && !strcmp(str_at(l, "target"), "it"),
+                  "languages %s", json_dumps(l, JSON_COMPACT));
+    json_decref(a);
+    char body[1024];
+    snprintf(body, sizeof body, "{\"text\":\"%s\",\"source\":\"fr\",\"target\":\"it\"}",
+             g_text[0]);
+    ck_assert_int_eq(post(port, "/v1/translate", body, &a), 200);
+    ck_assert_str_eq(str_at(a, "model"), "swap");
+    json_decref(a);
+}
+
 START_TEST(test_reload_under_load)
 {
     snprintf(g_swap, sizeof g_swap, "%s/swap", g_tmp);
@@ -554,12 +574,16 @@ START_TEST(test_reload_under_load)
     /* every step a little slower, and one worker, so that requests run
      * and queue during the swap */
     const char *args[] = {"--model", spec, "--threads", "1", "--workers", "1",
-                          "--test-step-delay-ms", "5", "--batch-delay-ms", "1", NULL};
+                          "--test-step-delay-ms", "5", "--batch-delay-ms", "1",
+                          "--model-languages", "swap=fr-it", NULL};
     pid_t pid;
     int port = start("swap", args, &pid);
     ck_assert_int_gt(port, 0);
+    expect_given_pair(port);
     under_load(port, 'A', 'B', reload_http, NULL);
+    expect_given_pair(port); /* not the en -> de of the new files' tokenizer_config.json */
     under_load(port, 'B', 'A', reload_hup, &pid);
+    expect_given_pair(port);
     /* a broken directory: the loader's message, and the old model serves on */
     char cmd[1400];
     snprintf(cmd, sizeof cmd, "printf '{\"d_model\": 1' > '%s/config.json'", g_swap);

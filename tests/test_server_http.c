@@ -1409,6 +1409,65 @@ START_TEST(test_inflight_client_leaves)
 }
 END_TEST
 
+/* A client that leaves while another client's sentence runs beside its
+ * own cancels its own sentence, never the other: the one that stays gets
+ * the answer it gets alone, and the rows drop to its own (3) until it
+ * ends. Both orders of joining, so that neither the first nor the last
+ * live job is the one taken by mistake. */
+START_TEST(test_inflight_other_client_stays)
+{
+    pid_t pid;
+    /* one worker: both sentences in one running decode */
+    const char *args[] = {"--test-step-delay-ms", "20", "--workers", "1", NULL};
+    int port = start(args, "inflight_two", &pid);
+    ck_assert_int_gt(port, 0);
+    const char *stay_json = "{\"text\":\"Hello world\",\"max_length\":128,\"beam_size\":3,"
+                            "\"return_tokens\":true}";
+    json_t *alone = translate_ok(port, stay_json);
+    const char *body = "{\"text\":\"the test.\",\"max_length\":128,\"beam_size\":4}";
+    char req[512];
+    int n = snprintf(req, sizeof req, "POST /v1/translate HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                     "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s",
+                     strlen(body), body);
+    for (int leaver_first = 0; leaver_first < 2; leaver_first++) {
+        async_req stay = {.port = port, .path = "/v1/translate", .json = strdup(stay_json)};
+        int fd = -1;
+        if (leaver_first) {
+            fd = tc_connect(port);
+            ck_assert_int_ge(fd, 0);
+            ck_assert_int_eq(send(fd, req, (size_t)n, MSG_NOSIGNAL), n);
+            ck_assert(wait_rows_eq(port, 1, 4) == 4);
+        }
+        pthread_create(&stay.th, NULL, async_main, &stay);
+        ck_assert(wait_rows_eq(port, 1, leaver_first ? 7 : 3) == (leaver_first ? 7 : 3));
+        if (!leaver_first) {
+            fd = tc_connect(port);
+            ck_assert_int_ge(fd, 0);
+            ck_assert_int_eq(send(fd, req, (size_t)n, MSG_NOSIGNAL), n);
+            ck_assert(wait_rows_eq(port, 1, 7) == 7);
+        }
+        close(fd);
+        double rows = wait_rows_eq(port, 1, 3);
+        ck_assert_msg(rows == 3, "order %d: %g rows after the client left, want the 3 of the "
+                                 "one that stays", leaver_first, rows);
+        pthread_join(stay.th, NULL);
+        ck_assert_msg(stay.r.status == 200, "order %d: %d %s", leaver_first, stay.r.status,
+                      stay.r.body ? stay.r.body : "");
+        json_t *got = body_json(&stay.r);
+        ck_assert_msg(same_response(alone, got), "order %d: the client that stayed got %s",
+                      leaver_first, stay.r.body);
+        json_decref(got);
+        tc_resp_free(&stay.r);
+        free(stay.json);
+        ck_assert(wait_rows(port, 0) == 0);
+    }
+    ck_assert(wait_metric(port, "transformerd_jobs_dropped_total{model=\"marian_en_de\",reason=\"gone\"} ", 2) >= 2);
+    json_decref(alone);
+    kill(pid, SIGTERM);
+    ck_assert_int_eq(tc_daemon_wait(pid, 30), 0);
+}
+END_TEST
+
 /* ---- SIGTERM ----------------------------------------------------------------- */
 
 START_TEST(test_sigterm_drains)
@@ -1506,6 +1565,7 @@ static Suite *suite(void)
     tcase_add_loop_test(tc, test_concurrency, 0, 2);
     tcase_add_test(tc, test_inflight_short_overtakes_long);
     tcase_add_test(tc, test_inflight_client_leaves);
+    tcase_add_test(tc, test_inflight_other_client_stays);
     tcase_add_test(tc, test_sigterm_drains);
     suite_add_tcase(s, tc);
     return s;
