@@ -8,7 +8,8 @@ loopback port. It types two lines, translates them with Ctrl+Enter and
 checks the page shows what POST /v1/translate answers for the same input;
 opens the attention view and checks the heatmap against the API's
 attention (cells, labels, a head switch, the average of heads and of
-layers, the word view), the grid of every head, hover and the arrow keys;
+layers, the word view), the grid of every head (each small multiple's
+canvas pixels against its own head's attention), hover and the arrow keys;
 an API error shown as the API's message; a phone-sized window; the page's
 weight; no console errors; and, with a second daemon behind --api-key, that
 the page asks for the key and keeps it in sessionStorage only.
@@ -17,6 +18,7 @@ SCREENSHOT_DIR (or $TD_WEB_SCREENSHOTS): where to write the screenshots.
 Exit status 77 (ctest: skipped), with the reason on stderr, when selenium,
 chromium or chromedriver is missing or chromium cannot start here.
 """
+import colorsys
 import json
 import os
 import re
@@ -31,6 +33,7 @@ import urllib.request
 SKIP = 77
 TEXTS = ["Hello world", "The cat sat on the mat."]
 TOL = 1e-6
+TOL_RGB = 2  # a drawn colour against the page's colour of the API's weight, per channel
 NAME = None  # the served model's name, from /v1/models
 
 
@@ -192,6 +195,54 @@ def same_matrix(W, ref, why):
 def mean(mats):
     T, S = len(mats[0]), len(mats[0][0])
     return [[sum(m[t][s] for m in mats) / len(mats) for s in range(S)] for t in range(T)]
+
+
+def rgb(w):
+    """The page's colour of a weight (app.js color(): hsl(214, 70%, 98 - 68 sqrt(w) %)) as 0..255 RGB."""
+    light = round(98 - 68 * max(0.0, min(1.0, w)) ** 0.5, 1)
+    return [round(c * 255) for c in colorsys.hls_to_rgb(214 / 360, light / 100, 0.7)]
+
+
+def grid_heads(d, refs, why):
+    """Each small multiple of #grid against its own head: the centre pixel of every cell of its
+    canvas, as drawn, is the colour of that head's weight in refs[h] ([t][s], the API's), and
+    the heads differ enough in colour that a multiple drawing another head's matrix fails."""
+    T, S, H = len(refs[0]), len(refs[0][0]), len(refs)
+    want = [[[rgb(W[t][s]) for s in range(S)] for t in range(T)] for W in refs]
+    dist = lambda a, b: max(abs(x - y) for t in range(T) for s in range(S)
+                            for x, y in zip(a[t][s], b[t][s]))
+    for i in range(H):
+        for j in range(i):
+            check(dist(want[i], want[j]) > 4 * TOL_RGB, "%s: heads %d and %d draw alike, so the "
+                  "check cannot tell them apart" % (why, j, i))
+    drawn = d.execute_script("""
+        const [T, S] = arguments;
+        return Array.from(document.querySelectorAll('#grid button.multiple')).map((b) => {
+          const c = b.querySelector('canvas');
+          const P = c.width / S, px = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+          const at = (t, s) => {
+            const k = 4 * ((t * P + (P >> 1)) * c.width + s * P + (P >> 1));
+            return [px[k], px[k + 1], px[k + 2]];
+          };
+          return {head: b.dataset.head, caption: b.querySelector('span').textContent,
+                  width: c.width, height: c.height, P,
+                  cells: Array.from({length: T}, (_, t) => Array.from({length: S}, (_, s) => at(t, s)))};
+        });""", T, S)
+    check(len(drawn) == H, "%s: %d small multiples, want %d" % (why, len(drawn), H))
+    for i, g in enumerate(drawn):
+        check(g["head"] == str(i) and g["caption"] == "head %d" % i,
+              "%s: multiple %d is head %s, captioned %r" % (why, i, g["head"], g["caption"]))
+        P = g["P"]
+        check(P == int(P) and P >= 3 and g["height"] == T * P,
+              "%s: head %d's canvas is %dx%d for %dx%d cells" % (why, i, g["width"], g["height"], T, S))
+        errs = [dist(g["cells"], w) for w in want]
+        if errs[i] > TOL_RGB:
+            t, s = next((t, s) for t in range(T) for s in range(S)
+                        if max(abs(x - y) for x, y in zip(g["cells"][t][s], want[i][t][s])) > TOL_RGB)
+            fail("%s: the multiple of head %d draws cell (%d, %d) as %r, head %d's weight %.4f is %r; "
+                 "its colours are closest to head %d's (largest channel difference to each head: %s)"
+                 % (why, i, t, s, g["cells"][t][s], i, refs[i][t][s], want[i][t][s],
+                    errs.index(min(errs)), errs))
 
 
 def words(pieces):
@@ -371,6 +422,13 @@ def run(d, dm, shots):
     check(len(multiples) == H, "%d small multiples, want %d" % (len(multiples), H))
     if shots:
         d.save_screenshot(os.path.join(shots, "attention-grid.png"))
+    # each multiple draws its own head (read from the canvas), of the layer and of the average
+    grid_heads(d, cross[L - 1], "grid of layer %d" % (L - 1))
+    pick(d, "layer", "avg")
+    grid_heads(d, [mean([cross[l][h] for l in range(L)]) for h in range(H)],
+               "grid of the average of layers")
+    pick(d, "layer", str(L - 1))
+    multiples = d.find_elements(By.CSS_SELECTOR, "#grid button.multiple")
     multiples[H - 1].click()
     mh = cells(d)
     check(mh["head"] == str(H - 1), "clicking head %d's multiple shows %s" % (H - 1, mh["head"]))
