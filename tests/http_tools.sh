@@ -20,7 +20,8 @@ cleanup() {
 trap cleanup EXIT
 fail() { echo "http_tools: FAIL: $*"; cat "$LOG"; exit 1; }
 unset TRANSFORMERD_API_KEY TRANSFORMERD_CORS_ORIGINS
-OPENBLAS_NUM_THREADS=1 "$DAEMON" serve --model "$MODEL" --host 127.0.0.1 --port 0 --threads 1 2>"$LOG" &
+# setpriv: the daemon dies with this script, also when ctest kills it
+OPENBLAS_NUM_THREADS=1 setpriv --pdeathsig KILL "$DAEMON" serve --model "$MODEL" --host 127.0.0.1 --port 0 --threads 1 2>"$LOG" &
 PID=$!
 i=0
 while ! grep -q "ready:" "$LOG"; do

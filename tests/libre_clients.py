@@ -39,7 +39,8 @@ class Daemon:
             if k.startswith("TRANSFORMERD_"):
                 del env[k]
         self.proc = subprocess.Popen(
-            [daemon, "serve", "--model", model, "--host", "127.0.0.1", "--port", "0",
+            ["setpriv", "--pdeathsig", "KILL",  # dies with this test, however it ends
+             daemon, "serve", "--model", model, "--host", "127.0.0.1", "--port", "0",
              "--threads", "1", *args],
             stderr=self.log, stdout=subprocess.DEVNULL, env=env)
         deadline = time.time() + 60

@@ -47,7 +47,8 @@ unset TRANSFORMERD_API_KEY TRANSFORMERD_CORS_ORIGINS
 # Small limits, so that the document's limits are reached: 8 texts a
 # request, beam 4 (alternatives 0..3), 128 tokens a text.
 MAX_TOKENS=128
-OPENBLAS_NUM_THREADS=1 "$DAEMON" serve --model "$MODEL" --host 127.0.0.1 --port 0 --threads 1 \
+# setpriv: the daemon dies with this script, also when ctest kills it
+OPENBLAS_NUM_THREADS=1 setpriv --pdeathsig KILL "$DAEMON" serve --model "$MODEL" --host 127.0.0.1 --port 0 --threads 1 \
     --max-batch-texts 8 --max-beam 4 --max-input-tokens $MAX_TOKENS 2>"$WORK/daemon.log" &
 PID=$!
 i=0

@@ -34,7 +34,8 @@ die() {
 # Environment variables that would change the daemon's options are cleared:
 # the test gives its own flags, and flags win, but e.g. an API key would not.
 unset TRANSFORMERD_API_KEY TRANSFORMERD_DEVICE TRANSFORMERD_MODEL TRANSFORMERD_WORKER_NICE
-OPENBLAS_NUM_THREADS=1 "$DAEMON" serve --model "$MODEL" --host 127.0.0.1 --port 0 \
+# setpriv: the daemon dies with this script, also when ctest kills it
+OPENBLAS_NUM_THREADS=1 setpriv --pdeathsig KILL "$DAEMON" serve --model "$MODEL" --host 127.0.0.1 --port 0 \
     --threads 1 --drain-timeout-s 20 2>"$LOG" &
 PID=$!
 

@@ -157,6 +157,12 @@ static char which_weights(json_t *a)
     return na == N_TEXTS ? 'A' : nb == N_TEXTS ? 'B' : 'X';
 }
 
+/* How long a wait for the daemon may last: every wait here counts events
+ * (answers, a generation, bytes) and gives up only at this bound, which a
+ * working daemon never reaches even under ThreadSanitizer on two busy
+ * cores; a fixed number of short sleeps made the test fail under load. */
+#define WAIT_S 120.0
+
 static double metric(const char *text, const char *series)
 {
     const char *p = strstr(text, series);
@@ -464,7 +470,8 @@ static void under_load(int port, char from, char to, void (*act)(int port, void 
      * (ThreadSanitizer) waits as long as it needs */
     int base[4];
     for (int i = 0; i < 4; i++) {
-        for (int w = 0; w < 6000 && atomic_load(&cl[i].answered) < 1; w++)
+        double end = tc_now() + WAIT_S;
+        while (tc_now() < end && atomic_load(&cl[i].answered) < 1)
             tc_sleep_ms(10);
     }
     tc_sleep_ms(100);
@@ -472,9 +479,11 @@ static void under_load(int port, char from, char to, void (*act)(int port, void 
     double t_act0 = g_t_trig, t_act1 = g_t_done;
     for (int i = 0; i < 4; i++)
         base[i] = atomic_load(&cl[i].answered);
-    for (int i = 0; i < 4; i++)
-        for (int w = 0; w < 6000 && atomic_load(&cl[i].answered) < base[i] + 2; w++)
+    for (int i = 0; i < 4; i++) {
+        double end = tc_now() + WAIT_S;
+        while (tc_now() < end && atomic_load(&cl[i].answered) < base[i] + 2)
             tc_sleep_ms(10);
+    }
     atomic_store(&stop_flag, 1);
     int n_from = 0, n_to = 0, n_across = 0;
     for (int i = 0; i < 4; i++) {
@@ -531,7 +540,7 @@ static void reload_hup(int port, void *ud)
     replace_model(g_fix_a, g_swap);
     g_t_trig = tc_now();
     ck_assert_int_eq(kill(pid, SIGHUP), 0);
-    for (int i = 0; i < 300; i++) {
+    for (double end = tc_now() + WAIT_S; tc_now() < end;) {
         json_t *a;
         ck_assert_int_eq(request(port, "GET", "/v1/models", NULL, &a), 200);
         json_t *m = json_array_get(json_object_get(a, "models"), 0);
@@ -649,7 +658,17 @@ START_TEST(test_unload_and_load)
     slow_req q = {.port = port};
     pthread_t th;
     ck_assert_int_eq(pthread_create(&th, NULL, slow_main, &q), 0);
-    tc_sleep_ms(150);
+    /* until the request runs (its rows in the decode): counted, not
+     * timed, so that a loaded machine cannot make it late */
+    double rows = 0;
+    for (double end = tc_now() + WAIT_S; tc_now() < end && !(rows > 0);) {
+        char *t = metrics_text(port);
+        rows = metric(t, "transformerd_running_rows{model=\"de-en\"} ");
+        free(t);
+        if (!(rows > 0))
+            tc_sleep_ms(10);
+    }
+    ck_assert_msg(rows > 0, "the slow request never ran");
     ck_assert_int_eq(request(port, "DELETE", "/v1/models/de-en", NULL, &a), 200);
     ck_assert_int_eq((int)json_integer_value(json_object_get(a, "requests_in_flight")), 1);
     json_decref(a);
@@ -665,7 +684,7 @@ START_TEST(test_unload_and_load)
     ck_assert_int_eq(post(port, "/v1/models/en-de/reload", "", &a), 200);
     json_decref(a);
     json_int_t used = used_both + 1;
-    for (int i = 0; i < 200 && used > used_both; i++) {
+    for (double end = tc_now() + WAIT_S; tc_now() < end && used > used_both;) {
         ck_assert_int_eq(request(port, "GET", "/v1/models", NULL, &a), 200);
         used = json_integer_value(json_object_get(json_object_get(a, "memory"), "used"));
         json_decref(a);
@@ -681,7 +700,7 @@ START_TEST(test_unload_and_load)
     /* the running one finished on it, and then it was freed */
     ck_assert_int_eq(q.status, 200);
     ck_assert_str_eq(q.text, g_long_gold);
-    for (int i = 0; i < 500 && used == used_both; i++) {
+    for (double end = tc_now() + WAIT_S; tc_now() < end && used == used_both;) {
         ck_assert_int_eq(request(port, "GET", "/v1/models", NULL, &a), 200);
         used = json_integer_value(json_object_get(json_object_get(a, "memory"), "used"));
         json_decref(a);
@@ -760,7 +779,7 @@ START_TEST(test_budget_and_key)
     ck_assert_int_eq(r.status, 200);
     tc_resp_free(&r);
     int st = 0;
-    for (int i = 0; i < 200 && st != 201; i++) {
+    for (double end = tc_now() + WAIT_S; tc_now() < end && st != 201;) {
         ck_assert_int_eq(tc_request(port, "POST", "/v1/models", key, load, strlen(load), &r), 0);
         st = r.status;
         tc_resp_free(&r);

@@ -69,7 +69,9 @@ class Daemon:
         env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
         for k in ("TRANSFORMERD_API_KEY", "TRANSFORMERD_DEVICE", "TRANSFORMERD_MODEL"):
             env.pop(k, None)
-        self.p = subprocess.Popen([exe, "serve", "--model", model, "--host", "127.0.0.1",
+        # setpriv: the daemon dies with this test, however it ends
+        self.p = subprocess.Popen(["setpriv", "--pdeathsig", "KILL",
+                                   exe, "serve", "--model", model, "--host", "127.0.0.1",
                                    "--port", "0", "--threads", "1"] + list(extra),
                                   stdout=subprocess.DEVNULL, stderr=self.log, env=env)
         self.port = None

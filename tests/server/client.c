@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <sys/wait.h>
@@ -232,10 +233,17 @@ int tc_daemon_start(const char *daemon, const char *const *args, const char *log
     int lfd = open(log_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (lfd >= 0)
         close(lfd);
+    pid_t parent = getpid();
     pid_t p = fork();
     if (p < 0)
         return -1;
     if (p == 0) {
+        /* The daemon dies with the test: when ctest or libcheck kills the
+         * test on a timeout (SIGKILL, no clean-up runs), the kernel kills
+         * the daemon too, so no daemon outlives its test. The parent may
+         * already be gone before the request is made: then exit. */
+        if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent)
+            _exit(127);
         int fd = open(log_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
         if (fd >= 0) {
             /* stdout too: a caller's pipe must not stay open in the daemon */
