@@ -1,10 +1,17 @@
 #!/bin/sh
 # Creates tools/.venv (if missing) and installs tools/requirements.txt into it. Idempotent.
 # Usage: tools/setup_venv.sh && tools/.venv/bin/python tools/make_fixtures.py
+#        tools/setup_venv.sh --mutate: tools/.venv-mutate with tools/requirements-mutate.txt
+#        (the mutant generator of tools/mutate.sh --generated; small, no torch)
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 venv="$here/.venv"
 req="$here/requirements.txt"
+case ${1:-} in
+    --mutate) venv="$here/.venv-mutate"; req="$here/requirements-mutate.txt" ;;
+    '') ;;
+    *) echo "usage: $0 [--mutate]" >&2; exit 2 ;;
+esac
 if [ ! -x "$venv/bin/python" ]; then
     python3 -m venv "$venv"
 fi
