@@ -2,8 +2,8 @@
  * serve.c - `transformerd serve`: options, start-up and shutdown.
  *
  * Every flag --foo-bar also reads TRANSFORMERD_FOO_BAR (flags win). Start-up
- * order: seed jansson's hash (before any thread), block SIGTERM/SIGINT (the
- * MHD and batcher threads inherit the mask, so only sigwait() here sees
+ * order: seed jansson's hash (before any thread), route SIGTERM/SIGINT/SIGHUP
+ * to this thread through a pipe (signals.h: whichever thread receives
  * them), listen (liveness answers, readiness is 503), load the model and
  * tokenizer, make the workers and run a warm-up batch on each, then report
  * ready. On SIGTERM/SIGINT: readiness 503, stop accepting, finish queued and
@@ -38,6 +38,7 @@
 #include "metrics.h"
 #include "models.h"
 #include "serve.h"
+#include "signals.h"
 #include "state.h"
 
 typedef enum opt_kind {
@@ -636,15 +637,13 @@ int srv_main(int argc, char **argv)
         if (check_model_dir(specs[i].dir) != 0)
             return 1;
 
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGTERM);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGHUP);
-    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    char err[1024];
+    if (srv_signals_init(err, sizeof err) != 0) {
+        fprintf(stderr, "transformerd: %s\n", err);
+        return 1;
+    }
     signal(SIGPIPE, SIG_IGN);
 
-    char err[1024];
     s.metrics = srv_metrics_new();
     srv_metrics_set_limits(s.metrics, s.o.max_batch_size, s.o.max_batch_tokens);
     s.models = s.metrics ? srv_models_new(&s) : NULL;
@@ -661,12 +660,29 @@ int srv_main(int argc, char **argv)
     fprintf(stderr, "transformerd: listening on http://%s:%u\n", s.o.host,
             (unsigned)srv_http_port(http));
     double t0 = srv_now();
-    for (int i = 0; i < n_specs; i++)
-        if (srv_models_load_initial(s.models, &specs[i], err, sizeof err) != 0) {
+    /* signals during start-up: SIGTERM/SIGINT stop it after the model
+     * being loaded; SIGHUP reloads every model once they serve (a file
+     * may have changed after it was read) */
+    int hup = 0, sig = 0;
+    for (int i = 0; i <= n_specs; i++) {
+        while ((sig = srv_signals_next(0)) == SIGHUP) {
+            fprintf(stderr, "transformerd: SIGHUP during start-up: every model reloads once "
+                            "ready\n");
+            hup = 1;
+        }
+        if (sig) {
+            fprintf(stderr, "transformerd: %s during start-up: stopping\n",
+                    sig == SIGINT ? "SIGINT" : "SIGTERM");
+            stop_all(&s, http);
+            fprintf(stderr, "transformerd: stopped\n");
+            return 0;
+        }
+        if (i < n_specs && srv_models_load_initial(s.models, &specs[i], err, sizeof err) != 0) {
             fprintf(stderr, "transformerd: model %s: %s\n", specs[i].name, err);
             stop_all(&s, http);
             return 1;
         }
+    }
     s.libre = srv_libre_new(&s, err, sizeof err);
     if (!s.libre || srv_models_start(s.models) != 0) {
         fprintf(stderr, "transformerd: %s\n", s.libre ? "cannot start the model manager" : err);
@@ -676,10 +692,11 @@ int srv_main(int argc, char **argv)
     atomic_store(&s.ready, 1);
     report_ready(&s, t0);
 
-    int sig = 0;
     for (;;) {
-        while (sigwait(&set, &sig) != 0)
-            ;
+        sig = hup ? SIGHUP : srv_signals_next(1);
+        hup = 0;
+        if (!sig)
+            continue;
         if (sig != SIGHUP)
             break;
         srv_model_op *op = calloc(1, sizeof *op);

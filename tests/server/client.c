@@ -214,8 +214,7 @@ const char *tc_header(const tc_resp *r, const char *name, char *buf, size_t n)
     return NULL;
 }
 
-int tc_daemon_start(const char *daemon, const char *const *args, const char *log_path,
-                    double timeout_s, pid_t *pid)
+pid_t tc_daemon_spawn(const char *daemon, const char *const *args, const char *log_path)
 {
     const char *argv[64];
     int n = 0;
@@ -228,8 +227,8 @@ int tc_daemon_start(const char *daemon, const char *const *args, const char *log
     for (int i = 0; args[i] && n < 62; i++)
         argv[n++] = args[i];
     argv[n] = NULL;
-    /* Truncated here, not only in the child: otherwise the loop below may
-     * read an old log's "ready" line before the child has started. */
+    /* Truncated here, not only in the child: otherwise a caller reading
+     * the log may find an old log's "ready" line before the child started. */
     int lfd = open(log_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (lfd >= 0)
         close(lfd);
@@ -254,6 +253,15 @@ int tc_daemon_start(const char *daemon, const char *const *args, const char *log
         execv(daemon, (char *const *)argv);
         _exit(127);
     }
+    return p;
+}
+
+int tc_daemon_start(const char *daemon, const char *const *args, const char *log_path,
+                    double timeout_s, pid_t *pid)
+{
+    pid_t p = tc_daemon_spawn(daemon, args, log_path);
+    if (p < 0)
+        return -1;
     *pid = p;
     double until = tc_now() + timeout_s;
     int port = -1;
@@ -283,6 +291,18 @@ int tc_daemon_start(const char *daemon, const char *const *args, const char *log
     waitpid(p, NULL, 0);
     *pid = -1;
     return -1;
+}
+
+int tc_log_has(const char *log_path, const char *needle)
+{
+    FILE *f = fopen(log_path, "r");
+    char line[2048];
+    int hit = 0;
+    while (f && !hit && fgets(line, sizeof line, f))
+        hit = strstr(line, needle) != NULL;
+    if (f)
+        fclose(f);
+    return hit;
 }
 
 int tc_daemon_wait(pid_t pid, double timeout_s)

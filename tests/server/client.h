@@ -43,6 +43,12 @@ const char *tc_header(const tc_resp *r, const char *name, char *buf, size_t n);
  * (up to timeout_s) until it reports ready; returns its port, or -1. */
 int tc_daemon_start(const char *daemon, const char *const *args, const char *log_path,
                     double timeout_s, pid_t *pid);
+/* Starts `daemon serve --port 0 ARGS...` with stderr to log_path and
+ * returns its pid (or -1) at once. The daemon is killed when the calling
+ * thread exits (PR_SET_PDEATHSIG), so no daemon outlives its test. */
+pid_t tc_daemon_spawn(const char *daemon, const char *const *args, const char *log_path);
+/* 1 when a line of the file holds needle. */
+int tc_log_has(const char *log_path, const char *needle);
 /* tc_daemon_start of `daemon serve --model model --threads 1 ARGS...`
  * (args NULL-terminated), its stderr in tmpdir/NAME.log; the daemon tests'
  * way to start one. */
