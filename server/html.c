@@ -4,7 +4,9 @@
  * A fragment is parsed inside <html><body>...</body></html> and written back
  * as the children of the body, so that the parser never adds the implied
  * elements of a document to it; a document (an <html> tag or a doctype
- * anywhere in the first kilobyte) is parsed and written whole. Text nodes
+ * anywhere in the first kilobyte) is parsed and written whole. A parse that
+ * stopped (a fatal error: nesting past the parser's limit) is refused, not
+ * answered with the text it dropped. Text nodes
  * are collected in document order; each segment keeps a pointer to its
  * node and the whitespace around its text.
  */
@@ -27,6 +29,8 @@ typedef struct seg {
 struct srv_html {
     htmlDocPtr doc;
     int fragment;
+    char *doctype; /* the source's DOCTYPE as written, when its internal
+                    * subset was cut out for the parser; else NULL */
     seg *segs;
     int n, cap;
 };
@@ -114,15 +118,97 @@ static xmlNodePtr find_body(htmlDocPtr doc)
 static const int k_opts = HTML_PARSE_NOERROR | HTML_PARSE_NOWARNING | HTML_PARSE_NONET |
                           HTML_PARSE_NODEFDTD;
 
-srv_html *srv_html_parse(const char *src, size_t n)
+/* The internal subset of the document's DOCTYPE (`<!DOCTYPE x [ ... ]>`),
+ * which HTML does not have: libxml2's HTML parser ends the DOCTYPE at the
+ * '[' and puts the rest ("]>") into the body as text. Finds the DOCTYPE
+ * among the first kilobyte's bytes and, when it has a subset, sets [*a, *b)
+ * to the subset (from the white space before '[' to its ']') and [*d0, *d1)
+ * to the whole DOCTYPE; returns 1 then, else 0. Quotes are skipped, so a
+ * ']' or '>' inside a declaration's literal does not end it. */
+static int doctype_subset(const char *src, size_t n, size_t *a, size_t *b, size_t *d0,
+                          size_t *d1)
 {
+    size_t lim = n < 1024 ? n : 1024, i = 0;
+    while (i + 9 <= lim && strncasecmp(src + i, "<!doctype", 9))
+        i++;
+    if (i + 9 > lim)
+        return 0;
+    size_t k = i + 9;
+    char q = 0;
+    for (; k < n && (q || (src[k] != '[' && src[k] != '>')); k++)
+        if (src[k] == '"' || src[k] == '\'')
+            q = q == src[k] ? 0 : q ? q : src[k];
+    if (k >= n || src[k] != '[')
+        return 0;
+    size_t open = k;
+    while (open > i + 9 && is_space((unsigned char)src[open - 1]))
+        open--;
+    for (k++, q = 0; k < n && (q || src[k] != ']'); k++)
+        if (src[k] == '"' || src[k] == '\'')
+            q = q == src[k] ? 0 : q ? q : src[k];
+    if (k >= n)
+        return 0;
+    size_t close = k + 1;
+    for (k = close; k < n && is_space((unsigned char)src[k]); k++)
+        ;
+    if (k >= n || src[k] != '>')
+        return 0;
+    *a = open;
+    *b = close;
+    *d0 = i;
+    *d1 = k + 1;
+    return 1;
+}
+
+/* Runs the parser on buf; 0, -1 (out of memory), -2 (err says why). */
+static int parse_buf(srv_html *h, const char *buf, size_t len, char *err, size_t errlen)
+{
+    htmlParserCtxtPtr ctxt = htmlNewParserCtxt();
+    if (!ctxt)
+        return -1;
+    h->doc = htmlCtxtReadMemory(ctxt, buf, (int)len, NULL, "UTF-8", k_opts);
+    /* The HTML parser recovers from any markup; a fatal error means it
+     * stopped and dropped the rest of the text: elements nested deeper
+     * than its limit (256). The text cannot be answered whole. */
+    int rc = h->doc ? 0 : -1;
+    if (h->doc && ctxt->lastError.level == XML_ERR_FATAL) {
+        const char *m = ctxt->lastError.message ? ctxt->lastError.message : "";
+        if (strstr(m, "Excessive depth"))
+            snprintf(err, errlen, "the HTML nests elements more than 256 deep (the HTML "
+                                  "parser's limit)");
+        else
+            snprintf(err, errlen, "the HTML parser stopped: %.*s", (int)strcspn(m, "\n"), m);
+        rc = -2;
+    }
+    htmlFreeParserCtxt(ctxt);
+    return rc;
+}
+
+int srv_html_parse(const char *src, size_t n, srv_html **out, char *err, size_t errlen)
+{
+    *out = NULL;
     srv_html *h = calloc(1, sizeof *h);
     if (!h)
-        return NULL;
+        return -1;
+    int rc = -1;
     if (n > (size_t)INT32_MAX - 64)
         goto fail;
     if (is_document(src, n)) {
-        h->doc = htmlReadMemory(src, (int)n, NULL, "UTF-8", k_opts);
+        size_t a, b, d0, d1;
+        if (doctype_subset(src, n, &a, &b, &d0, &d1)) {
+            char *buf = malloc(n - (b - a) + 1);
+            h->doctype = dupn(src + d0, d1 - d0);
+            if (!buf || !h->doctype) {
+                free(buf);
+                goto fail;
+            }
+            memcpy(buf, src, a);
+            memcpy(buf + a, src + b, n - b);
+            rc = parse_buf(h, buf, n - (b - a), err, errlen);
+            free(buf);
+        } else {
+            rc = parse_buf(h, src, n, err, errlen);
+        }
     } else {
         static const char pre[] = "<html><body>", post[] = "</body></html>";
         char *buf = malloc(n + sizeof pre + sizeof post);
@@ -131,20 +217,21 @@ srv_html *srv_html_parse(const char *src, size_t n)
         memcpy(buf, pre, sizeof pre - 1);
         memcpy(buf + sizeof pre - 1, src, n);
         memcpy(buf + sizeof pre - 1 + n, post, sizeof post);
-        h->doc = htmlReadMemory(buf, (int)(n + sizeof pre - 1 + sizeof post - 1), NULL, "UTF-8",
-                                k_opts);
+        rc = parse_buf(h, buf, n + sizeof pre - 1 + sizeof post - 1, err, errlen);
         free(buf);
         h->fragment = 1;
     }
-    if (!h->doc)
+    if (rc != 0)
         goto fail;
+    rc = -1;
     xmlNodePtr start = h->fragment ? find_body(h->doc) : (xmlNodePtr)h->doc;
     if (start && collect(h, start->children) != 0)
         goto fail;
-    return h;
+    *out = h;
+    return 0;
 fail:
     srv_html_free(h);
-    return NULL;
+    return rc;
 }
 
 int srv_html_n_segments(const srv_html *h)
@@ -193,7 +280,24 @@ char *srv_html_render(const srv_html *h)
     }
     int err = out->error;
     xmlOutputBufferClose(out);
-    char *r = err ? NULL : dupn((const char *)xmlBufferContent(b), (size_t)xmlBufferLength(b));
+    const char *txt = (const char *)xmlBufferContent(b);
+    size_t len = (size_t)xmlBufferLength(b), skip = 0;
+    /* the DOCTYPE as the source wrote it, internal subset and all, in place
+     * of the parser's (written first, up to its '>') */
+    if (!err && h->doctype && len >= 9 && !strncasecmp(txt, "<!doctype", 9)) {
+        char q = 0;
+        for (skip = 9; skip < len && (q || txt[skip] != '>'); skip++)
+            if (txt[skip] == '"' || txt[skip] == '\'')
+                q = q == txt[skip] ? 0 : q ? q : txt[skip];
+        skip = skip < len ? skip + 1 : 0;
+    }
+    size_t dl = skip ? strlen(h->doctype) : 0;
+    char *r = err ? NULL : malloc(dl + len - skip + 1);
+    if (r) {
+        memcpy(r, h->doctype ? h->doctype : "", dl);
+        memcpy(r + dl, txt + skip, len - skip);
+        r[dl + len - skip] = 0;
+    }
     xmlBufferFree(b);
     return r;
 }
@@ -208,6 +312,7 @@ void srv_html_free(srv_html *h)
         free(h->segs[i].trail);
     }
     free(h->segs);
+    free(h->doctype);
     if (h->doc)
         xmlFreeDoc(h->doc);
     free(h);

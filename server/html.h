@@ -17,10 +17,13 @@
 
 typedef struct srv_html srv_html;
 
-/* Parses n bytes of UTF-8 HTML: a whole document when it has an <html> tag
- * or a doctype, else a fragment (what a body would hold). NULL when out of
- * memory (libxml2's HTML parser recovers from any markup). */
-srv_html *srv_html_parse(const char *src, size_t n);
+/* Parses n bytes of UTF-8 HTML into *out: a whole document when it has an
+ * <html> tag or a doctype, else a fragment (what a body would hold); a
+ * DOCTYPE's internal subset is kept as written, not parsed. Returns 0; -1
+ * when out of memory; -2 when the parser stopped before the end (elements
+ * nested past its limit of 256), with why in err: the text cannot be
+ * answered whole. *out is NULL unless 0. */
+int srv_html_parse(const char *src, size_t n, srv_html **out, char *err, size_t errlen);
 
 /* The number of segments, and segment i (NUL-terminated, owned by h). */
 int srv_html_n_segments(const srv_html *h);

@@ -784,14 +784,16 @@ static int add_seg(srv_libre_req *lr, const char *t, size_t n)
 }
 
 /* Fills item it's segments from its text (plain, or the text nodes of its
- * HTML). */
-static int item_segments(srv_libre_req *lr, libre_item *it, const char *t, size_t n)
+ * HTML). 0; -1 when out of memory; -2 when its HTML cannot be answered
+ * whole (why in err). */
+static int item_segments(srv_libre_req *lr, libre_item *it, const char *t, size_t n, char *err,
+                         size_t errlen)
 {
     it->seg0 = lr->n_segs;
     if (lr->html) {
-        it->doc = srv_html_parse(t, n);
-        if (!it->doc)
-            return -1;
+        int rc = srv_html_parse(t, n, &it->doc, err, errlen);
+        if (rc != 0)
+            return rc;
         for (int k = 0; k < srv_html_n_segments(it->doc); k++) {
             const char *st = srv_html_segment(it->doc, k);
             if (add_seg(lr, st, strlen(st)) != 0)
@@ -1107,7 +1109,17 @@ static int parse_translate(srv_req *r, json_t *f, int is_json)
     lr->n_items = (int)nq;
     for (size_t i = 0; i < nq; i++) {
         json_t *e = lr->list ? json_array_get(q, i) : q;
-        if (item_segments(lr, &lr->items[i], json_string_value(e), json_string_length(e)) != 0) {
+        char why[256];
+        int rc = item_segments(lr, &lr->items[i], json_string_value(e), json_string_length(e),
+                               why, sizeof why);
+        if (rc == -2) {
+            if (lr->list)
+                srv_req_error(r, 400, "invalid_html", "q", "Invalid request: q[%zu]: %s", i, why);
+            else
+                srv_req_error(r, 400, "invalid_html", "q", "Invalid request: q: %s", why);
+            return -1;
+        }
+        if (rc != 0) {
             srv_req_error(r, 500, "internal", NULL, "out of memory");
             return -1;
         }
@@ -1173,7 +1185,8 @@ static int txt_items(srv_libre_req *lr, const char *data, size_t len)
         it->lead_n = (size_t)(a - p);
         it->trail = b;
         it->trail_n = (size_t)(le - b);
-        if (item_segments(lr, it, a, (size_t)(b - a)) != 0)
+        char why[8]; /* plain text: no HTML to refuse */
+        if (item_segments(lr, it, a, (size_t)(b - a), why, sizeof why) != 0)
             return -1;
         p = nl ? nl + 1 : end;
         if (!nl)
@@ -1227,12 +1240,19 @@ static int parse_translate_file(srv_req *r, json_t *f, const libre_file *file)
         snprintf(hex + 2 * i, 3, "%02x", rnd[i]);
     snprintf(lr->file_name, sizeof lr->file_name, "%s.%s", hex, safe);
     int rc;
+    char why[256];
     if (html) {
         lr->items = calloc(1, sizeof *lr->items);
-        rc = lr->items ? (lr->n_items = 1, item_segments(lr, &lr->items[0], file->data, file->len))
+        rc = lr->items ? (lr->n_items = 1, item_segments(lr, &lr->items[0], file->data, file->len,
+                                                         why, sizeof why))
                        : -1;
     } else {
         rc = txt_items(lr, file->data, file->len);
+    }
+    if (rc == -2) {
+        srv_req_error(r, 400, "invalid_html", "file", "Invalid request: %s: %s", safe,
+                      why);
+        return -1;
     }
     if (rc != 0) {
         srv_req_error(r, 500, "internal", NULL, "out of memory");

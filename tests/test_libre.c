@@ -11,7 +11,8 @@
  *   - the q list at --max-batch-texts (translated) and one over (400), as
  *     JSON and form; the native text list likewise
  *   - format=html: markup and attributes kept, text nodes translated as
- *     the same texts alone
+ *     the same texts alone; HTML nested past the parser's limit refused
+ *     (400 naming q, q[i] or the file), a DOCTYPE's internal subset kept
  *   - /detect on English and German, source=auto on German text (copied,
  *     detected as German: never English with 100); without fingerprints
  *     (--textcat-dir of an empty folder) /detect answers [] and auto takes
@@ -392,6 +393,82 @@ START_TEST(test_html)
 }
 END_TEST
 
+/* HTML the parser cannot take whole is refused, never answered with the
+ * text it dropped: elements nested past libxml2's limit (256) are 400
+ * invalid_html naming q (or q[i], or the file); 250 levels are fine. A
+ * DOCTYPE's internal subset is written back as it was, not put into the
+ * body as text ("]>"). */
+static char *nested(int depth, const char *text)
+{
+    char *b = malloc((size_t)depth * 11 + strlen(text) + 1), *w = b;
+    for (int i = 0; i < depth; i++)
+        w += sprintf(w, "<i>");
+    w += sprintf(w, "%s", text);
+    for (int i = 0; i < depth; i++)
+        w += sprintf(w, "</i>");
+    return b;
+}
+
+START_TEST(test_html_limits)
+{
+    char *a = native_text("Hello world");
+    tc_resp r;
+    for (int k = 0; k < 3; k++) {
+        char *deep = nested(300, "Hello world"), *ok = nested(250, "Hello world");
+        json_t *req = k == 0   ? json_pack("{s:s}", "q", deep)
+                      : k == 1 ? json_pack("{s:[s,s]}", "q", ok, deep)
+                               : json_pack("{s:s}", "q", ok);
+        json_object_set_new(req, "source", json_string("en"));
+        json_object_set_new(req, "target", json_string("de"));
+        json_object_set_new(req, "format", json_string("html"));
+        char *js = json_dumps(req, 0);
+        json_decref(req);
+        if (k < 2) {
+            ck_assert_int_eq(post(g_port, "/translate", "application/json", js, strlen(js), &r),
+                             0);
+            expect_libre_error(&r, 400, k == 0 ? "q: the HTML nests elements more than 256 deep"
+                                               : "q[1]: the HTML nests elements more than 256 deep");
+            tc_resp_free(&r);
+        } else {
+            json_t *j = libre_ok("application/json", js, strlen(js));
+            const char *got = json_string_value(json_object_get(j, "translatedText"));
+            char *want = nested(250, a);
+            ck_assert_str_eq(got, want);
+            free(want);
+            json_decref(j);
+        }
+        free(js);
+        free(deep);
+        free(ok);
+    }
+    /* the same through /translate_file */
+    char *deep = nested(300, "Hello world");
+    static char body[1 << 16];
+    const char *kv[] = {"source", "en", "target", "de"};
+    size_t n = multipart(body, sizeof body, kv, 2, "deep.html", deep, strlen(deep));
+    ck_assert_int_eq(post(g_port, "/translate_file", MULTIPART, body, n, &r), 0);
+    expect_libre_error(&r, 400, "deep.html: the HTML nests elements more than 256 deep");
+    tc_resp_free(&r);
+    free(deep);
+    /* a DOCTYPE with an internal subset: kept, nothing of it in the body */
+    const char *doc = "<!DOCTYPE html [ <!ENTITY x \"]>\"> ]><html><body><p>Hello world</p>"
+                      "</body></html>";
+    json_t *req = json_pack("{s:s,s:s,s:s,s:s}", "q", doc, "source", "en", "target", "de",
+                            "format", "html");
+    char *js = json_dumps(req, 0);
+    json_decref(req);
+    json_t *j = libre_ok("application/json", js, strlen(js));
+    free(js);
+    const char *got = json_string_value(json_object_get(j, "translatedText"));
+    char want[1024];
+    snprintf(want, sizeof want,
+             "<!DOCTYPE html [ <!ENTITY x \"]>\"> ]>\n<html><body><p>%s</p></body></html>\n", a);
+    ck_assert_str_eq(got, want);
+    json_decref(j);
+    free(a);
+}
+END_TEST
+
 START_TEST(test_detect)
 {
     tc_resp r;
@@ -768,6 +845,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_invalid_utf8);
     tcase_add_test(tc, test_list_limit);
     tcase_add_test(tc, test_html);
+    tcase_add_test(tc, test_html_limits);
     tcase_add_test(tc, test_detect);
     tcase_add_test(tc, test_detect_off);
     tcase_add_test(tc, test_files);
