@@ -1273,6 +1273,41 @@ START_TEST(test_concurrency)
 }
 END_TEST
 
+/* --scheduler batch waits up to --batch-delay-ms for company: two requests
+ * sent together (the batch full at 2) run as one batch of two, never as
+ * two of one. The delay (20 s) is a bound a full batch never waits for. */
+START_TEST(test_batch_delay_gathers)
+{
+    pid_t pid;
+    const char *args[] = {"--scheduler", "batch", "--batch-delay-ms", "20000",
+                          "--max-batch-size", "2", "--workers", "1", NULL};
+    int port = start(args, "batch_delay", &pid);
+    ck_assert_int_gt(port, 0);
+    tc_resp r;
+    ck_assert_int_eq(tc_request(port, "GET", "/metrics", NULL, NULL, 0, &r), 0);
+    double n0 = metric(r.body, "transformerd_batch_size_count{model=\"marian_en_de\"} ");
+    double s0 = metric(r.body, "transformerd_batch_size_sum{model=\"marian_en_de\"} ");
+    tc_resp_free(&r);
+    async_req a[2] = {{.port = port, .path = "/v1/translate", .json = strdup("{\"text\":\"Hello world\"}")},
+                      {.port = port, .path = "/v1/translate", .json = strdup("{\"text\":\"the test.\"}")}};
+    for (int i = 0; i < 2; i++)
+        ck_assert_int_eq(pthread_create(&a[i].th, NULL, async_main, &a[i]), 0);
+    for (int i = 0; i < 2; i++) {
+        pthread_join(a[i].th, NULL);
+        ck_assert_msg(a[i].r.status == 200, "%d %s", a[i].r.status, a[i].r.body ? a[i].r.body : "");
+        tc_resp_free(&a[i].r);
+        free(a[i].json);
+    }
+    ck_assert_int_eq(tc_request(port, "GET", "/metrics", NULL, NULL, 0, &r), 0);
+    double n = metric(r.body, "transformerd_batch_size_count{model=\"marian_en_de\"} ") - n0;
+    double sum = metric(r.body, "transformerd_batch_size_sum{model=\"marian_en_de\"} ") - s0;
+    tc_resp_free(&r);
+    ck_assert_msg(n == 1 && sum == 2, "%g batches of %g sentences in all, want one of two", n, sum);
+    kill(pid, SIGTERM);
+    ck_assert_int_eq(tc_daemon_wait(pid, 30), 0);
+}
+END_TEST
+
 /* ---- in-flight scheduling ------------------------------------------------------ */
 
 /* Records the order in which async requests complete. */
@@ -1563,6 +1598,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_startup_errors);
     tcase_add_test(tc, test_failing_batches);
     tcase_add_loop_test(tc, test_concurrency, 0, 2);
+    tcase_add_test(tc, test_batch_delay_gathers);
     tcase_add_test(tc, test_inflight_short_overtakes_long);
     tcase_add_test(tc, test_inflight_client_leaves);
     tcase_add_test(tc, test_inflight_other_client_stays);
