@@ -38,6 +38,15 @@ static const seg_case k_cases[] = {
     {"en", "Add a Note. Then save.", "Add a Note.|Then save."},
     {"en", "Translate the Strings. Then build.", "Translate the Strings.|Then build."},
     {"en", "Add some Zinc. Then stir.", "Add some Zinc.|Then stir."},
+    /* abbreviations of the text's own language only, not ICU's list ("app.")
+     * nor another language's ("Gen." is English, "Tab." German) */
+    {"en", "There was an error launching the app. Authentication is required to set default route.",
+     "There was an error launching the app.|Authentication is required to set default route."},
+    {"en", "Press Tab. Then type the name.", "Press Tab.|Then type the name."},
+    {"de", "Das ist ein Gen. Es ist kurz.", "Das ist ein Gen.|Es ist kurz."},
+    {"de", "Siehe Tab. 3 und Abb. 2. Danach weiter.", "Siehe Tab. 3 und Abb. 2.|Danach weiter."},
+    /* a placeholder before the dot is no single-letter abbreviation */
+    {"en", "Cannot open %s. Try again.", "Cannot open %s.|Try again."},
     {"de", "Das ist die Strecke. Dann links.", "Das ist die Strecke.|Dann links."},
     /* numbers, URLs, ellipses */
     {"en", "Pi is 3.14 or so. The price is $1,000.50 today.",

@@ -44,8 +44,10 @@ static UBreakIterator *iterator(const char *lang, char *err, size_t errlen)
         k++;
     if (k == g_n_tmpl) {
         char loc[48];
-        /* ss=standard: ICU's sentence-break suppressions (abbreviations) */
-        snprintf(loc, sizeof loc, "%s@ss=standard", strcmp(code, "und") ? code : "root");
+        /* ICU's plain rules, without its suppressions (ss=standard): they
+         * merged sentences at words like "app." and "OK."; the
+         * abbreviations are ours, per language (k_abbrev) */
+        snprintf(loc, sizeof loc, "%s", strcmp(code, "und") ? code : "root");
         UBreakIterator *bi = ubrk_open(UBRK_SENTENCE, loc, NULL, 0, &e);
         if (U_FAILURE(e)) {
             pthread_mutex_unlock(&g_mu);
@@ -112,41 +114,68 @@ static void trim(const char *t, size_t *a, size_t *b)
 }
 
 /* Abbreviations that end with a dot and are usually followed by more of the
- * sentence (case-sensitive, without the dot). Words of single letters and
- * dots (e.g., i.e., z., B., U.S., a.m.) are recognised without a list. */
-static const char *const k_abbrev[] = {
-    /* en */
+ * sentence (case-sensitive, without the dot), per source language: a
+ * boundary ICU finds is kept unless the word before it is an abbreviation
+ * of the text's own language ("app." ends an English sentence; "Fr." is a
+ * German abbreviation, not an English one). Words of single letters and
+ * dots (e.g., i.e., z., B., U.S., a.m.) are recognised in every language
+ * without a list. */
+static const char *const k_abbrev_en[] = {
     "Mr", "Mrs", "Ms", "Dr", "Prof", "Sr", "Jr", "St", "Mt", "vs", "etc", "approx", "ca",
     "cf", "Inc", "Ltd", "Co", "Corp", "No", "Nos", "Fig", "Figs", "Vol", "Eds", "Jan", "Feb",
     "Apr", "Jun", "Jul", "Aug", "Sep", "Sept", "Oct", "Nov", "Dec", "Gen", "Col", "Lt", "Rev",
-    "Hon", "Dept", "Univ", "Est", "min", "max", "resp",
-    /* de */
-    "Hr", "Hrn", "Fr", "Nr", "Str", "bzw", "usw", "vgl", "ggf", "Abb", "inkl", "evtl", "Jh",
-    "Mio", "Mrd", "Tel", "Dipl", "Ing", "Hrsg", "geb", "gest", "Bd", "Kap", "Anm", "sog",
-    "bspw", "zzgl", "ggü", "Tab", "Aufl", "Jhd",
-    /* fr, es, it, pt */
-    "Mme", "Mlle", "Sra", "Srta", "Dra", "Ud", "Uds", "Sig", "Dott", "pág", "núm",
-};
+    "Hon", "Dept", "Univ", "Est", "min", "max", "resp", NULL};
+static const char *const k_abbrev_de[] = {
+    "Dr", "Prof", "Hr", "Hrn", "Fr", "Nr", "Str", "St", "bzw", "usw", "vgl", "ggf", "Abb",
+    "inkl", "evtl", "Jh", "Mio", "Mrd", "Tel", "Dipl", "Ing", "Hrsg", "geb", "gest", "Bd",
+    "Kap", "Anm", "sog", "bspw", "zzgl", "ggü", "Tab", "Aufl", "Jhd", "ca", "etc", "Jan", "Feb",
+    "Apr", "Jun", "Jul", "Aug", "Sep", "Sept", "Okt", "Nov", "Dez", NULL};
+static const char *const k_abbrev_fr[] = {"Mme", "Mlle", "Mmes", "Dr", "Pr", "St", "Ste",
+                                          "etc", "cf", "env", "av", "bd", NULL};
+static const char *const k_abbrev_es[] = {"Sr", "Sra", "Srta", "Dr", "Dra", "Ud", "Uds",
+                                          "pág", "núm", "etc", "aprox", "Avda", NULL};
+static const char *const k_abbrev_it[] = {"Sig", "Sigg", "Dott", "Dr", "Prof", "ecc", "pag",
+                                          "Avv", "Ing", NULL};
+static const char *const k_abbrev_pt[] = {"Sr", "Sra", "Dr", "Dra", "pág", "núm", "etc",
+                                          "Av", NULL};
+static const struct {
+    const char *lang;
+    const char *const *words;
+} k_abbrev[] = {{"en", k_abbrev_en}, {"de", k_abbrev_de}, {"fr", k_abbrev_fr},
+                {"es", k_abbrev_es}, {"it", k_abbrev_it}, {"pt", k_abbrev_pt}};
+
+/* 1 when lang is code or one of its regional forms ("de", "de-AT", "de_CH"). */
+static int lang_is(const char *lang, const char *code)
+{
+    size_t n = strlen(code);
+    return lang && !strncmp(lang, code, n) && (lang[n] == 0 || lang[n] == '-' || lang[n] == '_');
+}
 
 /* 1 when the word t[a, b) (ending with its '.') is an abbreviation; next: the
  * text after it (next_n bytes). */
 static int is_abbrev(const char *t, size_t a, size_t b, const char *lang, const char *next,
                      size_t next_n)
 {
-    /* skip opening punctuation: ( [ " „ « ... */
+    /* skip opening punctuation: ( [ " „ « ...; a word after anything
+     * else ("%s.", "$x.") is no abbreviation */
     while (a < b) {
         int32_t j = (int32_t)a, c;
         U8_NEXT(t, j, (int32_t)b, c);
         if (c >= 0 && u_isalnum(c))
             break;
+        int8_t ct = c >= 0 ? u_charType(c) : 0;
+        if (c != '"' && c != '\'' && ct != U_START_PUNCTUATION && ct != U_INITIAL_PUNCTUATION &&
+            ct != U_FINAL_PUNCTUATION)
+            return 0;
         a = (size_t)j;
     }
     if (b <= a + 1 || t[b - 1] != '.')
         return 0;
     size_t n = b - 1 - a; /* without the final dot */
-    for (size_t i = 0; i < sizeof k_abbrev / sizeof k_abbrev[0]; i++)
-        if (strlen(k_abbrev[i]) == n && !memcmp(k_abbrev[i], t + a, n))
-            return 1;
+    for (size_t l = 0; l < sizeof k_abbrev / sizeof k_abbrev[0]; l++)
+        for (const char *const *w = k_abbrev[l].words; lang_is(lang, k_abbrev[l].lang) && *w; w++)
+            if (strlen(*w) == n && !memcmp(*w, t + a, n))
+                return 1;
     /* single letters with dots: every part between dots one letter */
     int letters = 1;
     size_t i = a;
@@ -159,7 +188,7 @@ static int is_abbrev(const char *t, size_t a, size_t b, const char *lang, const 
     if (letters)
         return 1;
     /* German ordinals before a month or a counted noun: "am 3. Mai" */
-    if (lang && !strncmp(lang, "de", 2) && (lang[2] == 0 || lang[2] == '-' || lang[2] == '_')) {
+    if (lang_is(lang, "de")) {
         size_t d = a;
         while (d < b - 1 && t[d] >= '0' && t[d] <= '9')
             d++;

@@ -3,15 +3,17 @@
  * the text's layout (docs/api.md, "Long texts").
  *
  * td_segment splits with ICU's sentence BreakIterator (ubrk_open with the
- * source language's locale and the "ss=standard" keyword, which turns on
- * ICU's abbreviation suppressions, over the UTF-8 text through UText), and
- * then:
+ * source language's locale, without ICU's abbreviation suppressions, which
+ * merged sentences at "app." or "OK.", over the UTF-8 text through UText),
+ * and then:
  *   - line breaks (LF, CR, VT, FF, NEL, U+2028, U+2029) are hard
  *     boundaries: a sentence never spans lines, blank lines included;
  *   - a boundary ICU found is dropped when the word before it is an
- *     abbreviation of our list (Dr., z.B.-style letters with dots, e.g.,
- *     Nr., ...), a German ordinal ("am 3. Mai"), or when the next sentence
- *     starts with a lower-case letter ("Really?" she asked.);
+ *     abbreviation of the source language's list (Dr. and Mr. in English,
+ *     Nr. and bzw. in German, ...), letters with dots in any language (z.B.,
+ *     e.g., U.S.; not a placeholder such as "%s."), a German ordinal ("am 3.
+ *     Mai"), or when the next sentence starts with a lower-case letter
+ *     ("Really?" she asked.);
  *   - each sentence is trimmed of the white space around it (Unicode
  *     White_Space); what lies between two sentences is the separator that
  *     td_segment_join writes back unchanged.
