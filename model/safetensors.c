@@ -1,5 +1,5 @@
 /*
- * safetensors.c - validating, mmap-based safetensors reader (see
+ * safetensors.c - validating safetensors reader (see
  * safetensors.h for the format and every rule enforced).
  *
  * The reader trusts nothing in the file: sizes are checked before they are
@@ -16,7 +16,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -299,9 +298,15 @@ static int st_check_tiling(const st_errctx *ctx, st_span *spans, size_t n, uint6
     return 0;
 }
 
-/* Maps path read-only. Returns 0 with *map and *size set (size >= 8), or -1 with
- * a message. The descriptor is closed before returning either way. */
-static int st_map_file(const st_errctx *ctx, const char *path, void **map, size_t *size)
+/* Reads the whole of path into memory (malloc'd). Returns 0 with *buf and
+ * *size set (size >= 8), or -1 with a message. The file is read, never
+ * mapped: a mapped file that another process truncates (`cp new
+ * model.safetensors` during a reload) turns the next read of it into
+ * SIGBUS, which kills the daemon. A file that changes while it is read
+ * (shorter than its size said, or another size or modification time
+ * after the read) fails the load with a message saying so. The
+ * descriptor is closed before returning either way. */
+static int st_read_file(const st_errctx *ctx, const char *path, void **buf, size_t *size)
 {
     /* O_NONBLOCK: a FIFO would block the open; refused as not regular below. */
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
@@ -309,38 +314,61 @@ static int st_map_file(const st_errctx *ctx, const char *path, void **map, size_
         st_fail(ctx, NULL, "cannot open: %s", strerror(errno));
         return -1;
     }
-    struct stat sb;
+    struct stat sb, after;
+    unsigned char *m = NULL;
     if (fstat(fd, &sb) != 0) {
         st_fail(ctx, NULL, "cannot stat: %s", strerror(errno));
-        close(fd);
-        return -1;
+        goto fail;
     }
     if (!S_ISREG(sb.st_mode)) {
         st_fail(ctx, NULL, "not a regular file");
-        close(fd);
-        return -1;
+        goto fail;
     }
     if (sb.st_size < 8) {
         st_fail(ctx, NULL, "file is %lld bytes, shorter than the 8-byte header length",
                 (long long)sb.st_size);
-        close(fd);
-        return -1;
+        goto fail;
     }
-    if ((uintmax_t)sb.st_size > SIZE_MAX) {
-        st_fail(ctx, NULL, "file of %lld bytes is too large to map", (long long)sb.st_size);
-        close(fd);
-        return -1;
+    if ((uintmax_t)sb.st_size >= SIZE_MAX) {
+        st_fail(ctx, NULL, "file of %lld bytes is too large to read", (long long)sb.st_size);
+        goto fail;
     }
-    void *m = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-    int map_errno = errno;
+    size_t n = (size_t)sb.st_size, got = 0;
+    m = malloc(n + 1); /* one byte more: a file that grew shows in the read */
+    if (!m) {
+        st_fail(ctx, NULL, "out of memory reading %zu bytes", n);
+        goto fail;
+    }
+    while (got <= n) {
+        ssize_t r = pread(fd, m + got, n + 1 - got, (off_t)got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0) {
+            st_fail(ctx, NULL, "read failed at byte %zu: %s", got, strerror(errno));
+            goto fail;
+        }
+        if (r == 0)
+            break;
+        got += (size_t)r;
+    }
+    int same_time = fstat(fd, &after) == 0 && after.st_mtim.tv_sec == sb.st_mtim.tv_sec &&
+                    after.st_mtim.tv_nsec == sb.st_mtim.tv_nsec;
+    if (got != n || after.st_size != sb.st_size || !same_time) {
+        st_fail(ctx, NULL,
+                "the file changed while it was read (%zu bytes read of the %zu it had when "
+                "opened): it is being written; update a model by writing the new file beside "
+                "it and renaming it over the old one",
+                got, n);
+        goto fail;
+    }
     close(fd);
-    if (m == MAP_FAILED) {
-        st_fail(ctx, NULL, "mmap failed: %s", strerror(map_errno));
-        return -1;
-    }
-    *map = m;
-    *size = (size_t)sb.st_size;
+    *buf = m;
+    *size = n;
     return 0;
+fail:
+    free(m);
+    close(fd);
+    return -1;
 }
 
 /* Opens and validates; see safetensors.h. All checks run before *st is
@@ -360,10 +388,10 @@ int td_st_open(td_st *st, const char *path, char *err, size_t errlen)
         st_fail(&ctx, NULL, "out of memory");
         goto fail;
     }
-    if (st_map_file(&ctx, path, &st->map, &st->map_size) != 0)
+    if (st_read_file(&ctx, path, &st->file, &st->file_size) != 0)
         goto fail;
 
-    const unsigned char *base = st->map;
+    const unsigned char *base = st->file;
     uint64_t hlen;
     memcpy(&hlen, base, 8); /* little-endian host: see the static assert */
     if (hlen > TD_ST_MAX_HEADER) {
@@ -371,12 +399,12 @@ int td_st_open(td_st *st, const char *path, char *err, size_t errlen)
                 TD_ST_MAX_HEADER);
         goto fail;
     }
-    if (hlen > st->map_size - 8) {
+    if (hlen > st->file_size - 8) {
         st_fail(&ctx, NULL, "header length %" PRIu64 " runs past the end of the file (%zu bytes)",
-                hlen, st->map_size);
+                hlen, st->file_size);
         goto fail;
     }
-    uint64_t data_size = st->map_size - 8 - hlen;
+    uint64_t data_size = st->file_size - 8 - hlen;
     const unsigned char *data = base + 8 + hlen;
 
     json_error_t jerr;
@@ -455,8 +483,7 @@ void td_st_close(td_st *st)
     for (int i = 0; i < st->n_tensors; i++)
         free(st->tensors[i].name);
     free(st->tensors);
-    if (st->map != NULL)
-        munmap(st->map, st->map_size);
+    free(st->file);
     free(st->path);
     memset(st, 0, sizeof *st);
 }

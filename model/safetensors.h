@@ -1,5 +1,7 @@
 /*
- * safetensors.h - a validating, mmap-based reader of the safetensors format.
+ * safetensors.h - a validating reader of the safetensors format (the file is
+ * read into memory once; never mapped, so that a file rewritten during a
+ * load fails it with a message instead of a SIGBUS).
  *
  * Format (https://huggingface.co/docs/safetensors): 8-byte little-endian
  * header length N, N bytes of JSON header, then the data buffer. The header
@@ -49,14 +51,14 @@ typedef struct td_st_tensor {
     int rank;
     int64_t shape[TD_ST_MAX_RANK];
     int64_t n_elements;
-    const void *data;        /* points into the mapping; may be unaligned */
+    const void *data;        /* points into file; may be unaligned */
     size_t n_bytes;
 } td_st_tensor;
 
 typedef struct td_st {
     char *path;              /* owned copy */
-    void *map;               /* mmap of the whole file */
-    size_t map_size;
+    void *file;              /* the whole file, read once (malloc'd) */
+    size_t file_size;
     td_st_tensor *tensors;   /* sorted by name */
     int n_tensors;
 } td_st;
@@ -65,7 +67,7 @@ typedef struct td_st {
  * message in err (st is then zeroed and owns nothing). */
 int td_st_open(td_st *st, const char *path, char *err, size_t errlen);
 
-/* Unmaps and frees. Accepts a zeroed or NULL st. */
+/* Frees. Accepts a zeroed or NULL st. */
 void td_st_close(td_st *st);
 
 /* Looks a tensor up by exact name; NULL when absent. */

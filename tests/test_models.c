@@ -4,7 +4,8 @@
  * /languages, unknown pairs, a reload under load (no failed request, the
  * answers switch from the old weights to the new at one point and never
  * mix inside a request; SIGHUP likewise; the pair --model-languages gave
- * survives both), a reload of a broken directory
+ * survives both), reloads while the weights file is rewritten in place
+ * (each answered, the daemon alive), a reload of a broken directory
  * (the old model keeps serving), unload while a request runs, run-time
  * load, the memory budget (507), the API key, and the per-model metrics.
  *
@@ -640,6 +641,94 @@ START_TEST(test_reload_under_load)
 }
 END_TEST
 
+/* ---- a model file rewritten in place during reloads ------------------------------ */
+
+typedef struct rewriter {
+    char path[700];
+    const char *bytes;
+    size_t n;
+    atomic_int stop;
+    int rounds;
+} rewriter;
+
+/* Rewrites the file in place as `cp NEW FILE` does (truncated, then written
+ * in pieces) until told to stop. */
+static void *rewrite_main(void *arg)
+{
+    rewriter *w = arg;
+    while (!atomic_load(&w->stop)) {
+        FILE *f = fopen(w->path, "wb");
+        if (!f)
+            break;
+        for (size_t k = 0; k < w->n; k += 4096)
+            fwrite(w->bytes + k, 1, w->n - k < 4096 ? w->n - k : 4096, f), fflush(f);
+        fclose(f);
+        w->rounds++;
+    }
+    return NULL;
+}
+
+/* Reloads while model.safetensors is rewritten in place: each reload is
+ * answered (200, or 422 when it read the file while it changed: the old
+ * model serves on), the daemon never dies (a mapped file that shrinks
+ * under the loader was SIGBUS), and once the file is whole again a reload
+ * serves it. Bounded in count, not in time. */
+START_TEST(test_reload_while_rewritten)
+{
+    char dir[600], spec[700];
+    snprintf(dir, sizeof dir, "%s/rewritten", g_tmp);
+    ck_assert_int_eq(make_model(g_fix_a, dir, NULL), 0);
+    snprintf(spec, sizeof spec, "rw=%s", dir);
+    const char *args[] = {"--model", spec, "--threads", "1", "--workers", "1", NULL};
+    pid_t pid;
+    int port = start("rewritten", args, &pid);
+    ck_assert_int_gt(port, 0);
+    static rewriter w;
+    memset(&w, 0, sizeof w);
+    snprintf(w.path, sizeof w.path, "%s/model.safetensors", dir);
+    char src[600];
+    snprintf(src, sizeof src, "%s/model.safetensors", g_fix_a);
+    FILE *f = fopen(src, "rb");
+    ck_assert_ptr_nonnull(f);
+    fseek(f, 0, SEEK_END);
+    w.n = (size_t)ftell(f);
+    rewind(f);
+    char *bytes = malloc(w.n);
+    ck_assert_uint_eq(fread(bytes, 1, w.n, f), w.n);
+    fclose(f);
+    w.bytes = bytes;
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, rewrite_main, &w), 0);
+    int ok = 0, refused = 0;
+    for (int i = 0; i < 60; i++) {
+        json_t *a;
+        int st = post(port, "/v1/models/rw/reload", "", &a);
+        ck_assert_msg(st == 200 || st == 422, "reload %d: %d %s", i, st,
+                      json_dumps(a, JSON_COMPACT));
+        if (st == 422)
+            ck_assert_str_eq(str_at(json_object_get(a, "error"), "code"), "load_failed");
+        ok += st == 200;
+        refused += st == 422;
+        json_decref(a);
+    }
+    atomic_store(&w.stop, 1);
+    pthread_join(th, NULL);
+    fprintf(stderr, "test_models: %d reloads served, %d refused while the file was rewritten "
+                    "%d times\n", ok, refused, w.rounds);
+    replace_model(g_fix_a, dir);
+    json_t *a;
+    ck_assert_int_eq(post(port, "/v1/models/rw/reload", "", &a), 200);
+    json_decref(a);
+    char body[4096];
+    texts_body(body, sizeof body, "\"model\":\"rw\"");
+    ck_assert_int_eq(post(port, "/v1/translate", body, &a), 200);
+    ck_assert_int_eq(which_weights(a), 'A');
+    json_decref(a);
+    free(bytes);
+    stop(pid);
+}
+END_TEST
+
 /* ---- unload, run-time load, budget ------------------------------------------------ */
 
 typedef struct slow_req {
@@ -882,6 +971,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_languages_models_ready);
     tcase_add_test(tc, test_per_model_metrics);
     tcase_add_test(tc, test_reload_under_load);
+    tcase_add_test(tc, test_reload_while_rewritten);
     tcase_add_test(tc, test_unload_and_load);
     tcase_add_test(tc, test_budget_and_key);
     suite_add_tcase(s, tc);

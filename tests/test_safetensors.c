@@ -1,7 +1,9 @@
 /*
  * test_safetensors.c - the safetensors reader: every validation rule is
  * broken once by a hand-built file and must be reported by name, valid files
- * open with the right tensors, and the F16/BF16 conversions are exact.
+ * open with the right tensors, a file that changes while it is read fails
+ * its open (truncated or grown under the reader, through --wrap=pread),
+ * and the F16/BF16 conversions are exact.
  *
  * Files are written into a private mkdtemp directory under /tmp that is
  * removed after each test.
@@ -12,6 +14,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "safetensors.h"
@@ -81,10 +85,10 @@ static void expect_fail(const char *header, size_t ndata, const char *want)
     ck_assert_msg(strstr(err, want) != NULL, "err '%s' lacks '%s'", err, want);
     ck_assert_msg(strncmp(err, "model.safetensors: ", 19) == 0, "err '%s' lacks basename", err);
     ck_assert_ptr_null(st.path);
-    ck_assert_ptr_null(st.map);
+    ck_assert_ptr_null(st.file);
     ck_assert_ptr_null(st.tensors);
     ck_assert_int_eq(st.n_tensors, 0);
-    ck_assert_uint_eq(st.map_size, 0);
+    ck_assert_uint_eq(st.file_size, 0);
 }
 
 /* Asserts that open of the current g_path fails mentioning want. */
@@ -94,8 +98,64 @@ static void expect_open_fail(const char *want)
     char err[512];
     ck_assert_int_eq(td_st_open(&st, g_path, err, sizeof err), -1);
     ck_assert_msg(strstr(err, want) != NULL, "err '%s' lacks '%s'", err, want);
-    ck_assert_ptr_null(st.map);
+    ck_assert_ptr_null(st.file);
 }
+
+/* ---- a file that changes while it is read ----------------------------- */
+
+/* The test links with --wrap=pread: the reader's reads come here, and the
+ * first one after g_change is set changes the file under it, as a `cp`
+ * over the model during a reload does: truncated or grown with its
+ * modification time put back (only the sizes tell), or rewritten in place
+ * at the same size (only the modification time tells). */
+static enum { CHANGE_NONE, CHANGE_TRUNCATE, CHANGE_GROW, CHANGE_REWRITE } g_change;
+ssize_t __real_pread(int fd, void *buf, size_t n, off_t off);
+ssize_t __wrap_pread(int fd, void *buf, size_t n, off_t off);
+ssize_t __wrap_pread(int fd, void *buf, size_t n, off_t off)
+{
+    struct stat before;
+    if (g_change != CHANGE_NONE)
+        ck_assert_int_eq(stat(g_path, &before), 0);
+    if (g_change == CHANGE_TRUNCATE)
+        ck_assert_int_eq(truncate(g_path, 20), 0);
+    if (g_change == CHANGE_GROW || g_change == CHANGE_REWRITE) {
+        FILE *f = fopen(g_path, g_change == CHANGE_GROW ? "ab" : "r+b");
+        ck_assert_ptr_nonnull(f);
+        if (g_change == CHANGE_REWRITE)
+            fseek(f, -4, SEEK_END);
+        fputs(g_change == CHANGE_GROW ? "0123456789abcdef" : "\x01\x02\x03\x04", f);
+        fclose(f);
+    }
+    if (g_change == CHANGE_TRUNCATE || g_change == CHANGE_GROW) {
+        struct timespec t[2] = {before.st_atim, before.st_mtim};
+        ck_assert_int_eq(utimensat(AT_FDCWD, g_path, t, 0), 0);
+    }
+    g_change = CHANGE_NONE;
+    return __real_pread(fd, buf, n, off);
+}
+
+START_TEST(test_changed_while_read)
+{
+    float x[16] = {0};
+    const char *h = "{\"t\":{\"dtype\":\"F32\",\"shape\":[16],\"data_offsets\":[0,64]}}";
+    for (int k = CHANGE_TRUNCATE; k <= CHANGE_REWRITE; k++) {
+        write_st(h, x, sizeof x);
+        if (k == CHANGE_REWRITE) {
+            /* a modification time of its own to differ from */
+            struct timespec t[2] = {{1000000000, 0}, {1000000000, 0}};
+            ck_assert_int_eq(utimensat(AT_FDCWD, g_path, t, 0), 0);
+        }
+        g_change = k;
+        expect_open_fail("the file changed while it was read");
+    }
+    /* untouched, the same file opens */
+    write_st(h, x, sizeof x);
+    td_st st;
+    char err[512];
+    ck_assert_msg(td_st_open(&st, g_path, err, sizeof err) == 0, "%s", err);
+    td_st_close(&st);
+}
+END_TEST
 
 /* ---- file and header level ------------------------------------------ */
 
@@ -402,7 +462,7 @@ START_TEST(test_valid_file)
     ck_assert_ptr_null(td_st_find(&st, ""));
     ck_assert_ptr_null(td_st_find(&st, "ww"));
     td_st_close(&st);
-    ck_assert_ptr_null(st.map);
+    ck_assert_ptr_null(st.file);
     ck_assert_int_eq(st.n_tensors, 0);
     td_st_close(&st); /* second close of a zeroed struct is harmless */
 }
@@ -596,6 +656,7 @@ static Suite *safetensors_suite(void)
     TCase *tc = tcase_create("invalid");
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, test_file_too_short);
+    tcase_add_test(tc, test_changed_while_read);
     tcase_add_test(tc, test_missing_file);
     tcase_add_test(tc, test_header_past_eof);
     tcase_add_test(tc, test_header_over_cap);

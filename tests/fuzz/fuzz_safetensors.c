@@ -93,13 +93,13 @@ static int cmp_ptr(const void *a, const void *b)
 /* Checks everything safetensors.h promises about an opened file. */
 static void check_open(const td_st *st, size_t file_size)
 {
-    FUZZ_CHECK(st->map != NULL && st->map_size == file_size);
+    FUZZ_CHECK(st->file != NULL && st->file_size == file_size);
     FUZZ_CHECK(st->n_tensors >= 0);
     uint64_t hlen;
-    memcpy(&hlen, st->map, 8);
+    memcpy(&hlen, st->file, 8);
     FUZZ_CHECK(hlen <= file_size - 8);
-    const unsigned char *dbeg = (const unsigned char *)st->map + 8 + hlen;
-    const unsigned char *dend = (const unsigned char *)st->map + file_size;
+    const unsigned char *dbeg = (const unsigned char *)st->file + 8 + hlen;
+    const unsigned char *dend = (const unsigned char *)st->file + file_size;
 
     const td_st_tensor **by_addr = NULL;
     if (st->n_tensors > 0) {
