@@ -17,6 +17,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <limits.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -183,6 +184,11 @@ static void model_free(srv_model *sm)
     td_tok_free(sm->tok);
     td_model_free(sm->m);
     free(sm);
+    /* glibc keeps what a model freed in its arenas (workers' scratch is
+     * above the mmap threshold once glibc has raised it): without a trim
+     * RSS doubled over ~80 reloads under load while the models' own
+     * figure stayed; malloc_trim hands the free pages of every arena back. */
+    malloc_trim(0);
 }
 
 /* The limits and the batcher of a loaded model, as the options say. */
@@ -687,12 +693,17 @@ static void reap(srv_models *ms)
             continue;
         }
         ms->finishing[i] = ms->finishing[--ms->n_finishing];
-        ms->used -= sm->bytes;
         pthread_mutex_unlock(&ms->mu);
-        fprintf(stderr, "transformerd: model %s generation %u freed (%zu bytes)\n", sm->name,
-                sm->generation, sm->bytes);
+        char name[sizeof sm->name];
+        snprintf(name, sizeof name, "%s", sm->name);
+        unsigned gen = sm->generation;
+        size_t bytes = sm->bytes;
         model_free(sm);
+        fprintf(stderr, "transformerd: model %s generation %u freed (%zu bytes)\n", name, gen,
+                bytes);
         pthread_mutex_lock(&ms->mu);
+        /* counted until it is freed (and its pages handed back) */
+        ms->used -= bytes;
         i = 0;
     }
 }
