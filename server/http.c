@@ -101,6 +101,7 @@ typedef struct http_req {
     int close;               /* a framing error: answer with Connection: close */
     unsigned long id;
     char client[64];
+    char abs_host[256]; /* the authority of an absolute-form target */
     double t0;
     http_phase phase;
     size_t body_cap;
@@ -629,6 +630,23 @@ static enum MHD_Result body_done(http_req *hr, struct MHD_Connection *c)
     return submit(hr, c);
 }
 
+/* The path of a request target: an absolute-form target ("http://host:port/
+ * path", RFC 9112 section 3.2.2, which servers must accept; proxies send it)
+ * gives its path ("/" when it has none) and its authority in host (which
+ * then stands for the Host header); any other target is its own path and
+ * host is "". */
+static const char *origin_form(const char *url, char *host, size_t n)
+{
+    host[0] = 0;
+    size_t skip = !strncasecmp(url, "http://", 7) ? 7 : !strncasecmp(url, "https://", 8) ? 8 : 0;
+    if (!skip)
+        return url;
+    const char *auth = url + skip, *slash = strchr(auth, '/');
+    size_t alen = slash ? (size_t)(slash - auth) : strlen(auth);
+    snprintf(host, n, "%.*s", (int)(alen < n ? alen : n - 1), auth);
+    return slash ? slash : "/";
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
                                   const char *method, const char *version,
                                   const char *upload_data, size_t *upload_size, void **req_cls)
@@ -644,8 +662,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         hr->started = 1;
         hr->id = atomic_fetch_add(&h->next_id, 1) + 1;
         hr->api.s = s;
-        hr->api.path = url;
         hr->api.host = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST);
+        url = origin_form(url, hr->abs_host, sizeof hr->abs_host);
+        if (hr->abs_host[0])
+            hr->api.host = hr->abs_host;
+        hr->api.path = url;
         hr->h = h;
         hr->method = method;
         hr->url = url;

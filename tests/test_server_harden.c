@@ -201,6 +201,24 @@ START_TEST(test_framing)
         ck_assert_msg(!strncmp(out, "HTTP/1.1 200 ", 13), "%s -> %s", ok[i], out);
         free(out);
     }
+    /* absolute-form targets (RFC 9112 3.2.2: a server must accept them),
+     * answered as their path: a translation, the page for no path */
+    snprintf(req, sizeof req,
+             "POST http://127.0.0.1:%d/v1/translate HTTP/1.1\r\nHost: a\r\n"
+             "Content-Type: application/json\r\nContent-Length: 12\r\nConnection: close\r\n"
+             "\r\n%s",
+             g_port, body);
+    const char *abs_ok[] = {req, "GET HTTP://example.org/health/live HTTP/1.1\r\nHost: a\r\n"
+                                 "Connection: close\r\n\r\n",
+                            "GET http://example.org HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n"};
+    const char *abs_has[] = {"\"translations\"", "\r\n\r\n", "<html"};
+    for (int i = 0; i < 3; i++) {
+        int closed;
+        char *out = exchange(g_port, abs_ok[i], strlen(abs_ok[i]), &closed);
+        ck_assert_msg(!strncmp(out, "HTTP/1.1 200 ", 13) && strstr(out, abs_has[i]),
+                      "%s -> %.300s", abs_ok[i], out);
+        free(out);
+    }
     int fd = tc_connect(g_port);
     tc_resp r;
     for (int i = 0; i < 3; i++) {
