@@ -1,9 +1,11 @@
 /*
  * batcher.c - the bounded queue of one model and its scheduler threads.
  *
- * Each text of a request is a job. Jobs wait in one FIFO per model; each
+ * Each text of a request is a job. Jobs wait in one queue per model, in a
+ * fair order (srv_batcher_submit: virtual time, so that one large request,
+ * or one client's many, cannot hold the model for the others); each
  * worker (a td_worker with its own scheduler thread) takes a batch when the
- * oldest job has company enough (--max-batch-size sentences, or
+ * first job has company enough (--max-batch-size sentences, or
  * --max-batch-tokens padded source tokens among jobs with the same options)
  * or has waited --batch-delay-ms. The batch always holds the oldest job (so
  * nothing starves); the rest are the compatible queued jobs closest to it in
@@ -39,6 +41,14 @@
 #include "batcher.h"
 #include "clock.h"
 
+/* Owners the fair order tells apart at once (a direct-mapped table: two
+ * owners in one entry share a share until one's jobs are all taken). */
+#define SRV_FAIR_OWNERS 64
+
+typedef struct fair_owner {
+    uint64_t owner, last_vt; /* an owner and its last queued job's place */
+} fair_owner;
+
 typedef struct srv_worker {
     srv_batcher *b;
     td_worker *w;
@@ -72,8 +82,11 @@ struct srv_batcher {
     pthread_mutex_t mu;
     pthread_cond_t cv;       /* queue changed / stop */
     pthread_cond_t idle_cv;  /* a batch finished (drain waits on it) */
-    srv_job *head, *tail;    /* FIFO, under mu */
+    srv_job *head, *tail;    /* in fair order (vt ascending), under mu */
     long depth;              /* jobs queued, under mu */
+    uint64_t vt_taken;       /* under mu: the virtual time of the last job
+                                taken from the head */
+    fair_owner owners[SRV_FAIR_OWNERS]; /* under mu, indexed by owner % size */
     int draining, stop;      /* under mu */
     int cut;                 /* under mu: the drain deadline passed; running
                                 sentences are cancelled (inflight) */
@@ -86,7 +99,7 @@ struct srv_batcher {
     int worker_nice;         /* srv_batcher_opts.worker_nice */
     int short_steps;         /* srv_batcher_opts.short_steps */
     int test_step_delay_ms;  /* tests only */
-    void (*test_on_admit)(void *, int, long, int, int, int); /* tests only */
+    void (*test_on_admit)(void *, int, long, int, int, int, srv_job *const *); /* tests only */
     void *test_ud;
     /* srv_batcher_halt: 0 running, 1 a halt is being written, 2 halted
      * (halt_rc and halt_msg written before the store of 2, read after a
@@ -244,6 +257,8 @@ static int take_batch(srv_batcher *b, srv_job **out, double now, double *wait_un
     int n = 0;
     for (int i = lo; i <= hi; i++)
         out[n++] = ord[i].j;
+    if (old->vt > b->vt_taken)
+        b->vt_taken = old->vt;
     /* unlink the chosen jobs */
     for (int i = 0; i < n; i++) {
         srv_job *prev = NULL;
@@ -481,13 +496,16 @@ static int take_admission(srv_worker *wk, double now, double *wait_until)
     } else {
         wk->deferred = 0;
     }
-    if (wk->n_live > 0 && b->test_on_admit)
-        b->test_on_admit(b->test_ud, fit, b->depth, free_rows, wk->rows_total, take);
+    long queued = b->depth;
     while (k < take) {
         srv_job *j = b->head;
+        if (j->vt > b->vt_taken)
+            b->vt_taken = j->vt;
         unlink_job(b, NULL, j);
         wk->batch[k++] = j;
     }
+    if (wk->n_live > 0 && b->test_on_admit)
+        b->test_on_admit(b->test_ud, fit, queued, free_rows, wk->rows_total, take, wk->batch);
     srv_metrics_queue_depth(b->metrics, b->depth);
     return k;
 }
@@ -841,18 +859,38 @@ srv_submit_rc srv_batcher_submit(srv_batcher *b, srv_job *jobs, int n, double de
         pthread_mutex_unlock(&b->mu);
         return SRV_SUBMIT_FULL;
     }
+    /* the places of the jobs: after the last taken, or after the owner's
+     * last still ahead of it */
+    uint64_t base = b->vt_taken;
+    fair_owner *ow = c->owner ? &b->owners[c->owner % SRV_FAIR_OWNERS] : NULL;
+    if (ow && ow->owner == c->owner && ow->last_vt > base)
+        base = ow->last_vt;
+    if (ow) {
+        ow->owner = c->owner;
+        ow->last_vt = base + (uint64_t)n;
+    }
+    /* merged into the queue in one pass (both in vt order); a job goes
+     * after those already queued at its place */
+    srv_job *prev = NULL, *at = b->head;
     for (int i = 0; i < n; i++) {
         srv_job *j = &jobs[i];
         j->status = SRV_JOB_QUEUED;
         j->completion = *c;
         j->deadline = deadline;
         j->t_enqueue = now;
-        j->next = NULL;
-        if (b->tail)
-            b->tail->next = j;
+        j->vt = base + 1 + (uint64_t)i;
+        while (at && at->vt <= j->vt) {
+            prev = at;
+            at = at->next;
+        }
+        j->next = at;
+        if (prev)
+            prev->next = j;
         else
             b->head = j;
-        b->tail = j;
+        if (!at)
+            b->tail = j;
+        prev = j;
         b->depth++;
     }
     srv_metrics_queue_depth(b->metrics, b->depth);

@@ -55,6 +55,9 @@ typedef struct srv_completion {
     srv_job_done_fn done; /* required */
     srv_job_gone_fn gone; /* NULL: never gone */
     void *ud;             /* passed to both; must stay valid until the last done */
+    uint64_t owner;       /* who the jobs are for (e.g. a hash of the client's
+                             address): its submits share one fair share of
+                             the queue; 0: the submit alone */
 } srv_completion;
 
 struct srv_job {
@@ -73,6 +76,7 @@ struct srv_job {
     srv_completion completion;
     double deadline;  /* srv_now() seconds */
     double t_enqueue; /* srv_now() seconds */
+    uint64_t vt;      /* its place in the fair order (under the batcher's lock) */
     srv_job *next;    /* queue link, under the batcher's lock */
 };
 
@@ -159,9 +163,9 @@ typedef struct srv_batcher_opts {
     /* tests only (NULL outside them): called by an inflight worker, under
      * the batcher's lock, at each admission decision while its decode runs:
      * the arguments of srv_inflight_admit_now but the count of deferrals,
-     * and how many texts it took (0 or fit). */
+     * how many texts it took (0 or fit) and which (taken[0..admitted)). */
     void (*test_on_admit)(void *ud, int fit, long queued, int free_rows, int rows,
-                          int admitted);
+                          int admitted, srv_job *const *taken);
     void *test_ud;
 } srv_batcher_opts;
 
@@ -185,7 +189,15 @@ typedef enum srv_submit_rc {
 /* Queues the n jobs of jobs[] atomically (all or none), each with the
  * deadline and the completion c (copied). On SRV_SUBMIT_OK every job will
  * be finished through c->done, possibly before this returns; on anything
- * else nothing was queued and done will not be called. */
+ * else nothing was queued and done will not be called.
+ *
+ * Fairness: the queue is kept in virtual-time order (start-time fair
+ * queueing, one unit per job): a submit's jobs take the places after the
+ * last job taken from the queue (or after its owner's last job still
+ * ahead, c->owner), one per unit, and go after the jobs already queued at
+ * the same places. A short request that comes while a long one (or many
+ * of one owner) is queued is taken in within about one job of it, not
+ * after all of them; jobs of one submit keep their order. */
 srv_submit_rc srv_batcher_submit(srv_batcher *b, srv_job *jobs, int n, double deadline,
                                  const srv_completion *c);
 

@@ -548,7 +548,13 @@ static enum MHD_Result submit(http_req *hr, struct MHD_Connection *c)
     /* Set before the submit: once queued, the phase is the resumed
      * handler's cue. */
     hr->phase = HTTP_PH_QUEUED;
-    const srv_completion done = {.done = job_done, .gone = client_left, .ud = hr};
+    /* the owner of the fair order: the client's address (FNV-1a), so that
+     * one client's many requests share one share of the queue */
+    uint64_t owner = 1469598103934665603ULL;
+    for (const char *p = hr->client; *p; p++)
+        owner = (owner ^ (unsigned char)*p) * 1099511628211ULL;
+    const srv_completion done = {.done = job_done, .gone = client_left, .ud = hr,
+                                 .owner = owner ? owner : 1};
     srv_submit_rc sr = srv_batcher_submit(r->model->b, r->jobs, r->n_jobs,
                                           hr->t0 + s->o.request_timeout_s, &done);
     if (sr == SRV_SUBMIT_OK) {

@@ -12,6 +12,9 @@
  * recorded through the test hook. Each decision is held to the rule with
  * the deferrals counted here, step by step; all texts finish. Decisions
  * are counted in steps, never in time.
+ *
+ * Fairness: a text that comes while one large request (or one client's
+ * many) is queued is taken in within a few admissions, not after them.
  */
 #include <check.h>
 #include <pthread.h>
@@ -78,8 +81,10 @@ typedef struct watch {
     char why[256];
 } watch;
 
-static void on_admit(void *ud, int fit, long queued, int free_rows, int rows, int admitted)
+static void on_admit(void *ud, int fit, long queued, int free_rows, int rows, int admitted,
+                     srv_job *const *taken)
 {
+    (void)taken;
     watch *w = ud;
     w->decisions++;
     if (w->bad)
@@ -189,6 +194,143 @@ START_TEST(test_deep_queue)
 }
 END_TEST
 
+/* ---- fairness -------------------------------------------------------------- */
+
+typedef struct fair_watch {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int done, decisions;
+    /* under the batcher's lock (its one scheduler thread) */
+    const srv_job *late;  /* the late request's job */
+    int armed;            /* set (under mu) just before the late submit */
+    int admissions_after; /* admissions since armed, up to the late job's */
+    int late_taken;
+} fair_watch;
+
+static void on_admit_fair(void *ud, int fit, long queued, int free_rows, int rows, int admitted,
+                          srv_job *const *taken)
+{
+    (void)fit, (void)queued, (void)free_rows, (void)rows;
+    fair_watch *w = ud;
+    pthread_mutex_lock(&w->mu);
+    w->decisions++;
+    pthread_cond_broadcast(&w->cv);
+    if (w->armed && !w->late_taken && admitted > 0) {
+        w->admissions_after++;
+        for (int i = 0; i < admitted; i++)
+            w->late_taken |= taken[i] == w->late;
+    }
+    pthread_mutex_unlock(&w->mu);
+}
+
+static void fair_done(srv_job *j, void *ud)
+{
+    fair_watch *w = ud;
+    ck_assert_int_eq(j->status, SRV_JOB_DONE);
+    td_result_free(&j->res);
+    pthread_mutex_lock(&w->mu);
+    w->done++;
+    pthread_cond_broadcast(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+}
+
+/* n_req requests of per_req greedy texts from one owner, queued while a
+ * decode of 8 rows runs; then one text from another owner. Returns how
+ * many admissions it took for that text to be taken in (counted from just
+ * before its submit). */
+static int late_admissions(int n_req, int per_req)
+{
+    char dir[512], err[512];
+    snprintf(dir, sizeof dir, "%s/fixtures/marian_tied", TD_TEST_DATA);
+    td_model *m = NULL;
+    td_load_opts lo = {.device = "cpu", .n_threads = 1};
+    ck_assert_msg(td_model_load(&m, dir, &lo, err, sizeof err) == 0, "%s", err);
+    const td_config *c = td_model_config(m);
+    static fair_watch w;
+    memset(&w, 0, sizeof w);
+    pthread_mutex_init(&w.mu, NULL);
+    pthread_cond_init(&w.cv, NULL);
+    const int total = n_req * per_req + 1;
+    srv_batcher_opts bo = {.model = m,
+                           .warm_up_token = (int32_t)c->eos_token_id,
+                           .workers = 1,
+                           .threads = 1,
+                           .max_batch_size = 8,
+                           .max_batch_tokens = 1 << 20,
+                           .max_queue = total,
+                           .max_src_len = 16,
+                           .max_length = 40,
+                           .max_beam = 1,
+                           .scheduler = SRV_SCHED_INFLIGHT,
+                           .test_on_admit = on_admit_fair,
+                           .test_ud = &w};
+    td_decode_opts_default(m, &bo.warm_up);
+    static td_decode_opts opts;
+    td_decode_opts_default(m, &opts);
+    opts.beam_size = opts.num_hypotheses = 1;
+    opts.max_length = 24;
+    srv_batcher *b = NULL;
+    ck_assert_msg(srv_batcher_init(&b, &bo, NULL, err, sizeof err) == 0, "%s", err);
+    srv_job *jobs = calloc((size_t)total, sizeof *jobs);
+    int32_t(*src)[8] = calloc((size_t)total, sizeof *src);
+    for (int i = 0; i < total; i++) {
+        for (int j = 0; j < 7; j++)
+            src[i][j] = 3 + rnd(c->vocab_size - 4);
+        src[i][7] = (int32_t)c->eos_token_id;
+        jobs[i].src = src[i];
+        jobs[i].n_src = 8;
+        jobs[i].opts = &opts;
+    }
+    srv_completion big = {.done = fair_done, .ud = &w, .owner = 1};
+    for (int r = 0; r < n_req; r++)
+        ck_assert_int_eq(srv_batcher_submit(b, jobs + r * per_req, per_req, 1e18, &big),
+                         SRV_SUBMIT_OK);
+    /* the decode runs and the queue is deep: a few decisions made */
+    pthread_mutex_lock(&w.mu);
+    while (w.decisions < 3)
+        pthread_cond_wait(&w.cv, &w.mu);
+    w.late = &jobs[total - 1];
+    w.armed = 1;
+    pthread_mutex_unlock(&w.mu);
+    srv_completion other = {.done = fair_done, .ud = &w, .owner = 2};
+    ck_assert_int_eq(srv_batcher_submit(b, &jobs[total - 1], 1, 1e18, &other), SRV_SUBMIT_OK);
+    pthread_mutex_lock(&w.mu);
+    while (w.done < total)
+        pthread_cond_wait(&w.cv, &w.mu);
+    pthread_mutex_unlock(&w.mu);
+    srv_batcher_drain(b, 1e18);
+    srv_batcher_free(b);
+    td_model_free(m);
+    free(jobs);
+    free(src);
+    ck_assert(w.late_taken);
+    return w.admissions_after;
+}
+
+/* One request of 150 texts holds the model for nobody: a text that comes
+ * while it is queued is taken in at the next admission or the one after
+ * (one may run between arming and submitting), not after the 150. */
+START_TEST(test_fair_one_large_request)
+{
+    int a = late_admissions(1, 150);
+    printf("test_batcher: behind one request of 150 texts, the late text waited %d admissions\n",
+           a);
+    ck_assert_msg(a <= 3, "the late text waited %d admissions", a);
+}
+END_TEST
+
+/* Nor do many requests of one client (40 of 5 texts): they share one place
+ * in the fair order, so the other client's text is not behind 40 texts at
+ * each place. */
+START_TEST(test_fair_one_owner_many_requests)
+{
+    int a = late_admissions(40, 5);
+    printf("test_batcher: behind 40 requests of one owner, the late text waited %d admissions\n",
+           a);
+    ck_assert_msg(a <= 3, "the late text waited %d admissions", a);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("batcher");
@@ -197,6 +339,8 @@ int main(void)
     tcase_add_test(tc, test_rule);
     tcase_add_test(tc, test_short_steps_rule);
     tcase_add_test(tc, test_deep_queue);
+    tcase_add_test(tc, test_fair_one_large_request);
+    tcase_add_test(tc, test_fair_one_owner_many_requests);
     suite_add_tcase(s, tc);
     SRunner *r = srunner_create(s);
     srunner_run_all(r, CK_NORMAL);
