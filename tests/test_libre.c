@@ -450,6 +450,28 @@ START_TEST(test_html_limits)
     expect_libre_error(&r, 400, "deep.html: the HTML nests elements more than 256 deep");
     tc_resp_free(&r);
     free(deep);
+    /* a document is told by "<html" or "<!doctype" within the first
+     * kilobyte: "<html" starting at byte 1019 ends at 1024 and counts (the
+     * answer is the whole document, <body> included); at 1020 it is past
+     * the kilobyte and the text is a fragment (no <body> added) */
+    for (int at = 1019; at <= 1020; at++) {
+        char *q = malloc((size_t)at + 32);
+        memset(q, 'x', (size_t)at); /* a comment: nothing to translate */
+        memcpy(q, "<!--", 4);
+        memcpy(q + at - 3, "-->", 3);
+        strcpy(q + at, "<html><p>Hi</p>");
+        json_t *rq = json_pack("{s:s,s:s,s:s,s:s}", "q", q, "source", "en", "target", "de",
+                               "format", "html");
+        char *rjs = json_dumps(rq, 0);
+        json_decref(rq);
+        json_t *rj = libre_ok("application/json", rjs, strlen(rjs));
+        const char *t = json_string_value(json_object_get(rj, "translatedText"));
+        ck_assert_msg((strstr(t, "<body") != NULL) == (at == 1019), "<html at byte %d: %.80s",
+                      at, t);
+        json_decref(rj);
+        free(rjs);
+        free(q);
+    }
     /* a DOCTYPE with an internal subset: kept, nothing of it in the body */
     const char *doc = "<!DOCTYPE html [ <!ENTITY x \"]>\"> ]><html><body><p>Hello world</p>"
                       "</body></html>";
