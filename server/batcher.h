@@ -95,6 +95,13 @@ typedef enum srv_scheduler {
     SRV_SCHED_BATCH,        /* a batch runs to its end before the next forms */
 } srv_scheduler;
 
+/* Whose share of a model's queue a request's texts take (srv_completion's
+ * owner, set by the HTTP layer). */
+typedef enum srv_fair_share {
+    SRV_SHARE_REQUEST = 0, /* each request its own share */
+    SRV_SHARE_CLIENT,      /* a client address's requests one share together */
+} srv_fair_share;
+
 /* --scheduler inflight: when a running decode takes queued texts in.
  * Each admission runs the encoder once over the admitted texts, and on a
  * CPU an encoder call costs about as much again for its fixed part

@@ -548,13 +548,19 @@ static enum MHD_Result submit(http_req *hr, struct MHD_Connection *c)
     /* Set before the submit: once queued, the phase is the resumed
      * handler's cue. */
     hr->phase = HTTP_PH_QUEUED;
-    /* the owner of the fair order: the client's address (FNV-1a), so that
-     * one client's many requests share one share of the queue */
-    uint64_t owner = 1469598103934665603ULL;
-    for (const char *p = hr->client; *p; p++)
-        owner = (owner ^ (unsigned char)*p) * 1099511628211ULL;
+    /* --fair-share client: the client's address owns the request's share of
+     * the queue (FNV-1a), so that one client's many requests share one; by
+     * default (0) each request has its own (behind a proxy, or on
+     * loopback, every client has one address) */
+    uint64_t owner = 0;
+    if (s->o.fair_share == SRV_SHARE_CLIENT) {
+        owner = 1469598103934665603ULL;
+        for (const char *p = hr->client; *p; p++)
+            owner = (owner ^ (unsigned char)*p) * 1099511628211ULL;
+        owner += !owner;
+    }
     const srv_completion done = {.done = job_done, .gone = client_left, .ud = hr,
-                                 .owner = owner ? owner : 1};
+                                 .owner = owner};
     srv_submit_rc sr = srv_batcher_submit(r->model->b, r->jobs, r->n_jobs,
                                           hr->t0 + s->o.request_timeout_s, &done);
     if (sr == SRV_SUBMIT_OK) {

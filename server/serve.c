@@ -47,6 +47,7 @@ typedef enum opt_kind {
     OPT_LONG,
     OPT_FAULT, /* srv_fault: "engine" | "device" ("" or "none": off) */
     OPT_SCHED, /* srv_scheduler: "inflight" | "batch" */
+    OPT_SHARE, /* srv_fair_share: "request" | "client" */
     OPT_MODEL, /* --model [NAME=]DIR, repeatable (the variable: a comma-separated list) */
     OPT_LANGS, /* --model-languages NAME=SRC-TGT, repeatable (likewise) */
     OPT_BYTES, /* a byte count with an optional K, M, G or T suffix (binary) */
@@ -90,6 +91,10 @@ static const opt_def k_opts[] = {
     {"--scheduler", OPT_SCHED, OFF(scheduler), 0, 0,
      "inflight: texts join and leave a worker's running decode between steps | batch: "
      "a batch runs to its end before the next forms"},
+    {"--fair-share", OPT_SHARE, OFF(fair_share), 0, 0,
+     "whose share of a model's queue a request takes (a large request never holds the model "
+     "for the others): request: its own | client: one per client address, for a daemon that "
+     "sees its clients' own addresses (not behind a proxy)"},
     {"--worker-nice", OPT_INT, OFF(worker_nice), 0, 19,
      "nice value of the model workers' threads, so that the HTTP threads run first on a "
      "busy CPU (0: the process's own)"},
@@ -161,6 +166,11 @@ static void default_text(const opt_def *d, char *out, size_t n)
         snprintf(out, n, "%s",
                  *(const srv_scheduler *)(const void *)base == SRV_SCHED_BATCH ? "batch"
                                                                                : "inflight");
+        break;
+    case OPT_SHARE:
+        snprintf(out, n, "%s",
+                 *(const srv_fair_share *)(const void *)base == SRV_SHARE_CLIENT ? "client"
+                                                                                 : "request");
         break;
     }
 }
@@ -281,6 +291,17 @@ static int set_opt(srv_opts *o, const opt_def *d, const char *v, const char *fro
             return -1;
         }
         *(srv_scheduler *)(void *)base = sc;
+        return 0;
+    }
+    if (d->kind == OPT_SHARE) {
+        srv_fair_share sh = !strcmp(v, "request")  ? SRV_SHARE_REQUEST
+                            : !strcmp(v, "client") ? SRV_SHARE_CLIENT
+                                                   : (srv_fair_share)-1;
+        if ((int)sh < 0) {
+            fprintf(stderr, "transformerd: %s: expected request or client, got '%s'\n", from, v);
+            return -1;
+        }
+        *(srv_fair_share *)(void *)base = sh;
         return 0;
     }
     char *end;

@@ -47,6 +47,7 @@ typedef struct srv_opts {
     int http_threads;         /* MHD thread pool size */
     int workers;              /* td_workers (scheduler threads) per model */
     srv_scheduler scheduler;  /* inflight (default) | batch */
+    srv_fair_share fair_share; /* --fair-share: request (default) | client */
     int worker_nice;          /* --worker-nice: the scheduler threads' nice value */
     int short_steps;          /* --short-steps: inflight steps of the shortest texts only */
     int test_step_delay_ms;   /* tests only: sleep after each step / batch */

@@ -67,8 +67,10 @@ def run(daemon, args, big_lines, short_lines):
         done = threading.Event()
         big = {}
 
+        t_big = [time.monotonic()]
+
         def big_main():
-            t0 = time.monotonic()
+            t0 = t_big[0] = time.monotonic()
             st, _ = post(url, {"text": big_lines}, args.timeout)
             big["status"], big["s"] = st, time.monotonic() - t0
             done.set()
@@ -84,6 +86,9 @@ def run(daemon, args, big_lines, short_lines):
                     st, _ = post(url, {"text": short_lines[i % len(short_lines)]}, args.timeout)
                     if st == 200:
                         lat[k].append(time.monotonic() - t0)
+                        if args.verbose:
+                            print("short %d at %.2f s: %.2f s" % (k, t0 - t_big[0],
+                                                                  time.monotonic() - t0))
                     else:
                         fails[0] += 1
                 except Exception:
@@ -122,6 +127,7 @@ def main():
     ap.add_argument("--clients", type=int, default=4)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--timeout", type=float, default=1800)
+    ap.add_argument("--verbose", action="store_true", help="print every short request")
     args = ap.parse_args()
     lines = [l.strip() for l in open(args.input, encoding="utf-8") if l.strip()]
     big_lines = lines[:args.sentences]
