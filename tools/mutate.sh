@@ -326,6 +326,7 @@ generated_mode() {
                 SURVIVED)
                     case $verdict in
                         equivalent:*) status=EQUIVALENT; detail=$verdict ;;
+                        sanitizer:*) status=CAUGHT; detail="make test's sanitizer stage (triaged $verdict)" ;;
                         test:*) detail="$detail (triaged $verdict: still missed)" ;;
                     esac ;;
             esac
