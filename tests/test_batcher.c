@@ -128,29 +128,42 @@ static int rnd(int n)
     return (int)(g_rng % (uint64_t)n);
 }
 
-START_TEST(test_deep_queue)
+typedef void (*admit_hook)(void *, int, long, int, int, int, srv_job *const *);
+
+/* The marian_tied fixture (*m) behind a batcher of one greedy inflight
+ * worker of max_batch rows, its admissions reported to hook(ud). */
+static srv_batcher *new_batcher(td_model **m, int max_batch, int max_queue, admit_hook hook,
+                                void *ud)
 {
     char dir[512], err[512];
     snprintf(dir, sizeof dir, "%s/fixtures/marian_tied", TD_TEST_DATA);
-    td_model *m = NULL;
     td_load_opts lo = {.device = "cpu", .n_threads = 1};
-    ck_assert_msg(td_model_load(&m, dir, &lo, err, sizeof err) == 0, "%s", err);
-    const td_config *c = td_model_config(m);
-    watch w = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
-    srv_batcher_opts bo = {.model = m,
-                           .warm_up_token = (int32_t)c->eos_token_id,
+    ck_assert_msg(td_model_load(m, dir, &lo, err, sizeof err) == 0, "%s", err);
+    srv_batcher_opts bo = {.model = *m,
+                           .warm_up_token = (int32_t)td_model_config(*m)->eos_token_id,
                            .workers = 1,
                            .threads = 1,
-                           .max_batch_size = MAX_BATCH,
+                           .max_batch_size = max_batch,
                            .max_batch_tokens = 1 << 20,
-                           .max_queue = N_JOBS,
+                           .max_queue = max_queue,
                            .max_src_len = 16,
                            .max_length = 40,
                            .max_beam = 1,
                            .scheduler = SRV_SCHED_INFLIGHT,
-                           .test_on_admit = on_admit,
-                           .test_ud = &w};
-    td_decode_opts_default(m, &bo.warm_up);
+                           .test_on_admit = hook,
+                           .test_ud = ud};
+    td_decode_opts_default(*m, &bo.warm_up);
+    srv_batcher *b = NULL;
+    ck_assert_msg(srv_batcher_init(&b, &bo, NULL, err, sizeof err) == 0, "%s", err);
+    return b;
+}
+
+START_TEST(test_deep_queue)
+{
+    td_model *m = NULL;
+    watch w = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+    srv_batcher *b = new_batcher(&m, MAX_BATCH, N_JOBS, on_admit, &w);
+    const td_config *c = td_model_config(m);
     /* greedy, lengths 1..40: sentences finish one or two at a time */
     static td_decode_opts opts[40];
     for (int k = 0; k < 40; k++) {
@@ -158,8 +171,6 @@ START_TEST(test_deep_queue)
         opts[k].beam_size = opts[k].num_hypotheses = 1;
         opts[k].max_length = k + 1;
     }
-    srv_batcher *b = NULL;
-    ck_assert_msg(srv_batcher_init(&b, &bo, NULL, err, sizeof err) == 0, "%s", err);
     static srv_job jobs[N_JOBS];
     static int32_t src[N_JOBS][16];
     for (int i = 0; i < N_JOBS; i++) {
@@ -197,9 +208,8 @@ END_TEST
 /* ---- fairness -------------------------------------------------------------- */
 
 typedef struct fair_watch {
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    int done, decisions;
+    watch base; /* its lock and the count of texts done (job_done) */
+    int decisions;
     /* under the batcher's lock (its one scheduler thread) */
     const srv_job *late;  /* the late request's job */
     int armed;            /* set (under mu) just before the late submit */
@@ -212,26 +222,15 @@ static void on_admit_fair(void *ud, int fit, long queued, int free_rows, int row
 {
     (void)fit, (void)queued, (void)free_rows, (void)rows;
     fair_watch *w = ud;
-    pthread_mutex_lock(&w->mu);
+    pthread_mutex_lock(&w->base.mu);
     w->decisions++;
-    pthread_cond_broadcast(&w->cv);
+    pthread_cond_broadcast(&w->base.cv);
     if (w->armed && !w->late_taken && admitted > 0) {
         w->admissions_after++;
         for (int i = 0; i < admitted; i++)
             w->late_taken |= taken[i] == w->late;
     }
-    pthread_mutex_unlock(&w->mu);
-}
-
-static void fair_done(srv_job *j, void *ud)
-{
-    fair_watch *w = ud;
-    ck_assert_int_eq(j->status, SRV_JOB_DONE);
-    td_result_free(&j->res);
-    pthread_mutex_lock(&w->mu);
-    w->done++;
-    pthread_cond_broadcast(&w->cv);
-    pthread_mutex_unlock(&w->mu);
+    pthread_mutex_unlock(&w->base.mu);
 }
 
 /* n_req requests of per_req greedy texts from one owner, queued while a
@@ -240,37 +239,18 @@ static void fair_done(srv_job *j, void *ud)
  * before its submit). */
 static int late_admissions(int n_req, int per_req)
 {
-    char dir[512], err[512];
-    snprintf(dir, sizeof dir, "%s/fixtures/marian_tied", TD_TEST_DATA);
-    td_model *m = NULL;
-    td_load_opts lo = {.device = "cpu", .n_threads = 1};
-    ck_assert_msg(td_model_load(&m, dir, &lo, err, sizeof err) == 0, "%s", err);
-    const td_config *c = td_model_config(m);
     static fair_watch w;
     memset(&w, 0, sizeof w);
-    pthread_mutex_init(&w.mu, NULL);
-    pthread_cond_init(&w.cv, NULL);
+    pthread_mutex_init(&w.base.mu, NULL);
+    pthread_cond_init(&w.base.cv, NULL);
     const int total = n_req * per_req + 1;
-    srv_batcher_opts bo = {.model = m,
-                           .warm_up_token = (int32_t)c->eos_token_id,
-                           .workers = 1,
-                           .threads = 1,
-                           .max_batch_size = 8,
-                           .max_batch_tokens = 1 << 20,
-                           .max_queue = total,
-                           .max_src_len = 16,
-                           .max_length = 40,
-                           .max_beam = 1,
-                           .scheduler = SRV_SCHED_INFLIGHT,
-                           .test_on_admit = on_admit_fair,
-                           .test_ud = &w};
-    td_decode_opts_default(m, &bo.warm_up);
+    td_model *m = NULL;
+    srv_batcher *b = new_batcher(&m, 8, total, on_admit_fair, &w);
+    const td_config *c = td_model_config(m);
     static td_decode_opts opts;
     td_decode_opts_default(m, &opts);
     opts.beam_size = opts.num_hypotheses = 1;
     opts.max_length = 24;
-    srv_batcher *b = NULL;
-    ck_assert_msg(srv_batcher_init(&b, &bo, NULL, err, sizeof err) == 0, "%s", err);
     srv_job *jobs = calloc((size_t)total, sizeof *jobs);
     int32_t(*src)[8] = calloc((size_t)total, sizeof *src);
     for (int i = 0; i < total; i++) {
@@ -281,23 +261,23 @@ static int late_admissions(int n_req, int per_req)
         jobs[i].n_src = 8;
         jobs[i].opts = &opts;
     }
-    srv_completion big = {.done = fair_done, .ud = &w, .owner = 1};
+    srv_completion big = {.done = job_done, .ud = &w.base, .owner = 1};
     for (int r = 0; r < n_req; r++)
         ck_assert_int_eq(srv_batcher_submit(b, jobs + r * per_req, per_req, 1e18, &big),
                          SRV_SUBMIT_OK);
     /* the decode runs and the queue is deep: a few decisions made */
-    pthread_mutex_lock(&w.mu);
+    pthread_mutex_lock(&w.base.mu);
     while (w.decisions < 3)
-        pthread_cond_wait(&w.cv, &w.mu);
+        pthread_cond_wait(&w.base.cv, &w.base.mu);
     w.late = &jobs[total - 1];
     w.armed = 1;
-    pthread_mutex_unlock(&w.mu);
-    srv_completion other = {.done = fair_done, .ud = &w, .owner = 2};
+    pthread_mutex_unlock(&w.base.mu);
+    srv_completion other = {.done = job_done, .ud = &w.base, .owner = 2};
     ck_assert_int_eq(srv_batcher_submit(b, &jobs[total - 1], 1, 1e18, &other), SRV_SUBMIT_OK);
-    pthread_mutex_lock(&w.mu);
-    while (w.done < total)
-        pthread_cond_wait(&w.cv, &w.mu);
-    pthread_mutex_unlock(&w.mu);
+    pthread_mutex_lock(&w.base.mu);
+    while (w.base.done < total)
+        pthread_cond_wait(&w.base.cv, &w.base.mu);
+    pthread_mutex_unlock(&w.base.mu);
     srv_batcher_drain(b, 1e18);
     srv_batcher_free(b);
     td_model_free(m);
