@@ -66,6 +66,7 @@ typedef struct srv_req {
     srv_endpoint ep;
     const char *path;        /* the request's path (the HTTP layer's) */
     const char *host;        /* its Host header, or NULL */
+    const char *query;       /* the raw query string (after '?'), or NULL */
     char *body;              /* the complete body, NUL-terminated: the HTTP layer's
                                 buffer (the endpoints may modify it in place) */
     size_t body_len;

@@ -102,6 +102,7 @@ typedef struct http_req {
     unsigned long id;
     char client[64];
     char abs_host[256]; /* the authority of an absolute-form target */
+    char *query;        /* the raw query string (on_uri), malloc'd, or NULL */
     double t0;
     http_phase phase;
     size_t body_cap;
@@ -675,6 +676,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         hr->id = atomic_fetch_add(&h->next_id, 1) + 1;
         hr->api.s = s;
         hr->api.host = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST);
+        hr->api.query = hr->query;
         url = origin_form(url, hr->abs_host, sizeof hr->abs_host);
         if (hr->abs_host[0])
             hr->api.host = hr->abs_host;
@@ -844,6 +846,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls,
     set_deadline(h, c, "headers",
                  srv_now() + h->s->o.idle_timeout_s + h->s->o.header_timeout_s);
     if (!hr->started) { /* refused by libmicrohttpd after the request line */
+        free(hr->query);
         free(hr);
         return;
     }
@@ -855,6 +858,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls,
     size_t resp_len = hr->api.resp_len;
     srv_api_req_free(&hr->api);
     free(hr->api.body);
+    free(hr->query);
     free(hr);
     srv_limits_trim(resp_len); /* a large response's heap back to the system */
     atomic_fetch_sub(&h->active, 1);
@@ -872,6 +876,11 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
         for (size_t i = 0; i + 2 < plen; i++)
             if (uri[i] == '%' && uri[i + 1] == '0' && uri[i + 2] == '0')
                 hr->nul_in_path = 1;
+        /* kept raw for LibreTranslate's endpoints, which read parameters
+         * from the query string as from a form (its size is bounded by
+         * libmicrohttpd's connection memory) */
+        if (uri[plen] == '?' && uri[plen + 1])
+            hr->query = strdup(uri + plen + 1);
     }
     return hr;
 }

@@ -615,6 +615,32 @@ static void neutralize_nul_keys(char *b, size_t n)
 }
 
 /* The body's fields as a JSON object (NULL: an error was recorded). */
+/* LibreTranslate reads a request that is not JSON through Flask's
+ * request.values: the query string's parameters, then the form's; on
+ * /translate_file only api_key comes from the query string (source and
+ * target from request.form). deep-translator sends q, source and target in
+ * the query string with an empty body. */
+static int query_fields(srv_req *r, json_t *o)
+{
+    if (!r->query || !*r->query)
+        return 0;
+    char *q = strdup(r->query);
+    if (!q)
+        return -1;
+    json_t *all = json_object();
+    int rc = all ? parse_form(r, q, all) : -1;
+    free(q);
+    const char *k;
+    json_t *v;
+    json_object_foreach(all, k, v)
+    {
+        if (rc == 0 && (r->ep != SRV_EP_TRANSLATE_FILE || !strcmp(k, "api_key")))
+            rc = json_object_set(o, k, v) ? -1 : 0;
+    }
+    json_decref(all);
+    return rc;
+}
+
 static json_t *parse_fields(srv_req *r, const char *ctype, libre_file *file, int *is_json)
 {
     *is_json = 0;
@@ -636,18 +662,32 @@ static json_t *parse_fields(srv_req *r, const char *ctype, libre_file *file, int
         }
         return root;
     }
-    json_t *o = json_object();
-    if (!o) {
+    json_t *o = json_object(), *body = json_object();
+    if (!o || !body) {
+        json_decref(o);
+        json_decref(body);
         srv_req_error(r, 500, "internal", NULL, "out of memory");
         return NULL;
     }
-    int rc = 0;
-    if (ctype_is(ctype, "application/x-www-form-urlencoded"))
-        rc = parse_form(r, r->body, o);
-    else if (ctype_is(ctype, "multipart/form-data"))
-        rc = parse_multipart(r, ctype, o, file);
-    /* any other type: no fields, as request.values would have none */
+    int rc = query_fields(r, o);
+    if (rc == 0 && ctype_is(ctype, "application/x-www-form-urlencoded"))
+        rc = parse_form(r, r->body, body);
+    else if (rc == 0 && ctype_is(ctype, "multipart/form-data"))
+        rc = parse_multipart(r, ctype, body, file);
+    /* any other type: the body has no fields, as request.values would have
+     * none; the query string's count. A key in both: the query string's
+     * (request.values.get reads the query string first). */
+    const char *k;
+    json_t *v;
+    json_object_foreach(body, k, v)
+    {
+        if (rc == 0 && !json_object_get(o, k))
+            rc = json_object_set(o, k, v) ? -1 : 0;
+    }
+    json_decref(body);
     if (rc != 0) {
+        if (r->status < 400)
+            srv_req_error(r, 500, "internal", NULL, "out of memory");
         json_decref(o);
         return NULL;
     }

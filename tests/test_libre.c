@@ -10,6 +10,8 @@
  *     the field
  *   - the q list at --max-batch-texts (translated) and one over (400), as
  *     JSON and form; the native text list likewise
+ *   - parameters in the query string (deep-translator's way), with a form,
+ *     against a JSON body, on /detect and /translate_file
  *   - format=html: markup and attributes kept, text nodes translated as
  *     the same texts alone; HTML nested past the parser's limit refused
  *     (400 naming q, q[i] or the file), a DOCTYPE's internal subset kept
@@ -348,6 +350,59 @@ START_TEST(test_list_limit)
                       r.body);
         tc_resp_free(&r);
     }
+}
+END_TEST
+
+/* Parameters in the query string, as LibreTranslate reads them (Flask's
+ * request.values for what is not JSON): deep-translator POSTs q, source
+ * and target there with an empty body; a form's fields join them, the
+ * query string's winning a key in both; a JSON body reads only itself;
+ * /translate_file takes source and target from its form only. */
+START_TEST(test_query_string)
+{
+    char *a = native_text("Hello world"), *b = native_text("Open the window");
+    tc_resp r;
+    ck_assert_int_eq(tc_request(g_port, "POST", "/translate?q=Hello%20world&source=en&target=de",
+                                NULL, "", 0, &r),
+                     0);
+    ck_assert_msg(r.status == 200, "%d %s", r.status, r.body);
+    json_t *j = body_json(&r);
+    ck_assert_str_eq(json_string_value(json_object_get(j, "translatedText")), a);
+    json_decref(j);
+    tc_resp_free(&r);
+    /* query and form together; q in both: the query string's */
+    const char *form = "target=de&q=Open+the+window";
+    ck_assert_int_eq(post(g_port, "/translate?source=en", FORM, form, strlen(form), &r), 0);
+    ck_assert_msg(r.status == 200, "%d %s", r.status, r.body);
+    j = body_json(&r);
+    ck_assert_str_eq(json_string_value(json_object_get(j, "translatedText")), b);
+    json_decref(j);
+    tc_resp_free(&r);
+    ck_assert_int_eq(
+        post(g_port, "/translate?q=Hello+world&source=en", FORM, form, strlen(form), &r), 0);
+    j = body_json(&r);
+    ck_assert_str_eq(json_string_value(json_object_get(j, "translatedText")), a);
+    json_decref(j);
+    tc_resp_free(&r);
+    /* a JSON body is all there is */
+    const char *js = "{\"q\":\"Hello world\",\"target\":\"de\"}";
+    ck_assert_int_eq(post(g_port, "/translate?source=en", "application/json", js, strlen(js), &r),
+                     0);
+    expect_libre_error(&r, 400, "missing source parameter");
+    tc_resp_free(&r);
+    /* /detect likewise */
+    ck_assert_int_eq(tc_request(g_port, "POST", "/detect?q=Hello%20world", NULL, "", 0, &r), 0);
+    ck_assert_msg(r.status == 200 && r.body[0] == '[', "%d %s", r.status, r.body);
+    tc_resp_free(&r);
+    /* /translate_file: source and target from the form only */
+    static char body[4096];
+    const char *kv[] = {"target", "de"};
+    size_t n = multipart(body, sizeof body, kv, 1, "a.txt", "Hello world", 11);
+    ck_assert_int_eq(post(g_port, "/translate_file?source=en", MULTIPART, body, n, &r), 0);
+    expect_libre_error(&r, 400, "missing source parameter");
+    tc_resp_free(&r);
+    free(a);
+    free(b);
 }
 END_TEST
 
@@ -866,6 +921,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_empty_libre);
     tcase_add_test(tc, test_invalid_utf8);
     tcase_add_test(tc, test_list_limit);
+    tcase_add_test(tc, test_query_string);
     tcase_add_test(tc, test_html);
     tcase_add_test(tc, test_html_limits);
     tcase_add_test(tc, test_detect);
