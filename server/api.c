@@ -45,6 +45,7 @@ static const srv_route k_routes[] = {
     {"/v2/health/ready", SRV_EP_READY, SRV_METHOD_GET},
     {"/metrics", SRV_EP_METRICS, SRV_METHOD_GET},
     {"/openapi.json", SRV_EP_OPENAPI, SRV_METHOD_GET},
+    {"/spec", SRV_EP_OPENAPI, SRV_METHOD_GET}, /* LibreTranslate's name for it */
     {"/version", SRV_EP_VERSION, SRV_METHOD_GET},
 };
 

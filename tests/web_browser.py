@@ -274,6 +274,7 @@ def main():
     try:
         d = browser()
         run(d, dm, shots)
+        run_docs(d, dm)
         run_key(d, exe, model)
     finally:
         if d:
@@ -463,6 +464,32 @@ def run(d, dm, shots):
     check(0 < kib < 64 * 1024, "the page reports a weight of %d bytes" % kib)
     console_errors(d)
     d.set_window_size(1100, 900)
+
+
+def run_docs(d, dm):
+    """/docs: the daemon's /openapi.json drawn as a page, offline (the CSP
+    allows nothing outside the server); /spec: the same document."""
+    st, _, spec = dm.get("/spec")
+    st2, _, oa = dm.get("/openapi.json")
+    check(st == 200 and st2 == 200 and spec == oa, "/spec is not /openapi.json")
+    doc = json.loads(oa)
+    ops = [(m.upper(), p) for p, item in doc["paths"].items()
+           for m in ("get", "post", "put", "delete", "patch", "head", "options") if m in item]
+    d.get(dm.base + "/docs")
+    wait(d, lambda: d.execute_script("return document.body.dataset.operations || ''") != "",
+         "the API page drew nothing")
+    n = int(d.execute_script("return document.body.dataset.operations"))
+    check(n == len(ops), "/docs shows %d operations, /openapi.json has %d" % (n, len(ops)))
+    toc = [a.text for a in d.find_elements(By.CSS_SELECTOR, "#toc a")]
+    check(toc == ["%s %s" % o for o in ops], "/docs lists %r" % toc[:5])
+    # an operation's fields: /translate's JSON body lists q, source, target
+    fields = d.execute_script(
+        "const s = [...document.querySelectorAll('section.op')].find("
+        "  x => x.querySelector('h2').textContent === 'POST /translate');"
+        "return s ? [...s.querySelectorAll('table tbody tr td:first-child')].map(t => t.textContent) : [];")
+    check(all(f in fields for f in ("q", "source", "target")), "/translate's fields: %r" % fields)
+    check(doc["info"]["title"] in d.find_element(By.ID, "title").text, "no title")
+    console_errors(d)
 
 
 def run_key(d, exe, model):
