@@ -691,6 +691,14 @@ START_TEST(test_files)
     char body[4096];
     tc_resp r;
     const char *kv[] = {"source", "en", "target", "de"};
+    /* more lines than --max-queue (1024) to translate: 400 before any runs */
+    static char lines[1100 * 2], big[1100 * 2 + 1024];
+    for (int i = 0; i < 1100; i++)
+        memcpy(lines + 2 * i, "x\n", 2);
+    size_t nb = multipart(big, sizeof big, kv, 2, "many.txt", lines, sizeof lines);
+    ck_assert_int_eq(post(g_port, "/translate_file", MULTIPART, big, nb, &r), 0);
+    expect_libre_error(&r, 400, "the file has 1100 texts to translate; the limit is 1024");
+    tc_resp_free(&r);
     size_t n = multipart(body, sizeof body, kv, 2, "x.pdf", "%PDF", 4);
     ck_assert_int_eq(post(g_port, "/translate_file", MULTIPART, body, n, &r), 0);
     expect_libre_error(&r, 400, "file format not supported");
