@@ -869,7 +869,7 @@ static char *item_text(const srv_libre_req *lr, const libre_item *it, size_t *n)
 /* source=auto: each item's language. LibreTranslate detects a text of more
  * than 40 characters alone and a shorter one with all the texts together
  * (too little to go on otherwise). */
-static int detect_items(srv_req *r, srv_libre_req *lr)
+static int detect_items(srv_req *r, srv_libre_req *lr, int per_item)
 {
     const srv_langid *li = r->s->libre->langid;
     int nl = srv_langid_count(li);
@@ -925,7 +925,7 @@ static int detect_items(srv_req *r, srv_libre_req *lr)
         for (size_t k = 0; k < n; k++)
             chars += ((unsigned char)t[k] & 0xC0) != 0x80;
         srv_lang_score best = overall;
-        if (chars > 40 + 1 /* the joining space */ && scored > 0) {
+        if (per_item && chars > 40 + 1 /* the joining space */ && scored > 0) {
             if (srv_langid_detect_among(li, t, n, only, n_only, sc) < 0) {
                 free(t);
                 free(sc);
@@ -1164,7 +1164,7 @@ static int parse_translate(srv_req *r, json_t *f, int is_json)
             return -1;
         }
     }
-    if (lr->autodetect && detect_items(r, lr) != 0) {
+    if (lr->autodetect && detect_items(r, lr, 1) != 0) {
         srv_req_error(r, 500, "internal", NULL, "out of memory");
         return -1;
     }
@@ -1241,7 +1241,9 @@ static int parse_translate_file(srv_req *r, json_t *f, const libre_file *file)
     if (!file->present)
         return missing(r, "file");
     const char *src, *tgt;
-    if (get_langs(r, f, 0, &src, &tgt) != 0)
+    /* source=auto: the file's language, detected once over all its text
+     * (LibreTranslate 1.9's web page sends it by default) */
+    if (get_langs(r, f, 1, &src, &tgt) != 0)
         return -1;
     if (!file->name || !file->name[0]) {
         srv_req_error(r, 400, "invalid_request", "file", "Invalid request: empty file");
@@ -1303,6 +1305,11 @@ static int parse_translate_file(srv_req *r, json_t *f, const libre_file *file)
                       "Invalid request: the file has %d texts to translate; the limit is %d "
                       "(--max-queue)",
                       lr->n_segs, r->s->o.max_queue);
+        return -1;
+    }
+    lr->autodetect = !strcmp(src, "auto");
+    if (lr->autodetect && detect_items(r, lr, 0) != 0) {
+        srv_req_error(r, 500, "internal", NULL, "out of memory");
         return -1;
     }
     return make_jobs(r, lr, src, tgt) == 1 ? 1 : -1;

@@ -635,11 +635,11 @@ END_TEST
 /* ---- files ------------------------------------------------------------------ */
 
 /* POSTs a file, downloads the translation; returns it (malloc'd). */
-static char *file_round_trip(int port, const char *name, const char *data, char *disp,
-                             size_t displen)
+static char *file_round_trip_from(int port, const char *source, const char *name,
+                                  const char *data, char *disp, size_t displen)
 {
     char body[8192];
-    const char *kv[] = {"source", "en", "target", "de"};
+    const char *kv[] = {"source", source, "target", "de"};
     size_t n = multipart(body, sizeof body, kv, 2, name, data, strlen(data));
     tc_resp r;
     ck_assert_int_eq(post(port, "/translate_file", MULTIPART, body, n, &r), 0);
@@ -662,6 +662,12 @@ static char *file_round_trip(int port, const char *name, const char *data, char 
     out[r.body_len] = 0;
     tc_resp_free(&r);
     return out;
+}
+
+static char *file_round_trip(int port, const char *name, const char *data, char *disp,
+                             size_t displen)
+{
+    return file_round_trip_from(port, "en", name, data, disp, displen);
 }
 
 START_TEST(test_files)
@@ -711,10 +717,29 @@ START_TEST(test_files)
     ck_assert_int_eq(post(g_port, "/translate_file", MULTIPART, body, n, &r), 0);
     expect_libre_error(&r, 400, "empty file");
     tc_resp_free(&r);
-    const char *kv2[] = {"source", "auto", "target", "de"};
+    /* source=auto (LibreTranslate's web page sends it): the file's language,
+     * detected once over all of it; English is translated line by line, a
+     * German file for German comes back as it was */
+    const char *en = "The dog runs quickly across the street, and the children play all "
+                     "afternoon in the garden.\nHello world";
+    char *en1 = native_text("The dog runs quickly across the street, and the children play all "
+                            "afternoon in the garden.");
+    char *en2 = native_text("Hello world");
+    got = file_round_trip_from(g_port, "auto", "en.txt", en, disp, sizeof disp);
+    snprintf(want, sizeof want, "%s\n%s", en1, en2);
+    ck_assert_str_eq(got, want);
+    free(got);
+    free(en1);
+    free(en2);
+    const char *de = "Der Hund läuft schnell über die Straße, und die Kinder spielen den ganzen "
+                     "Nachmittag im Garten hinter dem Haus.\nHallo Welt";
+    got = file_round_trip_from(g_port, "auto", "de.txt", de, disp, sizeof disp);
+    ck_assert_str_eq(got, de);
+    free(got);
+    const char *kv2[] = {"source", "xx", "target", "de"};
     n = multipart(body, sizeof body, kv2, 2, "a.txt", "x", 1);
     ck_assert_int_eq(post(g_port, "/translate_file", MULTIPART, body, n, &r), 0);
-    expect_libre_error(&r, 400, "auto is not supported");
+    expect_libre_error(&r, 400, "xx is not supported");
     tc_resp_free(&r);
     /* downloads of names that are not there, or not names */
     ck_assert_int_eq(tc_request(g_port, "GET", "/download_file/0123.x.txt", NULL, NULL, 0, &r), 0);
