@@ -317,8 +317,11 @@ def run(d, dm, shots):
     check(dm.base + "/openapi.json" in links and dm.base + "/metrics" in links,
           "footer links: %s" % links)
 
-    # the translator: two lines, beam 4, two alternatives, Ctrl+Enter
+    # the translator: two lines, beam 4, two alternatives, Ctrl+Enter; the
+    # box starts empty, with an example as its placeholder
     src = d.find_element(By.ID, "src")
+    check(src.get_attribute("value") == "" and "Hello world" in src.get_attribute("placeholder"),
+          "the source box is pre-filled (%r) or has no placeholder" % src.get_attribute("value"))
     src.clear()
     src.send_keys(TEXTS[0] + Keys.ENTER + TEXTS[1])
     for id_, v in (("beam", "4"), ("nhyp", "2")):
@@ -328,6 +331,14 @@ def run(d, dm, shots):
     src.send_keys(Keys.CONTROL, Keys.ENTER)
     wait(d, lambda: len(d.find_elements(By.CSS_SELECTOR, "#results .translation")) == 2,
          "no two translations after Ctrl+Enter")
+    # each text in its own language: sources en, translations and
+    # alternatives de (the model's pair)
+    langs = d.execute_script(
+        "return [...document.querySelectorAll('#results .source')].map(e => e.lang)"
+        ".concat([...document.querySelectorAll('#results .translation, #results .alternative')]"
+        ".map(e => e.closest('[lang]').lang))")
+    check(langs and langs[:2] == ["en", "en"] and all(x == "de" for x in langs[2:]),
+          "lang attributes %r" % langs)
     st, api = dm.translate({"text": TEXTS, "model": NAME, "beam_size": 4,
                             "num_hypotheses": 2, "return_tokens": True})
     check(st == 200, "the API said %d" % st)

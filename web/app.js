@@ -51,6 +51,11 @@ function showError(err) {
 
 // ---- models and the served-by line --------------------------------------
 
+// name -> {source, target} of every served model: the languages of what the
+// page shows (lang attributes, so that browsers and screen readers read each
+// text in its own language)
+const MODELS = {};
+
 async function loadModels() {
   try {
     const data = await api('/v1/models');
@@ -64,6 +69,7 @@ async function loadModels() {
       sel.append(o);
     }
     for (const m of data.models) {
+      MODELS[m.name] = m.languages;
       const o = document.createElement('option');
       o.value = m.name;
       o.textContent = m.name + ' (' + m.languages.source + ' \u2192 ' + m.languages.target + ')';
@@ -125,15 +131,17 @@ function fmtScore(s) { return s === null ? 'score: n/a' : 'score ' + s.toFixed(3
 function showResults(texts, data) {
   const ol = $('results');
   ol.textContent = '';
+  const langs = MODELS[data.model] || {source: '', target: ''};
   data.translations.forEach((t, i) => {
     const li = document.createElement('li');
     const src = document.createElement('div');
     src.className = 'source';
+    src.lang = langs.source;
     src.textContent = texts[i];
     const tr = document.createElement('div');
+    tr.lang = langs.target;
     const txt = document.createElement('span');
     txt.className = 'translation';
-    txt.lang = '';
     txt.textContent = t.text;
     const sc = document.createElement('span');
     sc.className = 'score';
@@ -143,6 +151,7 @@ function showResults(texts, data) {
     if (t.hypotheses && t.hypotheses.length > 1) {
       const alts = document.createElement('ol');
       alts.className = 'alts';
+      alts.lang = langs.target;
       alts.start = 2;
       for (const h of t.hypotheses.slice(1)) {
         const a = document.createElement('li');
@@ -476,7 +485,6 @@ function init() {
     showError(null);
     loadModels();
   });
-  if (!$('src').value) $('src').value = 'Hello world\nThe cat sat on the mat.';
   loadModels();
   window.addEventListener('load', () => setTimeout(reportWeight, 0));
 }
