@@ -7,7 +7,8 @@
 # TRANSFORMERD_MODEL, the source tree's models/en-de, the installed one)
 # and serve's check of it before it listens (exit 1, the path named),
 # translate's progress on stderr only when stderr is a terminal (util-linux
-# `script` gives it one). Exit 0 passed, 1 failed.
+# `script` gives it one), translate-ids against transformers' ids in batches.
+# Exit 0 passed, 1 failed.
 set -u
 D=$1 MODEL=$2
 SRC=$(cd "$(dirname "$0")/.." && pwd)
@@ -84,4 +85,20 @@ if command -v script >/dev/null 2>&1; then
 else
     echo "cli: no util-linux script: progress on a terminal not checked"
 fi
+
+# translate-ids: the golden's source ids of every case, a batch of them at
+# once, give transformers' beam-4 ids (golden.json, make_text_fixture.py)
+python3 - "$MODEL/golden.json" "$T/ids" "$T/want" <<'PY' || fail "translate-ids: cannot read the golden"
+import json, sys
+g = json.load(open(sys.argv[1]))
+cases = [c for c in g["cases"] if len(c["source_ids"]) > 1][:40]
+open(sys.argv[2], "w").write("".join(" ".join(map(str, c["source_ids"])) + "\n" for c in cases))
+open(sys.argv[3], "w").write("".join(" ".join(map(str, c["beam4"]["output_ids"])) + "\n" for c in cases))
+PY
+OPENBLAS_NUM_THREADS=1 "$D" translate-ids --model "$MODEL" --threads 1 --beam 4 --batch 16 \
+    <"$T/ids" >"$T/got" 2>"$T/out" || fail "translate-ids: exit $?"
+cut -f1 "$T/got" >"$T/got_ids"
+[ "$(wc -l <"$T/want")" -ge 20 ] || fail "translate-ids: too few golden cases"
+cmp -s "$T/got_ids" "$T/want" || { diff "$T/got_ids" "$T/want" | head -n 6 >"$T/out"; fail "translate-ids: ids differ from the golden"; }
+echo "cli: translate-ids ok ($(wc -l <"$T/want") golden lines, batches of 16)"
 exit 0
