@@ -952,6 +952,22 @@ START_TEST(test_unload_and_load)
     ck_assert_int_eq(post(port, "/v1/translate", body, &a), 200);
     ck_assert_str_eq(native_text(a, 0), g_gold_b[0]);
     json_decref(a);
+    /* names that are no names: empty, ".", over 127 bytes, a slash */
+    char longname[200];
+    memset(longname, 'a', 128);
+    longname[128] = 0;
+    const char *bad_names[] = {"", ".", "..", longname, "a/b"};
+    for (size_t i = 0; i < sizeof bad_names / sizeof bad_names[0]; i++) {
+        snprintf(body, sizeof body, "{\"name\":\"%s\",\"path\":\"de-en\"}", bad_names[i]);
+        ck_assert_int_eq(post(port, "/v1/models", body, &a), 400);
+        ck_assert_str_eq(str_at(json_object_get(a, "error"), "code"), "invalid_name");
+        json_decref(a);
+    }
+    memset(longname, 'a', 127);
+    longname[127] = 0;
+    snprintf(body, sizeof body, "{\"name\":\"%s\",\"path\":\"de-en\"}", longname);
+    ck_assert_int_eq(post(port, "/v1/models", body, &a), 201); /* 127 bytes: a name */
+    json_decref(a);
     /* names taken, paths outside --models-dir */
     ck_assert_int_eq(post(port, "/v1/models", "{\"path\":\"de-en\"}", &a), 409);
     json_decref(a);
