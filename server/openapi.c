@@ -98,7 +98,7 @@ static void fill_models(json_t *d, srv_model *const *all, int n)
         json_object_set_new(json_object_get(tp, "properties"), "model",
                             json_pack("{s:[s]}", "enum", sm->name));
         json_array_append_new(tr_pairs, tp);
-        json_array_append_new(lf_any, pair(sm->src_lang, NULL, sm->tgt_lang));
+        json_array_append_new(lf_any, pair(sm->src_lang, "auto", sm->tgt_lang));
     }
     /* a language to itself: returned as it is */
     for (size_t i = 0; i < json_array_size(langs); i++) {
@@ -133,7 +133,7 @@ static void fill_models(json_t *d, srv_model *const *all, int n)
      * phase fails on these as an anyOf */
     put(d, LRF, "oneOf", json_deep_copy(lr_any));
     put(d, LR, "oneOf", lr_any);
-    put(d, LF "/properties/source", "enum", json_deep_copy(langs));
+    put(d, LF "/properties/source", "enum", json_deep_copy(with_auto)); /* the file's language */
     put(d, LF "/properties/target", "enum", langs);
     /* oneOf (the pairs exclude each other): schemathesis 4.32 fails on an
      * anyOf in a multipart body */
