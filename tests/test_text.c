@@ -49,6 +49,20 @@ static void print_ids(const char *what, const int32_t *ids, int n, json_t *want)
     fprintf(stderr, "\n");
 }
 
+/* The ids' free accepts NULL whatever the count (STYLE: every _free takes
+ * NULL), and leaves freed entries NULL so a second free is harmless. */
+START_TEST(test_ids_free_null)
+{
+    td_tok_ids_free(NULL, 3);
+    td_tok_ids ids[2];
+    memset(ids, 0, sizeof ids);
+    ids[0].ids = malloc(4 * sizeof(int32_t));
+    td_tok_ids_free(ids, 2);
+    ck_assert_ptr_null(ids[0].ids);
+    td_tok_ids_free(ids, 2);
+}
+END_TEST
+
 START_TEST(test_tokenize)
 {
     char err[512];
@@ -390,6 +404,7 @@ int main(void)
     Suite *s = suite_create("text");
     TCase *tc = tcase_create("text");
     tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, test_ids_free_null);
     tcase_add_loop_test(tc, test_tokenize, 0, N_FIXTURES);
     tcase_add_loop_test(tc, test_translate_text, 0, N_FIXTURES);
     tcase_add_test(tc, test_cli_translate);
