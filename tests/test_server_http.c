@@ -1273,9 +1273,10 @@ START_TEST(test_concurrency)
 }
 END_TEST
 
-/* --scheduler batch waits up to --batch-delay-ms for company: two requests
- * sent together (the batch full at 2) run as one batch of two, never as
- * two of one. The delay (20 s) is a bound a full batch never waits for. */
+/* --scheduler batch waits up to --batch-delay-ms for company: a request
+ * waits in the queue until a second comes (the batch full at 2), and the
+ * two run as one batch of two, never as two of one. The delay (20 s) is a
+ * bound a full batch never waits for. */
 START_TEST(test_batch_delay_gathers)
 {
     pid_t pid;
@@ -1290,8 +1291,27 @@ START_TEST(test_batch_delay_gathers)
     tc_resp_free(&r);
     async_req a[2] = {{.port = port, .path = "/v1/translate", .json = strdup("{\"text\":\"Hello world\"}")},
                       {.port = port, .path = "/v1/translate", .json = strdup("{\"text\":\"the test.\"}")}};
-    for (int i = 0; i < 2; i++)
-        ck_assert_int_eq(pthread_create(&a[i].th, NULL, async_main, &a[i]), 0);
+    /* the first, then the second once the first waits in the queue (a
+     * batcher that does not wait would have run it alone by then) */
+    ck_assert_int_eq(pthread_create(&a[0].th, NULL, async_main, &a[0]), 0);
+    double depth = 0;
+    for (double end = tc_now() + 60; tc_now() < end && depth != 1;) {
+        ck_assert_int_eq(tc_request(port, "GET", "/metrics", NULL, NULL, 0, &r), 0);
+        depth = metric(r.body, "transformerd_queue_depth{model=\"marian_en_de\"} ");
+        tc_resp_free(&r);
+        if (depth != 1)
+            tc_sleep_ms(5);
+    }
+    ck_assert_msg(depth == 1, "the first request never waited in the queue");
+    /* and it still waits a moment later: a worker that does not wait for
+     * company would have taken it by then (the correct one keeps it for up
+     * to 20 s, so this pause cannot fail it) */
+    tc_sleep_ms(300);
+    ck_assert_int_eq(tc_request(port, "GET", "/metrics", NULL, NULL, 0, &r), 0);
+    depth = metric(r.body, "transformerd_queue_depth{model=\"marian_en_de\"} ");
+    tc_resp_free(&r);
+    ck_assert_msg(depth == 1, "the first request left the queue alone (depth %g)", depth);
+    ck_assert_int_eq(pthread_create(&a[1].th, NULL, async_main, &a[1]), 0);
     for (int i = 0; i < 2; i++) {
         pthread_join(a[i].th, NULL);
         ck_assert_msg(a[i].r.status == 200, "%d %s", a[i].r.status, a[i].r.body ? a[i].r.body : "");
