@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "server/client.h"
+#include "server/suite.h"
 
 #ifndef TD_DAEMON
 #error "TD_DAEMON (path of the transformerd executable) must be defined"
@@ -208,17 +209,5 @@ int main(void)
     tcase_add_test(tc, test_sigint_at_startup);
     tcase_add_test(tc, test_signals_during_drain);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    if (!failed) {
-        char cmd[300];
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_tmp);
-        if (system(cmd) != 0)
-            fprintf(stderr, "could not remove %s\n", g_tmp);
-    } else {
-        fprintf(stderr, "daemon logs kept in %s\n", g_tmp);
-    }
-    return failed ? 1 : 0;
+    return tc_run_suite(s, -1, g_tmp); /* each test starts and stops its daemons */
 }

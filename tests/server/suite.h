@@ -10,8 +10,8 @@
 #include <check.h>
 
 /* Runs s, stops the daemon pid (SIGTERM; an unclean exit counts as a
- * failure), removes tmpdir when everything passed (else says where the
- * logs are); returns main's exit status. */
+ * failure; none when pid <= 0), removes tmpdir when everything passed
+ * (else says where the logs are); returns main's exit status. */
 int tc_run_suite(Suite *s, pid_t pid, const char *tmpdir);
 
 #endif
