@@ -7,7 +7,7 @@
  * worker (a td_worker with its own scheduler thread) takes a batch when the
  * first job has company enough (--max-batch-size sentences, or
  * --max-batch-tokens padded source tokens among jobs with the same options)
- * or has waited --batch-delay-ms. The batch always holds the oldest job (so
+ * or has waited --batch-delay-ms. The batch always holds the first job (so
  * nothing starves); the rest are the compatible queued jobs closest to it in
  * length (the candidates are sorted by length, and the window grows towards
  * the nearer neighbour), which keeps padding small. Texts of one request
@@ -208,9 +208,9 @@ static int cand_cmp(const void *x, const void *y)
     return a->seq - c->seq;
 }
 
-/* Under mu, queue non-empty: chooses the batch of the oldest job into
+/* Under mu, queue non-empty: chooses the batch of the first job into
  * out[] (removing it from the queue) when it is due, and returns its size;
- * returns 0 and sets *wait_until when the oldest should wait for company. */
+ * returns 0 and sets *wait_until when the first should wait for company. */
 static int take_batch(srv_batcher *b, srv_job **out, double now, double *wait_until)
 {
     srv_job *old = b->head;
@@ -369,7 +369,7 @@ static void run_batch(srv_worker *wk, int n)
     test_delay(b);
 }
 
-/* Under mu: waits on the queue until wait_until (the oldest job's due
+/* Under mu: waits on the queue until wait_until (the first job's due
  * time), at most 0.2 s (deadlines are checked on waking). */
 static void timed_wait(srv_batcher *b, double now, double wait_until)
 {
@@ -457,11 +457,11 @@ static void *worker_main(void *arg)
 
 /* ---- --scheduler inflight ------------------------------------------------
  * Each worker keeps one running decode (td_run_*). Between two steps its
- * thread admits queued jobs, oldest first, as long as the oldest fits the
+ * thread admits queued jobs in the queue's fair order, as long as the first fits the
  * free rows and slots (a job that does not fit is not overtaken, so nothing
  * starves); while the decode runs and the queue holds more than fits, it
  * admits them in groups (srv_inflight_admit_now: a quarter of the rows
- * free, or a few steps put off); an idle worker lets the oldest wait
+ * free, or a few steps put off); an idle worker lets the first wait
  * --batch-delay-ms for company as the batch scheduler does. Jobs whose client left or whose deadline
  * passed are cancelled mid-decode; every finished sentence is handed to its
  * job at once. A drain lets the running sentences finish until its
@@ -469,7 +469,7 @@ static void *worker_main(void *arg)
  * boundary and finishes them as SRV_JOB_SHUTDOWN. */
 
 /* Under mu: pops from the queue the jobs to admit into wk->batch and
- * returns their number; 0 with *wait_until when an idle worker's oldest
+ * returns their number; 0 with *wait_until when an idle worker's first
  * job should wait for company. */
 static int take_admission(srv_worker *wk, double now, double *wait_until)
 {
@@ -690,7 +690,7 @@ static void *inflight_main(void *arg)
         int cut = b->cut;
         int k = b->head && !cut ? take_admission(wk, now, &wait_until) : 0;
         if (k == 0 && wk->n_live == 0) {
-            /* idle, the oldest waits for company: wake at its due time */
+            /* idle, the first waits for company: wake at its due time */
             timed_wait(b, now, wait_until);
             continue;
         }

@@ -614,7 +614,6 @@ static void neutralize_nul_keys(char *b, size_t n)
     }
 }
 
-/* The body's fields as a JSON object (NULL: an error was recorded). */
 /* LibreTranslate reads a request that is not JSON through Flask's
  * request.values: the query string's parameters, then the form's; on
  * /translate_file only api_key comes from the query string (source and
@@ -641,6 +640,7 @@ static int query_fields(srv_req *r, json_t *o)
     return rc;
 }
 
+/* The request's fields as a JSON object (NULL: an error was recorded). */
 static json_t *parse_fields(srv_req *r, const char *ctype, libre_file *file, int *is_json)
 {
     *is_json = 0;

@@ -45,7 +45,7 @@ static const seg_case k_cases[] = {
     {"en", "Press Tab. Then type the name.", "Press Tab.|Then type the name."},
     {"de", "Das ist ein Gen. Es ist kurz.", "Das ist ein Gen.|Es ist kurz."},
     {"de", "Siehe Tab. 3 und Abb. 2. Danach weiter.", "Siehe Tab. 3 und Abb. 2.|Danach weiter."},
-    /* a placeholder before the dot is no single-letter abbreviation */
+    /* a format directive before the dot ("%s.") is no single-letter abbreviation */
     {"en", "Cannot open %s. Try again.", "Cannot open %s.|Try again."},
     {"de", "Das ist die Strecke. Dann links.", "Das ist die Strecke.|Dann links."},
     /* numbers, URLs, ellipses */

@@ -11,7 +11,7 @@
  *   - a boundary ICU found is dropped when the word before it is an
  *     abbreviation of the source language's list (Dr. and Mr. in English,
  *     Nr. and bzw. in German, ...), letters with dots in any language (z.B.,
- *     e.g., U.S.; not a placeholder such as "%s."), a German ordinal ("am 3.
+ *     e.g., U.S.; not a format directive such as "%s."), a German ordinal ("am 3.
  *     Mai"), or when the next sentence starts with a lower-case letter
  *     ("Really?" she asked.);
  *   - each sentence is trimmed of the white space around it (Unicode
