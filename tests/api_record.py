@@ -12,9 +12,9 @@ daemon's answers byte for byte across the restructuring and after it.
 
 What is not compared byte for byte, because it is not the daemon's to fix:
 the Date header; the build's commit and version; the random name of a
-translated file; a number with a fraction is compared to 3 decimals (a
-score or an attention weight differs in its last digits between CPUs), and
-then the Content-Length too; a body over 4 KiB is compared by its SHA-256
+translated file; the test's temporary folder; a number with a fraction is
+compared to 3 decimals (a score or an attention weight differs in its last
+digits between CPUs); and the Content-Length of a body with any of these; a body over 4 KiB is compared by its SHA-256
 (after those replacements); /metrics by its series' names (their values are
 latencies).
 
@@ -255,13 +255,14 @@ def normalize(name, resp, tmp):
     head, sep, body = resp.partition(b"\r\n\r\n")
     if not sep:
         return "(no complete header block: %r)\n" % resp
+    raw = body
     body = re.sub(rb'"commit": ?"[^"]*"', b'"commit":"<commit>"', body)
     body = re.sub(rb'"version": ?"[^"]*"', b'"version":"<version>"', body)
+    body = re.sub(rb'(commit|version)="[^"]*"', rb'\1="<\1>"', body)
     body = re.sub(rb"[0-9a-f]{32}\.", b"<id>.", body)
     body = body.replace(tmp.encode(), b"<tmp>")
-    rounded = FLOAT.sub(lambda m: b"%.3f" % float(m.group(0)), body)
-    floats = rounded != body
-    body = rounded
+    body = FLOAT.sub(lambda m: b"%.3f" % float(m.group(0)), body)
+    changed = body != raw
     if name == "metrics":
         names = sorted({ln.split(b" ")[0] for ln in body.split(b"\n") if ln and not ln.startswith(b"#")})
         body = b"\n".join(n for n in names if not n.startswith(b"process_")) + b"\n"
@@ -270,10 +271,10 @@ def normalize(name, resp, tmp):
         low = ln.lower()
         if low.startswith(b"date:"):
             continue
-        if low.startswith(b"content-length:") and (floats or name == "metrics"):
+        if low.startswith(b"content-length:") and (changed or name == "metrics"):
             ln = b"Content-Length: <n>"
         out.append(ln.decode("latin-1"))
-    if len(body) > 4096:
+    if len(body) > 4096 and name != "metrics":
         body = ("<%d bytes, sha256 %s>\n" % (len(body), hashlib.sha256(body).hexdigest())).encode()
     text = body.decode("utf-8", "backslashreplace")
     return "\n".join(out) + "\n\n" + text + ("" if text.endswith("\n") else "\n(no newline at the end)\n")
