@@ -1,7 +1,6 @@
 /*
  * device.c - the device registry and the resolver of device names.
  */
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,15 +9,10 @@
 
 #define TD_MAX_FAMILIES 8
 
-/* Written only inside register_once (pthread_once), read-only afterwards. */
+/* Written by td_device_register at start-up (runtime/backends_all.c, before
+ * main), read-only afterwards. */
 static const td_device_family *g_families[TD_MAX_FAMILIES];
 static int g_n_families;
-static pthread_once_t g_once = PTHREAD_ONCE_INIT;
-
-static void register_once(void)
-{
-    td_backends_register_all();
-}
 
 int td_device_register(const td_device_family *f)
 {
@@ -44,7 +38,6 @@ const char *td_device_kind_name(td_device_kind kind)
 
 void td_device_available(char *buf, size_t len)
 {
-    pthread_once(&g_once, register_once);
     size_t at = 0;
     if (len)
         buf[0] = '\0';
@@ -56,17 +49,26 @@ void td_device_available(char *buf, size_t len)
     }
 }
 
-/* "NAME" or "NAME:N" -> the name's length and the index (0 when absent).
- * Returns 0, or -1 when the index is not a number in 0..1023. */
-static int split_name(const char *text, size_t *name_len, int *index)
+/* The one parser of device names: "KIND" or "KIND:N" with KIND a kind this
+ * program knows (built or not) and N in 0..1023. Returns 0, -1 for a
+ * malformed index (*kind set), -2 for an unknown name. */
+static int parse_name(const char *text, td_device_kind *kind, int *index)
 {
     const char *colon = strchr(text, ':');
-    *index = 0;
-    if (!colon) {
-        *name_len = strlen(text);
-        return 0;
+    size_t name_len = colon ? (size_t)(colon - text) : strlen(text);
+    int found = 0;
+    for (int k = TD_DEVICE_CPU; k <= TD_DEVICE_CUDA && !found; k++) {
+        const char *kn = td_device_kind_name((td_device_kind)k);
+        if (strlen(kn) == name_len && strncmp(kn, text, name_len) == 0) {
+            *kind = (td_device_kind)k;
+            found = 1;
+        }
     }
-    *name_len = (size_t)(colon - text);
+    if (!found)
+        return -2;
+    *index = 0;
+    if (!colon)
+        return 0;
     char *end = NULL;
     long v = colon[1] >= '0' && colon[1] <= '9' ? strtol(colon + 1, &end, 10) : -1;
     if (v < 0 || v > 1023 || !end || *end)
@@ -75,45 +77,51 @@ static int split_name(const char *text, size_t *name_len, int *index)
     return 0;
 }
 
+static void bad_index_msg(const char *text, td_device_kind kind, char *err, size_t errlen)
+{
+    const char *kn = td_device_kind_name(kind);
+    snprintf(err, errlen, "device '%s': expected %s or %s:N with N a device index", text, kn, kn);
+}
+
+int td_device_parse(const char *text, td_device_kind *kind, int *index, char *err, size_t errlen)
+{
+    if (!text || !*text)
+        text = "cpu";
+    int rc = parse_name(text, kind, index);
+    if (rc == -2)
+        snprintf(err, errlen, "device '%s': unknown device (expected cpu or cuda[:N])", text);
+    else if (rc == -1)
+        bad_index_msg(text, *kind, err, errlen);
+    return rc ? -1 : 0;
+}
+
 int td_device_resolve(const char *text, td_device *out, char *err, size_t errlen)
 {
-    pthread_once(&g_once, register_once);
     memset(out, 0, sizeof *out);
     if (!text || !*text)
         text = "cpu";
     char have[128];
     td_device_available(have, sizeof have);
-    size_t name_len = 0;
+    td_device_kind kind = TD_DEVICE_CPU;
     int index = 0;
-    int bad_index = split_name(text, &name_len, &index) != 0;
-    const td_device_family *f = NULL;
-    for (int i = 0; i < g_n_families && !f; i++)
-        if (strlen(g_families[i]->name) == name_len &&
-            strncmp(g_families[i]->name, text, name_len) == 0)
-            f = g_families[i];
-    if (!f) {
-        /* A kind we know of but did not build, or no such thing at all. */
-        for (int k = TD_DEVICE_CPU; k <= TD_DEVICE_CUDA; k++) {
-            const char *kn = td_device_kind_name((td_device_kind)k);
-            if (strlen(kn) == name_len && strncmp(kn, text, name_len) == 0) {
-                if (bad_index) {
-                    snprintf(err, errlen, "device '%s': expected %s or %s:N with N a device "
-                             "index", text, kn, kn);
-                    return -1;
-                }
-                snprintf(err, errlen, "device '%s': this build has no %s backend (this build "
-                         "has: %s); use --device cpu", text, k == TD_DEVICE_CUDA ? "CUDA" : kn,
-                         have);
-                return -1;
-            }
-        }
+    int rc = parse_name(text, &kind, &index);
+    if (rc == -2) {
         snprintf(err, errlen, "device '%s': unknown device (expected cpu or cuda[:N]; this "
-                 "build has: %s)", text, have);
+                 "build has: %s)", text, g_n_families ? have : "no backend");
         return -1;
     }
-    if (bad_index) {
-        snprintf(err, errlen, "device '%s': expected %s or %s:N with N a device index", text,
-                 f->name, f->name);
+    if (rc == -1) {
+        bad_index_msg(text, kind, err, errlen);
+        return -1;
+    }
+    const td_device_family *f = NULL;
+    for (int i = 0; i < g_n_families && !f; i++)
+        if (g_families[i]->kind == kind)
+            f = g_families[i];
+    if (!f) {
+        snprintf(err, errlen, "device '%s': this build has no %s backend (this build has: %s); "
+                 "use --device cpu", text, kind == TD_DEVICE_CUDA ? "CUDA" : "cpu",
+                 g_n_families ? have : "no backend, link runtime/backends_all.c");
         return -1;
     }
     char why[256] = "no device found";

@@ -9,15 +9,15 @@
  * needs (the model's, one per worker); it never parses device names and
  * never includes a backend's header.
  *
- * Registration is explicit: the first call of td_device_resolve() (or
- * td_device_available()) calls td_backends_register_all() once, which the
- * executable's all-backends unit defines (runtime/backends_all.c, an object
- * every executable links, so the linker cannot drop it as it drops unused
- * members of a static library).
+ * Registration is the executable's: its start-up code (runtime/
+ * backends_all.c, an object every executable links, so the linker cannot drop
+ * it as it drops unused members of a static library) registers every backend
+ * the build has before main() runs. This folder never calls up into it: a
+ * program that links no backend resolves no device, and says so.
  *
- * Thread safety: the registry is filled once (pthread_once) and read-only
- * afterwards; every function may be called from any thread. A td_device is a
- * plain value: copy it freely.
+ * Thread safety: the registry is filled at start-up, before any thread, and
+ * read-only afterwards; every function but td_device_register may be called
+ * from any thread. A td_device is a plain value: copy it freely.
  */
 #ifndef TD_DEVICE_H
 #define TD_DEVICE_H
@@ -71,13 +71,16 @@ typedef struct td_device_family {
     td_device_create_fn create;
 } td_device_family;
 
-/* Registers a family (the pointer is kept: static storage). Returns 0, or -1
- * when the table is full or the name is taken (an assert-worthy bug). */
+/* Registers a family (the pointer is kept: static storage), at start-up
+ * only. Returns 0, or -1 when the table is full or the name is taken. */
 int td_device_register(const td_device_family *f);
 
-/* Defined by the executable's all-backends unit (runtime/backends_all.c):
- * registers every backend the build has. Called once by the registry. */
-void td_backends_register_all(void);
+/* The syntax of a device name, whatever was built: "cpu" or "cuda", each
+ * optionally ":N" with N in 0..1023 (NULL or "" is "cpu"). Fills *kind and
+ * *index. Returns 0, or -1 with a message naming the text. The one parser of
+ * device names: td_device_resolve starts with it, and the command line checks
+ * --device with it before anything loads. */
+int td_device_parse(const char *text, td_device_kind *kind, int *index, char *err, size_t errlen);
 
 /* "cpu", "cuda", "cuda:N" (NULL or "" is "cpu") -> *out. Returns 0, or -1
  * with a message naming the text and the available choices: an unknown name,

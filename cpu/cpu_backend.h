@@ -47,7 +47,8 @@ td_backend *td_cpu_backend_create(int n_threads, char *err, size_t errlen);
 
 /* Registers the "cpu" device family (device.h): one device, whose create()
  * refuses F16/BF16 storage with a message naming --device cuda. Called by
- * td_backends_register_all(). Returns td_device_register's result. */
+ * the executable's start-up code (runtime/backends_all.c). Returns
+ * td_device_register's result. */
 int td_cpu_backend_register(void);
 
 #ifdef __cplusplus

@@ -91,7 +91,7 @@ int td_cuda_device_count(void);
 
 /* Registers the "cuda" device family (device.h): one device per CUDA
  * device, counted when "cuda" is first resolved (a CPU run never touches
- * CUDA). Called by td_backends_register_all(). */
+ * CUDA). Called by the executable's start-up code (runtime/backends_all.c). */
 int td_cuda_backend_register(void);
 
 #ifdef __cplusplus

@@ -1,12 +1,15 @@
 /*
- * backends_all.c - the all-backends unit: registers every backend this build
- * has with the device registry (backend/device.h). It is the only file that
- * includes both cpu/ and gpu/ headers. Executables (transformerd, tests,
- * benches) link it as an object (CMake OBJECT library tdbackends_all), which
- * the linker always keeps, unlike an unreferenced member of a static library;
- * the registry calls td_backends_register_all() once, on first use.
+ * backends_all.c - the executable's start-up code for the backends: registers
+ * every backend this build has with the device registry (backend/device.h)
+ * before main() runs. It is the only file that includes both cpu/ and gpu/
+ * headers, and the only caller of the backends' register functions: the
+ * registry (backend/) never calls up into this folder. Executables
+ * (transformerd, tests, benches) link it as an object (CMake OBJECT library
+ * tdbackends_all), which the linker always keeps, unlike an unreferenced
+ * member of a static library.
  */
-#include <assert.h>
+#include <stdio.h>
+#include <stdlib.h>
 
 #include "cpu_backend.h"
 #include "device.h"
@@ -14,12 +17,22 @@
 #include "gpu_backend.h"
 #endif
 
-void td_backends_register_all(void)
+/* A constructor: it runs before main() and before any thread, so the
+ * registry is complete and read-only by the time anything resolves a device.
+ * A family that does not register (a name taken twice, a full table) is a
+ * build error: the process stops here, saying so, under NDEBUG too. */
+__attribute__((constructor)) static void register_backends(void)
 {
-    int rc = td_cpu_backend_register();
+    if (td_cpu_backend_register() != 0) {
+        fputs("transformerd: the cpu backend did not register (a name taken twice, or the "
+              "device table is full)\n", stderr);
+        abort();
+    }
 #ifdef TD_HAVE_CUDA
-    rc |= td_cuda_backend_register();
+    if (td_cuda_backend_register() != 0) {
+        fputs("transformerd: the cuda backend did not register (a name taken twice, or the "
+              "device table is full)\n", stderr);
+        abort();
+    }
 #endif
-    assert(rc == 0 && "a backend registered twice, or the registry is full");
-    (void)rc;
 }

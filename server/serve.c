@@ -411,10 +411,11 @@ static int parse_opts(srv_opts *o, int argc, char **argv)
     }
     if (o->models_dir && !*o->models_dir)
         o->models_dir = NULL;
-    const char *dev = o->device;
-    if (strcmp(dev, "cpu") && strcmp(dev, "cuda") &&
-        !(strncmp(dev, "cuda:", 5) == 0 && dev[5] && strspn(dev + 5, "0123456789") == strlen(dev + 5))) {
-        fprintf(stderr, "transformerd: --device: expected cpu, cuda or cuda:N, got '%s'\n", dev);
+    td_device_kind dev_kind;
+    int dev_index;
+    char derr[160];
+    if (td_device_parse(o->device, &dev_kind, &dev_index, derr, sizeof derr) != 0) {
+        fprintf(stderr, "transformerd: --device: %s\n", derr);
         return -1;
     }
     resolve_workers(o);
