@@ -1,7 +1,7 @@
 /*
  * gpu_backend.cu - the td_backend_ops table of the CUDA backend: lifetime,
- * memory, the error latch, weight upload, and thin wrappers that make the
- * backend's device current and call the op families (gpu_*.cu).
+ * memory, weight upload, and thin wrappers that make the backend's device
+ * current and call the op families (gpu_*.cu).
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -29,45 +29,6 @@ typedef struct gpu_owner {
                              * read by queued uploads */
     cudaEvent_t stage_done; /* recorded after the latest upload from stage */
 } gpu_owner;
-
-void gpu_fail(gpu_ctx *c, const char *fmt, ...)
-{
-    if (c->failed)
-        return; /* keep the first failure */
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(c->err, sizeof c->err, fmt, ap);
-    va_end(ap);
-    c->failed = 1;
-}
-
-void *gpu_scratch(gpu_ctx *c, size_t bytes)
-{
-    if (bytes <= c->scratch_bytes)
-        return c->scratch;
-    /* exactly what is asked: workers reserve the worst case at start-up
-     * (reserve_linear), so growing later is the exception */
-    const size_t want = (bytes + 255) / 256 * 256;
-    cudaError_t e = cudaStreamSynchronize(c->stream);
-    if (e == cudaSuccess && c->scratch)
-        e = cudaFree(c->scratch);
-    c->scratch = NULL;
-    c->scratch_bytes = 0;
-    if (e == cudaSuccess)
-        e = cudaMalloc(&c->scratch, want);
-    if (e != cudaSuccess) {
-        (void)cudaGetLastError(); /* an allocation failure is not sticky */
-        c->scratch = NULL;
-        size_t free_b = 0, total_b = 0;
-        (void)cudaMemGetInfo(&free_b, &total_b);
-        (void)cudaGetLastError();
-        gpu_fail(c, "cuda: cannot grow the GEMM scratch to %zu bytes: %s (%zu of %zu bytes "
-                 "free on device %d)", want, cudaGetErrorString(e), free_b, total_b, c->device);
-        return NULL;
-    }
-    c->scratch_bytes = want;
-    return c->scratch;
-}
 
 static void set_err(char *err, size_t errlen, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
