@@ -1,6 +1,6 @@
 # cmake -DIN=FILE -DOUT=FILE.c -DNAME=symbol -P cmake/embed_text.cmake
 # Writes `const char NAME[]` holding FILE's bytes and a final NUL (for
-# server/openapi.json: the template of GET /openapi.json).
+# server/api/openapi.json: the template of GET /openapi.json).
 file(READ ${IN} hex HEX)
 string(REGEX REPLACE "([0-9a-f][0-9a-f])" "0x\\1," bytes "${hex}")
 string(REGEX REPLACE "((0x..,){16})" "\\1\n" bytes "${bytes}")

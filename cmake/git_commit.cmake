@@ -3,7 +3,7 @@
 # the short hash, "-dirty" when tracked files differ from it, "unknown"
 # outside git or without git. Run at every build (target td_git_commit);
 # FILE is rewritten only when the value changes, so that only
-# server/buildinfo.c recompiles after a commit.
+# server/service/buildinfo.c recompiles after a commit.
 set(commit "unknown")
 find_program(GIT git)
 if(GIT)

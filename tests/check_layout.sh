@@ -11,7 +11,7 @@
 #   - model/ includes a file of cpu/, gpu/, server/ or runtime/;
 #   - tokenizer/ includes a file of another folder (it depends on nothing of
 #     the engine);
-#   - server/batcher.c includes microhttpd.h (the queue does not know the
+#   - server/service/batcher.c includes microhttpd.h (the queue does not know the
 #     transport: it finishes jobs through a callback);
 #   - an include names no unique file (two headers of the same name);
 #   - the files' include graph has a cycle.
@@ -81,7 +81,7 @@ END {
             if (line !~ /^[ \t]*#[ \t]*include[ \t]*["<]/) continue
             sys = (line ~ /^[ \t]*#[ \t]*include[ \t]*</)
             inc = line; sub(/^[ \t]*#[ \t]*include[ \t]*["<]/, "", inc); sub(/[">].*$/, "", inc)
-            if (f == "server/batcher.c" && base(inc) == "microhttpd.h")
+            if (f == "server/service/batcher.c" && base(inc) == "microhttpd.h")
                 rule(f, inc, "the batcher must not know the HTTP transport (finish jobs through a callback)")
             if (sys) continue
             t = norm(dirof(f) "/" inc)

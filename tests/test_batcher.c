@@ -1,6 +1,6 @@
 /*
  * test_batcher.c - the inflight scheduler's admission policy
- * (srv_inflight_admit_now in server/batcher.h), as a rule and in the real
+ * (srv_inflight_admit_now in server/service/batcher.h), as a rule and in the real
  * batcher, and the rule of --short-steps (srv_inflight_step_rows).
  *
  * The rule: a running decode takes queued texts in when every queued text

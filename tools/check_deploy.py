@@ -64,7 +64,7 @@ UNIT = "deploy/systemd/transformerd.service"
 UNIT_ENV = "deploy/systemd/transformerd.env"
 DEPLOY_README = "deploy/README.md"
 SERVE_C = "server/serve.c"
-METRICS_C = "server/metrics.c"
+METRICS_C = "server/service/metrics.c"
 
 # Where the images put the build context's models/; the deployment files
 # serve every model directory in it (TRANSFORMERD_MODELS_DIR), as `make run`

@@ -1,5 +1,5 @@
 # cmake -DOUT=FILE -DDIR=web -P web/embed.cmake
-# Writes the C table srv_web_assets (server/web.h) holding the page's files:
+# Writes the C table srv_web_assets (server/api/web.h) holding the page's files:
 # web/index.html at "/", web/docs.html (the API's page) at "/docs", the
 # others at "/web/NAME", each with its
 # Content-Type and an ETag (the first 16 hex digits of its SHA-256).

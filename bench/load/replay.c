@@ -4,7 +4,7 @@
  *
  *   offline   what `transformerd translate --batch B` does with them
  *             (groups of 4 batches sorted by length, td_translate_tokenized)
- *   inflight  the daemon's batcher (server/batcher.c) with --scheduler
+ *   inflight  the daemon's batcher (server/service/batcher.c) with --scheduler
  *             inflight, fed by C closed-loop clients in this process: a
  *             client submits its next line the moment its last one is done
  *   batch     the same with --scheduler batch

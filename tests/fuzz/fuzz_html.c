@@ -1,12 +1,12 @@
 /*
- * fuzz_html.c - format=html's parser and writer (server/html.c) on
+ * fuzz_html.c - format=html's parser and writer (server/service/html.c) on
  * arbitrary bytes: libxml2's HTML parser, the segments it hands out, the
  * DOCTYPE internal subset kept aside, and the document written back.
  *
  * Input: any bytes (html.c is given UTF-8 by its callers, which check it
  * first; libxml2 is given the bytes as they are here, a harder input).
  *
- * Invariants (server/html.h): srv_html_parse answers 0, -1 (out of memory)
+ * Invariants (server/service/html.h): srv_html_parse answers 0, -1 (out of memory)
  * or -2 with a message; on 0 every segment is non-empty and has no white
  * space at either end; the document renders; setting every segment to its
  * own text renders the same bytes (srv_html_set keeps the white space

@@ -1,5 +1,5 @@
 /*
- * fuzz_request.c - the daemon's request parsers (server/api.c, libre.c,
+ * fuzz_request.c - the daemon's request parsers (server/api/api.c, libre.c,
  * reqlimits.c) on arbitrary bodies, without a socket: POST /v1/translate's
  * JSON, LibreTranslate's /translate, /translate_file and /detect as JSON,
  * urlencoded forms or multipart/form-data, with the test model loaded (its

@@ -3,7 +3,7 @@
  * (srv_api_route, with LibreTranslate's routes, /download_file/NAME and the
  * model administration's /v1/models/NAME[/reload])
  * and the CORS headers (srv_libre_cors) of a request's Origin against a
- * --cors-origins list. The framing checks (server/http.c) read
+ * --cors-origins list. The framing checks (server/transport/http.c) read
  * libmicrohttpd's connection and are exercised by test_server_harden.
  *
  * Input: the path, '\0', the Origin, '\0', the --cors-origins list (each

@@ -1,6 +1,6 @@
 /*
  * openapi.h - the body of GET /openapi.json: the HTTP API of docs/api.md as
- * OpenAPI 3.0, made from the template server/openapi.json (compiled in) and
+ * OpenAPI 3.0, made from the template server/api/openapi.json (compiled in) and
  * the running server: the enums of model, source and target are the loaded
  * models', the limits (texts per request, beam size, alternatives,
  * max_length, attention layers and heads) those of its flags and models.

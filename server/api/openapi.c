@@ -1,5 +1,5 @@
 /*
- * openapi.c - GET /openapi.json: the template server/openapi.json with the
+ * openapi.c - GET /openapi.json: the template server/api/openapi.json with the
  * running server's models and limits filled in (openapi.h). Keep the
  * template in step with api.c and libre.c: tests/test_server_http.c checks
  * that every routed path is listed, and ctest `schemathesis` checks the
