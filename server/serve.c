@@ -34,9 +34,11 @@
 #include "clock.h"
 #include "device.h"
 #include "http.h"
+#include "languages.h"
 #include "libre.h"
 #include "metrics.h"
 #include "models.h"
+#include "routes.h"
 #include "serve.h"
 #include "signals.h"
 #include "state.h"
@@ -633,12 +635,27 @@ static void hup_done(srv_model_op *op, void *ud)
     free(op);
 }
 
-static void stop_all(srv_server *s, srv_http *http)
+static void stop_all(srv_server *s, srv_http *http, srv_api *api)
 {
     srv_http_stop(http);
+    srv_api_free(api);
     srv_models_free(s->models);
     srv_libre_free(s->libre);
+    srv_langid_free(s->langid);
     srv_metrics_free(s->metrics);
+}
+
+/* The transport's settings, from the command line's. */
+static srv_http_opts http_opts(const srv_server *s)
+{
+    const srv_opts *o = &s->o;
+    srv_http_opts h = {
+        .host = o->host, .port = o->port, .http_threads = o->http_threads,
+        .max_connections = o->max_connections, .max_connections_per_ip = o->max_connections_per_ip,
+        .idle_timeout_s = o->idle_timeout_s, .header_timeout_s = o->header_timeout_s,
+        .request_timeout_s = o->request_timeout_s, .max_body_bytes = o->max_body_bytes,
+        .log_format = o->log_format, .cors_origins = o->cors_origins, .draining = &s->draining};
+    return h;
 }
 
 int srv_main(int argc, char **argv)
@@ -648,6 +665,7 @@ int srv_main(int argc, char **argv)
     srv_server s;
     memset(&s, 0, sizeof s);
     srv_http *http = NULL;
+    srv_api *api = NULL;
     int prc = parse_opts(&s.o, argc, argv);
     if (prc)
         return prc > 0 ? 0 : 2;
@@ -671,12 +689,16 @@ int srv_main(int argc, char **argv)
     s.models = s.metrics ? srv_models_new(&s) : NULL;
     if (!s.metrics || !s.models) {
         fprintf(stderr, "transformerd: out of memory\n");
-        stop_all(&s, NULL);
+        stop_all(&s, NULL, NULL);
         return 1;
     }
-    if (srv_http_start(&http, &s, err, sizeof err) != 0) {
+    /* the APIs' routes over the service, then the transport that calls them */
+    api = srv_api_new(&s, err, sizeof err);
+    const srv_http_opts ho = http_opts(&s);
+    const srv_call_handler handler = api ? srv_api_handler(api) : (srv_call_handler){0};
+    if (!api || srv_http_start(&http, &ho, &handler, err, sizeof err) != 0) {
         fprintf(stderr, "transformerd: %s\n", err);
-        stop_all(&s, NULL);
+        stop_all(&s, NULL, api);
         return 1;
     }
     fprintf(stderr, "transformerd: listening on http://%s:%u\n", s.o.host,
@@ -695,20 +717,21 @@ int srv_main(int argc, char **argv)
         if (sig) {
             fprintf(stderr, "transformerd: %s during start-up: stopping\n",
                     sig == SIGINT ? "SIGINT" : "SIGTERM");
-            stop_all(&s, http);
+            stop_all(&s, http, api);
             fprintf(stderr, "transformerd: stopped\n");
             return 0;
         }
         if (i < n_specs && srv_models_load_initial(s.models, &specs[i], err, sizeof err) != 0) {
             fprintf(stderr, "transformerd: model %s: %s\n", specs[i].name, err);
-            stop_all(&s, http);
+            stop_all(&s, http, api);
             return 1;
         }
     }
-    s.libre = srv_libre_new(&s, err, sizeof err);
+    s.langid = srv_detector_new(&s, err, sizeof err);
+    s.libre = s.langid ? srv_libre_new(&s, err, sizeof err) : NULL;
     if (!s.libre || srv_models_start(s.models) != 0) {
         fprintf(stderr, "transformerd: %s\n", s.libre ? "cannot start the model manager" : err);
-        stop_all(&s, http);
+        stop_all(&s, http, api);
         return 1;
     }
     atomic_store(&s.ready, 1);
@@ -744,7 +767,7 @@ int srv_main(int argc, char **argv)
         struct timespec ts = {0, 10 * 1000000L};
         nanosleep(&ts, NULL);
     }
-    stop_all(&s, http);
+    stop_all(&s, http, api);
     fprintf(stderr, "transformerd: stopped\n");
     return 0;
 }

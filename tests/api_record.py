@@ -143,6 +143,9 @@ REQUESTS = [
     ("model_reload", "POST", "/v1/models/en-de/reload", AUTH, None),
     ("model_reload_unknown", "POST", "/v1/models/zz/reload", AUTH, None),
     ("model_reload_no_key", "POST", "/v1/models/en-de/reload", {}, None),
+    ("model_reload_get", "GET", "/v1/models/en-de/reload", AUTH, None),
+    ("model_unload_no_key", "DELETE", "/v1/models/extra", {}, None),
+    ("model_load_no_key", "POST", "/v1/models", JSON, j('{"path":"extra"}')),
     ("model_unload", "DELETE", "/v1/models/extra", AUTH, None),
     ("model_unload_unknown", "DELETE", "/v1/models/extra", AUTH, None),
     ("model_admin_get", "GET", "/v1/models/en-de", AUTH, None),
@@ -199,6 +202,7 @@ REQUESTS = [
     ("lt_file_html", "POST", "/translate_file", MP_HTML[0], MP_HTML[1]),
     ("lt_file_bad_type", "POST", "/translate_file", MP_BAD[0], MP_BAD[1]),
     ("lt_file_missing", "POST", "/translate_file", MP_NOFILE[0], MP_NOFILE[1]),
+    ("lt_download_empty", "GET", "/download_file/", {}, None),
     ("lt_download_unknown", "GET", "/download_file/0123456789abcdef0123456789abcdef.x.txt", {}, None),
     # HTTP framing, sent as written
     (RAW, "raw_two_lengths", b"POST /v1/translate HTTP/1.1\r\nHost: h\r\nX-API-Key: " + KEY.encode() +

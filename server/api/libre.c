@@ -13,7 +13,7 @@
  * items into segments (the text itself, or the text nodes of the HTML);
  * the segments that need the model become the request's texts
  * (srv_api_make_jobs), the others (source = target) are copied. Once the
- * jobs finished, srv_libre_respond writes the translations back into the
+ * jobs finished, libre_answer writes the translations back into the
  * items and answers; a file goes to the in-memory store and its URL is
  * answered.
  *
@@ -35,121 +35,17 @@
 
 #include "clock.h"
 #include "html.h"
-#include "langid.h"
+#include "languages.h"
 #include "libre.h"
 #include "models.h"
 #include "reqlimits.h"
+#include "translate.h"
 
-/* ---- routes -------------------------------------------------------------- */
+#define DOWNLOAD_PREFIX "/download_file/"
 
-static const srv_route k_libre_routes[] = {
-    {"/translate", SRV_EP_LIBRE, SRV_METHOD_POST},
-    {"/detect", SRV_EP_DETECT, SRV_METHOD_POST},
-    {"/languages", SRV_EP_LANGUAGES, SRV_METHOD_GET_POST},
-    {"/translate_file", SRV_EP_TRANSLATE_FILE, SRV_METHOD_POST},
-    {"/suggest", SRV_EP_SUGGEST, SRV_METHOD_POST},
-    {"/frontend/settings", SRV_EP_SETTINGS, SRV_METHOD_GET},
-    {"/health", SRV_EP_HEALTH, SRV_METHOD_GET},
-};
-static const srv_route k_download = {"/download_file/", SRV_EP_DOWNLOAD, SRV_METHOD_GET};
-#define DOWNLOAD_PREFIX_LEN 15
+static void libre_answer(srv_req *r);
 
-const srv_route *srv_libre_route(const char *path)
-{
-    for (size_t i = 0; i < sizeof k_libre_routes / sizeof k_libre_routes[0]; i++)
-        if (!strcmp(path, k_libre_routes[i].path))
-            return &k_libre_routes[i];
-    if (!strncmp(path, k_download.path, DOWNLOAD_PREFIX_LEN) && path[DOWNLOAD_PREFIX_LEN])
-        return &k_download;
-    return NULL;
-}
-
-int srv_libre_endpoint(srv_endpoint ep)
-{
-    switch (ep) {
-    case SRV_EP_LIBRE:
-    case SRV_EP_LANGUAGES:
-    case SRV_EP_DETECT:
-    case SRV_EP_TRANSLATE_FILE:
-    case SRV_EP_DOWNLOAD:
-    case SRV_EP_SUGGEST:
-    case SRV_EP_SETTINGS:
-    case SRV_EP_HEALTH:
-        return 1;
-    default:
-        return 0;
-    }
-}
-
-/* ---- languages ----------------------------------------------------------- */
-
-static const char *const k_lang_names[][2] = {
-    {"en", "English"},   {"de", "German"},     {"fr", "French"},    {"es", "Spanish"},
-    {"it", "Italian"},   {"pt", "Portuguese"}, {"nl", "Dutch"},     {"ru", "Russian"},
-    {"zh", "Chinese"},   {"ja", "Japanese"},   {"ar", "Arabic"},    {"pl", "Polish"},
-    {"sv", "Swedish"},   {"cs", "Czech"},      {"fi", "Finnish"},   {"uk", "Ukrainian"},
-    {"da", "Danish"},    {"el", "Greek"},      {"hu", "Hungarian"}, {"ro", "Romanian"},
-    {"tr", "Turkish"},   {"ko", "Korean"},     {"hi", "Hindi"},     {"nb", "Norwegian"},
-};
-
-static const char *lang_name(const char *code)
-{
-    for (size_t i = 0; i < sizeof k_lang_names / sizeof k_lang_names[0]; i++)
-        if (!strcmp(k_lang_names[i][0], code))
-            return k_lang_names[i][1];
-    return code;
-}
-
-/* The languages of the serving models, copied (models come and go):
- * their pairs, and every language once, sources first. */
-typedef struct libre_langs {
-    srv_pair p[64];
-    int np;
-    const char *codes[128]; /* into p */
-    int n;
-} libre_langs;
-
-static void langs_now(const srv_server *s, libre_langs *L)
-{
-    L->np = srv_models_pairs(s->models, L->p, 64);
-    if (L->np > 64)
-        L->np = 64;
-    L->n = 0;
-    for (int pass = 0; pass < 2; pass++)
-        for (int i = 0; i < L->np; i++) {
-            const char *c = pass ? L->p[i].tgt : L->p[i].src;
-            int seen = 0;
-            for (int k = 0; k < L->n; k++)
-                seen |= !strcmp(L->codes[k], c);
-            if (!seen)
-                L->codes[L->n++] = c;
-        }
-}
-
-static int is_lang(const libre_langs *L, const char *code)
-{
-    for (int i = 0; i < L->n; i++)
-        if (!strcmp(L->codes[i], code))
-            return 1;
-    return 0;
-}
-
-/* The source languages of the models that translate into tgt (any target
- * when tgt is NULL), each once, into codes; returns how many. */
-static int source_langs(const libre_langs *L, const char *tgt, const char **codes)
-{
-    int n = 0;
-    for (int i = 0; i < L->np; i++) {
-        int seen = 0;
-        for (int k = 0; k < n; k++)
-            seen |= !strcmp(codes[k], L->p[i].src);
-        if (!seen && (!tgt || !strcmp(L->p[i].tgt, tgt)))
-            codes[n++] = L->p[i].src;
-    }
-    return n;
-}
-
-/* ---- the server-wide part: detector and file store ----------------------- */
+/* ---- the server-wide part: the file store ----------------------- */
 
 typedef struct stored_file {
     char name[128];     /* <32 hex>.<secure file name> */
@@ -160,7 +56,6 @@ typedef struct stored_file {
 } stored_file;
 
 struct srv_libre {
-    srv_langid *langid;
     pthread_mutex_t mu; /* guards the store */
     stored_file *files;
     int n_files, cap;
@@ -169,27 +64,6 @@ struct srv_libre {
     int ttl_s;
 };
 
-int srv_libre_detect_source(const srv_server *s, const char *text, size_t n, const char *tgt,
-                            char *out, size_t outlen)
-{
-    libre_langs L;
-    langs_now(s, &L);
-    const char *codes[64];
-    int nc = source_langs(&L, tgt, codes);
-    srv_lang_score sc[128];
-    int k = nc > 0 ? srv_langid_detect_among(s->libre->langid, text, n, codes, nc, sc) : 0;
-    if (k > 0) {
-        snprintf(out, outlen, "%s", sc[0].lang);
-        return 0;
-    }
-    /* none of the sources has a fingerprint: the first model's */
-    if (nc > 0) {
-        snprintf(out, outlen, "%s", codes[0]);
-        return 0;
-    }
-    return -1;
-}
-
 srv_libre *srv_libre_new(const srv_server *s, char *err, size_t errlen)
 {
     srv_libre *l = calloc(1, sizeof *l);
@@ -197,50 +71,6 @@ srv_libre *srv_libre_new(const srv_server *s, char *err, size_t errlen)
         snprintf(err, errlen, "out of memory");
         return NULL;
     }
-    /* the serving models' languages, then every language lang_name knows
-     * (a model loaded at run time may bring one of them) */
-    libre_langs L;
-    langs_now(s, &L);
-    const char *codes[128 + 32];
-    int n = 0;
-    for (int i = 0; i < L.n; i++)
-        codes[n++] = L.codes[i];
-    char lerr[512];
-    l->langid = srv_langid_new(s->o.textcat_dir, codes, n, lerr, sizeof lerr);
-    if (l->langid && srv_langid_count(l->langid) > 0) {
-        /* the warning names the models' languages only; the table's
-         * languages without a fingerprint are simply not detected */
-        char quiet[512];
-        for (size_t i = 0; i < sizeof k_lang_names / sizeof k_lang_names[0]; i++) {
-            char path[1024];
-            snprintf(path, sizeof path, "%s/%s.lm", s->o.textcat_dir, k_lang_names[i][0]);
-            if (access(path, R_OK) == 0) /* libexttextcat itself prints a missing one */
-                codes[n++] = k_lang_names[i][0];
-        }
-        srv_langid *all = srv_langid_new(s->o.textcat_dir, codes, n, quiet, sizeof quiet);
-        if (all && srv_langid_count(all) > srv_langid_count(l->langid)) {
-            srv_langid_free(l->langid);
-            l->langid = all;
-        } else {
-            srv_langid_free(all);
-        }
-    }
-    if (!l->langid) {
-        snprintf(err, errlen, "language detection (--textcat-dir %s): %s", s->o.textcat_dir,
-                 lerr);
-        free(l);
-        return NULL;
-    }
-    /* without any fingerprint (libexttextcat-data not installed) the
-     * service still starts: /detect answers [], source=auto takes the
-     * first model's source language with confidence 0 */
-    if (srv_langid_count(l->langid) == 0)
-        fprintf(stderr,
-                "transformerd: language detection off (--textcat-dir %s: %s): /detect answers [], "
-                "source=auto takes the first source language\n",
-                s->o.textcat_dir, lerr);
-    else if (lerr[0])
-        fprintf(stderr, "transformerd: language detection: %s\n", lerr);
     pthread_mutex_init(&l->mu, NULL);
     l->max_bytes = (size_t)s->o.max_files_bytes;
     l->ttl_s = s->o.file_ttl_s;
@@ -251,7 +81,6 @@ void srv_libre_free(srv_libre *l)
 {
     if (!l)
         return;
-    srv_langid_free(l->langid);
     for (int i = 0; i < l->n_files; i++)
         free(l->files[i].data);
     free(l->files);
@@ -686,7 +515,7 @@ static json_t *parse_fields(srv_req *r, const char *ctype, libre_file *file, int
     }
     json_decref(body);
     if (rc != 0) {
-        if (r->status < 400)
+        if (r->call->status < 400)
             srv_req_error(r, 500, "internal", NULL, "out of memory");
         json_decref(o);
         return NULL;
@@ -795,7 +624,7 @@ typedef struct srv_libre_req {
     const char *file_ctype;
 } srv_libre_req;
 
-void srv_libre_req_free(srv_req *r)
+static void libre_req_free(srv_req *r)
 {
     srv_libre_req *lr = r->lr;
     if (!lr)
@@ -871,13 +700,13 @@ static char *item_text(const srv_libre_req *lr, const libre_item *it, size_t *n)
  * (too little to go on otherwise). */
 static int detect_items(srv_req *r, srv_libre_req *lr, int per_item)
 {
-    const srv_langid *li = r->s->libre->langid;
+    const srv_langid *li = r->s->langid;
     int nl = srv_langid_count(li);
     /* among the serving models' languages, sources and targets: a text
      * already in the target language is copied, one in a language no
      * model translates into tgt is refused (LibreTranslate's way) */
-    libre_langs L;
-    langs_now(r->s, &L);
+    srv_langs L;
+    srv_langs_now(r->s, &L);
     const char *const *only = L.codes;
     int n_only = L.n;
     srv_lang_score *sc = malloc((size_t)(nl > 0 ? nl : 1) * sizeof *sc), overall;
@@ -964,7 +793,7 @@ static int route_segments(srv_req *r, srv_libre_req *lr, const char *src, const 
                 srv_req_error(r, 400, "unsupported_language", "target",
                               "%s (%s) is not available as a target language from %s (%s); "
                               "the models: %s",
-                              lang_name(tgt), tgt, lang_name(from), from, pairs);
+                              srv_lang_name(tgt), tgt, srv_lang_name(from), from, pairs);
                 return -1;
             }
             if (r->model && r->model != sm) {
@@ -1023,10 +852,10 @@ static int make_jobs(srv_req *r, srv_libre_req *lr, const char *src, const char 
     rc = srv_api_make_jobs(r, texts, lens, n, "q");
     if (rc == 1 && !srv_limits_check(r))
         rc = 0;
-    if (!rc && r->status == 422)
-        r->status = 400; /* LibreTranslate answers its length limits with 400 */
+    if (!rc && r->call->status == 422)
+        r->call->status = 400; /* LibreTranslate answers its length limits with 400 */
     if (rc == 1 && r->n_jobs == 0) {
-        srv_libre_respond(r);
+        libre_answer(r);
         rc = 0;
     }
 out:
@@ -1045,6 +874,7 @@ static srv_libre_req *new_lr(srv_req *r, json_t *fields)
     }
     lr->fields = fields;
     r->lr = lr;
+    r->dialect_free = libre_req_free;
     r->libre = 1;
     return lr;
 }
@@ -1065,13 +895,13 @@ static int get_langs(srv_req *r, json_t *f, int allow_auto, const char **src, co
     }
     *src = json_string_value(sv);
     *tgt = json_string_value(tv);
-    libre_langs L;
-    langs_now(r->s, &L);
-    if (!(allow_auto && !strcmp(*src, "auto")) && !is_lang(&L, *src)) {
+    srv_langs L;
+    srv_langs_now(r->s, &L);
+    if (!(allow_auto && !strcmp(*src, "auto")) && !srv_langs_has(&L, *src)) {
         srv_req_error(r, 400, "unsupported_language", "source", "%s is not supported", *src);
         return -1;
     }
-    if (!is_lang(&L, *tgt)) {
+    if (!srv_langs_has(&L, *tgt)) {
         srv_req_error(r, 400, "unsupported_language", "target", "%s is not supported", *tgt);
         return -1;
     }
@@ -1355,7 +1185,7 @@ static void answer_detect(srv_req *r, json_t *f)
         len += json_string_length(e) + 1;
     }
     char *t = malloc(len + 1), *w = t;
-    const srv_langid *li = r->s->libre->langid;
+    const srv_langid *li = r->s->langid;
     int nl = srv_langid_count(li);
     srv_lang_score *sc = malloc((size_t)(nl > 0 ? nl : 1) * sizeof *sc);
     if (!t || !sc) {
@@ -1372,8 +1202,8 @@ static void answer_detect(srv_req *r, json_t *f)
     }
     *w = 0;
     /* among the serving models' languages (the detector knows more) */
-    libre_langs L;
-    langs_now(r->s, &L);
+    srv_langs L;
+    srv_langs_now(r->s, &L);
     int n = srv_langid_detect_among(li, t, (size_t)(w - t), L.codes, L.n, sc);
     free(t);
     if (n < 0)
@@ -1383,16 +1213,14 @@ static void answer_detect(srv_req *r, json_t *f)
     free(sc);
 }
 
-int srv_libre_parse(srv_req *r, const char *ctype, const char *auth_key)
+int srv_libre_parse(srv_req *r)
 {
     if (r->ep == SRV_EP_SUGGEST) {
         srv_req_error(r, 403, "forbidden", NULL, "Suggestions are disabled on this server.");
         return 0;
     }
-    if (r->ep == SRV_EP_LANGUAGES) { /* POST /languages, as libretranslatepy may send it */
-        srv_libre_get(r);
-        return 0;
-    }
+    const char *ctype = srv_call_header(r->call, "Content-Type");
+    const char *auth_key = srv_call_key(r->call);
     libre_file file;
     int is_json;
     json_t *f = parse_fields(r, ctype, &file, &is_json);
@@ -1531,7 +1359,9 @@ static void respond_file(srv_req *r)
     respond_json(r, 200, root);
 }
 
-void srv_libre_respond(srv_req *r)
+/* Every job finished (successfully): the 200 answer (or a 500 when out of
+ * memory). */
+static void libre_answer(srv_req *r)
 {
     srv_libre_req *lr = r->lr;
     if (lr->is_file) {
@@ -1581,8 +1411,8 @@ void srv_libre_respond(srv_req *r)
 
 static void answer_languages(srv_req *r)
 {
-    libre_langs L;
-    langs_now(r->s, &L);
+    srv_langs L;
+    srv_langs_now(r->s, &L);
     json_t *list = json_array();
     /* every language, each with the targets a model translates it into
      * (LibreTranslate's shape: a language only ever a target has none) */
@@ -1608,7 +1438,7 @@ static void answer_languages(srv_req *r)
         for (int k = 0; k < nt; k++)
             json_array_append_new(targets, json_string(t[k]));
         json_array_append_new(list, json_pack("{s:s,s:s,s:o}", "code", code, "name",
-                                              lang_name(code), "targets", targets));
+                                              srv_lang_name(code), "targets", targets));
     }
     respond_json(r, 200, list);
 }
@@ -1617,21 +1447,21 @@ static void answer_settings(srv_req *r)
 {
     const srv_server *s = r->s;
     int key = s->o.api_key && *s->o.api_key;
-    libre_langs L;
-    langs_now(s, &L);
+    srv_langs L;
+    srv_langs_now(s, &L);
     const char *tgt = L.np > 0 ? L.p[0].tgt : "und";
     json_t *o = json_pack(
         "{s:i,s:i,s:b,s:b,s:b,s:b,s:[s,s,s],s:{s:{s:s,s:s},s:{s:s,s:s}}}", "charLimit", -1,
         "frontendTimeout", 500, "apiKeys", key, "keyRequired", key, "suggestions", 0,
         "filesTranslation", 1, "supportedFilesFormat", ".txt", ".html", ".htm", "language",
         "source", "code", "auto", "name", "Auto Detect", "target", "code", tgt, "name",
-        lang_name(tgt));
+        srv_lang_name(tgt));
     respond_json(r, 200, o);
 }
 
 static void answer_download(srv_req *r)
 {
-    const char *name = r->path ? r->path + DOWNLOAD_PREFIX_LEN : "";
+    const char *name = r->path ? r->path + strlen(DOWNLOAD_PREFIX) : "";
     size_t n = strlen(name);
     int ok = n > 0 && n < sizeof ((stored_file *)0)->name && name[0] != '.';
     for (size_t i = 0; ok && i < n; i++)
@@ -1661,16 +1491,14 @@ static void answer_download(srv_req *r)
     char *disp = malloc(dl);
     if (disp)
         snprintf(disp, dl, "attachment; filename=%s", dot + 1);
-    free(r->resp);
-    r->status = 200;
-    r->resp = data;
-    r->resp_len = len;
-    r->resp_ctype = ctype;
-    free(r->disposition);
-    r->disposition = disp;
+    srv_req_reply(r, 200, ctype, data, len);
+    if (disp)
+        srv_req_header(r, "Content-Disposition", disp);
+    free(disp);
 }
 
-void srv_libre_get(srv_req *r)
+/* The GET endpoints (and POST /languages, answered as a GET). */
+static void libre_get(srv_req *r)
 {
     if (r->ep == SRV_EP_HEALTH) {
         srv_req_json(r, 200, strdup("{\"status\":\"ok\"}"));
@@ -1695,51 +1523,38 @@ void srv_libre_get(srv_req *r)
     }
 }
 
-/* ---- CORS ---------------------------------------------------------------- */
-
-int srv_libre_cors(const srv_opts *o, const char *origin, int preflight, const char *allow,
-                   const char *h[SRV_CORS_MAX][2], char *buf, size_t buflen)
+/* The POST endpoints, the body in: an answer, or the jobs handed out. */
+static srv_call_next libre_body(srv_req *r)
 {
-    const char *list = o->cors_origins;
-    if (!list || !*list)
-        return 0;
-    int n = 0;
-    if (!strcmp(list, "*")) {
-        h[n][0] = "Access-Control-Allow-Origin";
-        h[n++][1] = "*";
-    } else {
-        /* a list: the request's origin when listed (browsers take one) */
-        int match = 0;
-        size_t ol = origin ? strlen(origin) : 0;
-        for (const char *p = list; origin && *p && !match;) {
-            const char *c = strchr(p, ',');
-            size_t l = c ? (size_t)(c - p) : strlen(p);
-            while (l && *p == ' ')
-                p++, l--;
-            while (l && p[l - 1] == ' ')
-                l--;
-            match = l == ol && !strncmp(p, origin, l);
-            p = c ? c + 1 : p + strlen(p);
-        }
-        h[n][0] = "Vary";
-        h[n++][1] = "Origin";
-        if (!match)
-            return n;
-        h[n][0] = "Access-Control-Allow-Origin";
-        h[n++][1] = origin;
-        h[n][0] = "Access-Control-Allow-Credentials";
-        h[n++][1] = "true";
-    }
-    h[n][0] = "Access-Control-Expose-Headers";
-    h[n++][1] = "Authorization";
-    if (preflight) {
-        snprintf(buf, buflen, "%s, OPTIONS", allow ? allow : "GET, POST");
-        h[n][0] = "Access-Control-Allow-Methods";
-        h[n++][1] = buf;
-        h[n][0] = "Access-Control-Allow-Headers";
-        h[n++][1] = "Authorization, Content-Type, X-API-Key";
-        h[n][0] = "Access-Control-Max-Age";
-        h[n++][1] = "1728000";
-    }
-    return n;
+    return srv_libre_parse(r) == 1 ? srv_api_submit(r) : SRV_NEXT_ANSWERED;
+}
+
+/* The jobs finished: the error of the first that did not, or the answer. */
+static void libre_respond(srv_req *r)
+{
+    if (!srv_api_jobs_failed(r))
+        libre_answer(r);
+}
+
+/* ---- the routes ---------------------------------------------------------- */
+
+#define LIBRE_POST SRV_ROUTE_LIBRE | SRV_ROUTE_SERVING
+
+static const srv_route k_libre_routes[] = {
+    {"POST", "/translate", SRV_EP_LIBRE, LIBRE_POST, NULL, libre_body, libre_respond},
+    {"POST", "/detect", SRV_EP_DETECT, LIBRE_POST, NULL, libre_body, libre_respond},
+    {"GET", "/languages", SRV_EP_LANGUAGES, SRV_ROUTE_LIBRE, libre_get, NULL, NULL},
+    /* as libretranslatepy may send it: answered as the GET, the body unread */
+    {"POST", "/languages", SRV_EP_LANGUAGES, SRV_ROUTE_LIBRE, libre_get, NULL, NULL},
+    {"POST", "/translate_file", SRV_EP_TRANSLATE_FILE, LIBRE_POST, NULL, libre_body,
+     libre_respond},
+    {"POST", "/suggest", SRV_EP_SUGGEST, LIBRE_POST, NULL, libre_body, libre_respond},
+    {"GET", "/frontend/settings", SRV_EP_SETTINGS, SRV_ROUTE_LIBRE, libre_get, NULL, NULL},
+    {"GET", "/health", SRV_EP_HEALTH, SRV_ROUTE_LIBRE, libre_get, NULL, NULL},
+    {"GET", DOWNLOAD_PREFIX "*", SRV_EP_DOWNLOAD, SRV_ROUTE_LIBRE, libre_get, NULL, NULL},
+};
+
+int srv_libre_register(srv_routes *t)
+{
+    return srv_routes_add(t, k_libre_routes, sizeof k_libre_routes / sizeof k_libre_routes[0]);
 }

@@ -1,5 +1,5 @@
 /*
- * web.c - serving the embedded page (web.h). The files themselves are in
+ * web.c - serving the embedded page (web.h), a route per file. The files themselves are in
  * web/; the table srv_web_assets is generated at build time
  * (web/embed.cmake -> web_assets.c in the build tree).
  */
@@ -41,58 +41,45 @@ static int etag_matches(const char *list, const char *etag)
     return 0;
 }
 
-int srv_web_answer(srv_req *r, const char *method, const char *path, const char *if_none_match)
+/* GET / or /web/NAME: the asset with its headers, or 304 when the client's
+ * copy is current. */
+static void web_answer(srv_req *r)
 {
-    const srv_web_asset *a = srv_web_find(path);
-    if (!a)
-        return 0;
-    r->ep = SRV_EP_WEB;
-    if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0) {
-        r->allow = "GET, HEAD";
-        srv_req_error(r, 405, "method_not_allowed", NULL, "%s %s: allowed: %s", method, path,
-                      r->allow);
-        return 1;
+    const srv_web_asset *a = srv_web_find(r->path);
+    if (!a) {
+        srv_req_error(r, 404, "not_found", NULL, "no such page");
+        return;
     }
-    if (if_none_match && etag_matches(if_none_match, a->etag)) {
-        srv_req_json(r, 304, strdup(""));
-        r->resp_ctype = a->ctype;
-        return 1;
+    const char *inm = srv_call_header(r->call, "If-None-Match");
+    if (inm && etag_matches(inm, a->etag)) {
+        srv_req_reply(r, 304, a->ctype, strdup(""), 0);
+    } else {
+        char *body = malloc(a->len + 1);
+        if (!body) {
+            srv_req_error(r, 500, "internal", NULL, "out of memory");
+            return;
+        }
+        memcpy(body, a->data, a->len);
+        body[a->len] = 0;
+        srv_req_reply(r, 200, a->ctype, body, a->len);
     }
-    char *body = malloc(a->len + 1);
-    if (!body) {
-        srv_req_error(r, 500, "internal", NULL, "out of memory");
-        return 1;
-    }
-    memcpy(body, a->data, a->len);
-    body[a->len] = 0;
-    srv_req_json(r, 200, body);
-    r->resp_len = a->len;
-    r->resp_ctype = a->ctype;
-    return 1;
-}
-
-int srv_web_header(const char *path, int i, const char **name, const char **value)
-{
-    const srv_web_asset *a = srv_web_find(path);
-    if (!a)
-        return 0;
-    switch (i) {
-    case 0: *name = "ETag"; *value = a->etag; return 1;
+    srv_req_header(r, "ETag", a->etag);
     /* revalidated on every load (304 while unchanged), so that a new
      * daemon's page is never mixed with an old one's script */
-    case 1: *name = "Cache-Control"; *value = "no-cache"; return 1;
-    case 2: *name = "Content-Security-Policy"; *value = WEB_CSP; return 1;
-    case 3: *name = "X-Content-Type-Options"; *value = "nosniff"; return 1;
-    case 4: *name = "Referrer-Policy"; *value = "no-referrer"; return 1;
-    case 5: *name = "X-Frame-Options"; *value = "DENY"; return 1;
-    default: return 0;
-    }
+    srv_req_header(r, "Cache-Control", "no-cache");
+    srv_req_header(r, "Content-Security-Policy", WEB_CSP);
+    srv_req_header(r, "X-Content-Type-Options", "nosniff");
+    srv_req_header(r, "Referrer-Policy", "no-referrer");
+    srv_req_header(r, "X-Frame-Options", "DENY");
 }
 
-size_t srv_web_bytes(void)
+int srv_web_register(srv_routes *t)
 {
-    size_t n = 0;
-    for (int i = 0; i < srv_web_n_assets; i++)
-        n += srv_web_assets[i].len;
-    return n;
+    for (int i = 0; i < srv_web_n_assets; i++) {
+        const srv_route row = {"GET", srv_web_assets[i].path, SRV_EP_WEB, 0, web_answer, NULL,
+                               NULL};
+        if (srv_routes_add(t, &row, 1) != 0)
+            return -1;
+    }
+    return 0;
 }

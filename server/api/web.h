@@ -15,7 +15,7 @@
 
 #include <stddef.h>
 
-#include "api.h"
+#include "routes.h"
 
 /* One embedded file (the generated table, srv_web_assets). */
 typedef struct srv_web_asset {
@@ -32,18 +32,9 @@ extern const int srv_web_n_assets;
 /* The asset served at path (exact), or NULL. */
 const srv_web_asset *srv_web_find(const char *path);
 
-/* When path is an asset's: records its response in r (200 with the file,
- * 304 when if_none_match, the request's If-None-Match or NULL, holds its
- * ETag, 405 for a method other than GET and HEAD), sets r->ep to
- * SRV_EP_WEB and returns 1. Otherwise returns 0 and touches nothing. */
-int srv_web_answer(srv_req *r, const char *method, const char *path, const char *if_none_match);
-
-/* The i-th extra header of the response to path (i = 0, 1, ... until it
- * returns 0): ETag, Cache-Control, Content-Security-Policy and the other
- * security headers. */
-int srv_web_header(const char *path, int i, const char **name, const char **value);
-
-/* The bytes of every asset together (the page's weight). */
-size_t srv_web_bytes(void);
+/* Adds a row per asset to t (GET: the file with its ETag, cache and
+ * security headers, or 304 when If-None-Match names its ETag). 0, or -1
+ * when out of memory. */
+int srv_web_register(srv_routes *t);
 
 #endif /* SRV_WEB_H */

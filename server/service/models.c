@@ -174,6 +174,32 @@ static void describe(srv_model *sm, const srv_model_spec *spec)
     snprintf(sm->tgt_lang, sizeof sm->tgt_lang, "und");
 }
 
+/* ---- a model's device failure ---------------------------------------------- */
+
+void srv_model_engine_error(srv_model *sm, int engine_rc, const char *msg)
+{
+    /* Requests are validated against the worker's limits before they are
+     * queued, so an engine failure is host memory (TD_EINVAL: that batch
+     * fails, nothing else) or the device (TD_EDEVICE). */
+    if (engine_rc != TD_EDEVICE)
+        return;
+    int expected = 0;
+    if (!atomic_compare_exchange_strong(&sm->failed_claim, &expected, 1))
+        return;
+    snprintf(sm->failed_msg, sizeof sm->failed_msg, "%s", msg ? msg : "");
+    atomic_store(&sm->failed, 1);
+    srv_metrics_model_ready(sm->metrics, 0);
+    if (sm->b)
+        srv_batcher_halt(sm->b, TD_EDEVICE, sm->failed_msg);
+    fprintf(stderr, "transformerd: model %s: device error, readiness is now 503: %s\n", sm->name,
+            sm->failed_msg);
+}
+
+const char *srv_model_failed(const srv_model *sm)
+{
+    return atomic_load(&sm->failed) ? sm->failed_msg : NULL;
+}
+
 /* ---- one model -------------------------------------------------------------- */
 
 static void model_free(srv_model *sm)

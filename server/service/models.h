@@ -151,4 +151,18 @@ void srv_models_drain(srv_models *ms, double deadline_s);
  * stop). Accepts NULL. */
 void srv_models_free(srv_models *ms);
 
+/* The device-failed policy, given the engine code of a job that failed on
+ * sm (any thread, e.g. a job's completion on a scheduler thread):
+ * TD_EDEVICE presumes the device unusable (a CUDA error can poison the
+ * whole context): sm is failed for good (readiness 503 device_error, new
+ * translations refused, see srv_model_failed) and its batcher is halted so
+ * that queued jobs fail without touching the device, so that an
+ * orchestrator replaces the process. Any other code (host memory) fails
+ * only that batch. The first device error's message is kept. */
+void srv_model_engine_error(srv_model *sm, int engine_rc, const char *msg);
+
+/* The message of the device error that failed sm, or NULL while it has
+ * not failed. Any thread. */
+const char *srv_model_failed(const srv_model *sm);
+
 #endif /* SRV_MODELS_H */

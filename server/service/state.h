@@ -119,8 +119,10 @@ typedef struct srv_server {
     srv_opts o;
     struct srv_models *models; /* the model set (models.h), made before any thread starts */
     srv_metrics *metrics;
-    struct srv_libre *libre; /* LibreTranslate's detector and file store (libre.h);
-                                written before ready is set */
+    struct srv_langid *langid; /* the language detector (languages.h), made before
+                                  the daemon serves */
+    struct srv_libre *libre; /* the LibreTranslate API's file store (api/libre.h), opaque
+                                here; written before ready is set */
     atomic_int ready;      /* every configured model loaded and warmed (set once by the
                               main thread) */
     atomic_int draining;   /* SIGTERM/SIGINT received (set once by the main thread) */
@@ -138,19 +140,5 @@ typedef enum srv_readiness {
  * "model NAME: the device failed: MESSAGE" of the first failed model.
  * Any thread. */
 srv_readiness srv_server_readiness(const srv_server *s, char *why, size_t why_len);
-
-/* The device-failed policy, given the engine code of a job that failed on
- * sm (any thread, e.g. a job's completion on a scheduler thread):
- * TD_EDEVICE presumes the device unusable (a CUDA error can poison the
- * whole context): sm is failed for good (readiness 503 device_error, new
- * translations refused, see srv_model_failed) and its batcher is halted so
- * that queued jobs fail without touching the device, so that an
- * orchestrator replaces the process. Any other code (host memory) fails
- * only that batch. The first device error's message is kept. */
-void srv_model_engine_error(srv_model *sm, int engine_rc, const char *msg);
-
-/* The message of the device error that failed sm, or NULL while it has
- * not failed. Any thread. */
-const char *srv_model_failed(const srv_model *sm);
 
 #endif /* SRV_STATE_H */

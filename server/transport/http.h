@@ -1,14 +1,16 @@
 /*
- * http.h - the daemon's transport: libmicrohttpd, its thread pool, and the
- * lifecycle of one HTTP request (read, hand to api.c, suspend while the
- * batcher works, resume, respond, log).
+ * http.h - the daemon's transport: libmicrohttpd, its thread pool, the
+ * framing rules, the body and its limit, CORS, the slow-sender watchdog,
+ * the access log, and the life of one call (call.h): read, hand to the
+ * handler (the APIs' routes), suspend while the call is held, resume,
+ * answer, log. It knows nothing of JSON bodies, models or APIs: the
+ * handler does.
  *
- * Promise: no HTTP thread ever waits on the model. A translation's
- * connection is suspended while its jobs are queued or running, and
- * resumed by the completion of its last job; its request state is freed
- * only after that, by MHD's completion callback. Errors libmicrohttpd
- * answers itself (malformed HTTP, connection limits, an upload past the
- * deadline) are not JSON (docs/api.md, "Errors").
+ * Promise: no HTTP thread ever waits on the model. A call with pending work
+ * is suspended while it is held and resumed by its last release; it is
+ * freed only after that, by MHD's completion callback. Errors
+ * libmicrohttpd answers itself (malformed HTTP, connection limits, an
+ * upload past the deadline) are not the handler's (docs/api.md, "Errors").
  *
  * Threads: _start, _quiesce and _stop belong to the main thread; _port and
  * _active may be read from any thread.
@@ -19,15 +21,35 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "state.h"
+#include <stdatomic.h>
+
+#include "call.h"
 
 typedef struct srv_http srv_http;
 
-/* Listens on s->o.host:s->o.port and starts the thread pool; s must
- * outlive the srv_http. On failure *out is NULL and err says why. */
-int srv_http_start(srv_http **out, srv_server *s, char *err, size_t errlen);
+/* The transport's settings (the command line's, docs/api.md). */
+typedef struct srv_http_opts {
+    const char *host;           /* numeric address or "localhost" */
+    int port;                   /* 0: any free port */
+    int http_threads;           /* the thread pool */
+    int max_connections;
+    int max_connections_per_ip; /* 0: no limit */
+    int idle_timeout_s;         /* libmicrohttpd's (idle) connection timeout */
+    int header_timeout_s;       /* a request's whole header block */
+    int request_timeout_s;      /* its body, and its answer's sending */
+    long max_body_bytes;
+    const char *log_format;     /* access log: "text" | "json" */
+    const char *cors_origins;   /* "*", "" or a comma-separated list */
+    const atomic_int *draining; /* while set, answers carry Connection: close */
+} srv_http_opts;
 
-/* The port actually bound (s->o.port, or the one chosen for port 0). */
+/* Listens on o->host:o->port and starts the thread pool; o, its strings and
+ * handler must outlive the srv_http. On failure *out is NULL and err says
+ * why. */
+int srv_http_start(srv_http **out, const srv_http_opts *o, const srv_call_handler *handler,
+                   char *err, size_t errlen);
+
+/* The port actually bound (o->port, or the one chosen for port 0). */
 uint16_t srv_http_port(const srv_http *h);
 
 /* Requests accepted and not yet completed (logged). */
@@ -40,10 +62,5 @@ void srv_http_quiesce(srv_http *h);
  * connection must have been resumed (the batchers drained) first. Accepts
  * NULL. */
 void srv_http_stop(srv_http *h);
-
-/* Copies s into dst (cap bytes) for the access log: control bytes, DEL,
- * '"', '\\' and bytes that are not valid UTF-8 escaped as \xHH (\" and
- * \\); cut with "..." past cap. */
-void srv_log_escape(char *dst, size_t cap, const char *s);
 
 #endif /* SRV_HTTP_H */

@@ -1,6 +1,6 @@
 /*
- * fuzz_request.c - the daemon's request parsers (server/api/api.c, libre.c,
- * reqlimits.c) on arbitrary bodies, without a socket: POST /v1/translate's
+ * fuzz_request.c - the daemon's request parsers (server/api/native.c,
+ * libre.c, translate.c, reqlimits.c) on arbitrary bodies, without a socket: POST /v1/translate's
  * JSON, LibreTranslate's /translate, /translate_file and /detect as JSON,
  * urlencoded forms or multipart/form-data, with the test model loaded (its
  * tokenizer turns the texts into jobs; nothing is decoded).
@@ -20,17 +20,21 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <jansson.h>
 
-#include "api.h"
+#include "languages.h"
 #include "libre.h"
+#include "native.h"
 #include "models.h"
 #include "reqlimits.h"
+#include "routes.h"
 #include "state.h"
 #include "tokenizer.h"
 
 static srv_server g_s;
+static srv_api *g_api;
 static srv_model *g_mp; /* the set's; heap, as srv_models_free frees it */
 #define g_m (*g_mp)
 
@@ -74,9 +78,15 @@ static void setup(void)
     g_s.models = srv_models_new(&g_s);
     if (!g_s.models || srv_models_adopt(g_s.models, &g_m) != 0)
         abort();
+    g_s.langid = srv_detector_new(&g_s, err, sizeof err);
+    if (!g_s.langid)
+        die("languages", err);
     g_s.libre = srv_libre_new(&g_s, err, sizeof err);
     if (!g_s.libre)
         die("libre", err);
+    g_api = srv_api_new(&g_s, err, sizeof err);
+    if (!g_api)
+        die("api", err);
     atomic_store(&g_s.ready, 1);
 }
 
@@ -84,19 +94,20 @@ static void setup(void)
 static void check_error(const srv_req *r)
 {
     json_error_t je;
-    json_t *j = json_loadb(r->resp, r->resp_len, 0, &je);
+    const char *resp = r->call->reply;
+    json_t *j = json_loadb(resp, r->call->reply_len, 0, &je);
     if (!j || !json_is_object(j))
-        die("error body is not a JSON object", r->resp ? r->resp : "(null)");
+        die("error body is not a JSON object", resp ? resp : "(null)");
     json_t *e = json_object_get(j, "error");
-    if (srv_libre_endpoint(r->ep)) {
+    if (r->route->flags & SRV_ROUTE_LIBRE) {
         if (!json_is_string(e))
-            die("LibreTranslate error without an \"error\" string", r->resp);
+            die("LibreTranslate error without an \"error\" string", resp);
     } else {
         json_t *param = json_object_get(e, "param");
         if (!json_is_object(e) || !json_is_string(json_object_get(e, "code")) ||
             !json_is_string(json_object_get(e, "message")) || !param ||
             !(json_is_string(param) || json_is_null(param)))
-            die("malformed error object", r->resp);
+            die("malformed error object", resp);
     }
     json_decref(j);
 }
@@ -134,8 +145,17 @@ static void check_jobs(srv_req *r)
         die("accepted", "estimate over --max-response-bytes");
 }
 
-static const srv_endpoint k_eps[4] = {SRV_EP_TRANSLATE, SRV_EP_LIBRE, SRV_EP_TRANSLATE_FILE,
-                                      SRV_EP_DETECT};
+static const char *const k_paths[4] = {"/v1/translate", "/translate", "/translate_file",
+                                       "/detect"};
+
+/* The call's headers: its Content-Type only. */
+static const char *g_ctype;
+static const char *fuzz_header(const srv_call *c, const char *name)
+{
+    (void)c;
+    return !strcasecmp(name, "Content-Type") ? g_ctype : NULL;
+}
+static const srv_call_io k_io = {fuzz_header, NULL, NULL};
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -170,32 +190,44 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
     }
     }
+    g_ctype = ctype;
+    srv_call call;
+    memset(&call, 0, sizeof call);
+    call.method = "POST";
+    call.path = k_paths[sel & 3];
+    call.client = "-";
+    call.io = &k_io;
     srv_req r;
     memset(&r, 0, sizeof r);
     r.s = &g_s;
-    r.ep = k_eps[sel & 3];
-    r.path = "/fuzz";
+    r.call = &call;
+    r.path = call.path;
+    r.route = srv_routes_find(srv_api_routes(g_api), call.path, "POST", NULL, 0);
+    if (!r.route)
+        die("no route", call.path);
+    r.ep = r.route->ep;
     r.body = malloc(size + 1); /* the HTTP layer's buffer: NUL-terminated */
     memcpy(r.body, data, size);
     r.body[size] = 0;
     r.body_len = size;
-    int rc = r.ep == SRV_EP_TRANSLATE ? srv_api_translate_parse(&r, ctype, NULL)
-                                      : srv_libre_parse(&r, ctype, NULL);
+    int rc = r.ep == SRV_EP_TRANSLATE ? srv_native_parse(&r) : srv_libre_parse(&r);
     if (rc == 1) {
-        if (r.resp)
-            die("accepted", "a response was recorded too");
+        if (call.status)
+            die("accepted", "an answer was recorded too");
         check_jobs(&r);
     } else {
-        if (!r.resp || r.status < 200)
+        if (!call.reply || call.status < 200)
             die("refused without a response", ctype);
-        if (r.status >= 500) {
-            fprintf(stderr, "status %d: %.*s\n", r.status, (int)r.resp_len, r.resp);
+        if (call.status >= 500) {
+            fprintf(stderr, "status %d: %.*s\n", call.status, (int)call.reply_len, call.reply);
             die("a 5xx for client input", "");
         }
-        if (r.status >= 400)
+        if (call.status >= 400)
             check_error(&r);
     }
-    srv_api_req_free(&r);
+    srv_req_free(&r);
+    free(call.reply);
+    srv_call_free_arena(&call);
     free(r.body);
     return 0;
 }

@@ -1,17 +1,18 @@
 /*
- * fuzz_route.c - the parts of the HTTP layer that need no socket: routing
- * (srv_api_route, with LibreTranslate's routes, /download_file/NAME and the
- * model administration's /v1/models/NAME[/reload])
- * and the CORS headers (srv_libre_cors) of a request's Origin against a
- * --cors-origins list. The framing checks (server/transport/http.c) read
+ * fuzz_route.c - the parts of the HTTP layer that need no socket: the route
+ * table (srv_routes_find over every API's rows: exact paths, and patterns
+ * such as /download_file/NAME and /v1/models/NAME[/reload]) and the CORS
+ * headers (srv_cors_headers) of a request's Origin against a --cors-origins
+ * list. The framing checks (server/transport/http.c) read
  * libmicrohttpd's connection and are exercised by test_server_harden.
  *
  * Input: the path, '\0', the Origin, '\0', the --cors-origins list (each
  * part may be missing).
  *
- * Invariants: a route's path is the request's path (or, for the prefix
- * routes /download_file/ and /v1/models/, a prefix of it followed by a
- * non-empty name); its method class is one of api.h's srv_method; CORS: at
+ * Invariants: a row found for a method is one of that method (GET also
+ * for HEAD) whose path is the request's, or whose pattern's text around
+ * its '*' is the path's with a non-empty run between; a path with a row
+ * has an Allow list that names the row's method; CORS: at
  * most SRV_CORS_MAX headers, names and values non-NULL, the Allow-Origin
  * value is "*" or exactly the request's Origin and then only when the list
  * names it, and no value carries CR or LF unless the Origin did (the HTTP
@@ -23,8 +24,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api.h"
-#include "libre.h"
+#include "cors.h"
+#include "routes.h"
 
 static void die(const char *what)
 {
@@ -81,26 +82,42 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (origin && list > in + size)
         list = "*";
 
-    const srv_route *rt = srv_api_route(path);
-    if (rt) {
-        if (!rt->path || (unsigned)rt->method > SRV_METHOD_ADMIN) /* srv_method's last */
-            die("a route without a path or with an unknown method");
-        size_t pl = strlen(rt->path);
-        int exact = !strcmp(rt->path, path);
-        int download = pl > 0 && rt->path[pl - 1] == '/' && !strncmp(path, rt->path, pl) &&
-                       path[pl] != 0;
-        if (!exact && !download)
-            die("a route that is not the request's path");
+    static srv_server s;
+    static srv_api *api;
+    char err[128];
+    if (!api && !(api = srv_api_new(&s, err, sizeof err)))
+        die(err);
+    static const char *const k_methods[] = {"GET", "HEAD", "POST", "DELETE", "PUT"};
+    const srv_route *rt = NULL;
+    for (size_t m = 0; m < sizeof k_methods / sizeof k_methods[0]; m++) {
+        char allow[64];
+        const srv_route *row = srv_routes_find(srv_api_routes(api), path, k_methods[m], allow,
+                                               sizeof allow);
+        if (!row)
+            continue;
+        rt = row;
+        const char *want = strcmp(k_methods[m], "HEAD") ? k_methods[m] : "GET";
+        if (strcmp(row->method, want) != 0)
+            die("a row of another method");
+        if (!strstr(allow, row->method))
+            die("an Allow list without the row's method");
+        const char *star = strchr(row->path, '*');
+        if (!star) {
+            if (strcmp(row->path, path) != 0)
+                die("an exact row that is not the request's path");
+        } else {
+            size_t pre = (size_t)(star - row->path), suf = strlen(star + 1), n = strlen(path);
+            if (n <= pre + suf || strncmp(path, row->path, pre) ||
+                strcmp(path + n - suf, star + 1))
+                die("a pattern row that does not match the path");
+        }
     }
 
-    srv_opts o;
-    memset(&o, 0, sizeof o);
-    o.cors_origins = list;
     const char *h[SRV_CORS_MAX][2];
     char buf[64];
     for (int preflight = 0; preflight < 2; preflight++) {
-        int n = srv_libre_cors(&o, origin, preflight, rt ? "GET, POST" : NULL, h, buf,
-                               sizeof buf);
+        int n = srv_cors_headers(list, origin, preflight, rt ? "GET, POST" : NULL, h, buf,
+                                 sizeof buf);
         if (n < 0 || n > SRV_CORS_MAX || (!*list && n != 0))
             die("CORS: header count");
         int allowed = 0;

@@ -1,7 +1,7 @@
 /*
  * reqlimits.c - the cost of a translation request, estimated from its
  * options and its tokenized texts before any job is queued, and held to
- * --max-response-bytes; malloc_trim after large responses (reqlimits.h).
+ * --max-response-bytes (reqlimits.h).
  *
  * The estimate counts, per text that runs, max_length generated tokens
  * for each hypothesis the response carries (the best one, and the
@@ -11,7 +11,6 @@
  * estimate of the response, not a bound on it: a text stopped by </s>
  * returns less, a token whose piece is long returns more.
  */
-#include <malloc.h>
 #include <stdio.h>
 
 #include "reqlimits.h"
@@ -76,10 +75,4 @@ int srv_limits_check(srv_req *r)
                   r->opts.num_hypotheses > 1 ? r->opts.num_hypotheses : 1, r->opts.max_length,
                   c.attn_cells, lim);
     return 0;
-}
-
-void srv_limits_trim(size_t resp_len)
-{
-    if (resp_len >= SRV_TRIM_BYTES)
-        malloc_trim(0);
 }

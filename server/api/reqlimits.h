@@ -2,23 +2,22 @@
  * reqlimits.h - what one translation request may cost, decided before it
  * runs: the decoding work it asks for, the attention cells it would
  * return, and an estimate of its response's size, held to
- * --max-response-bytes (docs/api.md, "Limits"). And giving the memory of
- * a large response back to the system once it is sent.
+ * --max-response-bytes (docs/api.md, "Limits"). (Giving the memory of a
+ * large response back to the system once it is sent is the transport's.)
  *
  * Promise: a request whose estimated response is over the limit is
  * answered 422 response_too_large (LibreTranslate: 400) before any job is
  * queued; the message names the limit (--max-response-bytes) and the
  * numbers, param the field to reduce.
  *
- * Threads: srv_limits_check runs on the request's HTTP thread;
- * srv_limits_trim on any thread.
+ * Threads: the request's HTTP thread.
  */
 #ifndef SRV_REQLIMITS_H
 #define SRV_REQLIMITS_H
 
 #include <stddef.h>
 
-#include "api.h"
+#include "request.h"
 
 /* The cost of a request whose jobs are made (srv_api_make_jobs), every
  * count as a double (no overflow). max_length is the request's own. */
@@ -42,12 +41,5 @@ void srv_cost_estimate(const srv_req *r, srv_cost *c);
 /* Holds r to the server's limits. Returns 1 (within them) or 0 with the
  * error recorded. */
 int srv_limits_check(srv_req *r);
-
-/* After a response of resp_len bytes was sent and freed: a large one
- * (SRV_TRIM_BYTES or more) gives the freed heap back to the system
- * (malloc_trim), so that one large request does not leave the daemon's
- * RSS at its peak. */
-#define SRV_TRIM_BYTES (4u << 20)
-void srv_limits_trim(size_t resp_len);
 
 #endif /* SRV_REQLIMITS_H */

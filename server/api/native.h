@@ -1,0 +1,17 @@
+/*
+ * native.h - the native API: POST /v1/translate (docs/api.md).
+ */
+#ifndef SRV_NATIVE_H
+#define SRV_NATIVE_H
+
+#include "routes.h"
+
+/* Adds the native API's rows to t. 0, or -1 when out of memory. */
+int srv_native_register(srv_routes *t);
+
+/* POST /v1/translate's body (the fuzz target's entry): records an answer
+ * and returns 0, or fills r->jobs (validated, tokenized) and returns 1 for
+ * them to be submitted (srv_api_submit). */
+int srv_native_parse(srv_req *r);
+
+#endif /* SRV_NATIVE_H */

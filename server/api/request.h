@@ -1,0 +1,148 @@
+/*
+ * request.h - what every API file shares: the API's state of one call
+ * (srv_req, in the call's arena: the call of transport/call.h is its
+ * HTTP side), a route of the route table (routes.h), and the answers every
+ * dialect gives (a JSON body, the error object of docs/api.md in the
+ * dialect's shape).
+ *
+ * Promise: every error is docs/api.md's error object with a non-200 status
+ * (LibreTranslate's routes: {"error": message}); nothing a client sends
+ * touches shared state: each request gets its own copy of the model's
+ * default decoding options.
+ *
+ * Threads: a srv_req belongs to the HTTP thread that runs its handler;
+ * while its jobs are queued only the job completion (translate.h) touches
+ * it, from a scheduler thread, and only the job it is given.
+ */
+#ifndef SRV_REQUEST_H
+#define SRV_REQUEST_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "batcher.h"
+#include "call.h"
+#include "metrics.h"
+#include "segment.h"
+#include "state.h"
+#include "translator.h"
+
+typedef struct srv_req srv_req;
+
+/* ---- a route -------------------------------------------------------------- */
+
+/* A row of the route table: {method, path pattern, handler}. method is
+ * "GET" (HEAD too), "POST" or "DELETE"; path is exact or holds one '*' (a
+ * non-empty run of any characters). A path's rows are those of the first
+ * pattern that matches it; their methods make the Allow header. */
+typedef struct srv_route {
+    const char *method;
+    const char *path;
+    srv_endpoint ep;    /* the metrics' label */
+    unsigned flags;     /* SRV_ROUTE_* */
+    /* exactly one of answer and body: */
+    void (*answer)(srv_req *r);         /* answers at the head, the body unread */
+    srv_call_next (*body)(srv_req *r);  /* the body is in: answers, or hands work out
+                                           (SRV_NEXT_PENDING) */
+    void (*respond)(srv_req *r);        /* the work handed out finished: answers */
+} srv_route;
+
+#define SRV_ROUTE_LIBRE 1u    /* LibreTranslate's: {"error": msg}, a body of any type */
+#define SRV_ROUTE_SERVING 2u  /* refused (503) while the models load or the daemon drains */
+#define SRV_ROUTE_KEY 4u      /* the API key from the headers, checked at the head (401) */
+#define SRV_ROUTE_ANY_BODY 8u /* no 415 for a body that is not JSON */
+
+/* ---- one request ---------------------------------------------------------- */
+
+struct srv_libre_req;
+struct srv_model_op;
+
+/* A text of more than one sentence (tokenizer/segment.h): each sentence is
+ * a job of its own; the answer puts their translations back between the
+ * text's own separators. */
+typedef struct srv_split {
+    int n;                   /* sentences (> 1); 0: the text is one job (or empty) */
+    char *text;              /* a copy of the text (its separators), owned */
+    size_t len;
+    td_sentence *sent;       /* n: bytes of each sentence in text, owned */
+    int *job;                /* n: each sentence's job, -1 when empty (not run), owned */
+} srv_split;
+
+struct srv_req {
+    srv_server *s;
+    srv_call *call;          /* the HTTP side: what came in, the answer going out */
+    const srv_route *route;  /* NULL before routing (and for a path with none) */
+    srv_endpoint ep;
+    const char *path;        /* the call's, for short */
+    const char *host;
+    const char *query;
+    char *body;              /* the complete body (the endpoints may modify it in place) */
+    size_t body_len;
+    /* a translation */
+    srv_model *model;        /* routed to, with the request's reference (models.h) */
+    int n_texts;             /* texts of the request, in input order */
+    int *text_job;           /* per text: its job, or -1 for an empty text (not run)
+                                or a text of several sentences (split[text]) */
+    srv_split *split;        /* per text, or NULL when no text was split; owned */
+    int no_split;            /* native "split_sentences": false: every text one job */
+    srv_job *jobs;           /* one per text (or sentence) that runs, in input order */
+    int n_jobs;
+    int32_t **src;           /* per job, owned */
+    size_t **src_offsets;    /* per job with return_tokens: [start, end) in characters
+                                of each source token, owned */
+    size_t *text_chars;      /* per text with return_tokens: its length in characters
+                                (the span of an empty text's </s>), owned */
+    td_decode_opts opts;     /* this request's own copy of the defaults */
+    int *attn_layers, *attn_heads;
+    int return_tokens, return_attention;
+    int libre;               /* a LibreTranslate translation (its limits' params) */
+    /* the dialect's state behind one pointer */
+    struct srv_model_op *op;  /* a load or reload (models.h), owned */
+    struct srv_libre_req *lr; /* LibreTranslate's (libre.c), owned */
+    void (*dialect_free)(srv_req *r); /* frees the dialect's state, or NULL */
+    long tokens_in, tokens_out;
+};
+
+/* Records body (taken, malloc'd and NUL-terminated; NULL when out of
+ * memory: a 500) as a JSON answer with status. */
+void srv_req_json(srv_req *r, int status, char *body);
+
+/* The same with another Content-Type and len bytes (body holds len + 1). */
+void srv_req_reply(srv_req *r, int status, const char *ctype, char *body, size_t len);
+
+/* Records o (taken) as the JSON answer with status; a 500 when out of
+ * memory. */
+void srv_req_object(srv_req *r, int status, json_t *o);
+
+/* Records an error object {"error":{code,message,param}} (a LibreTranslate
+ * route: {"error":message}) as the answer, with WWW-Authenticate for a
+ * 401; out of memory makes it a 500, never a 200. */
+void srv_req_error(srv_req *r, int status, const char *code, const char *param,
+                   const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 5, 6)))
+#endif
+    ;
+
+/* Adds a header to the answer (after srv_req_json/error, which start it). */
+void srv_req_header(srv_req *r, const char *name, const char *value);
+
+/* The body as a JSON object (duplicate keys refused, NUL allowed in
+ * strings), or NULL with a 400 recorded. */
+json_t *srv_req_json_body(srv_req *r);
+
+/* An optional string field without NUL, or NULL; 1 with a 400 recorded when
+ * it is something else. */
+int srv_req_opt_string(srv_req *r, json_t *root, const char *key, const char **out);
+
+/* Frees what r owns (jobs and their results, token ids, the dialect's
+ * state) and drops its model reference; the call's arena holds r itself. */
+void srv_req_free(srv_req *r);
+
+/* 1 when the server has no API key or given matches it; constant time in
+ * the key's content. */
+int srv_api_key_ok(const srv_server *s, const char *given);
+
+#endif /* SRV_REQUEST_H */

@@ -1,0 +1,352 @@
+/*
+ * translate.c - the translation plumbing both dialects share (translate.h):
+ * texts -> sentences -> tokenized jobs, the jobs to the batcher and back,
+ * the texts put back together.
+ *
+ * Text <-> tokens happens here and in native.c's token lists
+ * (td_tok_encode_batch, srv_api_decode); everything else sees token ids.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "models.h"
+#include "translate.h"
+
+char *srv_api_decode(const srv_model *sm, const int32_t *ids, int n)
+{
+    char *t = NULL;
+    if (td_tok_decode(sm->tok, ids, n, &t) != 0)
+        return NULL;
+    return t;
+}
+json_t *srv_api_text_json(char *t)
+{
+    if (!t)
+        return NULL;
+    json_t *v = json_string(t);
+    if (!v) {
+        for (unsigned char *p = (unsigned char *)t; *p; p++)
+            if (*p >= 0x80)
+                *p = '?';
+        v = json_string(t);
+    }
+    free(t);
+    return v;
+}
+/* ---- requests -> jobs ------------------------------------------------------ */
+
+/* Sentences of the texts (r->split) unless the request turned splitting
+ * off; returns the number of jobs' units (texts and sentences) or -1 with
+ * an error recorded. */
+static int split_texts(srv_req *r, const char *const *texts, const size_t *lens, int n)
+{
+    int units = n;
+    if (r->no_split)
+        return units;
+    r->split = calloc((size_t)(n > 0 ? n : 1), sizeof *r->split);
+    if (!r->split)
+        goto oom;
+    for (int i = 0; i < n; i++) {
+        td_sentence *sent = NULL;
+        char err[256];
+        int ns = td_segment(r->model->src_lang, texts[i], lens[i], &sent, err, sizeof err);
+        if (ns < 0) {
+            srv_req_error(r, 500, "internal", NULL, "text %d: %s", i, err);
+            return -1;
+        }
+        if (ns <= 1) {
+            free(sent); /* one sentence: the text as it is, today's job */
+            continue;
+        }
+        srv_split *sp = &r->split[i];
+        sp->sent = sent;
+        sp->text = malloc(lens[i] + 1);
+        sp->job = malloc((size_t)ns * sizeof *sp->job);
+        if (!sp->text || !sp->job)
+            goto oom;
+        memcpy(sp->text, texts[i], lens[i]);
+        sp->text[lens[i]] = 0;
+        sp->len = lens[i];
+        sp->n = ns;
+        units += ns - 1;
+    }
+    return units;
+oom:
+    srv_req_error(r, 500, "internal", NULL, "out of memory");
+    return -1;
+}
+int srv_api_make_jobs(srv_req *r, const char *const *texts, const size_t *lens, int n,
+                      const char *param)
+{
+    srv_model *sm = r->model;
+    r->n_texts = n;
+    r->n_jobs = 0;
+    r->tokens_in = 0;
+    r->text_job = malloc((size_t)(n > 0 ? n : 1) * sizeof *r->text_job);
+    int units = r->text_job ? split_texts(r, texts, lens, n) : -1;
+    if (units < 0) {
+        if (!r->text_job)
+            srv_req_error(r, 500, "internal", NULL, "out of memory");
+        return 0;
+    }
+    /* the units the model sees: whole texts, or the sentences of a split one */
+    const char **ut = malloc((size_t)(units > 0 ? units : 1) * sizeof *ut);
+    size_t *ul = malloc((size_t)(units > 0 ? units : 1) * sizeof *ul);
+    int *u_text = malloc((size_t)(units > 0 ? units : 1) * sizeof *u_text);
+    int *u_sent = malloc((size_t)(units > 0 ? units : 1) * sizeof *u_sent);
+    r->jobs = calloc((size_t)(units > 0 ? units : 1), sizeof *r->jobs);
+    r->src = calloc((size_t)(units > 0 ? units : 1), sizeof *r->src);
+    /* the text pipeline's tokenizer stage, as `transformerd translate` runs
+     * it, refusing (not cutting) a text over the limit */
+    td_tok_ids *ids = calloc((size_t)(units > 0 ? units : 1), sizeof *ids);
+    int rc = -1;
+    if (!ut || !ul || !u_text || !u_sent || !r->jobs || !r->src || !ids) {
+        srv_req_error(r, 500, "internal", NULL, "out of memory");
+        goto out;
+    }
+    int u = 0;
+    for (int i = 0; i < n; i++) {
+        const srv_split *sp = r->split ? &r->split[i] : NULL;
+        for (int k = 0; k < (sp && sp->n ? sp->n : 1); k++, u++) {
+            u_text[u] = i;
+            u_sent[u] = sp && sp->n ? k : -1;
+            ut[u] = sp && sp->n ? texts[i] + sp->sent[k].start : texts[i];
+            ul[u] = sp && sp->n ? sp->sent[k].end - sp->sent[k].start : lens[i];
+        }
+    }
+    int bad = -1;
+    char msg[256];
+    rc = td_tok_encode_batch(sm->tok, ut, ul, units, sm->max_input_tokens, TD_LONG_SOURCE_ERROR,
+                             ids, &bad, msg, sizeof msg);
+    if (rc == TD_TOK_ETOOLONG && u_sent[bad] < 0) {
+        srv_req_error(r, 422, "text_too_long", param,
+                      "text %d has %d tokens; the limit is %d (including </s>)", u_text[bad],
+                      ids[bad].n_full, sm->max_input_tokens);
+    } else if (rc == TD_TOK_ETOOLONG) {
+        /* where the sentence is, in characters of its text */
+        size_t cs = 0, ce = 0, b0 = (size_t)(ut[bad] - texts[u_text[bad]]);
+        for (size_t b = 0; b < b0 + ul[bad]; b++) {
+            int ch = ((unsigned char)texts[u_text[bad]][b] & 0xC0) != 0x80;
+            cs += b < b0 && ch;
+            ce += ch;
+        }
+        srv_req_error(r, 422, "text_too_long", param,
+                      "text %d, sentence %d (characters %zu..%zu) has %d tokens; the limit is "
+                      "%d (including </s>)",
+                      u_text[bad], u_sent[bad], cs, ce, ids[bad].n_full, sm->max_input_tokens);
+    } else if (rc != 0) {
+        srv_req_error(r, 500, "internal", NULL, "%s", msg);
+    } else {
+        for (u = 0; u < units; u++) {
+            int i = u_text[u];
+            srv_split *sp = u_sent[u] >= 0 ? &r->split[i] : NULL;
+            int k = -1;
+            /* an empty or whitespace-only text is not run (td_tok_is_empty) */
+            if (td_tok_is_empty(ids[u].n_full)) {
+                td_tok_ids_free(&ids[u], 1);
+            } else {
+                k = r->n_jobs++;
+                r->src[k] = ids[u].ids; /* owned by r from here */
+                ids[u].ids = NULL;
+                srv_job *j = &r->jobs[k];
+                j->src = r->src[k];
+                j->n_src = ids[u].n;
+                j->opts = &r->opts;
+                r->tokens_in += ids[u].n;
+            }
+            if (sp) {
+                sp->job[u_sent[u]] = k;
+                r->text_job[i] = -1;
+            } else {
+                r->text_job[i] = k;
+            }
+        }
+        if (r->n_jobs > r->s->o.max_queue) {
+            srv_req_error(r, 422, "too_many_sentences", param,
+                          "the texts have %d sentences to translate; the limit is %d "
+                          "(--max-queue)",
+                          r->n_jobs, r->s->o.max_queue);
+            rc = -1;
+        }
+    }
+    if (rc != 0)
+        td_tok_ids_free(ids, units);
+out:
+    free(ids);
+    free(ut);
+    free(ul);
+    free(u_text);
+    free(u_sent);
+    return rc == 0;
+}
+int srv_api_model_failed(srv_req *r, const srv_model *sm)
+{
+    const char *why = srv_model_failed(sm);
+    if (!why)
+        return 0;
+    srv_req_error(r, 503, "device_error", NULL, "the model's device failed: %s", why);
+    return 1;
+}
+/* ---- the jobs to the batcher and back ------------------------------------- */
+
+/* The completion of every job (a scheduler thread, or the main thread in a
+ * drain): the device-failed policy for a failed job, then the job's hold
+ * of the call is released. Touches only j and the model's state. */
+static void job_done(srv_job *j, void *ud)
+{
+    srv_req *r = ud;
+    if (j->status == SRV_JOB_FAILED)
+        srv_model_engine_error(r->model, j->engine_rc, j->engine_err);
+    srv_call_release(r->call);
+}
+
+/* The batcher's gone hook: the call is held while the job is unfinished. */
+static int client_left(void *ud)
+{
+    const srv_req *r = ud;
+    return srv_call_client_gone(r->call);
+}
+
+srv_call_next srv_api_submit(srv_req *r)
+{
+    srv_server *s = r->s;
+    /* --fair-share client: the client's address owns the request's share of
+     * the queue (FNV-1a), so that one client's many requests share one; by
+     * default (0) each request has its own (behind a proxy, or on
+     * loopback, every client has one address) */
+    uint64_t owner = 0;
+    if (s->o.fair_share == SRV_SHARE_CLIENT) {
+        owner = 1469598103934665603ULL;
+        for (const char *p = r->call->client; *p; p++)
+            owner = (owner ^ (unsigned char)*p) * 1099511628211ULL;
+        owner += !owner;
+    }
+    const srv_completion done = {.done = job_done, .gone = client_left, .ud = r,
+                                 .owner = owner};
+    /* the holds before the jobs are out: a job may finish at once */
+    srv_call_hold(r->call, r->n_jobs);
+    srv_submit_rc sr = srv_batcher_submit(r->model->b, r->jobs, r->n_jobs,
+                                          r->call->t0 + s->o.request_timeout_s, &done);
+    if (sr == SRV_SUBMIT_OK)
+        return SRV_NEXT_PENDING;
+    /* none went out: their holds back (the transport's own keeps the call) */
+    for (int i = 0; i < r->n_jobs; i++)
+        srv_call_release(r->call);
+    if (sr == SRV_SUBMIT_FULL) {
+        srv_req_error(r, 429, "queue_full", NULL, "the queue is full; retry later");
+        srv_req_header(r, "Retry-After", "1");
+    } else {
+        srv_req_error(r, 503, "draining", NULL, "the server is shutting down");
+    }
+    return SRV_NEXT_ANSWERED;
+}
+
+int srv_api_jobs_failed(srv_req *r)
+{
+    for (int i = 0; r->jobs && i < r->n_jobs; i++) {
+        switch (r->jobs[i].status) {
+        case SRV_JOB_DONE:
+            continue;
+        case SRV_JOB_TIMEOUT:
+            srv_req_error(r, 504, "timeout", NULL,
+                          "the request waited longer than %d s and was dropped",
+                          r->s->o.request_timeout_s);
+            return 1;
+        case SRV_JOB_SHUTDOWN:
+            srv_req_error(r, 503, "draining", NULL,
+                          "the server shut down before the request could finish");
+            return 1;
+        case SRV_JOB_GONE:
+            srv_req_error(r, 503, "client_gone", NULL, "the client closed the connection");
+            return 1;
+        case SRV_JOB_FAILED:
+            srv_req_error(r, 500, "internal", NULL, "translation failed: %s",
+                          r->jobs[i].engine_err);
+            return 1;
+        default:
+            srv_req_error(r, 500, "internal", NULL, "job %d did not finish", i);
+            return 1;
+        }
+    }
+    long tout = 0;
+    for (int i = 0; i < r->n_jobs; i++)
+        tout += r->jobs[i].res.hyps[0].n_tokens;
+    r->tokens_out = tout;
+    return 0;
+}
+
+/* ---- texts of several sentences ------------------------------------------ */
+
+const srv_split *srv_api_split_of(const srv_req *r, int text)
+{
+    return r->split && r->split[text].n ? &r->split[text] : NULL;
+}
+int srv_api_split_n_hyps(const srv_req *r, const srv_split *sp)
+{
+    int nh = 0;
+    for (int s = 0; s < sp->n; s++) {
+        int k = sp->job[s];
+        if (k >= 0 && (!nh || r->jobs[k].res.n_hyps < nh))
+            nh = r->jobs[k].res.n_hyps;
+    }
+    return nh ? nh : 1;
+}
+char *srv_api_split_join(const srv_req *r, const srv_split *sp, int hyp, size_t *ranges,
+                         double *score)
+{
+    char **owned = calloc((size_t)sp->n, sizeof *owned);
+    const char **parts = calloc((size_t)sp->n, sizeof *parts);
+    size_t *plens = calloc((size_t)sp->n, sizeof *plens);
+    char *out = NULL;
+    size_t out_len;
+    double sum = 0, plain = 0;
+    long nt = 0;
+    int ok = owned && parts && plens, ran = 0;
+    for (int s = 0; ok && s < sp->n; s++) {
+        int k = sp->job[s];
+        parts[s] = "";
+        if (k < 0)
+            continue; /* nothing to translate: "" */
+        const td_result *res = &r->jobs[k].res;
+        const td_hypothesis *h = &res->hyps[hyp < res->n_hyps ? hyp : res->n_hyps - 1];
+        ok = (owned[s] = srv_api_decode(r->model, h->tokens, h->n_tokens)) != NULL;
+        if (ok) {
+            parts[s] = owned[s];
+            plens[s] = strlen(owned[s]);
+        }
+        sum += (double)h->score * h->n_tokens;
+        plain += h->score;
+        nt += h->n_tokens;
+        ran++;
+    }
+    if (ok && td_segment_join(sp->text, sp->len, sp->sent, sp->n, parts, plens, &out, &out_len,
+                              ranges) != 0)
+        out = NULL;
+    *score = nt ? sum / (double)nt : ran ? plain / ran : 0.0;
+    for (int s = 0; owned && s < sp->n; s++)
+        free(owned[s]);
+    free(owned);
+    free(parts);
+    free(plens);
+    return out;
+}
+int srv_api_n_hyps(const srv_req *r, int text)
+{
+    if (srv_api_split_of(r, text))
+        return srv_api_split_n_hyps(r, srv_api_split_of(r, text));
+    int k = r->text_job[text];
+    return k < 0 ? 1 : r->jobs[k].res.n_hyps;
+}
+json_t *srv_api_text_value(const srv_req *r, int text, int hyp)
+{
+    double score;
+    if (srv_api_split_of(r, text))
+        return srv_api_text_json(srv_api_split_join(r, srv_api_split_of(r, text), hyp, NULL, &score));
+    int k = r->text_job[text];
+    if (k < 0)
+        return json_string("");
+    return srv_api_text_json(srv_api_decode(r->model, r->jobs[k].res.hyps[hyp].tokens, r->jobs[k].res.hyps[hyp].n_tokens));
+}

@@ -1,0 +1,74 @@
+/*
+ * translate.h - what both translation dialects (native.c, libre.c) share:
+ * texts into sentences and tokenized jobs, the jobs handed to the model's
+ * batcher under the call's holds, the outcome of the finished jobs, and
+ * each text's translation put back together (hypothesis k of every
+ * sentence in the text's layout).
+ *
+ * Threads: the HTTP thread that owns the request, but for the jobs'
+ * completion (a scheduler thread), which touches only its job and the
+ * model's state.
+ */
+#ifndef SRV_TRANSLATE_H
+#define SRV_TRANSLATE_H
+
+#include <stddef.h>
+
+#include <jansson.h>
+
+#include "request.h"
+
+/* Splits n texts into sentences (unless r->no_split; a text of one
+ * sentence stays one job, exactly as it is) and tokenizes them into
+ * r->jobs (r->text_job maps each text to its job, r->split a text of
+ * several sentences to theirs; an empty or whitespace-only text or sentence
+ * gets none, td_tok_is_empty); 422 for a text or sentence over
+ * --max-input-tokens, or more sentences than --max-queue (param names the
+ * field). Returns 1 (submit the jobs; when there are none, respond at once)
+ * or 0 (an error was recorded). r->model and r->opts must be set. */
+int srv_api_make_jobs(srv_req *r, const char *const *texts, const size_t *lens, int n,
+                      const char *param);
+
+/* A model whose device failed refuses work (503) instead of queueing it
+ * for a batch that would fail too. Returns 1 when an error was recorded. */
+int srv_api_model_failed(srv_req *r, const srv_model *sm);
+
+/* Hands r's jobs to its model's batcher, one hold of the call each, and
+ * returns SRV_NEXT_PENDING; a refusal (429 queue_full, 503 draining) is
+ * answered at once (SRV_NEXT_ANSWERED). --fair-share client: the client's
+ * address owns the request's share of the queue. */
+srv_call_next srv_api_submit(srv_req *r);
+
+/* Once every job finished: 0 when all are done (r->tokens_out counted), or
+ * 1 with the error of the first that did not finish recorded (504, 503,
+ * 500). */
+int srv_api_jobs_failed(srv_req *r);
+
+/* After every job finished: hypotheses of text i (1 for an empty text),
+ * and hypothesis k's detokenized text as a JSON string ("" for an empty
+ * text; invalid UTF-8 replaced); NULL when out of memory. */
+int srv_api_n_hyps(const srv_req *r, int text);
+json_t *srv_api_text_value(const srv_req *r, int text, int hyp);
+
+/* Text i's split, or NULL when it is one job (or empty). */
+const srv_split *srv_api_split_of(const srv_req *r, int text);
+
+/* The one reassembly: hypothesis hyp of every sentence of sp between the
+ * text's own separators (malloc'd; NULL when out of memory). ranges (2n,
+ * or NULL): each sentence's bytes in it; *score: the sentences' scores
+ * weighted by their tokens (the whole text's score with length_penalty 1). */
+char *srv_api_split_join(const srv_req *r, const srv_split *sp, int hyp, size_t *ranges,
+                         double *score);
+
+/* Hypotheses of a split text: the fewest of its sentences' (1 when none ran). */
+int srv_api_split_n_hyps(const srv_req *r, const srv_split *sp);
+
+/* The detokenized text of target ids (malloc'd), or NULL when out of memory. */
+char *srv_api_decode(const srv_model *sm, const int32_t *ids, int n);
+
+/* JSON string of a detokenized text (taken); invalid UTF-8 (byte pieces
+ * that do not form characters) is replaced rather than failing the
+ * request. NULL for NULL. */
+json_t *srv_api_text_json(char *t);
+
+#endif /* SRV_TRANSLATE_H */

@@ -1,0 +1,51 @@
+/*
+ * languages.h - the languages the daemon serves: the pairs of the serving
+ * models (copied: models come and go), every language once, their English
+ * names, and the detector (libexttextcat's fingerprints, langid.h) of a
+ * text's language among the models' sources. Both APIs route with these:
+ * the native API's source "auto", LibreTranslate's /detect, /languages and
+ * source=auto.
+ *
+ * Threads: any; the detector is made once before the daemon serves and
+ * read-only after.
+ */
+#ifndef SRV_LANGUAGES_H
+#define SRV_LANGUAGES_H
+
+#include <stddef.h>
+
+#include "langid.h"
+#include "models.h"
+#include "state.h"
+
+/* The languages of the serving models at one moment: their pairs, and
+ * every language once, sources first. */
+typedef struct srv_langs {
+    srv_pair p[64];
+    int np;
+    const char *codes[128]; /* into p */
+    int n;
+} srv_langs;
+
+void srv_langs_now(const srv_server *s, srv_langs *L);
+/* Whether code is one of L's languages. */
+int srv_langs_has(const srv_langs *L, const char *code);
+/* The source languages of the models that translate into tgt (any target
+ * when tgt is NULL), each once, into codes; returns how many. */
+int srv_langs_sources(const srv_langs *L, const char *tgt, const char **codes);
+/* "German" for "de"; the code itself for a language without a name here. */
+const char *srv_lang_name(const char *code);
+
+/* The detector over the serving models' languages and every named one
+ * that has a fingerprint under --textcat-dir (a model loaded at run time
+ * may bring one). NULL with err when the fingerprints cannot be read; none
+ * at all is a detector that detects nothing (said on stderr). */
+srv_langid *srv_detector_new(const srv_server *s, char *err, size_t errlen);
+
+/* The source language of text among the sources of the models into tgt
+ * (NULL: any), by s->langid; the first such source when none has a
+ * fingerprint. 0, or -1 when no model translates into tgt. */
+int srv_detect_source(const srv_server *s, const char *text, size_t n, const char *tgt,
+                      char *out, size_t outlen);
+
+#endif /* SRV_LANGUAGES_H */
