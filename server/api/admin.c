@@ -280,7 +280,7 @@ static const srv_route k_admin_routes[] = {
      admin_unload, NULL, NULL},
 };
 
-int srv_admin_register(srv_routes *t)
+int srv_admin_routes(srv_route *out, int max)
 {
-    return srv_routes_add(t, k_admin_routes, sizeof k_admin_routes / sizeof k_admin_routes[0]);
+    return srv_routes_copy(k_admin_routes, (int)(sizeof k_admin_routes / sizeof k_admin_routes[0]), out, max);
 }

@@ -9,10 +9,10 @@
 
 #include <jansson.h>
 
-#include "routes.h"
+#include "request.h"
 
-/* Adds the model administration's rows to t. 0, or -1 when out of memory. */
-int srv_admin_register(srv_routes *t);
+/* The model administration's rows into out (up to max); returns how many there are. */
+int srv_admin_routes(srv_route *out, int max);
 
 /* One model as GET /v1/models lists it (also in a load's and a reload's
  * answer); NULL when out of memory. */

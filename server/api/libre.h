@@ -21,18 +21,12 @@
 
 #include <stddef.h>
 
-#include "routes.h"
+#include "files.h"
+#include "request.h"
 #include "state.h"
 
-typedef struct srv_libre srv_libre;
-
-/* An empty file store sized by s->o (--max-files-bytes, --file-ttl-s).
- * NULL with err when out of memory. */
-srv_libre *srv_libre_new(const srv_server *s, char *err, size_t errlen);
-void srv_libre_free(srv_libre *l); /* accepts NULL */
-
-/* Adds LibreTranslate's rows to t. 0, or -1 when out of memory. */
-int srv_libre_register(srv_routes *t);
+/* LibreTranslate's rows into out (up to max); returns how many there are. */
+int srv_libre_routes(srv_route *out, int max);
 
 /* A POST endpoint once the body is complete (the fuzz target's entry):
  * records an answer and returns 0, or fills r->jobs and returns 1 for them

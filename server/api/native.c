@@ -690,7 +690,7 @@ static const srv_route k_native_routes[] = {
      native_body, native_respond},
 };
 
-int srv_native_register(srv_routes *t)
+int srv_native_routes(srv_route *out, int max)
 {
-    return srv_routes_add(t, k_native_routes, sizeof k_native_routes / sizeof k_native_routes[0]);
+    return srv_routes_copy(k_native_routes, (int)(sizeof k_native_routes / sizeof k_native_routes[0]), out, max);
 }

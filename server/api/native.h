@@ -4,10 +4,10 @@
 #ifndef SRV_NATIVE_H
 #define SRV_NATIVE_H
 
-#include "routes.h"
+#include "request.h"
 
-/* Adds the native API's rows to t. 0, or -1 when out of memory. */
-int srv_native_register(srv_routes *t);
+/* The native API's rows into out (up to max); returns how many there are. */
+int srv_native_routes(srv_route *out, int max);
 
 /* POST /v1/translate's body (the fuzz target's entry): records an answer
  * and returns 0, or fills r->jobs (validated, tokenized) and returns 1 for

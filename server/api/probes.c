@@ -73,7 +73,7 @@ static const srv_route k_probe_routes[] = {
     {"GET", "/version", SRV_EP_VERSION, 0, probe_version, NULL, NULL},
 };
 
-int srv_probes_register(srv_routes *t)
+int srv_probes_routes(srv_route *out, int max)
 {
-    return srv_routes_add(t, k_probe_routes, sizeof k_probe_routes / sizeof k_probe_routes[0]);
+    return srv_routes_copy(k_probe_routes, (int)(sizeof k_probe_routes / sizeof k_probe_routes[0]), out, max);
 }

@@ -6,9 +6,9 @@
 #ifndef SRV_PROBES_H
 #define SRV_PROBES_H
 
-#include "routes.h"
+#include "request.h"
 
-/* Adds the probes' rows to t. 0, or -1 when out of memory. */
-int srv_probes_register(srv_routes *t);
+/* The probes' rows into out (up to max); returns how many there are. */
+int srv_probes_routes(srv_route *out, int max);
 
 #endif /* SRV_PROBES_H */

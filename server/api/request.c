@@ -176,3 +176,10 @@ void srv_req_free(srv_req *r)
     r->src = NULL;
     r->attn_layers = r->attn_heads = NULL;
 }
+
+int srv_routes_copy(const srv_route *rows, int n, srv_route *out, int max)
+{
+    for (int i = 0; i < n && i < max; i++)
+        out[i] = rows[i];
+    return n;
+}

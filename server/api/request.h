@@ -54,6 +54,10 @@ typedef struct srv_route {
 #define SRV_ROUTE_KEY 4u      /* the API key from the headers, checked at the head (401) */
 #define SRV_ROUTE_ANY_BODY 8u /* no 415 for a body that is not JSON */
 
+/* A dialect's static rows into out (up to max): returns n, the rows it has
+ * (its srv_X_routes, which routes.c calls twice: to count, to fill). */
+int srv_routes_copy(const srv_route *rows, int n, srv_route *out, int max);
+
 /* ---- one request ---------------------------------------------------------- */
 
 struct srv_libre_req;

@@ -102,12 +102,21 @@ srv_api *srv_api_new(srv_server *s, char *err, size_t errlen)
     }
     a->s = s;
     /* the page first (its paths are its own), then each API's rows */
-    if (srv_web_register(&a->routes) != 0 || srv_native_register(&a->routes) != 0 ||
-        srv_admin_register(&a->routes) != 0 || srv_probes_register(&a->routes) != 0 ||
-        srv_libre_register(&a->routes) != 0) {
-        snprintf(err, errlen, "out of memory");
-        srv_api_free(a);
-        return NULL;
+    static int (*const k_dialects[])(srv_route *out, int max) = {
+        srv_web_routes, srv_native_routes, srv_admin_routes, srv_probes_routes,
+        srv_libre_routes,
+    };
+    for (size_t d = 0; d < sizeof k_dialects / sizeof k_dialects[0]; d++) {
+        int n = k_dialects[d](NULL, 0);
+        srv_route *rows = n > 0 ? calloc((size_t)n, sizeof *rows) : NULL;
+        int ok = n <= 0 || (rows && k_dialects[d](rows, n) == n &&
+                            srv_routes_add(&a->routes, rows, n) == 0);
+        free(rows);
+        if (!ok) {
+            snprintf(err, errlen, "out of memory");
+            srv_api_free(a);
+            return NULL;
+        }
     }
     return a;
 }

@@ -1,10 +1,10 @@
 /*
  * routes.h - the route table and the API's side of a call: every dialect
- * (native.c, libre.c, admin.c, probes.c, web.c) registers its rows
- * {method, path pattern, handler} (request.h's srv_route) here, and the
- * handler the transport calls (transport/call.h) finds a call's row and
- * runs it. A new API is one new file with its rows and one register call
- * in srv_api_new.
+ * (native.c, libre.c, admin.c, probes.c, web.c) has its rows {method, path
+ * pattern, handler} (request.h's srv_route), srv_api_new puts them in one
+ * table, and the handler the transport calls (transport/call.h) finds a
+ * call's row and runs it. A new API is one new file with its rows and one
+ * line in srv_api_new's list.
  *
  * At the head of a call, in this order: the route (404 no such endpoint),
  * OPTIONS (204 with Allow: a CORS preflight), the method (405 with Allow),
@@ -27,8 +27,7 @@
 
 typedef struct srv_routes srv_routes;
 
-/* Appends n rows (kept by pointer: static storage). 0, or -1 when out of
- * memory. */
+/* Appends copies of n rows. 0, or -1 when out of memory. */
 int srv_routes_add(srv_routes *t, const srv_route *rows, int n);
 
 /* The row of a call: the rows of the first pattern matching path, then the

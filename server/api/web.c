@@ -73,13 +73,12 @@ static void web_answer(srv_req *r)
     srv_req_header(r, "X-Frame-Options", "DENY");
 }
 
-int srv_web_register(srv_routes *t)
+int srv_web_routes(srv_route *out, int max)
 {
-    for (int i = 0; i < srv_web_n_assets; i++) {
+    for (int i = 0; i < srv_web_n_assets && i < max; i++) {
         const srv_route row = {"GET", srv_web_assets[i].path, SRV_EP_WEB, 0, web_answer, NULL,
                                NULL};
-        if (srv_routes_add(t, &row, 1) != 0)
-            return -1;
+        out[i] = row;
     }
-    return 0;
+    return srv_web_n_assets;
 }

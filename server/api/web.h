@@ -15,7 +15,7 @@
 
 #include <stddef.h>
 
-#include "routes.h"
+#include "request.h"
 
 /* One embedded file (the generated table, srv_web_assets). */
 typedef struct srv_web_asset {
@@ -32,9 +32,9 @@ extern const int srv_web_n_assets;
 /* The asset served at path (exact), or NULL. */
 const srv_web_asset *srv_web_find(const char *path);
 
-/* Adds a row per asset to t (GET: the file with its ETag, cache and
- * security headers, or 304 when If-None-Match names its ETag). 0, or -1
- * when out of memory. */
-int srv_web_register(srv_routes *t);
+/* A row per asset into out (up to max; GET: the file with its ETag, cache
+ * and security headers, or 304 when If-None-Match names its ETag); returns
+ * how many there are. */
+int srv_web_routes(srv_route *out, int max);
 
 #endif /* SRV_WEB_H */
