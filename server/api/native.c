@@ -87,8 +87,8 @@ static json_t *target_offsets_json(const srv_model *sm, const int32_t *ids, int 
 static int source_offsets(srv_req *r, const char *const *texts, const size_t *lens, int n)
 {
     /* per job (the texts that run; an empty text has none) */
-    r->src_offsets = calloc((size_t)(r->n_jobs > 0 ? r->n_jobs : 1), sizeof *r->src_offsets);
-    r->text_chars = calloc((size_t)(n > 0 ? n : 1), sizeof *r->text_chars);
+    r->src_offsets = srv_req_alloc(r, (size_t)r->n_jobs, sizeof *r->src_offsets);
+    r->text_chars = srv_req_alloc(r, (size_t)n, sizeof *r->text_chars);
     if (!r->src_offsets || !r->text_chars)
         goto oom;
     for (int i = 0; i < n; i++) {
@@ -150,7 +150,7 @@ static int get_bool(srv_req *r, json_t *root, const char *key, int *out)
     return 0;
 }
 
-/* An optional array of 1..TD_MAX_ATTN_SELECT ints, into a malloc'd copy
+/* An optional array of 1..TD_MAX_ATTN_SELECT ints, into a copy in the arena
  * (their ranges are td_decode_opts_check's). */
 static int get_int_array(srv_req *r, json_t *root, const char *key, int **out, int *n)
 {
@@ -163,7 +163,7 @@ static int get_int_array(srv_req *r, json_t *root, const char *key, int **out, i
                       TD_MAX_ATTN_SELECT);
         return -1;
     }
-    *out = malloc(k * sizeof(int));
+    *out = srv_req_alloc(r, k, sizeof(int));
     if (!*out) {
         srv_req_error(r, 500, "internal", NULL, "out of memory");
         return -1;
@@ -182,7 +182,7 @@ static int get_int_array(srv_req *r, json_t *root, const char *key, int **out, i
 }
 
 /* "text" / "q": a string or a non-empty array of strings. Fills texts and
- * lens (malloc'd arrays of pointers into the JSON). */
+ * lens (arrays in the arena, of pointers into the JSON). */
 static int get_texts(srv_req *r, json_t *v, const char *key, const char ***texts, size_t **lens,
                      int *n, int *is_list)
 {
@@ -202,8 +202,8 @@ static int get_texts(srv_req *r, json_t *v, const char *key, const char ***texts
                       k);
         return -1;
     }
-    *texts = malloc(k * sizeof **texts);
-    *lens = malloc(k * sizeof **lens);
+    *texts = srv_req_alloc(r, k, sizeof **texts);
+    *lens = srv_req_alloc(r, k, sizeof **lens);
     if (!*texts || !*lens) {
         srv_req_error(r, 500, "internal", NULL, "out of memory");
         return -1;
@@ -246,7 +246,7 @@ static int detect_source(srv_req *r, const char *const *texts, const size_t *len
     size_t len = 0;
     for (int i = 0; i < n; i++)
         len += lens[i] + 1;
-    char *all = malloc(len + 1), *w = all;
+    char *all = srv_req_alloc(r, len + 1, 1), *w = all;
     if (!all) {
         srv_req_error(r, 500, "internal", NULL, "out of memory");
         return -1;
@@ -258,7 +258,6 @@ static int detect_source(srv_req *r, const char *const *texts, const size_t *len
     }
     *w = 0;
     int rc = srv_detect_source(r->s, all, (size_t)(w - all), tgt, out, 16);
-    free(all);
     if (rc != 0)
         no_pair(r, "target", "auto", tgt);
     return rc;
@@ -483,15 +482,13 @@ static json_t *native_translation(srv_req *r, const srv_job *j)
 static json_t *native_split(srv_req *r, int i)
 {
     const srv_split *sp = srv_api_split_of(r, i);
-    size_t *rng = malloc(2 * (size_t)sp->n * sizeof *rng);
-    size_t *src = malloc(2 * (size_t)sp->n * sizeof *src);
+    size_t *rng = srv_req_alloc(r, 2 * (size_t)sp->n, sizeof *rng);
+    size_t *src = srv_req_alloc(r, 2 * (size_t)sp->n, sizeof *src);
     double score;
     char *t = rng && src ? srv_api_split_join(r, sp, 0, rng, &score) : NULL;
     json_t *o = t ? json_object() : NULL;
     if (!o) {
         free(t);
-        free(rng);
-        free(src);
         return NULL;
     }
     offsets_to_chars(t, rng, sp->n);
@@ -536,8 +533,7 @@ static json_t *native_split(srv_req *r, int i)
         }
         json_object_set_new(o, "hypotheses", hs);
     }
-    free(rng);
-    free(src);
+
     return o;
 }
 
@@ -670,8 +666,6 @@ int srv_native_parse(srv_req *r)
         rc = 0;
     }
 out:
-    free(texts);
-    free(lens);
     json_decref(root);
     return rc;
 }

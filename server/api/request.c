@@ -24,6 +24,15 @@ void srv_req_json(srv_req *r, int status, char *body)
     srv_req_reply(r, status, "application/json", body, body ? strlen(body) : 0);
 }
 
+void *srv_req_alloc(const srv_req *r, size_t count, size_t size)
+{
+    if (count == 0)
+        count = 1;
+    if (size && count > (size_t)-1 / size)
+        return NULL;
+    return srv_call_alloc(r->call, count * size);
+}
+
 void srv_req_header(srv_req *r, const char *name, const char *value)
 {
     (void)srv_call_add_header(r->call, name, value); /* a full table: the header is lost */
@@ -145,26 +154,17 @@ void srv_req_free(srv_req *r)
 {
     for (int i = 0; r->jobs && i < r->n_jobs; i++)
         td_result_free(&r->jobs[i].res);
+    /* the arena holds the arrays; their elements from the tokenizer are freed */
     for (int i = 0; r->src && i < r->n_jobs; i++)
         free(r->src[i]);
-    free(r->src);
     for (int i = 0; r->src_offsets && i < r->n_jobs; i++)
         free(r->src_offsets[i]);
-    free(r->src_offsets);
     r->src_offsets = NULL;
-    free(r->text_chars);
     r->text_chars = NULL;
-    free(r->jobs);
-    free(r->attn_layers);
-    free(r->attn_heads);
-    free(r->text_job);
+    r->attn_layers = r->attn_heads = NULL;
     r->text_job = NULL;
-    for (int i = 0; r->split && i < r->n_texts; i++) {
-        free(r->split[i].text);
+    for (int i = 0; r->split && i < r->n_texts; i++)
         free(r->split[i].sent);
-        free(r->split[i].job);
-    }
-    free(r->split);
     r->split = NULL;
     if (r->dialect_free)
         r->dialect_free(r);

@@ -130,6 +130,11 @@ void srv_req_error(srv_req *r, int status, const char *code, const char *param,
 #endif
     ;
 
+/* count x size zeroed bytes in the call's arena, freed with the call (NULL
+ * when out of memory or on overflow; 0 items are 1). Everything a request
+ * holds lives there but what other modules hand it (token ids, results). */
+void *srv_req_alloc(const srv_req *r, size_t count, size_t size);
+
 /* Adds a header to the answer (after srv_req_json/error, which start it). */
 void srv_req_header(srv_req *r, const char *name, const char *value);
 

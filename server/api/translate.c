@@ -46,7 +46,7 @@ static int split_texts(srv_req *r, const char *const *texts, const size_t *lens,
     int units = n;
     if (r->no_split)
         return units;
-    r->split = calloc((size_t)(n > 0 ? n : 1), sizeof *r->split);
+    r->split = srv_req_alloc(r, (size_t)n, sizeof *r->split);
     if (!r->split)
         goto oom;
     for (int i = 0; i < n; i++) {
@@ -63,8 +63,8 @@ static int split_texts(srv_req *r, const char *const *texts, const size_t *lens,
         }
         srv_split *sp = &r->split[i];
         sp->sent = sent;
-        sp->text = malloc(lens[i] + 1);
-        sp->job = malloc((size_t)ns * sizeof *sp->job);
+        sp->text = srv_req_alloc(r, lens[i] + 1, 1);
+        sp->job = srv_req_alloc(r, (size_t)ns, sizeof *sp->job);
         if (!sp->text || !sp->job)
             goto oom;
         memcpy(sp->text, texts[i], lens[i]);
@@ -85,7 +85,7 @@ int srv_api_make_jobs(srv_req *r, const char *const *texts, const size_t *lens, 
     r->n_texts = n;
     r->n_jobs = 0;
     r->tokens_in = 0;
-    r->text_job = malloc((size_t)(n > 0 ? n : 1) * sizeof *r->text_job);
+    r->text_job = srv_req_alloc(r, (size_t)n, sizeof *r->text_job);
     int units = r->text_job ? split_texts(r, texts, lens, n) : -1;
     if (units < 0) {
         if (!r->text_job)
@@ -93,15 +93,16 @@ int srv_api_make_jobs(srv_req *r, const char *const *texts, const size_t *lens, 
         return 0;
     }
     /* the units the model sees: whole texts, or the sentences of a split one */
-    const char **ut = malloc((size_t)(units > 0 ? units : 1) * sizeof *ut);
-    size_t *ul = malloc((size_t)(units > 0 ? units : 1) * sizeof *ul);
-    int *u_text = malloc((size_t)(units > 0 ? units : 1) * sizeof *u_text);
-    int *u_sent = malloc((size_t)(units > 0 ? units : 1) * sizeof *u_sent);
-    r->jobs = calloc((size_t)(units > 0 ? units : 1), sizeof *r->jobs);
-    r->src = calloc((size_t)(units > 0 ? units : 1), sizeof *r->src);
+    const size_t nu = (size_t)(units > 0 ? units : 1);
+    const char **ut = srv_req_alloc(r, nu, sizeof *ut);
+    size_t *ul = srv_req_alloc(r, nu, sizeof *ul);
+    int *u_text = srv_req_alloc(r, nu, sizeof *u_text);
+    int *u_sent = srv_req_alloc(r, nu, sizeof *u_sent);
+    r->jobs = srv_req_alloc(r, nu, sizeof *r->jobs);
+    r->src = srv_req_alloc(r, nu, sizeof *r->src);
     /* the text pipeline's tokenizer stage, as `transformerd translate` runs
      * it, refusing (not cutting) a text over the limit */
-    td_tok_ids *ids = calloc((size_t)(units > 0 ? units : 1), sizeof *ids);
+    td_tok_ids *ids = srv_req_alloc(r, nu, sizeof *ids);
     int rc = -1;
     if (!ut || !ul || !u_text || !u_sent || !r->jobs || !r->src || !ids) {
         srv_req_error(r, 500, "internal", NULL, "out of memory");
@@ -175,11 +176,6 @@ int srv_api_make_jobs(srv_req *r, const char *const *texts, const size_t *lens, 
     if (rc != 0)
         td_tok_ids_free(ids, units);
 out:
-    free(ids);
-    free(ut);
-    free(ul);
-    free(u_text);
-    free(u_sent);
     return rc == 0;
 }
 int srv_api_model_failed(srv_req *r, const srv_model *sm)
@@ -298,8 +294,8 @@ char *srv_api_split_join(const srv_req *r, const srv_split *sp, int hyp, size_t 
                          double *score)
 {
     char **owned = calloc((size_t)sp->n, sizeof *owned);
-    const char **parts = calloc((size_t)sp->n, sizeof *parts);
-    size_t *plens = calloc((size_t)sp->n, sizeof *plens);
+    const char **parts = srv_req_alloc(r, (size_t)sp->n, sizeof *parts);
+    size_t *plens = srv_req_alloc(r, (size_t)sp->n, sizeof *plens);
     char *out = NULL;
     size_t out_len;
     double sum = 0, plain = 0;
@@ -329,8 +325,6 @@ char *srv_api_split_join(const srv_req *r, const srv_split *sp, int hyp, size_t 
     for (int s = 0; owned && s < sp->n; s++)
         free(owned[s]);
     free(owned);
-    free(parts);
-    free(plens);
     return out;
 }
 int srv_api_n_hyps(const srv_req *r, int text)
