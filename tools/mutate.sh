@@ -11,7 +11,7 @@
 #   -o FILE    also write the result table (markdown) to FILE
 #   -k         keep the work directory (default: removed)
 #   --generated N  N generated mutants of each MODULE (a source file such as
-#              server/api/api.c, or a folder such as server/: its every .c, below too)
+#              server/api/native.c, or a folder such as server/: its every .c, below too)
 #   --seed S   the draw's seed (default 1; printed, with the generator's version)
 #   --state F  a TSV of judged mutants: read to skip them, appended to as each
 #              is judged, so an interrupted campaign resumes where it stopped

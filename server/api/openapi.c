@@ -1,7 +1,7 @@
 /*
  * openapi.c - GET /openapi.json: the template server/api/openapi.json with the
  * running server's models and limits filled in (openapi.h). Keep the
- * template in step with api.c and libre.c: tests/test_server_http.c checks
+ * template in step with native.c, libre.c and admin.c: tests/test_server_http.c checks
  * that every routed path is listed, and ctest `schemathesis` checks the
  * daemon's answers against the document.
  */
@@ -107,7 +107,7 @@ static void fill_models(json_t *d, srv_model *const *all, int n)
         json_array_append_new(lf_any, pair(l, NULL, l));
     }
     /* num_hypotheses <= beam_size: one alternative per beam size (without
-     * beam_size the beam widens to num_hypotheses, api.c) */
+     * beam_size the beam widens to num_hypotheses, native.c) */
     for (int b = 1; b <= max_beam; b++)
         json_array_append_new(tr_any, json_pack("{s:{s:{s:[i]},s:{s:i}}}", "properties",
                                                 "beam_size", "enum", b, "num_hypotheses",

@@ -5,8 +5,8 @@
  * strict Content-Security-Policy and an ETag (If-None-Match: 304).
  *
  * Promise: no file is read at run time and nothing is fetched from another
- * origin; the page uses only the daemon's own API. Like api.c it knows
- * nothing of the transport: http.c asks for the response and the headers.
+ * origin; the page uses only the daemon's own API. A route per file
+ * (routes.h); it knows the transport only by the call.
  *
  * Threads: every function may be called from any thread (read-only data).
  */
