@@ -141,23 +141,27 @@ static void op_done(srv_model_op *op, void *ud)
     srv_call_release(r->call);
 }
 
-/* Hands r->op to the model manager (a load takes seconds: no HTTP thread
+/* Hands the request's operation to the model manager (a load takes seconds: no HTTP thread
  * waits for it). */
 static srv_call_next submit_op(srv_req *r)
 {
     srv_call_hold(r->call, 1);
-    r->op->done = op_done;
-    r->op->ud = r;
-    srv_models_submit(r->s->models, r->op);
+    srv_model_op *op = r->state;
+    op->done = op_done;
+    op->ud = r;
+    srv_models_submit(r->s->models, op);
     return SRV_NEXT_PENDING;
 }
 
+/* The request's operation, in its arena (the call is held while the
+ * manager has it). */
 static srv_model_op *new_op(srv_req *r)
 {
-    r->op = calloc(1, sizeof *r->op);
-    if (!r->op)
+    srv_model_op *op = srv_req_alloc(r, 1, sizeof *op);
+    if (!op)
         srv_req_error(r, 500, "internal", NULL, "out of memory");
-    return r->op;
+    r->state = op;
+    return op;
 }
 
 /* POST /v1/models/NAME/reload. */
@@ -250,11 +254,11 @@ out:
     return rc ? submit_op(r) : SRV_NEXT_ANSWERED;
 }
 
-/* The operation of r->op finished: 201 for a load, 200 for a reload, or
+/* The request's operation finished: 201 for a load, 200 for a reload, or
  * the loader's error with its status. */
 static void admin_respond(srv_req *r)
 {
-    const srv_model_op *op = r->op;
+    const srv_model_op *op = r->state;
     if (op->status != 200) {
         srv_req_error(r, op->status, op->code, op->param[0] ? op->param : NULL, "%s", op->msg);
         return;

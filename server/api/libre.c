@@ -47,6 +47,10 @@
 
 static void libre_answer(srv_req *r);
 
+/* what a request over --max-response-bytes is told to reduce; its
+ * documents come back in the answer */
+static const srv_limit_fields k_limit_fields = {NULL, "alternatives", "q", 1};
+
 /* A form's q with its line endings made LF (LibreTranslate normalizes them
  * so that limits count the same characters). */
 static void normalize_eol(json_t *o, const char *key)
@@ -150,7 +154,7 @@ typedef struct srv_libre_req {
 
 static void libre_req_free(srv_req *r)
 {
-    srv_libre_req *lr = r->lr;
+    srv_libre_req *lr = r->state;
     if (!lr)
         return;
     for (int i = 0; i < lr->n_items; i++)
@@ -159,7 +163,6 @@ static void libre_req_free(srv_req *r)
     free(lr->segs);
     json_decref(lr->fields);
     free(lr);
-    r->lr = NULL;
 }
 
 static int add_seg(srv_libre_req *lr, const char *t, size_t n)
@@ -374,7 +377,7 @@ static int make_jobs(srv_req *r, srv_libre_req *lr, const char *src, const char 
             r->opts.beam_size = lr->alternatives + 1;
     }
     rc = srv_api_make_jobs(r, texts, lens, n, "q");
-    if (rc == 1 && !srv_limits_check(r))
+    if (rc == 1 && !srv_limits_check(r, &k_limit_fields))
         rc = 0;
     if (!rc && r->call->status == 422)
         r->call->status = 400; /* LibreTranslate answers its length limits with 400 */
@@ -397,9 +400,8 @@ static srv_libre_req *new_lr(srv_req *r, json_t *fields)
         return NULL;
     }
     lr->fields = fields;
-    r->lr = lr;
+    r->state = lr;
     r->dialect_free = libre_req_free;
-    r->libre = 1;
     return lr;
 }
 
@@ -434,7 +436,7 @@ static int get_langs(srv_req *r, json_t *f, int allow_auto, const char **src, co
 
 static int parse_translate(srv_req *r, json_t *f, int is_json)
 {
-    srv_libre_req *lr = r->lr;
+    srv_libre_req *lr = r->state;
     json_t *q = json_object_get(f, "q");
     if (falsy(q))
         return missing(r, "q");
@@ -591,7 +593,7 @@ static int txt_items(srv_libre_req *lr, const char *data, size_t len)
 
 static int parse_translate_file(srv_req *r, json_t *f, const srv_form_file *file)
 {
-    srv_libre_req *lr = r->lr;
+    srv_libre_req *lr = r->state;
     if (!file->present)
         return missing(r, "file");
     const char *src, *tgt;
@@ -785,7 +787,7 @@ int srv_libre_parse(srv_req *r)
  * memory. hyp > 0: an alternative (plain text only). */
 static char *item_translation(srv_req *r, int i, int hyp)
 {
-    srv_libre_req *lr = r->lr;
+    srv_libre_req *lr = r->state;
     libre_item *it = &lr->items[i];
     if (it->doc) {
         for (int k = 0; k < it->n_segs; k++) {
@@ -835,7 +837,7 @@ static json_t *take_string(char *t)
 
 static void respond_file(srv_req *r)
 {
-    srv_libre_req *lr = r->lr;
+    srv_libre_req *lr = r->state;
     size_t len = 0, cap = 4096;
     char *out = malloc(cap);
     for (int i = 0; out && i < lr->n_items; i++) {
@@ -887,7 +889,7 @@ static void respond_file(srv_req *r)
  * memory). */
 static void libre_answer(srv_req *r)
 {
-    srv_libre_req *lr = r->lr;
+    srv_libre_req *lr = r->state;
     if (lr->is_file) {
         respond_file(r);
         return;

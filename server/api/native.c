@@ -563,6 +563,8 @@ static void native_respond(srv_req *r)
 
 /* ---- the request -------------------------------------------------------- */
 
+static const srv_limit_fields k_limit_fields = {"return_attention", "num_hypotheses", "text", 0};
+
 int srv_native_parse(srv_req *r)
 {
     json_t *root = srv_req_json_body(r);
@@ -656,7 +658,7 @@ int srv_native_parse(srv_req *r)
         r->return_tokens = 1;
     }
     rc = srv_api_make_jobs(r, texts, lens, n, "text");
-    if (rc == 1 && !srv_limits_check(r))
+    if (rc == 1 && !srv_limits_check(r, &k_limit_fields))
         rc = 0;
     if (rc == 1 && r->return_tokens)
         rc = source_offsets(r, texts, lens, n);

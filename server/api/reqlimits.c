@@ -15,7 +15,7 @@
 
 #include "reqlimits.h"
 
-void srv_cost_estimate(const srv_req *r, srv_cost *c)
+void srv_cost_estimate(const srv_req *r, const srv_limit_fields *f, srv_cost *c)
 {
     c->decode_rows = c->hyp_tokens = c->attn_cells = 0;
     double bytes = 256; /* the envelope: model, usage */
@@ -45,28 +45,26 @@ void srv_cost_estimate(const srv_req *r, srv_cost *c)
         c->attn_cells += cells;
         bytes += cells * SRV_COST_ATTN_CELL_BYTES;
     }
-    if (r->libre)
+    if (f->body_returns)
         bytes += (double)r->body_len; /* a document's markup comes back */
     c->resp_bytes = bytes;
 }
 
-int srv_limits_check(srv_req *r)
+int srv_limits_check(srv_req *r, const srv_limit_fields *f)
 {
     srv_cost c;
-    srv_cost_estimate(r, &c);
+    srv_cost_estimate(r, f, &c);
     long lim = r->s->o.max_response_bytes;
     if (lim <= 0 || c.resp_bytes <= (double)lim)
         return 1;
     /* param: the field whose reduction helps most */
     const char *param;
-    if (r->libre)
-        param = r->opts.num_hypotheses > 1 ? "alternatives" : "q";
-    else if (c.attn_cells * SRV_COST_ATTN_CELL_BYTES * 2 >= c.resp_bytes)
-        param = "return_attention";
+    if (f->attention && c.attn_cells * SRV_COST_ATTN_CELL_BYTES * 2 >= c.resp_bytes)
+        param = f->attention;
     else if (r->opts.num_hypotheses > 1)
-        param = "num_hypotheses";
+        param = f->hypotheses;
     else
-        param = "text";
+        param = f->texts;
     srv_req_error(r, 422, "response_too_large", param,
                   "the response would be about %.0f bytes (%d texts, %.0f tokens of up to "
                   "%d hypotheses of max_length %d, %.0f attention values); the limit is %ld "

@@ -35,11 +35,22 @@ typedef struct srv_cost {
 #define SRV_COST_TOKEN_DETAIL 24    /* each token's piece and offsets (return_tokens) */
 #define SRV_COST_ATTN_CELL_BYTES 12 /* one attention value as JSON (9 digits) */
 
-/* Fills *c from r (r->model, r->opts, r->jobs, r->n_texts, return_*). */
-void srv_cost_estimate(const srv_req *r, srv_cost *c);
+/* What a dialect's request is made of, for the estimate and its error: the
+ * fields to name (the one whose reduction helps most: the attention when it
+ * is at least half of the estimate, else the hypotheses when there are
+ * several, else the texts; attention NULL: the dialect has none), and
+ * whether the answer carries the request's body back (LibreTranslate's
+ * documents). */
+typedef struct srv_limit_fields {
+    const char *attention, *hypotheses, *texts;
+    int body_returns;
+} srv_limit_fields;
+
+/* Fills *c from r (r->model, r->opts, r->jobs, r->n_texts, return_*) and f. */
+void srv_cost_estimate(const srv_req *r, const srv_limit_fields *f, srv_cost *c);
 
 /* Holds r to the server's limits. Returns 1 (within them) or 0 with the
- * error recorded. */
-int srv_limits_check(srv_req *r);
+ * error recorded (422 response_too_large, param one of f's fields). */
+int srv_limits_check(srv_req *r, const srv_limit_fields *f);
 
 #endif /* SRV_REQLIMITS_H */

@@ -168,8 +168,8 @@ void srv_req_free(srv_req *r)
     r->split = NULL;
     if (r->dialect_free)
         r->dialect_free(r);
-    free(r->op);
-    r->op = NULL;
+    r->state = NULL;
+    r->dialect_free = NULL;
     srv_model_put(r->model); /* the request's reference (models.h) */
     r->model = NULL;
     r->jobs = NULL;

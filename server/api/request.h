@@ -60,9 +60,6 @@ int srv_routes_copy(const srv_route *rows, int n, srv_route *out, int max);
 
 /* ---- one request ---------------------------------------------------------- */
 
-struct srv_libre_req;
-struct srv_model_op;
-
 /* A text of more than one sentence (tokenizer/segment.h): each sentence is
  * a job of its own; the answer puts their translations back between the
  * text's own separators. */
@@ -101,11 +98,10 @@ struct srv_req {
     td_decode_opts opts;     /* this request's own copy of the defaults */
     int *attn_layers, *attn_heads;
     int return_tokens, return_attention;
-    int libre;               /* a LibreTranslate translation (its limits' params) */
-    /* the dialect's state behind one pointer */
-    struct srv_model_op *op;  /* a load or reload (models.h), owned */
-    struct srv_libre_req *lr; /* LibreTranslate's (libre.c), owned */
-    void (*dialect_free)(srv_req *r); /* frees the dialect's state, or NULL */
+    /* the dialect's own state behind one pointer (LibreTranslate's items and
+     * segments, a model operation), freed by dialect_free with the request */
+    void *state;
+    void (*dialect_free)(srv_req *r);
     long tokens_in, tokens_out;
 };
 

@@ -140,7 +140,8 @@ static void check_jobs(srv_req *r)
     if (td_decode_opts_check(td_model_config(g_m.m), &lim, &r->opts, NULL, msg, sizeof msg))
         die("accepted options fail the engine's check", msg);
     srv_cost c;
-    srv_cost_estimate(r, &c);
+    const srv_limit_fields f = {NULL, "", "", r->ep != SRV_EP_TRANSLATE};
+    srv_cost_estimate(r, &f, &c);
     if (!(c.resp_bytes <= (double)g_s.o.max_response_bytes))
         die("accepted", "estimate over --max-response-bytes");
 }
