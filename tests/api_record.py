@@ -12,7 +12,7 @@ daemon's answers byte for byte across the restructuring and after it.
 
 What is not compared byte for byte, because it is not the daemon's to fix:
 the Date header; the build's commit and version; the random name of a
-translated file; the test's temporary folder; a number with a fraction is
+translated file; the test's temporary folder and the checkout's; a number with a fraction is
 compared to 3 decimals (a score or an attention weight differs in its last
 digits between CPUs); and the Content-Length of a body with any of these; a body over 4 KiB is compared by its SHA-256
 (after those replacements); /metrics by its series' names (their values are
@@ -264,7 +264,7 @@ def normalize(name, resp, tmp):
     body = re.sub(rb'"version": ?"[^"]*"', b'"version":"<version>"', body)
     body = re.sub(rb'(commit|version)="[^"]*"', rb'\1="<\1>"', body)
     body = re.sub(rb"[0-9a-f]{32}\.", b"<id>.", body)
-    body = body.replace(tmp.encode(), b"<tmp>")
+    body = body.replace(tmp.encode(), b"<tmp>").replace(ROOT.encode(), b"<root>")
     body = FLOAT.sub(lambda m: b"%.3f" % float(m.group(0)), body)
     changed = body != raw
     if name == "metrics":

@@ -778,11 +778,15 @@ static void *loop_main(void *arg)
 }
 
 /* 20 reloads under 4 client loops give their memory back: the daemon's
- * RSS (from /proc) grows by at most a tenth of its own figure (weights and
+ * RSS (from /proc) grows by at most a fifth of its own figure (weights and
  * workers, /v1/models' memory.used), once every old generation is freed.
  * Without a trim after each free glibc kept the workers' scratch: the RSS
- * grew by more than the whole figure. Workers large enough (batch 256) that
- * what one reload leaves behind shows. */
+ * grew by more than the whole figure. With it the growth is 5 to 14 % of
+ * the figure from run to run (14.4 to 39.3 MB of 279 MB over 12 runs on 2
+ * cores, the same before and after the daemon was split into layers; a
+ * tenth failed one run in five): what glibc keeps of the worker threads
+ * the reloads start and end. Workers large enough (batch 256) that what one
+ * reload leaves behind shows. */
 START_TEST(test_memory_after_reloads)
 {
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
@@ -830,7 +834,7 @@ START_TEST(test_memory_after_reloads)
     ck_assert(rss0 > 0 && rss1 > 0);
     fprintf(stderr, "test_models: RSS %ld -> %ld KiB over 20 reloads; the models' figure %lld "
                     "KiB\n", rss0, rss1, (long long)(used / 1024));
-    ck_assert_msg((double)(rss1 - rss0) * 1024.0 <= 0.1 * (double)used,
+    ck_assert_msg((double)(rss1 - rss0) * 1024.0 <= 0.2 * (double)used,
                   "RSS grew by %ld KiB over 20 reloads; the models' own figure is %lld KiB",
                   rss1 - rss0, (long long)(used / 1024));
     stop(pid);
