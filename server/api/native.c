@@ -226,7 +226,7 @@ static const char *const k_fields[] = {
     "text",           "beam_size",        "num_hypotheses",   "length_penalty",
     "max_length",     "return_tokens",    "return_attention", "attention_layers",
     "attention_heads", "model",            "split_sentences",  "source",
-    "target",
+    "target",         "stream",
 };
 /* A 400 for a pair no model translates, naming the field and the pairs. */
 static void no_pair(srv_req *r, const char *param, const char *src, const char *tgt)
@@ -537,12 +537,9 @@ static json_t *native_split(srv_req *r, int i)
     return o;
 }
 
-/* Every job finished: the 200 with the translations, or the error of the
- * first job that did not finish. */
-static void native_respond(srv_req *r)
+/* The answer's JSON (malloc'd), every job finished; NULL when out of memory. */
+static char *native_answer(srv_req *r)
 {
-    if (srv_api_jobs_failed(r))
-        return;
     long tout = r->tokens_out;
     json_t *tr = json_array();
     for (int i = 0; i < r->n_texts; i++)
@@ -554,11 +551,85 @@ static void native_respond(srv_req *r)
                              "target_tokens", (json_int_t)tout);
     char *body = root ? json_dumps(root, JSON_COMPACT | JSON_REAL_PRECISION(9)) : NULL;
     json_decref(root);
+    return body;
+}
+
+/* Every job finished: the 200 with the translations, or the error of the
+ * first job that did not finish; streamed, the answer is the last event,
+ * "done" (or "error"), and the stream ends. */
+static void native_respond(srv_req *r)
+{
+    if (srv_api_jobs_failed(r))
+        return;
+    char *body = native_answer(r);
     if (!body) {
         srv_req_error(r, 500, "internal", NULL, "out of memory building the response");
         return;
     }
+    if (r->stream) {
+        srv_req_event(r, "done", body);
+        free(body);
+        srv_call_stream_end(r->call);
+        return;
+    }
     srv_req_json(r, 200, body);
+}
+
+/* A streamed answer's event of one finished job (its scheduler thread): the
+ * sentence's translation as the answer has it for a text (text, score and,
+ * as asked, tokens, offsets, attention, hypotheses: its "offsets" in its
+ * own translation, its "source_offsets" in the whole text), with the
+ * indexes of its text and of the sentence in it. */
+static void native_event(srv_req *r, const srv_job *j)
+{
+    int k = (int)(j - r->jobs);
+    json_t *o = native_translation(r, j);
+    if (!o)
+        return; /* out of memory: the event is lost, the answer at the end has it */
+    json_object_set_new(o, "text_index", json_integer(r->job_text[k]));
+    json_object_set_new(o, "sentence_index", json_integer(r->job_sent[k]));
+    char *s = json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(9));
+    json_decref(o);
+    if (s)
+        srv_req_event(r, "sentence", s);
+    free(s);
+}
+
+/* Which texts each job is for (a streamed answer's events), while on the
+ * HTTP thread. 0, or -1 when out of memory (recorded). */
+static int map_jobs(srv_req *r)
+{
+    r->job_text = srv_req_alloc(r, (size_t)r->n_jobs, sizeof *r->job_text);
+    r->job_sent = srv_req_alloc(r, (size_t)r->n_jobs, sizeof *r->job_sent);
+    if (!r->job_text || !r->job_sent) {
+        srv_req_error(r, 500, "internal", NULL, "out of memory");
+        return -1;
+    }
+    for (int i = 0; i < r->n_texts; i++) {
+        const srv_split *sp = srv_api_split_of(r, i);
+        for (int s = 0; s < (sp ? sp->n : 1); s++) {
+            int k = sp ? sp->job[s] : r->text_job[i];
+            if (k >= 0) {
+                r->job_text[k] = i;
+                r->job_sent[k] = s;
+            }
+        }
+    }
+    return 0;
+}
+
+/* The framing a request asks for: "stream": true, or an Accept of
+ * text/event-stream or application/x-ndjson; "stream": false wins. */
+static int stream_kind(srv_req *r, int asked, int given)
+{
+    const char *acc = srv_call_header(r->call, "Accept");
+    int nd = acc && strstr(acc, "application/x-ndjson");
+    int sse = acc && strstr(acc, "text/event-stream");
+    if (given && !asked)
+        return SRV_STREAM_NONE;
+    if (nd && !sse)
+        return SRV_STREAM_NDJSON;
+    return asked || sse ? SRV_STREAM_SSE : SRV_STREAM_NONE;
 }
 
 /* ---- the request -------------------------------------------------------- */
@@ -603,10 +674,11 @@ int srv_native_parse(srv_req *r)
         get_bool(r, root, "return_tokens", &r->return_tokens) ||
         get_bool(r, root, "return_attention", &r->return_attention))
         goto out;
-    int split = 1;
-    if (get_bool(r, root, "split_sentences", &split))
+    int split = 1, stream = 0;
+    if (get_bool(r, root, "split_sentences", &split) || get_bool(r, root, "stream", &stream))
         goto out;
     r->no_split = !split;
+    r->stream = stream_kind(r, stream, json_object_get(root, "stream") != NULL);
     /* Without beam_size the model's beam widens to num_hypotheses (within
      * --max-beam): asking for 3 hypotheses of a model with num_beams 2 is
      * not a contradiction, as an explicit beam_size 2 would be. */
@@ -662,8 +734,21 @@ int srv_native_parse(srv_req *r)
         rc = 0;
     if (rc == 1 && r->return_tokens)
         rc = source_offsets(r, texts, lens, n);
+    if (rc == 1 && r->stream &&
+        srv_call_stream(r->call, 200,
+                        r->stream == SRV_STREAM_NDJSON ? "application/x-ndjson"
+                                                       : "text/event-stream") != 0) {
+        srv_req_error(r, 500, "internal", NULL, "out of memory");
+        rc = 0;
+    }
+    if (rc == 1 && r->stream) {
+        srv_req_header(r, "Cache-Control", "no-cache");
+        r->job_event = native_event;
+        if (map_jobs(r) != 0)
+            rc = 0;
+    }
     if (rc == 1 && r->n_jobs == 0) {
-        /* every text is empty: nothing to run */
+        /* every text is empty: nothing to run (streamed: the last event alone) */
         native_respond(r);
         rc = 0;
     }
@@ -676,7 +761,12 @@ out:
  * or hands the jobs out. */
 static srv_call_next native_body(srv_req *r)
 {
-    return srv_native_parse(r) == 1 ? srv_api_submit(r) : SRV_NEXT_ANSWERED;
+    if (srv_native_parse(r) != 1)
+        return SRV_NEXT_ANSWERED;
+    srv_call_next nx = srv_api_submit(r);
+    /* out: from here an error is the stream's last event */
+    r->stream_live = r->stream && nx == SRV_NEXT_PENDING;
+    return nx;
 }
 
 /* ---- the routes ---------------------------------------------------------- */

@@ -24,6 +24,20 @@ void srv_req_json(srv_req *r, int status, char *body)
     srv_req_reply(r, status, "application/json", body, body ? strlen(body) : 0);
 }
 
+int srv_req_event(srv_req *r, const char *name, const char *json)
+{
+    size_t n = strlen(name) + strlen(json) + 32;
+    char *line = malloc(n);
+    if (!line)
+        return -1;
+    int k = r->stream == SRV_STREAM_NDJSON
+                ? snprintf(line, n, "{\"event\":\"%s\",\"data\":%s}\n", name, json)
+                : snprintf(line, n, "event: %s\ndata: %s\n\n", name, json);
+    int rc = k > 0 ? srv_call_stream_write(r->call, line, (size_t)k) : -1;
+    free(line);
+    return rc;
+}
+
 void *srv_req_alloc(const srv_req *r, size_t count, size_t size)
 {
     if (count == 0)
@@ -84,6 +98,13 @@ void srv_req_error(srv_req *r, int status, const char *code, const char *param, 
                                 "param", param ? json_string(param) : json_null());
     char *body = e ? json_dumps(e, JSON_COMPACT) : NULL;
     json_decref(e);
+    if (r->stream_live) { /* the status went out with the stream's start */
+        if (body)
+            srv_req_event(r, "error", body);
+        free(body);
+        srv_call_stream_end(r->call);
+        return;
+    }
     if (!body) {
         /* Out of memory: still an error, never a 200. */
         status = 500;

@@ -103,7 +103,18 @@ struct srv_req {
     void *state;
     void (*dialect_free)(srv_req *r);
     long tokens_in, tokens_out;
+    /* a streamed answer (docs/api.md, "Streaming"): its framing, whether it
+     * is out (errors become an event), and each finished job's event
+     * (called on the scheduler thread that finished it: no arena there) */
+    int stream;       /* SRV_STREAM_* */
+    int stream_live;
+    int *job_text, *job_sent; /* per job: its text and its sentence in it */
+    void (*job_event)(srv_req *r, const srv_job *j);
 };
+
+#define SRV_STREAM_NONE 0
+#define SRV_STREAM_SSE 1    /* text/event-stream: "event: NAME\ndata: JSON\n\n" */
+#define SRV_STREAM_NDJSON 2 /* application/x-ndjson: {"event":NAME,"data":JSON}\n */
 
 /* Records body (taken, malloc'd and NUL-terminated; NULL when out of
  * memory: a 500) as a JSON answer with status. */
@@ -118,7 +129,8 @@ void srv_req_object(srv_req *r, int status, json_t *o);
 
 /* Records an error object {"error":{code,message,param}} (a LibreTranslate
  * route: {"error":message}) as the answer, with WWW-Authenticate for a
- * 401; out of memory makes it a 500, never a 200. */
+ * 401; out of memory makes it a 500, never a 200. Once a streamed answer is
+ * out (r->stream_live) the object is its last event, "error". */
 void srv_req_error(srv_req *r, int status, const char *code, const char *param,
                    const char *fmt, ...)
 #if defined(__GNUC__)
@@ -130,6 +142,11 @@ void srv_req_error(srv_req *r, int status, const char *code, const char *param,
  * when out of memory or on overflow; 0 items are 1). Everything a request
  * holds lives there but what other modules hand it (token ids, results). */
 void *srv_req_alloc(const srv_req *r, size_t count, size_t size);
+
+/* One event of a streamed answer (any thread): name and its JSON object
+ * (compact, one line), framed as r->stream says. 0, or -1 when the client
+ * left or out of memory. */
+int srv_req_event(srv_req *r, const char *name, const char *json);
 
 /* Adds a header to the answer (after srv_req_json/error, which start it). */
 void srv_req_header(srv_req *r, const char *name, const char *value);

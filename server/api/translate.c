@@ -196,6 +196,8 @@ static void job_done(srv_job *j, void *ud)
     srv_req *r = ud;
     if (j->status == SRV_JOB_FAILED)
         srv_model_engine_error(r->model, j->engine_rc, j->engine_err);
+    else if (j->status == SRV_JOB_DONE && r->job_event)
+        r->job_event(r, j); /* a streamed answer: this sentence, now */
     srv_call_release(r->call);
 }
 

@@ -92,11 +92,22 @@ const char *srv_call_key(const srv_call *c)
 
 int srv_call_client_gone(const srv_call *c)
 {
+    if (c->streaming) {
+        srv_call *m = (srv_call *)c; /* the lock, not the call, changes */
+        pthread_mutex_lock(&m->stream_mu);
+        int gone = m->client_left || (c->io && c->io->client_gone && c->io->client_gone(c));
+        pthread_mutex_unlock(&m->stream_mu);
+        return gone;
+    }
     return c->io && c->io->client_gone ? c->io->client_gone(c) : 0;
 }
 
 void srv_call_answer(srv_call *c, int status, const char *ctype)
 {
+    if (c->streaming) { /* an answer instead of the stream (before it went out) */
+        pthread_mutex_destroy(&c->stream_mu);
+        c->streaming = 0;
+    }
     c->status = status;
     c->ctype = ctype;
     c->n_hdr = 0;
@@ -170,6 +181,65 @@ int srv_call_take(srv_call *c, char *body, size_t len)
     return 0;
 }
 
+int srv_call_stream(srv_call *c, int status, const char *ctype)
+{
+    srv_call_answer(c, status, ctype);
+    if (pthread_mutex_init(&c->stream_mu, NULL) != 0)
+        return -1;
+    c->streaming = 1;
+    c->stream_off = 0;
+    c->stream_ended = c->stream_waiting = c->stream_resumed = c->stream_final = 0;
+    return 0;
+}
+
+/* Under stream_mu: whether the reader waits for this news (it is then
+ * resumed, after the lock is dropped). */
+static int wake_reader(srv_call *c)
+{
+    int w = c->stream_waiting;
+    c->stream_waiting = 0;
+    return w;
+}
+
+int srv_call_stream_write(srv_call *c, const void *data, size_t n)
+{
+    pthread_mutex_lock(&c->stream_mu);
+    int rc = -1, wake = 0;
+    if (!c->client_left && !c->stream_ended) {
+        if (c->reply_len + n + 1 > c->reply_cap) {
+            size_t cap = c->reply_cap ? c->reply_cap : 4096;
+            while (cap < c->reply_len + n + 1)
+                cap *= 2;
+            char *p = realloc(c->reply, cap);
+            if (p) {
+                c->reply = p;
+                c->reply_cap = cap;
+            }
+        }
+        if (c->reply_len + n + 1 <= c->reply_cap) {
+            memcpy(c->reply + c->reply_len, data, n);
+            c->reply_len += n;
+            c->reply[c->reply_len] = 0;
+            rc = 0;
+            wake = wake_reader(c);
+        }
+    }
+    pthread_mutex_unlock(&c->stream_mu);
+    if (wake && c->io && c->io->resume)
+        c->io->resume(c);
+    return rc;
+}
+
+void srv_call_stream_end(srv_call *c)
+{
+    pthread_mutex_lock(&c->stream_mu);
+    c->stream_ended = 1;
+    int wake = wake_reader(c);
+    pthread_mutex_unlock(&c->stream_mu);
+    if (wake && c->io && c->io->resume)
+        c->io->resume(c);
+}
+
 void srv_call_hold(srv_call *c, int n)
 {
     atomic_fetch_add(&c->holds, n);
@@ -177,7 +247,25 @@ void srv_call_hold(srv_call *c, int n)
 
 void srv_call_release(srv_call *c)
 {
-    if (atomic_fetch_sub(&c->holds, 1) == 1 && c->io && c->io->resume)
+    if (!c->streaming) {
+        if (atomic_fetch_sub(&c->holds, 1) == 1 && c->io && c->io->resume)
+            c->io->resume(c);
+        return;
+    }
+    /* a stream: the reader writes the end (resumed() is due), or, when the
+     * client already left, the call is finished here */
+    pthread_mutex_lock(&c->stream_mu);
+    int last = atomic_fetch_sub(&c->holds, 1) == 1, wake = 0, finish = 0;
+    if (last && c->orphan)
+        finish = 1;
+    else if (last) {
+        c->stream_resumed = 1;
+        wake = wake_reader(c);
+    }
+    pthread_mutex_unlock(&c->stream_mu);
+    if (finish && c->io && c->io->finish)
+        c->io->finish(c);
+    else if (wake && c->io && c->io->resume)
         c->io->resume(c);
 }
 

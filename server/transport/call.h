@@ -20,13 +20,22 @@
  *   done     the answer was sent or the connection went away: the last
  *            word (metrics), after which the arena is freed.
  *
+ * A streamed answer (srv_call_stream) goes out as it is written: its status
+ * and headers at once, then each part as soon as it is written, from any
+ * thread, until srv_call_stream_end. While such a call is held, the last
+ * release has the transport call resumed() on an HTTP thread (to write the
+ * last part and end the stream); a client that leaves mid-stream is seen by
+ * srv_call_client_gone, and the call is freed only after its last release.
+ *
  * Threads: a call belongs to the HTTP thread running its handler; while it
- * is held, only srv_call_release and srv_call_client_gone may be called
- * from other threads (and whatever the API guards itself).
+ * is held, only srv_call_release, srv_call_client_gone and (streamed)
+ * srv_call_stream_write and srv_call_stream_end may be called from other
+ * threads (and whatever the API guards itself).
  */
 #ifndef SRV_CALL_H
 #define SRV_CALL_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
 
@@ -38,7 +47,8 @@ typedef struct srv_call srv_call;
 typedef struct srv_call_io {
     const char *(*header)(const srv_call *c, const char *name);
     int (*client_gone)(const srv_call *c);
-    void (*resume)(srv_call *c); /* the last hold was released */
+    void (*resume)(srv_call *c); /* the last hold was released, or a streamed part came */
+    void (*finish)(srv_call *c); /* a streamed call whose client left: its last release */
 } srv_call_io;
 
 /* A block of the call's arena (call.c): bump allocation, freed at once. */
@@ -73,6 +83,17 @@ struct srv_call {
     /* what the access log says of it (set by the API) */
     const char *log_model;
     long log_texts, tokens_in, tokens_out;
+    /* a streamed answer (srv_call_stream): the transport's reader takes
+     * reply[stream_off, reply_len) as the parts come; all under stream_mu */
+    int streaming;
+    pthread_mutex_t stream_mu;
+    size_t stream_off;
+    int stream_ended;    /* srv_call_stream_end: nothing more comes */
+    int stream_waiting;  /* the reader found nothing and suspended the connection */
+    int stream_resumed;  /* the last hold was released: resumed() is due */
+    int stream_final;    /* resumed() was called */
+    int client_left;     /* the connection ended before the stream did */
+    int orphan;          /* ... while holds remained: the last release frees the call */
     /* the transport's */
     const srv_call_io *io;
     void *io_ctx;
@@ -130,6 +151,19 @@ int srv_call_write(srv_call *c, const void *data, size_t n);
 /* The whole body at once: takes body (malloc'd, len bytes; NULL: out of
  * memory, recorded as for srv_call_write) instead of copying it. */
 int srv_call_take(srv_call *c, char *body, size_t len);
+
+/* ---- a streamed answer ----------------------------------------------------- */
+
+/* Makes the answer a stream: status and type (headers may be added until the
+ * handler returns), the body in parts written by srv_call_stream_write as
+ * they come. An answer recorded after it (srv_call_answer, an error before
+ * any work was handed out) replaces it. 0, or -1 when out of memory. */
+int srv_call_stream(srv_call *c, int status, const char *ctype);
+/* A part of a streamed answer, from any thread. 0, or -1 when out of memory
+ * or the client left (the part is dropped). */
+int srv_call_stream_write(srv_call *c, const void *data, size_t n);
+/* The streamed answer is complete (any thread). */
+void srv_call_stream_end(srv_call *c);
 
 /* ---- pending work --------------------------------------------------------- */
 

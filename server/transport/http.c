@@ -130,6 +130,42 @@ static void reject(http_req *hr, int status, const char *code, const char *fmt, 
     hr->h->api.reject(hr->h->api.ctx, &hr->call, status, code, msg);
 }
 
+/* The content reader of a streamed answer (MHD's thread): the parts written
+ * so far; when none is there, the connection is suspended (under the
+ * stream's lock, so that the writer's resume comes after it) until the next
+ * part, the end, or the last release (then the handler's resumed() writes
+ * the last part). */
+static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    (void)pos;
+    http_req *hr = cls;
+    srv_call *c = &hr->call;
+    pthread_mutex_lock(&c->stream_mu);
+    if (c->stream_resumed && !c->stream_final) {
+        c->stream_final = 1;
+        pthread_mutex_unlock(&c->stream_mu);
+        hr->h->api.resumed(hr->h->api.ctx, c);
+        pthread_mutex_lock(&c->stream_mu);
+    }
+    size_t n = c->reply_len - c->stream_off;
+    if (n > max)
+        n = max;
+    if (n) {
+        memcpy(buf, c->reply + c->stream_off, n);
+        c->stream_off += n;
+        pthread_mutex_unlock(&c->stream_mu);
+        return (ssize_t)n;
+    }
+    if (c->stream_ended) {
+        pthread_mutex_unlock(&c->stream_mu);
+        return MHD_CONTENT_READER_END_OF_STREAM;
+    }
+    c->stream_waiting = 1;
+    MHD_suspend_connection(hr->conn);
+    pthread_mutex_unlock(&c->stream_mu);
+    return 0;
+}
+
 /* Queues the call's answer. Returns MHD_NO only when MHD refuses. */
 static enum MHD_Result send_resp(struct MHD_Connection *c, http_req *hr)
 {
@@ -140,14 +176,21 @@ static enum MHD_Result send_resp(struct MHD_Connection *c, http_req *hr)
         if (!r->status)
             return MHD_NO;
     }
-    if (!r->reply && srv_call_write(r, "", 0) != 0)
-        return MHD_NO;
-    struct MHD_Response *resp =
-        MHD_create_response_from_buffer(r->reply_len, r->reply, MHD_RESPMEM_MUST_FREE);
-    if (!resp)
-        return MHD_NO;
-    r->reply = NULL; /* owned by the response now */
-    r->reply_cap = 0;
+    struct MHD_Response *resp;
+    if (r->streaming) {
+        /* chunked, each part as it comes (stream_read) */
+        resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, stream_read, hr, NULL);
+        if (!resp)
+            return MHD_NO;
+    } else {
+        if (!r->reply && srv_call_write(r, "", 0) != 0)
+            return MHD_NO;
+        resp = MHD_create_response_from_buffer(r->reply_len, r->reply, MHD_RESPMEM_MUST_FREE);
+        if (!resp)
+            return MHD_NO;
+        r->reply = NULL; /* owned by the response now */
+        r->reply_cap = 0;
+    }
     if (r->status != 204)
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
                                 r->ctype ? r->ctype : "application/json");
@@ -170,8 +213,10 @@ static enum MHD_Result send_resp(struct MHD_Connection *c, http_req *hr)
     MHD_add_response_header(resp, "X-Request-Id", id);
     if (r->close || (h->o.draining && atomic_load(h->o.draining)))
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
-    /* A slow reader has the request's timeout again to take the answer. */
-    set_deadline(h, c, "response", srv_now() + h->o.request_timeout_s);
+    /* A slow reader has the request's timeout again to take the answer (a
+     * stream: the service's deadline while its work runs). */
+    set_deadline(h, c, r->streaming ? "queued" : "response",
+                 r->streaming ? 0 : srv_now() + h->o.request_timeout_s);
     enum MHD_Result ret = MHD_queue_response(c, (unsigned)r->status, resp);
     MHD_destroy_response(resp);
     hr->phase = HTTP_PH_RESPONDED;
@@ -439,7 +484,8 @@ static const char *call_header(const srv_call *call, const char *name)
     return header(((const http_req *)call)->conn, name);
 }
 
-static const srv_call_io k_io = {call_header, call_client_gone, call_resume};
+static void call_finish(srv_call *call);
+static const srv_call_io k_io = {call_header, call_client_gone, call_resume, call_finish};
 
 /* The body is complete: the handler answers or hands the work out. */
 static enum MHD_Result body_done(http_req *hr, struct MHD_Connection *c)
@@ -475,6 +521,12 @@ static enum MHD_Result body_done(http_req *hr, struct MHD_Connection *c)
     if (h->api.body(h->api.ctx, r) != SRV_NEXT_PENDING) {
         hr->phase = HTTP_PH_BODY;
         return send_resp(c, hr);
+    }
+    if (r->streaming) {
+        /* the answer goes out as its parts come: not suspended here */
+        enum MHD_Result ret = send_resp(c, hr);
+        srv_call_release(r);
+        return ret;
     }
     set_deadline(h, c, "queued", 0); /* the service's deadline from here */
     MHD_suspend_connection(c);
@@ -620,6 +672,38 @@ static void log_request(const srv_http *h, const http_req *hr, int status, doubl
     json_decref(j);
 }
 
+/* The end of a call: the handler's last word, the access-log line, the
+ * call freed (its arena at once). */
+static void complete(http_req *hr, int aborted)
+{
+    srv_http *h = hr->h;
+    srv_call *r = &hr->call;
+    double dt = srv_now() - r->t0;
+    int status = hr->phase == HTTP_PH_RESPONDED ? r->status : 0;
+    h->api.done(h->api.ctx, r, status, dt);
+    log_request(h, hr, status, dt, aborted);
+    size_t resp_len = r->reply_len;
+    if (r->streaming)
+        pthread_mutex_destroy(&r->stream_mu);
+    free(r->reply);
+    srv_call_free_arena(r);
+    free(r->body);
+    free(hr->query);
+    free(hr);
+    /* After a large answer the freed heap goes back to the system, so one
+     * large request does not leave the daemon's RSS at its peak. */
+    if (resp_len >= SRV_TRIM_BYTES)
+        malloc_trim(0);
+    atomic_fetch_sub(&h->active, 1);
+}
+
+/* A streamed call whose client left while it was held: its last release
+ * (a scheduler thread) ends it. */
+static void call_finish(srv_call *call)
+{
+    complete((http_req *)call, 1);
+}
+
 static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls,
                          enum MHD_RequestTerminationCode toe)
 {
@@ -637,21 +721,27 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls,
         return;
     }
     srv_call *r = &hr->call;
-    double dt = srv_now() - r->t0;
-    int status = hr->phase == HTTP_PH_RESPONDED ? r->status : 0;
-    h->api.done(h->api.ctx, r, status, dt);
-    log_request(h, hr, status, dt, toe != MHD_REQUEST_TERMINATED_COMPLETED_OK);
-    size_t resp_len = r->reply_len;
-    free(r->reply);
-    srv_call_free_arena(r);
-    free(r->body);
-    free(hr->query);
-    free(hr);
-    /* After a large answer the freed heap goes back to the system, so one
-     * large request does not leave the daemon's RSS at its peak. */
-    if (resp_len >= SRV_TRIM_BYTES)
-        malloc_trim(0);
-    atomic_fetch_sub(&h->active, 1);
+    if (r->streaming) {
+        /* the connection is gone: no more parts, no poll of its socket;
+         * with work still out, the last release finishes the call */
+        pthread_mutex_lock(&r->stream_mu);
+        r->client_left = 1;
+        r->stream_waiting = 0;
+        int held = atomic_load(&r->holds) > 0;
+        if (held) {
+            /* the access log's strings are MHD's, gone with the connection */
+            const char *m = srv_call_strndup(r, hr->method, strlen(hr->method));
+            const char *u = srv_call_strndup(r, hr->url, strlen(hr->url));
+            hr->method = m ? m : "-";
+            hr->url = u ? u : "-";
+            r->method = r->path = r->host = r->query = NULL;
+        }
+        r->orphan = held;
+        pthread_mutex_unlock(&r->stream_mu);
+        if (held)
+            return;
+    }
+    complete(hr, toe != MHD_REQUEST_TERMINATED_COMPLETED_OK);
 }
 
 /* MHD's URI log callback: the raw request target, before MHD decodes it in

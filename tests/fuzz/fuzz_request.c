@@ -156,7 +156,7 @@ static const char *fuzz_header(const srv_call *c, const char *name)
     (void)c;
     return !strcasecmp(name, "Content-Type") ? g_ctype : NULL;
 }
-static const srv_call_io k_io = {fuzz_header, NULL, NULL};
+static const srv_call_io k_io = {fuzz_header, NULL, NULL, NULL};
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
