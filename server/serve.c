@@ -31,6 +31,7 @@
 
 #include "batcher.h"
 #include "buildinfo.h"
+#include "cache.h"
 #include "clock.h"
 #include "device.h"
 #include "http.h"
@@ -77,6 +78,9 @@ static const opt_def k_opts[] = {
     {"--max-memory", OPT_BYTES, OFF(max_memory), 0, 1L << 50,
      "bytes the models may take on the device, weights and workers (K, M, G, T suffixes; "
      "0: no limit); a runtime load or reload past it is refused (507)"},
+    {"--cache-bytes", OPT_BYTES, OFF(cache_bytes), 0, 1L << 50,
+     "the translation cache: finished sentences kept for their next request, in bytes (K, M, "
+     "G, T suffixes; 0: off)"},
     {"--device", OPT_STR, OFF(device), 0, 0, "cpu | cuda[:N]"},
     {"--dtype", OPT_STR, OFF(dtype), 0, 0,
      "weight storage: auto (the checkpoint's) | float32 | float16 (cuda) | bfloat16 (cuda, cpu "
@@ -218,6 +222,7 @@ static void defaults(srv_opts *o)
     o->drain_timeout_s = 30;
     o->cors_origins = "*"; /* as LibreTranslate */
     o->max_files_bytes = 64L << 20;
+    o->cache_bytes = 64L << 20;
     o->file_ttl_s = 1800;
     o->textcat_dir = TD_TEXTCAT_DIR;
 }
@@ -640,6 +645,7 @@ static void stop_all(srv_server *s, srv_http *http, srv_api *api)
     srv_http_stop(http);
     srv_api_free(api);
     srv_models_free(s->models);
+    srv_cache_free(s->cache); /* after the models, which drop their entries */
     srv_libre_free(s->libre);
     srv_langid_free(s->langid);
     srv_metrics_free(s->metrics);
@@ -686,6 +692,9 @@ int srv_main(int argc, char **argv)
 
     s.metrics = srv_metrics_new();
     srv_metrics_set_limits(s.metrics, s.o.max_batch_size, s.o.max_batch_tokens);
+    s.cache = srv_cache_new((size_t)s.o.cache_bytes);
+    if (s.metrics)
+        srv_metrics_set_cache(s.metrics, s.cache);
     s.models = s.metrics ? srv_models_new(&s) : NULL;
     if (!s.metrics || !s.models) {
         fprintf(stderr, "transformerd: out of memory\n");

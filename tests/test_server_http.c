@@ -1629,6 +1629,10 @@ static Suite *suite(void)
 
 int main(void)
 {
+    /* These daemons are for the queue, the scheduler and the engine: a
+     * repeated text must run again, not come from the translation cache
+     * (test_cache tests that). Every daemon reads it from its environment. */
+    setenv("TRANSFORMERD_CACHE_BYTES", "0", 1);
     snprintf(g_tmp, sizeof g_tmp, "/tmp/td_server_test.XXXXXX");
     if (!mkdtemp(g_tmp) || make_model_dir() != 0) {
         fprintf(stderr, "cannot set up the model directory in %s\n", g_tmp);

@@ -283,7 +283,9 @@ static int first_event(int port)
  * client that leaves after it gives its rows back. */
 START_TEST(test_stream_early_and_gone)
 {
-    const char *args[] = {"--test-step-delay-ms", "20", "--workers", "1", NULL};
+    /* the same text twice: no cache, so that it runs again */
+    const char *args[] = {"--test-step-delay-ms", "20", "--workers", "1", "--cache-bytes", "0",
+                          NULL};
     pid_t pid;
     int port = tc_daemon_start_model(TD_DAEMON, TD_BUNDLED_MODEL, g_tmp, "slow", args, &pid);
     ck_assert_int_gt(port, 0);

@@ -36,7 +36,8 @@ def post(url, body, timeout):
 
 def start(daemon, model, threads):
     log = tempfile.NamedTemporaryFile(prefix="td-fair-", suffix=".log", delete=False)
-    env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
+    # the queue's order under load, not the translation cache (repeated texts would be hits)
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", TRANSFORMERD_CACHE_BYTES="0")
     p = subprocess.Popen(["setpriv", "--pdeathsig", "KILL", daemon, "serve", "--model", model,
                           "--host", "127.0.0.1", "--port", "0", "--threads", str(threads),
                           "--max-batch-texts", "4096", "--max-queue", "8192",

@@ -554,6 +554,10 @@ static int start_daemon(const cfg *c, const char *name, daemon_t *d)
                           /* every client is 127.0.0.1: no per-address cap */
                           "--max-connections-per-ip", "0",
                           "--device", c->device, "--workers", wk, NULL};
+    /* the engine under load, not the translation cache (a repeated line
+     * would be a hit); by the environment, which daemons before the cache
+     * ignore */
+    setenv("TRANSFORMERD_CACHE_BYTES", "0", 1);
     d->port = tc_daemon_start(c->daemon, args, d->log, 120, &d->pid);
     if (d->port <= 0) {
         fprintf(stderr, "load: the daemon did not start; see %s\n", d->log);

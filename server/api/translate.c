@@ -12,6 +12,7 @@
 
 #include <jansson.h>
 
+#include "cache.h"
 #include "models.h"
 #include "translate.h"
 
@@ -188,15 +189,27 @@ int srv_api_model_failed(srv_req *r, const srv_model *sm)
 }
 /* ---- the jobs to the batcher and back ------------------------------------- */
 
-/* The completion of every job (a scheduler thread, or the main thread in a
- * drain): the device-failed policy for a failed job, then the job's hold
- * of the call is released. Touches only j and the model's state. */
+/* The cache's key of a job (cache.h): its model, options and source. */
+static srv_cache_key cache_key(const srv_req *r, const srv_job *j)
+{
+    srv_cache_key k = {r->model, r->model->generation, j->opts, j->src, j->n_src};
+    return k;
+}
+
+/* The completion of every job (a scheduler thread, the main thread in a
+ * drain, or the HTTP thread for a cache hit): the device-failed policy for
+ * a failed job, a finished one into the cache, then the job's hold of the
+ * call is released. Touches only j, the model's state and the cache. */
 static void job_done(srv_job *j, void *ud)
 {
     srv_req *r = ud;
     if (j->status == SRV_JOB_FAILED)
         srv_model_engine_error(r->model, j->engine_rc, j->engine_err);
-    else if (j->status == SRV_JOB_DONE && r->job_event)
+    if (j->status == SRV_JOB_DONE && !j->cached) {
+        srv_cache_key k = cache_key(r, j);
+        srv_cache_put(r->s->cache, &k, &j->res);
+    }
+    if (j->status == SRV_JOB_DONE && r->job_event)
         r->job_event(r, j); /* a streamed answer: this sentence, now */
     srv_call_release(r->call);
 }
@@ -224,12 +237,25 @@ srv_call_next srv_api_submit(srv_req *r)
     }
     const srv_completion done = {.done = job_done, .gone = client_left, .ud = r,
                                  .owner = owner};
+    /* the sentences seen before: their stored results, the engine skipped */
+    for (int i = 0; s->cache && i < r->n_jobs; i++) {
+        srv_job *j = &r->jobs[i];
+        srv_cache_key k = cache_key(r, j);
+        if (srv_cache_get(s->cache, &k, &j->res)) {
+            j->cached = 1;
+            j->status = SRV_JOB_DONE;
+        }
+    }
     /* the holds before the jobs are out: a job may finish at once */
     srv_call_hold(r->call, r->n_jobs);
     srv_submit_rc sr = srv_batcher_submit(r->model->b, r->jobs, r->n_jobs,
                                           r->call->t0 + s->o.request_timeout_s, &done);
-    if (sr == SRV_SUBMIT_OK)
+    if (sr == SRV_SUBMIT_OK) {
+        for (int i = 0; i < r->n_jobs; i++)
+            if (r->jobs[i].cached)
+                job_done(&r->jobs[i], r);
         return SRV_NEXT_PENDING;
+    }
     /* none went out: their holds back (the transport's own keeps the call) */
     for (int i = 0; i < r->n_jobs; i++)
         srv_call_release(r->call);

@@ -855,7 +855,10 @@ srv_submit_rc srv_batcher_submit(srv_batcher *b, srv_job *jobs, int n, double de
         pthread_mutex_unlock(&b->mu);
         return SRV_SUBMIT_DRAINING;
     }
-    if (b->depth + n > b->max_queue) {
+    int misses = 0;
+    for (int i = 0; i < n; i++)
+        misses += !jobs[i].cached;
+    if (b->depth + misses > b->max_queue) {
         pthread_mutex_unlock(&b->mu);
         return SRV_SUBMIT_FULL;
     }
@@ -867,18 +870,20 @@ srv_submit_rc srv_batcher_submit(srv_batcher *b, srv_job *jobs, int n, double de
         base = ow->last_vt;
     if (ow) {
         ow->owner = c->owner;
-        ow->last_vt = base + (uint64_t)n;
+        ow->last_vt = base + (uint64_t)misses;
     }
     /* merged into the queue in one pass (both in vt order); a job goes
      * after those already queued at its place */
     srv_job *prev = NULL, *at = b->head;
-    for (int i = 0; i < n; i++) {
+    for (int i = 0, q = 0; i < n; i++) {
         srv_job *j = &jobs[i];
+        if (j->cached)
+            continue; /* the submitter finishes it */
         j->status = SRV_JOB_QUEUED;
         j->completion = *c;
         j->deadline = deadline;
         j->t_enqueue = now;
-        j->vt = base + 1 + (uint64_t)i;
+        j->vt = base + 1 + (uint64_t)q++;
         while (at && at->vt <= j->vt) {
             prev = at;
             at = at->next;

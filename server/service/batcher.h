@@ -63,6 +63,8 @@ typedef struct srv_completion {
 struct srv_job {
     /* Set by the submitter; read-only while the job is the batcher's. src
      * and opts must stay valid until done. */
+    int cached;          /* finished already (a cache hit, its res set): not
+                            queued by srv_batcher_submit, nor finished by it */
     const int32_t *src;
     int n_src;
     const td_decode_opts *opts;

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "buildinfo.h"
+#include "cache.h"
 #include "metrics.h"
 
 static const int k_statuses[] = {200, 204, 400, 401, 403, 404, 405, 408, 413, 415, 422, 429, 500, 503, 504};
@@ -63,6 +64,7 @@ struct srv_metrics {
     atomic_ullong steps;
     atomic_ullong short_steps;
     atomic_long running_rows;
+    struct srv_cache *cache; /* the translation cache (the server's metrics only) */
     /* the bounds of batch_size and batch_tokens (set before any batch) */
     double size_buckets[SRV_HIST_MAX], tok_buckets[SRV_HIST_MAX];
     int n_size, n_tok;
@@ -541,6 +543,39 @@ static void render_models(sbuf *b, srv_metrics *const *ch, int n)
             sb_printf(b, "%s", ch[i]->info_line);
 }
 
+void srv_metrics_set_cache(srv_metrics *m, struct srv_cache *c)
+{
+    m->cache = c;
+}
+
+/* The translation cache's counters (none when it is off). */
+static void render_cache(sbuf *b, struct srv_cache *c)
+{
+    if (!c)
+        return;
+    srv_cache_stats st;
+    srv_cache_stats_get(c, &st);
+    sb_printf(b, "# HELP transformerd_cache_hits_total Sentences answered from the translation "
+                 "cache.\n# TYPE transformerd_cache_hits_total counter\n"
+                 "transformerd_cache_hits_total %llu\n"
+                 "# HELP transformerd_cache_misses_total Sentences looked up in the translation "
+                 "cache and not found.\n# TYPE transformerd_cache_misses_total counter\n"
+                 "transformerd_cache_misses_total %llu\n"
+                 "# HELP transformerd_cache_evictions_total Entries the translation cache dropped "
+                 "to stay within --cache-bytes.\n"
+                 "# TYPE transformerd_cache_evictions_total counter\n"
+                 "transformerd_cache_evictions_total %llu\n"
+                 "# HELP transformerd_cache_bytes Bytes the translation cache holds.\n"
+                 "# TYPE transformerd_cache_bytes gauge\ntransformerd_cache_bytes %zu\n"
+                 "# HELP transformerd_cache_max_bytes The translation cache's bound "
+                 "(--cache-bytes).\n# TYPE transformerd_cache_max_bytes gauge\n"
+                 "transformerd_cache_max_bytes %zu\n"
+                 "# HELP transformerd_cache_entries Sentences the translation cache holds.\n"
+                 "# TYPE transformerd_cache_entries gauge\ntransformerd_cache_entries %ld\n",
+              (unsigned long long)st.hits, (unsigned long long)st.misses,
+              (unsigned long long)st.evictions, st.bytes, st.max_bytes, st.entries);
+}
+
 char *srv_metrics_render(srv_metrics *m, int ready)
 {
     sbuf b = {malloc(8192), 0, 8192, 0};
@@ -576,6 +611,7 @@ char *srv_metrics_render(srv_metrics *m, int ready)
     pthread_mutex_lock(&m->mu);
     render_models(&b, m->children, m->n_children);
     pthread_mutex_unlock(&m->mu);
+    render_cache(&b, m->cache);
     sb_printf(&b, "# HELP transformerd_ready 1 when every configured model is loaded and warm "
                   "(and neither draining nor failed), 0 otherwise.\n"
                   "# TYPE transformerd_ready gauge\n"

@@ -102,6 +102,11 @@ void srv_metrics_model_unloaded(srv_metrics *child);
 
 /* Prometheus text exposition format 0.0.4 (malloc'd, NUL-terminated), or
  * NULL when out of memory. ready is the value of transformerd_ready. */
+/* The translation cache whose counters /metrics shows (NULL: off); set
+ * before any thread renders. */
+struct srv_cache;
+void srv_metrics_set_cache(srv_metrics *m, struct srv_cache *c);
+
 char *srv_metrics_render(srv_metrics *m, int ready);
 
 #endif /* SRV_METRICS_H */

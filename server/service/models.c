@@ -27,6 +27,7 @@
 #include <jansson.h>
 
 #include "device.h"
+#include "cache.h"
 #include "models.h"
 #include "segment.h"
 
@@ -206,6 +207,9 @@ static void model_free(srv_model *sm)
 {
     if (!sm)
         return;
+    /* its cached sentences go before its address can be another model's */
+    if (sm->set)
+        srv_cache_drop_model(sm->set->s->cache, sm);
     srv_batcher_free(sm->b);
     td_tok_free(sm->tok);
     td_model_free(sm->m);

@@ -38,6 +38,7 @@ typedef struct srv_opts {
     const char *models_dir;   /* --models-dir: every model below it; runtime loads from it */
     long max_memory;          /* --max-memory: bytes of models (weights + workers) on the
                                  device, 0 = no budget */
+    long cache_bytes;         /* --cache-bytes: the translation cache (cache.h), 0 = off */
     const char *device;       /* "cpu" | "cuda[:N]" */
     const char *dtype;        /* weight storage: auto | float32 | float16 | bfloat16 */
     const char *precision;    /* half-weight GEMMs on cuda: full | half */
@@ -121,6 +122,8 @@ typedef struct srv_server {
     srv_metrics *metrics;
     struct srv_langid *langid; /* the language detector (languages.h), made before
                                   the daemon serves */
+    struct srv_cache *cache;   /* the translation cache (cache.h), or NULL (off); made
+                                  before any thread, freed after the models */
     struct srv_libre *libre; /* the LibreTranslate API's file store (api/libre.h), opaque
                                 here; written before ready is set */
     atomic_int ready;      /* every configured model loaded and warmed (set once by the
