@@ -10,8 +10,9 @@ opens the attention view and checks the heatmap against the API's
 attention (cells, labels, a head switch, the average of heads and of
 layers, the word view), the grid of every head (each small multiple's
 canvas pixels against its own head's attention), hover and the arrow keys;
-an API error shown as the API's message; a phone-sized window; the page's
-weight; no console errors; and, with a second daemon behind --api-key, that
+an API error shown as the API's message; a phone-sized window; a long
+text streamed (its sentences drawn as they come, a progress bar a step a
+sentence, then the API's answer); the page's weight; no console errors; and, with a second daemon behind --api-key, that
 the page asks for the key and keeps it in sessionStorage only.
 SCREENSHOT_DIR (or $TD_WEB_SCREENSHOTS): where to write the screenshots.
 
@@ -477,6 +478,47 @@ def run(d, dm, shots):
     check(0 < kib < 64 * 1024, "the page reports a weight of %d bytes" % kib)
     console_errors(d)
     d.set_window_size(1100, 900)
+
+    # a long text: its sentences show as the daemon finishes them, a
+    # progress bar counts them (every change of it and of the partial
+    # results recorded as it happens), then the whole answer as the API's
+    long_text = ("The weather is nice today. I would like a cup of coffee. Where is the "
+                 "station? The house is green. Thank you very much. We are going home now.")
+    d.execute_script("""
+        window.tdUpdates = {bar: [], maxes: []};
+        const bar = document.getElementById('progress');
+        const proto = Object.getOwnPropertyDescriptor(HTMLProgressElement.prototype, 'value');
+        Object.defineProperty(bar, 'value', {get() { return proto.get.call(this); },
+            set(v) { window.tdUpdates.bar.push(v); window.tdUpdates.maxes.push(this.max);
+                     proto.set.call(this, v); }});
+        document.getElementById('results').dataset.partials = '0';
+    """)
+    src = d.find_element(By.ID, "src")
+    src.clear()
+    src.send_keys(long_text)
+    d.find_element(By.ID, "go").click()
+    wait(d, lambda: d.find_elements(By.CSS_SELECTOR, "#results .translation")
+         and not d.find_elements(By.CSS_SELECTOR, "#results li.partial"),
+         "no translation of the long text")
+    upd = d.execute_script("return window.tdUpdates")
+    upd["partial"] = int(d.find_element(By.ID, "results").get_attribute("data-partials"))
+    st, api = dm.translate({"text": [long_text], "model": NAME, "beam_size": 4,
+                            "num_hypotheses": 1, "return_tokens": True})
+    shown = [e.text for e in d.find_elements(By.CSS_SELECTOR, "#results .translation")]
+    # (the test model's translations may start or end with spaces: the DOM's text does not)
+    check(st == 200 and shown == [api["translations"][0]["text"].strip()],
+          "the long text: the page shows %r, the API answers %r" % (shown, api))
+    n_sent = len(api["translations"][0]["sentences"])
+    check(n_sent == 6 and upd["maxes"] and upd["maxes"][-1] == 6,
+          "the progress bar counted %r sentences, the daemon %d" % (upd["maxes"][-1:], n_sent))
+    # one step of the bar a sentence (0 first, 6 last), each shown as it came
+    check(upd["bar"][0] == 0 and upd["bar"][-1] == 6 and
+          sorted(set(upd["bar"])) == list(range(7)),
+          "progress bar values %r" % upd["bar"])
+    check(upd["partial"] >= 6, "the partial results were drawn %d times for 6 sentences"
+          % upd["partial"])
+    check(not d.find_element(By.ID, "progress").is_displayed(), "the bar stays after the answer")
+    console_errors(d)
 
 
 def run_docs(d, dm):

@@ -38,6 +38,42 @@ async function api(path, body) {
   return data;
 }
 
+// POST path as a stream of events (body's "stream": true, NDJSON lines):
+// onSentence(data) for each sentence as the daemon finishes it; resolves to
+// the whole answer (the "done" event); rejects as api() does, also for an
+// "error" event after the stream began.
+async function apiStream(path, body, onSentence) {
+  const headers = { 'Content-Type': 'application/json', Accept: 'application/x-ndjson' };
+  const key = sessionStorage.getItem(KEY);
+  if (key) headers.Authorization = 'Bearer ' + key;
+  const res = await fetch(path, { method: 'POST', headers,
+                                  body: JSON.stringify(Object.assign({}, body, { stream: true })) });
+  if (!res.ok) {
+    let data = null;
+    try { data = await res.json(); } catch (e) { data = null; }
+    throw new ApiError(res.status, data);
+  }
+  const reader = res.body.getReader();
+  const dec = new TextDecoder();
+  let buf = '';
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    buf += dec.decode(value, { stream: true });
+    let nl;
+    while ((nl = buf.indexOf('\n')) >= 0) {
+      const line = buf.slice(0, nl);
+      buf = buf.slice(nl + 1);
+      if (!line) continue;
+      const ev = JSON.parse(line);
+      if (ev.event === 'sentence') onSentence(ev.data);
+      else if (ev.event === 'done') return ev.data;
+      else if (ev.event === 'error') throw new ApiError(500, ev.data);
+    }
+  }
+  throw new ApiError(500, null); // the stream ended without its answer
+}
+
 function showError(err) {
   const box = $('error');
   if (!err) { box.hidden = true; box.textContent = ''; return; }
@@ -102,6 +138,37 @@ function intOf(id) {
   return Number.isInteger(v) ? v : $(id).value; // the API names a bad value
 }
 
+// The sentences of the texts as the browser counts them (Intl.Segmenter:
+// ICU's rules, as the daemon's), for the progress bar; 0 when it cannot.
+function countSentences(texts, lang) {
+  if (typeof Intl === 'undefined' || !Intl.Segmenter) return 0;
+  const seg = new Intl.Segmenter(lang || undefined, { granularity: 'sentence' });
+  let n = 0;
+  for (const t of texts)
+    for (const s of seg.segment(t)) if (s.segment.trim()) n++;
+  return n;
+}
+
+// Each text's sentences so far, as they come (the final answer replaces them).
+function showPartial(texts, parts) {
+  const ol = $('results');
+  ol.textContent = '';
+  ol.dataset.partials = String(Number(ol.dataset.partials || 0) + 1);
+  texts.forEach((t, i) => {
+    const li = document.createElement('li');
+    li.className = 'partial';
+    const src = document.createElement('div');
+    src.className = 'source';
+    src.textContent = t;
+    const tr = document.createElement('div');
+    tr.className = 'partial-text';
+    const got = parts[i] || [];
+    tr.textContent = got.map((s) => (s === undefined ? '…' : s)).join(' ');
+    li.append(src, tr);
+    ol.append(li);
+  });
+}
+
 async function translate() {
   const texts = lines();
   showError(null);
@@ -111,8 +178,23 @@ async function translate() {
   $('go').disabled = true;
   $('status').textContent = 'Translating ' + texts.length + (texts.length > 1 ? ' texts…' : ' text…');
   const t0 = performance.now();
+  // the sentences show as the daemon finishes them, with a progress bar
+  const bar = $('progress');
+  const total = countSentences(texts, (MODELS[req.model] || {}).source);
+  let done = 0;
+  const parts = texts.map(() => []);
+  if (total > 0) bar.max = total; else bar.removeAttribute('max');
+  bar.value = 0;
+  bar.hidden = false;
   try {
-    const data = await api('/v1/translate', req);
+    const data = await apiStream('/v1/translate', req, (s) => {
+      parts[s.text_index][s.sentence_index] = s.text;
+      done++;
+      if (total > 0) bar.value = Math.min(done, total);
+      $('status').textContent = done + (total > 0 ? ' of ' + total : '') + ' sentences translated…';
+      showPartial(texts, parts);
+    });
+    if (total > 0) bar.value = total;
     lastRequest = req;
     showResults(texts, data);
     $('status').textContent = texts.length + (texts.length > 1 ? ' texts' : ' text') + ' in ' +
@@ -123,6 +205,7 @@ async function translate() {
     showError(err);
   } finally {
     $('go').disabled = false;
+    bar.hidden = true;
   }
 }
 
