@@ -352,7 +352,10 @@ START_TEST(test_stream_errors)
     ck_assert_int_eq(translate("Accept: text/event-stream\r\n",
                                "{\"text\":\"Yes.\",\"stream\":false}", &r), 0);
     ck_assert_int_eq(r.status, 200);
-    ck_assert_ptr_nonnull(strstr(r.body, "\"translations\""));
+    char ct[128];
+    ck_assert_ptr_nonnull(tc_header(&r, "Content-Type", ct, sizeof ct));
+    ck_assert_str_eq(ct, "application/json");
+    ck_assert_msg(!strncmp(r.body, "{\"model\":", 9), "not the plain answer: %.80s", r.body);
     tc_resp_free(&r);
     /* a daemon whose batches fail: 200, then the error event */
     const char *args[] = {"--test-fail-batches", "engine", NULL};
