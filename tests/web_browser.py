@@ -321,7 +321,7 @@ def run(d, dm, shots):
           "footer links: %s" % links)
 
     # the translator: two lines, beam 4, two alternatives, Ctrl+Enter; the
-    # box starts empty, an example shown as its placeholder attribute
+    # box starts empty, with example text in its HTML "placeholder" attribute
     src = d.find_element(By.ID, "src")
     check(src.get_attribute("value") == "" and "Hello world" in src.get_attribute("placeholder"),
           "the source box is pre-filled (%r) or has no placeholder" % src.get_attribute("value"))

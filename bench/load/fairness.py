@@ -17,14 +17,11 @@ Python's standard library only. Every wait is bounded (--timeout).
 """
 import argparse
 import json
-import os
-import re
-import subprocess
-import sys
-import tempfile
 import threading
 import time
 import urllib.request
+
+import td_daemon
 
 
 def post(url, body, timeout):
@@ -35,24 +32,11 @@ def post(url, body, timeout):
 
 
 def start(daemon, model, threads):
-    log = tempfile.NamedTemporaryFile(prefix="td-fair-", suffix=".log", delete=False)
     # the queue's order under load, not the translation cache (repeated texts would be hits)
-    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", TRANSFORMERD_CACHE_BYTES="0")
-    p = subprocess.Popen(["setpriv", "--pdeathsig", "KILL", daemon, "serve", "--model", model,
-                          "--host", "127.0.0.1", "--port", "0", "--threads", str(threads),
-                          "--max-batch-texts", "4096", "--max-queue", "8192",
-                          "--request-timeout-s", "3600"],
-                         stdout=subprocess.DEVNULL, stderr=log, env=env)
-    for _ in range(1200):
-        text = open(log.name, errors="replace").read()
-        m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", text)
-        if m and "ready:" in text:
-            return p, int(m.group(1)), log.name
-        if p.poll() is not None:
-            sys.exit("the daemon exited during start-up:\n" + text)
-        time.sleep(0.1)
-    p.kill()
-    sys.exit("the daemon did not become ready")
+    return td_daemon.start(daemon, ["--model", model, "--threads", str(threads),
+                                    "--max-batch-texts", "4096", "--max-queue", "8192",
+                                    "--request-timeout-s", "3600"],
+                           env={"TRANSFORMERD_CACHE_BYTES": "0"}, prefix="td-fair-")
 
 
 def pct(xs, q):
@@ -111,12 +95,7 @@ def run(daemon, args, big_lines, short_lines):
                 "short_n": len(xs), "short_fail": fails[0], "short_p50_s": pct(xs, 0.5),
                 "short_p99_s": pct(xs, 0.99)}
     finally:
-        p.terminate()
-        try:
-            p.wait(30)
-        except subprocess.TimeoutExpired:
-            p.kill()
-        os.unlink(log)
+        td_daemon.stop(p, log)
 
 
 def main():

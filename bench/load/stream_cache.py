@@ -22,13 +22,12 @@ import http.client
 import json
 import os
 import random
-import re
 import statistics
-import subprocess
 import sys
-import tempfile
 import threading
 import time
+
+import td_daemon
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TEST_SET = os.path.join(ROOT, "tests", "data", "en_de_test", "test.en")
@@ -38,28 +37,13 @@ SERVE_ARGS = []
 
 
 def start(daemon, model, threads, extra):
-    log = tempfile.NamedTemporaryFile(prefix="td-sc-", suffix=".log", delete=False)
-    env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
-    env.pop("TRANSFORMERD_CACHE_BYTES", None)
-    p = subprocess.Popen(["setpriv", "--pdeathsig", "KILL", daemon, "serve", "--model", model,
-                          "--host", "127.0.0.1", "--port", "0", "--threads", str(threads),
-                          "--max-connections-per-ip", "0"] + SERVE_ARGS + extra,
-                         stdout=subprocess.DEVNULL, stderr=log, env=env)
-    for _ in range(1200):
-        text = open(log.name, errors="replace").read()
-        m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", text)
-        if m and "ready:" in text:
-            return p, int(m.group(1)), log.name
-        if p.poll() is not None:
-            break
-        time.sleep(0.1)
-    p.kill()
-    raise SystemExit("stream_cache: the daemon did not start:\n" + open(log.name).read())
+    return td_daemon.start(daemon, ["--model", model, "--threads", str(threads),
+                                    "--max-connections-per-ip", "0"] + SERVE_ARGS + extra,
+                           env={"TRANSFORMERD_CACHE_BYTES": None}, prefix="td-sc-")
 
 
 def stop(p):
-    p.terminate()
-    p.wait(timeout=60)
+    td_daemon.stop(p)
 
 
 def streamed(daemon, model, threads, rounds):
@@ -112,7 +96,7 @@ def repeated(daemon, model, threads, requests, clients, zipf_s, seed):
         extra = ["--cache-bytes", "0"] if mode == "off" else []
         p, port, _ = start(daemon, model, threads, extra)
         try:
-            todo = list(enumerate(draws))
+            pending = list(draws)
             lock = threading.Lock()
             errors = [0]
 
@@ -120,9 +104,9 @@ def repeated(daemon, model, threads, requests, clients, zipf_s, seed):
                 c = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
                 while True:
                     with lock:
-                        if not todo:
+                        if not pending:
                             break
-                        _, text = todo.pop()
+                        text = pending.pop()
                     c.request("POST", "/v1/translate", json.dumps({"text": text}),
                               {"Content-Type": "application/json"})
                     r = c.getresponse()

@@ -145,17 +145,17 @@ static int lost(srv_call *c)
     return -1;
 }
 
-int srv_call_write(srv_call *c, const void *data, size_t n)
+/* Appends n bytes to the reply (NUL-terminated after them), growing it.
+ * 0, or -1 when out of memory (the reply as it was). */
+static int append(srv_call *c, const void *data, size_t n)
 {
-    if (!c->status)
-        return -1;
     if (c->reply_len + n + 1 > c->reply_cap) {
         size_t cap = c->reply_cap ? c->reply_cap : 256;
         while (cap < c->reply_len + n + 1)
             cap *= 2;
         char *p = realloc(c->reply, cap);
         if (!p)
-            return lost(c);
+            return -1;
         c->reply = p;
         c->reply_cap = cap;
     }
@@ -163,6 +163,13 @@ int srv_call_write(srv_call *c, const void *data, size_t n)
     c->reply_len += n;
     c->reply[c->reply_len] = 0;
     return 0;
+}
+
+int srv_call_write(srv_call *c, const void *data, size_t n)
+{
+    if (!c->status)
+        return -1;
+    return append(c, data, n) == 0 ? 0 : lost(c);
 }
 
 int srv_call_take(srv_call *c, char *body, size_t len)
@@ -205,24 +212,9 @@ int srv_call_stream_write(srv_call *c, const void *data, size_t n)
 {
     pthread_mutex_lock(&c->stream_mu);
     int rc = -1, wake = 0;
-    if (!c->client_left && !c->stream_ended) {
-        if (c->reply_len + n + 1 > c->reply_cap) {
-            size_t cap = c->reply_cap ? c->reply_cap : 4096;
-            while (cap < c->reply_len + n + 1)
-                cap *= 2;
-            char *p = realloc(c->reply, cap);
-            if (p) {
-                c->reply = p;
-                c->reply_cap = cap;
-            }
-        }
-        if (c->reply_len + n + 1 <= c->reply_cap) {
-            memcpy(c->reply + c->reply_len, data, n);
-            c->reply_len += n;
-            c->reply[c->reply_len] = 0;
-            rc = 0;
-            wake = wake_reader(c);
-        }
+    if (!c->client_left && !c->stream_ended && append(c, data, n) == 0) {
+        rc = 0;
+        wake = wake_reader(c);
     }
     pthread_mutex_unlock(&c->stream_mu);
     if (wake && c->io && c->io->resume)
