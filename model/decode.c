@@ -382,6 +382,28 @@ int td_run_add(td_worker *w, const int32_t *const *src, const int *src_len, int 
     return rc;
 }
 
+int td_run_urge(td_worker *w, td_seq seq)
+{
+    td_decode_scratch *sc = w->scratch;
+    for (int i = 0; i < w->o.max_batch; i++) {
+        sent *s = &sc->sents[i];
+        if (s->state != SENT_FREE && s->seq == seq) {
+            s->urgent = 1;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+int td_run_urgent_rows(const td_worker *w)
+{
+    const td_decode_scratch *sc = w->scratch;
+    int rows = 0;
+    for (int k = 0; k < sc->n_order && sc->sents[sc->order[k]].urgent; k++)
+        rows += sc->sents[sc->order[k]].B;
+    return rows;
+}
+
 int td_run_cancel(td_worker *w, td_seq seq)
 {
     td_decode_scratch *sc = w->scratch;
@@ -459,10 +481,14 @@ static int step_inputs(td_worker *w, int n_sel, int n, int *s_kv, int *t_step, i
     return ks;
 }
 
-/* Row order: live sentences by source length, shortest first (admission
- * order among equals), so that the shortest are a prefix of the rows. */
+/* Row order: the urgent sentences first (td_run_urge), then live
+ * sentences by source length, shortest first (admission order among
+ * equals), so that the urgent and then the shortest are a prefix of the
+ * rows. */
 static int order_before(const sent *a, const sent *b)
 {
+    if (a->urgent != b->urgent)
+        return a->urgent;
     return a->src_len != b->src_len ? a->src_len < b->src_len : a->seq < b->seq;
 }
 

@@ -41,6 +41,7 @@ typedef struct sent {
     sent_state state;
     td_seq seq;
     int cancelled;   /* leave at the next step, hand nothing out */
+    int urgent;      /* first in the row order (td_run_urge) */
     int src_len;
     int B, M;        /* its beam size and max_length */
     td_decode_opts o; /* its options (attention arrays resolved into sel) */

@@ -226,6 +226,17 @@ int td_run_step(td_worker *w, char *err, size_t errlen);
  * td_run_step_shortest(w, INT_MAX, ...). Returns as td_run_step. */
 int td_run_step_shortest(td_worker *w, int max_rows, char *err, size_t errlen);
 
+/* Marks a sentence urgent: from the next step on it comes first in the row
+ * order, before the shortest, so that td_run_step_shortest with
+ * td_run_urgent_rows as max_rows steps the urgent sentences only (a
+ * streamed answer's first sentences, stepped more often than the others).
+ * What it computes does not change. Returns 0, or -1 for an unknown (or
+ * already taken) handle. */
+int td_run_urge(td_worker *w, td_seq seq);
+/* The rows of the urgent sentences at the front of the row order (0 when
+ * none; one admitted since the last step is not there yet). */
+int td_run_urgent_rows(const td_worker *w);
+
 /* Hands out the oldest finished sentence: 1 with its handle and result
  * (the caller owns it: td_result_free); -1 with its handle when its result
  * could not be built (out of host memory; *res is zeroed); 0 when none

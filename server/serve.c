@@ -107,6 +107,9 @@ static const opt_def k_opts[] = {
     {"--short-steps", OPT_INT, OFF(short_steps), 0, 8,
      "inflight: steps of only the texts with the shortest sources (a quarter of the rows) "
      "after each step of every row, once a worker runs 16 rows or more (0: off)"},
+    {"--urgent-steps", OPT_INT, OFF(urgent_steps), 0, 16,
+     "inflight: steps of only a streamed answer's first sentences after each step of every "
+     "row, so that they arrive sooner (0: off)"},
     {"--max-batch-tokens", OPT_INT, OFF(max_batch_tokens), 1, 1 << 24,
      "padded source tokens per batch"},
     {"--max-batch-size", OPT_INT, OFF(max_batch_size), 1, 1024, "sentences per batch"},
@@ -206,6 +209,7 @@ static void defaults(srv_opts *o)
     o->workers = 0; /* resolve_workers(): docs/decisions.md, "CPU threads" */
     o->worker_nice = 5; /* docs/decisions.md, "Worker threads at nice 5" */
     o->short_steps = 0; /* docs/decisions.md, "Steps of the shortest texts only" */
+    o->urgent_steps = 4; /* docs/decisions.md, "A streamed answer's first sentences" */
     o->max_batch_tokens = 8192;
     o->max_batch_size = 32;
     o->batch_delay_ms = 0; /* docs/decisions.md: batches form while the worker runs */

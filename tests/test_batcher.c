@@ -1,7 +1,9 @@
 /*
  * test_batcher.c - the inflight scheduler's admission policy
  * (srv_inflight_admit_now in server/service/batcher.h), as a rule and in the real
- * batcher, and the rule of --short-steps (srv_inflight_step_rows).
+ * batcher, the rule of --short-steps (srv_inflight_step_rows) and of
+ * --urgent-steps (srv_inflight_urgent_rows), with the admission of urgent
+ * texts (a streamed answer's first sentences) in the real batcher.
  *
  * The rule: a running decode takes queued texts in when every queued text
  * fits, when a quarter of its rows is free, or when it has put the
@@ -63,6 +65,26 @@ START_TEST(test_short_steps_rule)
     ck_assert_int_eq(srv_inflight_step_rows(R, 1, &phase), INT_MAX);
     for (int k = 0; k < 4; k++)
         ck_assert_int_eq(srv_inflight_step_rows(R, 0, &phase), INT_MAX);
+}
+END_TEST
+
+/* --urgent-steps: every row, then N steps of the urgent rows only, in a
+ * cycle; every row when none is urgent or N is 0 (the cycle starts over). */
+START_TEST(test_urgent_steps_rule)
+{
+    int phase = 0;
+    for (int cycle = 0; cycle < 3; cycle++) {
+        ck_assert_int_eq(srv_inflight_urgent_rows(3, 2, &phase), 0);
+        ck_assert_int_eq(srv_inflight_urgent_rows(3, 2, &phase), 3);
+        ck_assert_int_eq(srv_inflight_urgent_rows(2, 2, &phase), 2);
+    }
+    ck_assert_int_eq(srv_inflight_urgent_rows(3, 2, &phase), 0);
+    ck_assert_int_eq(srv_inflight_urgent_rows(0, 2, &phase), 0);
+    ck_assert_int_eq(phase, 0);
+    ck_assert_int_eq(srv_inflight_urgent_rows(3, 1, &phase), 0);
+    ck_assert_int_eq(srv_inflight_urgent_rows(3, 1, &phase), 3);
+    ck_assert_int_eq(srv_inflight_urgent_rows(3, 0, &phase), 0);
+    ck_assert_int_eq(phase, 0);
 }
 END_TEST
 
@@ -133,7 +155,7 @@ typedef void (*admit_hook)(void *, int, long, int, int, int, srv_job *const *);
 /* The marian_tied fixture (*m) behind a batcher of one greedy inflight
  * worker of max_batch rows, its admissions reported to hook(ud). */
 static srv_batcher *new_batcher(td_model **m, int max_batch, int max_queue, admit_hook hook,
-                                void *ud)
+                                void *ud, int urgent_steps)
 {
     char dir[512], err[512];
     snprintf(dir, sizeof dir, "%s/fixtures/marian_tied", TD_TEST_DATA);
@@ -150,6 +172,7 @@ static srv_batcher *new_batcher(td_model **m, int max_batch, int max_queue, admi
                            .max_length = 40,
                            .max_beam = 1,
                            .scheduler = SRV_SCHED_INFLIGHT,
+                           .urgent_steps = urgent_steps,
                            .test_on_admit = hook,
                            .test_ud = ud};
     td_decode_opts_default(*m, &bo.warm_up);
@@ -162,7 +185,7 @@ START_TEST(test_deep_queue)
 {
     td_model *m = NULL;
     watch w = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
-    srv_batcher *b = new_batcher(&m, MAX_BATCH, N_JOBS, on_admit, &w);
+    srv_batcher *b = new_batcher(&m, MAX_BATCH, N_JOBS, on_admit, &w, 4);
     const td_config *c = td_model_config(m);
     /* greedy, lengths 1..40: sentences finish one or two at a time */
     static td_decode_opts opts[40];
@@ -202,6 +225,212 @@ START_TEST(test_deep_queue)
     ck_assert_int_gt(w.grouped, 0);
     ck_assert_int_gt(w.by_rows, 0);
     ck_assert_int_gt(w.by_count, 0);
+}
+END_TEST
+
+/* ---- urgent texts ------------------------------------------------------------ */
+
+typedef struct urgent_watch {
+    watch base;          /* its lock and the count of texts done */
+    const srv_job *jobs; /* the submitted jobs, two of them urgent */
+    int order[64];       /* indexes of the jobs in the order they finished */
+    int admitted_early;  /* texts admitted while an urgent one was unfinished */
+} urgent_watch;
+
+static void urgent_done(srv_job *j, void *ud)
+{
+    urgent_watch *w = ud;
+    pthread_mutex_lock(&w->base.mu);
+    if (w->base.done < 64)
+        w->order[w->base.done] = (int)(j - w->jobs);
+    pthread_mutex_unlock(&w->base.mu);
+    job_done(j, &w->base);
+}
+
+static void on_admit_urgent(void *ud, int fit, long queued, int free_rows, int rows,
+                            int admitted, srv_job *const *taken)
+{
+    (void)fit, (void)queued, (void)free_rows, (void)rows, (void)taken;
+    urgent_watch *w = ud;
+    pthread_mutex_lock(&w->base.mu);
+    int urgent_done = 0;
+    for (int k = 0; k < w->base.done && k < 64; k++)
+        urgent_done += w->jobs[w->order[k]].urgent;
+    if (urgent_done < 2)
+        w->admitted_early += admitted;
+    pthread_mutex_unlock(&w->base.mu);
+}
+
+/* n random sources of 8 tokens whose translations alone (options o) have
+ * min_tokens tokens or more. */
+static void long_sources(td_model *m, const td_decode_opts *o, int min_tokens,
+                         int32_t (*src)[8], int n)
+{
+    const td_config *c = td_model_config(m);
+    td_worker *tw;
+    char err[256];
+    td_worker_opts wo = {.max_batch = 1, .max_length = o->max_length, .max_beam = 1,
+                         .max_src_len = 16, .n_threads = 1};
+    ck_assert_msg(td_worker_init(&tw, m, &wo, err, sizeof err) == 0, "%s", err);
+    for (int i = 0; i < n; i++) {
+        int n_tokens = -1, tries = 0;
+        while (n_tokens < min_tokens) {
+            ck_assert_int_lt(tries++, 2000);
+            for (int j = 0; j < 7; j++)
+                src[i][j] = 3 + rnd(c->vocab_size - 4);
+            src[i][7] = (int32_t)c->eos_token_id;
+            const int32_t *p = src[i];
+            int len = 8;
+            td_result r;
+            ck_assert_msg(td_translate_batch(tw, &p, &len, 1, o, &r, err, sizeof err) == 0,
+                          "%s", err);
+            n_tokens = r.hyps[0].n_tokens;
+            td_result_free(&r);
+        }
+    }
+    td_worker_free(tw);
+}
+
+/* A streamed answer's first sentences (urgent) are admitted in a group of
+ * their own and decode before anything else joins: submitted with 30 texts
+ * that would each finish in 1..6 steps, the two urgent texts (up to 24
+ * steps, fewer than SRV_URGENT_MAX_DEFER) still finish first, and no
+ * admission takes a text before both are done. Counted in admissions and
+ * finishing order, never in time. */
+START_TEST(test_urgent_first)
+{
+    static urgent_watch w;
+    memset(&w, 0, sizeof w);
+    pthread_mutex_init(&w.base.mu, NULL);
+    pthread_cond_init(&w.base.cv, NULL);
+    enum { N = 32 };
+    td_model *m = NULL;
+    srv_batcher *b = new_batcher(&m, MAX_BATCH, N, on_admit_urgent, &w, 4);
+    const td_config *c = td_model_config(m);
+    static td_decode_opts opts[7];
+    for (int k = 0; k < 7; k++) {
+        td_decode_opts_default(m, &opts[k]);
+        opts[k].beam_size = opts[k].num_hypotheses = 1;
+        opts[k].max_length = k == 0 ? 24 : k;
+    }
+    static srv_job jobs[N];
+    static int32_t src[N][16];
+    for (int i = 0; i < N; i++) {
+        int n = 2 + rnd(14);
+        for (int j = 0; j + 1 < n; j++)
+            src[i][j] = 3 + rnd(c->vocab_size - 4);
+        src[i][n - 1] = (int32_t)c->eos_token_id;
+        memset(&jobs[i], 0, sizeof jobs[i]);
+        jobs[i].src = src[i];
+        jobs[i].n_src = n;
+        jobs[i].opts = &opts[i < 2 ? 0 : 1 + rnd(6)];
+        jobs[i].urgent = i < 2;
+    }
+    w.jobs = jobs;
+    srv_completion comp = {.done = urgent_done, .ud = &w};
+    ck_assert_int_eq(srv_batcher_submit(b, jobs, N, 1e18, &comp), SRV_SUBMIT_OK);
+    pthread_mutex_lock(&w.base.mu);
+    while (w.base.done < N)
+        pthread_cond_wait(&w.base.cv, &w.base.mu);
+    pthread_mutex_unlock(&w.base.mu);
+    srv_batcher_drain(b, 1e18);
+    srv_batcher_free(b);
+    td_model_free(m);
+    ck_assert_msg(w.order[0] < 2 && w.order[1] < 2,
+                  "the urgent texts finish first: the first two done are %d and %d",
+                  w.order[0], w.order[1]);
+    ck_assert_int_eq(w.admitted_early, 0);
+}
+END_TEST
+
+/* Other texts wait for urgent ones SRV_URGENT_MAX_DEFER steps at most: two
+ * urgent texts that run 36 to 40 steps, then 10 others in the queue; some
+ * of those join before the urgent ones are done. */
+START_TEST(test_urgent_bounded)
+{
+    static urgent_watch w;
+    memset(&w, 0, sizeof w);
+    pthread_mutex_init(&w.base.mu, NULL);
+    pthread_cond_init(&w.base.cv, NULL);
+    enum { N = 12 };
+    td_model *m = NULL;
+    srv_batcher *b = new_batcher(&m, MAX_BATCH, N, on_admit_urgent, &w, 4);
+    static td_decode_opts opts;
+    td_decode_opts_default(m, &opts);
+    opts.beam_size = opts.num_hypotheses = 1;
+    opts.max_length = 40;
+    static srv_job jobs[N];
+    static int32_t src[N][8];
+    long_sources(m, &opts, 36, src, 2);
+    long_sources(m, &opts, 0, src + 2, N - 2);
+    for (int i = 0; i < N; i++) {
+        memset(&jobs[i], 0, sizeof jobs[i]);
+        jobs[i].src = src[i];
+        jobs[i].n_src = 8;
+        jobs[i].opts = &opts;
+        jobs[i].urgent = i < 2;
+    }
+    w.jobs = jobs;
+    srv_completion comp = {.done = urgent_done, .ud = &w};
+    ck_assert_int_eq(srv_batcher_submit(b, jobs, N, 1e18, &comp), SRV_SUBMIT_OK);
+    pthread_mutex_lock(&w.base.mu);
+    while (w.base.done < N)
+        pthread_cond_wait(&w.base.cv, &w.base.mu);
+    pthread_mutex_unlock(&w.base.mu);
+    srv_batcher_drain(b, 1e18);
+    srv_batcher_free(b);
+    td_model_free(m);
+    ck_assert_int_gt(w.admitted_early, 0);
+}
+END_TEST
+
+/* Urgent texts overtake the texts they decode with: 14 texts that run 12
+ * to 16 steps and, behind them in the queue, two urgent ones that run 20
+ * to 24 steps; with the urgent rows stepped four more times after each step of
+ * all rows, both are done before any of the 14 (without, after all). */
+START_TEST(test_urgent_overtake)
+{
+    static urgent_watch w;
+    memset(&w, 0, sizeof w);
+    pthread_mutex_init(&w.base.mu, NULL);
+    pthread_cond_init(&w.base.cv, NULL);
+    enum { N = 16, EARLY = 14 };
+    td_model *m = NULL;
+    srv_batcher *b = new_batcher(&m, MAX_BATCH, N, on_admit_urgent, &w, 4);
+    static td_decode_opts opts[2]; /* [0] the urgent texts', [1] the others' */
+    for (int k = 0; k < 2; k++) {
+        td_decode_opts_default(m, &opts[k]);
+        opts[k].beam_size = opts[k].num_hypotheses = 1;
+        opts[k].max_length = k == 0 ? 24 : 16;
+    }
+    static srv_job jobs[N];
+    static int32_t src[N][8];
+    /* sources whose translations alone run at least max_length - 4 steps */
+    long_sources(m, &opts[1], opts[1].max_length - 4, src, EARLY);
+    long_sources(m, &opts[0], opts[0].max_length - 4, src + EARLY, N - EARLY);
+    for (int i = 0; i < N; i++) {
+        const td_decode_opts *o = &opts[i >= EARLY ? 0 : 1];
+        memset(&jobs[i], 0, sizeof jobs[i]);
+        jobs[i].src = src[i];
+        jobs[i].n_src = 8;
+        jobs[i].opts = o;
+        jobs[i].urgent = i >= EARLY;
+    }
+    w.jobs = jobs;
+    /* one submit: all 16 join at the first step (the group up to the last
+     * urgent text), so the outcome does not depend on thread timing */
+    srv_completion comp = {.done = urgent_done, .ud = &w};
+    ck_assert_int_eq(srv_batcher_submit(b, jobs, N, 1e18, &comp), SRV_SUBMIT_OK);
+    pthread_mutex_lock(&w.base.mu);
+    while (w.base.done < N)
+        pthread_cond_wait(&w.base.cv, &w.base.mu);
+    pthread_mutex_unlock(&w.base.mu);
+    srv_batcher_drain(b, 1e18);
+    srv_batcher_free(b);
+    td_model_free(m);
+    ck_assert_msg(jobs[w.order[0]].urgent && jobs[w.order[1]].urgent,
+                  "the urgent texts finish first: the first two done are %d and %d",
+                  w.order[0], w.order[1]);
 }
 END_TEST
 
@@ -245,7 +474,7 @@ static int late_admissions(int n_req, int per_req)
     pthread_cond_init(&w.base.cv, NULL);
     const int total = n_req * per_req + 1;
     td_model *m = NULL;
-    srv_batcher *b = new_batcher(&m, 8, total, on_admit_fair, &w);
+    srv_batcher *b = new_batcher(&m, 8, total, on_admit_fair, &w, 4);
     const td_config *c = td_model_config(m);
     static td_decode_opts opts;
     td_decode_opts_default(m, &opts);
@@ -318,6 +547,10 @@ int main(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_rule);
     tcase_add_test(tc, test_short_steps_rule);
+    tcase_add_test(tc, test_urgent_steps_rule);
+    tcase_add_test(tc, test_urgent_first);
+    tcase_add_test(tc, test_urgent_overtake);
+    tcase_add_test(tc, test_urgent_bounded);
     tcase_add_test(tc, test_deep_queue);
     tcase_add_test(tc, test_fair_one_large_request);
     tcase_add_test(tc, test_fair_one_owner_many_requests);

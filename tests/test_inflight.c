@@ -5,7 +5,8 @@
  * tests hold to transformers): the same tokens, scores and attention.
  * Cancelled sentences free their rows and change nobody else's result, and
  * steps of the shortest sentences only (td_run_step_shortest) change
- * nothing either but the order in which sentences finish.
+ * nothing either but the order in which sentences finish, nor do urgent
+ * sentences stepped first (td_run_urge).
  *
  * Fixtures with every kind of position (sinusoidal, relative keys/values,
  * rotary, learned), since a row's position is its own in a running decode.
@@ -33,6 +34,7 @@ typedef struct sentence {
     td_result got;
     td_seq seq;
     int state; /* 0 pending, 1 running, 2 done, 3 cancelled */
+    int urged; /* td_run_urge */
 } sentence;
 
 static uint64_t g_rng;
@@ -113,8 +115,10 @@ static void load(const char *name, td_model **m, td_worker **w, int max_batch)
 }
 
 /* Random arrivals: at each step up to three pending sentences join when
- * they fit; one in seven running sentences is cancelled at a random step;
- * half of the steps advance only the shortest sentences (up to 1..8 rows). */
+ * they fit, one in four of them urgent (td_run_urge); one in seven running
+ * sentences is cancelled at a random step; a third of the steps while
+ * urgent sentences run advance only them, half of the others only the
+ * shortest sentences (up to 1..8 rows). */
 START_TEST(test_random_arrivals)
 {
     const char *name = k_fixtures[_i];
@@ -132,7 +136,7 @@ START_TEST(test_random_arrivals)
                       "%s", err);
         ck_assert_int_eq(td_run_live(w), 0);
     }
-    int next = 0, done = 0, steps = 0, joined_late = 0, cancelled = 0, partial = 0;
+    int next = 0, done = 0, steps = 0, joined_late = 0, cancelled = 0, partial = 0, urged = 0;
     while (done < N_SENT) {
         int admit = (int)(rnd() % 4);
         for (int k = 0; k < admit && next < N_SENT; k++) {
@@ -144,6 +148,11 @@ START_TEST(test_random_arrivals)
                                      sizeof err) == 0,
                           "%s", err);
             s[next].state = 1;
+            if (rnd() % 4 == 0) {
+                ck_assert_int_eq(td_run_urge(w, s[next].seq), 0);
+                s[next].urged = 1;
+                urged++;
+            }
             joined_late += td_run_rows(w) > s[next].o.beam_size;
             next++;
         }
@@ -158,7 +167,11 @@ START_TEST(test_random_arrivals)
                 cancelled++;
                 cancel = i;
             }
-        if (rnd() % 2) {
+        int urgent_rows = td_run_urgent_rows(w);
+        if (urgent_rows > 0 && rnd() % 3 == 0) {
+            partial += urgent_rows < rows_before;
+            ck_assert_msg(td_run_step_shortest(w, urgent_rows, err, sizeof err) >= 0, "%s", err);
+        } else if (rnd() % 2) {
             int max_rows = 1 + (int)(rnd() % 8);
             partial += max_rows < rows_before;
             ck_assert_msg(td_run_step_shortest(w, max_rows, err, sizeof err) >= 0, "%s", err);
@@ -183,11 +196,17 @@ START_TEST(test_random_arrivals)
             s[i].state = 2;
             done++;
         }
+        /* after a step every urgent sentence that runs is at the front */
+        int want = 0;
+        for (int i = 0; i < next; i++)
+            want += s[i].state == 1 && s[i].urged ? s[i].o.beam_size : 0;
+        ck_assert_int_eq(td_run_urgent_rows(w), want);
     }
     ck_assert_int_eq(td_run_live(w), 0);
     ck_assert_int_eq(td_run_rows(w), 0);
     ck_assert_int_gt(joined_late, 3); /* sentences did join a running decode */
     ck_assert_int_gt(partial, 3);     /* and steps did leave rows behind */
+    ck_assert_int_gt(urged, 2);
     for (int i = 0; i < N_SENT; i++) {
         if (s[i].state == 2)
             expect_same(name, i, &s[i].got, &s[i].alone);
@@ -238,23 +257,14 @@ START_TEST(test_static_batch_and_busy_worker)
 }
 END_TEST
 
-/* td_run_step_shortest steps the sentences with the shortest sources: a
- * long sentence admitted first waits while a short one admitted after it
- * (and placed before it at the first step) decodes to its end; a sentence
- * admitted since the last step waits for its place; then both finish with
- * what they get alone. */
-START_TEST(test_shortest_first)
+/* Two greedy sentences with attention, admitted in that order: s[0] long
+ * (a source whose translation alone has 4+ tokens), s[1] short, with what
+ * each gets alone. */
+static void long_and_short(td_model *m, td_worker *w, sentence *s)
 {
-    td_model *m;
-    td_worker *w;
-    load("marian_tied", &m, &w, 6);
-    g_rng = 7;
-    sentence s[2];
     make_sentences(m, s, 2);
     const td_config *c = td_model_config(m);
     char err[512];
-    /* s[0] long (a source whose translation alone has 4+ tokens), s[1]
-     * short, both greedy with attention */
     for (int i = 0; i < 2; i++) {
         int tries = 0;
         do {
@@ -280,31 +290,74 @@ START_TEST(test_shortest_first)
         const td_decode_opts *op = &s[i].o;
         ck_assert_int_eq(td_run_add(w, &src, &s[i].len, 1, &op, &s[i].seq, err, sizeof err), 0);
     }
-    /* the first step takes the long sentence (first in the row order until
-     * the step lays the rows out anew); from then on the short one only */
-    ck_assert_int_ge(td_run_step_shortest(w, 1, err, sizeof err), 0);
-    int steps = 0, t;
+}
+
+/* Steps of max_rows (0: td_run_urgent_rows) until a sentence is handed
+ * out: the one expected (s[first]), then the other; both with what they
+ * get alone. */
+static void finish_in_order(td_worker *w, sentence *s, int max_rows, int first, const char *what)
+{
+    char err[512];
     td_seq q;
     td_result r;
-    while ((t = td_run_take(w, &q, &r)) == 0) {
-        ck_assert_int_lt(++steps, 40);
-        ck_assert_int_ge(td_run_step_shortest(w, 1, err, sizeof err), 0);
+    for (int k = 0; k < 2; k++) {
+        int steps = 0, t, i = k == 0 ? first : 1 - first;
+        while ((t = td_run_take(w, &q, &r)) == 0) {
+            ck_assert_int_lt(++steps, 40);
+            int rows = max_rows > 0 ? max_rows : td_run_urgent_rows(w);
+            ck_assert_int_ge(td_run_step_shortest(w, rows > 0 ? rows : 1, err, sizeof err), 0);
+        }
+        ck_assert_int_eq(t, 1);
+        ck_assert_msg(q == s[i].seq, "%s: sentence %d finishes %s (after %d steps)", what, i,
+                      k == 0 ? "first" : "second", steps);
+        s[i].got = r;
+        ck_assert_int_eq(td_run_live(w), 1 - k);
     }
-    ck_assert_int_eq(t, 1);
-    ck_assert_msg(q == s[1].seq, "the short sentence finishes first (after %d steps)", steps);
-    s[1].got = r;
-    ck_assert_int_eq(td_run_live(w), 1);
-    while ((t = td_run_take(w, &q, &r)) == 0)
-        ck_assert_int_ge(td_run_step_shortest(w, 1, err, sizeof err), 0);
-    ck_assert_int_eq(t, 1);
-    ck_assert_msg(q == s[0].seq, "then the long one");
-    s[0].got = r;
     for (int i = 0; i < 2; i++) {
-        expect_same("shortest first", i, &s[i].got, &s[i].alone);
+        expect_same(what, i, &s[i].got, &s[i].alone);
         td_result_free(&s[i].got);
         td_result_free(&s[i].alone);
     }
     ck_assert_int_eq(td_run_rows(w), 0);
+}
+
+/* td_run_step_shortest steps the sentences with the shortest sources: a
+ * long sentence admitted first waits while a short one admitted after it
+ * (and placed before it at the first step: the first step takes the long
+ * one, first in the row order until a step lays the rows out anew) decodes
+ * to its end; then both finish with what they get alone. */
+START_TEST(test_shortest_first)
+{
+    td_model *m;
+    td_worker *w;
+    load("marian_tied", &m, &w, 6);
+    g_rng = 7;
+    sentence s[2];
+    long_and_short(m, w, s);
+    finish_in_order(w, s, 1, 1, "shortest first");
+    td_worker_free(w);
+    td_model_free(m);
+}
+END_TEST
+
+/* An urgent sentence comes before the shortest: the long one urged, steps
+ * of the urgent rows only take it to its end while the short one waits;
+ * an unknown handle is refused; nothing changes what either gets. */
+START_TEST(test_urgent_first)
+{
+    td_model *m;
+    td_worker *w;
+    load("marian_tied", &m, &w, 6);
+    g_rng = 7;
+    sentence s[2];
+    long_and_short(m, w, s);
+    ck_assert_int_eq(td_run_urge(w, s[0].seq), 0);
+    ck_assert_int_eq(td_run_urge(w, s[1].seq + 100), -1);
+    char err[512];
+    ck_assert_int_ge(td_run_step(w, err, sizeof err), 0); /* lays the rows out */
+    ck_assert_int_eq(td_run_urgent_rows(w), 1);
+    finish_in_order(w, s, 0, 0, "urgent first");
+    ck_assert_int_eq(td_run_urgent_rows(w), 0);
     td_worker_free(w);
     td_model_free(m);
 }
@@ -318,6 +371,7 @@ static Suite *suite(void)
     tcase_add_loop_test(tc, test_random_arrivals, 0, N_FIXTURES);
     tcase_add_test(tc, test_static_batch_and_busy_worker);
     tcase_add_test(tc, test_shortest_first);
+    tcase_add_test(tc, test_urgent_first);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -231,20 +231,37 @@ START_TEST(test_stream_equals_answer)
 }
 END_TEST
 
-/* The running rows of the daemon at port (its /metrics), summed. */
-static long running_rows(int port)
+/* A metric of the daemon at port (its /metrics), its series summed;
+ * prefix: "\nNAME{". */
+static long metric_sum(int port, const char *prefix)
 {
     tc_resp r;
     if (tc_request(port, "GET", "/metrics", NULL, NULL, 0, &r) != 0)
         return -1;
     long sum = 0;
-    for (const char *p = r.body; (p = strstr(p, "\ntransformerd_running_rows{")); p++) {
+    for (const char *p = r.body; (p = strstr(p, prefix)); p++) {
         const char *sp = strchr(p + 1, ' ');
         if (sp)
             sum += strtol(sp + 1, NULL, 10);
     }
     tc_resp_free(&r);
     return sum;
+}
+
+static long running_rows(int port)
+{
+    return metric_sum(port, "\ntransformerd_running_rows{");
+}
+
+/* Texts of the daemon at port still to run: running rows and queued. */
+static long unfinished(int port)
+{
+    return running_rows(port) + metric_sum(port, "\ntransformerd_queue_depth{");
+}
+
+static long urgent_steps(int port)
+{
+    return metric_sum(port, "\ntransformerd_decode_urgent_steps_total{");
 }
 
 /* Sends a streamed request of 40 sentences on a raw socket and reads until
@@ -279,7 +296,8 @@ static int first_event(int port)
 }
 
 /* A daemon whose steps take a while (--test-step-delay-ms): the first
- * sentence's event comes while the request still has rows running, and a
+ * sentence's event comes while the request still has rows running, after
+ * steps of the first sentences alone (not for a plain answer), and a
  * client that leaves after it gives its rows back. */
 START_TEST(test_stream_early_and_gone)
 {
@@ -291,9 +309,18 @@ START_TEST(test_stream_early_and_gone)
     ck_assert_int_gt(port, 0);
     int saved = g_port;
     g_port = port;
+    /* a plain answer has no urgent sentences; a streamed one's first
+     * sentences are (--urgent-steps: steps of theirs alone) */
+    tc_resp plain;
+    ck_assert_int_eq(translate(NULL, "{\"text\":\"One. Two. Three. Four.\"}", &plain), 0);
+    ck_assert_int_eq(plain.status, 200);
+    tc_resp_free(&plain);
+    ck_assert_int_eq(urgent_steps(port), 0);
     int fd = first_event(port);
-    /* the event is out and the request is not done: its rows still run */
-    ck_assert_int_gt(running_rows(port), 0);
+    ck_assert_int_gt(urgent_steps(port), 0);
+    /* the event is out and the request is not done: its other sentences
+     * still run or wait */
+    ck_assert_int_gt(unfinished(port), 0);
     /* reading on: the whole answer comes, once */
     char buf[1 << 16];
     size_t n = 0;
@@ -311,14 +338,15 @@ START_TEST(test_stream_early_and_gone)
     ck_assert_int_eq(running_rows(port), 0);
     /* again, and this client leaves after the first event */
     fd = first_event(port);
-    ck_assert_int_gt(running_rows(port), 0);
+    ck_assert_int_gt(unfinished(port), 0);
     close(fd);
     long rows = -1;
     for (int i = 0; i < 400 && rows != 0; i++) {
         tc_sleep_ms(25);
-        rows = running_rows(port);
+        rows = unfinished(port);
     }
-    ck_assert_msg(rows == 0, "%ld rows still running after the client left", rows);
+    ck_assert_msg(rows == 0, "%ld rows or texts still running or queued after the client left",
+                  rows);
     /* and the daemon serves on */
     tc_resp r;
     ck_assert_int_eq(translate(NULL, "{\"text\":\"Hello world.\",\"stream\":true}", &r), 0);

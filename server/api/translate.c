@@ -16,6 +16,10 @@
 #include "models.h"
 #include "translate.h"
 
+/* The sentences of a streamed answer that run urgent: its first ones, the
+ * client's first view (a sentence or two of the document's start). */
+#define SRV_STREAM_URGENT 2
+
 char *srv_api_decode(const srv_model *sm, const int32_t *ids, int n)
 {
     char *t = NULL;
@@ -246,6 +250,13 @@ srv_call_next srv_api_submit(srv_req *r)
             j->status = SRV_JOB_DONE;
         }
     }
+    /* a streamed answer's first sentences to run: urgent (--urgent-steps),
+     * the client sees nothing before them */
+    for (int i = 0, u = 0; r->job_event && i < r->n_jobs && u < SRV_STREAM_URGENT; i++)
+        if (!r->jobs[i].cached) {
+            r->jobs[i].urgent = 1;
+            u++;
+        }
     /* the holds before the jobs are out: a job may finish at once */
     srv_call_hold(r->call, r->n_jobs);
     srv_submit_rc sr = srv_batcher_submit(r->model->b, r->jobs, r->n_jobs,

@@ -72,6 +72,9 @@ typedef struct srv_worker {
     int deferred;          /* steps the admission of fitting texts was put off
                               (srv_inflight_admit_now) */
     int short_phase;       /* srv_inflight_step_rows's position in its cycle */
+    int urgent_phase;      /* srv_inflight_urgent_rows's */
+    int urgent_deferred;   /* steps other admissions were put off for urgent
+                              texts (urgent_admission) */
 } srv_worker;
 
 struct srv_batcher {
@@ -98,6 +101,7 @@ struct srv_batcher {
     srv_fault fault;         /* tests only */
     int worker_nice;         /* srv_batcher_opts.worker_nice */
     int short_steps;         /* srv_batcher_opts.short_steps */
+    int urgent_steps;        /* srv_batcher_opts.urgent_steps */
     int test_step_delay_ms;  /* tests only */
     void (*test_on_admit)(void *, int, long, int, int, int, srv_job *const *); /* tests only */
     void *test_ud;
@@ -468,6 +472,36 @@ static void *worker_main(void *arg)
  * deadline; then (b->cut) each worker cancels its live jobs at the next step
  * boundary and finishes them as SRV_JOB_SHUTDOWN. */
 
+/* Under mu, --urgent-steps: the admission of urgent texts (a streamed
+ * answer's first sentences). When the fitting prefix of the queue (fit
+ * texts) holds urgent ones, returns how many of it to take: up to the last
+ * of them, so that the encoder runs over a small group and not over a
+ * whole batch before they can start. While urgent texts decode, returns -1
+ * to put every other admission off (an admission's encoder stalls the
+ * running decode), at most SRV_URGENT_MAX_DEFER steps; 0 otherwise. */
+static int urgent_admission(srv_worker *wk, int fit)
+{
+    srv_batcher *b = wk->b;
+    if (b->urgent_steps <= 0 || b->draining)
+        return 0;
+    int last = 0, k = 0;
+    for (const srv_job *j = b->head; j && k < fit; j = j->next)
+        if (k++, j->urgent)
+            last = k;
+    if (last > 0) {
+        wk->urgent_deferred = 0;
+        return last;
+    }
+    int urgent_live = 0;
+    for (int i = 0; i < wk->n_live && !urgent_live; i++)
+        urgent_live = wk->live[i]->urgent;
+    if (fit > 0 && urgent_live && wk->urgent_deferred < SRV_URGENT_MAX_DEFER) {
+        wk->urgent_deferred++;
+        return -1;
+    }
+    return 0;
+}
+
 /* Under mu: pops from the queue the jobs to admit into wk->batch and
  * returns their number; 0 with *wait_until when an idle worker's first
  * job should wait for company. */
@@ -489,8 +523,13 @@ static int take_admission(srv_worker *wk, double now, double *wait_until)
         fit++;
     }
     int take = fit;
-    if (wk->n_live > 0 && !b->draining &&
-        !srv_inflight_admit_now(fit, b->depth, free_rows, wk->rows_total, wk->deferred)) {
+    int urgent = urgent_admission(wk, fit);
+    if (urgent > 0) {
+        take = urgent; /* the urgent texts in a group of their own */
+    } else if (urgent < 0) {
+        take = 0;
+    } else if (wk->n_live > 0 && !b->draining &&
+               !srv_inflight_admit_now(fit, b->depth, free_rows, wk->rows_total, wk->deferred)) {
         wk->deferred += fit > 0;
         take = 0;
     } else {
@@ -562,6 +601,8 @@ static void admit(srv_worker *wk, int k)
     }
     srv_metrics_batch(b->metrics, k, maxlen * k, 0);
     for (int i = 0; i < k; i++) {
+        if (wk->batch[i]->urgent && b->urgent_steps > 0)
+            td_run_urge(wk->w, wk->seq[i]);
         wk->live[wk->n_live] = wk->batch[i];
         wk->live_seq[wk->n_live++] = wk->seq[i];
     }
@@ -627,9 +668,19 @@ static void inflight_step(srv_worker *wk, int k, int cut)
     char err[256];
     int rc = wk->n_live > 0 ? engine_blocked(b, err, sizeof err) : 0;
     int stepped = rc == 0 && (wk->n_live > 0 || td_run_live(wk->w) > 0);
-    int max_rows = INT_MAX; /* the cycle moves on only with the steps it schedules */
+    int max_rows = INT_MAX; /* the cycles move on only with the steps they schedule */
+    srv_step_kind kind = SRV_STEP_ALL;
     if (stepped) {
-        max_rows = srv_inflight_step_rows(td_run_rows(wk->w), b->short_steps, &wk->short_phase);
+        int urgent = srv_inflight_urgent_rows(td_run_urgent_rows(wk->w), b->urgent_steps,
+                                              &wk->urgent_phase);
+        if (urgent > 0) {
+            max_rows = urgent;
+            kind = SRV_STEP_URGENT;
+        } else {
+            max_rows = srv_inflight_step_rows(td_run_rows(wk->w), b->short_steps,
+                                              &wk->short_phase);
+            kind = max_rows != INT_MAX ? SRV_STEP_SHORTEST : SRV_STEP_ALL;
+        }
         rc = td_run_step_shortest(wk->w, max_rows, err, sizeof err);
     }
     /* the gauge before any job finishes: a client that has its answer sees
@@ -638,7 +689,7 @@ static void inflight_step(srv_worker *wk, int k, int cut)
     srv_metrics_running_rows(b->metrics, rows - wk->rows);
     wk->rows = rows;
     if (stepped)
-        srv_metrics_step(b->metrics, admitted, max_rows != INT_MAX, srv_now() - t0);
+        srv_metrics_step(b->metrics, admitted, kind, srv_now() - t0);
     if (rc < 0) {
         srv_metrics_batch_failed(b->metrics);
         fprintf(stderr, "transformerd: a decoding step failed: %s\n", err);
@@ -787,6 +838,7 @@ int srv_batcher_init(srv_batcher **out, const srv_batcher_opts *o, srv_metrics *
     b->test_step_delay_ms = o->test_step_delay_ms;
     b->worker_nice = o->worker_nice;
     b->short_steps = o->short_steps;
+    b->urgent_steps = o->urgent_steps;
     b->test_on_admit = o->test_on_admit;
     b->test_ud = o->test_ud;
     b->cand_cap = 8 * o->max_batch_size;

@@ -65,6 +65,8 @@ struct srv_job {
      * and opts must stay valid until done. */
     int cached;          /* finished already (a cache hit, its res set): not
                             queued by srv_batcher_submit, nor finished by it */
+    int urgent;          /* inflight: step its rows more often, first in the
+                            decode's row order (srv_inflight_urgent_rows) */
     const int32_t *src;
     int n_src;
     const td_decode_opts *opts;
@@ -151,6 +153,29 @@ static inline int srv_inflight_step_rows(int live_rows, int short_steps, int *ph
     return p == 0 ? INT_MAX : live_rows / SRV_SHORT_ROWS_DIVISOR;
 }
 
+/* --scheduler inflight, --urgent-steps N: the rows of the next decoding
+ * step when urgent texts run (a streamed answer's first sentences, marked
+ * by the submitter: the client waits for them to show anything). Each step
+ * of every row is followed by N steps of the urgent texts' rows only
+ * (td_run_urge puts them first in the row order), so an urgent text
+ * advances N + 1 tokens while the others advance one; on a CPU a step of a
+ * few rows costs a fraction of a step of all, so the first sentence of a
+ * long streamed text arrives several times sooner and the whole answer a
+ * little later. Results do not change. urgent_rows: td_run_urgent_rows;
+ * *phase: the worker's position in the cycle. Returns max_rows for
+ * td_run_step_shortest, or 0 when this step is not an urgent one. */
+#define SRV_URGENT_MAX_DEFER 32 /* steps other admissions wait for urgent texts */
+static inline int srv_inflight_urgent_rows(int urgent_rows, int urgent_steps, int *phase)
+{
+    if (urgent_steps <= 0 || urgent_rows <= 0) {
+        *phase = 0;
+        return 0;
+    }
+    int p = *phase;
+    *phase = p >= urgent_steps ? 0 : p + 1;
+    return p == 0 ? 0 : urgent_rows;
+}
+
 typedef struct srv_batcher_opts {
     td_model *model;          /* loaded; outlives the batcher */
     td_decode_opts warm_up;   /* the model's defaults (the warm-up runs them greedy, <= 4 tokens) */
@@ -166,6 +191,8 @@ typedef struct srv_batcher_opts {
     int worker_nice;          /* the scheduler threads' nice value (0: as created) */
     int short_steps;          /* inflight: steps of the shortest texts only after each
                                  step of every row (srv_inflight_step_rows) */
+    int urgent_steps;         /* inflight: steps of the urgent texts only after each
+                                 step of every row (srv_inflight_urgent_rows) */
     srv_fault fault;          /* SRV_FAULT_NONE outside tests */
     int test_step_delay_ms;   /* tests only: a worker sleeps this long after each
                                  decoding step (inflight) or batch (batch) */

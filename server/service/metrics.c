@@ -63,6 +63,7 @@ struct srv_metrics {
     hist step_admitted;
     atomic_ullong steps;
     atomic_ullong short_steps;
+    atomic_ullong urgent_steps;
     atomic_long running_rows;
     struct srv_cache *cache; /* the translation cache (the server's metrics only) */
     /* the bounds of batch_size and batch_tokens (set before any batch) */
@@ -243,13 +244,15 @@ void srv_metrics_queue_wait(srv_metrics *m, double seconds)
         hist_add(&m->queue_wait, k_lat_buckets, N_LAT, seconds);
 }
 
-void srv_metrics_step(srv_metrics *m, int admitted, int shortest_only, double seconds)
+void srv_metrics_step(srv_metrics *m, int admitted, srv_step_kind kind, double seconds)
 {
     if (!m)
         return;
     atomic_fetch_add_explicit(&m->steps, 1, memory_order_relaxed);
-    if (shortest_only)
+    if (kind == SRV_STEP_SHORTEST)
         atomic_fetch_add_explicit(&m->short_steps, 1, memory_order_relaxed);
+    if (kind == SRV_STEP_URGENT)
+        atomic_fetch_add_explicit(&m->urgent_steps, 1, memory_order_relaxed);
     hist_add(&m->step_seconds, k_lat_buckets, N_LAT, seconds);
     hist_add(&m->step_admitted, k_admit_buckets, N_ADMIT, admitted);
 }
@@ -472,6 +475,8 @@ static const family k_families[] = {
      MOFF(steps), 0, 0},
     {"transformerd_decode_short_steps_total", "Of those, steps of the texts with the shortest "
      "sources only (--short-steps).", FAM_COUNTER, MOFF(short_steps), 0, 0},
+    {"transformerd_decode_urgent_steps_total", "Of those, steps of a streamed answer's first "
+     "sentences only (--urgent-steps).", FAM_COUNTER, MOFF(urgent_steps), 0, 0},
     {"transformerd_running_rows", "Decoder rows (sentences x beams) in the running decodes.",
      FAM_GAUGE, MOFF(running_rows), 1, 0},
     {"transformerd_batches_total", "Engine batches run.", FAM_COUNTER, MOFF(batches), 0, 0},

@@ -60,9 +60,15 @@ void srv_metrics_batch(srv_metrics *m, int n_sentences, long padded_tokens, doub
 void srv_metrics_tokens(srv_metrics *m, long in, long out);
 void srv_metrics_queue_depth(srv_metrics *m, long depth);
 void srv_metrics_batch_failed(srv_metrics *m);
-/* One step of a running decode: the sentences admitted before it, whether
- * it stepped the shortest texts only (--short-steps), its time. */
-void srv_metrics_step(srv_metrics *m, int admitted, int shortest_only, double seconds);
+/* Which rows a step of a running decode stepped. */
+typedef enum srv_step_kind {
+    SRV_STEP_ALL = 0,
+    SRV_STEP_SHORTEST, /* the shortest texts only (--short-steps) */
+    SRV_STEP_URGENT,   /* the urgent texts only (--urgent-steps) */
+} srv_step_kind;
+/* One step of a running decode: the sentences admitted before it, which
+ * rows it stepped, its time. */
+void srv_metrics_step(srv_metrics *m, int admitted, srv_step_kind kind, double seconds);
 /* The running rows gauge moves by delta (workers add theirs). */
 void srv_metrics_running_rows(srv_metrics *m, long delta);
 

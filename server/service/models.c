@@ -259,6 +259,7 @@ static int model_workers(srv_server *s, srv_model *sm, char *err, size_t errlen)
                                  .scheduler = o->scheduler,
                                  .worker_nice = o->worker_nice,
                                  .short_steps = o->short_steps,
+                                 .urgent_steps = o->urgent_steps,
                                  .fault = o->test_fault,
                                  .test_step_delay_ms = o->test_step_delay_ms};
     if (srv_batcher_init(&sm->b, &bo, sm->metrics, err, errlen) != 0)

@@ -51,6 +51,7 @@ typedef struct srv_opts {
     srv_fair_share fair_share; /* --fair-share: request (default) | client */
     int worker_nice;          /* --worker-nice: the scheduler threads' nice value */
     int short_steps;          /* --short-steps: inflight steps of the shortest texts only */
+    int urgent_steps;         /* --urgent-steps: inflight steps of urgent texts only */
     int test_step_delay_ms;   /* tests only: sleep after each step / batch */
     int max_batch_tokens;     /* padded source tokens per batch */
     int max_batch_size;       /* sentences per batch */
