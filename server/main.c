@@ -13,7 +13,8 @@
  *       one line per input line, in order; a line of several sentences is
  *       translated sentence by sentence (tokenizer/segment.h) and put back
  *       together with its own separators (--no-split: each line one
- *       unit); translated in batches.
+ *       unit); each line is written as soon as it is done
+ *       (cli_translate.c).
  *   transformerd tokenize --model DIR [--target] [--pieces]
  *       prints each stdin line's model ids (or pieces), space-separated.
  *   transformerd serve ...      the HTTP daemon (server/serve.c)
@@ -35,11 +36,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "buildinfo.h"
-#include "segment.h"
+#include "cli_translate.h"
 #include "serve.h"
 #include "tokenizer.h"
 #include "translator.h"
@@ -349,91 +349,6 @@ static void model_source_lang(const char *dir, char *out, size_t outn)
         snprintf(out, outn, "%.*s", (int)la, dash - la);
 }
 
-/* One group of input lines: each line's sentences (lang NULL: no split)
- * translated as units of one run (a line of one sentence is its own unit,
- * as it is), written back between the line's separators, one output line
- * per input line. A unit longer than the model's positions is cut with a
- * warning. */
-static int translate_lines(td_worker *w, const td_tokenizer *tok, const td_decode_opts *o,
-                           const char *lang, char **lines, const size_t *lens, int n, int first)
-{
-    char err[1024];
-    td_sentence **sent = calloc((size_t)n, sizeof *sent);
-    int *ns = calloc((size_t)n, sizeof *ns), units = 0, rc = 1;
-    for (int i = 0; sent && ns && i < n; i++) {
-        ns[i] = lang ? td_segment(lang, lines[i], lens[i], &sent[i], err, sizeof err) : 0;
-        if (ns[i] < 0) {
-            fprintf(stderr, "transformerd: line %d: %s\n", first + i, err);
-            ns[i] = 0;
-        }
-        units += ns[i] > 1 ? ns[i] : 1;
-    }
-    const char **ut = malloc((size_t)(units > 0 ? units : 1) * sizeof *ut);
-    size_t *ul = malloc((size_t)(units > 0 ? units : 1) * sizeof *ul);
-    td_tok_ids *src = calloc((size_t)(units > 0 ? units : 1), sizeof *src);
-    td_text_result *res = calloc((size_t)(units > 0 ? units : 1), sizeof *res);
-    const char **parts = malloc((size_t)(units > 0 ? units : 1) * sizeof *parts);
-    size_t *plens = malloc((size_t)(units > 0 ? units : 1) * sizeof *plens);
-    if (!sent || !ns || !ut || !ul || !src || !res || !parts || !plens) {
-        fprintf(stderr, "transformerd: out of memory\n");
-        goto out;
-    }
-    for (int i = 0, u = 0; i < n; i++)
-        for (int k = 0; k < (ns[i] > 1 ? ns[i] : 1); k++, u++) {
-            ut[u] = ns[i] > 1 ? lines[i] + sent[i][k].start : lines[i];
-            ul[u] = ns[i] > 1 ? sent[i][k].end - sent[i][k].start : lens[i];
-        }
-    if (td_tok_encode_batch(tok, ut, ul, units, td_worker_max_src_len(w),
-                            TD_LONG_SOURCE_TRUNCATE, src, NULL, err, sizeof err) != 0 ||
-        td_translate_tokenized(w, tok, src, units, o, res, err, sizeof err) != 0) {
-        fprintf(stderr, "transformerd: input lines %d..: %s\n", first, err);
-        goto out;
-    }
-    rc = 0;
-    for (int i = 0, u = 0; i < n; i++) {
-        int nu = ns[i] > 1 ? ns[i] : 1;
-        for (int k = 0; k < nu; k++) {
-            if (res[u + k].n_src_full > res[u + k].n_src)
-                fprintf(stderr, "transformerd: line %d: %d tokens, cut to %d\n", first + i,
-                        res[u + k].n_src_full, res[u + k].n_src);
-            parts[k] = res[u + k].text;
-            plens[k] = strlen(res[u + k].text);
-        }
-        char *t = NULL;
-        size_t tl;
-        if (nu == 1)
-            puts(parts[0]);
-        else if (td_segment_join(lines[i], lens[i], sent[i], nu, parts, plens, &t, &tl, NULL))
-            rc = 1;
-        else
-            puts(t);
-        free(t);
-        for (int k = 0; k < nu; k++)
-            td_text_result_free(&res[u + k]);
-        u += nu;
-    }
-    fflush(stdout);
-out:
-    for (int i = 0; sent && i < n; i++)
-        free(sent[i]);
-    free(sent);
-    free(ns);
-    free(ut);
-    free(ul);
-    free(src);
-    free(res);
-    free(parts);
-    free(plens);
-    return rc;
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static int cmd_translate(int argc, char **argv)
 {
     cli_opts c;
@@ -472,53 +387,12 @@ static int cmd_translate(int argc, char **argv)
         td_model_free(m);
         return 1;
     }
-    /* Lines are gathered in groups of a few batches, so that sorting by
-     * length inside td_translate_tokenized cuts padding, and written in
-     * order. A line longer than the model's positions is cut (with a
-     * warning) rather than failing the whole run: every line gets an output
-     * line. */
-    const int group = c.batch * 4;
-    char **lines = calloc((size_t)group, sizeof(char *));
-    size_t *lens = calloc((size_t)group, sizeof(size_t));
+    /* Each line written as soon as its sentences are done, in order; a
+     * line longer than the model's positions is cut (with a warning)
+     * rather than failing the whole run: every line gets an output line. */
     char lang[16];
     model_source_lang(c.model, lang, sizeof lang);
-    int rc = lines && lens ? 0 : 1, n = 0, eof = 0, first = 1;
-    int progress_shown = 0;
-    const double t_start = now_s();
-    while (rc == 0 && !eof) {
-        char *line = NULL;
-        size_t cap = 0;
-        ssize_t len = read_line(&line, &cap, stdin);
-        if (len < 0) {
-            free(line);
-            eof = 1;
-        } else {
-            lines[n] = line;
-            lens[n] = (size_t)len;
-            n++;
-        }
-        if (n == group || (eof && n > 0)) {
-            rc = translate_lines(w, tok, &o, c.no_split ? NULL : lang, lines, lens, n, first);
-            for (int i = 0; i < n; i++)
-                free(lines[i]);
-            first += n;
-            n = 0;
-            if (progress && rc == 0) {
-                double dt = now_s() - t_start;
-                fprintf(stderr, "\rtransformerd: %d lines, %.1f lines/s\033[K", first - 1,
-                        dt > 0 ? (first - 1) / dt : 0.0);
-                progress_shown = 1;
-            }
-        }
-    }
-    if (progress_shown)
-        fprintf(stderr, "\rtransformerd: %d lines in %.1f s, %.1f lines/s\033[K\n", first - 1,
-                now_s() - t_start,
-                now_s() > t_start ? (first - 1) / (now_s() - t_start) : 0.0);
-    for (int i = 0; i < n; i++)
-        free(lines[i]);
-    free(lines);
-    free(lens);
+    int rc = cli_translate_stream(w, tok, &o, c.no_split ? NULL : lang, c.batch, progress);
     td_worker_free(w);
     td_tok_free(tok);
     td_model_free(m);

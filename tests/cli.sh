@@ -7,7 +7,9 @@
 # TRANSFORMERD_MODEL, the source tree's models/en-de, the installed one)
 # and serve's check of it before it listens (exit 1, the path named),
 # translate's progress on stderr only when stderr is a terminal (util-linux
-# `script` gives it one), translate-ids against transformers' ids in batches.
+# `script` gives it one), translate's lines written as each is done (read
+# back one by one from a pipe kept open), translate-ids against
+# transformers' ids in batches.
 # Exit 0 passed, 1 failed.
 set -u
 D=$1 MODEL=$2
@@ -85,6 +87,40 @@ if command -v script >/dev/null 2>&1; then
 else
     echo "cli: no util-linux script: progress on a terminal not checked"
 fi
+
+# translate writes each line as soon as it is done, without waiting for
+# more input or its end: a line at a time into a pipe that stays open, each
+# answer read before the next line is written (the same lines as from a
+# file; 60 s without an answer fails)
+printf 'Hello world\n\nSave the file? Then close it.\nthe test.\n' >"$T/in2"
+OPENBLAS_NUM_THREADS=1 "$D" translate --model "$MODEL" --threads 1 <"$T/in2" >"$T/o3" 2>/dev/null ||
+    fail "translate: exit $?"
+python3 - "$D" "$MODEL" "$T/in2" "$T/o3" >"$T/out" 2>&1 <<'PY' || fail "translate line by line"
+import select, subprocess, sys
+d, model, src, want = sys.argv[1:]
+lines = open(src, "rb").read().splitlines()
+want = open(want, "rb").read().splitlines()
+p = subprocess.Popen(["setpriv", "--pdeathsig", "KILL", d, "translate", "--model", model,
+                      "--threads", "1"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                     stderr=subprocess.DEVNULL, env={"OPENBLAS_NUM_THREADS": "1"})
+try:
+    for i, line in enumerate(lines):
+        p.stdin.write(line + b"\n")
+        p.stdin.flush()
+        ready, _, _ = select.select([p.stdout], [], [], 60)
+        if not ready:
+            sys.exit("line %d: no answer while the input stays open" % (i + 1))
+        got = p.stdout.readline().rstrip(b"\n")
+        if got != want[i]:
+            sys.exit("line %d: %r, from a file %r" % (i + 1, got, want[i]))
+    p.stdin.close()
+    rest = p.stdout.read()
+    if p.wait(60) != 0 or rest:
+        sys.exit("exit %s, more output %r" % (p.returncode, rest))
+finally:
+    p.kill()
+PY
+echo "cli: translate line by line ok"
 
 # translate-ids: the golden's source ids of every case, a batch of them at
 # once, give transformers' beam-4 ids (golden.json, make_text_fixture.py)

@@ -1,0 +1,421 @@
+/*
+ * cli_translate.c - `transformerd translate`'s pipeline: stdin's lines in,
+ * their translations out, each line written (in input order) as soon as
+ * its sentences are done.
+ *
+ * One running decode (td_run_*, as a daemon worker keeps): a line is split
+ * into sentences (td_segment; a line of one sentence, or --no-split, is its
+ * own unit), tokenized, and its units queue for the decode; between two
+ * decoding steps queued units join it (all that fit when it is idle, else
+ * in groups by the daemon's rule, srv_inflight_admit_now), and every
+ * finished unit is detokenized at once. The oldest unwritten line is
+ * written the moment its last unit is done, and with it every complete
+ * line behind it. Input is read ahead while the decode runs, never waited
+ * for: with a file on stdin the queue fills to a few batches (long and
+ * short sentences of nearby lines decode together), while a person typing
+ * a line, or a pipe that trickles, gets each line back as soon as it is
+ * translated, without waiting for more input or its end.
+ *
+ * What each sentence gets does not depend on its company (docs/decisions.md,
+ * the running decode), so the output is what td_translate_text gives.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "batcher.h"
+#include "cli_translate.h"
+#include "segment.h"
+#include "tokenizer.h"
+
+/* stdin without stdio's buffer, so that poll() sees what is left to read. */
+typedef struct line_reader {
+    char *buf;
+    size_t len, cap, scan; /* scan: bytes of buf known to hold no '\n' */
+    int eof;
+} line_reader;
+
+/* Reads what stdin has: blocking, or only when poll says it is ready
+ * (wait 0). Returns 1 when something came or stdin ended, 0 when nothing
+ * was ready. */
+static int lr_fill(line_reader *lr, int wait)
+{
+    if (lr->eof)
+        return 1;
+    if (!wait) {
+        struct pollfd p = {.fd = STDIN_FILENO, .events = POLLIN};
+        if (poll(&p, 1, 0) <= 0)
+            return 0;
+    }
+    if (lr->cap - lr->len < 65536) {
+        size_t cap = lr->cap ? lr->cap * 2 : 131072;
+        char *b = realloc(lr->buf, cap);
+        if (!b) {
+            lr->eof = 1; /* out of memory: stop reading, finish what came */
+            fprintf(stderr, "transformerd: out of memory reading stdin\n");
+            return 1;
+        }
+        lr->buf = b;
+        lr->cap = cap;
+    }
+    ssize_t k;
+    do
+        k = read(STDIN_FILENO, lr->buf + lr->len, lr->cap - lr->len - 1);
+    while (k < 0 && errno == EINTR);
+    if (k <= 0)
+        lr->eof = 1;
+    else
+        lr->len += (size_t)k;
+    return 1;
+}
+
+/* The next whole line (without its LF or CRLF, NULs kept), malloc'd; the
+ * last line without a LF once stdin ended. NULL when none is complete. */
+static char *lr_next(line_reader *lr, size_t *len)
+{
+    char *nl = lr->scan < lr->len ? memchr(lr->buf + lr->scan, '\n', lr->len - lr->scan) : NULL;
+    if (!nl && !(lr->eof && lr->len > 0)) {
+        lr->scan = lr->len;
+        return NULL;
+    }
+    size_t n = nl ? (size_t)(nl - lr->buf) : lr->len, used = nl ? n + 1 : n;
+    if (n > 0 && lr->buf[n - 1] == '\r')
+        n--;
+    char *line = malloc(n + 1);
+    if (line) {
+        memcpy(line, lr->buf, n);
+        line[n] = 0;
+        *len = n;
+    }
+    memmove(lr->buf, lr->buf + used, lr->len - used);
+    lr->len -= used;
+    lr->scan = 0;
+    return line;
+}
+
+/* An input line on its way: its units' translations as they come. */
+typedef struct cli_line {
+    char *text;
+    size_t len;
+    td_sentence *sent; /* its sentences when it has more than one */
+    int n_units, n_done;
+    char **parts;      /* (n_units) each unit's translation */
+} cli_line;
+
+/* A unit waiting to join the decode, or running in it. */
+typedef struct cli_unit {
+    long line;         /* its line's number, from 0 */
+    int k;             /* its place in the line */
+    td_tok_ids ids;
+    td_seq seq;        /* running: its handle */
+} cli_unit;
+
+typedef struct cli_run {
+    td_worker *w;
+    const td_tokenizer *tok;
+    const td_decode_opts *o;
+    const char *lang;  /* NULL: --no-split */
+    cli_line *lines;   /* lines[line - first] for the lines not yet written */
+    long first, n_lines, cap_lines;
+    cli_unit *queue;   /* waiting units, oldest first */
+    int n_queue, cap_queue;
+    cli_unit *live;    /* (max_batch) running units */
+    const int32_t **src; /* (max_batch) admission scratch */
+    int *len;
+    const td_decode_opts **op;
+    td_seq *seq;
+    int n_live, deferred, rows_total;
+    long written;
+    int failed;
+} cli_run;
+
+static cli_line *line_at(cli_run *r, long line)
+{
+    return &r->lines[line - r->first];
+}
+
+static void line_free(cli_line *l)
+{
+    for (int k = 0; l->parts && k < l->n_units; k++)
+        free(l->parts[k]);
+    free(l->parts);
+    free(l->sent);
+    free(l->text);
+}
+
+/* A unit's translation is in: its line counts it. */
+static void unit_done(cli_run *r, long line, int k, char *text)
+{
+    cli_line *l = line_at(r, line);
+    l->parts[k] = text;
+    l->n_done++;
+}
+
+/* Takes a line (text owned from here): its units to the queue, an empty
+ * one done at once. Returns 0, or -1 out of memory. */
+static int add_line(cli_run *r, char *text, size_t len)
+{
+    char err[512];
+    long no = r->first + r->n_lines;
+    if (r->n_lines == r->cap_lines) {
+        long cap = r->cap_lines ? r->cap_lines * 2 : 64;
+        cli_line *n = realloc(r->lines, (size_t)cap * sizeof *n);
+        if (!n)
+            return free(text), -1;
+        r->lines = n;
+        r->cap_lines = cap;
+    }
+    cli_line *l = &r->lines[r->n_lines++];
+    memset(l, 0, sizeof *l);
+    l->text = text;
+    l->len = len;
+    int ns = r->lang ? td_segment(r->lang, text, len, &l->sent, err, sizeof err) : 0;
+    if (ns < 0) {
+        fprintf(stderr, "transformerd: line %ld: %s\n", no + 1, err);
+        ns = 0;
+    }
+    l->n_units = ns > 1 ? ns : 1;
+    if (ns <= 1) { /* the line as it is, one unit */
+        free(l->sent);
+        l->sent = NULL;
+    }
+    l->parts = calloc((size_t)l->n_units, sizeof *l->parts);
+    const char **ut = malloc((size_t)l->n_units * sizeof *ut);
+    size_t *ul = malloc((size_t)l->n_units * sizeof *ul);
+    td_tok_ids *ids = calloc((size_t)l->n_units, sizeof *ids);
+    int rc = -1;
+    if (!l->parts || !ut || !ul || !ids)
+        goto out;
+    for (int k = 0; k < l->n_units; k++) {
+        ut[k] = l->sent ? text + l->sent[k].start : text;
+        ul[k] = l->sent ? l->sent[k].end - l->sent[k].start : len;
+    }
+    if (td_tok_encode_batch(r->tok, ut, ul, l->n_units, td_worker_max_src_len(r->w),
+                            TD_LONG_SOURCE_TRUNCATE, ids, NULL, err, sizeof err) != 0) {
+        fprintf(stderr, "transformerd: line %ld: %s\n", no + 1, err);
+        goto out;
+    }
+    if (r->n_queue + l->n_units > r->cap_queue) {
+        int cap = (r->n_queue + l->n_units) * 2;
+        cli_unit *q = realloc(r->queue, (size_t)cap * sizeof *q);
+        if (!q)
+            goto out;
+        r->queue = q;
+        r->cap_queue = cap;
+    }
+    for (int k = 0; k < l->n_units; k++) {
+        if (ids[k].n_full > ids[k].n)
+            fprintf(stderr, "transformerd: line %ld: %d tokens, cut to %d\n", no + 1,
+                    ids[k].n_full, ids[k].n);
+        if (td_tok_is_empty(ids[k].n_full)) { /* nothing to run: "" */
+            td_tok_ids_free(&ids[k], 1);
+            char *e = calloc(1, 1);
+            if (!e)
+                goto out;
+            unit_done(r, no, k, e);
+            continue;
+        }
+        r->queue[r->n_queue++] = (cli_unit){.line = no, .k = k, .ids = ids[k]};
+        ids[k].ids = NULL;
+    }
+    rc = 0;
+out:
+    if (ids)
+        td_tok_ids_free(ids, l->n_units);
+    free(ids);
+    free(ut);
+    free(ul);
+    if (rc != 0)
+        fprintf(stderr, "transformerd: out of memory\n");
+    return rc;
+}
+
+/* Queued units join the decode: all that fit when it is idle, else by the
+ * daemon's grouping rule. Returns 0 or -1 (the engine's message printed). */
+static int admit(cli_run *r)
+{
+    int free_slots, free_rows, fit = 0, rows_left;
+    td_run_free(r->w, &free_slots, &free_rows);
+    rows_left = free_rows;
+    while (fit < r->n_queue && fit < free_slots && r->o->beam_size <= rows_left) {
+        rows_left -= r->o->beam_size;
+        fit++;
+    }
+    if (fit == 0)
+        return 0;
+    if (r->n_live > 0 &&
+        !srv_inflight_admit_now(fit, r->n_queue, free_rows, r->rows_total, r->deferred)) {
+        r->deferred++;
+        return 0;
+    }
+    r->deferred = 0;
+    for (int i = 0; i < fit; i++) {
+        r->src[i] = r->queue[i].ids.ids;
+        r->len[i] = r->queue[i].ids.n;
+        r->op[i] = r->o;
+    }
+    char err[512];
+    if (td_run_add(r->w, r->src, r->len, fit, r->op, r->seq, err, sizeof err) != 0) {
+        fprintf(stderr, "transformerd: line %ld: %s\n", r->queue[0].line + 1, err);
+        return -1;
+    }
+    for (int i = 0; i < fit; i++) {
+        r->live[r->n_live] = r->queue[i];
+        r->live[r->n_live++].seq = r->seq[i];
+    }
+    memmove(r->queue, r->queue + fit, (size_t)(r->n_queue - fit) * sizeof *r->queue);
+    r->n_queue -= fit;
+    return 0;
+}
+
+/* One decoding step; the units it finished detokenized into their lines. */
+static int step(cli_run *r)
+{
+    char err[512];
+    if (td_run_step(r->w, err, sizeof err) < 0) {
+        fprintf(stderr, "transformerd: %s\n", err);
+        return -1;
+    }
+    td_seq q;
+    td_result res;
+    int t;
+    while ((t = td_run_take(r->w, &q, &res)) != 0) {
+        int i = 0;
+        while (i < r->n_live && r->live[i].seq != q)
+            i++;
+        if (i == r->n_live) { /* not ours: cannot happen */
+            td_result_free(&res);
+            continue;
+        }
+        cli_unit u = r->live[i];
+        r->live[i] = r->live[--r->n_live];
+        char *text = NULL;
+        if (t < 0 || td_tok_decode(r->tok, res.hyps[0].tokens, res.hyps[0].n_tokens, &text)) {
+            td_result_free(&res);
+            td_tok_ids_free(&u.ids, 1);
+            fprintf(stderr, "transformerd: out of memory\n");
+            return -1;
+        }
+        td_result_free(&res);
+        td_tok_ids_free(&u.ids, 1);
+        unit_done(r, u.line, u.k, text);
+    }
+    return 0;
+}
+
+/* Writes the complete lines at the head, in order. Returns how many. */
+static int write_ready(cli_run *r)
+{
+    int n = 0;
+    while (r->n_lines > 0 && r->lines[0].n_done == r->lines[0].n_units) {
+        cli_line *l = &r->lines[0];
+        if (!l->sent) {
+            puts(l->parts[0]);
+        } else {
+            size_t *pl = malloc((size_t)l->n_units * sizeof *pl);
+            char *t = NULL;
+            size_t tl;
+            for (int k = 0; pl && k < l->n_units; k++)
+                pl[k] = strlen(l->parts[k]);
+            if (!pl || td_segment_join(l->text, l->len, l->sent, l->n_units,
+                                       (const char *const *)l->parts, pl, &t, &tl, NULL)) {
+                fprintf(stderr, "transformerd: line %ld: out of memory\n", r->first + 1);
+                r->failed = 1;
+                puts("");
+            } else {
+                puts(t);
+            }
+            free(t);
+            free(pl);
+        }
+        line_free(l);
+        memmove(r->lines, r->lines + 1, (size_t)(r->n_lines - 1) * sizeof *r->lines);
+        r->n_lines--;
+        r->first++;
+        n++;
+    }
+    if (n > 0)
+        fflush(stdout);
+    r->written += n;
+    return n;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+int cli_translate_stream(td_worker *w, const td_tokenizer *tok, const td_decode_opts *o,
+                         const char *lang, int batch, int progress)
+{
+    cli_run r = {.w = w, .tok = tok, .o = o, .lang = lang};
+    int free_slots;
+    td_run_free(w, &free_slots, &r.rows_total);
+    r.live = calloc((size_t)free_slots, sizeof *r.live);
+    r.src = calloc((size_t)free_slots, sizeof *r.src);
+    r.len = calloc((size_t)free_slots, sizeof *r.len);
+    r.op = calloc((size_t)free_slots, sizeof *r.op);
+    r.seq = calloc((size_t)free_slots, sizeof *r.seq);
+    line_reader lr = {0};
+    /* units read ahead while the decode runs: a few batches */
+    const int ahead = batch * 4;
+    const double t0 = now_s();
+    double shown = 0;
+    int rc = r.live && r.src && r.len && r.op && r.seq ? 0 : 1;
+    while (rc == 0) {
+        /* read: what is there, without waiting while there is work */
+        for (;;) {
+            size_t len;
+            char *line;
+            while (r.n_queue < ahead && (line = lr_next(&lr, &len)))
+                if (add_line(&r, line, len) != 0)
+                    rc = 1;
+            if (rc || r.n_queue >= ahead || lr.eof)
+                break;
+            int busy = r.n_live > 0 || r.n_queue > 0 || r.n_lines > 0;
+            if (!lr_fill(&lr, !busy))
+                break;
+        }
+        if (rc == 0 && r.n_queue > 0 && admit(&r) != 0)
+            rc = 1;
+        if (rc == 0 && r.n_live > 0 && step(&r) != 0)
+            rc = 1;
+        if (write_ready(&r) > 0 && progress && now_s() - shown > 0.2) {
+            double dt = now_s() - t0;
+            fprintf(stderr, "\rtransformerd: %ld lines, %.1f lines/s\033[K", r.written,
+                    dt > 0 ? r.written / dt : 0.0);
+            shown = now_s();
+        }
+        if (lr.eof && r.n_lines == 0 && lr.len == 0)
+            break;
+    }
+    if (r.failed)
+        rc = 1;
+    if (progress && r.written > 0) {
+        double dt = now_s() - t0;
+        fprintf(stderr, "\rtransformerd: %ld lines in %.1f s, %.1f lines/s\033[K\n", r.written,
+                dt, dt > 0 ? r.written / dt : 0.0);
+    }
+    td_run_reset(w);
+    for (int i = 0; i < r.n_live; i++)
+        td_tok_ids_free(&r.live[i].ids, 1);
+    for (int i = 0; i < r.n_queue; i++)
+        td_tok_ids_free(&r.queue[i].ids, 1);
+    for (long i = 0; i < r.n_lines; i++)
+        line_free(&r.lines[i]);
+    free(r.live);
+    free(r.src);
+    free(r.len);
+    free(r.op);
+    free(r.seq);
+    free(r.queue);
+    free(r.lines);
+    free(lr.buf);
+    return rc;
+}
