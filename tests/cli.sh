@@ -91,7 +91,7 @@ fi
 # translate writes each line as soon as it is done, without waiting for
 # more input or its end: a line at a time into a pipe that stays open, each
 # answer read before the next line is written (the same lines as from a
-# file; 60 s without an answer fails)
+# file; 30 s without an answer fails)
 printf 'Hello world\n\nSave the file? Then close it.\nthe test.\n' >"$T/in2"
 OPENBLAS_NUM_THREADS=1 "$D" translate --model "$MODEL" --threads 1 <"$T/in2" >"$T/o3" 2>/dev/null ||
     fail "translate: exit $?"
@@ -107,7 +107,7 @@ try:
     for i, line in enumerate(lines):
         p.stdin.write(line + b"\n")
         p.stdin.flush()
-        ready, _, _ = select.select([p.stdout], [], [], 60)
+        ready, _, _ = select.select([p.stdout], [], [], 30)
         if not ready:
             sys.exit("line %d: no answer while the input stays open" % (i + 1))
         got = p.stdout.readline().rstrip(b"\n")
