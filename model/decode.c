@@ -207,11 +207,25 @@ int td_run_rows(const td_worker *w)
     return w->scratch->n_rows;
 }
 
+/* The capacities sentences may use now: the buffers' while rows run, the
+ * maxima (grown into at td_run_add) while none do. */
+static td_wcap room_cap(const td_worker *w)
+{
+    return w->scratch->n_order > 0 ? w->cap : w->cap_max;
+}
+
 void td_run_free(const td_worker *w, int *slots, int *rows)
 {
     const td_decode_scratch *sc = w->scratch;
-    *slots = w->o.max_batch - sc->n_order - sc->n_done;
-    *rows = w->o.max_batch * w->o.max_beam - sc->n_rows;
+    const td_wcap cap = room_cap(w);
+    *slots = cap.slots - sc->n_order - sc->n_done;
+    *rows = cap.rows - sc->n_rows;
+}
+
+int td_run_fits(const td_worker *w, int src_len, int max_length)
+{
+    const td_wcap cap = room_cap(w);
+    return src_len <= cap.src && max_length <= cap.len;
 }
 
 int td_run_room(const td_worker *w, int beam_size)
@@ -234,6 +248,7 @@ static int admit_check(const td_worker *w, const int32_t *const *src, const int 
         return errf(err, errlen, "batch of %d sentences: this worker takes 1..%d", n,
                     w->o.max_batch);
     td_decode_limits lim = {.max_beam = w->o.max_beam, .max_length = w->o.max_length};
+    const td_wcap cap = room_cap(w);
     int rows = 0;
     for (int i = 0; i < n; i++) {
         if (td_decode_opts_check(c, &lim, opts[i], NULL, err, errlen) != 0)
@@ -247,12 +262,33 @@ static int admit_check(const td_worker *w, const int32_t *const *src, const int 
                 return errf(err, errlen, "sentence %d: token %d at position %d is outside the vocabulary (0..%d)",
                             i, src[i][j], j, c->vocab_size - 1);
     }
-    int free_slots = w->o.max_batch - sc->n_order - sc->n_done;
-    int free_rows = w->o.max_batch * w->o.max_beam - sc->n_rows;
+    int free_slots = cap.slots - sc->n_order - sc->n_done;
+    int free_rows = cap.rows - sc->n_rows;
     if (n > free_slots || rows > free_rows)
         return errf(err, errlen, "no room: %d sentences of %d rows asked, %d slots and %d rows "
                     "free", n, rows, free_slots, free_rows);
+    for (int i = 0; i < n; i++)
+        if (src_len[i] > cap.src || opts[i]->max_length > cap.len)
+            return errf(err, errlen, "no room: sentence %d of %d tokens (max_length %d) while "
+                        "the running decode holds %d and %d", i, src_len[i],
+                        opts[i]->max_length, cap.src, cap.len);
     return 0;
+}
+
+/* admit, grow: the worker's buffers hold what the running sentences and
+ * the n new ones need (td_worker_grow; admit_check saw that no rows run
+ * when they must grow). */
+static int admit_grow(td_worker *w, const int *src_len, int n,
+                      const td_decode_opts *const *opts, char *err, size_t errlen)
+{
+    const td_decode_scratch *sc = w->scratch;
+    td_wcap need = {.slots = sc->n_order + sc->n_done + n, .rows = sc->n_rows};
+    for (int i = 0; i < n; i++) {
+        need.rows += opts[i]->beam_size;
+        need.src = src_len[i] > need.src ? src_len[i] : need.src;
+        need.len = opts[i]->max_length > need.len ? opts[i]->max_length : need.len;
+    }
+    return td_worker_grow(w, need, err, errlen);
 }
 
 /* admit, lay out: sentence i of the call takes a free slot; its rows are
@@ -328,7 +364,7 @@ static void admit_encode(td_worker *w, const int32_t *const *src, const int *src
     const td_config *c = &m->cfg;
     td_decode_scratch *sc = w->scratch;
     const td_backend_ops *ops = w->be->ops;
-    const int64_t S = w->o.max_src_len, d = c->d_model;
+    const int64_t S = w->cap.src, d = c->d_model;
     int *ord = sc->enc_order, *len = sc->enc_len;
     for (int i = 0; i < n; i++) { /* stable insertion sort by length */
         int k = i;
@@ -367,6 +403,9 @@ int td_run_add(td_worker *w, const int32_t *const *src, const int *src_len, int 
 {
     if (admit_check(w, src, src_len, n, opts, err, errlen) != 0)
         return TD_EINVAL;
+    int grc = admit_grow(w, src_len, n, opts, err, errlen);
+    if (grc != 0)
+        return grc;
     int slots[STACK_SENTS];
     int *sl = n <= STACK_SENTS ? slots : malloc((size_t)n * sizeof(int));
     if (!sl)
@@ -449,7 +488,7 @@ static int step_inputs(td_worker *w, int n_sel, int n, int *s_kv, int *t_step, i
 {
     td_decode_scratch *sc = w->scratch;
     const td_config *c = &w->m->cfg;
-    const int64_t T = w->o.max_length;
+    const int64_t T = w->cap.len;
     int32_t *rows = sc->rows;
     int ks = 1;
     *s_kv = *t_step = *any_beam = 0;

@@ -132,14 +132,33 @@ typedef struct td_wsizes {
     int64_t w_d, w_ffn, w_vocab, w_topk, w_heads_s, w_suppress, w_rowf, w_two, w_one;
 } td_wsizes;
 
-/* Device buffers of a worker, all allocated at td_worker_init. */
+/* A worker's capacities: what its device buffers hold now. slots:
+ * sentences (batch rows), rows: decoder rows (dec), src: source tokens a
+ * slot holds (the stride of the cross K/V and of enc = slots x src), len:
+ * generated tokens a row's self-attention cache holds (its stride: dec_t =
+ * rows x len). */
+typedef struct td_wcap {
+    int slots, rows, src, len;
+} td_wcap;
+
+/* The first capacities of a worker with td_worker_opts.grow (each capped
+ * at the worker's maxima); growth doubles a capacity until it fits. */
+#define TD_WCAP_SLOTS0 4
+#define TD_WCAP_ROWS0 8
+#define TD_WCAP_SRC0 32
+#define TD_WCAP_LEN0 32
+
+/* Device buffers of a worker: allocated at td_worker_init for cap (the
+ * maxima of w->o, or the first capacities with o.grow), reallocated by
+ * td_worker_resize between two decodes. */
 struct td_worker {
     const td_model *m;
     td_backend *be;
     td_worker_opts o;
     size_t arena_bytes;
-    int64_t enc_rows;  /* max_batch * max_src_len */
-    int64_t dec_rows;  /* max_batch * max_beam */
+    td_wcap cap;       /* now */
+    td_wcap cap_max;   /* from w->o: max_batch, max_batch x max_beam, max_src_len, max_length */
+    td_wcap cap_min;   /* what td_worker_trim goes back to */
 
 #define TD_WB_FIELD(name, type, rows, width) type *name;
 #define TD_WB_LAYER_FIELD(name, type, rows, width) type **name;
@@ -152,6 +171,14 @@ struct td_worker {
     struct td_decode_scratch *scratch;
     size_t scratch_bytes;
 };
+
+/* translator.c: the device buffers reallocated for capacities of at least
+ * need (each grown along its ladder, up to cap_max; a smaller one is not
+ * shrunk) — only while no sentence has rows in the running decode. The
+ * new memory is written once (committed) now. Returns 0; TD_EINVAL with a
+ * message when the memory cannot be had (the old capacities are back);
+ * TD_EDEVICE when not even those are (the worker is unusable). */
+int td_worker_grow(td_worker *w, td_wcap need, char *err, size_t errlen);
 
 /* decode.c: the worker's host scratch, sized from w->o and the model. */
 typedef struct td_decode_scratch td_decode_scratch;

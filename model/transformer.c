@@ -122,7 +122,7 @@ void td_decode_step(td_worker *w, const td_step_rows *rows, uint64_t capture_mas
 {
     const td_model *m = w->m;
     const td_config *c = &m->cfg;
-    const int64_t d = c->d_model, T = w->o.max_length, S = w->o.max_src_len;
+    const int64_t d = c->d_model, T = w->cap.len, S = w->cap.src;
     const int64_t n = rows->n;
     const int heads = c->decoder_attention_heads, hd = head_dim_of(c, heads);
 
@@ -199,7 +199,7 @@ void td_decode_step(td_worker *w, const td_step_rows *rows, uint64_t capture_mas
 void td_cache_reorder(td_worker *w, int n, int t_len, const int32_t *row_len)
 {
     const td_config *c = &w->m->cfg;
-    const int64_t d = c->d_model, T = w->o.max_length;
+    const int64_t d = c->d_model, T = w->cap.len;
     for (int l = 0; l < c->decoder_layers; l++) {
         float **bufs[2] = {&w->self_k[l], &w->self_v[l]};
         for (int i = 0; i < 2; i++) {

@@ -87,13 +87,22 @@ typedef struct td_worker_opts {
     int max_length;      /* generated tokens incl. </s> (default: the model's) */
     int max_beam;        /* 1..TD_MAX_BEAM (default: the model's num_beams) */
     int n_threads;       /* CPU threads; 0 = all cores */
+    int grow;            /* 0: device memory for the maxima above at init;
+                            1: small at init, grown (between two decodes)
+                            as sentences need it, td_worker_trim to shrink */
 } td_worker_opts;
 
 int td_worker_init(td_worker **out, const td_model *m,
                    const td_worker_opts *opts, char *err, size_t errlen);
 void td_worker_free(td_worker *w); /* accepts NULL */
-/* Bytes of device memory the worker allocated at start-up. */
+/* Bytes of device memory the worker holds now (its scratch buffers). */
 size_t td_worker_arena_bytes(const td_worker *w);
+/* Bytes it would hold at its maxima (what opts.grow = 0 allocates). */
+size_t td_worker_max_bytes(const td_worker *w);
+/* A growing worker without a running decode goes back to its first
+ * capacities; returns the bytes it gave back (0: nothing to give, or a
+ * decode runs). On failure the worker is unusable: -1 (TD_EDEVICE). */
+long td_worker_trim(td_worker *w, char *err, size_t errlen);
 /* The longest source (tokens including </s>) the worker takes. */
 int td_worker_max_src_len(const td_worker *w);
 
@@ -199,6 +208,9 @@ typedef uint64_t td_seq; /* a sentence's handle in the running decode, never 0 *
 int td_run_room(const td_worker *w, int beam_size);
 /* The free slots (sentences) and decoder rows now. */
 void td_run_free(const td_worker *w, int *slots, int *rows);
+/* Whether a sentence of src_len tokens and max_length may join now: it
+ * fits the worker's buffers, or no rows run (td_run_add then grows them). */
+int td_run_fits(const td_worker *w, int src_len, int max_length);
 /* Sentences admitted and not yet taken (running or waiting to be taken). */
 int td_run_live(const td_worker *w);
 /* Decoder rows in use. */

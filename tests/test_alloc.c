@@ -2,7 +2,8 @@
  * test_alloc.c - td_translate_batch allocates its results (and, when
  * attention is asked, one history block) and nothing per decoding step: the
  * number of host allocations of a call does not grow with the number of
- * steps it runs.
+ * steps it runs. A worker whose memory grows on demand grows it at an
+ * admission, never in a step.
  *
  * The executable is linked with -Wl,--wrap=malloc,--wrap=calloc,
  * --wrap=realloc (tests/CMakeLists.txt): every call from the engine's
@@ -130,6 +131,88 @@ START_TEST(test_beam_allocations_flat)
 }
 END_TEST
 
+/* A growing worker (td_worker_opts.grow): its buffers grow at admissions
+ * (td_run_add), never in a step. Under a scripted workload (1, 2, then 4
+ * sentences, sources of 4 to 60 tokens, max_length 10 to 48, greedy and
+ * beam 4) its steps allocate only the finished sentences' results, its
+ * memory grows past its first capacities and stays within its maxima, its
+ * results are those of a worker allocated for its maxima (the same tokens
+ * and scores), and td_worker_trim gives the growth back. */
+START_TEST(test_grow_steps_allocate_results_only)
+{
+    char err[512];
+    td_worker *gw;
+    td_worker_opts wo = {.max_batch = 4, .max_length = 48, .max_beam = 4, .n_threads = 1,
+                         .grow = 1};
+    ck_assert_msg(td_worker_init(&gw, g_model, &wo, err, sizeof err) == 0, "%s", err);
+    const size_t first = td_worker_arena_bytes(gw), max = td_worker_max_bytes(gw);
+    ck_assert_msg(first < max / 2, "first %zu of %zu bytes", first, max);
+    static const int lens[3] = {4, 30, 60}, maxlen[3] = {10, 30, 48}, beams[3] = {1, 4, 1};
+    static int32_t src[4][64];
+    for (int round = 0; round < 3; round++) {
+        const int n = 1 << round;
+        td_decode_opts o;
+        td_decode_opts_default(g_model, &o);
+        o.beam_size = beams[round];
+        o.num_hypotheses = 1;
+        o.max_length = maxlen[round];
+        const int32_t *sp[4];
+        int sl[4];
+        const td_decode_opts *op[4];
+        for (int i = 0; i < n; i++) {
+            sl[i] = lens[round] - i;
+            for (int j = 0; j < sl[i] - 1; j++)
+                src[i][j] = 3 + (7 * j + 11 * i + round) % 60;
+            src[i][sl[i] - 1] = 0; /* </s> */
+            sp[i] = src[i];
+            op[i] = &o;
+        }
+        /* what a worker allocated for its maxima gives them */
+        td_result full[4];
+        ck_assert_msg(td_translate_batch(g_worker, sp, sl, n, &o, full, err, sizeof err) == 0,
+                      "%s", err);
+        td_seq seq[4];
+        ck_assert_msg(td_run_add(gw, sp, sl, n, op, seq, err, sizeof err) == 0, "%s", err);
+        long step_allocs = 0, want = 0;
+        int taken = 0, steps = 0;
+        while (taken < n) {
+            ck_assert_int_lt(steps++, 200);
+            g_allocs = 0;
+            g_counting = 1;
+            int k = td_run_step(gw, err, sizeof err);
+            g_counting = 0;
+            ck_assert_msg(k >= 0, "%s", err);
+            step_allocs += g_allocs;
+            td_seq q;
+            td_result r;
+            while (td_run_take(gw, &q, &r) == 1) {
+                want += 1 + r.n_hyps; /* the hypotheses array and each one's tokens */
+                taken++;
+                const td_result *f = &full[q - seq[0]];
+                ck_assert_int_eq(r.hyps[0].n_tokens, f->hyps[0].n_tokens);
+                ck_assert(!memcmp(r.hyps[0].tokens, f->hyps[0].tokens,
+                                  (size_t)f->hyps[0].n_tokens * sizeof(int32_t)));
+                ck_assert_msg(r.hyps[0].score == f->hyps[0].score, "round %d: score %.9g, "
+                              "%.9g on the full worker", round, (double)r.hyps[0].score,
+                              (double)f->hyps[0].score);
+                td_result_free(&r);
+            }
+        }
+        ck_assert_msg(step_allocs == want, "round %d: %ld allocations in %d steps, %ld for the "
+                      "results", round, step_allocs, steps, want);
+        for (int i = 0; i < n; i++)
+            td_result_free(&full[i]);
+    }
+    const size_t grown = td_worker_arena_bytes(gw);
+    ck_assert_msg(grown > first && grown <= max, "%zu bytes after the workload (first %zu, max "
+                  "%zu)", grown, first, max);
+    ck_assert_int_eq(td_worker_trim(gw, err, sizeof err), (long)(grown - first));
+    ck_assert_int_eq(td_worker_arena_bytes(gw), first);
+    ck_assert_int_eq(td_worker_trim(gw, err, sizeof err), 0);
+    td_worker_free(gw);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("alloc");
@@ -137,6 +220,7 @@ static Suite *suite(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, test_greedy_allocations_flat);
     tcase_add_test(tc, test_beam_allocations_flat);
+    tcase_add_test(tc, test_grow_steps_allocate_results_only);
     suite_add_tcase(s, tc);
     return s;
 }

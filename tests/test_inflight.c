@@ -6,7 +6,9 @@
  * Cancelled sentences free their rows and change nobody else's result, and
  * steps of the shortest sentences only (td_run_step_shortest) change
  * nothing either but the order in which sentences finish, nor do urgent
- * sentences stepped first (td_run_urge).
+ * sentences stepped first (td_run_urge). The arrivals run again on a
+ * worker whose memory grows as they need (td_worker_opts.grow): the same
+ * results as alone on a worker allocated for its maxima.
  *
  * Fixtures with every kind of position (sinusoidal, relative keys/values,
  * rotary, learned), since a row's position is its own in a running decode.
@@ -115,16 +117,18 @@ static void load(const char *name, td_model **m, td_worker **w, int max_batch)
 }
 
 /* Random arrivals: at each step up to three pending sentences join when
- * they fit, one in four of them urgent (td_run_urge); one in seven running
+ * they fit (up to six into an empty decode), one in four of them urgent (td_run_urge); one in seven running
  * sentences is cancelled at a random step; a third of the steps while
  * urgent sentences run advance only them, half of the others only the
  * shortest sentences (up to 1..8 rows). */
 START_TEST(test_random_arrivals)
 {
-    const char *name = k_fixtures[_i];
+    const char *name = k_fixtures[_i % N_FIXTURES];
+    const int grow = _i >= N_FIXTURES;
     td_model *m;
-    td_worker *w;
-    load(name, &m, &w, 6);
+    td_worker *w, *full;
+    load(name, &m, &full, 6);
+    w = full;
     g_rng = 0x9e3779b97f4a7c15ULL + (uint64_t)_i;
     static sentence s[N_SENT];
     make_sentences(m, s, N_SENT);
@@ -136,25 +140,46 @@ START_TEST(test_random_arrivals)
                       "%s", err);
         ck_assert_int_eq(td_run_live(w), 0);
     }
+    size_t first = 0;
+    if (grow) { /* the arrivals on a worker that grows as they need */
+        td_worker_opts wo = {.max_batch = 6, .max_length = 20, .max_beam = 4,
+                             .max_src_len = MAX_SRC, .n_threads = 1, .grow = 1};
+        ck_assert_msg(td_worker_init(&w, m, &wo, err, sizeof err) == 0, "%s", err);
+        first = td_worker_arena_bytes(w);
+    }
     int next = 0, done = 0, steps = 0, joined_late = 0, cancelled = 0, partial = 0, urged = 0;
     while (done < N_SENT) {
         int admit = (int)(rnd() % 4);
-        for (int k = 0; k < admit && next < N_SENT; k++) {
-            if (td_run_room(w, s[next].o.beam_size) < 1)
-                break;
-            const int32_t *src = s[next].src;
-            const td_decode_opts *op = &s[next].o;
-            ck_assert_msg(td_run_add(w, &src, &s[next].len, 1, &op, &s[next].seq, err,
-                                     sizeof err) == 0,
-                          "%s", err);
-            s[next].state = 1;
+        if (td_run_live(w) == 0)
+            admit = 6; /* an empty decode takes all it can (a growing worker grows) */
+        /* the group that fits joins in one call */
+        const int32_t *asrc[6];
+        int alen[6], ai[6], na = 0, fs, fr, rows_before_add = td_run_rows(w);
+        const td_decode_opts *aop[6];
+        td_seq aseq[6];
+        td_run_free(w, &fs, &fr);
+        while (na < admit && next < N_SENT && fs > 0 && fr >= s[next].o.beam_size &&
+               td_run_fits(w, s[next].len, s[next].o.max_length)) {
+            fs--;
+            fr -= s[next].o.beam_size;
+            asrc[na] = s[next].src;
+            alen[na] = s[next].len;
+            aop[na] = &s[next].o;
+            ai[na++] = next++;
+        }
+        if (na > 0)
+            ck_assert_msg(td_run_add(w, asrc, alen, na, aop, aseq, err, sizeof err) == 0, "%s",
+                          err);
+        for (int k = 0; k < na; k++) {
+            sentence *t = &s[ai[k]];
+            t->seq = aseq[k];
+            t->state = 1;
             if (rnd() % 4 == 0) {
-                ck_assert_int_eq(td_run_urge(w, s[next].seq), 0);
-                s[next].urged = 1;
+                ck_assert_int_eq(td_run_urge(w, t->seq), 0);
+                t->urged = 1;
                 urged++;
             }
-            joined_late += td_run_rows(w) > s[next].o.beam_size;
-            next++;
+            joined_late += rows_before_add > 0;
         }
         if (td_run_live(w) == 0)
             continue;
@@ -204,6 +229,12 @@ START_TEST(test_random_arrivals)
     }
     ck_assert_int_eq(td_run_live(w), 0);
     ck_assert_int_eq(td_run_rows(w), 0);
+    if (grow) { /* it grew, and gives the growth back */
+        ck_assert_uint_gt(td_worker_arena_bytes(w), first);
+        ck_assert_int_gt(td_worker_trim(w, err, sizeof err), 0);
+        ck_assert_uint_eq(td_worker_arena_bytes(w), first);
+        td_worker_free(w);
+    }
     ck_assert_int_gt(joined_late, 3); /* sentences did join a running decode */
     ck_assert_int_gt(partial, 3);     /* and steps did leave rows behind */
     ck_assert_int_gt(urged, 2);
@@ -213,9 +244,10 @@ START_TEST(test_random_arrivals)
         td_result_free(&s[i].got);
         td_result_free(&s[i].alone);
     }
-    fprintf(stderr, "%s: %d sentences, %d steps (%d partial), %d joined a running decode, "
-            "%d cancelled\n", name, N_SENT, steps, partial, joined_late, cancelled);
-    td_worker_free(w);
+    fprintf(stderr, "%s%s: %d sentences, %d steps (%d partial), %d joined a running decode, "
+            "%d cancelled\n", name, grow ? " (growing worker)" : "", N_SENT, steps, partial,
+            joined_late, cancelled);
+    td_worker_free(full);
     td_model_free(m);
 }
 END_TEST
@@ -368,7 +400,7 @@ static Suite *suite(void)
     Suite *s = suite_create("inflight");
     TCase *tc = tcase_create("run");
     tcase_set_timeout(tc, 120);
-    tcase_add_loop_test(tc, test_random_arrivals, 0, N_FIXTURES);
+    tcase_add_loop_test(tc, test_random_arrivals, 0, 2 * N_FIXTURES);
     tcase_add_test(tc, test_static_batch_and_busy_worker);
     tcase_add_test(tc, test_shortest_first);
     tcase_add_test(tc, test_urgent_first);
