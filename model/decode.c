@@ -207,25 +207,12 @@ int td_run_rows(const td_worker *w)
     return w->scratch->n_rows;
 }
 
-/* The capacities sentences may use now: the buffers' while rows run, the
- * maxima (grown into at td_run_add) while none do. */
-static td_wcap room_cap(const td_worker *w)
-{
-    return w->scratch->n_order > 0 ? w->cap : w->cap_max;
-}
-
+/* (by the worker's maxima: its buffers grow when sentences need them) */
 void td_run_free(const td_worker *w, int *slots, int *rows)
 {
     const td_decode_scratch *sc = w->scratch;
-    const td_wcap cap = room_cap(w);
-    *slots = cap.slots - sc->n_order - sc->n_done;
-    *rows = cap.rows - sc->n_rows;
-}
-
-int td_run_fits(const td_worker *w, int src_len, int max_length)
-{
-    const td_wcap cap = room_cap(w);
-    return src_len <= cap.src && max_length <= cap.len;
+    *slots = w->cap_max.slots - sc->n_order - sc->n_done;
+    *rows = w->cap_max.rows - sc->n_rows;
 }
 
 int td_run_room(const td_worker *w, int beam_size)
@@ -248,7 +235,7 @@ static int admit_check(const td_worker *w, const int32_t *const *src, const int 
         return errf(err, errlen, "batch of %d sentences: this worker takes 1..%d", n,
                     w->o.max_batch);
     td_decode_limits lim = {.max_beam = w->o.max_beam, .max_length = w->o.max_length};
-    const td_wcap cap = room_cap(w);
+    const td_wcap cap = w->cap_max;
     int rows = 0;
     for (int i = 0; i < n; i++) {
         if (td_decode_opts_check(c, &lim, opts[i], NULL, err, errlen) != 0)
@@ -267,17 +254,14 @@ static int admit_check(const td_worker *w, const int32_t *const *src, const int 
     if (n > free_slots || rows > free_rows)
         return errf(err, errlen, "no room: %d sentences of %d rows asked, %d slots and %d rows "
                     "free", n, rows, free_slots, free_rows);
-    for (int i = 0; i < n; i++)
-        if (src_len[i] > cap.src || opts[i]->max_length > cap.len)
-            return errf(err, errlen, "no room: sentence %d of %d tokens (max_length %d) while "
-                        "the running decode holds %d and %d", i, src_len[i],
-                        opts[i]->max_length, cap.src, cap.len);
     return 0;
 }
 
-/* admit, grow: the worker's buffers hold what the running sentences and
- * the n new ones need (td_worker_grow; admit_check saw that no rows run
- * when they must grow). */
+/* admit, grow: the worker's buffers hold the running sentences and the n
+ * new ones: their slots, rows and sources (td_worker_grow, the running
+ * decode carried over). The caches' length grows as sentences get longer
+ * (step_grow). Slots are taken lowest first, so the occupied ones stay
+ * below their count. */
 static int admit_grow(td_worker *w, const int *src_len, int n,
                       const td_decode_opts *const *opts, char *err, size_t errlen)
 {
@@ -286,9 +270,24 @@ static int admit_grow(td_worker *w, const int *src_len, int n,
     for (int i = 0; i < n; i++) {
         need.rows += opts[i]->beam_size;
         need.src = src_len[i] > need.src ? src_len[i] : need.src;
-        need.len = opts[i]->max_length > need.len ? opts[i]->max_length : need.len;
     }
-    return td_worker_grow(w, need, err, errlen);
+    return td_worker_grow(w, need, sc->n_rows, sc->n_order + sc->n_done > 0, err, errlen);
+}
+
+/* step, grow: the self-attention caches hold the position every live
+ * sentence writes next (its t), grown before the step that needs it: a
+ * doubling, a few times at most in a decode, never in a step that does
+ * not cross a capacity. */
+static int step_grow(td_worker *w, char *err, size_t errlen)
+{
+    const td_decode_scratch *sc = w->scratch;
+    td_wcap need = {0};
+    for (int k = 0; k < sc->n_order; k++)
+        if (sc->sents[sc->order[k]].t + 1 > need.len)
+            need.len = sc->sents[sc->order[k]].t + 1;
+    return need.len > w->cap.len
+               ? td_worker_grow(w, need, sc->n_rows, 1, err, errlen)
+               : 0;
 }
 
 /* admit, lay out: sentence i of the call takes a free slot; its rows are
@@ -654,6 +653,9 @@ int td_run_step_shortest(td_worker *w, int max_rows, char *err, size_t errlen)
         sc->n_order = 0;
         return sc->n_done;
     }
+    int grc = step_grow(w, err, errlen);
+    if (grc != 0)
+        return grc == TD_EDEVICE ? TD_EDEVICE : grc;
     int s_kv, t_step, t_len, any_beam;
     uint64_t capture;
     const int ks = step_inputs(w, n_sel, n, &s_kv, &t_step, &any_beam, &capture);
@@ -781,3 +783,13 @@ out:
     return rc;
 }
 
+long td_worker_trim(td_worker *w, char *err, size_t errlen)
+{
+    if (td_run_live(w) > 0 || !memcmp(&w->cap, &w->cap_min, sizeof w->cap))
+        return 0;
+    size_t before = w->arena_bytes;
+    int rc = td_worker_resize(w, w->cap_min, 0, 0, err, errlen);
+    if (rc != 0)
+        return rc == TD_EDEVICE ? -1 : 0;
+    return (long)(before - w->arena_bytes);
+}

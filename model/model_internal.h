@@ -172,13 +172,22 @@ struct td_worker {
     size_t scratch_bytes;
 };
 
-/* translator.c: the device buffers reallocated for capacities of at least
+/* wmem.c: the device buffers reallocated for capacities of at least
  * need (each grown along its ladder, up to cap_max; a smaller one is not
- * shrunk) — only while no sentence has rows in the running decode. The
- * new memory is written once (committed) now. Returns 0; TD_EINVAL with a
- * message when the memory cannot be had (the old capacities are back);
- * TD_EDEVICE when not even those are (the worker is unusable). */
-int td_worker_grow(td_worker *w, td_wcap need, char *err, size_t errlen);
+ * shrunk), the running decode's state carried over (resize). The new
+ * memory is written once (committed) now. Returns 0; TD_EINVAL with a
+ * message when the memory cannot be had (nothing changed); TD_EDEVICE
+ * when the worker is left unusable (the caller resets the decode). */
+int td_worker_grow(td_worker *w, td_wcap need, int rows_live, int carry, char *err,
+                   size_t errlen);
+/* wmem.c: the buffers reallocated for exactly cap; carry: the running
+ * decode (rows_live rows, every slot) is copied into them (growing only). */
+int td_worker_resize(td_worker *w, td_wcap cap, int rows_live, int carry, char *err,
+                     size_t errlen);
+/* wmem.c: every buffer of the table for cap (those already there kept),
+ * the suppressed ids uploaded; -1 with the backend's message. */
+int td_wbufs_alloc(td_worker *w, td_wcap cap, char *why, size_t whylen);
+void td_wbufs_free(td_worker *w); /* the per-layer pointer arrays stay */
 
 /* decode.c: the worker's host scratch, sized from w->o and the model. */
 typedef struct td_decode_scratch td_decode_scratch;

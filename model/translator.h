@@ -208,9 +208,6 @@ typedef uint64_t td_seq; /* a sentence's handle in the running decode, never 0 *
 int td_run_room(const td_worker *w, int beam_size);
 /* The free slots (sentences) and decoder rows now. */
 void td_run_free(const td_worker *w, int *slots, int *rows);
-/* Whether a sentence of src_len tokens and max_length may join now: it
- * fits the worker's buffers, or no rows run (td_run_add then grows them). */
-int td_run_fits(const td_worker *w, int src_len, int max_length);
 /* Sentences admitted and not yet taken (running or waiting to be taken). */
 int td_run_live(const td_worker *w);
 /* Decoder rows in use. */
@@ -225,7 +222,10 @@ int td_run_add(td_worker *w, const int32_t *const *src, const int *src_len, int 
 
 /* One decoder step for every live row. Returns the number of finished
  * sentences waiting for td_run_take (>= 0), or TD_EDEVICE with the
- * backend's message (the caller should td_run_reset). */
+ * backend's message (the caller should td_run_reset). A growing worker
+ * (opts.grow) lengthens its caches before the step a sentence needs it
+ * for; TD_EINVAL when that memory cannot be had (nothing changed; the
+ * caller should fail the running sentences or td_run_reset). */
 int td_run_step(td_worker *w, char *err, size_t errlen);
 
 /* One decoder step for the live sentences with the shortest sources only:

@@ -51,6 +51,7 @@ typedef enum opt_kind {
     OPT_FAULT, /* srv_fault: "engine" | "device" ("" or "none": off) */
     OPT_SCHED, /* srv_scheduler: "inflight" | "batch" */
     OPT_SHARE, /* srv_fair_share: "request" | "client" */
+    OPT_SCRATCH, /* int: "on-demand" (0) | "full" (1) */
     OPT_MODEL, /* --model [NAME=]DIR, repeatable (the variable: a comma-separated list) */
     OPT_LANGS, /* --model-languages NAME=SRC-TGT, repeatable (likewise) */
     OPT_BYTES, /* a byte count with an optional K, M, G or T suffix (binary) */
@@ -101,6 +102,12 @@ static const opt_def k_opts[] = {
      "whose share of a model's queue a request takes (a large request never holds the model "
      "for the others): request: its own | client: one per client address, for a daemon that "
      "sees its clients' own addresses (not behind a proxy)"},
+    {"--scratch", OPT_SCRATCH, OFF(scratch_full), 0, 0,
+     "the workers' memory: on-demand: small at start, grown as requests need it (between two "
+     "decodes) and given back after --scratch-idle-s idle | full: allocated for the largest "
+     "request at start"},
+    {"--scratch-idle-s", OPT_INT, OFF(scratch_idle_s), 0, 86400,
+     "on-demand: seconds a worker is idle before it gives back the memory it grew (0: never)"},
     {"--worker-nice", OPT_INT, OFF(worker_nice), 0, 19,
      "nice value of the model workers' threads, so that the HTTP threads run first on a "
      "busy CPU (0: the process's own)"},
@@ -181,6 +188,9 @@ static void default_text(const opt_def *d, char *out, size_t n)
                  *(const srv_fair_share *)(const void *)base == SRV_SHARE_CLIENT ? "client"
                                                                                  : "request");
         break;
+    case OPT_SCRATCH:
+        snprintf(out, n, "%s", *(const int *)(const void *)base ? "full" : "on-demand");
+        break;
     }
 }
 
@@ -210,6 +220,7 @@ static void defaults(srv_opts *o)
     o->worker_nice = 5; /* docs/decisions.md, "Worker threads at nice 5" */
     o->short_steps = 0; /* docs/decisions.md, "Steps of the shortest texts only" */
     o->urgent_steps = 4; /* docs/decisions.md, "A streamed answer's first sentences" */
+    o->scratch_idle_s = 30; /* docs/decisions.md, "Workers' memory on demand" */
     o->max_batch_tokens = 8192;
     o->max_batch_size = 32;
     o->batch_delay_ms = 0; /* docs/decisions.md: batches form while the worker runs */
@@ -302,6 +313,14 @@ static int set_opt(srv_opts *o, const opt_def *d, const char *v, const char *fro
             return -1;
         }
         *(srv_scheduler *)(void *)base = sc;
+        return 0;
+    }
+    if (d->kind == OPT_SCRATCH) {
+        if (strcmp(v, "on-demand") && strcmp(v, "full")) {
+            fprintf(stderr, "transformerd: %s: expected on-demand or full, got '%s'\n", from, v);
+            return -1;
+        }
+        *(int *)(void *)base = !strcmp(v, "full");
         return 0;
     }
     if (d->kind == OPT_SHARE) {
@@ -619,12 +638,14 @@ static void report_ready(srv_server *s, double t0)
         const srv_model *sm = all[i];
         fprintf(stderr,
                 "transformerd: model %s (%s -> %s) from %s on %s: weights %.1f MiB, %d %s "
-                "worker(s) of %.1f MiB each (batch %d x beam %d x length %d, source %d)\n",
+                "worker(s) of %.1f MiB each at most (batch %d x beam %d x length %d, source "
+                "%d), %.1f MiB now\n",
                 sm->name, sm->src_lang, sm->tgt_lang, sm->dir, sm->device,
                 (double)sm->weight_bytes / (1 << 20), sm->workers,
                 s->o.scheduler == SRV_SCHED_BATCH ? "batch" : "inflight",
                 (double)sm->worker_bytes / (1 << 20), s->o.max_batch_size, sm->max_beam,
-                sm->max_length, sm->max_input_tokens);
+                sm->max_length, sm->max_input_tokens,
+                (double)srv_batcher_scratch_bytes(sm->b) / (1 << 20));
         srv_model_put(all[i]);
     }
     char b[64] = "no limit";

@@ -149,6 +149,8 @@ START_TEST(test_grow_steps_allocate_results_only)
     ck_assert_msg(first < max / 2, "first %zu of %zu bytes", first, max);
     static const int lens[3] = {4, 30, 60}, maxlen[3] = {10, 30, 48}, beams[3] = {1, 4, 1};
     static int32_t src[4][64];
+    int grew_in_step = 0;
+    long continue_allocs = 0;
     for (int round = 0; round < 3; round++) {
         const int n = 1 << round;
         td_decode_opts o;
@@ -160,12 +162,27 @@ START_TEST(test_grow_steps_allocate_results_only)
         int sl[4];
         const td_decode_opts *op[4];
         for (int i = 0; i < n; i++) {
-            sl[i] = lens[round] - i;
-            for (int j = 0; j < sl[i] - 1; j++)
-                src[i][j] = 3 + (7 * j + 11 * i + round) % 60;
-            src[i][sl[i] - 1] = 0; /* </s> */
-            sp[i] = src[i];
-            op[i] = &o;
+            /* the last round's first sentence: one whose translation runs
+             * past the caches' first 32 positions (searched) */
+            int seed = 0, long_one = round == 2 && i == 0;
+            for (;;) {
+                sl[i] = lens[round] - i;
+                for (int j = 0; j < sl[i] - 1; j++)
+                    src[i][j] = 3 + (7 * j + 11 * i + 13 * seed + round) % 60;
+                src[i][sl[i] - 1] = 0; /* </s> */
+                sp[i] = src[i];
+                op[i] = &o;
+                if (!long_one)
+                    break;
+                td_result r;
+                ck_assert_msg(td_translate_batch(g_worker, &sp[i], &sl[i], 1, &o, &r, err,
+                                                 sizeof err) == 0, "%s", err);
+                int t = r.hyps[0].n_tokens;
+                td_result_free(&r);
+                if (t > 36)
+                    break;
+                ck_assert_int_lt(++seed, 500);
+            }
         }
         /* what a worker allocated for its maxima gives them */
         td_result full[4];
@@ -177,11 +194,19 @@ START_TEST(test_grow_steps_allocate_results_only)
         int taken = 0, steps = 0;
         while (taken < n) {
             ck_assert_int_lt(steps++, 200);
+            const size_t before = td_worker_arena_bytes(gw);
             g_allocs = 0;
             g_counting = 1;
             int k = td_run_step(gw, err, sizeof err);
             g_counting = 0;
             ck_assert_msg(k >= 0, "%s", err);
+            if (td_worker_arena_bytes(gw) != before) {
+                /* the caches grew for a longer sentence: the one step
+                 * that may allocate (its index and state pointers) */
+                grew_in_step++;
+                continue_allocs += g_allocs;
+                g_allocs = 0;
+            }
             step_allocs += g_allocs;
             td_seq q;
             td_result r;
@@ -203,6 +228,10 @@ START_TEST(test_grow_steps_allocate_results_only)
         for (int i = 0; i < n; i++)
             td_result_free(&full[i]);
     }
+    /* the last round's 48-token sentences outgrew the first 32 positions
+     * of the caches while running: one growth, two host blocks */
+    ck_assert_int_eq(grew_in_step, 1);
+    ck_assert_int_le(continue_allocs, 2);
     const size_t grown = td_worker_arena_bytes(gw);
     ck_assert_msg(grown > first && grown <= max, "%zu bytes after the workload (first %zu, max "
                   "%zu)", grown, first, max);

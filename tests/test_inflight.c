@@ -158,8 +158,7 @@ START_TEST(test_random_arrivals)
         const td_decode_opts *aop[6];
         td_seq aseq[6];
         td_run_free(w, &fs, &fr);
-        while (na < admit && next < N_SENT && fs > 0 && fr >= s[next].o.beam_size &&
-               td_run_fits(w, s[next].len, s[next].o.max_length)) {
+        while (na < admit && next < N_SENT && fs > 0 && fr >= s[next].o.beam_size) {
             fs--;
             fr -= s[next].o.beam_size;
             asrc[na] = s[next].src;

@@ -35,13 +35,14 @@ json_t *srv_admin_model_json(const srv_server *s, const srv_model *sm)
         "normalize_before", c->normalize_before);
     const char *failed = srv_model_failed(sm);
     return json_pack(
-        "{s:s,s:{s:s,s:s},s:o,s:s,s:s,s:I,s:{s:I,s:I,s:i,s:I},s:i,s:s,"
+        "{s:s,s:{s:s,s:s},s:o,s:s,s:s,s:I,s:{s:I,s:I,s:i,s:I,s:I},s:i,s:s,"
         "s:{s:i,s:i,s:f},s:{s:i,s:i,s:i,s:i}}",
         "name", sm->name, "languages", "source", sm->src_lang, "target", sm->tgt_lang,
         "architecture", arch, "dtype", sm->dtype, "device", sm->device, "weight_bytes",
         (json_int_t)sm->weight_bytes, "memory", "bytes", (json_int_t)sm->bytes, "weight_bytes",
         (json_int_t)sm->weight_bytes, "workers", sm->workers, "worker_bytes",
-        (json_int_t)sm->worker_bytes, "generation", (int)sm->generation, "status",
+        (json_int_t)sm->worker_bytes, "scratch_bytes",
+        (json_int_t)srv_batcher_scratch_bytes(sm->b), "generation", (int)sm->generation, "status",
         failed ? "device_error" : "ready", "defaults", "beam_size", sm->defaults.beam_size,
         "max_length", sm->defaults.max_length, "length_penalty",
         (double)sm->defaults.length_penalty, "limits", "max_input_tokens", sm->max_input_tokens,

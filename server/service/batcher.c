@@ -75,6 +75,10 @@ typedef struct srv_worker {
     int urgent_phase;      /* srv_inflight_urgent_rows's */
     int urgent_deferred;   /* steps other admissions were put off for urgent
                               texts (urgent_admission) */
+    size_t arena;          /* td_worker_arena_bytes as last noted (note_arena) */
+    size_t arena_first;    /* ... after the warm-up: what a trim goes back to */
+    double idle_since;     /* srv_now() when it last became idle with grown
+                              memory (0: busy since) */
 } srv_worker;
 
 struct srv_batcher {
@@ -102,6 +106,8 @@ struct srv_batcher {
     int worker_nice;         /* srv_batcher_opts.worker_nice */
     int short_steps;         /* srv_batcher_opts.short_steps */
     int urgent_steps;        /* srv_batcher_opts.urgent_steps */
+    double scratch_idle_s;   /* srv_batcher_opts.scratch_idle_s */
+    _Atomic size_t scratch_bytes; /* the workers' arenas now (note_arena) */
     int test_step_delay_ms;  /* tests only */
     void (*test_on_admit)(void *, int, long, int, int, int, srv_job *const *); /* tests only */
     void *test_ud;
@@ -410,6 +416,47 @@ static int finish_expired(srv_worker *wk, double now)
     return 1;
 }
 
+/* The worker's arena after an admission, a batch or a trim (its thread):
+ * the batcher's total and the model's gauge follow it. */
+static void note_arena(srv_worker *wk)
+{
+    size_t now = td_worker_arena_bytes(wk->w);
+    if (now == wk->arena)
+        return;
+    atomic_fetch_add_explicit(&wk->b->scratch_bytes, now - wk->arena, memory_order_relaxed);
+    srv_metrics_scratch(wk->b->metrics, (long)now - (long)wk->arena);
+    wk->arena = now;
+}
+
+/* Under mu, with nothing to do: waits for work. A worker whose memory grew
+ * gives it back once it has been idle --scratch-idle-s (td_worker_trim,
+ * outside the lock; busy meanwhile, so a drain waits for it). */
+static void idle_wait(srv_worker *wk)
+{
+    srv_batcher *b = wk->b;
+    if (b->scratch_idle_s <= 0 || wk->arena <= wk->arena_first || b->stop) {
+        pthread_cond_wait(&b->cv, &b->mu);
+        return;
+    }
+    double now = srv_now();
+    if (wk->idle_since == 0)
+        wk->idle_since = now;
+    if (now < wk->idle_since + b->scratch_idle_s) {
+        timed_wait(b, now, wk->idle_since + b->scratch_idle_s);
+        return;
+    }
+    wk->busy = 1;
+    pthread_mutex_unlock(&b->mu);
+    char err[256];
+    if (td_worker_trim(wk->w, err, sizeof err) < 0)
+        fprintf(stderr, "transformerd: a worker could not shrink its memory: %s\n", err);
+    note_arena(wk);
+    pthread_mutex_lock(&b->mu);
+    wk->busy = 0;
+    wk->idle_since = 0;
+    pthread_cond_broadcast(&b->idle_cv);
+}
+
 /* --scheduler batch: a worker takes a batch and runs it to its end. */
 /* A scheduler thread lowers its own priority to --worker-nice (Linux
  * applies a nice value to the calling thread alone): the HTTP threads,
@@ -437,7 +484,7 @@ static void *worker_main(void *arg)
         if (b->stop && !b->head)
             break;
         if (!b->head) {
-            pthread_cond_wait(&b->cv, &b->mu);
+            idle_wait(wk);
             continue;
         }
         double now = srv_now(), wait_until = 0;
@@ -449,8 +496,10 @@ static void *worker_main(void *arg)
             continue;
         }
         wk->busy = 1;
+        wk->idle_since = 0;
         pthread_mutex_unlock(&b->mu);
         run_batch(wk, n);
+        note_arena(wk);
         pthread_mutex_lock(&b->mu);
         wk->busy = 0;
         pthread_cond_broadcast(&b->idle_cv);
@@ -661,8 +710,10 @@ static void inflight_step(srv_worker *wk, int k, int cut)
     }
     double t0 = srv_now();
     int admitted_before = wk->n_live;
-    if (k > 0)
+    if (k > 0) {
         admit(wk, k);
+        note_arena(wk);
+    }
     int admitted = wk->n_live - admitted_before;
     cancel_stale(wk, srv_now());
     char err[256];
@@ -732,7 +783,7 @@ static void *inflight_main(void *arg)
         if (b->stop && !b->head && wk->n_live == 0)
             break;
         if (!b->head && wk->n_live == 0) {
-            pthread_cond_wait(&b->cv, &b->mu);
+            idle_wait(wk);
             continue;
         }
         double now = srv_now(), wait_until = 0;
@@ -746,6 +797,7 @@ static void *inflight_main(void *arg)
             continue;
         }
         wk->busy = 1;
+        wk->idle_since = 0;
         pthread_mutex_unlock(&b->mu);
         inflight_step(wk, k, cut);
         pthread_mutex_lock(&b->mu);
@@ -787,6 +839,8 @@ void srv_batcher_free(srv_batcher *b)
         srv_worker *wk = &b->workers[i];
         if (wk->started)
             pthread_join(wk->th, NULL);
+        srv_metrics_scratch(b->metrics, -(long)wk->arena);
+        atomic_fetch_sub_explicit(&b->scratch_bytes, wk->arena, memory_order_relaxed);
         td_worker_free(wk->w);
         free(wk->batch);
         free(wk->src);
@@ -839,6 +893,7 @@ int srv_batcher_init(srv_batcher **out, const srv_batcher_opts *o, srv_metrics *
     b->worker_nice = o->worker_nice;
     b->short_steps = o->short_steps;
     b->urgent_steps = o->urgent_steps;
+    b->scratch_idle_s = o->scratch_idle_s;
     b->test_on_admit = o->test_on_admit;
     b->test_ud = o->test_ud;
     b->cand_cap = 8 * o->max_batch_size;
@@ -869,14 +924,17 @@ int srv_batcher_init(srv_batcher **out, const srv_batcher_opts *o, srv_metrics *
                              .max_src_len = o->max_src_len,
                              .max_length = o->max_length,
                              .max_beam = o->max_beam,
-                             .n_threads = o->threads};
+                             .n_threads = o->threads,
+                             .grow = o->grow};
         if (td_worker_init(&wk->w, o->model, &wo, err, errlen) != 0)
             goto fail;
         int free_slots;
         td_run_free(wk->w, &free_slots, &wk->rows_total);
-        b->worker_bytes = td_worker_arena_bytes(wk->w);
+        b->worker_bytes = td_worker_max_bytes(wk->w);
         if (warm_up(wk->w, o, err, errlen) != 0)
             goto fail;
+        note_arena(wk);
+        wk->arena_first = wk->arena;
     }
     for (int i = 0; i < b->n_workers; i++) {
         void *(*main_fn)(void *) = b->scheduler == SRV_SCHED_BATCH ? worker_main : inflight_main;
@@ -896,6 +954,11 @@ fail:
 size_t srv_batcher_worker_bytes(const srv_batcher *b)
 {
     return b->worker_bytes;
+}
+
+size_t srv_batcher_scratch_bytes(const srv_batcher *b)
+{
+    return atomic_load_explicit(&b->scratch_bytes, memory_order_relaxed);
 }
 
 srv_submit_rc srv_batcher_submit(srv_batcher *b, srv_job *jobs, int n, double deadline,

@@ -193,6 +193,9 @@ typedef struct srv_batcher_opts {
                                  step of every row (srv_inflight_step_rows) */
     int urgent_steps;         /* inflight: steps of the urgent texts only after each
                                  step of every row (srv_inflight_urgent_rows) */
+    int grow;                 /* workers' memory on demand (td_worker_opts.grow) */
+    int scratch_idle_s;       /* grow: idle seconds before a worker gives back what it
+                                 grew (td_worker_trim; 0: never) */
     srv_fault fault;          /* SRV_FAULT_NONE outside tests */
     int test_step_delay_ms;   /* tests only: a worker sleeps this long after each
                                  decoding step (inflight) or batch (batch) */
@@ -213,8 +216,12 @@ typedef struct srv_batcher srv_batcher;
 int srv_batcher_init(srv_batcher **out, const srv_batcher_opts *o, srv_metrics *metrics,
                      char *err, size_t errlen);
 
-/* Bytes of one worker's arena (td_worker_arena_bytes). */
+/* Bytes of one worker's arena at its maxima (td_worker_max_bytes: what
+ * --max-memory counts for it). */
 size_t srv_batcher_worker_bytes(const srv_batcher *b);
+/* Bytes the workers' arenas hold now, all together (they grow and shrink
+ * with grow). */
+size_t srv_batcher_scratch_bytes(const srv_batcher *b);
 
 typedef enum srv_submit_rc {
     SRV_SUBMIT_OK = 0,

@@ -65,6 +65,7 @@ struct srv_metrics {
     atomic_ullong short_steps;
     atomic_ullong urgent_steps;
     atomic_long running_rows;
+    atomic_long scratch_bytes; /* the workers' arenas now (--scratch on-demand) */
     struct srv_cache *cache; /* the translation cache (the server's metrics only) */
     /* the bounds of batch_size and batch_tokens (set before any batch) */
     double size_buckets[SRV_HIST_MAX], tok_buckets[SRV_HIST_MAX];
@@ -255,6 +256,12 @@ void srv_metrics_step(srv_metrics *m, int admitted, srv_step_kind kind, double s
         atomic_fetch_add_explicit(&m->urgent_steps, 1, memory_order_relaxed);
     hist_add(&m->step_seconds, k_lat_buckets, N_LAT, seconds);
     hist_add(&m->step_admitted, k_admit_buckets, N_ADMIT, admitted);
+}
+
+void srv_metrics_scratch(srv_metrics *m, long delta)
+{
+    if (m)
+        atomic_fetch_add_explicit(&m->scratch_bytes, delta, memory_order_relaxed);
 }
 
 void srv_metrics_running_rows(srv_metrics *m, long delta)
@@ -479,6 +486,9 @@ static const family k_families[] = {
      "sentences only (--urgent-steps).", FAM_COUNTER, MOFF(urgent_steps), 0, 0},
     {"transformerd_running_rows", "Decoder rows (sentences x beams) in the running decodes.",
      FAM_GAUGE, MOFF(running_rows), 1, 0},
+    {"transformerd_model_scratch_bytes", "Bytes the model's workers hold now for their "
+     "decoding (grown as requests need, given back when idle: --scratch on-demand).",
+     FAM_GAUGE, MOFF(scratch_bytes), 1, 0},
     {"transformerd_batches_total", "Engine batches run.", FAM_COUNTER, MOFF(batches), 0, 0},
     {"transformerd_queue_depth", "Texts waiting in the model's queue.", FAM_GAUGE,
      MOFF(queue_depth), 1, 0},

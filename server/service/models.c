@@ -260,6 +260,8 @@ static int model_workers(srv_server *s, srv_model *sm, char *err, size_t errlen)
                                  .worker_nice = o->worker_nice,
                                  .short_steps = o->short_steps,
                                  .urgent_steps = o->urgent_steps,
+                                 .grow = !o->scratch_full,
+                                 .scratch_idle_s = o->scratch_idle_s,
                                  .fault = o->test_fault,
                                  .test_step_delay_ms = o->test_step_delay_ms};
     if (srv_batcher_init(&sm->b, &bo, sm->metrics, err, errlen) != 0)

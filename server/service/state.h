@@ -52,6 +52,8 @@ typedef struct srv_opts {
     int worker_nice;          /* --worker-nice: the scheduler threads' nice value */
     int short_steps;          /* --short-steps: inflight steps of the shortest texts only */
     int urgent_steps;         /* --urgent-steps: inflight steps of urgent texts only */
+    int scratch_full;         /* --scratch full: workers allocated for their maxima */
+    int scratch_idle_s;       /* --scratch-idle-s: idle seconds before a worker shrinks */
     int test_step_delay_ms;   /* tests only: sleep after each step / batch */
     int max_batch_tokens;     /* padded source tokens per batch */
     int max_batch_size;       /* sentences per batch */
