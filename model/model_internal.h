@@ -143,10 +143,10 @@ typedef struct td_wcap {
 
 /* The first capacities of a worker with td_worker_opts.grow (each capped
  * at the worker's maxima); growth doubles a capacity until it fits. */
-#define TD_WCAP_SLOTS0 4
-#define TD_WCAP_ROWS0 8
-#define TD_WCAP_SRC0 32
-#define TD_WCAP_LEN0 32
+#define TD_WCAP_SLOTS0 2
+#define TD_WCAP_ROWS0 4
+#define TD_WCAP_SRC0 16
+#define TD_WCAP_LEN0 16
 
 /* Device buffers of a worker: allocated at td_worker_init for cap (the
  * maxima of w->o, or the first capacities with o.grow), reallocated by

@@ -228,10 +228,12 @@ START_TEST(test_grow_steps_allocate_results_only)
         for (int i = 0; i < n; i++)
             td_result_free(&full[i]);
     }
-    /* the last round's 48-token sentences outgrew the first 32 positions
-     * of the caches while running: one growth, two host blocks */
-    ck_assert_int_eq(grew_in_step, 1);
-    ck_assert_int_le(continue_allocs, 2);
+    /* sentences outgrew the caches' length while running (the last
+     * round's past 32 positions at least): a growth per doubling of the
+     * ladder 16, 32, 48 at most, two host blocks each */
+    ck_assert_int_ge(grew_in_step, 1);
+    ck_assert_int_le(grew_in_step, 2);
+    ck_assert_int_le(continue_allocs, 2 * grew_in_step);
     const size_t grown = td_worker_arena_bytes(gw);
     ck_assert_msg(grown > first && grown <= max, "%zu bytes after the workload (first %zu, max "
                   "%zu)", grown, first, max);
