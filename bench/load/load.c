@@ -521,9 +521,11 @@ static double sps(const level_result *x)
     return x->seconds > 0 ? x->ok / x->seconds : 0;
 }
 
-/* A daemon of the run: inflight, batch, or batch1 (batch with
- * --max-batch-size 1), optionally with "@wWtT": --workers W --threads T
- * instead of one worker of --threads threads (e.g. inflight@w2t1). */
+/* A daemon of the run: inflight, inflight-full (its workers' memory
+ * allocated at start: --scratch full; the others' on demand), batch, or
+ * batch1 (batch with --max-batch-size 1), optionally with "@wWtT":
+ * --workers W --threads T instead of one worker of --threads threads (e.g.
+ * inflight@w2t1). */
 typedef struct daemon_t {
     const char *name, *sched;
     int mbs, port, workers, threads;
@@ -540,7 +542,8 @@ static int start_daemon(const cfg *c, const char *name, daemon_t *d)
     if (name[base] && sscanf(name + base, "@w%dt%d", &d->workers, &d->threads) != 2)
         return -1; /* checked when parsed */
     d->mbs = !strncmp(name, "batch1", base) && base == 6 ? 1 : c->batch;
-    d->sched = !strncmp(name, "inflight", base) && base == 8 ? "inflight" : "batch";
+    const int full = !strncmp(name, "inflight-full", base) && base == 13;
+    d->sched = full || (!strncmp(name, "inflight", base) && base == 8) ? "inflight" : "batch";
     char th[16], bs[16], dl[16], mq[16], wk[16];
     snprintf(th, sizeof th, "%d", d->threads);
     snprintf(wk, sizeof wk, "%d", d->workers);
@@ -553,7 +556,8 @@ static int start_daemon(const cfg *c, const char *name, daemon_t *d)
                           "--batch-delay-ms", dl,    "--max-queue", mq, "--max-batch-texts", "1",
                           /* every client is 127.0.0.1: no per-address cap */
                           "--max-connections-per-ip", "0",
-                          "--device", c->device, "--workers", wk, NULL};
+                          "--device", c->device, "--workers", wk,
+                          "--scratch", full ? "full" : "on-demand", NULL};
     /* the engine under load, not the translation cache (a repeated line
      * would be a hit); by the environment, which daemons before the cache
      * ignore */
@@ -695,8 +699,9 @@ int main(int argc, char **argv)
         int w = 0, t = 0;
         char tail;
         if ((strncmp(tok, "inflight", base) || base != 8) &&
+            (strncmp(tok, "inflight-full", base) || base != 13) &&
             (strncmp(tok, "batch", base) || base != 5) && (strncmp(tok, "batch1", base) || base != 6)) {
-            fprintf(stderr, "load: bad scheduler %s (inflight, batch, batch1)\n", tok);
+            fprintf(stderr, "load: bad scheduler %s (inflight, inflight-full, batch, batch1)\n", tok);
             return 2;
         }
         if (tok[base] && (sscanf(tok + base, "@w%dt%d%c", &w, &t, &tail) != 2 || w < 1 ||

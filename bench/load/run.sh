@@ -25,7 +25,7 @@
 # run side by side and the results are pooled, so a change of a shared
 # machine's load hits both schedulers alike), SEED (the shuffle's seed, default 1; 0 keeps the input's order),
 # SCHEDULERS (inflight,batch; add batch1 for the batch scheduler with
-# --max-batch-size 1; NAME@wWtT runs that scheduler with --workers W of
+# --max-batch-size 1, inflight-full for inflight with --scratch full; NAME@wWtT runs that scheduler with --workers W of
 # --threads T, e.g. inflight,inflight@w2t1), THREADS (engine threads of every run, default 1: on
 # shared cores spinning thread pools make the numbers noisy), BATCH (32),
 # DELAY (--batch-delay-ms of the daemons, default 0, the daemon's default),
