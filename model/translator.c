@@ -64,6 +64,25 @@ void td_model_free(td_model *m)
     free(m);
 }
 
+void td_model_unload(td_model *m)
+{
+    char why[256];
+    td_weights_free(m);
+    m->weight_bytes = 0;
+    (void)m->be->ops->sync(m->be, why, sizeof why);
+}
+
+int td_model_reload(td_model *m, char *err, size_t errlen)
+{
+    m->weight_bytes = 0;
+    if (td_weights_load(m, err, errlen) != 0 || td_posenc_build(m, err, errlen) != 0 ||
+        m->be->ops->sync(m->be, err, errlen) != 0) {
+        td_model_unload(m);
+        return -1;
+    }
+    return 0;
+}
+
 /* Loads the model on dev, or (dev NULL) on the device the registry resolves
  * from device_text, after the config and the numerics have been checked. */
 static int model_load(td_model **out, const char *dir, const td_device *dev,

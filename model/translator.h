@@ -73,6 +73,12 @@ struct td_device; /* backend/device.h */
 int td_model_load_on(td_model **out, const char *dir, const struct td_device *dev,
                      const td_load_opts *opts, char *err, size_t errlen);
 void td_model_free(td_model *m); /* accepts NULL */
+/* Frees the model's weights (its config, device and backend stay: what a
+ * tokenizer or a router reads of it still holds); no worker of it may
+ * exist. td_model_reload reads them again from its directory: 0, or -1
+ * with a message (the model then stays without weights). */
+void td_model_unload(td_model *m);
+int td_model_reload(td_model *m, char *err, size_t errlen);
 const td_config *td_model_config(const td_model *m);
 /* Bytes of weights resident on the device. */
 size_t td_model_weight_bytes(const td_model *m);

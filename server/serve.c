@@ -106,6 +106,11 @@ static const opt_def k_opts[] = {
      "the workers' memory: on-demand: small at start, grown as requests need it (between two "
      "decodes) and given back after --scratch-idle-s idle | full: allocated for the largest "
      "request at start"},
+    {"--model-idle-unload", OPT_INT, OFF(model_idle_unload), 0, 604800,
+     "seconds without a request after which a model's weights and workers are freed; the next "
+     "request loads them again (and waits for it) (0: never)"},
+    {"--preload", OPT_STR, OFF(preload), 0, 0,
+     "comma-separated model names that --model-idle-unload never puts away"},
     {"--scratch-idle-s", OPT_INT, OFF(scratch_idle_s), 0, 86400,
      "on-demand: seconds a worker is idle before it gives back the memory it grew (0: never)"},
     {"--worker-nice", OPT_INT, OFF(worker_nice), 0, 19,

@@ -35,7 +35,7 @@ json_t *srv_admin_model_json(const srv_server *s, const srv_model *sm)
         "normalize_before", c->normalize_before);
     const char *failed = srv_model_failed(sm);
     return json_pack(
-        "{s:s,s:{s:s,s:s},s:o,s:s,s:s,s:I,s:{s:I,s:I,s:i,s:I,s:I},s:i,s:s,"
+        "{s:s,s:{s:s,s:s},s:o,s:s,s:s,s:I,s:{s:I,s:I,s:i,s:I,s:I},s:i,s:s,s:b,"
         "s:{s:i,s:i,s:f},s:{s:i,s:i,s:i,s:i}}",
         "name", sm->name, "languages", "source", sm->src_lang, "target", sm->tgt_lang,
         "architecture", arch, "dtype", sm->dtype, "device", sm->device, "weight_bytes",
@@ -43,7 +43,7 @@ json_t *srv_admin_model_json(const srv_server *s, const srv_model *sm)
         (json_int_t)sm->weight_bytes, "workers", sm->workers, "worker_bytes",
         (json_int_t)sm->worker_bytes, "scratch_bytes",
         (json_int_t)srv_batcher_scratch_bytes(sm->b), "generation", (int)sm->generation, "status",
-        failed ? "device_error" : "ready", "defaults", "beam_size", sm->defaults.beam_size,
+        failed ? "device_error" : "ready", "resident", atomic_load(&sm->resident), "defaults", "beam_size", sm->defaults.beam_size,
         "max_length", sm->defaults.max_length, "length_penalty",
         (double)sm->defaults.length_penalty, "limits", "max_input_tokens", sm->max_input_tokens,
         "max_length", sm->max_length, "max_batch_texts", s->o.max_batch_texts, "max_beam_size",

@@ -107,6 +107,11 @@ struct srv_batcher {
     int short_steps;         /* srv_batcher_opts.short_steps */
     int urgent_steps;        /* srv_batcher_opts.urgent_steps */
     double scratch_idle_s;   /* srv_batcher_opts.scratch_idle_s */
+    srv_batcher_opts o;      /* what the workers are made from (again after a park) */
+    int parked;              /* under mu: no workers (srv_batcher_park); submits queue */
+    int park;                /* under mu: the scheduler threads are to exit */
+    int wake_sent;           /* under mu: on_wake called since the park */
+    double last_active;      /* under mu: srv_now() of the last submit or work */
     _Atomic size_t scratch_bytes; /* the workers' arenas now (note_arena) */
     int test_step_delay_ms;  /* tests only */
     void (*test_on_admit)(void *, int, long, int, int, int, srv_job *const *); /* tests only */
@@ -481,7 +486,7 @@ static void *worker_main(void *arg)
     worker_thread_nice(b);
     pthread_mutex_lock(&b->mu);
     for (;;) {
-        if (b->stop && !b->head)
+        if ((b->stop && !b->head) || b->park)
             break;
         if (!b->head) {
             idle_wait(wk);
@@ -502,6 +507,7 @@ static void *worker_main(void *arg)
         note_arena(wk);
         pthread_mutex_lock(&b->mu);
         wk->busy = 0;
+        b->last_active = srv_now();
         pthread_cond_broadcast(&b->idle_cv);
     }
     pthread_mutex_unlock(&b->mu);
@@ -780,7 +786,7 @@ static void *inflight_main(void *arg)
     worker_thread_nice(b);
     pthread_mutex_lock(&b->mu);
     for (;;) {
-        if (b->stop && !b->head && wk->n_live == 0)
+        if ((b->stop && !b->head && wk->n_live == 0) || (b->park && wk->n_live == 0))
             break;
         if (!b->head && wk->n_live == 0) {
             idle_wait(wk);
@@ -802,6 +808,7 @@ static void *inflight_main(void *arg)
         inflight_step(wk, k, cut);
         pthread_mutex_lock(&b->mu);
         wk->busy = wk->n_live > 0; /* a drain waits for running sentences */
+        b->last_active = srv_now();
         pthread_cond_broadcast(&b->idle_cv);
     }
     pthread_mutex_unlock(&b->mu);
@@ -826,6 +833,8 @@ static int warm_up(td_worker *w, const srv_batcher_opts *bo, char *err, size_t e
     return 0;
 }
 
+static void stop_workers(srv_batcher *b);
+
 void srv_batcher_free(srv_batcher *b)
 {
     if (!b)
@@ -835,13 +844,9 @@ void srv_batcher_free(srv_batcher *b)
     b->draining = 1;
     pthread_cond_broadcast(&b->cv);
     pthread_mutex_unlock(&b->mu);
+    stop_workers(b);
     for (int i = 0; b->workers && i < b->n_workers; i++) {
         srv_worker *wk = &b->workers[i];
-        if (wk->started)
-            pthread_join(wk->th, NULL);
-        srv_metrics_scratch(b->metrics, -(long)wk->arena);
-        atomic_fetch_sub_explicit(&b->scratch_bytes, wk->arena, memory_order_relaxed);
-        td_worker_free(wk->w);
         free(wk->batch);
         free(wk->src);
         free(wk->len);
@@ -866,6 +871,56 @@ void srv_batcher_free(srv_batcher *b)
     pthread_cond_destroy(&b->idle_cv);
     pthread_mutex_destroy(&b->mu);
     free(b);
+}
+
+/* Engine workers made (warmed up), scheduler threads started (init, unpark). */
+static int start_workers(srv_batcher *b, char *err, size_t errlen)
+{
+    const srv_batcher_opts *o = &b->o;
+    for (int i = 0; i < b->n_workers; i++) {
+        srv_worker *wk = &b->workers[i];
+        td_worker_opts wo = {.max_batch = o->max_batch_size,
+                             .max_src_len = o->max_src_len,
+                             .max_length = o->max_length,
+                             .max_beam = o->max_beam,
+                             .n_threads = o->threads,
+                             .grow = o->grow};
+        if (td_worker_init(&wk->w, o->model, &wo, err, errlen) != 0)
+            return -1;
+        int free_slots;
+        td_run_free(wk->w, &free_slots, &wk->rows_total);
+        b->worker_bytes = td_worker_max_bytes(wk->w);
+        if (warm_up(wk->w, o, err, errlen) != 0)
+            return -1;
+        note_arena(wk);
+        wk->arena_first = wk->arena;
+        wk->idle_since = 0;
+    }
+    for (int i = 0; i < b->n_workers; i++) {
+        void *(*main_fn)(void *) = b->scheduler == SRV_SCHED_BATCH ? worker_main : inflight_main;
+        if (pthread_create(&b->workers[i].th, NULL, main_fn, &b->workers[i]) != 0) {
+            snprintf(err, errlen, "cannot start a scheduler thread");
+            return -1;
+        }
+        b->workers[i].started = 1;
+    }
+    return 0;
+}
+
+/* Joins the scheduler threads (told to exit) and frees the engine workers. */
+static void stop_workers(srv_batcher *b)
+{
+    for (int i = 0; b->workers && i < b->n_workers; i++) {
+        srv_worker *wk = &b->workers[i];
+        if (wk->started)
+            pthread_join(wk->th, NULL);
+        wk->started = 0;
+        srv_metrics_scratch(b->metrics, -(long)wk->arena);
+        atomic_fetch_sub_explicit(&b->scratch_bytes, wk->arena, memory_order_relaxed);
+        wk->arena = 0;
+        td_worker_free(wk->w);
+        wk->w = NULL;
+    }
 }
 
 int srv_batcher_init(srv_batcher **out, const srv_batcher_opts *o, srv_metrics *metrics,
@@ -903,6 +958,8 @@ int srv_batcher_init(srv_batcher **out, const srv_batcher_opts *o, srv_metrics *
         snprintf(err, errlen, "out of memory");
         goto fail;
     }
+    b->o = *o;
+    b->last_active = srv_now();
     const size_t B = (size_t)o->max_batch_size;
     for (int i = 0; i < b->n_workers; i++) {
         srv_worker *wk = &b->workers[i];
@@ -920,30 +977,9 @@ int srv_batcher_init(srv_batcher **out, const srv_batcher_opts *o, srv_metrics *
             snprintf(err, errlen, "out of memory");
             goto fail;
         }
-        td_worker_opts wo = {.max_batch = o->max_batch_size,
-                             .max_src_len = o->max_src_len,
-                             .max_length = o->max_length,
-                             .max_beam = o->max_beam,
-                             .n_threads = o->threads,
-                             .grow = o->grow};
-        if (td_worker_init(&wk->w, o->model, &wo, err, errlen) != 0)
-            goto fail;
-        int free_slots;
-        td_run_free(wk->w, &free_slots, &wk->rows_total);
-        b->worker_bytes = td_worker_max_bytes(wk->w);
-        if (warm_up(wk->w, o, err, errlen) != 0)
-            goto fail;
-        note_arena(wk);
-        wk->arena_first = wk->arena;
     }
-    for (int i = 0; i < b->n_workers; i++) {
-        void *(*main_fn)(void *) = b->scheduler == SRV_SCHED_BATCH ? worker_main : inflight_main;
-        if (pthread_create(&b->workers[i].th, NULL, main_fn, &b->workers[i]) != 0) {
-            snprintf(err, errlen, "cannot start a scheduler thread");
-            goto fail;
-        }
-        b->workers[i].started = 1;
-    }
+    if (start_workers(b, err, errlen) != 0)
+        goto fail;
     *out = b;
     return 0;
 fail:
@@ -961,11 +997,29 @@ size_t srv_batcher_scratch_bytes(const srv_batcher *b)
     return atomic_load_explicit(&b->scratch_bytes, memory_order_relaxed);
 }
 
+static srv_submit_rc queue_jobs(srv_batcher *b, srv_job *jobs, int n, double deadline,
+                                const srv_completion *c, double now);
+
 srv_submit_rc srv_batcher_submit(srv_batcher *b, srv_job *jobs, int n, double deadline,
                                  const srv_completion *c)
 {
     double now = srv_now();
+    srv_submit_rc rc = queue_jobs(b, jobs, n, deadline, c, now);
+    /* a parked batcher's first submit wakes its owner (outside the lock) */
     pthread_mutex_lock(&b->mu);
+    int wake = rc == SRV_SUBMIT_OK && b->parked && !b->wake_sent && b->o.on_wake;
+    b->wake_sent |= wake;
+    pthread_mutex_unlock(&b->mu);
+    if (wake)
+        b->o.on_wake(b->o.wake_ud);
+    return rc;
+}
+
+static srv_submit_rc queue_jobs(srv_batcher *b, srv_job *jobs, int n, double deadline,
+                                   const srv_completion *c, double now)
+{
+    pthread_mutex_lock(&b->mu);
+    b->last_active = now;
     if (b->draining) {
         pthread_mutex_unlock(&b->mu);
         return SRV_SUBMIT_DRAINING;
@@ -1035,6 +1089,71 @@ long srv_batcher_queue_depth(srv_batcher *b)
     long d = b->depth;
     pthread_mutex_unlock(&b->mu);
     return d;
+}
+
+/* Under mu: nothing queued or running and not parked. */
+static int all_idle(const srv_batcher *b)
+{
+    int idle = !b->parked && !b->head;
+    for (int i = 0; idle && i < b->n_workers; i++)
+        idle = !b->workers[i].busy && b->workers[i].n_live == 0;
+    return idle;
+}
+
+int srv_batcher_park(srv_batcher *b)
+{
+    pthread_mutex_lock(&b->mu);
+    if (!all_idle(b) || b->draining || b->stop) {
+        pthread_mutex_unlock(&b->mu);
+        return 0;
+    }
+    b->park = b->parked = 1;
+    b->wake_sent = 0;
+    pthread_cond_broadcast(&b->cv);
+    pthread_mutex_unlock(&b->mu);
+    stop_workers(b);
+    pthread_mutex_lock(&b->mu);
+    b->park = 0;
+    pthread_mutex_unlock(&b->mu);
+    return 1;
+}
+
+int srv_batcher_unpark(srv_batcher *b, char *err, size_t errlen)
+{
+    if (!b->parked) /* (written by this thread only: park and unpark) */
+        return 0;
+    if (start_workers(b, err, errlen) != 0) {
+        stop_workers(b);
+        return -1;
+    }
+    pthread_mutex_lock(&b->mu);
+    b->parked = b->wake_sent = 0;
+    b->last_active = srv_now();
+    pthread_cond_broadcast(&b->cv);
+    pthread_mutex_unlock(&b->mu);
+    return 0;
+}
+
+void srv_batcher_fail_queued(srv_batcher *b, int engine_rc, const char *msg)
+{
+    pthread_mutex_lock(&b->mu);
+    srv_job *left = b->head;
+    b->head = b->tail = NULL;
+    b->depth = 0;
+    srv_metrics_queue_depth(b->metrics, 0);
+    pthread_mutex_unlock(&b->mu);
+    for (srv_job *j = left, *next; j; j = next) {
+        next = j->next;
+        fail_jobs(&j, 1, engine_rc, msg);
+    }
+}
+
+double srv_batcher_idle_s(srv_batcher *b)
+{
+    pthread_mutex_lock(&b->mu);
+    double t = all_idle(b) ? srv_now() - b->last_active : -1;
+    pthread_mutex_unlock(&b->mu);
+    return t;
 }
 
 void srv_batcher_drain(srv_batcher *b, double deadline_s)

@@ -196,6 +196,11 @@ typedef struct srv_batcher_opts {
     int grow;                 /* workers' memory on demand (td_worker_opts.grow) */
     int scratch_idle_s;       /* grow: idle seconds before a worker gives back what it
                                  grew (td_worker_trim; 0: never) */
+    /* called (from a submitting thread, no lock held) by the first submit
+     * to a parked batcher: its owner should load the model's weights
+     * again and srv_batcher_unpark; NULL: nobody parks it */
+    void (*on_wake)(void *ud);
+    void *wake_ud;
     srv_fault fault;          /* SRV_FAULT_NONE outside tests */
     int test_step_delay_ms;   /* tests only: a worker sleeps this long after each
                                  decoding step (inflight) or batch (batch) */
@@ -222,6 +227,22 @@ size_t srv_batcher_worker_bytes(const srv_batcher *b);
 /* Bytes the workers' arenas hold now, all together (they grow and shrink
  * with grow). */
 size_t srv_batcher_scratch_bytes(const srv_batcher *b);
+
+/* An idle model put away (--model-idle-unload), by the thread that owns
+ * the model's lifetime (the model manager). _park: when nothing is queued
+ * or running, the scheduler threads exit and the engine workers are
+ * freed (the caller may then free the weights: td_model_unload); returns
+ * 1, or 0 when the batcher is busy (nothing changed). Submits go on
+ * queueing; the first calls on_wake. _unpark: the workers made again (the
+ * weights loaded again first) and started; the queue runs. 0, or -1 with
+ * err (still parked). _idle_s: seconds since the last submit or work when
+ * nothing is queued or running, else -1 (also while parked). */
+int srv_batcher_park(srv_batcher *b);
+int srv_batcher_unpark(srv_batcher *b, char *err, size_t errlen);
+/* Finishes every queued job as SRV_JOB_FAILED with engine_rc and msg (a
+ * parked model that cannot be loaded again). */
+void srv_batcher_fail_queued(srv_batcher *b, int engine_rc, const char *msg);
+double srv_batcher_idle_s(srv_batcher *b);
 
 typedef enum srv_submit_rc {
     SRV_SUBMIT_OK = 0,

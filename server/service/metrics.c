@@ -76,6 +76,8 @@ struct srv_metrics {
     char *info_line;
     atomic_int ready;
     atomic_ullong weight_bytes, worker_bytes;
+    atomic_long resident;                   /* --model-idle-unload: 1 loaded, 0 put away */
+    atomic_ullong put_away, loaded_again;
     /* The server's: its children, one per model name (under mu). */
     pthread_mutex_t mu;
     struct srv_metrics *children[SRV_METRICS_MAX_MODELS];
@@ -183,6 +185,7 @@ void srv_metrics_model_state(srv_metrics *c, const srv_model_info *in, size_t we
     }
     atomic_store_explicit(&c->weight_bytes, weight_bytes, memory_order_relaxed);
     atomic_store_explicit(&c->worker_bytes, worker_bytes, memory_order_relaxed);
+    atomic_store_explicit(&c->resident, in != NULL, memory_order_relaxed);
     atomic_store_explicit(&c->ready, 1, memory_order_relaxed);
     if (!line)
         return;
@@ -191,6 +194,15 @@ void srv_metrics_model_state(srv_metrics *c, const srv_model_info *in, size_t we
     c->info_line = line;
     pthread_mutex_unlock(&c->parent->mu);
     free(old);
+}
+
+void srv_metrics_model_resident(srv_metrics *c, int resident)
+{
+    if (!c)
+        return;
+    atomic_store_explicit(&c->resident, resident, memory_order_relaxed);
+    atomic_fetch_add_explicit(resident ? &c->loaded_again : &c->put_away, 1,
+                              memory_order_relaxed);
 }
 
 void srv_metrics_model_ready(srv_metrics *c, int ready)
@@ -204,6 +216,7 @@ void srv_metrics_model_unloaded(srv_metrics *c)
     if (!c || !c->parent)
         return;
     atomic_store_explicit(&c->ready, 0, memory_order_relaxed);
+    atomic_store_explicit(&c->resident, 0, memory_order_relaxed);
     atomic_store_explicit(&c->weight_bytes, 0, memory_order_relaxed);
     atomic_store_explicit(&c->worker_bytes, 0, memory_order_relaxed);
     pthread_mutex_lock(&c->parent->mu);
@@ -486,6 +499,13 @@ static const family k_families[] = {
      "sentences only (--urgent-steps).", FAM_COUNTER, MOFF(urgent_steps), 0, 0},
     {"transformerd_running_rows", "Decoder rows (sentences x beams) in the running decodes.",
      FAM_GAUGE, MOFF(running_rows), 1, 0},
+    {"transformerd_model_resident", "1 while the model's weights and workers are loaded, 0 "
+     "while it is put away for idleness (--model-idle-unload).", FAM_GAUGE, MOFF(resident), 1,
+     0},
+    {"transformerd_model_put_away_total", "Times the model was put away for idleness "
+     "(--model-idle-unload).", FAM_COUNTER, MOFF(put_away), 0, 0},
+    {"transformerd_model_loaded_again_total", "Times a request loaded the model again after it "
+     "was put away.", FAM_COUNTER, MOFF(loaded_again), 0, 0},
     {"transformerd_model_scratch_bytes", "Bytes the model's workers hold now for their "
      "decoding (grown as requests need, given back when idle: --scratch on-demand).",
      FAM_GAUGE, MOFF(scratch_bytes), 1, 0},

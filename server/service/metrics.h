@@ -69,6 +69,8 @@ typedef enum srv_step_kind {
 /* One step of a running decode: the sentences admitted before it, which
  * rows it stepped, its time. */
 void srv_metrics_step(srv_metrics *m, int admitted, srv_step_kind kind, double seconds);
+/* A model put away (0) or loaded again (1): the gauge and its counter. */
+void srv_metrics_model_resident(srv_metrics *c, int resident);
 /* The scratch bytes gauge moves by delta (workers add what they grow). */
 void srv_metrics_scratch(srv_metrics *m, long delta);
 /* The running rows gauge moves by delta (workers add theirs). */

@@ -28,6 +28,7 @@
 
 #include "device.h"
 #include "cache.h"
+#include "clock.h"
 #include "models.h"
 #include "segment.h"
 
@@ -42,6 +43,7 @@ struct srv_models {
     int cap;             /* of both arrays */
     size_t used;         /* bytes of serving + finishing */
     srv_model_op *q_head, *q_tail;
+    int wake;            /* a put-away model has a request (model_wake) */
     int stop;
     int thread_on;
     pthread_t thread;
@@ -221,6 +223,32 @@ static void model_free(srv_model *sm)
     malloc_trim(0);
 }
 
+/* The batcher of a model put away took a request (a submitting thread):
+ * the manager loads it again (wake_models). */
+static void model_wake(void *ud)
+{
+    srv_model *sm = ud;
+    srv_models *ms = sm->set;
+    atomic_store(&sm->wake, 1);
+    pthread_mutex_lock(&ms->mu);
+    ms->wake = 1;
+    pthread_cond_signal(&ms->cv);
+    pthread_mutex_unlock(&ms->mu);
+}
+
+/* 1 when name is one of the comma-separated list (NULL: none). */
+static int name_listed(const char *list, const char *name)
+{
+    size_t n = strlen(name);
+    for (const char *p = list; p && *p;) {
+        size_t k = strcspn(p, ",");
+        if (k == n && !strncmp(p, name, n))
+            return 1;
+        p += k + (p[k] == ',');
+    }
+    return 0;
+}
+
 /* The limits and the batcher of a loaded model, as the options say. */
 static int model_workers(srv_server *s, srv_model *sm, char *err, size_t errlen)
 {
@@ -262,6 +290,8 @@ static int model_workers(srv_server *s, srv_model *sm, char *err, size_t errlen)
                                  .urgent_steps = o->urgent_steps,
                                  .grow = !o->scratch_full,
                                  .scratch_idle_s = o->scratch_idle_s,
+                                 .on_wake = model_wake,
+                                 .wake_ud = sm,
                                  .fault = o->test_fault,
                                  .test_step_delay_ms = o->test_step_delay_ms};
     if (srv_batcher_init(&sm->b, &bo, sm->metrics, err, errlen) != 0)
@@ -287,6 +317,8 @@ static int model_load(srv_models *ms, const srv_model_spec *spec, srv_model **ou
     }
     describe(sm, spec);
     sm->generation = 1;
+    sm->preload = name_listed(o->preload, sm->name);
+    atomic_store(&sm->resident, 1);
     sm->metrics = srv_metrics_model(s->metrics, sm->name);
     char e2[512];
     td_device dev;
@@ -741,15 +773,94 @@ static void reap(srv_models *ms)
     }
 }
 
+/* --model-idle-unload: a model idle that long is put away (its workers
+ * stopped and freed, its weights freed: srv_batcher_park, td_model_unload);
+ * its entry, tokenizer and budget stay, so routing, /v1/models and the
+ * budget see it as before. Under ms->mu, released around the work. */
+static void put_away_idle(srv_models *ms)
+{
+    const int after = ms->s->o.model_idle_unload;
+    for (int i = 0; after > 0 && i < ms->n_serving; i++) {
+        srv_model *sm = ms->serving[i];
+        if (sm->preload || !sm->b || !atomic_load(&sm->resident) || srv_model_failed(sm))
+            continue;
+        atomic_fetch_add(&sm->refs, 1);
+        pthread_mutex_unlock(&ms->mu);
+        double idle = srv_batcher_idle_s(sm->b);
+        if (idle >= after && srv_batcher_park(sm->b)) {
+            td_model_unload(sm->m);
+            malloc_trim(0); /* the freed pages back to the system (model_free) */
+            atomic_store(&sm->resident, 0);
+            srv_metrics_model_resident(sm->metrics, 0);
+            fprintf(stderr, "transformerd: model %s put away after %.0f s idle (%.1f MiB of "
+                    "weights freed); the next request loads it again\n", sm->name, idle,
+                    (double)sm->weight_bytes / (1 << 20));
+        }
+        pthread_mutex_lock(&ms->mu);
+        put_locked(sm);
+    }
+}
+
+/* The models put away that have a request: their weights loaded again and
+ * their workers started; the queued requests run. A model that cannot be
+ * loaded again fails (device_error) and so do its queued requests. */
+static void wake_models(srv_models *ms)
+{
+    ms->wake = 0;
+    for (int i = 0; i < ms->n_serving; i++) {
+        srv_model *sm = ms->serving[i];
+        if (!atomic_exchange(&sm->wake, 0))
+            continue;
+        atomic_fetch_add(&sm->refs, 1);
+        pthread_mutex_unlock(&ms->mu);
+        double t0 = srv_now();
+        char err[512];
+        int rc = td_model_reload(sm->m, err, sizeof err);
+        if (rc == 0)
+            rc = srv_batcher_unpark(sm->b, err, sizeof err);
+        if (rc == 0) {
+            atomic_store(&sm->resident, 1);
+            srv_metrics_model_resident(sm->metrics, 1);
+            fprintf(stderr, "transformerd: model %s loaded again for a request in %.2f s\n",
+                    sm->name, srv_now() - t0);
+        } else {
+            char msg[600];
+            snprintf(msg, sizeof msg, "loading it again: %s", err);
+            fprintf(stderr, "transformerd: model %s: %s\n", sm->name, msg);
+            srv_model_engine_error(sm, TD_EDEVICE, msg);
+            srv_batcher_fail_queued(sm->b, TD_EDEVICE, msg);
+        }
+        pthread_mutex_lock(&ms->mu);
+        put_locked(sm);
+        i = -1; /* the set may have changed while unlocked */
+    }
+}
+
 static void *manager_main(void *arg)
 {
     srv_models *ms = arg;
+    const int idle_unload = ms->s->o.model_idle_unload;
     pthread_mutex_lock(&ms->mu);
     for (;;) {
         reap(ms);
         if (ms->stop)
             break;
+        if (ms->wake) {
+            wake_models(ms);
+            continue;
+        }
         srv_model_op *op = ms->q_head;
+        if (!op && idle_unload > 0) {
+            put_away_idle(ms);
+            if (ms->stop || ms->wake || ms->q_head)
+                continue;
+            /* looked at again in a second (at most) */
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_sec += 1;
+            pthread_cond_timedwait(&ms->cv, &ms->mu, &ts);
+            continue;
+        }
         if (!op) {
             pthread_cond_wait(&ms->cv, &ms->mu);
             continue;

@@ -54,6 +54,9 @@ typedef struct srv_opts {
     int urgent_steps;         /* --urgent-steps: inflight steps of urgent texts only */
     int scratch_full;         /* --scratch full: workers allocated for their maxima */
     int scratch_idle_s;       /* --scratch-idle-s: idle seconds before a worker shrinks */
+    int model_idle_unload;    /* --model-idle-unload: idle seconds before a model's weights
+                                 are freed (0: never) */
+    const char *preload;      /* --preload: comma-separated names kept resident */
     int test_step_delay_ms;   /* tests only: sleep after each step / batch */
     int max_batch_tokens;     /* padded source tokens per batch */
     int max_batch_size;       /* sentences per batch */
@@ -110,6 +113,10 @@ typedef struct srv_model {
     srv_metrics *metrics;  /* its name's series (srv_metrics_model), shared by every
                               generation of the name; owned by the server's metrics */
     atomic_int refs;       /* the model set's + one per request routed to it */
+    atomic_int resident;   /* its weights and workers are there (0: put away while
+                              idle, --model-idle-unload; loaded again on demand) */
+    atomic_int wake;       /* a request queued while it was put away */
+    int preload;           /* --preload: never put away */
     struct srv_models *set; /* the model set it belongs to (models.h) */
     /* Set by srv_model_engine_error, never cleared: failed_claim picks the
      * one writer of failed_msg, failed (set after the message is written)
