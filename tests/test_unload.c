@@ -94,7 +94,7 @@ static void *client(void *p)
     char a[256], b[256];
     snprintf(a, sizeof a, "{\"text\":\"%s\",\"model\":\"a\"}", texts[c->k]);
     snprintf(b, sizeof b, "{\"text\":\"%s\",\"model\":\"b\"}", texts[c->k]);
-    tc_resp ra, rb;
+    tc_resp ra = {0}, rb = {0};
     int ea = tc_post_json(g_port, "/v1/translate", a, &ra);
     int eb = tc_post_json(g_port, "/v1/translate", b, &rb);
     if (ea || eb || ra.status != 200 || rb.status != 200) {
@@ -203,6 +203,7 @@ int main(void)
     snprintf(g_tmp, sizeof g_tmp, "/tmp/td_unload_test.XXXXXX");
     if (!mkdtemp(g_tmp))
         return 1;
+    tc_io_timeout_s = 300; /* a load and 16 answers under the sanitizers */
     char a[4200], b[4200], c[600];
     snprintf(a, sizeof a, "a=%s", TD_BUNDLED_MODEL);
     snprintf(b, sizeof b, "b=%s", TD_BUNDLED_MODEL);
