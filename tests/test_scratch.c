@@ -6,7 +6,7 @@
  *   - after start the on-demand worker holds a small part of its maxima
  *     (/v1/models memory.scratch_bytes against worker_bytes);
  *   - requests ever larger (more texts, longer sentences, beam 4 and 1,
- *     sources of ~170 tokens) get byte for byte the full daemon's answers
+ *     sources of ~110 tokens) get byte for byte the full daemon's answers
  *     while its memory grows, never past its maxima, and 8 clients at once
  *     its translations; the metric transformerd_model_scratch_bytes says
  *     what /v1/models says;
@@ -67,10 +67,10 @@ static void make_request(int k, char *out, size_t n)
 {
     static const char *const words[] = {"the", "file", "could", "not", "be", "saved",
                                         "because", "the", "disk", "is", "full", "today"};
-    int texts = k < 3 ? 1 << k : 4 + 2 * k, words_per = 3 + 5 * k;
-    if (k == 7) { /* a few sources of ~170 tokens (the limit is 256) */
+    int texts = k < 3 ? 1 << k : 4 + 2 * k, words_per = 3 + 4 * k;
+    if (k == 7) { /* a few sources of ~110 tokens (the limit is 256) */
         texts = 4;
-        words_per = 160;
+        words_per = 100;
     }
     size_t at = (size_t)snprintf(out, n, "{\"text\":[");
     for (int t = 0; t < texts && at < n; t++) {
