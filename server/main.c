@@ -378,8 +378,10 @@ static int cmd_translate(int argc, char **argv)
         o.beam_size = c.beam;
     if (c.max_length)
         o.max_length = c.max_length;
+    /* memory as the lines need it (td_worker_opts.grow), not for the
+     * largest batch at once */
     td_worker_opts wo = {.max_batch = c.batch, .max_length = o.max_length,
-                         .max_beam = o.beam_size, .n_threads = c.threads};
+                         .max_beam = o.beam_size, .n_threads = c.threads, .grow = 1};
     td_worker *w = NULL;
     if (td_worker_init(&w, m, &wo, err, sizeof err) != 0) {
         fprintf(stderr, "transformerd: %s\n", err);
