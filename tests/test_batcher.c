@@ -261,6 +261,31 @@ static void on_admit_urgent(void *ud, int fit, long queued, int free_rows, int r
     pthread_mutex_unlock(&w->base.mu);
 }
 
+/* A batcher of MAX_BATCH rows whose admissions and finished jobs w
+ * watches (with the marian_tied fixture in *m). */
+static srv_batcher *urgent_start(urgent_watch *w, td_model **m, int n)
+{
+    memset(w, 0, sizeof *w);
+    pthread_mutex_init(&w->base.mu, NULL);
+    pthread_cond_init(&w->base.cv, NULL);
+    return new_batcher(m, MAX_BATCH, n, on_admit_urgent, w, 4);
+}
+
+/* The n jobs in one submit, waited for; the batcher and model freed. */
+static void urgent_run(urgent_watch *w, srv_batcher *b, td_model *m, srv_job *jobs, int n)
+{
+    w->jobs = jobs;
+    srv_completion comp = {.done = urgent_done, .ud = w};
+    ck_assert_int_eq(srv_batcher_submit(b, jobs, n, 1e18, &comp), SRV_SUBMIT_OK);
+    pthread_mutex_lock(&w->base.mu);
+    while (w->base.done < n)
+        pthread_cond_wait(&w->base.cv, &w->base.mu);
+    pthread_mutex_unlock(&w->base.mu);
+    srv_batcher_drain(b, 1e18);
+    srv_batcher_free(b);
+    td_model_free(m);
+}
+
 /* n random sources of 8 tokens whose translations alone (options o) have
  * min_tokens tokens or more. */
 static void long_sources(td_model *m, const td_decode_opts *o, int min_tokens,
@@ -300,12 +325,9 @@ static void long_sources(td_model *m, const td_decode_opts *o, int min_tokens,
 START_TEST(test_urgent_first)
 {
     static urgent_watch w;
-    memset(&w, 0, sizeof w);
-    pthread_mutex_init(&w.base.mu, NULL);
-    pthread_cond_init(&w.base.cv, NULL);
     enum { N = 32 };
     td_model *m = NULL;
-    srv_batcher *b = new_batcher(&m, MAX_BATCH, N, on_admit_urgent, &w, 4);
+    srv_batcher *b = urgent_start(&w, &m, N);
     const td_config *c = td_model_config(m);
     static td_decode_opts opts[7];
     for (int k = 0; k < 7; k++) {
@@ -326,16 +348,7 @@ START_TEST(test_urgent_first)
         jobs[i].opts = &opts[i < 2 ? 0 : 1 + rnd(6)];
         jobs[i].urgent = i < 2;
     }
-    w.jobs = jobs;
-    srv_completion comp = {.done = urgent_done, .ud = &w};
-    ck_assert_int_eq(srv_batcher_submit(b, jobs, N, 1e18, &comp), SRV_SUBMIT_OK);
-    pthread_mutex_lock(&w.base.mu);
-    while (w.base.done < N)
-        pthread_cond_wait(&w.base.cv, &w.base.mu);
-    pthread_mutex_unlock(&w.base.mu);
-    srv_batcher_drain(b, 1e18);
-    srv_batcher_free(b);
-    td_model_free(m);
+    urgent_run(&w, b, m, jobs, N);
     ck_assert_msg(w.order[0] < 2 && w.order[1] < 2,
                   "the urgent texts finish first: the first two done are %d and %d",
                   w.order[0], w.order[1]);
@@ -349,12 +362,9 @@ END_TEST
 START_TEST(test_urgent_bounded)
 {
     static urgent_watch w;
-    memset(&w, 0, sizeof w);
-    pthread_mutex_init(&w.base.mu, NULL);
-    pthread_cond_init(&w.base.cv, NULL);
     enum { N = 12 };
     td_model *m = NULL;
-    srv_batcher *b = new_batcher(&m, MAX_BATCH, N, on_admit_urgent, &w, 4);
+    srv_batcher *b = urgent_start(&w, &m, N);
     static td_decode_opts opts;
     td_decode_opts_default(m, &opts);
     opts.beam_size = opts.num_hypotheses = 1;
@@ -370,16 +380,7 @@ START_TEST(test_urgent_bounded)
         jobs[i].opts = &opts;
         jobs[i].urgent = i < 2;
     }
-    w.jobs = jobs;
-    srv_completion comp = {.done = urgent_done, .ud = &w};
-    ck_assert_int_eq(srv_batcher_submit(b, jobs, N, 1e18, &comp), SRV_SUBMIT_OK);
-    pthread_mutex_lock(&w.base.mu);
-    while (w.base.done < N)
-        pthread_cond_wait(&w.base.cv, &w.base.mu);
-    pthread_mutex_unlock(&w.base.mu);
-    srv_batcher_drain(b, 1e18);
-    srv_batcher_free(b);
-    td_model_free(m);
+    urgent_run(&w, b, m, jobs, N);
     ck_assert_int_gt(w.admitted_early, 0);
 }
 END_TEST
@@ -391,12 +392,9 @@ END_TEST
 START_TEST(test_urgent_overtake)
 {
     static urgent_watch w;
-    memset(&w, 0, sizeof w);
-    pthread_mutex_init(&w.base.mu, NULL);
-    pthread_cond_init(&w.base.cv, NULL);
     enum { N = 16, EARLY = 14 };
     td_model *m = NULL;
-    srv_batcher *b = new_batcher(&m, MAX_BATCH, N, on_admit_urgent, &w, 4);
+    srv_batcher *b = urgent_start(&w, &m, N);
     static td_decode_opts opts[2]; /* [0] the urgent texts', [1] the others' */
     for (int k = 0; k < 2; k++) {
         td_decode_opts_default(m, &opts[k]);
@@ -416,18 +414,9 @@ START_TEST(test_urgent_overtake)
         jobs[i].opts = o;
         jobs[i].urgent = i >= EARLY;
     }
-    w.jobs = jobs;
     /* one submit: all 16 join at the first step (the group up to the last
      * urgent text), so the outcome does not depend on thread timing */
-    srv_completion comp = {.done = urgent_done, .ud = &w};
-    ck_assert_int_eq(srv_batcher_submit(b, jobs, N, 1e18, &comp), SRV_SUBMIT_OK);
-    pthread_mutex_lock(&w.base.mu);
-    while (w.base.done < N)
-        pthread_cond_wait(&w.base.cv, &w.base.mu);
-    pthread_mutex_unlock(&w.base.mu);
-    srv_batcher_drain(b, 1e18);
-    srv_batcher_free(b);
-    td_model_free(m);
+    urgent_run(&w, b, m, jobs, N);
     ck_assert_msg(jobs[w.order[0]].urgent && jobs[w.order[1]].urgent,
                   "the urgent texts finish first: the first two done are %d and %d",
                   w.order[0], w.order[1]);
