@@ -1,9 +1,10 @@
 """The LibreTranslate client libraries against `transformerd serve`.
 
 Run by tests/libre_clients.sh (ctest "libre_clients") with the pinned
-libretranslatepy and libretranslate-aio of tests/requirements-clients.txt:
-every call the two libraries expose succeeds or fails as it would against
-LibreTranslate 1.9 (its shapes, status codes and messages), with the fixture
+libretranslatepy, libretranslate-aio and deep-translator of
+tests/requirements-clients.txt: every call the libraries expose succeeds or
+fails as it would against LibreTranslate 1.9 (its shapes, status codes and
+messages), with the fixture
 model tests/data/text/marian_en_de (en -> de; nonsense but deterministic
 translations, compared with the native API's answer for the same text).
 
@@ -24,6 +25,8 @@ from pathlib import Path
 
 import httpx
 import libretranslate_aio as lta
+from deep_translator import LibreTranslator
+from deep_translator.exceptions import AuthorizationException
 from libretranslatepy import LibreTranslateAPI
 
 EN = "The weather is nice today and we are going to the beach."
@@ -245,6 +248,32 @@ def aio_keys(url):
         check(c.frontend_settings().key_required is True, "aio frontend_settings: keyRequired")
 
 
+def deep_translator_calls(url):
+    """deep-translator's LibreTranslator: q, source, target and api_key in
+    the query string of a POST with an empty body (it wants a key even for a
+    server without one, which ignores it)."""
+    t = LibreTranslator(source="en", target="de", custom_url=f"{url}/", api_key="unused")
+    a, b = native(url, ["Hello world", "Save the file?"])
+    check(t.translate("Hello world") == a, "deep-translator translate = the native translation")
+    check(t.translate_batch(["Hello world", "Save the file?"]) == [a, b],
+          "deep-translator translate_batch")
+    auto = LibreTranslator(source="auto", target="de", custom_url=f"{url}/", api_key="unused")
+    check(auto.translate(EN) == native(url, EN)[0], "deep-translator source auto")
+    with tempfile.TemporaryDirectory() as d:
+        p = Path(d) / "a.txt"
+        p.write_text("Save the file?")
+        check(t.translate_file(str(p)) == b, "deep-translator translate_file")
+
+
+def deep_translator_keys(url):
+    good = LibreTranslator(source="en", target="de", custom_url=f"{url}/", api_key=KEY)
+    check(good.translate("Hello world") == native_key(url, "Hello world"),
+          "deep-translator with the key translates")
+    bad = LibreTranslator(source="en", target="de", custom_url=f"{url}/", api_key="wrong")
+    check(raises(lambda: bad.translate("Hello world"), AuthorizationException) is not None,
+          "deep-translator bad key -> AuthorizationException (403)")
+
+
 def raw_inputs(url):
     """What the libraries cannot send: invalid UTF-8, empty native texts."""
     r = httpx.post(f"{url}/translate", content=b"q=%ff&source=en&target=de",
@@ -269,6 +298,7 @@ def main():
         libretranslatepy_calls(d.url)
         aio_sync_calls(d.url)
         asyncio.run(aio_async_calls(d.url))
+        deep_translator_calls(d.url)
         raw_inputs(d.url)
     finally:
         d.stop()
@@ -276,6 +306,7 @@ def main():
     try:
         libretranslatepy_keys(d.url)
         aio_keys(d.url)
+        deep_translator_keys(d.url)
     finally:
         d.stop()
     print(f"libre_clients: {failures} failure(s)")

@@ -3,7 +3,7 @@
 #
 # The ctest "libre_clients" test (label integration): the LibreTranslate
 # client libraries (tests/requirements-clients.txt: libretranslatepy,
-# libretranslate-aio, pinned) from PyPI into VENV (made once, remade when
+# libretranslate-aio, and deep-translator, pinned) from PyPI into VENV (made once, remade when
 # the pins change), then tests/libre_clients.py against DAEMON on a
 # loopback port. Exit: 0 passed, 1 failed, 77 skipped because PyPI could not
 # be reached (said so on stdout).
