@@ -835,6 +835,14 @@ static json_t *take_string(char *t)
     return v;
 }
 
+/* take_string of t's html.unescape (srv_html_unescape); frees t. */
+static json_t *take_unescaped(char *t)
+{
+    char *u = t ? srv_html_unescape(t) : NULL;
+    free(t);
+    return take_string(u);
+}
+
 static void respond_file(srv_req *r)
 {
     srv_libre_req *lr = r->state;
@@ -896,15 +904,21 @@ static void libre_answer(srv_req *r)
     }
     json_t *texts = json_array(), *alts = json_array(), *det = json_array();
     int oom = !texts || !alts || !det;
+    /* LibreTranslate answers its texts and alternatives through Python's
+     * html.unescape (srv_html_unescape), whatever the format */
     for (int i = 0; !oom && i < lr->n_items; i++) {
-        json_t *v = take_string(item_translation(r, i, 0));
+        json_t *v = take_unescaped(item_translation(r, i, 0));
         oom |= !v || json_array_append_new(texts, v) != 0;
         json_t *a = json_array();
         /* an HTML item may have no text segment (and segs be NULL) */
         const libre_seg *sg = lr->items[i].n_segs > 0 ? &lr->segs[lr->items[i].seg0] : NULL;
         if (a && !lr->html && sg && sg->text_idx >= 0)
-            for (int k = 1; k < srv_api_n_hyps(r, sg->text_idx); k++)
-                json_array_append_new(a, srv_api_text_value(r, sg->text_idx, k));
+            for (int k = 1; k < srv_api_n_hyps(r, sg->text_idx); k++) {
+                json_t *h = srv_api_text_value(r, sg->text_idx, k);
+                const char *hs = json_string_value(h);
+                json_array_append_new(a, hs ? take_unescaped(strdup(hs)) : json_string(""));
+                json_decref(h);
+            }
         oom |= !a || json_array_append_new(alts, a) != 0;
         json_array_append_new(det, json_pack("{s:f,s:s}", "confidence", lr->items[i].confidence,
                                              "language", lr->items[i].lang));

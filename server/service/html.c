@@ -317,3 +317,133 @@ void srv_html_free(srv_html *h)
         xmlFreeDoc(h->doc);
     free(h);
 }
+
+/* ---- LibreTranslate's html.unescape of its answers ------------------------- */
+
+/* Appends code point cp as UTF-8 to out (room for 4 bytes). */
+static size_t put_utf8(char *out, unsigned cp)
+{
+    if (cp < 0x80) {
+        out[0] = (char)cp;
+        return 1;
+    }
+    if (cp < 0x800) {
+        out[0] = (char)(0xC0 | cp >> 6);
+        out[1] = (char)(0x80 | (cp & 0x3F));
+        return 2;
+    }
+    if (cp < 0x10000) {
+        out[0] = (char)(0xE0 | cp >> 12);
+        out[1] = (char)(0x80 | (cp >> 6 & 0x3F));
+        out[2] = (char)(0x80 | (cp & 0x3F));
+        return 3;
+    }
+    out[0] = (char)(0xF0 | cp >> 18);
+    out[1] = (char)(0x80 | (cp >> 12 & 0x3F));
+    out[2] = (char)(0x80 | (cp >> 6 & 0x3F));
+    out[3] = (char)(0x80 | (cp & 0x3F));
+    return 4;
+}
+
+/* A numeric reference's code point as Python's html.unescape maps it: 0,
+ * surrogates and beyond U+10FFFF to U+FFFD, 0x80..0x9F through
+ * windows-1252, and the code points HTML forbids to nothing (-1). */
+static long charref_cp(unsigned long n)
+{
+    static const unsigned short cp1252[32] = {
+        0x20AC, 0x81,   0x201A, 0x0192, 0x201E, 0x2026, 0x2020, 0x2021,
+        0x02C6, 0x2030, 0x0160, 0x2039, 0x0152, 0x8D,   0x017D, 0x8F,
+        0x90,   0x2018, 0x2019, 0x201C, 0x201D, 0x2022, 0x2013, 0x2014,
+        0x02DC, 0x2122, 0x0161, 0x203A, 0x0153, 0x9D,   0x017E, 0x0178};
+    if (n == 0 || (n >= 0xD800 && n <= 0xDFFF) || n > 0x10FFFF)
+        return 0xFFFD;
+    if (n == 0x0D)
+        return 0x0D;
+    if (n >= 0x80 && n <= 0x9F)
+        return cp1252[n - 0x80];
+    if ((n >= 0x01 && n <= 0x08) || n == 0x0B || (n >= 0x0E && n <= 0x1F) ||
+        (n >= 0x7F && n <= 0x9F) || (n >= 0xFDD0 && n <= 0xFDEF) || (n & 0xFFFE) == 0xFFFE)
+        return -1;
+    return (long)n;
+}
+
+/* The code point of entity name[0..len) (HTML 4's and &apos;), or -1;
+ * legacy: only the names HTML accepts without a semicolon (the Latin-1
+ * ones, amp, lt, gt, quot and AMP, LT, GT, QUOT, COPY, REG). */
+static long entity_cp(const char *name, size_t len, int legacy)
+{
+    static const char *const upper[][2] = {{"AMP", "amp"}, {"LT", "lt"},     {"GT", "gt"},
+                                           {"QUOT", "quot"}, {"COPY", "copy"}, {"REG", "reg"}};
+    char buf[40];
+    if (len == 0 || len >= sizeof buf)
+        return -1;
+    memcpy(buf, name, len);
+    buf[len] = 0;
+    if (!strcmp(buf, "apos"))
+        return legacy ? -1 : '\'';
+    for (size_t i = 0; i < sizeof upper / sizeof upper[0]; i++)
+        if (!strcmp(buf, upper[i][0]))
+            snprintf(buf, sizeof buf, "%s", upper[i][1]);
+    const htmlEntityDesc *e = htmlEntityLookup((const xmlChar *)buf);
+    if (!e)
+        return -1;
+    if (legacy && e->value > 255 && strcmp(buf, "amp") && strcmp(buf, "lt") &&
+        strcmp(buf, "gt") && strcmp(buf, "quot"))
+        return -1;
+    return (long)e->value;
+}
+
+char *srv_html_unescape(const char *s)
+{
+    size_t n = strlen(s), o = 0;
+    char *out = malloc(n + 1); /* a reference is never shorter than its text */
+    if (!out)
+        return NULL;
+    for (size_t i = 0; i < n;) {
+        if (s[i] != '&') {
+            out[o++] = s[i++];
+            continue;
+        }
+        size_t j = i + 1;
+        long cp = -2; /* -2: not a reference, copied as it is */
+        if (s[j] == '#') {
+            int hex = s[j + 1] == 'x' || s[j + 1] == 'X';
+            size_t k = j + 1 + (size_t)hex, d0 = k;
+            unsigned long v = 0;
+            while (k < n && (hex ? strchr("0123456789abcdefABCDEF", s[k]) != NULL
+                                 : (s[k] >= '0' && s[k] <= '9')) && s[k]) {
+                unsigned dig = s[k] <= '9' ? (unsigned)(s[k] - '0')
+                                           : (unsigned)((s[k] | 0x20) - 'a' + 10);
+                v = v > 0x110000 ? v : v * (hex ? 16 : 10) + dig;
+                k++;
+            }
+            if (k > d0) {
+                cp = charref_cp(v);
+                j = k + (k < n && s[k] == ';');
+            }
+        } else {
+            size_t k = j;
+            while (k < n && k - j < 32 && !strchr("\t\n\f <&#;", s[k]))
+                k++;
+            if (k < n && s[k] == ';' && (cp = entity_cp(s + j, k - j, 0)) >= 0) {
+                j = k + 1;
+            } else { /* the longest legacy name at the start, without ';' */
+                cp = -2;
+                for (size_t m = k - j; m >= 2 && cp == -2; m--)
+                    if (entity_cp(s + j, m, 1) >= 0) {
+                        cp = entity_cp(s + j, m, 1);
+                        j += m;
+                    }
+            }
+        }
+        if (cp == -2) {
+            out[o++] = s[i++];
+            continue;
+        }
+        if (cp >= 0)
+            o += put_utf8(out + o, (unsigned)cp);
+        i = j;
+    }
+    out[o] = 0;
+    return out;
+}

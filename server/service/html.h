@@ -38,4 +38,13 @@ char *srv_html_render(const srv_html *h);
 
 void srv_html_free(srv_html *h); /* accepts NULL */
 
+/* s with its character references replaced as LibreTranslate replaces
+ * them in its answers (Python's html.unescape): numeric ones (the
+ * semicolon optional; 0x80..0x9F as windows-1252, invalid ones as U+FFFD
+ * or dropped) and named ones with HTML 4's names and &apos; (without a
+ * semicolon only the legacy names: the Latin-1 ones, amp, lt, gt, quot).
+ * HTML 5's other names are left as written. malloc'd; NULL when out of
+ * memory. */
+char *srv_html_unescape(const char *s);
+
 #endif /* SRV_HTML_H */
