@@ -388,6 +388,29 @@ def run(d, dm, shots):
     if shots:
         d.save_screenshot(os.path.join(shots, "attention-head.png"))
 
+    # the map uses the width it has: within its box, cells wider than the
+    # old fixed 26 px when there is room; on a phone still within the box,
+    # its first row label in view (redrawn on the window's resize)
+    def fit():
+        return d.execute_script("""
+            const m = document.getElementById('map'), s = document.getElementById('heatmap');
+            const c = s.querySelector('rect.cell'), l = s.querySelector('text.row-label');
+            const mb = m.getBoundingClientRect(), lb = l.getBoundingClientRect();
+            return {svg: s.getBoundingClientRect().width, box: m.clientWidth,
+                    cell: Number(c.getAttribute('width')), labelLeft: lb.left - mb.left,
+                    labelRight: lb.right - mb.left};""")
+    def uses_width(f):  # within the box, and filling it unless the cells are at their largest
+        return f["svg"] <= f["box"] and (f["cell"] >= 43 or f["svg"] >= 0.8 * f["box"])
+    f = fit()
+    check(uses_width(f), "map %r at 1100 px" % f)
+    d.set_window_size(390, 844)
+    wait(d, lambda: fit()["box"] < 400 and uses_width(fit()), "the map on a phone")
+    f = fit()
+    check(uses_width(f) and 0 <= f["labelLeft"] and f["labelRight"] <= f["box"],
+          "map %r on a phone" % f)
+    d.set_window_size(1100, 900)
+    wait(d, lambda: fit()["box"] > 400 and uses_width(fit()), "the map back at 1100 px")
+
     heads = []
     for h in range(H):
         pick(d, "head", str(h))

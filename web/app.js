@@ -429,9 +429,14 @@ function svg(tag, attrs) {
 function renderMap() {
   const layer = $('layer').value, head = $('head').value;
   const v = view(layer, head);
-  const T = v.rows.length, S = v.cols.length, C = 26, GAP = 3;
+  const T = v.rows.length, S = v.cols.length, GAP = 3;
   const longest = (ls) => ls.reduce((m, l) => Math.max(m, Array.from(l).length), 1);
   const left = 12 + 7.5 * longest(v.rows), top = 16 + 6.5 * longest(v.cols);
+  // cells as wide as the map's box allows (14 to 44 px): the whole map in
+  // view on a phone for a sentence of ~20 pieces, no tiny map on a screen
+  const breaks = v.colBreak.filter(Boolean).length;
+  const avail = $('map').clientWidth || 600;
+  const C = Math.max(14, Math.min(44, Math.floor((avail - left - 12 - GAP * breaks) / S)));
   const xs = [], ys = [];
   let x = left, y = top;
   for (let s = 0; s < S; s++) { if (v.colBreak[s]) x += GAP; xs.push(x); x += C; }
@@ -561,6 +566,12 @@ function init() {
     if (e.key === 'Enter' && (e.ctrlKey || e.metaKey)) { e.preventDefault(); translate(); }
   });
   for (const id of ['layer', 'head', 'units', 'view']) $(id).addEventListener('change', render);
+  // the map follows the window's width (its cells are sized to it)
+  let resizing = 0;
+  window.addEventListener('resize', () => {
+    clearTimeout(resizing);
+    resizing = setTimeout(() => { if (!$('map').hidden) render(); }, 100);
+  });
   $('keysave').addEventListener('click', () => {
     sessionStorage.setItem(KEY, $('key').value);
     $('key').value = '';
