@@ -655,7 +655,7 @@ int td_run_step_shortest(td_worker *w, int max_rows, char *err, size_t errlen)
     }
     int grc = step_grow(w, err, errlen);
     if (grc != 0)
-        return grc == TD_EDEVICE ? TD_EDEVICE : grc;
+        return grc;
     int s_kv, t_step, t_len, any_beam;
     uint64_t capture;
     const int ks = step_inputs(w, n_sel, n, &s_kv, &t_step, &any_beam, &capture);

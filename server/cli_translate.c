@@ -24,11 +24,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "batcher.h"
 #include "cli_translate.h"
+#include "clock.h"
 #include "segment.h"
 #include "tokenizer.h"
 
@@ -344,13 +344,6 @@ static int write_ready(cli_run *r)
     return n;
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 int cli_translate_stream(td_worker *w, const td_tokenizer *tok, const td_decode_opts *o,
                          const char *lang, int batch, int progress)
 {
@@ -365,7 +358,7 @@ int cli_translate_stream(td_worker *w, const td_tokenizer *tok, const td_decode_
     line_reader lr = {0};
     /* units read ahead while the decode runs: a few batches */
     const int ahead = batch * 4;
-    const double t0 = now_s();
+    const double t0 = srv_now();
     double shown = 0;
     int rc = r.live && r.src && r.len && r.op && r.seq ? 0 : 1;
     while (rc == 0) {
@@ -386,11 +379,11 @@ int cli_translate_stream(td_worker *w, const td_tokenizer *tok, const td_decode_
             rc = 1;
         if (rc == 0 && r.n_live > 0 && step(&r) != 0)
             rc = 1;
-        if (write_ready(&r) > 0 && progress && now_s() - shown > 0.2) {
-            double dt = now_s() - t0;
+        if (write_ready(&r) > 0 && progress && srv_now() - shown > 0.2) {
+            double dt = srv_now() - t0;
             fprintf(stderr, "\rtransformerd: %ld lines, %.1f lines/s\033[K", r.written,
                     dt > 0 ? r.written / dt : 0.0);
-            shown = now_s();
+            shown = srv_now();
         }
         if (lr.eof && r.n_lines == 0 && lr.len == 0)
             break;
@@ -398,7 +391,7 @@ int cli_translate_stream(td_worker *w, const td_tokenizer *tok, const td_decode_
     if (r.failed)
         rc = 1;
     if (progress && r.written > 0) {
-        double dt = now_s() - t0;
+        double dt = srv_now() - t0;
         fprintf(stderr, "\rtransformerd: %ld lines in %.1f s, %.1f lines/s\033[K\n", r.written,
                 dt, dt > 0 ? r.written / dt : 0.0);
     }

@@ -150,6 +150,19 @@ static int rnd(int n)
     return (int)(g_rng % (uint64_t)n);
 }
 
+/* A job of a random source of 2..15 tokens ending in </s> (src has room
+ * for 16); its options are the caller's. */
+static void random_job(srv_job *j, int32_t *src, const td_config *c)
+{
+    int n = 2 + rnd(14);
+    for (int k = 0; k + 1 < n; k++)
+        src[k] = 3 + rnd(c->vocab_size - 4);
+    src[n - 1] = (int32_t)c->eos_token_id;
+    memset(j, 0, sizeof *j);
+    j->src = src;
+    j->n_src = n;
+}
+
 typedef void (*admit_hook)(void *, int, long, int, int, int, srv_job *const *);
 
 /* The marian_tied fixture (*m) behind a batcher of one greedy inflight
@@ -197,13 +210,7 @@ START_TEST(test_deep_queue)
     static srv_job jobs[N_JOBS];
     static int32_t src[N_JOBS][16];
     for (int i = 0; i < N_JOBS; i++) {
-        int n = 2 + rnd(14);
-        for (int j = 0; j + 1 < n; j++)
-            src[i][j] = 3 + rnd(c->vocab_size - 4);
-        src[i][n - 1] = (int32_t)c->eos_token_id;
-        memset(&jobs[i], 0, sizeof jobs[i]);
-        jobs[i].src = src[i];
-        jobs[i].n_src = n;
+        random_job(&jobs[i], src[i], c);
         jobs[i].opts = &opts[rnd(40)];
     }
     srv_completion comp = {.done = job_done, .ud = &w};
@@ -338,13 +345,7 @@ START_TEST(test_urgent_first)
     static srv_job jobs[N];
     static int32_t src[N][16];
     for (int i = 0; i < N; i++) {
-        int n = 2 + rnd(14);
-        for (int j = 0; j + 1 < n; j++)
-            src[i][j] = 3 + rnd(c->vocab_size - 4);
-        src[i][n - 1] = (int32_t)c->eos_token_id;
-        memset(&jobs[i], 0, sizeof jobs[i]);
-        jobs[i].src = src[i];
-        jobs[i].n_src = n;
+        random_job(&jobs[i], src[i], c);
         jobs[i].opts = &opts[i < 2 ? 0 : 1 + rnd(6)];
         jobs[i].urgent = i < 2;
     }

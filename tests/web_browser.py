@@ -321,10 +321,10 @@ def run(d, dm, shots):
           "footer links: %s" % links)
 
     # the translator: two lines, beam 4, two alternatives, Ctrl+Enter; the
-    # box starts empty, with example text in its HTML "placeholder" attribute
+    # box starts with no value, its example text shown as the textarea's hint
     src = d.find_element(By.ID, "src")
     check(src.get_attribute("value") == "" and "Hello world" in src.get_attribute("placeholder"),
-          "the source box is pre-filled (%r) or has no placeholder" % src.get_attribute("value"))
+          "the source box is pre-filled (%r) or shows no example" % src.get_attribute("value"))
     src.clear()
     src.send_keys(TEXTS[0] + Keys.ENTER + TEXTS[1])
     for id_, v in (("beam", "4"), ("nhyp", "2")):

@@ -38,33 +38,34 @@ def rss(p):
     return 0
 
 
-def reported(port):
+def models(port):
     c = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
     c.request("GET", "/v1/models")
-    models = json.loads(c.getresponse().read())["models"]
-    weights = sum(m["memory"]["weight_bytes"] for m in models)
-    scratch = sum(m["memory"]["scratch_bytes"] for m in models)
-    return len(models), weights, scratch
+    return json.loads(c.getresponse().read())["models"]
+
+
+def reported(port):
+    models_ = models(port)
+    weights = sum(m["memory"]["weight_bytes"] for m in models_)
+    scratch = sum(m["memory"]["scratch_bytes"] for m in models_)
+    return len(models_), weights, scratch
 
 
 def load(port, lines):
     """8 clients, one line a request, then 5 requests of 40 lines."""
-    models = []
+    names = [m["name"] for m in models(port)]
     c = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
-    c.request("GET", "/v1/models")
-    for m in json.loads(c.getresponse().read())["models"]:
-        models.append(m["name"])
-    todo = list(enumerate(lines))
+    waiting = list(enumerate(lines))  # (index, line) not yet sent
     lock = threading.Lock()
 
     def client():
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
         while True:
             with lock:
-                if not todo:
+                if not waiting:
                     return
-                i, line = todo.pop()
-            body = json.dumps({"text": line, "model": models[i % len(models)]})
+                i, line = waiting.pop()
+            body = json.dumps({"text": line, "model": names[i % len(names)]})
             conn.request("POST", "/v1/translate", body, {"Content-Type": "application/json"})
             r = conn.getresponse()
             r.read()
@@ -77,7 +78,7 @@ def load(port, lines):
     for t in threads:
         t.join()
     for k in range(5):
-        body = json.dumps({"text": lines[40 * k:40 * k + 40], "model": models[k % len(models)]})
+        body = json.dumps({"text": lines[40 * k:40 * k + 40], "model": names[k % len(names)]})
         c.request("POST", "/v1/translate", body, {"Content-Type": "application/json"})
         r = c.getresponse()
         r.read()

@@ -105,8 +105,6 @@ struct srv_batcher {
     srv_fault fault;         /* tests only */
     int worker_nice;         /* srv_batcher_opts.worker_nice */
     int short_steps;         /* srv_batcher_opts.short_steps */
-    int urgent_steps;        /* srv_batcher_opts.urgent_steps */
-    double scratch_idle_s;   /* srv_batcher_opts.scratch_idle_s */
     srv_batcher_opts o;      /* what the workers are made from (again after a park) */
     int parked;              /* under mu: no workers (srv_batcher_park); submits queue */
     int park;                /* under mu: the scheduler threads are to exit */
@@ -439,15 +437,15 @@ static void note_arena(srv_worker *wk)
 static void idle_wait(srv_worker *wk)
 {
     srv_batcher *b = wk->b;
-    if (b->scratch_idle_s <= 0 || wk->arena <= wk->arena_first || b->stop) {
+    if (b->o.scratch_idle_s <= 0 || wk->arena <= wk->arena_first || b->stop) {
         pthread_cond_wait(&b->cv, &b->mu);
         return;
     }
     double now = srv_now();
     if (wk->idle_since == 0)
         wk->idle_since = now;
-    if (now < wk->idle_since + b->scratch_idle_s) {
-        timed_wait(b, now, wk->idle_since + b->scratch_idle_s);
+    if (now < wk->idle_since + b->o.scratch_idle_s) {
+        timed_wait(b, now, wk->idle_since + b->o.scratch_idle_s);
         return;
     }
     wk->busy = 1;
@@ -537,7 +535,7 @@ static void *worker_main(void *arg)
 static int urgent_admission(srv_worker *wk, int fit)
 {
     srv_batcher *b = wk->b;
-    if (b->urgent_steps <= 0 || b->draining)
+    if (b->o.urgent_steps <= 0 || b->draining)
         return 0;
     int last = 0, k = 0;
     for (const srv_job *j = b->head; j && k < fit; j = j->next)
@@ -656,7 +654,7 @@ static void admit(srv_worker *wk, int k)
     }
     srv_metrics_batch(b->metrics, k, maxlen * k, 0);
     for (int i = 0; i < k; i++) {
-        if (wk->batch[i]->urgent && b->urgent_steps > 0)
+        if (wk->batch[i]->urgent && b->o.urgent_steps > 0)
             td_run_urge(wk->w, wk->seq[i]);
         wk->live[wk->n_live] = wk->batch[i];
         wk->live_seq[wk->n_live++] = wk->seq[i];
@@ -728,7 +726,7 @@ static void inflight_step(srv_worker *wk, int k, int cut)
     int max_rows = INT_MAX; /* the cycles move on only with the steps they schedule */
     srv_step_kind kind = SRV_STEP_ALL;
     if (stepped) {
-        int urgent = srv_inflight_urgent_rows(td_run_urgent_rows(wk->w), b->urgent_steps,
+        int urgent = srv_inflight_urgent_rows(td_run_urgent_rows(wk->w), b->o.urgent_steps,
                                               &wk->urgent_phase);
         if (urgent > 0) {
             max_rows = urgent;
@@ -947,8 +945,6 @@ int srv_batcher_init(srv_batcher **out, const srv_batcher_opts *o, srv_metrics *
     b->test_step_delay_ms = o->test_step_delay_ms;
     b->worker_nice = o->worker_nice;
     b->short_steps = o->short_steps;
-    b->urgent_steps = o->urgent_steps;
-    b->scratch_idle_s = o->scratch_idle_s;
     b->test_on_admit = o->test_on_admit;
     b->test_ud = o->test_ud;
     b->cand_cap = 8 * o->max_batch_size;
@@ -1004,9 +1000,9 @@ srv_submit_rc srv_batcher_submit(srv_batcher *b, srv_job *jobs, int n, double de
                                  const srv_completion *c)
 {
     double now = srv_now();
+    pthread_mutex_lock(&b->mu);
     srv_submit_rc rc = queue_jobs(b, jobs, n, deadline, c, now);
     /* a parked batcher's first submit wakes its owner (outside the lock) */
-    pthread_mutex_lock(&b->mu);
     int wake = rc == SRV_SUBMIT_OK && b->parked && !b->wake_sent && b->o.on_wake;
     b->wake_sent |= wake;
     pthread_mutex_unlock(&b->mu);
@@ -1015,20 +1011,18 @@ srv_submit_rc srv_batcher_submit(srv_batcher *b, srv_job *jobs, int n, double de
     return rc;
 }
 
+/* Under mu: srv_batcher_submit's queueing. */
 static srv_submit_rc queue_jobs(srv_batcher *b, srv_job *jobs, int n, double deadline,
-                                   const srv_completion *c, double now)
+                                const srv_completion *c, double now)
 {
-    pthread_mutex_lock(&b->mu);
     b->last_active = now;
     if (b->draining) {
-        pthread_mutex_unlock(&b->mu);
         return SRV_SUBMIT_DRAINING;
     }
     int misses = 0;
     for (int i = 0; i < n; i++)
         misses += !jobs[i].cached;
     if (b->depth + misses > b->max_queue) {
-        pthread_mutex_unlock(&b->mu);
         return SRV_SUBMIT_FULL;
     }
     /* the places of the jobs: after the last taken, or after the owner's
@@ -1069,7 +1063,6 @@ static srv_submit_rc queue_jobs(srv_batcher *b, srv_job *jobs, int n, double dea
     }
     srv_metrics_queue_depth(b->metrics, b->depth);
     pthread_cond_broadcast(&b->cv);
-    pthread_mutex_unlock(&b->mu);
     return SRV_SUBMIT_OK;
 }
 
@@ -1134,13 +1127,20 @@ int srv_batcher_unpark(srv_batcher *b, char *err, size_t errlen)
     return 0;
 }
 
-void srv_batcher_fail_queued(srv_batcher *b, int engine_rc, const char *msg)
+/* Under mu: the whole queue, taken out (its jobs finished outside the lock). */
+static srv_job *take_queue(srv_batcher *b)
 {
-    pthread_mutex_lock(&b->mu);
     srv_job *left = b->head;
     b->head = b->tail = NULL;
     b->depth = 0;
     srv_metrics_queue_depth(b->metrics, 0);
+    return left;
+}
+
+void srv_batcher_fail_queued(srv_batcher *b, int engine_rc, const char *msg)
+{
+    pthread_mutex_lock(&b->mu);
+    srv_job *left = take_queue(b);
     pthread_mutex_unlock(&b->mu);
     for (srv_job *j = left, *next; j; j = next) {
         next = j->next;
@@ -1178,10 +1178,7 @@ void srv_batcher_drain(srv_batcher *b, double deadline_s)
         if (now >= deadline_s && b->head) {
             /* Out of time: drop what still waits (finished outside the
              * lock). */
-            srv_job *left = b->head;
-            b->head = b->tail = NULL;
-            b->depth = 0;
-            srv_metrics_queue_depth(b->metrics, 0);
+            srv_job *left = take_queue(b);
             pthread_mutex_unlock(&b->mu);
             finish_chain(b, left, SRV_JOB_SHUTDOWN, SRV_DROP_SHUTDOWN);
             pthread_mutex_lock(&b->mu);
