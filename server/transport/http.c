@@ -876,8 +876,12 @@ int srv_http_start(srv_http **out, const srv_http_opts *o, const srv_call_handle
     h->json_log = !strcmp(lf, "json");
     pthread_mutex_init(&h->conns_mu, NULL);
     pthread_cond_init(&h->stop_cv, NULL);
-    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_ALLOW_SUSPEND_RESUME |
-                     MHD_USE_ITC | MHD_USE_ERROR_LOG;
+    /* poll(), not epoll: 0.9.75's MHD_quiesce_daemon takes the listen
+     * socket out of each pool thread's epoll set while that thread may be
+     * taking it out itself, and aborts the process when it lost the race
+     * (ENOENT); with poll a quiesce is a wake-up through the ITC. */
+    unsigned flags = MHD_USE_POLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ITC |
+                     MHD_USE_ERROR_LOG;
     if (ai->ai_family == AF_INET6)
         flags |= MHD_USE_IPv6;
     h->d = MHD_start_daemon(
