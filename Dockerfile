@@ -102,7 +102,7 @@ RUN sh tools/bootstrap.sh && rm -rf /var/lib/apt/lists/*
 COPY . .
 RUN cmake -S . -B /build -DCMAKE_BUILD_TYPE=Release -DTD_CUDA=ON -DTD_BUILD_TESTS=OFF \
           -DTD_WERROR=OFF ${CUDA_ARCHITECTURES:+-DCMAKE_CUDA_ARCHITECTURES=$CUDA_ARCHITECTURES} \
- && cmake --build /build --target transformerd -j "$(nproc)" \
+ && cmake --build /build --target transformerd tdcuda -j "$(nproc)" \
  && mkdir -p /src/models
 
 # The default target (last stage). The runtime image brings cudart and
@@ -122,6 +122,8 @@ RUN apt-get update \
         --shell /usr/sbin/nologin transformerd \
  && mkdir -p /models /opt/transformerd
 COPY --from=build /build/transformerd /usr/local/bin/transformerd
+# the CUDA backend, opened by transformerd when --device cuda asks for it
+COPY --from=build /build/libtdcuda.so /usr/local/lib/transformerd/libtdcuda.so
 COPY --from=build /src/models/ /opt/transformerd/models/
 WORKDIR /opt/transformerd
 ENV TRANSFORMERD_MODELS_DIR=/opt/transformerd/models \

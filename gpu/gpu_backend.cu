@@ -473,6 +473,11 @@ static td_backend *gpu_device_create(const td_device *dev, const td_backend_para
 static const td_device_family gpu_family = {"cuda", TD_DEVICE_CUDA, gpu_device_count,
                                             gpu_device_create};
 
+const td_device_family *td_cuda_family(void)
+{
+    return &gpu_family;
+}
+
 int td_cuda_backend_register(void)
 {
     return td_device_register(&gpu_family);

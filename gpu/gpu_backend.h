@@ -94,6 +94,10 @@ int td_cuda_device_count(void);
  * CUDA). Called by the executable's start-up code (runtime/backends_all.c). */
 int td_cuda_backend_register(void);
 
+/* The same family, for a caller that registers it itself: the module
+ * transformerd loads on demand (gpu/cuda_module.c) hands it over. */
+const td_device_family *td_cuda_family(void);
+
 #ifdef __cplusplus
 }
 #endif

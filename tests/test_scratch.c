@@ -11,7 +11,9 @@
  *     its translations; the metric transformerd_model_scratch_bytes says
  *     what /v1/models says;
  *   - idle for --scratch-idle-s (1 here), it gives the growth back
- *     (waited for by polling the daemon's own figure, not by a clock).
+ *     (waited for by polling the daemon's own figure, not by a clock);
+ *   - neither daemon mapped CUDA or cuBLAS (a module opened for --device
+ *     cuda only).
  */
 #include <check.h>
 #include <pthread.h>
@@ -190,6 +192,19 @@ START_TEST(test_concurrent_then_idle)
 }
 END_TEST
 
+/* A CPU daemon that served requests has not mapped CUDA: the CUDA backend
+ * is a module opened only for --device cuda (runtime/backends_all.c), and
+ * cuBLAS alone would be ~130 MiB of its resident memory. */
+START_TEST(test_no_cuda_on_cpu)
+{
+    char maps[64];
+    snprintf(maps, sizeof maps, "/proc/%d/maps", (int)g_full_pid);
+    static const char *const libs[] = {"libtdcuda", "libcublas", "libcudart"};
+    for (int i = 0; i < 3; i++)
+        ck_assert_msg(!tc_log_has(maps, libs[i]), "a CPU daemon mapped %s", libs[i]);
+}
+END_TEST
+
 int main(void)
 {
     snprintf(g_tmp, sizeof g_tmp, "/tmp/td_scratch_test.XXXXXX");
@@ -210,6 +225,7 @@ int main(void)
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, test_grows_with_the_same_answers);
     tcase_add_test(tc, test_concurrent_then_idle);
+    tcase_add_test(tc, test_no_cuda_on_cpu);
     suite_add_tcase(s, tc);
     int rc = tc_run_suite(s, grow_pid, g_tmp);
     kill(g_full_pid, SIGTERM);

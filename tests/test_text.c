@@ -385,6 +385,14 @@ START_TEST(test_cli_device_options)
     int rc = run_cli_translate("--device cuda", out, sizeof out);
     if (rc != 0)
         ck_assert_msg(strstr(out, "--device cpu") != NULL, "%s", out);
+    /* the CUDA module not where it is said to be: an error naming it */
+    setenv("TD_CUDA_LIBRARY", "/nonexistent/libtdcuda.so", 1);
+    rc = run_cli_translate("--device cuda", out, sizeof out);
+    unsetenv("TD_CUDA_LIBRARY");
+    ck_assert_int_eq(rc, 1);
+    if (!strstr(out, "has no CUDA backend")) /* a build with CUDA */
+        ck_assert_msg(strstr(out, "/nonexistent/libtdcuda.so") && strstr(out, "--device cpu"),
+                      "%s", out);
 }
 END_TEST
 
