@@ -156,6 +156,9 @@ static const opt_def k_opts[] = {
      "how long a translated file can be downloaded"},
     {"--textcat-dir", OPT_STR, OFF(textcat_dir), 0, 0,
      "libexttextcat's language fingerprints (<code>.lm), for /detect and source=auto"},
+    {"--langid-dir", OPT_STR, OFF(langid_dir), 0, 0,
+     "word and character profiles (<code>.lid.gz) that detect short texts' language "
+     "(default: the langid folder beside the first model's directory; \"\": none)"},
     {"--test-fail-batches", OPT_FAULT, OFF(test_fault), 0, 0,
      "FOR TESTS ONLY: engine | device: every batch after the warm-up fails with that error"},
     {"--test-step-delay-ms", OPT_INT, OFF(test_step_delay_ms), 0, 10000,
@@ -765,6 +768,21 @@ int srv_main(int argc, char **argv)
             stop_all(&s, http, api);
             return 1;
         }
+    }
+    char langid_dir[4096];
+    if (!s.o.langid_dir && n_specs > 0) {
+        /* beside the model directories: models/langid for models/en-de */
+        snprintf(langid_dir, sizeof langid_dir, "%s", specs[0].dir);
+        char *slash = strrchr(langid_dir, '/');
+        if (slash && slash[1] == 0) { /* "models/en-de/" */
+            *slash = 0;
+            slash = strrchr(langid_dir, '/');
+        }
+        if (slash)
+            snprintf(slash + 1, sizeof langid_dir - (size_t)(slash + 1 - langid_dir), "langid");
+        else
+            snprintf(langid_dir, sizeof langid_dir, "langid");
+        s.o.langid_dir = langid_dir;
     }
     s.langid = srv_detector_new(&s, err, sizeof err);
     s.libre = s.langid ? srv_libre_new(&s, err, sizeof err) : NULL;

@@ -43,6 +43,9 @@
 #ifndef TD_DAEMON
 #error "TD_DAEMON (path of the transformerd executable) must be defined"
 #endif
+#ifndef TD_LANGID_DIR
+#error "TD_LANGID_DIR (models/langid) must be defined"
+#endif
 
 static char g_model[512];
 static char g_tmp[256];
@@ -632,6 +635,58 @@ START_TEST(test_detect_off)
 }
 END_TEST
 
+/* The language of each of four short texts with our profiles (--langid-dir
+ * models/langid): each detected alone, the German ones copied for target
+ * de; without profiles (the suite's daemon: none beside its model) the
+ * short texts are detected together, as LibreTranslate does, so all four
+ * get one language. */
+START_TEST(test_detect_short_alone)
+{
+    const char *body = "{\"q\":[\"Hello\",\"Hallo\",\"Good night\",\"Gute Nacht\"],"
+                       "\"source\":\"auto\",\"target\":\"de\"}";
+    static const char *const want[] = {"en", "de", "en", "de"};
+    pid_t pid;
+    const char *args[] = {"--langid-dir", TD_LANGID_DIR, NULL};
+    int port = start(args, "profiles", &pid);
+    ck_assert_int_gt(port, 0);
+    tc_resp r;
+    ck_assert_int_eq(post(port, "/translate", "application/json", body, strlen(body), &r), 0);
+    ck_assert_msg(r.status == 200, "%d %s", r.status, r.body);
+    json_t *j = body_json(&r);
+    json_t *dl = json_object_get(j, "detectedLanguage"), *tt = json_object_get(j, "translatedText");
+    for (int i = 0; i < 4; i++)
+        ck_assert_msg(!strcmp(json_string_value(json_object_get(json_array_get(dl, i), "language")),
+                              want[i]), "text %d: %s", i, r.body);
+    ck_assert_str_eq(json_string_value(json_array_get(tt, 1)), "Hallo");
+    ck_assert_str_eq(json_string_value(json_array_get(tt, 3)), "Gute Nacht");
+    json_decref(j);
+    tc_resp_free(&r);
+    const char *form = "q=Hallo";
+    ck_assert_int_eq(post(port, "/detect", FORM, form, strlen(form), &r), 0);
+    j = body_json(&r);
+    ck_assert_msg(!strcmp(json_string_value(json_object_get(json_array_get(j, 0), "language")),
+                          "de"), "%s", r.body);
+    json_decref(j);
+    tc_resp_free(&r);
+    kill(pid, SIGTERM);
+    ck_assert_int_eq(tc_daemon_wait(pid, 30), 0);
+    char log[600];
+    snprintf(log, sizeof log, "%s/profiles.log", g_tmp);
+    ck_assert_msg(tc_log_has(log, "language detection: profiles of 2 languages"), "%s", log);
+    /* the suite's daemon, no profiles: one language for the four */
+    ck_assert_int_eq(post(g_port, "/translate", "application/json", body, strlen(body), &r), 0);
+    ck_assert_msg(r.status == 200, "%d %s", r.status, r.body);
+    j = body_json(&r);
+    dl = json_object_get(j, "detectedLanguage");
+    const char *first = json_string_value(json_object_get(json_array_get(dl, 0), "language"));
+    for (int i = 1; i < 4; i++)
+        ck_assert_str_eq(json_string_value(json_object_get(json_array_get(dl, i), "language")),
+                         first);
+    json_decref(j);
+    tc_resp_free(&r);
+}
+END_TEST
+
 /* ---- files ------------------------------------------------------------------ */
 
 /* POSTs a file, downloads the translation; returns it (malloc'd). */
@@ -959,6 +1014,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_html_limits);
     tcase_add_test(tc, test_detect);
     tcase_add_test(tc, test_detect_off);
+    tcase_add_test(tc, test_detect_short_alone);
     tcase_add_test(tc, test_files);
     tcase_add_test(tc, test_file_store);
     tcase_add_test(tc, test_info_endpoints);

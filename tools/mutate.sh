@@ -21,7 +21,9 @@
 # Environment: JOBS (build and ctest parallelism, default nproc),
 #   MUTATE_CTEST_ARGS (extra ctest arguments, after ours: a -R or -E there wins),
 #   MUTATE_TIMEOUT (seconds one mutant's ctest may take; default three times
-#   the unmutated run of the same tests plus a minute; past it: TIMEOUT).
+#   the unmutated run of the same tests plus a minute; past it: TIMEOUT),
+#   MUTATE_CUDA (TD_CUDA of the copy's build, default OFF: faster; AUTO for
+#   the rows whose note says they need the CUDA backend built).
 #
 # tools/mutations.tsv has one mutation a line, tab-separated:
 #   id  file  find  replace  [note]
@@ -125,7 +127,7 @@ log="$work/log"
 mkdir -p "$log"
 
 echo "mutate: building the unmutated copy in $work" >&2
-cmake -S "$src" -B "$bld" -DTD_CUDA=OFF -DTD_WERROR=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+cmake -S "$src" -B "$bld" -DTD_CUDA="${MUTATE_CUDA:-OFF}" -DTD_WERROR=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     >"$log/configure.txt" 2>&1
 build() { cmake --build "$bld" -j "$jobs" >"$1" 2>&1 </dev/null; }
 build "$log/build.txt" || {

@@ -224,7 +224,9 @@ static char *item_text(const srv_libre_req *lr, const libre_item *it, size_t *n)
 
 /* source=auto: each item's language. LibreTranslate detects a text of more
  * than 40 characters alone and a shorter one with all the texts together
- * (too little to go on otherwise). */
+ * (too little to go on otherwise); where our profiles cover the languages
+ * (langid.h), a short text is detected alone too, so ["Hello", "Hallo"]
+ * are one English and one German text. */
 static int detect_items(srv_req *r, srv_libre_req *lr, int per_item)
 {
     const srv_langid *li = r->s->langid;
@@ -265,6 +267,7 @@ static int detect_items(srv_req *r, srv_libre_req *lr, int per_item)
     }
     /* no source has a fingerprint: the first source, with no confidence */
     overall = scored > 0 ? sc[0] : (srv_lang_score){.confidence = 0};
+    const int alone = srv_langid_profiles_cover(li, only, n_only);
     if (scored == 0)
         snprintf(overall.lang, sizeof overall.lang, "%s", n_only ? only[0] : "und");
     free(all);
@@ -281,7 +284,7 @@ static int detect_items(srv_req *r, srv_libre_req *lr, int per_item)
         for (size_t k = 0; k < n; k++)
             chars += ((unsigned char)t[k] & 0xC0) != 0x80;
         srv_lang_score best = overall;
-        if (per_item && chars > 40 + 1 /* the joining space */ && scored > 0) {
+        if (per_item && (chars > 40 + 1 /* the joining space */ || alone) && scored > 0) {
             if (srv_langid_detect_among(li, t, n, only, n_only, sc) < 0) {
                 free(t);
                 free(sc);

@@ -22,6 +22,7 @@
 #include <libexttextcat/fingerprint.h>
 
 #include "langid.h"
+#include "lidprof.h"
 
 #define LANGID_MAXNGRAMS 400
 #define LANGID_TIE 0.03 /* textcat's THRESHOLDVALUE - 1 */
@@ -31,6 +32,7 @@ struct srv_langid {
     int n;
     void **fp;
     char (*code)[16];
+    srv_lidprof **prof; /* per candidate, NULL without a profile */
 };
 
 srv_langid *srv_langid_new(const char *dir, const char *const *codes, int n, char *err,
@@ -45,7 +47,8 @@ srv_langid *srv_langid_new(const char *dir, const char *const *codes, int n, cha
     }
     li->fp = calloc((size_t)(n > 0 ? n : 1), sizeof *li->fp);
     li->code = calloc((size_t)(n > 0 ? n : 1), sizeof *li->code);
-    if (!li->fp || !li->code) {
+    li->prof = calloc((size_t)(n > 0 ? n : 1), sizeof *li->prof);
+    if (!li->fp || !li->code || !li->prof) {
         srv_langid_free(li);
         snprintf(err, errlen, "out of memory");
         return NULL;
@@ -88,6 +91,23 @@ int srv_langid_count(const srv_langid *li)
     return li->n;
 }
 
+int srv_langid_load_profiles(srv_langid *li, const char *dir, char *err, size_t errlen)
+{
+    err[0] = 0;
+    size_t el = 0;
+    int got = 0;
+    for (int i = 0; dir && *dir && i < li->n; i++) {
+        char path[1024], why[512];
+        snprintf(path, sizeof path, "%s/%s.lid.gz", dir, li->code[i]);
+        srv_lidprof_free(li->prof[i]);
+        li->prof[i] = srv_lidprof_load(path, li->code[i], why, sizeof why);
+        got += li->prof[i] != NULL;
+        if (why[0] && el < errlen)
+            el += (size_t)snprintf(err + el, errlen - el, "%s%s", el ? "; " : "", why);
+    }
+    return got;
+}
+
 static int score_cmp(const void *a, const void *b)
 {
     const srv_lang_score *x = a, *y = b;
@@ -112,9 +132,54 @@ int srv_langid_detect(const srv_langid *li, const char *text, size_t n, srv_lang
     return srv_langid_detect_among(li, text, n, NULL, 0, out);
 }
 
+int srv_langid_profiles_cover(const srv_langid *li, const char *const *only, int n_only)
+{
+    int k = 0;
+    for (int i = 0; i < li->n; i++)
+        if (among(li, i, only, n_only)) {
+            if (!li->prof[i])
+                return 0;
+            k++;
+        }
+    return k > 0;
+}
+
+/* The profiles' answer (lidprof.h): the posterior of each candidate taking
+ * part, at equal priors. 0 (textcat answers) when one of them has no
+ * profile or the text has no word. */
+static int detect_profiles(const srv_langid *li, const char *text, size_t n,
+                           const char *const *only, int n_only, srv_lang_score *out)
+{
+    double s[SRV_LANGID_MAX], best = -INFINITY, sum = 0;
+    int idx[SRV_LANGID_MAX], k = 0;
+    if (!srv_langid_profiles_cover(li, only, n_only))
+        return 0;
+    for (int i = 0; i < li->n && k < SRV_LANGID_MAX; i++) {
+        if (!among(li, i, only, n_only))
+            continue;
+        int words = 0;
+        s[k] = srv_lidprof_score(li->prof[i], text, n, &words);
+        if (!words)
+            return 0;
+        best = s[k] > best ? s[k] : best;
+        idx[k++] = i;
+    }
+    for (int j = 0; j < k; j++)
+        sum += s[j] = exp(s[j] - best);
+    for (int j = 0; j < k; j++) {
+        snprintf(out[j].lang, sizeof out[j].lang, "%s", li->code[idx[j]]);
+        out[j].confidence = round(1000.0 * s[j] / sum) / 10.0;
+    }
+    qsort(out, (size_t)k, sizeof *out, score_cmp);
+    return k;
+}
+
 int srv_langid_detect_among(const srv_langid *li, const char *text, size_t n,
                             const char *const *only, int n_only, srv_lang_score *out)
 {
+    int byprof = detect_profiles(li, text, n, only, n_only, out);
+    if (byprof > 0)
+        return byprof;
     void *fp = fp_Init(NULL);
     if (!fp)
         return -1;
@@ -164,6 +229,9 @@ void srv_langid_free(srv_langid *li)
         return;
     for (int i = 0; li->fp && i < li->n; i++)
         fp_Done(li->fp[i]);
+    for (int i = 0; li->prof && i < li->n; i++)
+        srv_lidprof_free(li->prof[i]);
+    free(li->prof);
     free(li->fp);
     free(li->code);
     free(li);

@@ -1,8 +1,10 @@
 /*
  * langid.h - language identification for the LibreTranslate endpoints
- * (/detect, source=auto): libexttextcat's character n-gram fingerprints
- * (Cavnar & Trenkle's out-of-place distance), restricted to the languages
- * the loaded models accept, with a confidence in 0..100.
+ * (/detect, source=auto): word and character profiles of our own where
+ * every candidate has one (lidprof.h: short texts, where fingerprints
+ * guess), else libexttextcat's character n-gram fingerprints (Cavnar &
+ * Trenkle's out-of-place distance), restricted to the languages the loaded
+ * models accept, with a confidence in 0..100.
  *
  * Promise: the candidates are exactly the languages given to
  * srv_langid_new that libexttextcat has a fingerprint for; the answer is
@@ -33,6 +35,20 @@ srv_langid *srv_langid_new(const char *dir, const char *const *codes, int n, cha
 
 /* The number of candidate languages. */
 int srv_langid_count(const srv_langid *li);
+
+/* At most this many candidates take part in one answer by profiles. */
+#define SRV_LANGID_MAX 160
+
+/* Loads <dir>/<code>.lid.gz (lidprof.h) for every candidate that has one;
+ * returns how many. A malformed profile is left out and named in err ("":
+ * none). Before any detection: not thread-safe with one. When every
+ * candidate of a detection has a profile and the text has a word, the
+ * profiles answer (the posterior at equal priors); else the fingerprints. */
+int srv_langid_load_profiles(srv_langid *li, const char *dir, char *err, size_t errlen);
+
+/* 1 when every candidate among only[0..n_only) has a profile (and there is
+ * at least one): a short text is then detected as well as a long one. */
+int srv_langid_profiles_cover(const srv_langid *li, const char *const *only, int n_only);
 
 /* Scores text (n bytes of UTF-8) against every candidate into
  * out[0..count), best first; returns count, or -1 when out of memory. */

@@ -121,6 +121,16 @@ srv_langid *srv_detector_new(const srv_server *s, char *err, size_t errlen)
                  lerr);
         return NULL;
     }
+    /* short texts: our profiles, for the languages that have one */
+    if (s->o.langid_dir && *s->o.langid_dir) {
+        char perr[1024];
+        int np = srv_langid_load_profiles(li, s->o.langid_dir, perr, sizeof perr);
+        if (perr[0])
+            fprintf(stderr, "transformerd: language detection: %s\n", perr);
+        if (np > 0)
+            fprintf(stderr, "transformerd: language detection: profiles of %d language%s from "
+                            "%s\n", np, np == 1 ? "" : "s", s->o.langid_dir);
+    }
     /* without any fingerprint (libexttextcat-data not installed) the
      * service still starts: /detect answers [], source=auto takes the
      * first model's source language with confidence 0 */

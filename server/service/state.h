@@ -80,6 +80,7 @@ typedef struct srv_opts {
     long max_files_bytes;     /* translated files kept for /download_file, in all */
     int file_ttl_s;           /* how long a translated file is kept */
     const char *textcat_dir;  /* libexttextcat's fingerprints (<code>.lm) */
+    const char *langid_dir;   /* our profiles (<code>.lid.gz); NULL: beside the models */
     srv_fault test_fault;     /* --test-fail-batches: tests only */
 } srv_opts;
 
