@@ -412,6 +412,12 @@ int td_tok_pieces(const td_tokenizer *t, td_tok_side side, const int32_t *ids, i
 
 int td_tok_decode(const td_tokenizer *t, const int32_t *ids, int n, char **text)
 {
+    return td_tok_decode_as(t, ids, n, NULL, text);
+}
+
+int td_tok_decode_as(const td_tokenizer *t, const int32_t *ids, int n, const char *const *repl,
+                     char **text)
+{
     const vocab *v = &t->tgt;
     /* MarianTokenizer._decode: shared vocabularies decode with the source
      * model, separate ones with the target model. */
@@ -422,6 +428,10 @@ int td_tok_decode(const td_tokenizer *t, const int32_t *ids, int n, char **text)
     int k = 0;
     for (int i = 0; i < n; i++) {
         int id = ids[i];
+        if (repl && repl[i]) {
+            pieces[k++] = repl[i];
+            continue;
+        }
         /* skip_special_tokens: </s>, <unk>, <pad> */
         if (id == v->eos || id == v->unk || id == v->pad)
             continue;
@@ -633,9 +643,15 @@ oom:
 
 int td_tok_target_offsets(const td_tokenizer *t, const int32_t *ids, int n, size_t **off)
 {
+    return td_tok_target_offsets_as(t, ids, n, NULL, off);
+}
+
+int td_tok_target_offsets_as(const td_tokenizer *t, const int32_t *ids, int n,
+                             const char *const *repl, size_t **off)
+{
     *off = malloc((size_t)(n > 0 ? n : 1) * 2 * sizeof(size_t));
     char *full = NULL;
-    if (!*off || td_tok_decode(t, ids, n, &full) != 0) {
+    if (!*off || td_tok_decode_as(t, ids, n, repl, &full) != 0) {
         free(*off);
         *off = NULL;
         return -1;
@@ -646,7 +662,7 @@ int td_tok_target_offsets(const td_tokenizer *t, const int32_t *ids, int n, size
         size_t end = total;
         if (i + 1 < n) {
             char *p = NULL;
-            if (td_tok_decode(t, ids, i + 1, &p) != 0) {
+            if (td_tok_decode_as(t, ids, i + 1, repl, &p) != 0) {
                 free(*off);
                 *off = NULL;
                 return -1;

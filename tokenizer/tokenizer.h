@@ -58,6 +58,13 @@ int td_tok_pieces(const td_tokenizer *t, td_tok_side side, const int32_t *ids, i
  * NUL-terminated. Returns 0, or -1 when out of memory. */
 int td_tok_decode(const td_tokenizer *t, const int32_t *ids, int n, char **text);
 
+/* td_tok_decode with token i written as the text repl[i] wherever repl[i]
+ * is not NULL (repl NULL: none), as a piece the model does not know
+ * (verbatim; a U+2581 before it is its space): how the daemon puts a
+ * source symbol in for an <unk>, which decodes to nothing. */
+int td_tok_decode_as(const td_tokenizer *t, const int32_t *ids, int n, const char *const *repl,
+                     char **text);
+
 /* ---- the tokenizer side of the text pipeline ----------------------------
  * One pipeline for `transformerd translate` (td_translate_text,
  * model/translator.h) and the daemon: td_tok_encode_batch, the engine, then
@@ -121,6 +128,10 @@ int td_tok_source_offsets(const td_tokenizer *t, const char *text, size_t len, c
 /* Target: spans of td_tok_decode(ids, n): token i ends where the decoding
  * of ids[0..i] ends (special tokens add nothing). */
 int td_tok_target_offsets(const td_tokenizer *t, const int32_t *ids, int n, size_t **off);
+
+/* The same for td_tok_decode_as(ids, n, repl). */
+int td_tok_target_offsets_as(const td_tokenizer *t, const int32_t *ids, int n,
+                             const char *const *repl, size_t **off);
 
 int td_tok_eos_id(const td_tokenizer *t);
 int td_tok_unk_id(const td_tokenizer *t);

@@ -67,19 +67,20 @@ static json_t *offsets_json(const size_t *off, int n)
     return a;
 }
 
-/* "offsets" of the target tokens in the text of ids (docs/api.md). */
-static json_t *target_offsets_json(const srv_model *sm, const int32_t *ids, int n)
+/* Hypothesis hyp of job k: its "text", and with return_tokens its
+ * "offsets" in that text (docs/api.md) into *offsets. */
+static json_t *hyp_text_json(const srv_req *r, int k, int hyp, json_t **offsets)
 {
     size_t *off = NULL;
-    char *t = srv_api_decode(sm, ids, n);
-    json_t *a = NULL;
-    if (t && td_tok_target_offsets(sm->tok, ids, n, &off) == 0) {
+    char *t = srv_api_decode_job(r, k, hyp, r->return_tokens ? &off : NULL);
+    *offsets = NULL;
+    if (t && off) {
+        int n = r->jobs[k].res.hyps[hyp].n_tokens;
         offsets_to_chars(t, off, n);
-        a = offsets_json(off, n);
+        *offsets = offsets_json(off, n);
     }
     free(off);
-    free(t);
-    return a;
+    return srv_api_text_json(t);
 }
 
 /* The source tokens' character offsets of every text, while the texts are
@@ -226,7 +227,7 @@ static const char *const k_fields[] = {
     "text",           "beam_size",        "num_hypotheses",   "length_penalty",
     "max_length",     "return_tokens",    "return_attention", "attention_layers",
     "attention_heads", "model",            "split_sentences",  "source",
-    "target",         "stream",
+    "target",         "stream",           "copy_unknown",
 };
 /* A 400 for a pair no model translates, naming the field and the pairs. */
 static void no_pair(srv_req *r, const char *param, const char *src, const char *tgt)
@@ -439,15 +440,16 @@ static json_t *native_translation(srv_req *r, const srv_job *j)
     json_t *o = json_object();
     if (!o)
         return NULL;
-    json_object_set_new(o, "text", srv_api_text_json(srv_api_decode(sm, best->tokens, best->n_tokens)));
+    const int job = (int)(j - r->jobs);
+    json_t *offsets;
+    json_object_set_new(o, "text", hyp_text_json(r, job, 0, &offsets));
     json_object_set_new(o, "score", real_or_null(best->score));
     if (r->return_tokens) {
         json_object_set_new(o, "tokens",
                             pieces_json(sm, TD_TOK_TARGET, best->tokens, best->n_tokens));
         json_object_set_new(o, "source_tokens",
                             pieces_json(sm, TD_TOK_SOURCE, j->src, j->n_src));
-        json_object_set_new(o, "offsets",
-                            target_offsets_json(sm, best->tokens, best->n_tokens));
+        json_object_set_new(o, "offsets", offsets);
         if (r->src_offsets)
             json_object_set_new(o, "source_offsets",
                                 offsets_json(r->src_offsets[j - r->jobs], j->n_src));
@@ -459,13 +461,12 @@ static json_t *native_translation(srv_req *r, const srv_job *j)
         for (int k = 0; k < res->n_hyps; k++) {
             const td_hypothesis *h = &res->hyps[k];
             json_t *ho = json_object();
-            json_object_set_new(ho, "text", srv_api_text_json(srv_api_decode(sm, h->tokens, h->n_tokens)));
+            json_object_set_new(ho, "text", hyp_text_json(r, job, k, &offsets));
             json_object_set_new(ho, "score", real_or_null(h->score));
             if (r->return_tokens) {
                 json_object_set_new(ho, "tokens",
                                     pieces_json(sm, TD_TOK_TARGET, h->tokens, h->n_tokens));
-                json_object_set_new(ho, "offsets",
-                                    target_offsets_json(sm, h->tokens, h->n_tokens));
+                json_object_set_new(ho, "offsets", offsets);
             }
             json_array_append_new(hs, ho);
         }
@@ -674,9 +675,11 @@ int srv_native_parse(srv_req *r)
         get_bool(r, root, "return_tokens", &r->return_tokens) ||
         get_bool(r, root, "return_attention", &r->return_attention))
         goto out;
-    int split = 1, stream = 0;
-    if (get_bool(r, root, "split_sentences", &split) || get_bool(r, root, "stream", &stream))
+    int split = 1, stream = 0, copy_unknown = 1;
+    if (get_bool(r, root, "split_sentences", &split) || get_bool(r, root, "stream", &stream) ||
+        get_bool(r, root, "copy_unknown", &copy_unknown))
         goto out;
+    r->raw_unknown = !copy_unknown;
     r->no_split = !split;
     r->stream = stream_kind(r, stream, json_object_get(root, "stream") != NULL);
     /* Without beam_size the model's beam widens to num_hypotheses (within

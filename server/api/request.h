@@ -63,6 +63,13 @@ int srv_routes_copy(const srv_route *rows, int n, srv_route *out, int max);
 /* A text of more than one sentence (tokenizer/segment.h): each sentence is
  * a job of its own; the answer puts their translations back between the
  * text's own separators. */
+/* The text of a source's unknown piece (translate.h): at pos, len bytes. */
+typedef struct srv_unk_text {
+    int pos;             /* the source position; -1 ends a job's list */
+    const char *text;
+    size_t len;
+} srv_unk_text;
+
 typedef struct srv_split {
     int n;                   /* sentences (> 1); 0: the text is one job (or empty) */
     char *text;              /* a copy of the text (its separators), owned */
@@ -98,6 +105,14 @@ struct srv_req {
     td_decode_opts opts;     /* this request's own copy of the defaults */
     int *attn_layers, *attn_heads;
     int return_tokens, return_attention;
+    /* symbols the model cannot write (translate.h, "copy_unknown"): 1 when
+     * the request asked for the model's raw output ("copy_unknown": false);
+     * per job the source's unknown pieces' text (NULL: none), owned; the
+     * options of a job that has some and asked no attention (captured for
+     * the copy, not answered) */
+    int raw_unknown;
+    srv_unk_text **unk;
+    td_decode_opts copy_opts;
     /* the dialect's own state behind one pointer (LibreTranslate's items and
      * segments, a model operation), freed by dialect_free with the request */
     void *state;

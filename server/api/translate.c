@@ -27,6 +27,74 @@ char *srv_api_decode(const srv_model *sm, const int32_t *ids, int n)
         return NULL;
     return t;
 }
+/* The source position target token t of hypothesis hyp copies (an
+ * unknown piece's, from u), or -1. Hypothesis 0 has the attention: the
+ * source unknown piece t attends to most, averaged over the captured layers
+ * and heads. The others have none: the m-th unknown target token takes the
+ * m-th unknown source piece, when there are as many (m: its rank). */
+static int copy_source(const td_result *res, int hyp, int t, int m, const srv_unk_text *u)
+{
+    int nu = 0;
+    while (u[nu].pos >= 0)
+        nu++;
+    if (hyp != 0 || !res->attention || t >= res->attn_n_t) {
+        int nt = 0;
+        const td_hypothesis *h = &res->hyps[hyp];
+        for (int i = 0; i < h->n_tokens; i++)
+            nt += h->tokens[i] == h->tokens[t];
+        return nt == nu ? u[m].pos : -1;
+    }
+    int best = -1;
+    double best_w = -1;
+    const int nl = res->attn_n_layers, nh = res->attn_n_heads, nt = res->attn_n_t,
+              ns = res->attn_n_s;
+    for (int k = 0; k < nu; k++) {
+        int s = u[k].pos;
+        if (s >= ns)
+            continue;
+        double w = 0;
+        for (int l = 0; l < nl; l++)
+            for (int h = 0; h < nh; h++)
+                w += res->attention[((size_t)(l * nh + h) * (size_t)nt + (size_t)t) * (size_t)ns +
+                                    (size_t)s];
+        if (w > best_w) {
+            best_w = w;
+            best = s;
+        }
+    }
+    return best;
+}
+
+char *srv_api_decode_job(const srv_req *r, int job, int hyp, size_t **offsets)
+{
+    const td_result *res = &r->jobs[job].res;
+    const td_hypothesis *h = &res->hyps[hyp];
+    const srv_unk_text *u = r->unk ? r->unk[job] : NULL;
+    const td_tokenizer *tok = r->model->tok;
+    const int unk = td_tok_unk_id(tok);
+    /* per target token: the source text it copies (NULL: its own piece) */
+    const char **repl = NULL;
+    for (int i = 0, m = 0; u && i < h->n_tokens; i++) {
+        if (h->tokens[i] != unk)
+            continue;
+        int s = copy_source(res, hyp, i, m++, u);
+        for (int k = 0; s >= 0 && u[k].pos >= 0; k++)
+            if (u[k].pos == s && u[k].len) {
+                if (!repl && !(repl = calloc((size_t)h->n_tokens, sizeof *repl)))
+                    return NULL;
+                repl[i] = u[k].text;
+            }
+    }
+    char *t = NULL;
+    if (td_tok_decode_as(tok, h->tokens, h->n_tokens, repl, &t) != 0 ||
+        (offsets && td_tok_target_offsets_as(tok, h->tokens, h->n_tokens, repl, offsets) != 0)) {
+        free(t);
+        t = NULL;
+    }
+    free(repl);
+    return t;
+}
+
 json_t *srv_api_text_json(char *t)
 {
     if (!t)
@@ -83,6 +151,55 @@ oom:
     srv_req_error(r, 500, "internal", NULL, "out of memory");
     return -1;
 }
+/* copy_unknown: the text of each unknown piece of job k's source (text,
+ * len: the unit it was tokenized from), into r->unk[k]; such a job
+ * captures attention for the copy (r->copy_opts) unless the request asked
+ * for attention itself. Returns 0, or -1 when out of memory. */
+static int unknown_texts(srv_req *r, int k, const char *text, size_t len)
+{
+    const srv_job *j = &r->jobs[k];
+    const int unk = td_tok_unk_id(r->model->tok);
+    int n = 0;
+    for (int i = 0; i < j->n_src; i++)
+        n += j->src[i] == unk;
+    if (!n)
+        return 0;
+    size_t *off = NULL;
+    srv_unk_text *u = srv_req_alloc(r, (size_t)n + 1, sizeof *u);
+    if (!u || td_tok_source_offsets(r->model->tok, text, len, j->src, j->n_src, &off) != 0)
+        return -1;
+    n = 0;
+    for (int i = 0; i < j->n_src; i++) {
+        if (j->src[i] != unk)
+            continue;
+        /* the piece's own characters: the space before a word is the ▁'s */
+        size_t a = off[2 * i], b = off[2 * i + 1];
+        while (a < b && (text[a] == ' ' || text[a] == '\t' || text[a] == '\n' || text[a] == '\r'))
+            a++;
+        while (b > a && (text[b - 1] == ' ' || text[b - 1] == '\t' || text[b - 1] == '\n' ||
+                         text[b - 1] == '\r'))
+            b--;
+        char *copy = srv_req_alloc(r, b - a + 1, 1);
+        if (!copy) {
+            free(off);
+            return -1;
+        }
+        memcpy(copy, text + a, b - a);
+        u[n++] = (srv_unk_text){i, copy, b - a};
+    }
+    free(off);
+    u[n].pos = -1;
+    r->unk[k] = u;
+    if (!r->opts.return_attention) {
+        r->copy_opts = r->opts;
+        r->copy_opts.return_attention = 1; /* every layer and head: the copy's */
+        r->copy_opts.attn_layers = r->copy_opts.attn_heads = NULL;
+        r->copy_opts.n_attn_layers = r->copy_opts.n_attn_heads = 0;
+        r->jobs[k].opts = &r->copy_opts;
+    }
+    return 0;
+}
+
 int srv_api_make_jobs(srv_req *r, const char *const *texts, const size_t *lens, int n,
                       const char *param)
 {
@@ -105,11 +222,13 @@ int srv_api_make_jobs(srv_req *r, const char *const *texts, const size_t *lens, 
     int *u_sent = srv_req_alloc(r, nu, sizeof *u_sent);
     r->jobs = srv_req_alloc(r, nu, sizeof *r->jobs);
     r->src = srv_req_alloc(r, nu, sizeof *r->src);
+    r->unk = r->raw_unknown ? NULL : srv_req_alloc(r, nu, sizeof *r->unk);
     /* the text pipeline's tokenizer stage, as `transformerd translate` runs
      * it, refusing (not cutting) a text over the limit */
     td_tok_ids *ids = srv_req_alloc(r, nu, sizeof *ids);
     int rc = -1;
-    if (!ut || !ul || !u_text || !u_sent || !r->jobs || !r->src || !ids) {
+    if (!ut || !ul || !u_text || !u_sent || !r->jobs || !r->src || !ids ||
+        (!r->raw_unknown && !r->unk)) {
         srv_req_error(r, 500, "internal", NULL, "out of memory");
         goto out;
     }
@@ -162,6 +281,11 @@ int srv_api_make_jobs(srv_req *r, const char *const *texts, const size_t *lens, 
                 j->n_src = ids[u].n;
                 j->opts = &r->opts;
                 r->tokens_in += ids[u].n;
+                if (!r->raw_unknown && unknown_texts(r, k, ut[u], ul[u]) != 0) {
+                    srv_req_error(r, 500, "internal", NULL, "out of memory");
+                    rc = -1;
+                    break;
+                }
             }
             if (sp) {
                 sp->job[u_sent[u]] = k;
@@ -347,7 +471,7 @@ char *srv_api_split_join(const srv_req *r, const srv_split *sp, int hyp, size_t 
             continue; /* nothing to translate: "" */
         const td_result *res = &r->jobs[k].res;
         const td_hypothesis *h = &res->hyps[hyp < res->n_hyps ? hyp : res->n_hyps - 1];
-        ok = (owned[s] = srv_api_decode(r->model, h->tokens, h->n_tokens)) != NULL;
+        ok = (owned[s] = srv_api_decode_job(r, k, (int)(h - res->hyps), NULL)) != NULL;
         if (ok) {
             parts[s] = owned[s];
             plens[s] = strlen(owned[s]);
@@ -381,5 +505,5 @@ json_t *srv_api_text_value(const srv_req *r, int text, int hyp)
     int k = r->text_job[text];
     if (k < 0)
         return json_string("");
-    return srv_api_text_json(srv_api_decode(r->model, r->jobs[k].res.hyps[hyp].tokens, r->jobs[k].res.hyps[hyp].n_tokens));
+    return srv_api_text_json(srv_api_decode_job(r, k, hyp, NULL));
 }

@@ -66,6 +66,17 @@ int srv_api_split_n_hyps(const srv_req *r, const srv_split *sp);
 /* The detokenized text of target ids (malloc'd), or NULL when out of memory. */
 char *srv_api_decode(const srv_model *sm, const int32_t *ids, int n);
 
+/* copy_unknown (docs/api.md): hypothesis hyp of job as text (malloc'd),
+ * each unknown target token (<unk>, which detokenizes to nothing) replaced
+ * by the text of the unknown source piece it copies: for hypothesis 0 the
+ * one it attends to most (the captured attention averaged over layers and
+ * heads), for the others the one of the same rank when the counts agree.
+ * Without unknown source pieces (or with "copy_unknown": false), exactly
+ * srv_api_decode. *offsets (when not NULL): each token's [start, end) in
+ * bytes of the text returned, as td_tok_target_offsets gives them for the
+ * raw text (a copy is its token's span). NULL when out of memory. */
+char *srv_api_decode_job(const srv_req *r, int job, int hyp, size_t **offsets);
+
 /* JSON string of a detokenized text (taken); invalid UTF-8 (byte pieces
  * that do not form characters) is replaced rather than failing the
  * request. NULL for NULL. */
