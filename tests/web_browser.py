@@ -23,150 +23,24 @@ import colorsys
 import json
 import os
 import re
-import shutil
-import subprocess
 import sys
-import tempfile
-import time
 import urllib.error
 import urllib.request
 
-SKIP = 77
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from browser_common import Daemon, browser, check, console_errors, fail, wait  # noqa: E402
+
 TEXTS = ["Hello world", "The cat sat on the mat."]
 TOL = 1e-6
 TOL_RGB = 2  # a drawn colour against the page's colour of the API's weight, per channel
 NAME = None  # the served model's name, from /v1/models
 
 
-def skip(why):
-    print("web_browser: SKIPPED: " + why, file=sys.stderr)
-    sys.exit(SKIP)
-
-
-def fail(why):
-    print("web_browser: FAIL: " + why, file=sys.stderr)
-    raise SystemExit(1)
-
-
-def check(cond, why):
-    if not cond:
-        fail(why)
-
-
-try:
-    from selenium import webdriver
-    from selenium.common.exceptions import WebDriverException
-    from selenium.webdriver.common.action_chains import ActionChains
-    from selenium.webdriver.common.by import By
-    from selenium.webdriver.common.keys import Keys
-    from selenium.webdriver.support.ui import Select, WebDriverWait
-except ImportError as e:
-    skip("python3-selenium is not installed (%s); `sh tools/bootstrap.sh --with-browser` installs it" % e)
-
-
-class Daemon:
-    def __init__(self, exe, model, extra=()):
-        self.log = tempfile.NamedTemporaryFile(prefix="td-web-", suffix=".log", delete=False)
-        env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
-        for k in ("TRANSFORMERD_API_KEY", "TRANSFORMERD_DEVICE", "TRANSFORMERD_MODEL"):
-            env.pop(k, None)
-        # setpriv: the daemon dies with this test, however it ends
-        self.p = subprocess.Popen(["setpriv", "--pdeathsig", "KILL",
-                                   exe, "serve", "--model", model, "--host", "127.0.0.1",
-                                   "--port", "0", "--threads", "1"] + list(extra),
-                                  stdout=subprocess.DEVNULL, stderr=self.log, env=env)
-        self.port = None
-        for _ in range(600):
-            if self.p.poll() is not None:
-                fail("the daemon exited during start-up:\n" + self.text())
-            m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", self.text())
-            if m:
-                self.port = int(m.group(1))
-                break
-            time.sleep(0.1)
-        check(self.port, "no 'listening on' line within 60 s")
-        self.base = "http://127.0.0.1:%d" % self.port
-        for _ in range(600):
-            try:
-                if self.get("/health/ready")[0] == 200:
-                    return
-            except OSError:
-                pass
-            time.sleep(0.1)
-        fail("the daemon was not ready within 60 s")
-
-    def text(self):
-        with open(self.log.name, errors="replace") as f:
-            return f.read()
-
-    def get(self, path):
-        try:
-            with urllib.request.urlopen(self.base + path, timeout=30) as r:
-                return r.status, dict(r.headers), r.read()
-        except urllib.error.HTTPError as e:
-            return e.code, dict(e.headers), e.read()
-
-    def translate(self, body, key=None):
-        h = {"Content-Type": "application/json"}
-        if key:
-            h["Authorization"] = "Bearer " + key
-        req = urllib.request.Request(self.base + "/v1/translate", json.dumps(body).encode(), h)
-        try:
-            with urllib.request.urlopen(req, timeout=60) as r:
-                return r.status, json.load(r)
-        except urllib.error.HTTPError as e:
-            return e.code, json.load(e)
-
-    def stop(self):
-        if self.p.poll() is None:
-            self.p.terminate()
-            try:
-                self.p.wait(30)
-            except subprocess.TimeoutExpired:
-                self.p.kill()
-        os.unlink(self.log.name)
-
-
-def browser():
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    driver = shutil.which("chromedriver") or (
-        "/usr/bin/chromedriver" if os.path.exists("/usr/bin/chromedriver") else None)
-    if not chromium or not driver:
-        skip("chromium or chromedriver is not installed (Debian: chromium chromium-driver; "
-             "`sh tools/bootstrap.sh --with-browser` installs them)")
-    o = webdriver.ChromeOptions()
-    o.binary_location = chromium
-    # as root chromium refuses its sandbox; --no-sandbox is what CI's root needs
-    for a in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-              "--window-size=1100,900", "--no-first-run", "--disable-extensions",
-              "--disable-background-networking", "--disable-component-update"):
-        o.add_argument(a)
-    o.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    try:
-        from selenium.webdriver.chrome.service import Service
-        return webdriver.Chrome(service=Service(driver), options=o)
-    except WebDriverException as e:
-        skip("chromium cannot run on this machine (headless, --no-sandbox): %s" %
-             str(e).strip().splitlines()[0])
-
-
-def wait(d, cond, why, timeout=60):
-    try:
-        return WebDriverWait(d, timeout).until(lambda _: cond())
-    except Exception:
-        logs = d.get_log("browser")
-        fail(why + "; browser log: %s" % logs)
-
-
-def console_errors(d, allowed=()):
-    bad = []
-    for e in d.get_log("browser"):
-        if e["level"] not in ("SEVERE", "WARNING"):
-            continue
-        if any(a in e["message"] for a in allowed):
-            continue
-        bad.append(e)
-    check(not bad, "console errors: %s" % bad)
+# (browser_common skipped the test already when selenium is missing)
+from selenium.webdriver.common.action_chains import ActionChains  # noqa: E402
+from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.common.keys import Keys  # noqa: E402
+from selenium.webdriver.support.ui import Select  # noqa: E402
 
 
 def cells(d):
@@ -408,6 +282,20 @@ def run(d, dm, shots):
     f = fit()
     check(uses_width(f) and 0 <= f["labelLeft"] and f["labelRight"] <= f["box"],
           "map %r on a phone" % f)
+    # a map wider than its box (a 90 px box here, as a long sentence on a
+    # phone): scrolled to its right end, the row labels are still in view
+    d.execute_script("document.getElementById('map').style.width = '90px';"
+                     "window.dispatchEvent(new Event('resize'));")
+    wait(d, lambda: d.execute_script("const m = document.getElementById('map');"
+                                     "return m.scrollWidth > m.clientWidth + 20;"),
+         "no map wider than a 90 px box")
+    d.execute_script("const m = document.getElementById('map'); m.scrollLeft = m.scrollWidth;")
+    wait(d, lambda: d.execute_script("return document.getElementById('map').scrollLeft") > 20,
+         "the map did not scroll")
+    wait(d, lambda: 0 <= fit()["labelLeft"] and fit()["labelRight"] <= fit()["box"],
+         "row labels out of view when the map scrolls sideways: %r" % fit())
+    d.execute_script("document.getElementById('map').style.width = '';"
+                     "window.dispatchEvent(new Event('resize'));")
     d.set_window_size(1100, 900)
     wait(d, lambda: fit()["box"] > 400 and uses_width(fit()), "the map back at 1100 px")
 

@@ -214,8 +214,9 @@ function fmtScore(s) { return s === null ? 'score: n/a' : 'score ' + s.toFixed(3
 function showResults(texts, data) {
   const ol = $('results');
   ol.textContent = '';
-  const langs = MODELS[data.model] || {source: '', target: ''};
   data.translations.forEach((t, i) => {
+    // texts routed each by its own language name their model
+    const langs = MODELS[t.model || data.model] || {source: '', target: ''};
     const li = document.createElement('li');
     const src = document.createElement('div');
     src.className = 'source';
@@ -459,6 +460,10 @@ function renderMap() {
     l.dataset.piece = v.colPieces[s];
     root.append(l);
   }
+  // the row labels on a backing of their own, drawn over the cells and
+  // kept in view while a wide map scrolls sideways (stickLabels)
+  const rowG = svg('g', { class: 'row-labels' });
+  rowG.append(svg('rect', { x: 0, y: top - 2, width: left, height: y - top + 4, class: 'row-bg' }));
   for (let t = 0; t < T; t++) {
     const l = svg('text', { x: left - 6, y: ys[t] + C / 2 + 4, 'text-anchor': 'end',
                             class: 'row-label' });
@@ -466,7 +471,7 @@ function renderMap() {
     l.dataset.axis = 'row';
     l.dataset.i = t;
     l.dataset.piece = v.rowPieces[t];
-    root.append(l);
+    rowG.append(l);
   }
   for (let t = 0; t < T; t++) {
     for (let s = 0; s < S; s++) {
@@ -478,6 +483,7 @@ function renderMap() {
       root.append(r);
     }
   }
+  root.append(rowG);
   const cursor = svg('rect', { class: 'cursor', width: C - 1, height: C - 1, visibility: 'hidden' });
   root.append(cursor);
   let at = null;
@@ -507,7 +513,16 @@ function renderMap() {
   });
   $('map').textContent = '';
   $('map').append(root);
+  stickLabels();
   highlight(null, null, v);
+}
+
+// A map wider than its box scrolls sideways: its row labels move with the
+// scroll so that they stay at the box's left edge (a phone shows which
+// target piece a row is, wherever the columns are).
+function stickLabels() {
+  const g = document.querySelector('#heatmap g.row-labels');
+  if (g) g.setAttribute('transform', 'translate(' + $('map').scrollLeft + ' 0)');
 }
 
 // Every head of the selected layer (or of the average of layers) at once.
@@ -567,6 +582,7 @@ function init() {
   });
   for (const id of ['layer', 'head', 'units', 'view']) $(id).addEventListener('change', render);
   // the map follows the window's width (its cells are sized to it)
+  $('map').addEventListener('scroll', stickLabels);
   let resizing = 0;
   window.addEventListener('resize', () => {
     clearTimeout(resizing);

@@ -336,6 +336,28 @@ static int route_native(srv_req *r, json_t *root, const char *const *texts, cons
     return 0;
 }
 
+/* ---- texts routed each by its own language -------------------------------- */
+
+/* A request whose texts go to several models ("model" absent, the source
+ * detected, texts of different languages): one part a model, each a request
+ * of its own over its texts (its own options, jobs and model reference) on
+ * the same call; the answer puts them back in the texts' order. Kept in the
+ * request's state. */
+typedef struct native_parts {
+    int n;
+    srv_req **part;
+    int *text_part;  /* per text: its part */
+    int *text_local; /* per text: its index among its part's texts */
+    int failed;      /* a part's submit was refused (its error answers) */
+} native_parts;
+
+static void parts_free(srv_req *r)
+{
+    native_parts *np = r->state;
+    for (int p = 0; np && p < np->n; p++)
+        srv_req_free(np->part[p]);
+}
+
 /* ---- responses ----------------------------------------------------------- */
 
 static json_t *real_or_null(double x)
@@ -538,17 +560,42 @@ static json_t *native_split(srv_req *r, int i)
     return o;
 }
 
-/* The answer's JSON (malloc'd), every job finished; NULL when out of memory. */
+/* Text i's translation (r: the request, or the part, that ran it). */
+static json_t *native_text(srv_req *r, int i)
+{
+    return srv_api_split_of(r, i) ? native_split(r, i)
+           : r->text_job[i] < 0   ? native_empty(r, i)
+                                  : native_translation(r, &r->jobs[r->text_job[i]]);
+}
+
+/* The answer's JSON (malloc'd), every job finished; NULL when out of memory.
+ * Texts routed each by its language: each translation names its model,
+ * the answer's "model" is the first text's. */
 static char *native_answer(srv_req *r)
 {
-    long tout = r->tokens_out;
+    const native_parts *np = r->parent == NULL && r->dialect_free == parts_free ? r->state : NULL;
+    long tin = r->tokens_in, tout = r->tokens_out;
     json_t *tr = json_array();
-    for (int i = 0; i < r->n_texts; i++)
-        json_array_append_new(tr, srv_api_split_of(r, i) ? native_split(r, i)
-                                  : r->text_job[i] < 0   ? native_empty(r, i)
-                                  : native_translation(r, &r->jobs[r->text_job[i]]));
-    json_t *root = json_pack("{s:s,s:o,s:{s:I,s:I}}", "model", r->model->name, "translations",
-                             tr, "usage", "source_tokens", (json_int_t)r->tokens_in,
+    const char *model = r->model ? r->model->name : NULL;
+    for (int p = 0; np && p < np->n; p++) {
+        tin += np->part[p]->tokens_in;
+        tout += np->part[p]->tokens_out;
+    }
+    for (int i = 0; i < r->n_texts; i++) {
+        if (!np) {
+            json_array_append_new(tr, native_text(r, i));
+            continue;
+        }
+        srv_req *pr = np->part[np->text_part[i]];
+        json_t *o = native_text(pr, np->text_local[i]);
+        if (o)
+            json_object_set_new(o, "model", json_string(pr->model->name));
+        json_array_append_new(tr, o);
+        if (i == 0)
+            model = pr->model->name;
+    }
+    json_t *root = json_pack("{s:s,s:o,s:{s:I,s:I}}", "model", model, "translations",
+                             tr, "usage", "source_tokens", (json_int_t)tin,
                              "target_tokens", (json_int_t)tout);
     char *body = root ? json_dumps(root, JSON_COMPACT | JSON_REAL_PRECISION(9)) : NULL;
     json_decref(root);
@@ -560,6 +607,12 @@ static char *native_answer(srv_req *r)
  * "done" (or "error"), and the stream ends. */
 static void native_respond(srv_req *r)
 {
+    const native_parts *np = r->dialect_free == parts_free ? r->state : NULL;
+    if (np && np->failed)
+        return; /* a part was refused: its error is the answer */
+    for (int p = 0; np && p < np->n; p++)
+        if (srv_api_jobs_failed(np->part[p]))
+            return;
     if (srv_api_jobs_failed(r))
         return;
     char *body = native_answer(r);
@@ -589,6 +642,8 @@ static void native_event(srv_req *r, const srv_job *j)
         return; /* out of memory: the event is lost, the answer at the end has it */
     json_object_set_new(o, "text_index", json_integer(r->job_text[k]));
     json_object_set_new(o, "sentence_index", json_integer(r->job_sent[k]));
+    if (r->parent) /* texts routed each by its language: which model this is */
+        json_object_set_new(o, "model", json_string(r->model->name));
     char *s = json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(9));
     json_decref(o);
     if (s)
@@ -637,11 +692,14 @@ static int stream_kind(srv_req *r, int asked, int given)
 
 static const srv_limit_fields k_limit_fields = {"return_attention", "num_hypotheses", "text", 0};
 
-int srv_native_parse(srv_req *r)
+static int route_parts(srv_req *r, json_t *root, const char *const *texts, const size_t *lens,
+                       int n);
+
+/* The request in root: 1 (jobs made), or 0 (answered: an error, or every
+ * text empty). parts: whether texts may be routed each by its own language
+ * (a part's own parse may not). */
+static int parse_root(srv_req *r, json_t *root, int parts)
 {
-    json_t *root = srv_req_json_body(r);
-    if (!root)
-        return 0;
     int rc = 0;
     const char **texts = NULL;
     size_t *lens = NULL;
@@ -660,6 +718,11 @@ int srv_native_parse(srv_req *r)
     int n = 0, is_list = 0;
     if (get_texts(r, json_object_get(root, "text"), "text", &texts, &lens, &n, &is_list))
         goto out;
+    if (parts) {
+        int pr = route_parts(r, root, texts, lens, n);
+        if (pr != 0)
+            return pr > 0;
+    }
     if (route_native(r, root, texts, lens, n) != 0 || srv_api_model_failed(r, r->model))
         goto out;
     srv_model *sm = r->model;
@@ -737,7 +800,9 @@ int srv_native_parse(srv_req *r)
         rc = 0;
     if (rc == 1 && r->return_tokens)
         rc = source_offsets(r, texts, lens, n);
-    if (rc == 1 && r->stream &&
+    /* the stream's start once per call (a part's: the first part's) */
+    const int opened = r->parent && r->parent->stream;
+    if (rc == 1 && r->stream && !opened &&
         srv_call_stream(r->call, 200,
                         r->stream == SRV_STREAM_NDJSON ? "application/x-ndjson"
                                                        : "text/event-stream") != 0) {
@@ -745,31 +810,184 @@ int srv_native_parse(srv_req *r)
         rc = 0;
     }
     if (rc == 1 && r->stream) {
-        srv_req_header(r, "Cache-Control", "no-cache");
+        if (!opened)
+            srv_req_header(r, "Cache-Control", "no-cache");
         r->job_event = native_event;
         if (map_jobs(r) != 0)
             rc = 0;
     }
-    if (rc == 1 && r->n_jobs == 0) {
+    if (rc == 1 && r->n_jobs == 0 && !r->parent) {
         /* every text is empty: nothing to run (streamed: the last event alone) */
         native_respond(r);
         rc = 0;
     }
 out:
+    return rc;
+}
+
+int srv_native_parse(srv_req *r)
+{
+    json_t *root = srv_req_json_body(r);
+    if (!root)
+        return 0;
+    int rc = parse_root(r, root, 1);
     json_decref(root);
     return rc;
 }
 
+/* Whether text (n bytes) has anything but white space. */
+static int has_text(const char *t, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!strchr(" \t\n\r\f\v", t[i]))
+            return 1;
+    return 0;
+}
+
+/* The serving model text i goes to by its own language (into tgt, or the
+ * first from its source); its name into name. 0, or -1 when none. */
+static int text_model(srv_req *r, const char *text, size_t len, const char *tgt, char *name,
+                      size_t namelen)
+{
+    char src[16];
+    if (srv_detect_source(r->s, text, len, tgt, src, sizeof src) != 0)
+        return -1;
+    srv_pair p[64];
+    int np = srv_models_pairs(r->s->models, p, 64);
+    for (int i = 0; i < np && i < 64; i++)
+        if (!strcmp(p[i].src, src) && (!tgt || !strcmp(p[i].tgt, tgt))) {
+            snprintf(name, namelen, "%s", p[i].name);
+            return 0;
+        }
+    return -1;
+}
+
+/* "model" absent, the source to detect, several texts and models: each text
+ * is detected alone (when our profiles cover the candidate languages, so a
+ * short text is told as well as a long one; else all texts together, as
+ * before) and texts of different models become parts (native_parts). 0: one
+ * model for all (route_native routes), 1: parts made and parsed, -1: an
+ * error recorded. */
+static int route_parts(srv_req *r, json_t *root, const char *const *texts, const size_t *lens,
+                       int n)
+{
+    const char *name = NULL, *src = NULL, *tgt = NULL;
+    if (srv_req_opt_string(r, root, "model", &name) || srv_req_opt_string(r, root, "source", &src) ||
+        srv_req_opt_string(r, root, "target", &tgt))
+        return -1;
+    srv_pair pairs[2];
+    if (name || (src && strcmp(src, "auto")) || n < 2 || srv_models_pairs(r->s->models, pairs, 2) < 2)
+        return 0;
+    srv_langs L;
+    srv_langs_now(r->s, &L);
+    const char *codes[64];
+    int nc = srv_langs_sources(&L, tgt, codes);
+    if (nc < 2 || !srv_langid_profiles_cover(r->s->langid, codes, nc))
+        return 0;
+    char (*model)[128] = srv_req_alloc(r, (size_t)n, sizeof *model);
+    native_parts *np = srv_req_alloc(r, 1, sizeof *np);
+    int *part = srv_req_alloc(r, (size_t)n, sizeof *part);
+    int *local = srv_req_alloc(r, (size_t)n, sizeof *local);
+    srv_req **reqs = srv_req_alloc(r, (size_t)n, sizeof *reqs);
+    if (!model || !np || !part || !local || !reqs) {
+        srv_req_error(r, 500, "internal", NULL, "out of memory");
+        return -1;
+    }
+    int first = -1, k = 0;
+    for (int i = 0; i < n; i++) {
+        if (!has_text(texts[i], lens[i]))
+            continue; /* an empty text goes with the first text that has one */
+        if (text_model(r, texts[i], lens[i], tgt, model[i], sizeof model[i]) != 0) {
+            no_pair(r, "target", "auto", tgt);
+            return -1;
+        }
+        if (first < 0)
+            first = i;
+    }
+    for (int i = 0; i < n; i++) {
+        if (!has_text(texts[i], lens[i]))
+            snprintf(model[i], sizeof model[i], "%s", first >= 0 ? model[first] : "");
+        part[i] = -1;
+        for (int j = 0; j < i && part[i] < 0; j++)
+            if (!strcmp(model[j], model[i]))
+                part[i] = part[j];
+        if (part[i] < 0)
+            part[i] = k++;
+    }
+    if (k < 2)
+        return 0;
+    np->n = 0;
+    np->part = reqs;
+    np->text_part = part;
+    np->text_local = local;
+    r->state = np;
+    r->dialect_free = parts_free;
+    r->n_texts = n;
+    for (int p = 0; p < k; p++) {
+        srv_req *c = srv_req_alloc(r, 1, sizeof *c);
+        json_t *croot = json_deep_copy(root), *ts = json_array();
+        if (!c || !croot || !ts) {
+            json_decref(croot);
+            json_decref(ts);
+            srv_req_error(r, 500, "internal", NULL, "out of memory");
+            return -1;
+        }
+        *c = (srv_req){.s = r->s, .call = r->call, .route = r->route, .ep = r->ep,
+                       .path = r->path, .host = r->host, .query = r->query, .parent = r};
+        reqs[np->n++] = c;
+        int m = 0;
+        const char *pm = NULL;
+        c->text_index = srv_req_alloc(r, (size_t)n, sizeof *c->text_index);
+        if (!c->text_index) {
+            json_decref(croot);
+            json_decref(ts);
+            srv_req_error(r, 500, "internal", NULL, "out of memory");
+            return -1;
+        }
+        for (int i = 0; i < n; i++)
+            if (part[i] == p) {
+                c->text_index[m] = i;
+                local[i] = m++;
+                pm = model[i];
+                json_array_append_new(ts, json_stringn(texts[i], lens[i]));
+            }
+        json_object_set_new(croot, "text", ts);
+        json_object_set_new(croot, "model", json_string(pm));
+        int rc = parse_root(c, croot, 0);
+        json_decref(croot);
+        if (rc != 1)
+            return -1;
+        r->stream = c->stream;
+        for (int j = 0; c->job_text && j < c->n_jobs; j++) /* events carry the request's index */
+            c->job_text[j] = c->text_index[c->job_text[j]];
+    }
+    return 1;
+}
+
 /* POST /v1/translate, the body in: answers (an error; every text empty),
- * or hands the jobs out. */
+ * or hands the jobs out (of each part in turn). */
 static srv_call_next native_body(srv_req *r)
 {
     if (srv_native_parse(r) != 1)
         return SRV_NEXT_ANSWERED;
-    srv_call_next nx = srv_api_submit(r);
-    /* out: from here an error is the stream's last event */
-    r->stream_live = r->stream && nx == SRV_NEXT_PENDING;
-    return nx;
+    native_parts *np = r->dialect_free == parts_free ? r->state : NULL;
+    if (!np) {
+        srv_call_next nx = srv_api_submit(r);
+        /* out: from here an error is the stream's last event */
+        r->stream_live = r->stream && nx == SRV_NEXT_PENDING;
+        return nx;
+    }
+    for (int p = 0; p < np->n; p++) {
+        srv_req *c = np->part[p];
+        if (srv_api_submit(c) != SRV_NEXT_PENDING) {
+            if (p == 0)
+                return SRV_NEXT_ANSWERED; /* nothing out: the refusal answers now */
+            np->failed = 1;               /* answered when the parts out finish */
+            return SRV_NEXT_PENDING;
+        }
+        c->stream_live = r->stream_live = r->stream;
+    }
+    return SRV_NEXT_PENDING;
 }
 
 /* ---- the routes ---------------------------------------------------------- */

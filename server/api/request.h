@@ -125,6 +125,8 @@ struct srv_req {
     int stream_live;
     int *job_text, *job_sent; /* per job: its text and its sentence in it */
     void (*job_event)(srv_req *r, const srv_job *j);
+    srv_req *parent; /* a part of parent (native.c: texts routed each by its language) */
+    int *text_index; /* a part's: each of its texts' index in the request (errors name it) */
 };
 
 #define SRV_STREAM_NONE 0

@@ -111,6 +111,12 @@ json_t *srv_api_text_json(char *t)
 }
 /* ---- requests -> jobs ------------------------------------------------------ */
 
+/* Text i's number in what the client sent (a part's texts are a subset). */
+static int text_no(const srv_req *r, int i)
+{
+    return r->text_index ? r->text_index[i] : i;
+}
+
 /* Sentences of the texts (r->split) unless the request turned splitting
  * off; returns the number of jobs' units (texts and sentences) or -1 with
  * an error recorded. */
@@ -127,7 +133,7 @@ static int split_texts(srv_req *r, const char *const *texts, const size_t *lens,
         char err[256];
         int ns = td_segment(r->model->src_lang, texts[i], lens[i], &sent, err, sizeof err);
         if (ns < 0) {
-            srv_req_error(r, 500, "internal", NULL, "text %d: %s", i, err);
+            srv_req_error(r, 500, "internal", NULL, "text %d: %s", text_no(r, i), err);
             return -1;
         }
         if (ns <= 1) {
@@ -248,7 +254,8 @@ int srv_api_make_jobs(srv_req *r, const char *const *texts, const size_t *lens, 
                              ids, &bad, msg, sizeof msg);
     if (rc == TD_TOK_ETOOLONG && u_sent[bad] < 0) {
         srv_req_error(r, 422, "text_too_long", param,
-                      "text %d has %d tokens; the limit is %d (including </s>)", u_text[bad],
+                      "text %d has %d tokens; the limit is %d (including </s>)",
+                      text_no(r, u_text[bad]),
                       ids[bad].n_full, sm->max_input_tokens);
     } else if (rc == TD_TOK_ETOOLONG) {
         /* where the sentence is, in characters of its text */
@@ -261,7 +268,8 @@ int srv_api_make_jobs(srv_req *r, const char *const *texts, const size_t *lens, 
         srv_req_error(r, 422, "text_too_long", param,
                       "text %d, sentence %d (characters %zu..%zu) has %d tokens; the limit is "
                       "%d (including </s>)",
-                      u_text[bad], u_sent[bad], cs, ce, ids[bad].n_full, sm->max_input_tokens);
+                      text_no(r, u_text[bad]), u_sent[bad], cs, ce, ids[bad].n_full,
+                      sm->max_input_tokens);
     } else if (rc != 0) {
         srv_req_error(r, 500, "internal", NULL, "%s", msg);
     } else {
