@@ -85,32 +85,9 @@ static int post(int port, const char *path, const char *ctype, const char *body,
 }
 
 #define FORM "application/x-www-form-urlencoded"
-#define BOUNDARY "XyZzY0123"
-#define MULTIPART "multipart/form-data; boundary=" BOUNDARY
-
-/* A multipart body of name=value fields (value bytes as given), plus a file
- * part when fname is not NULL. Returns the length. */
-static size_t multipart(char *out, size_t cap, const char *const *kv, int n, const char *fname,
-                        const char *fdata, size_t flen)
-{
-    size_t k = 0;
-    for (int i = 0; i < n; i++)
-        k += (size_t)snprintf(out + k, cap - k,
-                              "--" BOUNDARY "\r\nContent-Disposition: form-data; name=\"%s\""
-                              "\r\n\r\n%s\r\n",
-                              kv[2 * i], kv[2 * i + 1]);
-    if (fname) {
-        k += (size_t)snprintf(out + k, cap - k,
-                              "--" BOUNDARY "\r\nContent-Disposition: form-data; name=\"file\"; "
-                              "filename=\"%s\"\r\nContent-Type: application/octet-stream\r\n\r\n",
-                              fname);
-        memcpy(out + k, fdata, flen);
-        k += flen;
-        k += (size_t)snprintf(out + k, cap - k, "\r\n");
-    }
-    k += (size_t)snprintf(out + k, cap - k, "--" BOUNDARY "--\r\n");
-    return k;
-}
+#define BOUNDARY TC_BOUNDARY
+#define MULTIPART TC_MULTIPART
+#define multipart tc_multipart
 
 /* The native translation of one text. */
 static char *native_text(const char *text)

@@ -35,6 +35,7 @@
 
 #include "clock.h"
 #include "html.h"
+#include "subtitles.h"
 #include "languages.h"
 #include "files.h"
 #include "form.h"
@@ -129,6 +130,7 @@ typedef struct libre_seg {
     const char *text;  /* its source text (alive as long as the request) */
     size_t len;
     int text_idx;      /* its index among the request's texts, -1: copied (source = target) */
+    int keep;          /* not text: written back as it is, never translated nor detected */
 } libre_seg;
 
 typedef struct libre_item {
@@ -139,6 +141,7 @@ typedef struct libre_item {
     size_t lead_n, trail_n;
     char lang[16];     /* source=auto: the detected language */
     double confidence;
+    const srv_sub_piece *sub; /* a subtitle file's piece (verbatim, or a cue's text) */
 } libre_item;
 
 typedef struct srv_libre_req {
@@ -150,6 +153,8 @@ typedef struct srv_libre_req {
     int n_segs, cap_segs;
     char file_name[128];   /* /translate_file: the stored name */
     const char *file_ctype;
+    srv_sub_piece *subs;   /* a .srt or .vtt file's pieces (subtitles.h) */
+    int n_subs;
 } srv_libre_req;
 
 static void libre_req_free(srv_req *r)
@@ -161,6 +166,7 @@ static void libre_req_free(srv_req *r)
         srv_html_free(lr->items[i].doc);
     free(lr->items);
     free(lr->segs);
+    srv_subtitles_free(lr->subs, lr->n_subs);
     json_decref(lr->fields);
     free(lr);
 }
@@ -207,12 +213,14 @@ static char *item_text(const srv_libre_req *lr, const libre_item *it, size_t *n)
 {
     size_t len = 0;
     for (int k = 0; k < it->n_segs; k++)
-        len += lr->segs[it->seg0 + k].len + 1;
+        len += lr->segs[it->seg0 + k].keep ? 0 : lr->segs[it->seg0 + k].len + 1;
     char *t = malloc(len + 1), *w = t;
     if (!t)
         return NULL;
     for (int k = 0; k < it->n_segs; k++) {
         const libre_seg *sg = &lr->segs[it->seg0 + k];
+        if (sg->keep)
+            continue;
         memcpy(w, sg->text, sg->len);
         w += sg->len;
         *w++ = ' ';
@@ -339,7 +347,7 @@ static int route_segments(srv_req *r, srv_libre_req *lr, const char *src, const 
         }
         for (int k = 0; k < it->n_segs; k++) {
             libre_seg *sg = &lr->segs[it->seg0 + k];
-            if (strcmp(from, tgt) != 0) {
+            if (strcmp(from, tgt) != 0 && !sg->keep) {
                 sg->text_idx = *n;
                 (*texts)[*n] = sg->text;
                 (*lens)[*n] = sg->len;
@@ -594,6 +602,33 @@ static int txt_items(srv_libre_req *lr, const char *data, size_t len)
     return 0;
 }
 
+/* A subtitle file's pieces (subtitles.h) as items: a cue's text one
+ * segment, everything else a segment kept as it is. 0, -1 when out of
+ * memory, -2 when it is no subtitle file (why in err). */
+static int subtitle_items(srv_libre_req *lr, const char *data, size_t len, char *err,
+                          size_t errlen)
+{
+    int cues = 0;
+    int rc = srv_subtitles_parse(data, len, &lr->subs, &lr->n_subs, &cues, err, errlen);
+    if (rc != 0)
+        return rc;
+    lr->items = calloc((size_t)lr->n_subs, sizeof *lr->items);
+    if (!lr->items)
+        return -1;
+    for (int i = 0; i < lr->n_subs; i++) {
+        const srv_sub_piece *p = &lr->subs[i];
+        libre_item *it = &lr->items[lr->n_items++];
+        it->sub = p;
+        it->seg0 = lr->n_segs;
+        it->n_segs = 1;
+        if (p->verbatim ? add_seg(lr, p->verbatim, p->verbatim_len)
+                        : add_seg(lr, p->text, p->text_len))
+            return -1;
+        lr->segs[it->seg0].keep = p->verbatim != NULL;
+    }
+    return 0;
+}
+
 static int parse_translate_file(srv_req *r, json_t *f, const srv_form_file *file)
 {
     srv_libre_req *lr = r->state;
@@ -610,7 +645,8 @@ static int parse_translate_file(srv_req *r, json_t *f, const srv_form_file *file
     }
     const char *ext = file_ext(file->name);
     int html = !strcasecmp(ext, ".html") || !strcasecmp(ext, ".htm");
-    if (!html && strcasecmp(ext, ".txt") != 0) {
+    int srt = !strcasecmp(ext, ".srt"), vtt = !strcasecmp(ext, ".vtt");
+    if (!html && !srt && !vtt && strcasecmp(ext, ".txt") != 0) {
         srv_req_error(r, 400, "invalid_request", "file",
                       "Invalid request: file format not supported");
         return -1;
@@ -623,7 +659,10 @@ static int parse_translate_file(srv_req *r, json_t *f, const srv_form_file *file
     json_decref(chk);
     lr->is_file = 1;
     lr->html = html;
-    lr->file_ctype = html ? "text/html; charset=utf-8" : "text/plain; charset=utf-8";
+    lr->file_ctype = html  ? "text/html; charset=utf-8"
+                     : srt ? "application/x-subrip; charset=utf-8"
+                     : vtt ? "text/vtt; charset=utf-8"
+                           : "text/plain; charset=utf-8";
     char safe[80], hex[33];
     secure_name(file->name, safe, sizeof safe);
     if (!safe[0] || !strcmp(safe, file_ext(safe)))
@@ -647,6 +686,12 @@ static int parse_translate_file(srv_req *r, json_t *f, const srv_form_file *file
         rc = lr->items ? (lr->n_items = 1, item_segments(lr, &lr->items[0], file->data, file->len,
                                                          why, sizeof why))
                        : -1;
+    } else if (srt || vtt) {
+        rc = subtitle_items(lr, file->data, file->len, why, sizeof why);
+        if (rc == -2) {
+            srv_req_error(r, 400, "invalid_request", "file", "Invalid request: %s: %s", safe, why);
+            return -1;
+        }
     } else {
         rc = txt_items(lr, file->data, file->len);
     }
@@ -815,6 +860,11 @@ static char *item_translation(srv_req *r, int i, int hyp)
             return NULL;
         t = json_string_value(v);
         n = json_string_length(v);
+    }
+    if (it->sub) { /* a subtitle file: its bytes, or a cue's lines again */
+        char *out = it->sub->verbatim ? strndup(t, n) : srv_subtitles_render(it->sub, t, n);
+        json_decref(v);
+        return out;
     }
     size_t a = lr->is_file ? it->lead_n : 0, c = lr->is_file ? it->trail_n : 0;
     size_t e = it->eol ? strlen(it->eol) : 0;
@@ -994,9 +1044,10 @@ static void answer_settings(srv_req *r)
     srv_langs_now(s, &L);
     const char *tgt = L.np > 0 ? L.p[0].tgt : "und";
     json_t *o = json_pack(
-        "{s:i,s:i,s:b,s:b,s:b,s:b,s:[s,s,s],s:{s:{s:s,s:s},s:{s:s,s:s}}}", "charLimit", -1,
+        "{s:i,s:i,s:b,s:b,s:b,s:b,s:[s,s,s,s,s],s:{s:{s:s,s:s},s:{s:s,s:s}}}", "charLimit", -1,
         "frontendTimeout", 500, "apiKeys", key, "keyRequired", key, "suggestions", 0,
-        "filesTranslation", 1, "supportedFilesFormat", ".txt", ".html", ".htm", "language",
+        "filesTranslation", 1, "supportedFilesFormat", ".txt", ".html", ".htm", ".srt", ".vtt",
+        "language",
         "source", "code", "auto", "name", "Auto Detect", "target", "code", tgt, "name",
         srv_lang_name(tgt));
     respond_json(r, 200, o);

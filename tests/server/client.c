@@ -338,3 +338,25 @@ int tc_daemon_start_model(const char *daemon, const char *model, const char *tmp
     a[n] = NULL;
     return tc_daemon_start(daemon, a, log, 60, pid);
 }
+
+size_t tc_multipart(char *out, size_t cap, const char *const *kv, int n, const char *fname,
+                    const char *fdata, size_t flen)
+{
+    size_t k = 0;
+    for (int i = 0; i < n; i++)
+        k += (size_t)snprintf(out + k, cap - k,
+                              "--" TC_BOUNDARY "\r\nContent-Disposition: form-data; name=\"%s\""
+                              "\r\n\r\n%s\r\n",
+                              kv[2 * i], kv[2 * i + 1]);
+    if (fname) {
+        k += (size_t)snprintf(out + k, cap - k,
+                              "--" TC_BOUNDARY "\r\nContent-Disposition: form-data; name=\"file\"; "
+                              "filename=\"%s\"\r\nContent-Type: application/octet-stream\r\n\r\n",
+                              fname);
+        memcpy(out + k, fdata, flen);
+        k += flen;
+        k += (size_t)snprintf(out + k, cap - k, "\r\n");
+    }
+    k += (size_t)snprintf(out + k, cap - k, "--" TC_BOUNDARY "--\r\n");
+    return k;
+}

@@ -62,4 +62,13 @@ int tc_daemon_wait(pid_t pid, double timeout_s);
 double tc_now(void);
 void tc_sleep_ms(int ms);
 
+
+/* A multipart/form-data body (boundary TC_BOUNDARY) of n name=value fields
+ * kv[2i], kv[2i+1], plus a "file" part named fname with flen bytes of fdata
+ * when fname is not NULL, into out (cap bytes). Returns its length. */
+#define TC_BOUNDARY "XyZzY0123"
+#define TC_MULTIPART "multipart/form-data; boundary=" TC_BOUNDARY
+size_t tc_multipart(char *out, size_t cap, const char *const *kv, int n, const char *fname,
+                    const char *fdata, size_t flen);
+
 #endif

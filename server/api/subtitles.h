@@ -1,0 +1,46 @@
+/*
+ * subtitles.h - SubRip (.srt) and WebVTT (.vtt) files for /translate_file:
+ * the file cut into blocks at its blank lines; a cue's text (the lines
+ * after its timing line) is what is translated, everything else - the
+ * WEBVTT header, NOTE, STYLE and REGION blocks, cue numbers and
+ * identifiers, timing lines with their settings, the blank lines between -
+ * is written back byte for byte.
+ *
+ * A cue's lines are one text for the model (a subtitle's sentence is
+ * broken over its lines for the screen, not by meaning), and its
+ * translation is broken again over as many lines, at the spaces nearest to
+ * an even share of its characters. A cue whose every line starts with "-"
+ * (two speakers) has each line translated alone. A cue wrapped whole in
+ * one <i>, <b> or <u> keeps the wrapping around its translation.
+ */
+#ifndef SRV_SUBTITLES_H
+#define SRV_SUBTITLES_H
+
+#include <stddef.h>
+
+/* One piece of the file: verbatim bytes, or one text to translate. */
+typedef struct srv_sub_piece {
+    const char *verbatim; /* not NULL: these bytes as they are */
+    size_t verbatim_len;
+    char *text;           /* else: the text for the model (owned by the list) */
+    size_t text_len;
+    int lines;            /* its translation broken over this many lines */
+    const char *nl;       /* ... separated by this ("\n" or "\r\n") */
+    const char *open, *close; /* the cue's whole wrapping tag, or "" */
+} srv_sub_piece;
+
+/* The pieces of data (len bytes of UTF-8), in order: their verbatim bytes
+ * and texts' translations written one after another make the file. n: how
+ * many; *cues: how many texts. Returns 0, -1 when out of memory, -2 when
+ * it is no subtitle file (no timing line; why in err). Free with
+ * srv_subtitles_free. */
+int srv_subtitles_parse(const char *data, size_t len, srv_sub_piece **out, int *n, int *cues,
+                        char *err, size_t errlen);
+void srv_subtitles_free(srv_sub_piece *p, int n);
+
+/* A piece's translation t (n bytes) as the file gets it: its wrapping
+ * tags around it, broken over p->lines lines (malloc'd, NUL-terminated;
+ * NULL when out of memory). */
+char *srv_subtitles_render(const srv_sub_piece *p, const char *t, size_t n);
+
+#endif /* SRV_SUBTITLES_H */

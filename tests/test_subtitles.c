@@ -1,0 +1,209 @@
+/*
+ * test_subtitles.c - .srt and .vtt files through LibreTranslate's
+ * /translate_file (server/api/subtitles.c) on the bundled model:
+ *   - cue numbers, timing lines (with their settings), the WEBVTT header,
+ *     NOTE blocks and the blank lines between come back byte for byte, the
+ *     cue count and the line endings (CRLF or LF) too;
+ *   - a cue's lines are one text: its lines joined by spaces are
+ *     /translate's answer for the joined text, broken over as many lines;
+ *   - a whole-cue <i> is kept around the translation; a cue of speakers'
+ *     lines ("- ...") is translated line by line;
+ *   - a file with no cue is refused, naming it.
+ */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "server/client.h"
+#include "server/suite.h"
+
+#ifndef TD_DAEMON
+#error "TD_DAEMON (path of the transformerd executable) must be defined"
+#endif
+
+static char g_tmp[256];
+static int g_port = -1;
+
+/* LibreTranslate's translation of q (English to German). */
+static char *libre(const char *q)
+{
+    json_t *b = json_pack("{s:s,s:s,s:s}", "q", q, "source", "en", "target", "de");
+    char *body = json_dumps(b, 0);
+    json_decref(b);
+    tc_resp r = {0};
+    ck_assert_int_eq(tc_post_json(g_port, "/translate", body, &r), 0);
+    free(body);
+    ck_assert_msg(r.status == 200, "%d %s", r.status, r.body);
+    json_error_t je;
+    json_t *j = json_loads(r.body, 0, &je);
+    char *t = strdup(json_string_value(json_object_get(j, "translatedText")));
+    json_decref(j);
+    tc_resp_free(&r);
+    return t;
+}
+
+/* name with data through /translate_file and /download_file. */
+static char *round_trip(const char *name, const char *data)
+{
+    char body[16384];
+    const char *kv[] = {"source", "en", "target", "de"};
+    size_t n = tc_multipart(body, sizeof body, kv, 2, name, data, strlen(data));
+    char h[128];
+    snprintf(h, sizeof h, "Content-Type: %s\r\n", TC_MULTIPART);
+    tc_resp r = {0};
+    ck_assert_int_eq(tc_request(g_port, "POST", "/translate_file", h, body, n, &r), 0);
+    ck_assert_msg(r.status == 200, "%d %s", r.status, r.body);
+    json_error_t je;
+    json_t *j = json_loads(r.body, 0, &je);
+    const char *url = json_string_value(json_object_get(j, "translatedFileUrl"));
+    ck_assert_ptr_nonnull(url);
+    char path[512];
+    snprintf(path, sizeof path, "%s", strstr(url, "/download_file/"));
+    json_decref(j);
+    tc_resp_free(&r);
+    ck_assert_int_eq(tc_request(g_port, "GET", path, NULL, NULL, 0, &r), 0);
+    ck_assert_int_eq(r.status, 200);
+    char *out = strndup(r.body, r.body_len);
+    tc_resp_free(&r);
+    return out;
+}
+
+/* t's lines at nl (malloc'd array of malloc'd strings). */
+static int split_lines(const char *t, const char *nl, char ***out)
+{
+    int n = 0, cap = 64;
+    char **l = malloc((size_t)cap * sizeof *l);
+    for (const char *p = t;;) {
+        const char *e = strstr(p, nl);
+        if (n == cap)
+            l = realloc(l, (size_t)(cap *= 2) * sizeof *l);
+        l[n++] = e ? strndup(p, (size_t)(e - p)) : strdup(p);
+        if (!e)
+            break;
+        p = e + strlen(nl);
+    }
+    *out = l;
+    return n;
+}
+
+/* src and its translation got, line by line (lines ending in nl): every
+ * line up to and including a cue's timing line, and the blank lines, the
+ * same; a cue's text lines as many, which joined by spaces are want[cue]. */
+static void check(const char *src, const char *got, const char *nl, const char *const *want,
+                  int cues)
+{
+    char **a, **b;
+    int na = split_lines(src, nl, &a), nb = split_lines(got, nl, &b);
+    ck_assert_msg(na == nb, "%d lines, the source has %d:\n%s", nb, na, got);
+    int cue = 0, in_text = 0;
+    char joined[4096] = "";
+    for (int i = 0; i <= na; i++) {
+        if (in_text && (i == na || !a[i][0])) {
+            ck_assert_msg(cue < cues, "more cues than %d", cues);
+            ck_assert_str_eq(joined, want[cue]);
+            cue++;
+            in_text = 0;
+            joined[0] = 0;
+        }
+        if (i == na)
+            break;
+        if (in_text) {
+            ck_assert_msg(b[i][0], "line %d of a cue is empty:\n%s", i, got);
+            snprintf(joined + strlen(joined), sizeof joined - strlen(joined), "%s%s",
+                     joined[0] ? " " : "", b[i]);
+            continue;
+        }
+        ck_assert_str_eq(b[i], a[i]);
+        in_text = strstr(a[i], "-->") != NULL;
+    }
+    ck_assert_int_eq(cue, cues);
+    for (int i = 0; i < na; i++)
+        free(a[i]);
+    for (int i = 0; i < nb; i++)
+        free(b[i]);
+    free(a);
+    free(b);
+}
+
+START_TEST(test_srt)
+{
+    const char *srt = "1\r\n00:00:01,000 --> 00:00:03,500\r\nSave the file\r\nbefore closing "
+                      "the window.\r\n\r\n2\r\n00:00:04,000 --> 00:00:06,000\r\n<i>Where is the "
+                      "station?</i>\r\n\r\n3\r\n00:00:07,000 --> 00:00:09,000\r\n- Good "
+                      "morning.\r\n- The disk is full.\r\n";
+    char *t1 = libre("Save the file before closing the window.");
+    char *t2 = libre("Where is the station?");
+    char *t3 = libre("- Good morning."), *t4 = libre("- The disk is full.");
+    char w2[512], w3[512];
+    snprintf(w2, sizeof w2, "<i>%s</i>", t2);
+    snprintf(w3, sizeof w3, "%s %s", t3, t4);
+    const char *want[] = {t1, w2, w3};
+    char *got = round_trip("film.srt", srt);
+    check(srt, got, "\r\n", want, 3);
+    /* the speakers' cue: each line its own translation */
+    char lines[1024];
+    snprintf(lines, sizeof lines, "\r\n%s\r\n%s\r\n", t3, t4);
+    ck_assert_msg(strstr(got, lines) != NULL, "no lines '%s' / '%s' in:\n%s", t3, t4, got);
+    free(got);
+    free(t1);
+    free(t2);
+    free(t3);
+    free(t4);
+}
+END_TEST
+
+START_TEST(test_vtt)
+{
+    const char *vtt = "WEBVTT\n\nNOTE not a cue\n\nintro\n00:00.000 --> 00:02.000 align:start\n"
+                      "Open the window\nand close the door.\n\n00:03.000 --> 00:05.000\nThe test "
+                      "failed again.\n";
+    char *t1 = libre("Open the window and close the door."), *t2 = libre("The test failed again.");
+    const char *want[] = {t1, t2};
+    char *got = round_trip("talk.vtt", vtt);
+    check(vtt, got, "\n", want, 2);
+    free(got);
+    free(t1);
+    free(t2);
+}
+END_TEST
+
+START_TEST(test_no_cue)
+{
+    char body[2048], h[128];
+    const char *kv[] = {"source", "en", "target", "de"};
+    const char *bad = "no timing line here\n";
+    size_t n = tc_multipart(body, sizeof body, kv, 2, "bad.srt", bad, strlen(bad));
+    snprintf(h, sizeof h, "Content-Type: %s\r\n", TC_MULTIPART);
+    tc_resp r = {0};
+    ck_assert_int_eq(tc_request(g_port, "POST", "/translate_file", h, body, n, &r), 0);
+    ck_assert_msg(r.status == 400 && strstr(r.body, "bad.srt") && strstr(r.body, "no subtitle cue"),
+                  "%d %s", r.status, r.body);
+    tc_resp_free(&r);
+}
+END_TEST
+
+int main(void)
+{
+    snprintf(g_tmp, sizeof g_tmp, "/tmp/td_subtitles.XXXXXX");
+    if (!mkdtemp(g_tmp))
+        return 1;
+    tc_io_timeout_s = 300;
+    const char *args[] = {"--workers", "1", NULL};
+    pid_t pid;
+    g_port = tc_daemon_start_model(TD_DAEMON, TD_BUNDLED_MODEL, g_tmp, "subtitles", args, &pid);
+    if (g_port <= 0) {
+        fprintf(stderr, "the daemon did not start; see %s\n", g_tmp);
+        return 1;
+    }
+    Suite *s = suite_create("subtitles");
+    TCase *tc = tcase_create("files");
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, test_srt);
+    tcase_add_test(tc, test_vtt);
+    tcase_add_test(tc, test_no_cue);
+    suite_add_tcase(s, tc);
+    return tc_run_suite(s, pid, g_tmp);
+}
