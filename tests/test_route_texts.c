@@ -170,12 +170,9 @@ int main(void)
     if (!mkdtemp(g_tmp))
         return 1;
     tc_io_timeout_s = 300;
-    char en_de[600], de_en[600];
-    snprintf(en_de, sizeof en_de, "en-de=%s", TD_BUNDLED_MODEL);
-    snprintf(de_en, sizeof de_en, "de-en=%s/../de-en", TD_BUNDLED_MODEL);
-    const char *args[] = {"--model", de_en, "--workers", "1", "--cache-bytes", "0", NULL};
+    const char *args[] = {"--workers", "1", "--cache-bytes", "0", NULL};
     pid_t pid;
-    g_port = tc_daemon_start_model(TD_DAEMON, en_de, g_tmp, "route", args, &pid);
+    g_port = tc_daemon_start_both(TD_DAEMON, TD_BUNDLED_MODEL, g_tmp, "route", args, &pid);
     if (g_port <= 0) {
         fprintf(stderr, "the daemon did not start; see %s\n", g_tmp);
         return 1;

@@ -339,6 +339,22 @@ int tc_daemon_start_model(const char *daemon, const char *model, const char *tmp
     return tc_daemon_start(daemon, a, log, 60, pid);
 }
 
+int tc_daemon_start_both(const char *daemon, const char *en_de, const char *tmpdir,
+                         const char *name, const char *const *args, pid_t *pid)
+{
+    char a_de[4200], de_en[4200];
+    snprintf(a_de, sizeof a_de, "en-de=%s", en_de);
+    snprintf(de_en, sizeof de_en, "de-en=%s/../de-en", en_de);
+    const char *a[48];
+    int n = 0;
+    a[n++] = "--model";
+    a[n++] = de_en;
+    for (int i = 0; args[i] && n < 47; i++)
+        a[n++] = args[i];
+    a[n] = NULL;
+    return tc_daemon_start_model(daemon, a_de, tmpdir, name, a, pid);
+}
+
 size_t tc_multipart(char *out, size_t cap, const char *const *kv, int n, const char *fname,
                     const char *fdata, size_t flen)
 {

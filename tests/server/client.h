@@ -54,6 +54,10 @@ int tc_log_has(const char *log_path, const char *needle);
  * way to start one. */
 int tc_daemon_start_model(const char *daemon, const char *model, const char *tmpdir,
                           const char *name, const char *const *args, pid_t *pid);
+/* tc_daemon_start_model of both bundled models: en_de (models/en-de) as
+ * "en-de" and the de-en beside it as "de-en", with args. */
+int tc_daemon_start_both(const char *daemon, const char *en_de, const char *tmpdir,
+                         const char *name, const char *const *args, pid_t *pid);
 /* Waits up to timeout_s for pid to exit; returns its exit status, or -1
  * (killed with SIGKILL) on timeout or abnormal exit. */
 int tc_daemon_wait(pid_t pid, double timeout_s);
