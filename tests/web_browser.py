@@ -149,6 +149,7 @@ def main():
     try:
         d = browser()
         run(d, dm, shots)
+        run_file(d, dm)
         run_docs(d, dm)
         run_key(d, exe, model)
     finally:
@@ -429,6 +430,51 @@ def run(d, dm, shots):
     check(upd["partial"] >= 6, "the partial results were drawn %d times for 6 sentences"
           % upd["partial"])
     check(not d.find_element(By.ID, "progress").is_displayed(), "the bar stays after the answer")
+    console_errors(d)
+
+
+def run_file(d, dm):
+    """The file section: a .srt chosen, translated through /translate_file,
+    its download the daemon's translation of the same file."""
+    import http.client
+    import tempfile
+    srt = ("1\n00:00:01,000 --> 00:00:02,000\nHello world\n\n2\n00:00:03,000 --> "
+           "00:00:04,000\nThe cat sat on the mat.\n")
+    with tempfile.TemporaryDirectory(prefix="td-web-file-") as tmp:
+        path = os.path.join(tmp, "clip.srt")
+        with open(path, "w") as f:
+            f.write(srt)
+        d.get(dm.base + "/")
+        wait(d, lambda: NAME in d.find_element(By.ID, "served").text, "reload for the file")
+        check(d.find_element(By.ID, "fgo").get_attribute("disabled") is not None,
+              "the file button is enabled with no file")
+        d.find_element(By.ID, "file").send_keys(path)
+        wait(d, lambda: d.find_element(By.ID, "fgo").get_attribute("disabled") is None,
+             "the file button stays disabled after choosing a file")
+        d.find_element(By.ID, "fgo").click()
+        wait(d, lambda: d.find_element(By.ID, "fdownload").is_displayed(),
+             "no download link after translating the file: %s" %
+             d.find_element(By.ID, "error").text)
+        link = d.find_element(By.ID, "fdownload")
+        check(link.get_attribute("download") == "clip.srt",
+              "the download is named %r" % link.get_attribute("download"))
+        href = link.get_attribute("href")
+        check(href.startswith(dm.base + "/download_file/"), "download link %r" % href)
+        got = dm.get(href[len(dm.base):])
+        check(got[0] == 200, "the download: %d" % got[0])
+        # the same file through the API: the same translation
+        boundary = "XyZzYfile"
+        body = ("--%s\r\nContent-Disposition: form-data; name=\"source\"\r\n\r\nen\r\n"
+                "--%s\r\nContent-Disposition: form-data; name=\"target\"\r\n\r\nde\r\n"
+                "--%s\r\nContent-Disposition: form-data; name=\"file\"; filename=\"clip.srt\"\r\n"
+                "\r\n%s\r\n--%s--\r\n" % (boundary, boundary, boundary, srt, boundary)).encode()
+        c = http.client.HTTPConnection("127.0.0.1", dm.port, timeout=60)
+        c.request("POST", "/translate_file", body,
+                  {"Content-Type": "multipart/form-data; boundary=" + boundary})
+        url = json.loads(c.getresponse().read())["translatedFileUrl"]
+        want = dm.get(url[url.index("/download_file/"):])
+        check(got[2] == want[2], "the page's file %r, the API's %r" % (got[2], want[2]))
+        check(b"00:00:03,000 --> 00:00:04,000" in got[2], "timing lost: %r" % got[2])
     console_errors(d)
 
 

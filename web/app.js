@@ -13,8 +13,9 @@ const KEY = 'transformerd-api-key';
 class ApiError extends Error {
   constructor(status, body) {
     const e = body && body.error;
-    // the native error object {"error":{"code","message","param"}}
-    super(e && typeof e.message === 'string' ? e.message : 'HTTP ' + status);
+    // the native error object {"error":{"code","message","param"}}, or
+    // LibreTranslate's {"error": "message"} (the file endpoint)
+    super(typeof e === 'string' ? e : e && typeof e.message === 'string' ? e.message : 'HTTP ' + status);
     this.status = status;
     this.code = e && e.code;
     this.param = e && e.param;
@@ -104,8 +105,15 @@ async function loadModels() {
       o.textContent = 'by the text\u2019s language';
       sel.append(o);
     }
+    const targets = $('ftarget');
+    targets.textContent = '';
     for (const m of data.models) {
       MODELS[m.name] = m.languages;
+      if (![...targets.options].some((o) => o.value === m.languages.target)) {
+        const t = document.createElement('option');
+        t.value = t.textContent = m.languages.target;
+        targets.append(t);
+      }
       const o = document.createElement('option');
       o.value = m.name;
       o.textContent = m.name + ' (' + m.languages.source + ' \u2192 ' + m.languages.target + ')';
@@ -563,6 +571,58 @@ function renderGrid() {
   });
 }
 
+// ---- a file ---------------------------------------------------------------
+
+let chosenFile = null;
+
+function chooseFile(f) {
+  chosenFile = f || null;
+  $('fgo').disabled = !chosenFile;
+  $('fdownload').hidden = true;
+  $('fstatus').textContent = chosenFile ? chosenFile.name + ' (' + chosenFile.size + ' bytes)' : '';
+}
+
+// The file through LibreTranslate's POST /translate_file (the model picked
+// above gives its source, else the daemon detects it), then its download.
+async function translateFile() {
+  if (!chosenFile) return;
+  showError(null);
+  const m = MODELS[$('model').value];
+  const form = new FormData();
+  form.append('file', chosenFile, chosenFile.name);
+  form.append('source', m ? m.source : 'auto');
+  form.append('target', m ? m.target : $('ftarget').value);
+  const headers = {};
+  const key = sessionStorage.getItem(KEY);
+  if (key) headers.Authorization = 'Bearer ' + key;
+  $('fgo').disabled = true;
+  $('fprogress').hidden = false;
+  $('fprogress').removeAttribute('value');
+  $('fstatus').textContent = 'Translating ' + chosenFile.name + '…';
+  const t0 = performance.now();
+  try {
+    const res = await fetch('/translate_file', { method: 'POST', headers, body: form });
+    let data = null;
+    try { data = await res.json(); } catch (e) { data = null; }
+    if (!res.ok) throw new ApiError(res.status, data);
+    // the daemon names the file on its own origin: the path is all we need
+    const url = new URL(data.translatedFileUrl, location.href);
+    const a = $('fdownload');
+    a.href = url.pathname;
+    a.download = decodeURIComponent(url.pathname.split('/').pop().replace(/^[0-9a-f]{32}\./, ''));
+    a.textContent = 'Download ' + a.download;
+    a.hidden = false;
+    $('fstatus').textContent = chosenFile.name + ' translated in ' +
+      Math.round(performance.now() - t0) + ' ms';
+  } catch (err) {
+    $('fstatus').textContent = '';
+    showError(err);
+  } finally {
+    $('fgo').disabled = false;
+    $('fprogress').hidden = true;
+  }
+}
+
 // ---- page weight, key, wiring ------------------------------------------
 
 function reportWeight() {
@@ -588,6 +648,16 @@ function init() {
     clearTimeout(resizing);
     resizing = setTimeout(() => { if (!$('map').hidden) render(); }, 100);
   });
+  $('file').addEventListener('change', () => chooseFile($('file').files[0]));
+  const drop = $('drop');
+  drop.addEventListener('dragover', (e) => { e.preventDefault(); drop.classList.add('over'); });
+  drop.addEventListener('dragleave', () => drop.classList.remove('over'));
+  drop.addEventListener('drop', (e) => {
+    e.preventDefault();
+    drop.classList.remove('over');
+    chooseFile(e.dataTransfer.files[0]);
+  });
+  $('fgo').addEventListener('click', translateFile);
   $('keysave').addEventListener('click', () => {
     sessionStorage.setItem(KEY, $('key').value);
     $('key').value = '';
