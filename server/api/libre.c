@@ -34,6 +34,7 @@
 #include <jansson.h>
 
 #include "clock.h"
+#include "catalog.h"
 #include "html.h"
 #include "subtitles.h"
 #include "languages.h"
@@ -142,6 +143,7 @@ typedef struct libre_item {
     char lang[16];     /* source=auto: the detected language */
     double confidence;
     const srv_sub_piece *sub; /* a subtitle file's piece (verbatim, or a cue's text) */
+    srv_catalog *cat;  /* a .ts/.xlf/.xliff catalogue: its units the segments */
 } libre_item;
 
 typedef struct srv_libre_req {
@@ -162,8 +164,10 @@ static void libre_req_free(srv_req *r)
     srv_libre_req *lr = r->state;
     if (!lr)
         return;
-    for (int i = 0; i < lr->n_items; i++)
+    for (int i = 0; i < lr->n_items; i++) {
         srv_html_free(lr->items[i].doc);
+        srv_catalog_free(lr->items[i].cat);
+    }
     free(lr->items);
     free(lr->segs);
     srv_subtitles_free(lr->subs, lr->n_subs);
@@ -646,7 +650,8 @@ static int parse_translate_file(srv_req *r, json_t *f, const srv_form_file *file
     const char *ext = file_ext(file->name);
     int html = !strcasecmp(ext, ".html") || !strcasecmp(ext, ".htm");
     int srt = !strcasecmp(ext, ".srt"), vtt = !strcasecmp(ext, ".vtt");
-    if (!html && !srt && !vtt && strcasecmp(ext, ".txt") != 0) {
+    int cat = !strcasecmp(ext, ".ts") || !strcasecmp(ext, ".xlf") || !strcasecmp(ext, ".xliff");
+    if (!html && !srt && !vtt && !cat && strcasecmp(ext, ".txt") != 0) {
         srv_req_error(r, 400, "invalid_request", "file",
                       "Invalid request: file format not supported");
         return -1;
@@ -660,6 +665,7 @@ static int parse_translate_file(srv_req *r, json_t *f, const srv_form_file *file
     lr->is_file = 1;
     lr->html = html;
     lr->file_ctype = html  ? "text/html; charset=utf-8"
+                     : cat ? "application/xml; charset=utf-8"
                      : srt ? "application/x-subrip; charset=utf-8"
                      : vtt ? "text/vtt; charset=utf-8"
                            : "text/plain; charset=utf-8";
@@ -686,6 +692,22 @@ static int parse_translate_file(srv_req *r, json_t *f, const srv_form_file *file
         rc = lr->items ? (lr->n_items = 1, item_segments(lr, &lr->items[0], file->data, file->len,
                                                          why, sizeof why))
                        : -1;
+    } else if (cat) { /* one item, a segment a unit (catalog.h) */
+        lr->items = calloc(1, sizeof *lr->items);
+        rc = lr->items ? srv_catalog_parse(file->data, file->len,
+                                           !falsy(json_object_get(f, "overwrite")),
+                                           &lr->items[0].cat, why, sizeof why)
+                       : -1;
+        lr->n_items = lr->items ? 1 : 0;
+        for (int k = 0; rc == 0 && k < srv_catalog_n(lr->items[0].cat); k++) {
+            const char *u = srv_catalog_source(lr->items[0].cat, k);
+            rc = add_seg(lr, u, strlen(u));
+            lr->items[0].n_segs++;
+        }
+        if (rc == -2) {
+            srv_req_error(r, 400, "invalid_request", "file", "Invalid request: %s: %s", safe, why);
+            return -1;
+        }
     } else if (srt || vtt) {
         rc = subtitle_items(lr, file->data, file->len, why, sizeof why);
         if (rc == -2) {
@@ -837,18 +859,21 @@ static char *item_translation(srv_req *r, int i, int hyp)
 {
     srv_libre_req *lr = r->state;
     libre_item *it = &lr->items[i];
-    if (it->doc) {
+    if (it->doc || it->cat) {
         for (int k = 0; k < it->n_segs; k++) {
             const libre_seg *sg = &lr->segs[it->seg0 + k];
             if (sg->text_idx < 0)
                 continue;
             json_t *v = srv_api_text_value(r, sg->text_idx, 0);
-            int rc = v ? srv_html_set(it->doc, k, json_string_value(v)) : -1;
+            int rc = !v ? -1
+                     : it->doc ? srv_html_set(it->doc, k, json_string_value(v))
+                               : srv_catalog_set(it->cat, k, json_string_value(v)) < 0;
             json_decref(v);
             if (rc != 0)
                 return NULL;
         }
-        return srv_html_render(it->doc);
+        size_t n;
+        return it->doc ? srv_html_render(it->doc) : srv_catalog_render(it->cat, &n);
     }
     const libre_seg *sg = &lr->segs[it->seg0];
     json_t *v = NULL;
@@ -943,6 +968,8 @@ static void respond_file(srv_req *r)
         sprintf(url, "http://%s/download_file/%s", r->host ? r->host : "localhost",
                 lr->file_name);
     json_object_set_new(root, "translatedFileUrl", take_string(url));
+    if (lr->n_items == 1 && lr->items[0].cat) /* units left for a person (catalog.h) */
+        json_object_set_new(root, "keptUnits", json_integer(srv_catalog_kept(lr->items[0].cat)));
     respond_json(r, 200, root);
 }
 
@@ -1044,10 +1071,10 @@ static void answer_settings(srv_req *r)
     srv_langs_now(s, &L);
     const char *tgt = L.np > 0 ? L.p[0].tgt : "und";
     json_t *o = json_pack(
-        "{s:i,s:i,s:b,s:b,s:b,s:b,s:[s,s,s,s,s],s:{s:{s:s,s:s},s:{s:s,s:s}}}", "charLimit", -1,
+        "{s:i,s:i,s:b,s:b,s:b,s:b,s:[s,s,s,s,s,s,s,s],s:{s:{s:s,s:s},s:{s:s,s:s}}}", "charLimit", -1,
         "frontendTimeout", 500, "apiKeys", key, "keyRequired", key, "suggestions", 0,
         "filesTranslation", 1, "supportedFilesFormat", ".txt", ".html", ".htm", ".srt", ".vtt",
-        "language",
+        ".ts", ".xlf", ".xliff", "language",
         "source", "code", "auto", "name", "Auto Detect", "target", "code", tgt, "name",
         srv_lang_name(tgt));
     respond_json(r, 200, o);

@@ -1,0 +1,206 @@
+/*
+ * test_catalog.c - the XML catalogues of /translate_file
+ * (server/service/catalog.c), without a model:
+ *   - placeholders: printf (%s, %1$d, %-5.2f, %%), Python's %(name)s, Qt's
+ *     %1, %n, %L2, braces {0} {name}; the same multiset in any order;
+ *   - a unit whose translation loses or adds one is left as it was and
+ *     counted;
+ *   - which units are taken (untranslated, or every one with overwrite;
+ *     not translate="no", not obsolete, not a source with markup) and where
+ *     the translation goes in TS, XLIFF 1.2 and 2.0;
+ *   - refused: not XML, another root, an XLIFF of another version; an
+ *     external entity is never read and a billion-laughs file does not
+ *     expand.
+ */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "catalog.h"
+
+static void ph_eq(const char *a, const char *b, int same)
+{
+    char x[512], y[512];
+    ck_assert_int_eq(srv_catalog_placeholders(a, x, sizeof x), 0);
+    ck_assert_int_eq(srv_catalog_placeholders(b, y, sizeof y), 0);
+    ck_assert_msg((strcmp(x, y) == 0) == same, "'%s' / '%s': %s", a, b, same ? "differ" : "same");
+}
+
+START_TEST(test_placeholders)
+{
+    ph_eq("Hello %s, %d new", "Hallo %s, %d neu", 1);
+    ph_eq("%1$s of %2$d", "%2$d von %1$s", 1);
+    ph_eq("%-5.2f%% done", "%-5.2f%% fertig", 1);
+    ph_eq("100%% sure", "100 % sicher", 1); /* %% and a lone % are no placeholder */
+    ph_eq("%(name)s saved", "%(name)s gespeichert", 1);
+    ph_eq("%(name)s saved", "%(nom)s gespeichert", 0);
+    ph_eq("Open %1 of %2", "%2: %1 öffnen", 1);
+    ph_eq("%n file(s)", "%n Datei(en)", 1);
+    ph_eq("%L1 bytes", "%1 Bytes", 0);
+    ph_eq("{0} of {total}", "{total}: {0}", 1);
+    ph_eq("{0} of {total}", "{0} von {gesamt}", 0);
+    ph_eq("Hello %s", "Hallo", 0);
+    ph_eq("Hello", "Hallo %s", 0);
+    ph_eq("%s and %s", "%s und", 0);
+    char small[4];
+    ck_assert_int_eq(srv_catalog_placeholders("%s %d %f", small, sizeof small), -1);
+}
+END_TEST
+
+static srv_catalog *parse(const char *xml, int overwrite)
+{
+    srv_catalog *c = NULL;
+    char err[256];
+    int rc = srv_catalog_parse(xml, strlen(xml), overwrite, &c, err, sizeof err);
+    ck_assert_msg(rc == 0, "%d %s", rc, err);
+    return c;
+}
+
+static char *render(srv_catalog *c)
+{
+    size_t n = 0;
+    char *t = srv_catalog_render(c, &n);
+    ck_assert_ptr_nonnull(t);
+    ck_assert_uint_eq(strlen(t), n);
+    return t;
+}
+
+START_TEST(test_ts)
+{
+    const char *ts =
+        "<?xml version=\"1.0\" encoding=\"utf-8\"?>\n<!DOCTYPE TS>\n<TS version=\"2.1\">\n"
+        "<context><name>W</name>\n"
+        "<message><source>Save?</source><translation type=\"unfinished\"></translation></message>\n"
+        "<message><source>Done</source><translation>Fertig</translation></message>\n"
+        "<message numerus=\"yes\"><source>%n files</source><translation type=\"unfinished\">"
+        "<numerusform></numerusform><numerusform></numerusform></translation></message>\n"
+        "<message><source>Old</source><translation type=\"obsolete\"></translation></message>\n"
+        "<message><source>Open %1</source></message>\n"
+        "</context></TS>\n";
+    srv_catalog *c = parse(ts, 0);
+    ck_assert_int_eq(srv_catalog_n(c), 3);
+    ck_assert_str_eq(srv_catalog_source(c, 0), "Save?");
+    ck_assert_str_eq(srv_catalog_source(c, 1), "%n files");
+    ck_assert_str_eq(srv_catalog_source(c, 2), "Open %1");
+    ck_assert_int_eq(srv_catalog_set(c, 0, "Speichern?"), 1);
+    ck_assert_int_eq(srv_catalog_set(c, 1, "%n Dateien"), 1);
+    ck_assert_int_eq(srv_catalog_set(c, 2, "Öffnen"), 0); /* %1 lost */
+    ck_assert_int_eq(srv_catalog_kept(c), 1);
+    char *t = render(c);
+    ck_assert_msg(strstr(t, "<translation type=\"unfinished\">Speichern?</translation>"), "%s", t);
+    ck_assert_msg(strstr(t, "<numerusform>%n Dateien</numerusform><numerusform>%n "
+                            "Dateien</numerusform>"), "%s", t);
+    ck_assert_msg(strstr(t, "<translation>Fertig</translation>"), "%s", t);
+    ck_assert_msg(strstr(t, "<message><source>Open %1</source></message>"), "%s", t);
+    ck_assert_msg(strstr(t, "<!DOCTYPE TS>"), "%s", t);
+    free(t);
+    srv_catalog_free(c);
+    /* overwrite: the translated one too, never the obsolete */
+    c = parse(ts, 1);
+    ck_assert_int_eq(srv_catalog_n(c), 4);
+    srv_catalog_free(c);
+}
+END_TEST
+
+START_TEST(test_xliff)
+{
+    const char *x1 =
+        "<xliff version=\"1.2\" xmlns=\"urn:oasis:names:tc:xliff:document:1.2\"><file><body>"
+        "<trans-unit id=\"1\"><source>Close</source></trans-unit>"
+        "<trans-unit id=\"2\"><source>Keep</source><target>Behalten</target></trans-unit>"
+        "<trans-unit id=\"3\" translate=\"no\"><source>ACME</source></trans-unit>"
+        "<trans-unit id=\"4\"><source>Click <g id=\"b\">here</g></source></trans-unit>"
+        "<trans-unit id=\"5\"><source>Hi %s</source><target/></trans-unit>"
+        "</body></file></xliff>";
+    srv_catalog *c = parse(x1, 0);
+    ck_assert_int_eq(srv_catalog_n(c), 2);
+    ck_assert_int_eq(srv_catalog_kept(c), 1); /* the <g> */
+    ck_assert_int_eq(srv_catalog_set(c, 0, "Schließen"), 1);
+    ck_assert_int_eq(srv_catalog_set(c, 1, "Hallo %s"), 1);
+    char *t = render(c);
+    ck_assert_msg(strstr(t, "<source>Close</source><target state=\"needs-review-translation\">"
+                            "Schließen</target>"), "%s", t);
+    ck_assert_msg(strstr(t, "<target state=\"needs-review-translation\">Hallo %s</target>"), "%s",
+                  t);
+    ck_assert_msg(strstr(t, "<target>Behalten</target>"), "%s", t);
+    free(t);
+    srv_catalog_free(c);
+    const char *x2 = "<xliff xmlns=\"urn:oasis:names:tc:xliff:document:2.0\" version=\"2.0\" "
+                     "srcLang=\"en\"><file id=\"f\"><unit id=\"u\"><segment><source>Go</source>"
+                     "</segment></unit><unit id=\"v\" translate=\"no\"><segment><source>X"
+                     "</source></segment></unit></file></xliff>";
+    c = parse(x2, 0);
+    ck_assert_int_eq(srv_catalog_n(c), 1);
+    ck_assert_int_eq(srv_catalog_set(c, 0, "Los"), 1);
+    t = render(c);
+    ck_assert_msg(strstr(t, "<segment state=\"translated\"><source>Go</source><target>Los</target>"),
+                  "%s", t);
+    free(t);
+    srv_catalog_free(c);
+}
+END_TEST
+
+START_TEST(test_refused)
+{
+    static const char *const bad[][2] = {
+        {"<TS><message>", "well-formed"},
+        {"<html><body/></html>", "not a Qt TS or XLIFF"},
+        {"<xliff version=\"3.0\"/>", "not a Qt TS or XLIFF"},
+        {"", "well-formed"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        srv_catalog *c = NULL;
+        char err[256] = "";
+        ck_assert_int_eq(srv_catalog_parse(bad[i][0], strlen(bad[i][0]), 0, &c, err, sizeof err), -2);
+        ck_assert_ptr_null(c);
+        ck_assert_msg(strstr(err, bad[i][1]), "case %zu: %s", i, err);
+    }
+    /* an external entity: never read (the unit's source holds a reference,
+     * not /etc/hostname's text, so it is not plain text and is kept) */
+    const char *xxe = "<?xml version=\"1.0\"?><!DOCTYPE TS [<!ENTITY x SYSTEM \"file:///etc/hostname\">]>"
+                      "<TS><context><message><source>&x;</source></message></context></TS>";
+    srv_catalog *c = parse(xxe, 0);
+    ck_assert_int_eq(srv_catalog_n(c), 0);
+    char *t = render(c);
+    ck_assert_msg(strstr(t, "&x;"), "%s", t);
+    free(t);
+    srv_catalog_free(c);
+    /* a billion laughs: not expanded (kept as references, or refused) */
+    char lol[4096];
+    size_t k = (size_t)snprintf(lol, sizeof lol, "<?xml version=\"1.0\"?><!DOCTYPE TS [<!ENTITY l0 \"lol\">");
+    for (int i = 1; i < 10; i++)
+        k += (size_t)snprintf(lol + k, sizeof lol - k,
+                              "<!ENTITY l%d \"&l%d;&l%d;&l%d;&l%d;&l%d;&l%d;&l%d;&l%d;&l%d;&l%d;\">", i,
+                              i - 1, i - 1, i - 1, i - 1, i - 1, i - 1, i - 1, i - 1, i - 1, i - 1);
+    snprintf(lol + k, sizeof lol - k, "]><TS><context><message><source>&l9;</source></message>"
+                                      "</context></TS>");
+    c = NULL;
+    char err[256];
+    int rc = srv_catalog_parse(lol, strlen(lol), 0, &c, err, sizeof err);
+    ck_assert(rc == 0 || rc == -2);
+    if (rc == 0) {
+        ck_assert_int_eq(srv_catalog_n(c), 0);
+        t = render(c);
+        ck_assert_uint_lt(strlen(t), 2 * strlen(lol));
+        free(t);
+        srv_catalog_free(c);
+    }
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("catalog");
+    TCase *tc = tcase_create("catalog");
+    tcase_add_test(tc, test_placeholders);
+    tcase_add_test(tc, test_ts);
+    tcase_add_test(tc, test_xliff);
+    tcase_add_test(tc, test_refused);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
