@@ -170,9 +170,9 @@ int srv_catalog_parse(const char *data, size_t len, int overwrite, srv_catalog *
     else if (named(root, "xliff") && attr_is(root, "version", "2.0"))
         kind = CAT_XLIFF2;
     if (kind < 0) {
-        xmlFreeDoc(doc);
         snprintf(err, errlen, "not a Qt TS or XLIFF 1.x/2.0 document (root <%s>)",
                  root ? (const char *)root->name : "none");
+        xmlFreeDoc(doc);
         return -2;
     }
     srv_catalog *c = calloc(1, sizeof *c);
