@@ -264,6 +264,20 @@ static int detect_source(srv_req *r, const char *const *texts, const size_t *len
     return rc;
 }
 
+/* The model from src into tgt, or with tgt NULL the first model from src;
+ * with a reference (srv_model_put), or NULL. */
+static srv_model *model_from(srv_models *ms, const char *src, const char *tgt)
+{
+    if (tgt)
+        return srv_models_get_pair(ms, src, tgt);
+    srv_pair p[64];
+    int np = srv_models_pairs(ms, p, 64);
+    for (int i = 0; i < np && i < 64; i++)
+        if (!strcmp(p[i].src, src))
+            return srv_models_get_pair(ms, src, p[i].tgt);
+    return NULL;
+}
+
 /* The model a request is for, with the request's reference (r->model):
  * "model" by name; else "source"/"target" (source "auto" or absent:
  * language identification among the sources of the models into target,
@@ -314,16 +328,7 @@ static int route_native(srv_req *r, json_t *root, const char *const *texts, cons
             return -1;
         src = detected;
     }
-    if (tgt) {
-        r->model = srv_models_get_pair(ms, src, tgt);
-    } else {
-        /* a source alone: the first model from it */
-        srv_pair p[64];
-        int np = srv_models_pairs(ms, p, 64);
-        for (int i = 0; i < np && i < 64 && !r->model; i++)
-            if (!strcmp(p[i].src, src))
-                r->model = srv_models_get_pair(ms, src, p[i].tgt);
-    }
+    r->model = model_from(ms, src, tgt);
     if (!r->model) {
         /* which field is wrong: the target when no model translates into it */
         srv_pair p[64];
@@ -852,14 +857,12 @@ static int text_model(srv_req *r, const char *text, size_t len, const char *tgt,
     char src[16];
     if (srv_detect_source(r->s, text, len, tgt, src, sizeof src) != 0)
         return -1;
-    srv_pair p[64];
-    int np = srv_models_pairs(r->s->models, p, 64);
-    for (int i = 0; i < np && i < 64; i++)
-        if (!strcmp(p[i].src, src) && (!tgt || !strcmp(p[i].tgt, tgt))) {
-            snprintf(name, namelen, "%s", p[i].name);
-            return 0;
-        }
-    return -1;
+    srv_model *sm = model_from(r->s->models, src, tgt);
+    if (!sm)
+        return -1;
+    snprintf(name, namelen, "%s", sm->name);
+    srv_model_put(sm);
+    return 0;
 }
 
 /* "model" absent, the source to detect, several texts and models: each text
@@ -925,25 +928,20 @@ static int route_parts(srv_req *r, json_t *root, const char *const *texts, const
     r->n_texts = n;
     for (int p = 0; p < k; p++) {
         srv_req *c = srv_req_alloc(r, 1, sizeof *c);
+        int *index = srv_req_alloc(r, (size_t)n, sizeof *index);
         json_t *croot = json_deep_copy(root), *ts = json_array();
-        if (!c || !croot || !ts) {
+        if (!c || !index || !croot || !ts) {
             json_decref(croot);
             json_decref(ts);
             srv_req_error(r, 500, "internal", NULL, "out of memory");
             return -1;
         }
         *c = (srv_req){.s = r->s, .call = r->call, .route = r->route, .ep = r->ep,
-                       .path = r->path, .host = r->host, .query = r->query, .parent = r};
+                       .path = r->path, .host = r->host, .query = r->query, .parent = r,
+                       .text_index = index};
         reqs[np->n++] = c;
         int m = 0;
         const char *pm = NULL;
-        c->text_index = srv_req_alloc(r, (size_t)n, sizeof *c->text_index);
-        if (!c->text_index) {
-            json_decref(croot);
-            json_decref(ts);
-            srv_req_error(r, 500, "internal", NULL, "out of memory");
-            return -1;
-        }
         for (int i = 0; i < n; i++)
             if (part[i] == p) {
                 c->text_index[m] = i;

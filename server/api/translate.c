@@ -196,13 +196,8 @@ static int unknown_texts(srv_req *r, int k, const char *text, size_t len)
     free(off);
     u[n].pos = -1;
     r->unk[k] = u;
-    if (!r->opts.return_attention) {
-        r->copy_opts = r->opts;
-        r->copy_opts.return_attention = 1; /* every layer and head: the copy's */
-        r->copy_opts.attn_layers = r->copy_opts.attn_heads = NULL;
-        r->copy_opts.n_attn_layers = r->copy_opts.n_attn_heads = 0;
+    if (!r->opts.return_attention)
         r->jobs[k].opts = &r->copy_opts;
-    }
     return 0;
 }
 
@@ -229,6 +224,12 @@ int srv_api_make_jobs(srv_req *r, const char *const *texts, const size_t *lens, 
     r->jobs = srv_req_alloc(r, nu, sizeof *r->jobs);
     r->src = srv_req_alloc(r, nu, sizeof *r->src);
     r->unk = r->raw_unknown ? NULL : srv_req_alloc(r, nu, sizeof *r->unk);
+    /* a job with unknown pieces and no attention asked: every layer and
+     * head captured for the copy, not answered */
+    r->copy_opts = r->opts;
+    r->copy_opts.return_attention = 1;
+    r->copy_opts.attn_layers = r->copy_opts.attn_heads = NULL;
+    r->copy_opts.n_attn_layers = r->copy_opts.n_attn_heads = 0;
     /* the text pipeline's tokenizer stage, as `transformerd translate` runs
      * it, refusing (not cutting) a text over the limit */
     td_tok_ids *ids = srv_req_alloc(r, nu, sizeof *ids);
