@@ -1,11 +1,14 @@
 /*
  * files.c - LibreTranslate's translated files, kept in memory for
- * /download_file (files.h).
+ * /download_file, their names and their download (files.h).
  */
+#include <ctype.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "clock.h"
 #include "files.h"
@@ -126,4 +129,89 @@ int srv_files_get(srv_libre *l, const char *name, char **data, size_t *len,
     }
     pthread_mutex_unlock(&l->mu);
     return rc;
+}
+
+/* A file name as werkzeug's secure_filename keeps it: ASCII letters,
+ * digits, '.', '-' and '_', spaces as '_', no leading dots. */
+static void secure_name(const char *in, char *out, size_t outn)
+{
+    const char *base = strrchr(in, '/');
+    base = base ? base + 1 : in;
+    const char *bs = strrchr(base, '\\');
+    base = bs ? bs + 1 : base;
+    size_t k = 0;
+    for (const char *p = base; *p && k + 1 < outn; p++) {
+        unsigned char c = (unsigned char)*p;
+        if (isalnum(c) || c == '.' || c == '-' || c == '_')
+            out[k++] = (char)c;
+        else if (c == ' ')
+            out[k++] = '_';
+    }
+    out[k] = 0;
+    size_t lead = strspn(out, "._");
+    memmove(out, out + lead, k - lead + 1);
+}
+
+const char *srv_files_ext(const char *name)
+{
+    const char *dot = strrchr(name, '.');
+    return dot ? dot : "";
+}
+
+int srv_files_new_name(const char *upload, const char *ext, char *safe, size_t safe_n,
+                       char *name, size_t name_n)
+{
+    secure_name(upload, safe, safe_n);
+    if (!safe[0] || !strcmp(safe, srv_files_ext(safe)))
+        snprintf(safe, safe_n, "file%s", ext);
+    unsigned char rnd[16];
+    char hex[33];
+    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+    ssize_t got = fd >= 0 ? read(fd, rnd, sizeof rnd) : -1;
+    if (fd >= 0)
+        close(fd);
+    if (got != (ssize_t)sizeof rnd)
+        return -1;
+    for (int i = 0; i < 16; i++)
+        snprintf(hex + 2 * i, 3, "%02x", rnd[i]);
+    snprintf(name, name_n, "%s.%s", hex, safe);
+    return 0;
+}
+
+void srv_files_answer_download(srv_req *r, const char *prefix)
+{
+    const char *name = r->path ? r->path + strlen(prefix) : "";
+    size_t n = strlen(name);
+    int ok = n > 0 && n < SRV_FILE_NAME_MAX && name[0] != '.';
+    for (size_t i = 0; ok && i < n; i++)
+        ok = isalnum((unsigned char)name[i]) || name[i] == '.' || name[i] == '-' ||
+             name[i] == '_';
+    if (!ok) {
+        srv_req_error(r, 400, "invalid_request", NULL, "Invalid filename");
+        return;
+    }
+    char *data = NULL;
+    size_t len = 0;
+    const char *ctype = NULL;
+    int rc = srv_files_get(r->s->libre, name, &data, &len, &ctype);
+    if (rc == -2) {
+        srv_req_error(r, 500, "internal", NULL, "out of memory");
+        return;
+    }
+    if (rc != 0) {
+        srv_req_error(r, 404, "not_found", NULL,
+                      "no such file: it expired (--file-ttl-s %d) or never existed",
+                      r->s->o.file_ttl_s);
+        return;
+    }
+    /* the name the client saves: without the random prefix */
+    const char *dot = strchr(name, '.');
+    size_t dl = strlen(dot + 1) + 64;
+    char *disp = malloc(dl);
+    if (disp)
+        snprintf(disp, dl, "attachment; filename=%s", dot + 1);
+    srv_req_reply(r, 200, ctype, data, len);
+    if (disp)
+        srv_req_header(r, "Content-Disposition", disp);
+    free(disp);
 }

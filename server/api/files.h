@@ -11,6 +11,7 @@
 
 #include <stddef.h>
 
+#include "request.h"
 #include "state.h"
 
 /* A stored name: <32 hex>.<the file's own name, made safe>, and its NUL. */
@@ -33,5 +34,19 @@ int srv_files_put(srv_libre *l, const char *name, char *data, size_t len, const 
  * stored), -2 when out of memory. */
 int srv_files_get(srv_libre *l, const char *name, char **data, size_t *len,
                   const char **ctype);
+
+/* An upload's extension (from its last dot, "" without one). */
+const char *srv_files_ext(const char *name);
+
+/* The name an upload is stored under: safe (safe_n) gets the upload's
+ * name made safe (werkzeug's secure_filename; "file" + ext when nothing
+ * is left of it), name (name_n) 32 random hex digits, a dot and safe. 0,
+ * or -1 without randomness. */
+int srv_files_new_name(const char *upload, const char *ext, char *safe, size_t safe_n,
+                       char *name, size_t name_n);
+
+/* GET prefix + NAME: the stored file, under its own name without the
+ * random part (Content-Disposition), 404 when expired or never stored. */
+void srv_files_answer_download(srv_req *r, const char *prefix);
 
 #endif /* SRV_FILES_H */

@@ -21,7 +21,6 @@
  * target, batch limit, languages, format.
  */
 #include <ctype.h>
-#include <fcntl.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -29,12 +28,12 @@
 #include <string.h>
 #include <strings.h>
 #include <time.h>
-#include <unistd.h>
 
 #include <jansson.h>
 
 #include "clock.h"
 #include "catalog.h"
+#include "office.h"
 #include "html.h"
 #include "subtitles.h"
 #include "languages.h"
@@ -144,6 +143,7 @@ typedef struct libre_item {
     double confidence;
     const srv_sub_piece *sub; /* a subtitle file's piece (verbatim, or a cue's text) */
     srv_catalog *cat;  /* a .ts/.xlf/.xliff catalogue: its units the segments */
+    srv_office *office; /* a document in a zip archive: its segments (office.h) */
 } libre_item;
 
 typedef struct srv_libre_req {
@@ -157,6 +157,7 @@ typedef struct srv_libre_req {
     const char *file_ctype;
     srv_sub_piece *subs;   /* a .srt or .vtt file's pieces (subtitles.h) */
     int n_subs;
+    td_decode_opts span_opts; /* a document's styled segments: the attention they align by */
 } srv_libre_req;
 
 static void libre_req_free(srv_req *r)
@@ -167,6 +168,7 @@ static void libre_req_free(srv_req *r)
     for (int i = 0; i < lr->n_items; i++) {
         srv_html_free(lr->items[i].doc);
         srv_catalog_free(lr->items[i].cat);
+        srv_office_free(lr->items[i].office);
     }
     free(lr->items);
     free(lr->segs);
@@ -362,6 +364,32 @@ static int route_segments(srv_req *r, srv_libre_req *lr, const char *src, const 
     return 0;
 }
 
+/* A document's segments of several styles (office.h) capture the
+ * attention of the model's last decoder layer, every head: their words'
+ * alignment (srv_api_text_align). */
+static void span_jobs(srv_req *r, srv_libre_req *lr)
+{
+    static const int k_last[] = {-1};
+    lr->span_opts = r->opts;
+    lr->span_opts.return_attention = 1;
+    lr->span_opts.attn_layers = k_last;
+    lr->span_opts.n_attn_layers = 1;
+    lr->span_opts.attn_heads = NULL;
+    lr->span_opts.n_attn_heads = 0;
+    const libre_item *it = &lr->items[0];
+    for (int k = 0; k < it->n_segs; k++) {
+        int t = lr->segs[it->seg0 + k].text_idx;
+        if (t < 0 || !srv_office_styled(it->office, k))
+            continue;
+        const srv_split *sp = srv_api_split_of(r, t);
+        for (int s = 0; s < (sp ? sp->n : 1); s++) {
+            int j = sp ? sp->job[s] : r->text_job[t];
+            if (j >= 0)
+                r->jobs[j].opts = &lr->span_opts;
+        }
+    }
+}
+
 /* Submits the request's texts (1), or answers at once when there are
  * none (0), or an error was recorded (0). */
 static int make_jobs(srv_req *r, srv_libre_req *lr, const char *src, const char *tgt)
@@ -392,6 +420,8 @@ static int make_jobs(srv_req *r, srv_libre_req *lr, const char *src, const char 
             r->opts.beam_size = lr->alternatives + 1;
     }
     rc = srv_api_make_jobs(r, texts, lens, n, "q");
+    if (rc == 1 && lr->n_items == 1 && lr->items[0].office)
+        span_jobs(r, lr);
     if (rc == 1 && !srv_limits_check(r, &k_limit_fields))
         rc = 0;
     if (!rc && r->call->status == 422)
@@ -542,33 +572,6 @@ static int parse_translate(srv_req *r, json_t *f, int is_json)
     return make_jobs(r, lr, src, tgt) == 1 ? 1 : -1;
 }
 
-/* A file name as werkzeug's secure_filename keeps it: ASCII letters,
- * digits, '.', '-' and '_', spaces as '_', no leading dots. */
-static void secure_name(const char *in, char *out, size_t outn)
-{
-    const char *base = strrchr(in, '/');
-    base = base ? base + 1 : in;
-    const char *bs = strrchr(base, '\\');
-    base = bs ? bs + 1 : base;
-    size_t k = 0;
-    for (const char *p = base; *p && k + 1 < outn; p++) {
-        unsigned char c = (unsigned char)*p;
-        if (isalnum(c) || c == '.' || c == '-' || c == '_')
-            out[k++] = (char)c;
-        else if (c == ' ')
-            out[k++] = '_';
-    }
-    out[k] = 0;
-    size_t lead = strspn(out, "._");
-    memmove(out, out + lead, k - lead + 1);
-}
-
-static const char *file_ext(const char *name)
-{
-    const char *dot = strrchr(name, '.');
-    return dot ? dot : "";
-}
-
 /* A .txt file's lines as items: each line one segment without the
  * whitespace around it, which is written back as it was. */
 static int txt_items(srv_libre_req *lr, const char *data, size_t len)
@@ -647,16 +650,17 @@ static int parse_translate_file(srv_req *r, json_t *f, const srv_form_file *file
         srv_req_error(r, 400, "invalid_request", "file", "Invalid request: empty file");
         return -1;
     }
-    const char *ext = file_ext(file->name);
+    const char *ext = srv_files_ext(file->name);
     int html = !strcasecmp(ext, ".html") || !strcasecmp(ext, ".htm");
     int srt = !strcasecmp(ext, ".srt"), vtt = !strcasecmp(ext, ".vtt");
     int cat = !strcasecmp(ext, ".ts") || !strcasecmp(ext, ".xlf") || !strcasecmp(ext, ".xliff");
-    if (!html && !srt && !vtt && !cat && strcasecmp(ext, ".txt") != 0) {
+    const char *office = srv_office_mime(ext);
+    if (!html && !srt && !vtt && !cat && !office && strcasecmp(ext, ".txt") != 0) {
         srv_req_error(r, 400, "invalid_request", "file",
                       "Invalid request: file format not supported");
         return -1;
     }
-    json_t *chk = json_stringn(file->data, file->len);
+    json_t *chk = office ? json_true() : json_stringn(file->data, file->len);
     if (!chk) {
         srv_req_error(r, 400, "invalid_request", "file", "Invalid request: file is not valid UTF-8");
         return -1;
@@ -664,27 +668,18 @@ static int parse_translate_file(srv_req *r, json_t *f, const srv_form_file *file
     json_decref(chk);
     lr->is_file = 1;
     lr->html = html;
-    lr->file_ctype = html  ? "text/html; charset=utf-8"
+    lr->file_ctype = office ? office
+                     : html ? "text/html; charset=utf-8"
                      : cat ? "application/xml; charset=utf-8"
                      : srt ? "application/x-subrip; charset=utf-8"
                      : vtt ? "text/vtt; charset=utf-8"
                            : "text/plain; charset=utf-8";
-    char safe[80], hex[33];
-    secure_name(file->name, safe, sizeof safe);
-    if (!safe[0] || !strcmp(safe, file_ext(safe)))
-        snprintf(safe, sizeof safe, "file%s", html ? ".html" : ".txt");
-    unsigned char rnd[16];
-    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
-    ssize_t got = fd >= 0 ? read(fd, rnd, sizeof rnd) : -1;
-    if (fd >= 0)
-        close(fd);
-    if (got != (ssize_t)sizeof rnd) {
+    char safe[80];
+    if (srv_files_new_name(file->name, office ? ext : html ? ".html" : ".txt", safe, sizeof safe,
+                           lr->file_name, sizeof lr->file_name) != 0) {
         srv_req_error(r, 500, "internal", NULL, "no randomness for the file name");
         return -1;
     }
-    for (int i = 0; i < 16; i++)
-        snprintf(hex + 2 * i, 3, "%02x", rnd[i]);
-    snprintf(lr->file_name, sizeof lr->file_name, "%s.%s", hex, safe);
     int rc;
     char why[256];
     if (html) {
@@ -692,17 +687,21 @@ static int parse_translate_file(srv_req *r, json_t *f, const srv_form_file *file
         rc = lr->items ? (lr->n_items = 1, item_segments(lr, &lr->items[0], file->data, file->len,
                                                          why, sizeof why))
                        : -1;
-    } else if (cat) { /* one item, a segment a unit (catalog.h) */
+    } else if (cat || office) { /* one item, a segment a unit (catalog.h, office.h) */
         lr->items = calloc(1, sizeof *lr->items);
-        rc = lr->items ? srv_catalog_parse(file->data, file->len,
-                                           !falsy(json_object_get(f, "overwrite")),
-                                           &lr->items[0].cat, why, sizeof why)
-                       : -1;
-        lr->n_items = lr->items ? 1 : 0;
-        for (int k = 0; rc == 0 && k < srv_catalog_n(lr->items[0].cat); k++) {
-            const char *u = srv_catalog_source(lr->items[0].cat, k);
+        libre_item *it = lr->items;
+        rc = !it       ? -1
+             : office ? srv_office_parse(file->data, file->len, ext, &it->office, why, sizeof why)
+                      : srv_catalog_parse(file->data, file->len,
+                                          !falsy(json_object_get(f, "overwrite")), &it->cat, why,
+                                          sizeof why);
+        lr->n_items = it ? 1 : 0;
+        int n = rc ? 0 : office ? srv_office_n(it->office) : srv_catalog_n(it->cat);
+        for (int k = 0; rc == 0 && k < n; k++) {
+            const char *u = office ? srv_office_source(it->office, k)
+                                   : srv_catalog_source(it->cat, k);
             rc = add_seg(lr, u, strlen(u));
-            lr->items[0].n_segs++;
+            it->n_segs++;
         }
         if (rc == -2) {
             srv_req_error(r, 400, "invalid_request", "file", "Invalid request: %s: %s", safe, why);
@@ -921,12 +920,45 @@ static json_t *take_unescaped(char *t)
     return take_string(u);
 }
 
+/* A document's translated archive (office.h), or NULL with the error
+ * recorded. */
+static char *office_file(srv_req *r, size_t *len)
+{
+    srv_libre_req *lr = r->state;
+    const libre_item *it = &lr->items[0];
+    for (int k = 0; k < it->n_segs; k++) {
+        const libre_seg *sg = &lr->segs[it->seg0 + k];
+        if (sg->text_idx < 0)
+            continue;
+        json_t *v = srv_api_text_value(r, sg->text_idx, 0);
+        srv_align *al = NULL;
+        int nb = v && srv_office_styled(it->office, k)
+                     ? srv_api_text_align(r, sg->text_idx, sg->text, sg->len, &al)
+                     : 0;
+        int rc = v && nb >= 0 ? srv_office_set(it->office, k, json_string_value(v), al, nb) : -1;
+        srv_align_free(al, nb);
+        json_decref(v);
+        if (rc != 0) {
+            srv_req_error(r, 500, "internal", NULL, "out of memory");
+            return NULL;
+        }
+    }
+    char why[256];
+    char *out = srv_office_render(it->office, len, why, sizeof why);
+    if (!out)
+        srv_req_error(r, 500, "internal", NULL, "%s", why);
+    return out;
+}
+
 static void respond_file(srv_req *r)
 {
     srv_libre_req *lr = r->state;
     size_t len = 0, cap = 4096;
-    char *out = malloc(cap);
-    for (int i = 0; out && i < lr->n_items; i++) {
+    int office = lr->n_items == 1 && lr->items[0].office;
+    char *out = office ? office_file(r, &len) : malloc(cap);
+    if (office && !out)
+        return;
+    for (int i = 0; out && !office && i < lr->n_items; i++) {
         char *t = item_translation(r, i, 0);
         size_t n = t ? strlen(t) : 0;
         if (t && len + n + 1 > cap) {
@@ -954,7 +986,8 @@ static void respond_file(srv_req *r)
         srv_req_error(r, 500, "internal", NULL, "out of memory");
         return;
     }
-    out[len] = 0;
+    if (!office)
+        out[len] = 0;
     if (srv_files_put(r->s->libre, lr->file_name, out, len, lr->file_ctype) != 0) {
         srv_req_error(r, 500, "internal", NULL,
                       "the translated file (%zu bytes) does not fit the file store "
@@ -970,6 +1003,8 @@ static void respond_file(srv_req *r)
     json_object_set_new(root, "translatedFileUrl", take_string(url));
     if (lr->n_items == 1 && lr->items[0].cat) /* units left for a person (catalog.h) */
         json_object_set_new(root, "keptUnits", json_integer(srv_catalog_kept(lr->items[0].cat)));
+    if (office) /* formatting that found no word (spans.h) */
+        json_object_set_new(root, "lostSpans", json_integer(srv_office_lost(lr->items[0].office)));
     respond_json(r, 200, root);
 }
 
@@ -1080,44 +1115,6 @@ static void answer_settings(srv_req *r)
     respond_json(r, 200, o);
 }
 
-static void answer_download(srv_req *r)
-{
-    const char *name = r->path ? r->path + strlen(DOWNLOAD_PREFIX) : "";
-    size_t n = strlen(name);
-    int ok = n > 0 && n < SRV_FILE_NAME_MAX && name[0] != '.';
-    for (size_t i = 0; ok && i < n; i++)
-        ok = isalnum((unsigned char)name[i]) || name[i] == '.' || name[i] == '-' ||
-             name[i] == '_';
-    if (!ok) {
-        srv_req_error(r, 400, "invalid_request", NULL, "Invalid filename");
-        return;
-    }
-    char *data = NULL;
-    size_t len = 0;
-    const char *ctype = NULL;
-    int rc = srv_files_get(r->s->libre, name, &data, &len, &ctype);
-    if (rc == -2) {
-        srv_req_error(r, 500, "internal", NULL, "out of memory");
-        return;
-    }
-    if (rc != 0) {
-        srv_req_error(r, 404, "not_found", NULL,
-                      "no such file: it expired (--file-ttl-s %d) or never existed",
-                      r->s->o.file_ttl_s);
-        return;
-    }
-    /* the name the client saves: without the random prefix */
-    const char *dot = strchr(name, '.');
-    size_t dl = strlen(dot + 1) + 64;
-    char *disp = malloc(dl);
-    if (disp)
-        snprintf(disp, dl, "attachment; filename=%s", dot + 1);
-    srv_req_reply(r, 200, ctype, data, len);
-    if (disp)
-        srv_req_header(r, "Content-Disposition", disp);
-    free(disp);
-}
-
 /* The GET endpoints (and POST /languages, answered as a GET). */
 static void libre_get(srv_req *r)
 {
@@ -1137,7 +1134,7 @@ static void libre_get(srv_req *r)
         answer_settings(r);
         return;
     case SRV_EP_DOWNLOAD:
-        answer_download(r);
+        srv_files_answer_download(r, DOWNLOAD_PREFIX);
         return;
     default:
         srv_req_error(r, 500, "internal", NULL, "unrouted GET");

@@ -516,3 +516,100 @@ json_t *srv_api_text_value(const srv_req *r, int text, int hyp)
         return json_string("");
     return srv_api_text_json(srv_api_decode_job(r, k, hyp, NULL));
 }
+
+/* ---- word alignment --------------------------------------------------------- */
+
+/* Sentence k's block: tokens' bytes shifted by s0 (source) and t0
+ * (target), the last captured layer's attention over its heads. 1 when
+ * made, 0 when the job has none to give, -1 when out of memory. */
+static int align_block(const srv_req *r, int k, const char *unit, size_t unit_n, size_t s0,
+                       size_t t0, size_t t_len, srv_align *b)
+{
+    const srv_job *j = &r->jobs[k];
+    const td_result *res = &j->res;
+    if (!res->attention || res->n_hyps < 1 || res->attn_n_layers < 1 || res->attn_n_heads < 1)
+        return 0;
+    size_t *soff = NULL, *toff = NULL;
+    char *t = srv_api_decode_job(r, k, 0, &toff);
+    int rc = -1;
+    if (!t || td_tok_source_offsets(r->model->tok, unit, unit_n, j->src, j->n_src, &soff) != 0)
+        goto out;
+    rc = 0;
+    if (strlen(t) != t_len) /* not the text the answer has: no alignment */
+        goto out;
+    const int nt = res->attn_n_t < res->hyps[0].n_tokens ? res->attn_n_t : res->hyps[0].n_tokens;
+    const int ns = res->attn_n_s < j->n_src ? res->attn_n_s : j->n_src;
+    const int nh = res->attn_n_heads, l = res->attn_n_layers - 1;
+    *b = (srv_align){nt, ns, malloc(2 * (size_t)(nt ? nt : 1) * sizeof(size_t)),
+                     malloc(2 * (size_t)(ns ? ns : 1) * sizeof(size_t)),
+                     calloc((size_t)(nt ? nt : 1) * (size_t)(ns ? ns : 1), sizeof(float))};
+    if (!b->t_off || !b->s_off || !b->w) {
+        rc = -1;
+        goto out;
+    }
+    for (int i = 0; i < 2 * nt; i++)
+        b->t_off[i] = toff[i] + t0;
+    for (int i = 0; i < 2 * ns; i++)
+        b->s_off[i] = soff[i] + s0;
+    for (int h = 0; h < nh; h++)
+        for (int ti = 0; ti < nt; ti++)
+            for (int si = 0; si < ns; si++)
+                b->w[(size_t)ti * (size_t)ns + (size_t)si] +=
+                    res->attention[((size_t)(l * nh + h) * (size_t)res->attn_n_t + (size_t)ti) *
+                                       (size_t)res->attn_n_s +
+                                   (size_t)si] /
+                    (float)nh;
+    rc = 1;
+out:
+    free(t);
+    free(soff);
+    free(toff);
+    return rc;
+}
+
+int srv_api_text_align(const srv_req *r, int text, const char *src, size_t src_n,
+                       srv_align **out)
+{
+    const srv_split *sp = srv_api_split_of(r, text);
+    const int n = sp ? sp->n : 1;
+    size_t *ranges = sp ? malloc(2 * (size_t)n * sizeof *ranges) : NULL;
+    srv_align *al = calloc((size_t)n, sizeof *al);
+    char *joined = NULL;
+    double score;
+    *out = NULL;
+    if (!al || (sp && (!ranges || !(joined = srv_api_split_join(r, sp, 0, ranges, &score))))) {
+        free(ranges);
+        free(al);
+        return -1;
+    }
+    int nb = 0, rc = 0;
+    for (int s = 0; s < n && rc >= 0; s++) {
+        int k = sp ? sp->job[s] : r->text_job[text];
+        if (k < 0)
+            continue;
+        size_t s0 = sp ? sp->sent[s].start : 0;
+        const char *unit = sp ? sp->text + s0 : src;
+        size_t unit_n = sp ? sp->sent[s].end - s0 : src_n;
+        size_t t0 = sp ? ranges[2 * s] : 0;
+        size_t t_len = sp ? ranges[2 * s + 1] - ranges[2 * s] : (size_t)-1;
+        if (!sp) { /* the whole text: its length is the decoded one's */
+            char *t = srv_api_decode_job(r, k, 0, NULL);
+            if (!t) {
+                rc = -1;
+                break;
+            }
+            t_len = strlen(t);
+            free(t);
+        }
+        rc = align_block(r, k, unit, unit_n, s0, t0, t_len, &al[nb]);
+        nb += rc == 1;
+    }
+    free(ranges);
+    free(joined);
+    if (rc < 0) {
+        srv_align_free(al, nb + 1);
+        return -1;
+    }
+    *out = al;
+    return nb;
+}

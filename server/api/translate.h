@@ -17,6 +17,7 @@
 #include <jansson.h>
 
 #include "request.h"
+#include "spans.h"
 
 /* Splits n texts into sentences (unless r->no_split; a text of one
  * sentence stays one job, exactly as it is) and tokenizes them into
@@ -62,6 +63,16 @@ char *srv_api_split_join(const srv_req *r, const srv_split *sp, int hyp, size_t 
 
 /* Hypotheses of a split text: the fewest of its sentences' (1 when none ran). */
 int srv_api_split_n_hyps(const srv_req *r, const srv_split *sp);
+
+/* Text i's word alignment for inline formatting (spans.h): one block per
+ * sentence that captured attention, with its source tokens' bytes in src
+ * (src_n: the text as given to srv_api_make_jobs), its best hypothesis's
+ * tokens' bytes in srv_api_text_value(r, i, 0), and the attention of the
+ * last captured layer averaged over the captured heads. The number of
+ * blocks into *out (malloc'd; srv_align_free), 0 when none captured, or
+ * -1 when out of memory. */
+int srv_api_text_align(const srv_req *r, int text, const char *src, size_t src_n,
+                       srv_align **out);
 
 /* The detokenized text of target ids (malloc'd), or NULL when out of memory. */
 char *srv_api_decode(const srv_model *sm, const int32_t *ids, int n);

@@ -1,0 +1,956 @@
+/*
+ * office.c - documents in zip archives (office.h).
+ *
+ * A paragraph is read into pieces: text (with the chain of elements it
+ * sits in below the paragraph), objects (nodes kept whole) and
+ * separators (nodes that end a segment). Rendering a translated
+ * paragraph takes its children out (but its own properties), then writes
+ * the pieces again: each text piece of the translation inside copies of
+ * its style's chain (an element copied without its children but its
+ * properties, shared by consecutive pieces of one chain), each object and
+ * separator moved back inside copies of its own chain; the old children
+ * are freed after.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <libxml/parser.h>
+#include <libxml/tree.h>
+#include <zip.h>
+
+#include "office.h"
+
+#define MAX_DEPTH 8 /* a chain deeper than this is an object */
+
+#define NS_W "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
+#define NS_A "http://schemas.openxmlformats.org/drawingml/2006/main"
+#define NS_TEXT "urn:oasis:names:tc:opendocument:xmlns:text:1.0"
+#define NS_XHTML "http://www.w3.org/1999/xhtml"
+
+typedef struct fmt {
+    const char *ext, *mime;
+    const char *ns;
+    const char *const *para, *const *inl, *const *props, *const *sep, *const *drop;
+    const char *leaf;  /* the element that holds text (NULL: text anywhere) */
+    const char *space; /* an element that stands for a space (ODF's text:s) */
+    int (*part)(const char *name);
+    const char *needs; /* what an archive without a part lacks */
+} fmt;
+
+static int has_prefix(const char *s, const char *p)
+{
+    return !strncmp(s, p, strlen(p));
+}
+
+static int has_suffix(const char *s, const char *x)
+{
+    size_t n = strlen(s), m = strlen(x);
+    return n >= m && !strcasecmp(s + n - m, x);
+}
+
+static int docx_part(const char *n)
+{
+    return !strcmp(n, "word/document.xml") || !strcmp(n, "word/footnotes.xml") ||
+           !strcmp(n, "word/endnotes.xml") || !strcmp(n, "word/comments.xml") ||
+           ((has_prefix(n, "word/header") || has_prefix(n, "word/footer")) &&
+            has_suffix(n, ".xml") && !strchr(n + 5, '/'));
+}
+
+static int pptx_part(const char *n)
+{
+    return ((has_prefix(n, "ppt/slides/slide") || has_prefix(n, "ppt/notesSlides/notesSlide")) &&
+            has_suffix(n, ".xml") && !strchr(strchr(n + 4, '/') + 1, '/'));
+}
+
+static int odf_part(const char *n)
+{
+    return !strcmp(n, "content.xml");
+}
+
+static int epub_part(const char *n)
+{
+    return has_suffix(n, ".xhtml") || has_suffix(n, ".html") || has_suffix(n, ".htm");
+}
+
+static const char *const k_w_para[] = {"p", NULL};
+static const char *const k_w_inl[] = {"r", "hyperlink", "smartTag", "ins", "sdt", "sdtContent",
+                                      NULL};
+static const char *const k_w_props[] = {"pPr", "rPr", "sdtPr", "sdtEndPr", NULL};
+static const char *const k_w_sep[] = {"tab", "br", "cr", "ptab", NULL};
+static const char *const k_w_drop[] = {"proofErr", NULL};
+static const char *const k_a_inl[] = {"r", NULL};
+static const char *const k_a_props[] = {"pPr", "rPr", "endParaRPr", NULL};
+static const char *const k_a_sep[] = {"br", NULL};
+static const char *const k_none[] = {NULL};
+static const char *const k_odf_para[] = {"p", "h", NULL};
+static const char *const k_odf_inl[] = {"span", "a", NULL};
+static const char *const k_odf_sep[] = {"tab", "line-break", NULL};
+static const char *const k_x_para[] = {"p", "h1", "h2", "h3", "h4", "h5", "h6", "li", "dt", "dd",
+                                       "td", "th", "caption", "figcaption", "blockquote", "div",
+                                       "title", "summary", "legend", "label", NULL};
+static const char *const k_x_inl[] = {"a", "abbr", "b", "bdi", "bdo", "cite", "code", "dfn", "em",
+                                      "i", "kbd", "mark", "q", "s", "samp", "small", "span",
+                                      "strong", "sub", "sup", "time", "u", "var", "del", "ins",
+                                      NULL};
+static const char *const k_x_sep[] = {"br", NULL};
+
+static const fmt k_fmts[] = {
+    {".docx", "application/vnd.openxmlformats-officedocument.wordprocessingml.document", NS_W,
+     k_w_para, k_w_inl, k_w_props, k_w_sep, k_w_drop, "t", NULL, docx_part, "word/document.xml"},
+    {".pptx", "application/vnd.openxmlformats-officedocument.presentationml.presentation", NS_A,
+     k_w_para, k_a_inl, k_a_props, k_a_sep, k_none, "t", NULL, pptx_part, "ppt/slides/"},
+    {".odt", "application/vnd.oasis.opendocument.text", NS_TEXT, k_odf_para, k_odf_inl, k_none,
+     k_odf_sep, k_none, NULL, "s", odf_part, "content.xml"},
+    {".odp", "application/vnd.oasis.opendocument.presentation", NS_TEXT, k_odf_para, k_odf_inl,
+     k_none, k_odf_sep, k_none, NULL, "s", odf_part, "content.xml"},
+    {".epub", "application/epub+zip", NS_XHTML, k_x_para, k_x_inl, k_none, k_x_sep, k_none, NULL,
+     NULL, epub_part, "an XHTML document"},
+};
+
+enum { P_TEXT, P_OBJECT, P_SEP };
+
+typedef struct piece {
+    int kind;
+    char *text;        /* P_TEXT: its bytes (owned) */
+    xmlNodePtr node;   /* P_OBJECT, P_SEP: the node kept */
+    xmlNodePtr chain[MAX_DEPTH];
+    int depth;
+    int style;         /* P_TEXT: the first text piece of the paragraph with its formatting */
+} piece;
+
+typedef struct para {
+    xmlNodePtr node;
+    piece *pc;
+    int n, cap;
+    int dirty;         /* a segment of it was translated */
+} para;
+
+typedef struct segment {
+    int para, p0, p1;  /* its pieces */
+    char *full;        /* the pieces' text joined */
+    size_t lead, len;  /* the text sent: full + lead, len bytes */
+    char *src;         /* that text, NUL-terminated */
+    srv_span *in;      /* full's pieces: text spans (style = piece), objects (style = piece) */
+    int n_in, styled;
+    char *tgt;         /* the translation with the whitespace around it, once set */
+    srv_span *out;
+    int n_out;
+} segment;
+
+typedef struct part {
+    zip_uint64_t idx;
+    xmlDocPtr doc;
+} part;
+
+struct srv_office {
+    const fmt *f;
+    zip_source_t *src;
+    zip_t *za;
+    part *parts;
+    int n_parts;
+    para *paras;
+    int n_paras, cap_paras;
+    segment *segs;
+    int n_segs, cap_segs;
+    int lost;
+};
+
+/* ---- names ------------------------------------------------------------------ */
+
+static int in_list(const char *const *l, const xmlChar *name)
+{
+    for (; *l; l++)
+        if (!strcmp(*l, (const char *)name))
+            return 1;
+    return 0;
+}
+
+/* n is an element of the format's namespace named in l. */
+static int is(const fmt *f, xmlNodePtr n, const char *const *l)
+{
+    return n->type == XML_ELEMENT_NODE && n->ns && n->ns->href &&
+           !strcmp((const char *)n->ns->href, f->ns) && in_list(l, n->name);
+}
+
+static int is_named(const fmt *f, xmlNodePtr n, const char *name)
+{
+    const char *const l[] = {name, NULL};
+    return name && is(f, n, l);
+}
+
+/* Marks (_private) every element that is or holds a paragraph; returns
+ * whether n's siblings from n on hold one. */
+static int mark_paras(const fmt *f, xmlNodePtr n)
+{
+    int any = 0;
+    for (; n; n = n->next) {
+        if (n->type != XML_ELEMENT_NODE)
+            continue;
+        int m = mark_paras(f, n->children) | is(f, n, f->para);
+        n->_private = m ? (void *)1 : NULL;
+        any |= m;
+    }
+    return any;
+}
+
+/* ---- reading a paragraph ------------------------------------------------------ */
+
+static int add_piece(para *p, int kind, xmlNodePtr node, char *text, xmlNodePtr *chain, int depth)
+{
+    if (p->n == p->cap) {
+        int cap = p->cap ? p->cap * 2 : 8;
+        piece *q = realloc(p->pc, (size_t)cap * sizeof *q);
+        if (!q) {
+            free(text);
+            return -1;
+        }
+        p->pc = q;
+        p->cap = cap;
+    }
+    piece *pc = &p->pc[p->n++];
+    memset(pc, 0, sizeof *pc);
+    pc->kind = kind;
+    pc->node = node;
+    pc->text = text;
+    pc->depth = depth;
+    memcpy(pc->chain, chain, (size_t)depth * sizeof *chain);
+    return 0;
+}
+
+static int all_space(const xmlChar *t)
+{
+    for (; t && *t; t++)
+        if (*t != ' ' && *t != '\t' && *t != '\n' && *t != '\r')
+            return 0;
+    return 1;
+}
+
+/* The pieces of n's children (n: the paragraph, or an element of the
+ * chain, depth deep). 0 or -1. */
+static int collect(const fmt *f, para *p, xmlNodePtr n, xmlNodePtr *chain, int depth)
+{
+    int in_leaf = f->leaf ? depth > 0 && is_named(f, chain[depth - 1], f->leaf) : 1;
+    for (xmlNodePtr c = n->children; c; c = c->next) {
+        int rc = 0;
+        if (c->type == XML_TEXT_NODE || c->type == XML_CDATA_SECTION_NODE) {
+            if (in_leaf) {
+                char *t = strdup(c->content ? (const char *)c->content : "");
+                rc = t ? add_piece(p, P_TEXT, c, t, chain, depth) : -1;
+            } else if (!all_space(c->content)) {
+                rc = add_piece(p, P_OBJECT, c, NULL, chain, depth);
+            }
+        } else if (c->type != XML_ELEMENT_NODE) {
+            rc = add_piece(p, P_OBJECT, c, NULL, chain, depth);
+        } else if (is(f, c, f->drop) || is(f, c, f->props)) {
+            continue; /* dropped; properties go with their element */
+        } else if (is_named(f, c, f->space)) {
+            char *t = strdup(" ");
+            rc = t ? add_piece(p, P_TEXT, c, t, chain, depth) : -1;
+        } else if (c->_private || is(f, c, f->sep)) {
+            rc = add_piece(p, P_SEP, c, NULL, chain, depth);
+        } else if (depth < MAX_DEPTH && (is(f, c, f->inl) || is_named(f, c, f->leaf))) {
+            chain[depth] = c;
+            rc = collect(f, p, c, chain, depth + 1);
+        } else {
+            rc = add_piece(p, P_OBJECT, c, NULL, chain, depth);
+        }
+        if (rc != 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* What makes a chain's formatting: each element's name, attributes (but
+ * revision ids) and properties. */
+static char *style_key(const fmt *f, const piece *pc)
+{
+    xmlBufferPtr b = xmlBufferCreate();
+    if (!b)
+        return NULL;
+    for (int d = 0; d < pc->depth; d++) {
+        xmlNodePtr e = pc->chain[d];
+        xmlBufferCat(b, e->name);
+        for (xmlAttrPtr a = e->properties; a; a = a->next) {
+            if (has_prefix((const char *)a->name, "rsid") ||
+                (is_named(f, e, f->leaf) && !strcmp((const char *)a->name, "space")))
+                continue;
+            xmlChar *v = xmlNodeGetContent((xmlNodePtr)a);
+            xmlBufferCCat(b, " ");
+            xmlBufferCat(b, a->name);
+            xmlBufferCCat(b, "=");
+            xmlBufferCat(b, v ? v : (const xmlChar *)"");
+            xmlFree(v);
+        }
+        for (xmlNodePtr c = e->children; c; c = c->next)
+            if (is(f, c, f->props))
+                xmlNodeDump(b, e->doc, c, 0, 0);
+        xmlBufferCCat(b, ";");
+    }
+    char *k = strdup((const char *)xmlBufferContent(b));
+    xmlBufferFree(b);
+    return k;
+}
+
+static int has_letter(const char *t, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)t[i];
+        if ((c | 32) >= 'a' && (c | 32) <= 'z')
+            return 1;
+        if (c >= 0xc0)
+            return 1;
+    }
+    return 0;
+}
+
+static int is_ws(char c)
+{
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
+
+/* Segment of pieces [p0, p1) of paragraph pi, when it has a letter. */
+static int add_segment(srv_office *d, int pi, int p0, int p1)
+{
+    const para *p = &d->paras[pi];
+    size_t len = 0;
+    int n_in = 0, first_obj = -1, last_text = -1, styles = 0, first_style = -1;
+    for (int k = p0; k < p1; k++) {
+        if (p->pc[k].kind == P_TEXT) {
+            len += strlen(p->pc[k].text);
+            last_text = k;
+            if (first_style < 0)
+                first_style = p->pc[k].style;
+            styles |= p->pc[k].style != first_style;
+        } else if (first_obj < 0 && last_text >= 0) {
+            first_obj = k;
+        }
+        n_in++;
+    }
+    segment s = {.para = pi, .p0 = p0, .p1 = p1};
+    s.full = malloc(len + 1);
+    s.in = malloc((size_t)(n_in ? n_in : 1) * sizeof *s.in);
+    if (!s.full || !s.in)
+        goto oom;
+    size_t at = 0;
+    for (int k = p0; k < p1; k++) {
+        const piece *pc = &p->pc[k];
+        size_t n = pc->kind == P_TEXT ? strlen(pc->text) : 0;
+        memcpy(s.full + at, pc->kind == P_TEXT ? pc->text : "", n);
+        s.in[s.n_in++] = (srv_span){at, at + n, pc->kind == P_TEXT ? pc->style : k,
+                                    pc->kind != P_TEXT};
+        at += n;
+    }
+    s.full[len] = 0;
+    if (!has_letter(s.full, len)) {
+        free(s.full);
+        free(s.in);
+        return 0;
+    }
+    size_t a = 0, b = len;
+    while (a < b && is_ws(s.full[a]))
+        a++;
+    while (b > a && is_ws(s.full[b - 1]))
+        b--;
+    s.lead = a;
+    s.len = b - a;
+    s.src = malloc(s.len + 1);
+    if (!s.src)
+        goto oom;
+    memcpy(s.src, s.full + a, s.len);
+    s.src[s.len] = 0;
+    s.styled = styles || (first_obj >= 0 && first_obj < last_text);
+    if (d->n_segs == d->cap_segs) {
+        int cap = d->cap_segs ? d->cap_segs * 2 : 32;
+        segment *q = realloc(d->segs, (size_t)cap * sizeof *q);
+        if (!q)
+            goto oom;
+        d->segs = q;
+        d->cap_segs = cap;
+    }
+    d->segs[d->n_segs++] = s;
+    return 0;
+oom:
+    free(s.full);
+    free(s.in);
+    free(s.src);
+    return -1;
+}
+
+/* Paragraph node n: its pieces, styles and segments. */
+static int read_para(srv_office *d, xmlNodePtr n)
+{
+    if (d->n_paras == d->cap_paras) {
+        int cap = d->cap_paras ? d->cap_paras * 2 : 32;
+        para *q = realloc(d->paras, (size_t)cap * sizeof *q);
+        if (!q)
+            return -1;
+        d->paras = q;
+        d->cap_paras = cap;
+    }
+    int pi = d->n_paras++;
+    para *p = &d->paras[pi];
+    memset(p, 0, sizeof *p);
+    p->node = n;
+    xmlNodePtr chain[MAX_DEPTH];
+    if (collect(d->f, p, n, chain, 0) != 0)
+        return -1;
+    char **keys = calloc((size_t)(p->n ? p->n : 1), sizeof *keys);
+    if (!keys)
+        return -1;
+    int rc = 0;
+    for (int k = 0; k < p->n && rc == 0; k++) {
+        piece *pc = &p->pc[k];
+        if (pc->kind != P_TEXT)
+            continue;
+        if (!(keys[k] = style_key(d->f, pc))) {
+            rc = -1;
+            break;
+        }
+        pc->style = k;
+        for (int j = 0; j < k; j++)
+            if (keys[j] && !strcmp(keys[j], keys[k])) {
+                pc->style = j;
+                break;
+            }
+    }
+    for (int k = 0; k < p->n; k++)
+        free(keys[k]);
+    free(keys);
+    for (int k = 0, s0 = 0; rc == 0 && k <= p->n; k++)
+        if (k == p->n || p->pc[k].kind == P_SEP) {
+            rc = add_segment(d, pi, s0, k);
+            s0 = k + 1;
+        }
+    return rc;
+}
+
+/* Every paragraph under n in document order (a nested one after its
+ * outer one's pieces). */
+static int walk(srv_office *d, xmlNodePtr n)
+{
+    for (; n; n = n->next) {
+        if (n->type != XML_ELEMENT_NODE || !n->_private)
+            continue;
+        if (is(d->f, n, d->f->para) && read_para(d, n) != 0)
+            return -1;
+        if (walk(d, n->children) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* ---- the archive ---------------------------------------------------------------- */
+
+const char *srv_office_mime(const char *ext)
+{
+    for (size_t i = 0; ext && i < sizeof k_fmts / sizeof k_fmts[0]; i++)
+        if (!strcasecmp(ext, k_fmts[i].ext))
+            return k_fmts[i].mime;
+    return NULL;
+}
+
+/* Entry i's bytes (malloc'd, *n), bounded by its declared size; -1 out of
+ * memory, -2 refused (err). */
+static int read_entry(zip_t *za, zip_uint64_t i, const zip_stat_t *st, char **out, size_t *n,
+                      char *err, size_t errlen)
+{
+    zip_file_t *zf = zip_fopen_index(za, i, 0);
+    if (!zf) {
+        snprintf(err, errlen, "%s: %s", st->name, zip_strerror(za));
+        return -2;
+    }
+    char *buf = malloc((size_t)st->size + 2);
+    if (!buf) {
+        zip_fclose(zf);
+        return -1;
+    }
+    /* one byte more than declared: an entry that inflates past its size */
+    zip_int64_t got = 0, r = 0;
+    while (got <= (zip_int64_t)st->size &&
+           (r = zip_fread(zf, buf + got, st->size + 1 - (zip_uint64_t)got)) > 0)
+        got += r;
+    int bad = got != (zip_int64_t)st->size || r < 0;
+    if (bad)
+        snprintf(err, errlen, "%s: %s", st->name,
+                 r < 0 ? zip_file_strerror(zf) : "its data does not match its declared size");
+    zip_fclose(zf);
+    if (bad) {
+        free(buf);
+        return -2;
+    }
+    buf[got] = 0;
+    *out = buf;
+    *n = (size_t)got;
+    return 0;
+}
+
+static int read_parts(srv_office *d, char *err, size_t errlen)
+{
+    zip_int64_t ne = zip_get_num_entries(d->za, 0);
+    if (ne > SRV_OFFICE_MAX_ENTRIES) {
+        snprintf(err, errlen, "the archive has %lld entries; the limit is %d", (long long)ne,
+                 SRV_OFFICE_MAX_ENTRIES);
+        return -2;
+    }
+    d->parts = calloc((size_t)(ne > 0 ? ne : 1), sizeof *d->parts);
+    if (!d->parts)
+        return -1;
+    zip_uint64_t total = 0;
+    for (zip_int64_t i = 0; i < ne; i++) {
+        zip_stat_t st;
+        if (zip_stat_index(d->za, (zip_uint64_t)i, 0, &st) != 0 || !(st.valid & ZIP_STAT_SIZE) ||
+            !(st.valid & ZIP_STAT_NAME)) {
+            snprintf(err, errlen, "entry %lld is unreadable", (long long)i);
+            return -2;
+        }
+        if (!d->f->part(st.name))
+            continue;
+        total += st.size;
+        if (st.size > SRV_OFFICE_MAX_PART || total > SRV_OFFICE_MAX_TOTAL) {
+            snprintf(err, errlen,
+                     "%s expands to %llu bytes (%llu so far); the limits are %u per entry "
+                     "and %u in all",
+                     st.name, (unsigned long long)st.size, (unsigned long long)total,
+                     SRV_OFFICE_MAX_PART, SRV_OFFICE_MAX_TOTAL);
+            return -2;
+        }
+        char *buf;
+        size_t n;
+        int rc = read_entry(d->za, (zip_uint64_t)i, &st, &buf, &n, err, errlen);
+        if (rc != 0)
+            return rc;
+        xmlDocPtr doc = xmlReadMemory(buf, (int)n, NULL, "UTF-8",
+                                      XML_PARSE_NONET | XML_PARSE_NOWARNING | XML_PARSE_NOERROR);
+        free(buf);
+        if (!doc) {
+            snprintf(err, errlen, "%s is not well-formed XML", st.name);
+            return -2;
+        }
+        d->parts[d->n_parts++] = (part){(zip_uint64_t)i, doc};
+        xmlNodePtr root = xmlDocGetRootElement(doc);
+        mark_paras(d->f, root);
+        if (walk(d, root) != 0)
+            return -1;
+    }
+    if (!d->n_parts) {
+        snprintf(err, errlen, "no %s in the archive", d->f->needs);
+        return -2;
+    }
+    return 0;
+}
+
+int srv_office_parse(const char *data, size_t len, const char *ext, srv_office **out, char *err,
+                     size_t errlen)
+{
+    *out = NULL;
+    const fmt *f = NULL;
+    for (size_t i = 0; ext && i < sizeof k_fmts / sizeof k_fmts[0]; i++)
+        if (!strcasecmp(ext, k_fmts[i].ext))
+            f = &k_fmts[i];
+    if (!f) {
+        snprintf(err, errlen, "not a document format");
+        return -2;
+    }
+    srv_office *d = calloc(1, sizeof *d);
+    char *copy = malloc(len ? len : 1);
+    if (!d || !copy) {
+        free(d);
+        free(copy);
+        return -1;
+    }
+    memcpy(copy, data, len);
+    d->f = f;
+    zip_error_t ze;
+    zip_error_init(&ze);
+    d->src = zip_source_buffer_create(copy, len, 1, &ze);
+    if (!d->src) {
+        free(copy);
+        free(d);
+        zip_error_fini(&ze);
+        return -1;
+    }
+    d->za = zip_open_from_source(d->src, ZIP_RDONLY | ZIP_CHECKCONS, &ze);
+    int rc = 0;
+    if (!d->za) {
+        snprintf(err, errlen, "not a zip archive (%s)", zip_error_strerror(&ze));
+        zip_source_free(d->src);
+        d->src = NULL;
+        rc = -2;
+    } else {
+        rc = read_parts(d, err, errlen);
+    }
+    zip_error_fini(&ze);
+    if (rc != 0) {
+        srv_office_free(d);
+        return rc;
+    }
+    *out = d;
+    return 0;
+}
+
+int srv_office_n(const srv_office *d)
+{
+    return d->n_segs;
+}
+
+const char *srv_office_source(const srv_office *d, int i)
+{
+    return d->segs[i].src;
+}
+
+int srv_office_styled(const srv_office *d, int i)
+{
+    return d->segs[i].styled;
+}
+
+int srv_office_lost(const srv_office *d)
+{
+    return d->lost;
+}
+
+int srv_office_set(srv_office *d, int i, const char *t, const srv_align *al, int n_al)
+{
+    segment *s = &d->segs[i];
+    const size_t n = strlen(t), trail = strlen(s->full) - s->lead - s->len;
+    char *tgt = malloc(s->lead + n + trail + 1);
+    srv_align *sh = n_al ? calloc((size_t)n_al, sizeof *sh) : NULL;
+    if (!tgt || (n_al && !sh)) {
+        free(tgt);
+        free(sh);
+        return -1;
+    }
+    memcpy(tgt, s->full, s->lead);
+    memcpy(tgt + s->lead, t, n);
+    memcpy(tgt + s->lead + n, s->full + s->lead + s->len, trail + 1);
+    /* the alignment's offsets into full and tgt: both begin with lead */
+    int rc = 0;
+    for (int b = 0; b < n_al && rc == 0; b++) {
+        sh[b] = (srv_align){al[b].nt, al[b].ns, malloc(2 * (size_t)al[b].nt * sizeof(size_t)),
+                            malloc(2 * (size_t)al[b].ns * sizeof(size_t)), al[b].w};
+        if (!sh[b].t_off || !sh[b].s_off) {
+            rc = -1;
+            break;
+        }
+        for (int k = 0; k < 2 * al[b].nt; k++)
+            sh[b].t_off[k] = al[b].t_off[k] + s->lead;
+        for (int k = 0; k < 2 * al[b].ns; k++)
+            sh[b].s_off[k] = al[b].s_off[k] + s->lead;
+    }
+    int lost = 0;
+    srv_span *o = NULL;
+    int no = 0;
+    if (rc == 0)
+        rc = srv_spans_map(s->full, strlen(s->full), s->in, s->n_in, tgt, strlen(tgt), sh, n_al,
+                           &o, &no, &lost);
+    for (int b = 0; b < n_al; b++) {
+        free(sh[b].t_off);
+        free(sh[b].s_off);
+    }
+    free(sh);
+    if (rc != 0) {
+        free(tgt);
+        return -1;
+    }
+    free(s->tgt);
+    free(s->out);
+    s->tgt = tgt;
+    s->out = o;
+    s->n_out = no;
+    d->lost += lost;
+    d->paras[s->para].dirty = 1;
+    return 0;
+}
+
+/* ---- writing a paragraph again --------------------------------------------------- */
+
+/* A copy of element e (deep: with its children) that refers to the
+ * namespace declarations e refers to: no declaration is made again where
+ * the copy goes, under the same paragraph. An element that declares
+ * namespaces itself is copied by libxml2 with its declarations. */
+static xmlNodePtr copy_elem(xmlNodePtr e, int deep)
+{
+    if (e->nsDef)
+        return xmlDocCopyNode(e, e->doc, deep ? 1 : 2);
+    xmlNodePtr c = xmlNewDocNode(e->doc, e->ns, e->name, NULL);
+    for (xmlAttrPtr a = e->properties; c && a; a = a->next) {
+        xmlChar *v = xmlNodeGetContent((xmlNodePtr)a);
+        if (!xmlNewNsProp(c, a->ns, a->name, v ? v : (const xmlChar *)"")) {
+            xmlFreeNode(c);
+            c = NULL;
+        }
+        xmlFree(v);
+    }
+    for (xmlNodePtr k = deep && c ? e->children : NULL; k; k = k->next) {
+        xmlNodePtr kc = k->type == XML_ELEMENT_NODE ? copy_elem(k, 1) : xmlDocCopyNode(k, e->doc, 1);
+        if (!kc || !xmlAddChild(c, kc)) {
+            xmlFreeNode(kc);
+            xmlFreeNode(c);
+            return NULL;
+        }
+    }
+    return c;
+}
+
+/* A copy of e without children, but its properties. */
+static xmlNodePtr copy_shell(const fmt *f, xmlNodePtr e)
+{
+    xmlNodePtr c = copy_elem(e, 0);
+    for (xmlNodePtr k = e->children; c && k; k = k->next)
+        if (is(f, k, f->props)) {
+            xmlNodePtr pk = copy_elem(k, 1);
+            if (!pk || !xmlAddChild(c, pk)) {
+                xmlFreeNode(pk);
+                xmlFreeNode(c);
+                return NULL;
+            }
+        }
+    return c;
+}
+
+typedef struct writer {
+    const fmt *f;
+    xmlNodePtr p, anchor;       /* the paragraph; new children go before anchor (NULL: last) */
+    xmlNodePtr src[MAX_DEPTH];  /* the open chain: the elements copied... */
+    xmlNodePtr dst[MAX_DEPTH];  /* ...and their copies */
+    int depth;
+} writer;
+
+static xmlNodePtr add_to(writer *w, xmlNodePtr parent, xmlNodePtr n)
+{
+    if (parent == w->p)
+        return w->anchor ? xmlAddPrevSibling(w->anchor, n) : xmlAddChild(w->p, n);
+    return xmlAddChild(parent, n);
+}
+
+/* Opens chain (depth deep) on the writer: the common part stays, the rest
+ * is copied. The element to write into, or NULL. */
+static xmlNodePtr open_chain(writer *w, xmlNodePtr *chain, int depth)
+{
+    int same = 0;
+    while (same < w->depth && same < depth && w->src[same] == chain[same])
+        same++;
+    w->depth = same;
+    for (; w->depth < depth; w->depth++) {
+        xmlNodePtr c = copy_shell(w->f, chain[w->depth]);
+        xmlNodePtr parent = w->depth ? w->dst[w->depth - 1] : w->p;
+        if (!c || !add_to(w, parent, c)) {
+            xmlFreeNode(c);
+            return NULL;
+        }
+        w->src[w->depth] = chain[w->depth];
+        w->dst[w->depth] = c;
+    }
+    return depth ? w->dst[depth - 1] : w->p;
+}
+
+static int put_text(writer *w, xmlNodePtr *chain, int depth, const char *t, size_t n)
+{
+    xmlNodePtr e = open_chain(w, chain, depth);
+    xmlNodePtr tn = e ? xmlNewTextLen((const xmlChar *)t, (int)n) : NULL;
+    if (!tn || !add_to(w, e, tn)) {
+        xmlFreeNode(tn);
+        return -1;
+    }
+    /* Word drops a w:t's edge spaces unless told to keep them */
+    if (depth && w->f->leaf && is_named(w->f, chain[depth - 1], w->f->leaf) && n &&
+        (is_ws(t[0]) || is_ws(t[n - 1])))
+        xmlSetProp(e, (const xmlChar *)"xml:space", (const xmlChar *)"preserve");
+    return 0;
+}
+
+static int put_node(writer *w, const piece *pc)
+{
+    xmlNodePtr e = open_chain(w, (xmlNodePtr *)pc->chain, pc->depth);
+    if (!e)
+        return -1;
+    xmlUnlinkNode(pc->node);
+    if (!add_to(w, e, pc->node))
+        return -1;
+    return 0;
+}
+
+/* Writes paragraph p's pieces again, its translated segments' instead of
+ * theirs. */
+static int write_para(srv_office *d, para *p, const segment *segs, int n_segs)
+{
+    writer w = {.f = d->f, .p = p->node};
+    /* the paragraph's own properties stay; the rest is taken out */
+    int n_old = 0, seen_content = 0;
+    for (xmlNodePtr c = p->node->children; c; c = c->next)
+        n_old++;
+    xmlNodePtr *old = malloc((size_t)(n_old ? n_old : 1) * sizeof *old);
+    if (!old)
+        return -1;
+    n_old = 0;
+    for (xmlNodePtr c = p->node->children, next; c; c = next) {
+        next = c->next;
+        if (is(d->f, c, d->f->props)) {
+            if (seen_content && !w.anchor)
+                w.anchor = c;
+            continue;
+        }
+        seen_content = 1;
+        xmlUnlinkNode(c);
+        old[n_old++] = c;
+    }
+    int si = 0, rc = 0;
+    for (int k = 0; k < p->n && rc == 0;) {
+        while (si < n_segs && segs[si].p1 <= k)
+            si++;
+        const segment *s = si < n_segs && segs[si].p0 <= k && segs[si].tgt ? &segs[si] : NULL;
+        if (!s) {
+            const piece *pc = &p->pc[k++];
+            rc = pc->kind == P_TEXT ? put_text(&w, (xmlNodePtr *)pc->chain, pc->depth, pc->text,
+                                               strlen(pc->text))
+                                    : put_node(&w, pc);
+            continue;
+        }
+        for (int j = 0; j < s->n_out && rc == 0; j++) {
+            const srv_span *o = &s->out[j];
+            const piece *pc = &p->pc[o->style];
+            rc = o->obj ? put_node(&w, pc)
+                        : put_text(&w, (xmlNodePtr *)pc->chain, pc->depth, s->tgt + o->a,
+                                   o->b - o->a);
+        }
+        k = s->p1;
+    }
+    /* what was not moved back (an object or separator of the paragraph's
+     * own is in the tree again) */
+    for (int i = 0; i < n_old; i++)
+        if (!old[i]->parent)
+            xmlFreeNode(old[i]);
+    free(old);
+    return rc;
+}
+
+/* ---- the answer -------------------------------------------------------------------- */
+
+static int add_entry(zip_t *zo, const char *name, zip_source_t *zs, const zip_stat_t *st,
+                     int stored)
+{
+    zip_int64_t idx = zs ? zip_file_add(zo, name, zs, ZIP_FL_ENC_RAW)
+                         : zip_dir_add(zo, name, ZIP_FL_ENC_RAW);
+    if (idx < 0) {
+        zip_source_free(zs);
+        return -1;
+    }
+    if (st->valid & ZIP_STAT_MTIME)
+        zip_file_set_mtime(zo, (zip_uint64_t)idx, st->mtime, 0);
+    if (stored)
+        zip_set_file_compression(zo, (zip_uint64_t)idx, ZIP_CM_STORE, 0);
+    return 0;
+}
+
+static zip_source_t *part_source(zip_t *zo, const part *pt)
+{
+    xmlChar *x = NULL;
+    int n = 0;
+    xmlDocDumpMemoryEnc(pt->doc, &x, &n, "UTF-8");
+    char *buf = x ? malloc((size_t)n + 1) : NULL;
+    if (buf)
+        memcpy(buf, x, (size_t)n);
+    xmlFree(x);
+    zip_source_t *zs = buf ? zip_source_buffer(zo, buf, (zip_uint64_t)n, 1) : NULL;
+    if (buf && !zs)
+        free(buf);
+    return zs;
+}
+
+static char *archive_bytes(zip_source_t *out, size_t *len)
+{
+    zip_stat_t st;
+    char *buf = NULL;
+    if (zip_source_open(out) != 0)
+        return NULL;
+    if (zip_source_stat(out, &st) == 0 && (st.valid & ZIP_STAT_SIZE) &&
+        (buf = malloc((size_t)st.size + 1))) {
+        zip_int64_t got = zip_source_read(out, buf, st.size);
+        if (got != (zip_int64_t)st.size) {
+            free(buf);
+            buf = NULL;
+        } else {
+            *len = (size_t)st.size;
+        }
+    }
+    zip_source_close(out);
+    return buf;
+}
+
+char *srv_office_render(srv_office *d, size_t *len, char *err, size_t errlen)
+{
+    for (int i = 0, s0 = 0; i < d->n_paras; i++) {
+        int s1 = s0;
+        while (s1 < d->n_segs && d->segs[s1].para == i)
+            s1++;
+        if (d->paras[i].dirty && write_para(d, &d->paras[i], d->segs + s0, s1 - s0) != 0) {
+            snprintf(err, errlen, "out of memory");
+            return NULL;
+        }
+        s0 = s1;
+    }
+    zip_error_t ze;
+    zip_error_init(&ze);
+    zip_source_t *out = zip_source_buffer_create(NULL, 0, 0, &ze);
+    zip_t *zo = out ? zip_open_from_source(out, ZIP_TRUNCATE, &ze) : NULL;
+    char *buf = NULL;
+    if (!zo) {
+        snprintf(err, errlen, "cannot write the archive: %s", zip_error_strerror(&ze));
+        zip_source_free(out);
+        zip_error_fini(&ze);
+        return NULL;
+    }
+    zip_source_keep(out);
+    zip_int64_t ne = zip_get_num_entries(d->za, 0);
+    int rc = 0, pi = 0;
+    for (zip_int64_t i = 0; i < ne && rc == 0; i++) {
+        zip_stat_t st;
+        if (zip_stat_index(d->za, (zip_uint64_t)i, 0, &st) != 0) {
+            rc = -1;
+            break;
+        }
+        int dir = st.name[0] && st.name[strlen(st.name) - 1] == '/';
+        zip_source_t *zs = NULL;
+        if (pi < d->n_parts && d->parts[pi].idx == (zip_uint64_t)i)
+            zs = part_source(zo, &d->parts[pi++]);
+        else if (!dir) /* as it is, compressed */
+            zs = zip_source_zip(zo, d->za, (zip_uint64_t)i, ZIP_FL_COMPRESSED, 0, -1);
+        rc = zs || dir ? add_entry(zo, st.name, zs, &st, !strcmp(st.name, "mimetype")) : -1;
+    }
+    if (rc != 0 || zip_close(zo) != 0) {
+        snprintf(err, errlen, "cannot write the archive: %s", zip_strerror(zo));
+        zip_discard(zo);
+    } else if (!(buf = archive_bytes(out, len))) {
+        snprintf(err, errlen, "out of memory");
+    }
+    zip_source_free(out);
+    zip_error_fini(&ze);
+    return buf;
+}
+
+void srv_office_free(srv_office *d)
+{
+    if (!d)
+        return;
+    for (int i = 0; i < d->n_segs; i++) {
+        free(d->segs[i].full);
+        free(d->segs[i].src);
+        free(d->segs[i].in);
+        free(d->segs[i].tgt);
+        free(d->segs[i].out);
+    }
+    free(d->segs);
+    for (int i = 0; i < d->n_paras; i++) {
+        for (int k = 0; k < d->paras[i].n; k++)
+            free(d->paras[i].pc[k].text);
+        free(d->paras[i].pc);
+    }
+    free(d->paras);
+    for (int i = 0; i < d->n_parts; i++)
+        xmlFreeDoc(d->parts[i].doc);
+    free(d->parts);
+    if (d->za)
+        zip_discard(d->za); /* frees its source */
+    free(d);
+}

@@ -1,0 +1,363 @@
+/*
+ * spans.c - inline formatting carried by attention (spans.h).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "spans.h"
+
+typedef struct word {
+    size_t a, b;
+} word;
+
+void srv_align_free(srv_align *a, int n)
+{
+    for (int i = 0; a && i < n; i++) {
+        free(a[i].t_off);
+        free(a[i].s_off);
+        free(a[i].w);
+    }
+    free(a);
+}
+
+static int is_sp(unsigned char c)
+{
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
+}
+
+/* The runs of non-space bytes of t into *out; their count, or -1. */
+static int words_of(const char *t, size_t n, word **out)
+{
+    int cnt = 0;
+    for (size_t i = 0; i < n; i++)
+        cnt += !is_sp((unsigned char)t[i]) && (i == 0 || is_sp((unsigned char)t[i - 1]));
+    *out = malloc((size_t)(cnt ? cnt : 1) * sizeof **out);
+    if (!*out)
+        return -1;
+    int k = 0;
+    for (size_t i = 0; i < n;) {
+        if (is_sp((unsigned char)t[i])) {
+            i++;
+            continue;
+        }
+        size_t a = i;
+        while (i < n && !is_sp((unsigned char)t[i]))
+            i++;
+        (*out)[k++] = (word){a, i};
+    }
+    return cnt;
+}
+
+/* The word holding byte pos, or -1. */
+static int word_at(const word *w, int nw, size_t pos)
+{
+    int lo = 0, hi = nw - 1;
+    while (lo <= hi) {
+        int mid = (lo + hi) / 2;
+        if (pos < w[mid].a)
+            hi = mid - 1;
+        else if (pos >= w[mid].b)
+            lo = mid + 1;
+        else
+            return mid;
+    }
+    return -1;
+}
+
+/* The word a token's bytes [a, b) belong to: the one of its last
+ * non-space byte (a piece's space is the word boundary before it). */
+static int token_word(const char *t, size_t n, const word *w, int nw, size_t a, size_t b)
+{
+    if (b > n)
+        b = n;
+    while (b > a && is_sp((unsigned char)t[b - 1]))
+        b--;
+    return b > a ? word_at(w, nw, b - 1) : -1;
+}
+
+/* Word weights of one sentence into the best links of each word (t_best,
+ * t_bw over target words, s_best, s_bw over source words). 0 or -1. */
+static int link_block(const srv_align *al, const char *src, size_t src_n, const word *sw, int nsw,
+                      const char *tgt, size_t tgt_n, const word *tw, int ntw, int *t_best,
+                      float *t_bw, int *s_best, float *s_bw)
+{
+    int *tk = malloc((size_t)(al->nt + al->ns + 1) * sizeof *tk), *sk = tk + al->nt;
+    if (!tk)
+        return -1;
+    int t0 = ntw, t1 = -1, s0 = nsw, s1 = -1;
+    for (int t = 0; t < al->nt; t++) {
+        tk[t] = token_word(tgt, tgt_n, tw, ntw, al->t_off[2 * t], al->t_off[2 * t + 1]);
+        if (tk[t] >= 0) {
+            t0 = tk[t] < t0 ? tk[t] : t0;
+            t1 = tk[t] > t1 ? tk[t] : t1;
+        }
+    }
+    for (int s = 0; s < al->ns; s++) {
+        sk[s] = token_word(src, src_n, sw, nsw, al->s_off[2 * s], al->s_off[2 * s + 1]);
+        if (sk[s] >= 0) {
+            s0 = sk[s] < s0 ? sk[s] : s0;
+            s1 = sk[s] > s1 ? sk[s] : s1;
+        }
+    }
+    if (t1 < 0 || s1 < 0) {
+        free(tk);
+        return 0;
+    }
+    const int nt = t1 - t0 + 1, ns = s1 - s0 + 1;
+    float *m = calloc((size_t)nt * (size_t)ns, sizeof *m);
+    if (!m) {
+        free(tk);
+        return -1;
+    }
+    for (int t = 0; t < al->nt; t++)
+        for (int s = 0; tk[t] >= 0 && s < al->ns; s++)
+            if (sk[s] >= 0)
+                m[(size_t)(tk[t] - t0) * (size_t)ns + (size_t)(sk[s] - s0)] +=
+                    al->w[(size_t)t * (size_t)al->ns + (size_t)s];
+    for (int i = 0; i < nt; i++)
+        for (int j = 0; j < ns; j++) {
+            float v = m[(size_t)i * (size_t)ns + (size_t)j];
+            if (v > t_bw[t0 + i]) {
+                t_bw[t0 + i] = v;
+                t_best[t0 + i] = s0 + j;
+            }
+            if (v > s_bw[s0 + j]) {
+                s_bw[s0 + j] = v;
+                s_best[s0 + j] = t0 + i;
+            }
+        }
+    free(m);
+    free(tk);
+    return 0;
+}
+
+typedef struct out_buf {
+    srv_span *s;
+    int n, cap;
+} out_buf;
+
+static int push(out_buf *o, size_t a, size_t b, int style, int obj)
+{
+    if (!obj && a == b)
+        return 0;
+    if (!obj && o->n > 0 && !o->s[o->n - 1].obj && o->s[o->n - 1].style == style &&
+        o->s[o->n - 1].b == a) {
+        o->s[o->n - 1].b = b;
+        return 0;
+    }
+    if (o->n == o->cap) {
+        int cap = o->cap ? o->cap * 2 : 16;
+        srv_span *p = realloc(o->s, (size_t)cap * sizeof *p);
+        if (!p)
+            return -1;
+        o->s = p;
+        o->cap = cap;
+    }
+    o->s[o->n++] = (srv_span){a, b, style, obj};
+    return 0;
+}
+
+/* Each source word's style: the style of most of its bytes. */
+static void word_styles(const word *sw, int nsw, const srv_span *in, int n_in, int *s_style)
+{
+    int k = 0;
+    for (int i = 0; i < nsw; i++) {
+        size_t best = 0;
+        s_style[i] = -1;
+        while (k < n_in && (in[k].obj || in[k].b <= sw[i].a))
+            k++;
+        for (int j = k; j < n_in && in[j].a < sw[i].b; j++) {
+            if (in[j].obj)
+                continue;
+            size_t a = in[j].a > sw[i].a ? in[j].a : sw[i].a;
+            size_t b = in[j].b < sw[i].b ? in[j].b : sw[i].b;
+            if (b > a && b - a > best) {
+                best = b - a;
+                s_style[i] = in[j].style;
+            }
+        }
+    }
+}
+
+/* The style of most non-space source bytes (the first such on a tie). */
+static int base_style(const char *src, const srv_span *in, int n_in)
+{
+    int best = -1;
+    size_t best_n = 0;
+    for (int i = 0; i < n_in; i++) {
+        if (in[i].obj)
+            continue;
+        size_t cnt = 0;
+        for (int j = 0; j < n_in; j++)
+            for (size_t p = in[j].a; !in[j].obj && in[j].style == in[i].style && p < in[j].b; p++)
+                cnt += !is_sp((unsigned char)src[p]);
+        if (best < 0 || cnt > best_n) {
+            best = in[i].style;
+            best_n = cnt;
+        }
+    }
+    return best < 0 ? 0 : best;
+}
+
+/* Gives the target words their styles (spans.h's rules); returns the
+ * styles lost. */
+static int target_styles(const srv_span *in, int n_in, int base, const int *s_style, int nsw,
+                         const int *t_best, const int *s_best, int ntw, int *t_style)
+{
+    int lost = 0;
+    for (int i = 0; i < ntw; i++)
+        t_style[i] = base;
+    for (int k = 0; k < n_in; k++) {
+        int st = in[k].style, seen = 0;
+        if (in[k].obj || st == base)
+            continue;
+        for (int j = 0; j < k; j++)
+            seen |= !in[j].obj && in[j].style == st;
+        if (seen)
+            continue;
+        int first = -1, last = -1, cnt = 0;
+        for (int i = 0; i < nsw; i++)
+            if (s_style[i] == st) {
+                first = first < 0 ? i : first;
+                last = i;
+                cnt++;
+            }
+        if (!cnt)
+            continue; /* only spaces: nothing to carry */
+        /* both ways first; one way (target to source) when none is */
+        int lo = -1, hi = -1;
+        for (int pass = 0; pass < 2 && lo < 0; pass++)
+            for (int i = 0; i < ntw; i++) {
+                int s = t_best[i];
+                if (s < 0 || s_style[s] != st || (!pass && s_best[s] != i))
+                    continue;
+                t_style[i] = st;
+                lo = lo < 0 ? i : lo;
+                hi = i;
+            }
+        for (int i = first; lo < 0 && i <= last; i++) /* the other way */
+            if (s_style[i] == st && s_best[i] >= 0 && t_style[s_best[i]] == base)
+                t_style[s_best[i]] = st;
+        for (int i = 0; lo < 0 && i < ntw; i++)
+            if (t_style[i] == st) {
+                lo = lo < 0 ? i : lo;
+                hi = i;
+            }
+        if (lo < 0) {
+            lost++;
+            continue;
+        }
+        if (last - first + 1 == cnt && hi - lo + 1 <= 2 * cnt + 2)
+            for (int i = lo; i <= hi; i++)
+                if (t_style[i] == base)
+                    t_style[i] = st;
+    }
+    return lost;
+}
+
+/* Where each object goes in the target (pos, in in's order). */
+static void object_places(const srv_span *in, int n_in, const word *sw, int nsw, const word *tw,
+                          int ntw, const int *t_best, const int *s_best, size_t tgt_n,
+                          size_t *pos)
+{
+    size_t prev = 0;
+    for (int k = 0; k < n_in; k++) {
+        if (!in[k].obj)
+            continue;
+        int next = 0;
+        while (next < nsw && sw[next].a < in[k].a)
+            next++;
+        size_t p = tgt_n;
+        if (next == 0) {
+            p = 0;
+        } else if (next < nsw) {
+            int t = -1;
+            for (int i = 0; i < ntw && t < 0; i++)
+                if (t_best[i] == next)
+                    t = i;
+            if (t < 0)
+                t = s_best[next];
+            if (t >= 0)
+                p = tw[t].a;
+        }
+        pos[k] = p < prev ? prev : p;
+        prev = pos[k];
+    }
+}
+
+int srv_spans_map(const char *src, size_t src_n, const srv_span *in, int n_in, const char *tgt,
+                  size_t tgt_n, const srv_align *blocks, int n_blocks, srv_span **out,
+                  int *n_out, int *lost)
+{
+    word *sw = NULL, *tw = NULL;
+    int nsw = words_of(src, src_n, &sw), ntw = nsw < 0 ? -1 : words_of(tgt, tgt_n, &tw);
+    int *ints = NULL;
+    float *fl = NULL;
+    size_t *pos = NULL;
+    out_buf o = {0};
+    int rc = -1;
+    *out = NULL;
+    *n_out = 0;
+    *lost = 0;
+    if (nsw < 0 || ntw < 0)
+        goto done;
+    ints = malloc((size_t)(2 * nsw + 2 * ntw + 1) * sizeof *ints);
+    fl = calloc((size_t)(nsw + ntw + 1), sizeof *fl);
+    pos = calloc((size_t)(n_in + 1), sizeof *pos);
+    if (!ints || !fl || !pos)
+        goto done;
+    int *s_style = ints, *s_best = ints + nsw, *t_best = ints + 2 * nsw,
+        *t_style = ints + 2 * nsw + ntw;
+    float *s_bw = fl, *t_bw = fl + nsw;
+    for (int i = 0; i < nsw; i++)
+        s_best[i] = -1;
+    for (int i = 0; i < ntw; i++)
+        t_best[i] = -1;
+    for (int b = 0; b < n_blocks; b++)
+        if (link_block(&blocks[b], src, src_n, sw, nsw, tgt, tgt_n, tw, ntw, t_best, t_bw, s_best,
+                       s_bw) != 0)
+            goto done;
+    word_styles(sw, nsw, in, n_in, s_style);
+    const int base = base_style(src, in, n_in);
+    *lost = target_styles(in, n_in, base, s_style, nsw, t_best, s_best, ntw, t_style);
+    object_places(in, n_in, sw, nsw, tw, ntw, t_best, s_best, tgt_n, pos);
+    /* the text's pieces, the objects put in between */
+    int k = 0;
+    for (int i = 0; i <= ntw; i++) {
+        /* the gap before word i (the tail after the last), then word i */
+        size_t ga = i ? tw[i - 1].b : 0, gb = i < ntw ? tw[i].a : tgt_n;
+        int gs = !ntw              ? base
+                 : i == 0          ? t_style[0]
+                 : i == ntw        ? t_style[ntw - 1]
+                 : t_style[i - 1] == t_style[i] ? t_style[i]
+                                                : base;
+        for (int pass = 0; pass < 2; pass++) {
+            size_t a = pass ? gb : ga, b = pass ? (i < ntw ? tw[i].b : gb) : gb;
+            int st = pass ? (i < ntw ? t_style[i] : gs) : gs;
+            for (; k < n_in; k++) {
+                if (!in[k].obj)
+                    continue;
+                if (pos[k] >= b && !(b == tgt_n && i == ntw && pass))
+                    break;
+                size_t p = pos[k] > a ? pos[k] : a;
+                if (push(&o, a, p, st, 0) != 0 || push(&o, p, p, in[k].style, 1) != 0)
+                    goto done;
+                a = p;
+            }
+            if (push(&o, a, b, st, 0) != 0)
+                goto done;
+        }
+    }
+    *out = o.s;
+    *n_out = o.n;
+    o.s = NULL;
+    rc = 0;
+done:
+    free(o.s);
+    free(sw);
+    free(tw);
+    free(ints);
+    free(fl);
+    free(pos);
+    return rc;
+}

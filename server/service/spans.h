@@ -1,0 +1,68 @@
+/*
+ * spans.h - inline formatting carried from a source paragraph to its
+ * translation by the model's own cross-attention.
+ *
+ * A paragraph's source text comes with its styled pieces (spans of bytes,
+ * each with a style: a bold run, a link, plain text) and its objects
+ * (zero-length spans: a footnote mark, an image, a field). The
+ * translation comes with an alignment: for each sentence, its source and
+ * target tokens' bytes and the attention each target token paid to each
+ * source token. srv_spans_map gives the translation's pieces:
+ *
+ * - words are runs of non-space bytes; a pair of words weighs the sum of
+ *   the attention between their tokens; each target word links to the
+ *   source word it weighs most with, each source word to the target word
+ *   it weighs most with; a source word's style is the style of most of
+ *   its bytes; the base style is the style of most of the source's
+ *   non-space bytes, and every target word has it unless:
+ * - a style other than the base goes to the target words linked both ways
+ *   with its source words; when there is none, to those linked one way
+ *   (target to source); when there is none either, to the target words its
+ *   source words link to; one whose source words are one run is made one
+ *   run again in the target (the words between its first and last target
+ *   word that have the base style take it) when that run is at most twice
+ *   its source run's words plus two; a style that finds no target word at
+ *   all is lost (counted);
+ * - the spaces between two words of one style have that style, others the
+ *   base style;
+ * - an object goes before the target word that weighs most with the
+ *   source word after it (the end when none follows), never before an
+ *   earlier object of the source.
+ *
+ * Pure functions, no allocation the caller does not free; the decision is
+ * documented in docs/decisions.md ("Inline formatting by attention").
+ */
+#ifndef SRV_SPANS_H
+#define SRV_SPANS_H
+
+#include <stddef.h>
+
+/* A styled piece [a, b) of a text, or an object (obj: a == b, style its id). */
+typedef struct srv_span {
+    size_t a, b;
+    int style;
+    int obj;
+} srv_span;
+
+/* One sentence's alignment: its tokens' bytes in the paragraph's source
+ * (s_off, 2 ns) and in its translation (t_off, 2 nt), w[t * ns + s] the
+ * attention target token t paid to source token s. */
+typedef struct srv_align {
+    int nt, ns;
+    size_t *t_off;
+    size_t *s_off;
+    float *w;
+} srv_align;
+
+void srv_align_free(srv_align *a, int n); /* frees the blocks' arrays and a */
+
+/* Maps src's pieces (n_in, in order, text spans covering [0, src_n) and
+ * objects between them) onto tgt by the alignment (n_blocks sentences).
+ * *out (malloc'd, *n_out): tgt's pieces in order, covering [0, tgt_n),
+ * with every object of in exactly once. *lost: styles given to no target
+ * word. 0, or -1 when out of memory. */
+int srv_spans_map(const char *src, size_t src_n, const srv_span *in, int n_in, const char *tgt,
+                  size_t tgt_n, const srv_align *blocks, int n_blocks, srv_span **out,
+                  int *n_out, int *lost);
+
+#endif

@@ -1,0 +1,249 @@
+/*
+ * test_spans.c - inline formatting carried by attention
+ * (server/service/spans.c), with scripted alignments: a token a word, each
+ * target word attending to the source words it is told to.
+ *   - a bold word follows its aligned word, wherever the order puts it;
+ *     a word linked both ways wins over one linked one way;
+ *   - a span whose source is one run stays one run in the target, the
+ *     spaces inside it with it, the spaces around it plain;
+ *   - a style no target word took goes the other way (its source word's
+ *     strongest target word); one that finds nothing is counted lost;
+ *   - objects go before the target word of the source word after them,
+ *     at the start or the end when they were there, in their order;
+ *   - the pieces cover the target exactly, in order;
+ *   - several sentences (blocks), each aligned within itself.
+ */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "spans.h"
+
+typedef struct wd {
+    size_t a, b;
+} wd;
+
+static int words(const char *t, wd *w)
+{
+    int n = 0;
+    for (size_t i = 0; t[i];) {
+        if (t[i] == ' ') {
+            i++;
+            continue;
+        }
+        size_t a = i;
+        while (t[i] && t[i] != ' ')
+            i++;
+        w[n++] = (wd){a, i};
+    }
+    return n;
+}
+
+/* One block: a token a word; link[t] the source word target word t
+ * attends to (weight 0.7, the rest spread evenly), -1: evenly. */
+static srv_align block(const char *src, const char *tgt, const int *link)
+{
+    wd s[64], t[64];
+    int ns = words(src, s), nt = words(tgt, t);
+    srv_align a = {nt, ns, malloc(2 * (size_t)nt * sizeof(size_t)),
+                   malloc(2 * (size_t)ns * sizeof(size_t)), malloc((size_t)(nt * ns) * sizeof(float))};
+    for (int i = 0; i < nt; i++) {
+        /* a piece's space is before it, as SentencePiece gives them */
+        a.t_off[2 * i] = i ? t[i - 1].b : 0;
+        a.t_off[2 * i + 1] = t[i].b;
+        for (int j = 0; j < ns; j++)
+            a.w[i * ns + j] = link[i] < 0 ? 1.0f / (float)ns
+                              : j == link[i] ? 0.7f
+                                             : 0.3f / (float)(ns > 1 ? ns - 1 : 1);
+    }
+    for (int j = 0; j < ns; j++) {
+        a.s_off[2 * j] = j ? s[j - 1].b : 0;
+        a.s_off[2 * j + 1] = s[j].b;
+    }
+    return a;
+}
+
+/* The target with each piece's style written as [style:text] and objects
+ * as <id>; checks the pieces cover the target in order. */
+static char *show(const char *tgt, const srv_span *o, int n)
+{
+    static char buf[1024];
+    size_t at = 0, w = 0;
+    for (int i = 0; i < n; i++) {
+        ck_assert_uint_eq(o[i].a, at);
+        if (o[i].obj) {
+            ck_assert_uint_eq(o[i].a, o[i].b);
+            w += (size_t)snprintf(buf + w, sizeof buf - w, "<%d>", o[i].style);
+            continue;
+        }
+        ck_assert_uint_gt(o[i].b, o[i].a);
+        w += (size_t)snprintf(buf + w, sizeof buf - w, "[%d:%.*s]", o[i].style,
+                              (int)(o[i].b - o[i].a), tgt + o[i].a);
+        at = o[i].b;
+    }
+    ck_assert_uint_eq(at, strlen(tgt));
+    return buf;
+}
+
+static void map1(const char *src, const srv_span *in, int n_in, const char *tgt, const int *link,
+                 const char *want, int want_lost)
+{
+    srv_align *al = malloc(sizeof *al);
+    al[0] = block(src, tgt, link);
+    srv_span *o;
+    int n, lost;
+    ck_assert_int_eq(srv_spans_map(src, strlen(src), in, n_in, tgt, strlen(tgt), al, 1, &o, &n,
+                                   &lost),
+                     0);
+    ck_assert_str_eq(show(tgt, o, n), want);
+    ck_assert_int_eq(lost, want_lost);
+    free(o);
+    srv_align_free(al, 1);
+}
+
+START_TEST(test_bold_word)
+{
+    const char *src = "Save the file before closing.";
+    /* "Save the " plain, "file" bold (1), " before closing." plain */
+    const srv_span in[] = {{0, 9, 0, 0}, {9, 13, 1, 0}, {13, 29, 0, 0}};
+    const char *tgt = "Speichern Sie die Datei vor dem Schließen.";
+    const int link[] = {0, 0, 1, 2, 3, 4, 4};
+    map1(src, in, 3, tgt, link, "[0:Speichern Sie die ][1:Datei][0: vor dem Schließen.]", 0);
+    /* the word order changed: the bold word moves with its word */
+    const char *tgt2 = "Die Datei vor dem Schließen speichern.";
+    const int link2[] = {1, 2, 3, 4, 4, 0};
+    map1(src, in, 3, tgt2, link2, "[0:Die ][1:Datei][0: vor dem Schließen speichern.]", 0);
+    /* "den" links to "Open" one way only; "Öffnen" both ways wins */
+    const char *src3 = "Click the Open button";
+    const srv_span in3[] = {{0, 10, 0, 0}, {10, 14, 1, 0}, {14, 21, 0, 0}};
+    const char *tgt3 = "Klicken Sie auf den Knopf Öffnen";
+    srv_align *al = malloc(sizeof *al);
+    const int link3[] = {0, 0, 0, 2, 3, 2};
+    al[0] = block(src3, tgt3, link3);
+    al[0].w[5 * 4 + 2] = 0.8f;
+    srv_span *o;
+    int n, lost;
+    ck_assert_int_eq(srv_spans_map(src3, strlen(src3), in3, 3, tgt3, strlen(tgt3), al, 1, &o, &n,
+                                   &lost),
+                     0);
+    ck_assert_str_eq(show(tgt3, o, n), "[0:Klicken Sie auf den Knopf ][1:Öffnen]");
+    free(o);
+    srv_align_free(al, 1);
+}
+END_TEST
+
+START_TEST(test_runs)
+{
+    /* "Please click the Open button now": "the Open button" a link (2) */
+    const char *src = "Please click the Open button now";
+    const srv_span in[] = {{0, 13, 0, 0}, {13, 28, 2, 0}, {28, 32, 0, 0}};
+    const char *tgt = "Bitte klicken Sie jetzt auf den Knopf Öffnen";
+    /* "den" attends to nothing in particular: the run is closed over it */
+    const int link[] = {0, 1, 1, 5, 2, -1, 4, 3};
+    map1(src, in, 3, tgt, link, "[0:Bitte klicken Sie jetzt ][2:auf den Knopf Öffnen]", 0);
+    /* a run too spread out is not closed: "Bitte ... z" stays plain */
+    const char *tgt3 = "den Bitte klicken Sie jetzt x y z Öffnen";
+    const int link3[] = {2, 0, 1, 1, 5, 0, 0, 0, 3};
+    map1(src, in, 3, tgt3, link3, "[2:den][0: Bitte klicken Sie jetzt x y z ][2:Öffnen]", 0);
+    /* the whole paragraph in one style */
+    const srv_span all[] = {{0, 32, 5, 0}};
+    map1(src, all, 1, tgt, link, "[5:Bitte klicken Sie jetzt auf den Knopf Öffnen]", 0);
+}
+END_TEST
+
+START_TEST(test_fallback_and_lost)
+{
+    const char *src = "Save the file before closing.";
+    const srv_span in[] = {{0, 9, 0, 0}, {9, 13, 1, 0}, {13, 29, 0, 0}};
+    /* no target word takes "file" first, but "Datei" is the word "file"
+     * weighs most with: weights 0.7 from "Datei" to "the" put "Datei" on
+     * "the", and "file" gets "Datei" the other way */
+    const char *tgt = "Speichern Sie die Datei vor dem Schließen.";
+    srv_align *al = malloc(sizeof *al);
+    const int link[] = {0, 0, 1, 1, 3, 4, 4};
+    al[0] = block(src, tgt, link);
+    /* "Datei" pays "file" more than any other target word does */
+    al[0].w[3 * 5 + 2] = 0.29f;
+    al[0].w[0 * 5 + 2] = 0.01f;
+    al[0].w[1 * 5 + 2] = 0.01f;
+    al[0].w[2 * 5 + 2] = 0.01f;
+    srv_span *o;
+    int n, lost;
+    ck_assert_int_eq(srv_spans_map(src, strlen(src), in, 3, tgt, strlen(tgt), al, 1, &o, &n, &lost),
+                     0);
+    ck_assert_str_eq(show(tgt, o, n), "[0:Speichern Sie die ][1:Datei][0: vor dem Schließen.]");
+    ck_assert_int_eq(lost, 0);
+    free(o);
+    srv_align_free(al, 1);
+    /* no alignment at all: the style is lost, everything plain */
+    ck_assert_int_eq(srv_spans_map(src, strlen(src), in, 3, tgt, strlen(tgt), NULL, 0, &o, &n,
+                                   &lost),
+                     0);
+    ck_assert_str_eq(show(tgt, o, n), "[0:Speichern Sie die Datei vor dem Schließen.]");
+    ck_assert_int_eq(lost, 1);
+    free(o);
+}
+END_TEST
+
+START_TEST(test_objects)
+{
+    /* <7>Save the file<8> before closing.<9> */
+    const char *src = "Save the file before closing.";
+    const srv_span in[] = {{0, 0, 7, 1},   {0, 13, 0, 0},  {13, 13, 8, 1},
+                           {13, 29, 0, 0}, {29, 29, 9, 1}};
+    const char *tgt = "Speichern Sie die Datei vor dem Schließen.";
+    const int link[] = {0, 0, 1, 2, 3, 4, 4};
+    /* <8> goes before the word of "before" ("vor") */
+    map1(src, in, 5, tgt, link, "<7>[0:Speichern Sie die Datei ]<8>[0:vor dem Schließen.]<9>", 0);
+    /* "before"'s word earlier than an earlier object's: never reordered */
+    const srv_span in2[] = {{0, 5, 0, 0}, {5, 5, 3, 1}, {5, 13, 0, 0}, {13, 13, 4, 1},
+                            {13, 29, 0, 0}};
+    const int link2[] = {0, 3, 1, 2, 3, 4, 4};
+    /* <3> before "the"'s word "die"; <4> before "before"'s word: "Sie"
+     * (first of the two) is before "die", so <4> follows <3> */
+    map1(src, in2, 5, tgt, link2, "[0:Speichern Sie ]<3><4>[0:die Datei vor dem Schließen.]", 0);
+}
+END_TEST
+
+START_TEST(test_blocks)
+{
+    /* two sentences, each its own block with offsets into the paragraph */
+    const char *src = "Open it. Save the file.";
+    const srv_span in[] = {{0, 18, 0, 0}, {18, 22, 1, 0}, {22, 23, 0, 0}};
+    const char *tgt = "Öffne es. Speichere die Datei.";
+    srv_align *al = malloc(2 * sizeof *al);
+    const int l1[] = {0, 1};
+    al[0] = block("Open it.", "Öffne es.", l1);
+    const int l2[] = {0, 1, 2};
+    al[1] = block("Save the file.", "Speichere die Datei.", l2);
+    for (int i = 0; i < 2 * al[1].ns; i++)
+        al[1].s_off[i] += 8;
+    for (int i = 0; i < 2 * al[1].nt; i++)
+        al[1].t_off[i] += 9;
+    srv_span *o;
+    int n, lost;
+    ck_assert_int_eq(srv_spans_map(src, strlen(src), in, 3, tgt, strlen(tgt), al, 2, &o, &n, &lost),
+                     0);
+    ck_assert_str_eq(show(tgt, o, n), "[0:Öffne es. Speichere die ][1:Datei.]");
+    free(o);
+    srv_align_free(al, 2);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("spans");
+    TCase *tc = tcase_create("spans");
+    tcase_add_test(tc, test_bold_word);
+    tcase_add_test(tc, test_runs);
+    tcase_add_test(tc, test_fallback_and_lost);
+    tcase_add_test(tc, test_objects);
+    tcase_add_test(tc, test_blocks);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
