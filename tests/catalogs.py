@@ -14,81 +14,12 @@ MODEL_DIR` (the bundled English->German model):
     source in it; the markup unit and translate="no" left alone;
   - keptUnits counts the units left for a person.
 """
-import http.client
-import json
-import os
 import re
-import subprocess
 import sys
-import tempfile
-import time
 
 from translate.storage import ts2, xliff
 
-
-def fail(why):
-    print("catalogs: FAIL: " + why, file=sys.stderr)
-    sys.exit(1)
-
-
-def check(cond, why):
-    if not cond:
-        fail(why)
-
-
-class Daemon:
-    def __init__(self, exe, model):
-        self.log = tempfile.NamedTemporaryFile(prefix="td-cat-", suffix=".log", delete=False)
-        env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
-        self.p = subprocess.Popen(["setpriv", "--pdeathsig", "KILL", exe, "serve", "--model", model,
-                                   "--host", "127.0.0.1", "--port", "0", "--threads", "1",
-                                   "--workers", "1"],
-                                  stdout=subprocess.DEVNULL, stderr=self.log, env=env)
-        for _ in range(600):
-            text = open(self.log.name, errors="replace").read()
-            m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", text)
-            if m and "ready:" in text:
-                self.port = int(m.group(1))
-                return
-            if self.p.poll() is not None:
-                break
-            time.sleep(0.1)
-        fail("the daemon did not start:\n" + open(self.log.name, errors="replace").read())
-
-    def request(self, method, path, body=None, headers=None):
-        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=300)
-        c.request(method, path, body, headers or {})
-        r = c.getresponse()
-        data = r.read()
-        c.close()
-        return r.status, data
-
-    def translate(self, q):
-        st, data = self.request("POST", "/translate",
-                                json.dumps({"q": q, "source": "en", "target": "de"}),
-                                {"Content-Type": "application/json"})
-        check(st == 200, "POST /translate: %d %s" % (st, data))
-        return json.loads(data)["translatedText"]
-
-    def translate_file(self, name, data):
-        b = "XyZzYcat"
-        body = ("--%s\r\nContent-Disposition: form-data; name=\"source\"\r\n\r\nen\r\n"
-                "--%s\r\nContent-Disposition: form-data; name=\"target\"\r\n\r\nde\r\n"
-                "--%s\r\nContent-Disposition: form-data; name=\"file\"; filename=\"%s\"\r\n\r\n"
-                % (b, b, b, name)).encode() + data + ("\r\n--%s--\r\n" % b).encode()
-        st, ans = self.request("POST", "/translate_file", body,
-                               {"Content-Type": "multipart/form-data; boundary=" + b})
-        check(st == 200, "POST /translate_file %s: %d %s" % (name, st, ans))
-        ans = json.loads(ans)
-        url = ans["translatedFileUrl"]
-        st, out = self.request("GET", url[url.index("/download_file/"):])
-        check(st == 200, "the download of %s: %d" % (name, st))
-        return out, ans.get("keptUnits")
-
-    def stop(self):
-        self.p.terminate()
-        self.p.wait(30)
-        os.unlink(self.log.name)
+from lt_files import Daemon, check, fail
 
 
 PH = re.compile(r"%(?:\([^)]*\))?(?:\d+\$)?[-+#0']*\d*(?:\.\d+)?[hlLqjzt]*[diouxXeEfFgGaAcspn]"
@@ -153,12 +84,14 @@ def main():
     dm = Daemon(exe, model)
     try:
         t = make_ts()
-        out, kept = dm.translate_file("app_de.ts", bytes(t))
+        out, ans = dm.translate_file("app_de.ts", bytes(t))
+        kept = ans.get("keptUnits")
         after = ts2.tsfile.parsestring(out)
         check_units("ts", t, after, dm, lambda u: u.isfuzzy())
         check(kept == 0, "ts: keptUnits %r" % kept)
         x = make_xliff()
-        out, kept = dm.translate_file("app.xlf", x)
+        out, ans = dm.translate_file("app.xlf", x)
+        kept = ans.get("keptUnits")
         after = xliff.xlifffile.parsestring(out)
         check_units("xliff", xliff.xlifffile.parsestring(x), after, dm,
                     lambda u: u.xmlelement.find(u.namespaced("target")).get("state") ==

@@ -216,11 +216,16 @@ def aio_sync_calls(url):
             check(r.status_code == 200 and f"<h1>{a}</h1>" in r.text
                   and f'<p title="x">{b}</p>' in r.text,
                   f"aio translate_file .html round trip ({r.text})")
+            p = Path(d) / "x.pdf"
+            p.write_bytes(b"%PDF-1.4")
+            e = raises(lambda: c.translate_file(p, "en", "de"), lta.BadRequestError)
+            check(e is not None and "file format not supported" in str(e),
+                  f"aio translate_file .pdf -> BadRequestError ({e})")
             p = Path(d) / "x.docx"
             p.write_bytes(b"PK")
             e = raises(lambda: c.translate_file(p, "en", "de"), lta.BadRequestError)
-            check(e is not None and "file format not supported" in str(e),
-                  f"aio translate_file .docx -> BadRequestError ({e})")
+            check(e is not None and "x.docx: not a zip archive" in str(e),
+                  f"aio translate_file a broken .docx -> BadRequestError ({e})")
 
 
 async def aio_async_calls(url):

@@ -827,8 +827,7 @@ static int write_para(srv_office *d, para *p, const segment *segs, int n_segs)
 
 /* ---- the answer -------------------------------------------------------------------- */
 
-static int add_entry(zip_t *zo, const char *name, zip_source_t *zs, const zip_stat_t *st,
-                     int stored)
+static int add_entry(zip_t *zo, const char *name, zip_source_t *zs, const zip_stat_t *st)
 {
     zip_int64_t idx = zs ? zip_file_add(zo, name, zs, ZIP_FL_ENC_RAW)
                          : zip_dir_add(zo, name, ZIP_FL_ENC_RAW);
@@ -838,8 +837,11 @@ static int add_entry(zip_t *zo, const char *name, zip_source_t *zs, const zip_st
     }
     if (st->valid & ZIP_STAT_MTIME)
         zip_file_set_mtime(zo, (zip_uint64_t)idx, st->mtime, 0);
-    if (stored)
-        zip_set_file_compression(zo, (zip_uint64_t)idx, ZIP_CM_STORE, 0);
+    /* compressed as it was: a stored entry (a picture, a mimetype) is not
+     * compressed now, a copied deflated one is not inflated and deflated
+     * (a method libzip cannot write is left to its default) */
+    if (st->valid & ZIP_STAT_COMP_METHOD)
+        zip_set_file_compression(zo, (zip_uint64_t)idx, (zip_int32_t)st->comp_method, 0);
     return 0;
 }
 
@@ -916,7 +918,7 @@ char *srv_office_render(srv_office *d, size_t *len, char *err, size_t errlen)
             zs = part_source(zo, &d->parts[pi++]);
         else if (!dir) /* as it is, compressed */
             zs = zip_source_zip(zo, d->za, (zip_uint64_t)i, ZIP_FL_COMPRESSED, 0, -1);
-        rc = zs || dir ? add_entry(zo, st.name, zs, &st, !strcmp(st.name, "mimetype")) : -1;
+        rc = zs || dir ? add_entry(zo, st.name, zs, &st) : -1;
     }
     if (rc != 0 || zip_close(zo) != 0) {
         snprintf(err, errlen, "cannot write the archive: %s", zip_strerror(zo));

@@ -1,0 +1,284 @@
+#!/usr/bin/env python3
+"""tests/documents.py DAEMON MODEL_DIR
+
+Documents through LibreTranslate's /translate_file (server/service/office.c,
+spans.c), made and read back by the libraries their users' tools use
+(python-docx, python-pptx, odfpy; an EPUB by zipfile and lxml), against
+`DAEMON serve --model MODEL_DIR` (the bundled English->German model):
+  - .docx: a heading, "Save the **file** before closing." (the bold run on
+    "Datei" alone), an italic word, a line break (each side translated
+    alone, the break kept), a table, a header, a picture: every paragraph's
+    text is /translate's answer for its text, styles and the picture kept;
+  - .pptx: a title, a body with a bold word, speaker notes;
+  - .odt: a heading, a paragraph with a bold span (its style kept);
+  - .epub: an XHTML chapter with <b>, a link, <br/>, a list; mimetype first
+    and stored;
+  - every entry that holds no text comes back byte for byte, in order,
+    compressed as it was (a stored picture stays stored);
+  - refused with 400 naming the file: not a zip, a docx without its
+    document, XML that is not well-formed, a part that inflates past the
+    bound (a zip bomb: 100 MB of spaces in 100 kB), a part that inflates
+    past the size its headers declare, more than 10,000 entries.
+"""
+import io
+import struct
+import sys
+import zipfile
+
+import docx
+import pptx
+from lxml import etree
+from odf import teletype
+from odf.opendocument import OpenDocumentText, load
+from odf.style import Style, TextProperties
+from odf.text import H, P, Span
+from PIL import Image
+
+from lt_files import Daemon, check, fail
+
+SAVE = "Save the file before closing."
+
+
+def same_entries(name, before, after, translated):
+    """Entries in the same order; those not translated byte for byte."""
+    a, b = zipfile.ZipFile(io.BytesIO(before)), zipfile.ZipFile(io.BytesIO(after))
+    check([i.filename for i in a.infolist()] == [i.filename for i in b.infolist()],
+          "%s: the entries changed: %s" % (name, [i.filename for i in b.infolist()]))
+    for i in a.infolist():
+        j = b.getinfo(i.filename)
+        if i.filename not in translated:
+            check(a.read(i) == b.read(j) and (i.compress_type, i.compress_size, i.CRC) ==
+                  (j.compress_type, j.compress_size, j.CRC),
+                  "%s: %s changed (its bytes, or how it is compressed)" % (name, i.filename))
+    return b
+
+
+def check_docx(dm):
+    d = docx.Document()
+    d.add_heading("Installing the package", level=1)
+    p = d.add_paragraph("Save the ")
+    p.add_run("file").bold = True
+    p.add_run(" before closing.")
+    p = d.add_paragraph("Click the ")
+    p.add_run("Open").italic = True
+    p.add_run(" button to open a new window.")
+    p = d.add_paragraph()
+    r = p.add_run("Good morning")
+    r.add_break()
+    r.add_text("Where is the station?")
+    t = d.add_table(rows=1, cols=2)
+    t.cell(0, 0).text = "Hello world"
+    t.cell(0, 1).text = "The disk is full."
+    png = io.BytesIO()
+    Image.new("RGB", (4, 4), (200, 30, 30)).save(png, "PNG")
+    d.add_paragraph().add_run().add_picture(io.BytesIO(png.getvalue()))
+    d.sections[0].header.paragraphs[0].text = "The user guide"
+    src = io.BytesIO()
+    d.save(src)
+    out, ans = dm.translate_file("guide.docx", src.getvalue())
+    check(ans.get("lostSpans") == 0, "docx: lostSpans %r" % ans.get("lostSpans"))
+    same_entries("docx", src.getvalue(), out, {"word/document.xml", "word/header1.xml"})
+    e = docx.Document(io.BytesIO(out))
+    before = docx.Document(io.BytesIO(src.getvalue()))
+    check([p.style.name for p in e.paragraphs] == [p.style.name for p in before.paragraphs],
+          "docx: paragraph styles %s" % [p.style.name for p in e.paragraphs])
+    texts = [p.text for p in e.paragraphs]
+    check(texts[0] == dm.translate("Installing the package"), "docx: heading %r" % texts[0])
+    check(texts[1] == dm.translate(SAVE), "docx: %r is not /translate's" % texts[1])
+    bold = [r.text for r in e.paragraphs[1].runs if r.bold]
+    check(bold == ["Datei"], "docx: the bold runs are %r, not ['Datei']" % bold)
+    check(not e.paragraphs[1].runs[0].bold, "docx: the paragraph starts bold")
+    ital = [r.text for r in e.paragraphs[2].runs if r.italic]
+    check(len(ital) == 1 and "Öffnen" in ital[0] and len(ital[0].split()) <= 2,
+          "docx: the italic runs are %r" % ital)
+    check(texts[2] == dm.translate("Click the Open button to open a new window."),
+          "docx: %r" % texts[2])
+    halves = texts[3].split("\n")
+    check(halves == [dm.translate("Good morning"), dm.translate("Where is the station?")],
+          "docx: the line break's sides %r" % halves)
+    cells = [c.text for c in e.tables[0].rows[0].cells]
+    check(cells == [dm.translate("Hello world"), dm.translate("The disk is full.")],
+          "docx: the table %r" % cells)
+    head = e.sections[0].header.paragraphs[0].text
+    check(head == dm.translate("The user guide"), "docx: the header %r" % head)
+    check(len(e.inline_shapes) == 1, "docx: the picture is gone")
+    # Word drops a w:t's edge spaces unless it says to keep them
+    W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}t"
+    body = etree.fromstring(zipfile.ZipFile(io.BytesIO(out)).read("word/document.xml"))
+    edged = [t for t in body.iter(W) if t.text and t.text != t.text.strip()]
+    check(edged and all(t.get("{http://www.w3.org/XML/1998/namespace}space") == "preserve"
+                        for t in edged), "docx: a w:t with edge spaces lacks xml:space")
+
+
+def check_pptx(dm):
+    prs = pptx.Presentation()
+    s = prs.slides.add_slide(prs.slide_layouts[1])
+    s.shapes.title.text = "Installing the package"
+    p = s.placeholders[1].text_frame.paragraphs[0]
+    for text, bold in (("Save the ", False), ("file", True), (" before closing.", False)):
+        r = p.add_run()
+        r.text = text
+        r.font.bold = bold or None
+    s.notes_slide.notes_text_frame.text = "Please read the manual."
+    src = io.BytesIO()
+    prs.save(src)
+    out, ans = dm.translate_file("talk.pptx", src.getvalue())
+    same_entries("pptx", src.getvalue(), out,
+                 {"ppt/slides/slide1.xml", "ppt/notesSlides/notesSlide1.xml"})
+    e = pptx.Presentation(io.BytesIO(out))
+    sl = e.slides[0]
+    check(len(sl.shapes) == len(prs.slides[0].shapes), "pptx: shapes lost")
+    check(sl.shapes.title.text == dm.translate("Installing the package"),
+          "pptx: title %r" % sl.shapes.title.text)
+    body = sl.placeholders[1].text_frame.paragraphs[0]
+    check(body.text == dm.translate(SAVE), "pptx: body %r" % body.text)
+    bold = [r.text for r in body.runs if r.font.bold]
+    check(bold == ["Datei"], "pptx: the bold runs are %r" % bold)
+    notes = sl.notes_slide.notes_text_frame.text
+    check(notes == dm.translate("Please read the manual."), "pptx: notes %r" % notes)
+
+
+def check_odt(dm):
+    doc = OpenDocumentText()
+    bold = Style(name="Bold", family="text")
+    bold.addElement(TextProperties(fontweight="bold"))
+    doc.automaticstyles.addElement(bold)
+    doc.text.addElement(H(outlinelevel=1, text="Installing the package"))
+    p = P(text="Save the ")
+    p.addElement(Span(stylename=bold, text="file"))
+    p.addText(" before closing.")
+    doc.text.addElement(p)
+    src = io.BytesIO()
+    doc.write(src)
+    out, ans = dm.translate_file("notes.odt", src.getvalue())
+    b = same_entries("odt", src.getvalue(), out, {"content.xml"})
+    first = b.infolist()[0]
+    check(first.filename == "mimetype" and first.compress_type == zipfile.ZIP_STORED,
+          "odt: mimetype is not first and stored")
+    e = load(io.BytesIO(out))
+    hs = [teletype.extractText(h) for h in e.getElementsByType(H)]
+    ps = [teletype.extractText(x) for x in e.getElementsByType(P)]
+    check(hs == [dm.translate("Installing the package")], "odt: heading %r" % hs)
+    check(ps == [dm.translate(SAVE)], "odt: paragraph %r" % ps)
+    spans = [(s.getAttribute("stylename"), teletype.extractText(s))
+             for s in e.getElementsByType(Span)]
+    check(spans == [("Bold", "Datei")], "odt: spans %r" % spans)
+
+
+XHTML = """<?xml version="1.0" encoding="utf-8"?>
+<!DOCTYPE html>
+<html xmlns="http://www.w3.org/1999/xhtml" xmlns:epub="http://www.idpf.org/2007/ops" lang="en">
+<head><title>The user guide</title></head>
+<body><h1>Installing the package</h1><p>Save the <b>file</b> before closing.</p>
+<p>Please read the <a href="#manual">manual</a>.<br/>Hello world</p>
+<ul><li>Good morning</li></ul><img src="a.png" alt=""/></body></html>"""
+
+
+def make_epub():
+    z = io.BytesIO()
+    with zipfile.ZipFile(z, "w") as f:
+        f.writestr(zipfile.ZipInfo("mimetype"), "application/epub+zip")
+        f.writestr("META-INF/container.xml",
+                   '<?xml version="1.0"?><container version="1.0" xmlns="urn:oasis:names:tc:'
+                   'opendocument:xmlns:container"><rootfiles><rootfile full-path="OEBPS/'
+                   'content.opf" media-type="application/oebps-package+xml"/></rootfiles>'
+                   '</container>', zipfile.ZIP_DEFLATED)
+        f.writestr("OEBPS/content.opf", "<package/>", zipfile.ZIP_DEFLATED)
+        f.writestr("OEBPS/ch1.xhtml", XHTML, zipfile.ZIP_DEFLATED)
+        png = io.BytesIO()
+        Image.new("RGB", (8, 8), (0, 90, 200)).save(png, "PNG")
+        f.writestr("OEBPS/a.png", png.getvalue(), zipfile.ZIP_STORED)
+    return z.getvalue()
+
+
+def check_epub(dm):
+    src = make_epub()
+    out, ans = dm.translate_file("book.epub", src)
+    b = same_entries("epub", src, out, {"OEBPS/ch1.xhtml"})
+    first = b.infolist()[0]
+    check(first.filename == "mimetype" and first.compress_type == zipfile.ZIP_STORED,
+          "epub: mimetype is not first and stored")
+    ns = {"h": "http://www.w3.org/1999/xhtml"}
+    x = etree.fromstring(b.read("OEBPS/ch1.xhtml"))
+    text = lambda e: "".join(e.itertext())
+    check(text(x.find(".//h:title", ns)) == dm.translate("The user guide"), "epub: title")
+    ps = x.findall(".//h:p", ns)
+    check(text(ps[0]) == dm.translate(SAVE), "epub: %r" % text(ps[0]))
+    check([text(e) for e in ps[0].findall("h:b", ns)] == ["Datei"],
+          "epub: <b> holds %r" % [text(e) for e in ps[0].findall("h:b", ns)])
+    a = ps[1].find("h:a", ns)
+    check(a is not None and a.get("href") == "#manual" and "Handbuch" in text(a),
+          "epub: the link %r" % (None if a is None else etree.tostring(a)))
+    check(ps[1].find("h:br", ns) is not None and text(ps[1]).endswith(dm.translate("Hello world")),
+          "epub: the line break's side %r" % text(ps[1]))
+    li = x.find(".//h:li", ns)
+    check(text(li) == dm.translate("Good morning"), "epub: list item %r" % text(li))
+    check(x.find(".//h:img", ns) is not None, "epub: the image is gone")
+
+
+def refused(dm, name, data, words):
+    st, ans = dm.post_file(name, data)
+    msg = ans.get("error", "")
+    check(st == 400 and name in msg and all(w in msg for w in words),
+          "%s: %d %r (wanted 400 naming the file and %r)" % (name, st, ans, words))
+
+
+def zipped(entries):
+    z = io.BytesIO()
+    with zipfile.ZipFile(z, "w", zipfile.ZIP_DEFLATED) as f:
+        for name, data in entries:
+            f.writestr(name, data)
+    return z.getvalue()
+
+
+def liar():
+    """A .docx whose document inflates past the size its headers declare."""
+    doc = (b'<w:document xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main">'
+           b'<w:body><w:p><w:r><w:t>' + b"Hello world. " * 200 +
+           b"</w:t></w:r></w:p></w:body></w:document>")
+    b = bytearray(zipped([("word/document.xml", doc)]))
+    lh, cd = b.index(b"PK\x03\x04"), b.index(b"PK\x01\x02")
+    for at in (lh + 22, cd + 24):  # the uncompressed size, local and central
+        check(struct.unpack_from("<I", b, at)[0] == len(doc), "liar: no size at %d" % at)
+        struct.pack_into("<I", b, at, 100)
+    return bytes(b)
+
+
+def check_refused(dm):
+    refused(dm, "junk.docx", b"this is no zip archive" * 10, ["not a zip archive"])
+    refused(dm, "empty.docx", zipped([("[Content_Types].xml", "<Types/>")]),
+            ["no word/document.xml"])
+    refused(dm, "broken.odt", zipped([("mimetype", "application/vnd.oasis.opendocument.text"),
+                                      ("content.xml", "<office:document-content><text:p>")]),
+            ["content.xml", "not well-formed"])
+    bomb = zipped([("word/document.xml", b" " * (100 << 20))])
+    check(len(bomb) < 200 << 10, "the bomb is %d bytes" % len(bomb))
+    refused(dm, "bomb.docx", bomb, ["word/document.xml", "expands to"])
+    refused(dm, "liar.docx", liar(), ["word/document.xml", "does not match its declared size"])
+    many = zipped([("e%d" % i, b"") for i in range(10001)])
+    refused(dm, "many.docx", many, ["10001 entries", "the limit is 10000"])
+
+
+def main():
+    exe, model = sys.argv[1], sys.argv[2]
+    dm = Daemon(exe, model)
+    try:
+        check_docx(dm)
+        check_pptx(dm)
+        check_odt(dm)
+        check_epub(dm)
+        check_refused(dm)
+        st, _ = dm.request("GET", "/health")
+        check(st == 200, "the daemon is not healthy after the refusals")
+    finally:
+        dm.stop()
+    print("documents: ok (docx, pptx, odt, epub; 6 refusals)")
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except SystemExit:
+        raise
+    except Exception as e:  # a library's error is the test's failure
+        fail("%s: %s" % (type(e).__name__, e))
