@@ -12,7 +12,8 @@ spans.c), made and read back by the libraries their users' tools use
   - .pptx: a title, a body with a bold word, speaker notes;
   - .odt: a heading, a paragraph with a bold span (its style kept);
   - .epub: an XHTML chapter with <b>, a link, <br/>, a list; mimetype first
-    and stored;
+    and stored; "the <b>file</b> <i>manager</i>" translated as one word
+    (italic) and the bold counted in lostSpans;
   - every entry that holds no text comes back byte for byte, in order,
     compressed as it was (a stored picture stays stored);
   - refused with 400 naming the file: not a zip, a docx without its
@@ -56,8 +57,10 @@ def same_entries(name, before, after, translated):
 def check_docx(dm):
     d = docx.Document()
     d.add_heading("Installing the package", level=1)
-    p = d.add_paragraph("Save the ")
-    p.add_run("file").bold = True
+    # the bold run holds the space before its word: the plain run's copy
+    # must say xml:space="preserve" for the space it ends with now
+    p = d.add_paragraph("Save the")
+    p.add_run(" file").bold = True
     p.add_run(" before closing.")
     p = d.add_paragraph("Click the ")
     p.add_run("Open").italic = True
@@ -85,7 +88,7 @@ def check_docx(dm):
     texts = [p.text for p in e.paragraphs]
     check(texts[0] == dm.translate("Installing the package"), "docx: heading %r" % texts[0])
     check(texts[1] == dm.translate(SAVE), "docx: %r is not /translate's" % texts[1])
-    bold = [r.text for r in e.paragraphs[1].runs if r.bold]
+    bold = [r.text.strip() for r in e.paragraphs[1].runs if r.bold]
     check(bold == ["Datei"], "docx: the bold runs are %r, not ['Datei']" % bold)
     check(not e.paragraphs[1].runs[0].bold, "docx: the paragraph starts bold")
     ital = [r.text for r in e.paragraphs[2].runs if r.italic]
@@ -171,7 +174,11 @@ XHTML = """<?xml version="1.0" encoding="utf-8"?>
 <head><title>The user guide</title></head>
 <body><h1>Installing the package</h1><p>Save the <b>file</b> before closing.</p>
 <p>Please read the <a href="#manual">manual</a>.<br/>Hello world</p>
-<ul><li>Good morning</li></ul><img src="a.png" alt=""/></body></html>"""
+<ul><li>Good morning</li></ul><img src="a.png" alt=""/>
+<p>Open the <b>file</b> <i>manager</i> now.</p></body></html>"""
+
+CSS = "".join("p.c%d { margin: %dpx %dpx; color: #%06x; }\n" % (i, i % 7, i % 5, i * 2654435 % 16777216)
+              for i in range(300))
 
 
 def make_epub():
@@ -188,6 +195,9 @@ def make_epub():
         png = io.BytesIO()
         Image.new("RGB", (8, 8), (0, 90, 200)).save(png, "PNG")
         f.writestr("OEBPS/a.png", png.getvalue(), zipfile.ZIP_STORED)
+        # deflated at level 1: compressed again (at libzip's level) it
+        # would differ
+        f.writestr("OEBPS/style.css", CSS, zipfile.ZIP_DEFLATED, 1)
     return z.getvalue()
 
 
@@ -214,6 +224,13 @@ def check_epub(dm):
     li = x.find(".//h:li", ns)
     check(text(li) == dm.translate("Good morning"), "epub: list item %r" % text(li))
     check(x.find(".//h:img", ns) is not None, "epub: the image is gone")
+    # "file manager" becomes one word, "Dateiverwaltung": italic takes it
+    # (linked both ways with "manager"), bold finds no word and is counted
+    last = ps[-1]
+    ital = [text(e) for e in last.findall("h:i", ns)]
+    check(len(ital) == 1 and "Dateiverwaltung" in ital[0] and not last.findall("h:b", ns),
+          "epub: %r" % etree.tostring(last))
+    check(ans.get("lostSpans") == 1, "epub: lostSpans %r, not 1" % ans.get("lostSpans"))
 
 
 def refused(dm, name, data, words):

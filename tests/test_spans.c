@@ -7,7 +7,8 @@
  *   - a span whose source is one run stays one run in the target, the
  *     spaces inside it with it, the spaces around it plain;
  *   - a style no target word took goes the other way (its source word's
- *     strongest target word); one that finds nothing is counted lost;
+ *     strongest target word); one that finds nothing, or whose word a
+ *     later style takes by a stronger link, is counted lost;
  *   - objects go before the target word of the source word after them,
  *     at the start or the end when they were there, in their order;
  *   - the pieces cover the target exactly, in order;
@@ -174,6 +175,23 @@ START_TEST(test_fallback_and_lost)
                      0);
     ck_assert_str_eq(show(tgt, o, n), "[0:Speichern Sie die ][1:Datei][0: vor dem Schließen.]");
     ck_assert_int_eq(lost, 0);
+    free(o);
+    srv_align_free(al, 1);
+    /* "file manager" -> "Dateiverwaltung": bold takes the word the other
+     * way, italic then takes it both ways; bold is lost */
+    const char *src2 = "Open the file manager now.";
+    const srv_span in2[] = {{0, 9, 0, 0}, {9, 13, 1, 0}, {13, 14, 0, 0}, {14, 21, 2, 0},
+                            {21, 26, 0, 0}};
+    const char *tgt2 = "Öffnen Sie nun die Dateiverwaltung.";
+    const int link2[] = {0, 0, 4, 1, 3};
+    al = malloc(sizeof *al);
+    al[0] = block(src2, tgt2, link2);
+    al[0].w[4 * 5 + 2] = 0.2f;
+    ck_assert_int_eq(srv_spans_map(src2, strlen(src2), in2, 5, tgt2, strlen(tgt2), al, 1, &o, &n,
+                                   &lost),
+                     0);
+    ck_assert_str_eq(show(tgt2, o, n), "[0:Öffnen Sie nun die ][2:Dateiverwaltung.]");
+    ck_assert_int_eq(lost, 1);
     free(o);
     srv_align_free(al, 1);
     /* no alignment at all: the style is lost, everything plain */

@@ -243,14 +243,24 @@ static int target_styles(const srv_span *in, int n_in, int base, const int *s_st
                 lo = lo < 0 ? i : lo;
                 hi = i;
             }
-        if (lo < 0) {
-            lost++;
-            continue;
-        }
-        if (last - first + 1 == cnt && hi - lo + 1 <= 2 * cnt + 2)
+        if (lo >= 0 && last - first + 1 == cnt && hi - lo + 1 <= 2 * cnt + 2)
             for (int i = lo; i <= hi; i++)
                 if (t_style[i] == base)
                     t_style[i] = st;
+    }
+    /* lost: a style of source words that no target word has now (a later
+     * style's stronger link may have taken its only word) */
+    for (int k = 0; k < n_in; k++) {
+        int st = in[k].style, seen = 0, has = 0, words = 0;
+        for (int j = 0; j < k; j++)
+            seen |= !in[j].obj && in[j].style == st;
+        if (in[k].obj || st == base || seen)
+            continue;
+        for (int i = 0; i < nsw; i++)
+            words += s_style[i] == st;
+        for (int i = 0; i < ntw; i++)
+            has |= t_style[i] == st;
+        lost += words && !has;
     }
     return lost;
 }
@@ -260,7 +270,6 @@ static void object_places(const srv_span *in, int n_in, const word *sw, int nsw,
                           int ntw, const int *t_best, const int *s_best, size_t tgt_n,
                           size_t *pos)
 {
-    size_t prev = 0;
     for (int k = 0; k < n_in; k++) {
         if (!in[k].obj)
             continue;
@@ -280,8 +289,8 @@ static void object_places(const srv_span *in, int n_in, const word *sw, int nsw,
             if (t >= 0)
                 p = tw[t].a;
         }
-        pos[k] = p < prev ? prev : p;
-        prev = pos[k];
+        pos[k] = p; /* the pieces are written in the source's order: a place
+                     * before an earlier object's is that object's */
     }
 }
 

@@ -21,8 +21,11 @@
  *   source words link to; one whose source words are one run is made one
  *   run again in the target (the words between its first and last target
  *   word that have the base style take it) when that run is at most twice
- *   its source run's words plus two; a style that finds no target word at
- *   all is lost (counted);
+ *   its source run's words plus two; the styles are given in the order of
+ *   their first piece, a later one taking a word an earlier one took only
+ *   by a weaker link (both ways beats one way beats the other way); a
+ *   style that has no target word in the end is lost (counted: "file
+ *   manager" in two styles becomes one German word in one of them);
  * - the spaces between two words of one style have that style, others the
  *   base style;
  * - an object goes before the target word that weighs most with the
