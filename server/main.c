@@ -15,6 +15,11 @@
  *       together with its own separators (--no-split: each line one
  *       unit); each line is written as soon as it is done
  *       (cli_translate.c).
+ *   transformerd translate-file IN OUT [--format EXT] [--source LANG]
+ *                               [--target LANG] [--overwrite] [serve's options]
+ *       translates a file (every format of POST /translate_file: .txt,
+ *       .html, subtitles, catalogues, .docx, .pptx, .odt, .odp, .epub) into
+ *       OUT, exactly as the daemon's API does (cli_file.c).
  *   transformerd tokenize --model DIR [--target] [--pieces]
  *       prints each stdin line's model ids (or pieces), space-separated.
  *   transformerd serve ...      the HTTP daemon (server/serve.c)
@@ -39,6 +44,7 @@
 #include <unistd.h>
 
 #include "buildinfo.h"
+#include "cli_file.h"
 #include "cli_translate.h"
 #include "serve.h"
 #include "tokenizer.h"
@@ -61,6 +67,8 @@ static void usage(FILE *f)
             "                              [--precision full|half] [--no-split]\n"
             "       transformerd tokenize [--model DIR] [--target] [--pieces]\n"
             "       transformerd translate-ids [--model DIR] ... (the options of translate)\n"
+            "       transformerd translate-file IN OUT [--format EXT] [--source L] [--target L] "
+            "[--overwrite] [serve's options]\n"
             "       transformerd serve [--model DIR] ...\n"
             "       transformerd version             (or --version)\n"
             "each command's options and defaults: transformerd COMMAND --help\n");
@@ -454,6 +462,8 @@ int main(int argc, char **argv)
         return cmd_translate(argc - 2, argv + 2);
     if (!strcmp(argv[1], "tokenize"))
         return cmd_tokenize(argc - 2, argv + 2);
+    if (!strcmp(argv[1], "translate-file"))
+        return cli_translate_file(argc - 2, argv + 2);
     if (!strcmp(argv[1], "translate-ids"))
         return cmd_translate_ids(argc - 2, argv + 2);
     if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {

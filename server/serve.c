@@ -697,6 +697,94 @@ static srv_http_opts http_opts(const srv_server *s)
     return h;
 }
 
+/* Metrics, the cache and the (empty) model set. 0, or -1 (said). */
+static int new_service(srv_server *s)
+{
+    s->metrics = srv_metrics_new();
+    srv_metrics_set_limits(s->metrics, s->o.max_batch_size, s->o.max_batch_tokens);
+    s->cache = srv_cache_new((size_t)s->o.cache_bytes);
+    if (s->metrics)
+        srv_metrics_set_cache(s->metrics, s->cache);
+    s->models = s->metrics ? srv_models_new(s) : NULL;
+    if (!s->metrics || !s->models) {
+        fprintf(stderr, "transformerd: out of memory\n");
+        return -1;
+    }
+    return 0;
+}
+
+/* After the models loaded: the detector (--langid-dir by default beside
+ * the first model's directory: models/langid for models/en-de, in buf),
+ * the file store, the model manager. 0, or -1 (said). */
+static int start_rest(srv_server *s, const srv_model_spec *specs, int n_specs, char *buf,
+                      size_t n)
+{
+    if (!s->o.langid_dir && n_specs > 0) {
+        snprintf(buf, n, "%s", specs[0].dir);
+        char *slash = strrchr(buf, '/');
+        if (slash && slash[1] == 0) { /* "models/en-de/" */
+            *slash = 0;
+            slash = strrchr(buf, '/');
+        }
+        if (slash)
+            snprintf(slash + 1, n - (size_t)(slash + 1 - buf), "langid");
+        else
+            snprintf(buf, n, "langid");
+        s->o.langid_dir = buf;
+    }
+    char err[1024];
+    s->langid = srv_detector_new(s, err, sizeof err);
+    s->libre = s->langid ? srv_libre_new(s, err, sizeof err) : NULL;
+    if (!s->libre || srv_models_start(s->models) != 0) {
+        fprintf(stderr, "transformerd: %s\n", s->libre ? "cannot start the model manager" : err);
+        return -1;
+    }
+    return 0;
+}
+
+int srv_run_local(int argc, char **argv, srv_local_fn run, void *ud)
+{
+    json_object_seed(0);
+    srv_server s;
+    memset(&s, 0, sizeof s);
+    int prc = parse_opts(&s.o, argc, argv);
+    if (prc)
+        return prc > 0 ? 0 : 2;
+    static srv_model_spec specs[SRV_MAX_MODEL_SPECS];
+    int n_specs = model_specs(&s.o, specs, SRV_MAX_MODEL_SPECS);
+    if (n_specs < 0)
+        return 2;
+    for (int i = 0; i < n_specs; i++)
+        if (check_model_dir(specs[i].dir) != 0)
+            return 1;
+    if (new_service(&s) != 0) {
+        stop_all(&s, NULL, NULL);
+        return 1;
+    }
+    char err[1024], langid_dir[4096];
+    srv_api *api = srv_api_new(&s, err, sizeof err);
+    if (!api)
+        fprintf(stderr, "transformerd: %s\n", err);
+    for (int i = 0; api && i < n_specs; i++)
+        if (srv_models_load_initial(s.models, &specs[i], err, sizeof err) != 0) {
+            fprintf(stderr, "transformerd: model %s: %s\n", specs[i].name, err);
+            stop_all(&s, NULL, api);
+            return 1;
+        }
+    if (!api || start_rest(&s, specs, n_specs, langid_dir, sizeof langid_dir) != 0) {
+        stop_all(&s, NULL, api);
+        return 1;
+    }
+    atomic_store(&s.ready, 1);
+    const srv_call_handler h = srv_api_handler(api);
+    int rc = run(&s, &h, ud);
+    atomic_store(&s.draining, 1);
+    srv_models_stop(s.models);
+    srv_models_drain(s.models, srv_now() + s.o.drain_timeout_s);
+    stop_all(&s, NULL, api);
+    return rc;
+}
+
 int srv_main(int argc, char **argv)
 {
     /* jansson's hash seed must be set before any thread may create objects. */
@@ -723,14 +811,7 @@ int srv_main(int argc, char **argv)
     }
     signal(SIGPIPE, SIG_IGN);
 
-    s.metrics = srv_metrics_new();
-    srv_metrics_set_limits(s.metrics, s.o.max_batch_size, s.o.max_batch_tokens);
-    s.cache = srv_cache_new((size_t)s.o.cache_bytes);
-    if (s.metrics)
-        srv_metrics_set_cache(s.metrics, s.cache);
-    s.models = s.metrics ? srv_models_new(&s) : NULL;
-    if (!s.metrics || !s.models) {
-        fprintf(stderr, "transformerd: out of memory\n");
+    if (new_service(&s) != 0) {
         stop_all(&s, NULL, NULL);
         return 1;
     }
@@ -770,24 +851,7 @@ int srv_main(int argc, char **argv)
         }
     }
     char langid_dir[4096];
-    if (!s.o.langid_dir && n_specs > 0) {
-        /* beside the model directories: models/langid for models/en-de */
-        snprintf(langid_dir, sizeof langid_dir, "%s", specs[0].dir);
-        char *slash = strrchr(langid_dir, '/');
-        if (slash && slash[1] == 0) { /* "models/en-de/" */
-            *slash = 0;
-            slash = strrchr(langid_dir, '/');
-        }
-        if (slash)
-            snprintf(slash + 1, sizeof langid_dir - (size_t)(slash + 1 - langid_dir), "langid");
-        else
-            snprintf(langid_dir, sizeof langid_dir, "langid");
-        s.o.langid_dir = langid_dir;
-    }
-    s.langid = srv_detector_new(&s, err, sizeof err);
-    s.libre = s.langid ? srv_libre_new(&s, err, sizeof err) : NULL;
-    if (!s.libre || srv_models_start(s.models) != 0) {
-        fprintf(stderr, "transformerd: %s\n", s.libre ? "cannot start the model manager" : err);
+    if (start_rest(&s, specs, n_specs, langid_dir, sizeof langid_dir) != 0) {
         stop_all(&s, http, api);
         return 1;
     }

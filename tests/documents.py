@@ -19,11 +19,17 @@ spans.c), made and read back by the libraries their users' tools use
   - refused with 400 naming the file: not a zip, a docx without its
     document, XML that is not well-formed, a part that inflates past the
     bound (a zip bomb: 100 MB of spaces in 100 kB), a part that inflates
-    past the size its headers declare, more than 10,000 entries.
+    past the size its headers declare, more than 10,000 entries;
+  - `transformerd translate-file IN OUT`: the .docx's translation is the
+    API's, byte for byte; a broken file exits 1 with the reason and writes
+    nothing.
 """
 import io
+import os
 import struct
+import subprocess
 import sys
+import tempfile
 import zipfile
 
 import docx
@@ -38,6 +44,7 @@ from PIL import Image
 from lt_files import Daemon, check, fail
 
 SAVE = "Save the file before closing."
+DOCX = []  # check_docx's document and its translation, for the command line's
 
 
 def same_entries(name, before, after, translated):
@@ -105,6 +112,7 @@ def check_docx(dm):
     head = e.sections[0].header.paragraphs[0].text
     check(head == dm.translate("The user guide"), "docx: the header %r" % head)
     check(len(e.inline_shapes) == 1, "docx: the picture is gone")
+    DOCX[:] = [src.getvalue(), out]
     # Word drops a w:t's edge spaces unless it says to keep them
     W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}t"
     body = etree.fromstring(zipfile.ZipFile(io.BytesIO(out)).read("word/document.xml"))
@@ -276,6 +284,32 @@ def check_refused(dm):
     refused(dm, "many.docx", many, ["10001 entries", "the limit is 10000"])
 
 
+def check_cli(exe, model):
+    """transformerd translate-file: the API's bytes, and a refusal that
+    writes nothing."""
+    with tempfile.TemporaryDirectory() as d:
+        src, out = os.path.join(d, "guide.docx"), os.path.join(d, "guide.de.docx")
+        with open(src, "wb") as f:
+            f.write(DOCX[0])
+        args = ["--model", model, "--source", "en", "--target", "de", "--threads", "1",
+                "--workers", "1"]
+        r = subprocess.run(["setpriv", "--pdeathsig", "KILL", exe, "translate-file", src, out] +
+                           args, capture_output=True, timeout=300)
+        check(r.returncode == 0, "translate-file: exit %d: %s" % (r.returncode, r.stderr))
+        with open(out, "rb") as f:
+            check(f.read() == DOCX[1], "translate-file: not the API's bytes")
+        with open(src, "wb") as f:
+            f.write(liar())
+        bad = os.path.join(d, "bad.docx")
+        r = subprocess.run(["setpriv", "--pdeathsig", "KILL", exe, "translate-file", src, bad] +
+                           args, capture_output=True, timeout=300)
+        check(r.returncode == 1 and b"does not match its declared size" in r.stderr and
+              not os.listdir(d) == [] and not os.path.exists(bad),
+              "translate-file of a broken file: exit %d, %s" % (r.returncode, r.stderr))
+        check(sorted(os.listdir(d)) == ["guide.de.docx", "guide.docx"],
+              "translate-file left %s" % os.listdir(d))
+
+
 def main():
     exe, model = sys.argv[1], sys.argv[2]
     dm = Daemon(exe, model)
@@ -285,11 +319,12 @@ def main():
         check_odt(dm)
         check_epub(dm)
         check_refused(dm)
+        check_cli(exe, model)
         st, _ = dm.request("GET", "/health")
         check(st == 200, "the daemon is not healthy after the refusals")
     finally:
         dm.stop()
-    print("documents: ok (docx, pptx, odt, epub; 6 refusals)")
+    print("documents: ok (docx, pptx, odt, epub; 6 refusals; translate-file)")
 
 
 if __name__ == "__main__":
