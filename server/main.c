@@ -45,6 +45,8 @@
 
 #include "buildinfo.h"
 #include "cli_file.h"
+#include "po.h"
+#include "po_helper.h"
 #include "cli_translate.h"
 #include "serve.h"
 #include "tokenizer.h"
@@ -458,10 +460,13 @@ int main(int argc, char **argv)
         usage(stderr);
         return 2;
     }
+    srv_po_helper("/proc/self/exe"); /* gettext catalogues: our own po-helper */
     if (!strcmp(argv[1], "translate"))
         return cmd_translate(argc - 2, argv + 2);
     if (!strcmp(argv[1], "tokenize"))
         return cmd_tokenize(argc - 2, argv + 2);
+    if (!strcmp(argv[1], "po-helper")) /* the daemon's own (po_helper.c) */
+        return cli_po_helper(argc - 2, argv + 2);
     if (!strcmp(argv[1], "translate-file"))
         return cli_translate_file(argc - 2, argv + 2);
     if (!strcmp(argv[1], "translate-ids"))

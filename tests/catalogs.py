@@ -12,12 +12,20 @@ MODEL_DIR` (the bundled English->German model):
     now /translate's answer for its source, marked for review (TS
     unfinished, XLIFF needs-review-translation), every placeholder of the
     source in it; the markup unit and translate="no" left alone;
-  - keptUnits counts the units left for a person.
+  - keptUnits counts the units left for a person;
+  - a gettext .po (comments, locations, c-format, a plural message, a
+    translated message): read back the same way, the plural message's two
+    forms, the header's Language and Plural-Forms for German, every
+    machine-written message fuzzy, and `msgfmt --check` passes; a broken
+    .po refused with libgettextpo's line and reason.
 """
 import re
+import subprocess
 import sys
+import tempfile
 
-from translate.storage import ts2, xliff
+from translate.misc.multistring import multistring
+from translate.storage import po as pofile, ts2, xliff
 
 from lt_files import Daemon, check, fail
 
@@ -55,6 +63,49 @@ def make_xliff():
                         '</trans-unit><trans-unit id="markup"><source>Click <g id="b">here</g>.'
                         "</source></trans-unit></body>")
     return data.encode()
+
+
+def make_po():
+    f = pofile.pofile()
+    f.updateheader(add=True, Project_Id_Version="app 1.0",
+                   Content_Type="text/plain; charset=UTF-8")
+    for i, s in enumerate(UNTRANSLATED):
+        u = f.addsourceunit(s)
+        u.addlocation("src/main.c:%d" % (10 + i))
+        if i == 1:
+            u.addnote("a button", origin="developer")
+        if "%" in s:
+            u.settypecomment("c-format")
+    u = f.addsourceunit(multistring(["%d file was deleted.", "%d files were deleted."]))
+    u.settypecomment("c-format")
+    u.target = multistring(["", ""])
+    u = f.addsourceunit("Close all tabs.")
+    u.target = "Alle Reiter schließen"
+    return f
+
+
+def check_po(dm):
+    """A .po: read back by translate-toolkit, msgfmt --check passes."""
+    f = make_po()
+    out, ans = dm.translate_file("app.po", bytes(f))
+    after = pofile.pofile.parsestring(out)
+    check_units("po", f, after, dm, lambda u: u.isfuzzy())
+    check(ans.get("keptUnits") == 0, "po: keptUnits %r" % ans.get("keptUnits"))
+    pl = [u for u in after.units if u.hasplural()]
+    want = [dm.translate("%d file was deleted."), dm.translate("%d files were deleted.")]
+    check(len(pl) == 1 and pl[0].target.strings == want and pl[0].isfuzzy(),
+          "po: the plural message %r, wanted %r" % (pl and pl[0].target.strings, want))
+    hdr = after.parseheader()
+    check(hdr.get("Language") == "de" and hdr.get("Plural-Forms") ==
+          "nplurals=2; plural=(n != 1);", "po: the header %r" % hdr)
+    with tempfile.NamedTemporaryFile(suffix=".po") as t:
+        t.write(out)
+        t.flush()
+        r = subprocess.run(["msgfmt", "--check", "-o", "/dev/null", t.name], capture_output=True)
+        check(r.returncode == 0, "po: msgfmt --check: %s" % r.stderr.decode())
+    st, ans = dm.post_file("bad.po", b'msgid "x"\nmsgstr "y\nbroken\n')
+    check(st == 400 and "bad.po: line " in ans.get("error", "") and "within string" in
+          ans.get("error", ""), "po: a broken file: %d %r" % (st, ans))
 
 
 def check_units(name, before, after, dm, marked):
@@ -99,10 +150,11 @@ def main():
         check(kept == 1, "xliff: keptUnits %r (the markup unit)" % kept)
         check(b'translate="no"' in out and b"<source>ACME Inc.</source></trans-unit>" in out,
               "xliff: the translate=\"no\" unit changed")
+        check_po(dm)
     finally:
         dm.stop()
-    print("catalogs: OK: .ts and .xlf read back by translate-toolkit, every untranslated unit "
-          "translated and marked, the rest as it was")
+    print("catalogs: OK: .ts, .xlf and .po read back by translate-toolkit, every untranslated "
+          "unit translated and marked, the rest as it was; msgfmt --check")
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "catalog.h"
+#include "po.h"
 
 static void ph_eq(const char *a, const char *b, int same)
 {
@@ -60,7 +61,8 @@ static srv_catalog *parse(const char *xml, int overwrite)
 static char *render(srv_catalog *c)
 {
     size_t n = 0;
-    char *t = srv_catalog_render(c, &n);
+    char err[256];
+    char *t = srv_catalog_render(c, &n, err, sizeof err);
     ck_assert_ptr_nonnull(t);
     ck_assert_uint_eq(strlen(t), n);
     return t;
@@ -189,6 +191,57 @@ START_TEST(test_refused)
 }
 END_TEST
 
+/* gettext catalogues: units, the helper's refusals, the written file */
+START_TEST(test_po)
+{
+    static const char po[] =
+        "msgid \"\"\nmsgstr \"\"\n\"Content-Type: text/plain; charset=UTF-8\\n\"\n\n"
+        "#: a.c:1\n#, c-format\nmsgid \"Hello %s\"\nmsgstr \"\"\n\n"
+        "msgid \"%d file\"\nmsgid_plural \"%d files\"\nmsgstr[0] \"\"\nmsgstr[1] \"\"\n\n"
+        "msgid \"Done\"\nmsgstr \"Fertig\"\n\n"
+        "#~ msgid \"Old\"\n#~ msgstr \"\"\n";
+    srv_catalog *c = NULL;
+    char err[256] = "";
+    srv_po_helper("/nonexistent/transformerd");
+    ck_assert_int_eq(srv_catalog_parse(po, strlen(po), 0, &c, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, "cannot run"), "%s", err);
+    srv_po_helper(TD_TRANSFORMERD);
+    c = parse(po, 0);
+    /* "Hello %s", then the plural message's two; not "Done", not obsolete */
+    ck_assert_int_eq(srv_catalog_n(c), 3);
+    ck_assert_str_eq(srv_catalog_source(c, 0), "Hello %s");
+    ck_assert_str_eq(srv_catalog_source(c, 1), "%d file");
+    ck_assert_str_eq(srv_catalog_source(c, 2), "%d files");
+    ck_assert_int_eq(srv_catalog_set(c, 0, "Hallo %d"), 0); /* a placeholder changed: kept */
+    ck_assert_int_eq(srv_catalog_set(c, 1, "%d Datei"), 1);
+    ck_assert_int_eq(srv_catalog_set(c, 2, "%d Dateien"), 1);
+    ck_assert_int_eq(srv_catalog_kept(c), 1);
+    srv_catalog_target(c, "pl"); /* three forms: [0] the singular, the rest the plural */
+    char *t = render(c);
+    ck_assert_msg(strstr(t, "msgstr[0] \"%d Datei\"\nmsgstr[1] \"%d Dateien\"\n"
+                            "msgstr[2] \"%d Dateien\"") && strstr(t, "\"Language: pl\\n\"") &&
+                      strstr(t, "nplurals=3;") && strstr(t, "#, fuzzy\nmsgid \"%d file\"") &&
+                      strstr(t, "msgid \"Hello %s\"\nmsgstr \"\"") &&
+                      strstr(t, "msgid \"Done\"\nmsgstr \"Fertig\""),
+                  "%s", t);
+    free(t);
+    srv_catalog_free(c);
+    /* overwrite: "Done" too */
+    c = parse(po, 1);
+    ck_assert_int_eq(srv_catalog_n(c), 4);
+    srv_catalog_free(c);
+    /* refused with libgettextpo's line */
+    c = NULL;
+    ck_assert_int_eq(srv_catalog_parse("msgid \"x\"\nmsgstr \"y\n", 15, 0, &c, err, sizeof err), -2);
+    ck_assert_msg(strstr(err, "line "), "%s", err);
+    ck_assert_ptr_null(c);
+    ck_assert_int_eq(srv_catalog_parse("msgid \"x\"\0", 11, 0, &c, err, sizeof err), -2);
+    ck_assert_msg(strstr(err, "NUL"), "%s", err);
+    ck_assert_str_eq(srv_po_plural_forms("de"), "nplurals=2; plural=(n != 1);");
+    ck_assert_ptr_null(srv_po_plural_forms("xx"));
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("catalog");
@@ -197,6 +250,7 @@ int main(void)
     tcase_add_test(tc, test_ts);
     tcase_add_test(tc, test_xliff);
     tcase_add_test(tc, test_refused);
+    tcase_add_test(tc, test_po);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

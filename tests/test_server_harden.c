@@ -707,7 +707,10 @@ START_TEST(test_memory_returned)
 #endif
 #endif
     pid_t pid;
-    const char *args[] = {"--max-beam", "16", "--http-threads", "4", NULL};
+    /* one worker: its scratch, grown by the first request and kept until
+     * --scratch-idle-s, is the same one for all three (with two, the third
+     * request could grow the second worker's and look like a leak) */
+    const char *args[] = {"--max-beam", "16", "--http-threads", "4", "--workers", "1", NULL};
     int port = start(args, "rss", &pid);
     ck_assert_int_gt(port, 0);
     char *body = many_texts(32, "Hello world Hello world Hello world Hello world",
@@ -740,7 +743,9 @@ START_TEST(test_memory_returned)
         }
         after[i] = v;
         fprintf(stderr, "rss after large response %d: %ld KiB (peak %ld KiB)\n", i, v, peak);
-        ck_assert_msg(v - base < (peak - base) / 2,
+        /* without the trim it stays near the peak; with it, each HTTP
+         * thread's arena may keep a share (seen: 25 MiB over three) */
+        ck_assert_msg(v - base < (peak - base) * 3 / 4,
                       "RSS %ld KiB after the response, %ld before any, peak %ld KiB", v, base,
                       peak);
     }

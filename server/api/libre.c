@@ -653,7 +653,8 @@ static int parse_translate_file(srv_req *r, json_t *f, const srv_form_file *file
     const char *ext = srv_files_ext(file->name);
     int html = !strcasecmp(ext, ".html") || !strcasecmp(ext, ".htm");
     int srt = !strcasecmp(ext, ".srt"), vtt = !strcasecmp(ext, ".vtt");
-    int cat = !strcasecmp(ext, ".ts") || !strcasecmp(ext, ".xlf") || !strcasecmp(ext, ".xliff");
+    int po = !strcasecmp(ext, ".po") || !strcasecmp(ext, ".pot");
+    int cat = po || !strcasecmp(ext, ".ts") || !strcasecmp(ext, ".xlf") || !strcasecmp(ext, ".xliff");
     const char *office = srv_office_mime(ext);
     if (!html && !srt && !vtt && !cat && !office && strcasecmp(ext, ".txt") != 0) {
         srv_req_error(r, 400, "invalid_request", "file",
@@ -670,6 +671,7 @@ static int parse_translate_file(srv_req *r, json_t *f, const srv_form_file *file
     lr->html = html;
     lr->file_ctype = office ? office
                      : html ? "text/html; charset=utf-8"
+                     : po  ? "text/x-gettext-translation; charset=utf-8"
                      : cat ? "application/xml; charset=utf-8"
                      : srt ? "application/x-subrip; charset=utf-8"
                      : vtt ? "text/vtt; charset=utf-8"
@@ -696,6 +698,8 @@ static int parse_translate_file(srv_req *r, json_t *f, const srv_form_file *file
                                           !falsy(json_object_get(f, "overwrite")), &it->cat, why,
                                           sizeof why);
         lr->n_items = it ? 1 : 0;
+        if (rc == 0 && it->cat)
+            srv_catalog_target(it->cat, tgt);
         int n = rc ? 0 : office ? srv_office_n(it->office) : srv_catalog_n(it->cat);
         for (int k = 0; rc == 0 && k < n; k++) {
             const char *u = office ? srv_office_source(it->office, k)
@@ -872,7 +876,8 @@ static char *item_translation(srv_req *r, int i, int hyp)
                 return NULL;
         }
         size_t n;
-        return it->doc ? srv_html_render(it->doc) : srv_catalog_render(it->cat, &n);
+        char why[256];
+        return it->doc ? srv_html_render(it->doc) : srv_catalog_render(it->cat, &n, why, sizeof why);
     }
     const libre_seg *sg = &lr->segs[it->seg0];
     json_t *v = NULL;
@@ -1106,10 +1111,11 @@ static void answer_settings(srv_req *r)
     srv_langs_now(s, &L);
     const char *tgt = L.np > 0 ? L.p[0].tgt : "und";
     json_t *o = json_pack(
-        "{s:i,s:i,s:b,s:b,s:b,s:b,s:[s,s,s,s,s,s,s,s,s,s,s,s,s],s:{s:{s:s,s:s},s:{s:s,s:s}}}", "charLimit", -1,
+        "{s:i,s:i,s:b,s:b,s:b,s:b,s:[s,s,s,s,s,s,s,s,s,s,s,s,s,s,s],s:{s:{s:s,s:s},s:{s:s,s:s}}}", "charLimit", -1,
         "frontendTimeout", 500, "apiKeys", key, "keyRequired", key, "suggestions", 0,
         "filesTranslation", 1, "supportedFilesFormat", ".txt", ".html", ".htm", ".srt", ".vtt",
-        ".ts", ".xlf", ".xliff", ".docx", ".pptx", ".odt", ".odp", ".epub", "language",
+        ".ts", ".xlf", ".xliff", ".po", ".pot", ".docx", ".pptx", ".odt", ".odp", ".epub",
+        "language",
         "source", "code", "auto", "name", "Auto Detect", "target", "code", tgt, "name",
         srv_lang_name(tgt));
     respond_json(r, 200, o);

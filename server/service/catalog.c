@@ -8,6 +8,7 @@
 #include <libxml/tree.h>
 
 #include "catalog.h"
+#include "po.h"
 
 enum { CAT_TS, CAT_XLIFF1, CAT_XLIFF2 };
 
@@ -22,6 +23,8 @@ struct srv_catalog {
     int kind;
     unit *u;
     int n, cap, kept;
+    srv_po *po;       /* a gettext catalogue: its units (po.h) */
+    char target[16];  /* the language it is translated into */
 };
 
 static int named(xmlNodePtr n, const char *name)
@@ -140,10 +143,31 @@ static int walk(srv_catalog *c, xmlNodePtr n, int overwrite)
     return 0;
 }
 
+/* data whose first byte (after a byte order mark and spaces) is there
+ * and not XML's '<': a gettext catalogue */
+static int is_po(const char *data, size_t len)
+{
+    size_t i = len >= 3 && !memcmp(data, "\xef\xbb\xbf", 3) ? 3 : 0;
+    while (i < len && (data[i] == ' ' || data[i] == '\t' || data[i] == '\r' || data[i] == '\n'))
+        i++;
+    return i < len && data[i] != '<';
+}
+
 int srv_catalog_parse(const char *data, size_t len, int overwrite, srv_catalog **out, char *err,
                       size_t errlen)
 {
     *out = NULL;
+    if (is_po(data, len)) {
+        srv_catalog *c = calloc(1, sizeof *c);
+        int rc = c ? srv_po_parse(data, len, overwrite, &c->po, err, errlen) : -1;
+        if (rc != 0) {
+            free(c);
+            return rc;
+        }
+        snprintf(c->target, sizeof c->target, "en");
+        *out = c;
+        return 0;
+    }
     if (len > (size_t)2147483647) {
         snprintf(err, errlen, "too large");
         return -2;
@@ -192,12 +216,12 @@ int srv_catalog_parse(const char *data, size_t len, int overwrite, srv_catalog *
 
 int srv_catalog_n(const srv_catalog *c)
 {
-    return c->n;
+    return c->po ? srv_po_n(c->po) : c->n;
 }
 
 const char *srv_catalog_source(const srv_catalog *c, int i)
 {
-    return c->u[i].text;
+    return c->po ? srv_po_source(c->po, i) : c->u[i].text;
 }
 
 int srv_catalog_kept(const srv_catalog *c)
@@ -327,13 +351,15 @@ static xmlNodePtr target_after(xmlNodePtr owner, xmlNodePtr src, const char *nam
 
 int srv_catalog_set(srv_catalog *c, int i, const char *t)
 {
-    unit *u = &c->u[i];
     char a[1024], b[1024];
-    if (srv_catalog_placeholders(u->text, a, sizeof a) != 0 ||
+    if (srv_catalog_placeholders(srv_catalog_source(c, i), a, sizeof a) != 0 ||
         srv_catalog_placeholders(t, b, sizeof b) != 0 || strcmp(a, b) != 0) {
         c->kept++; /* a placeholder lost or made up: left for a person */
         return 0;
     }
+    if (c->po)
+        return srv_po_set(c->po, i, t) == 0 ? 1 : -1;
+    unit *u = &c->u[i];
     if (c->kind == CAT_TS) {
         xmlNodePtr tr = target_after(u->owner, u->source, "translation");
         if (!tr)
@@ -369,8 +395,16 @@ int srv_catalog_set(srv_catalog *c, int i, const char *t)
     return 1;
 }
 
-char *srv_catalog_render(srv_catalog *c, size_t *len)
+void srv_catalog_target(srv_catalog *c, const char *lang)
 {
+    snprintf(c->target, sizeof c->target, "%s", lang);
+}
+
+char *srv_catalog_render(srv_catalog *c, size_t *len, char *err, size_t errlen)
+{
+    if (c->po)
+        return srv_po_render(c->po, c->target, len, err, errlen);
+    snprintf(err, errlen, "out of memory");
     xmlChar *buf = NULL;
     int n = 0;
     xmlDocDumpMemoryEnc(c->doc, &buf, &n, "UTF-8");
@@ -394,5 +428,6 @@ void srv_catalog_free(srv_catalog *c)
         free(c->u[i].text);
     free(c->u);
     xmlFreeDoc(c->doc);
+    srv_po_free(c->po);
     free(c);
 }

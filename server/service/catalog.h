@@ -1,5 +1,6 @@
 /*
- * catalog.h - software translation catalogues in XML for /translate_file:
+ * catalog.h - software translation catalogues for /translate_file: gettext
+ * .po/.pot (a file that does not start with '<': po.h), and in XML:
  * Qt Linguist (.ts) and XLIFF 1.2 (1.0, 1.1 alike) and 2.0 (.xlf, .xliff), read and written
  * with libxml2 (no network, no DTD loaded, no entity expanded). A unit is a
  * TS <message>, an XLIFF 1.2 <trans-unit> (not translate="no") or an XLIFF
@@ -25,8 +26,9 @@
 typedef struct srv_catalog srv_catalog;
 
 /* Parses data (len bytes) as a catalogue; overwrite: every unit, else the
- * untranslated ones. 0, -1 when out of memory, -2 when it is not a
- * well-formed TS or XLIFF 1.2/2.0 document (why in err). */
+ * untranslated ones. 0, -1 when out of memory (or a gettext catalogue's
+ * helper cannot run), -2 when it is not a well-formed TS or XLIFF 1.2/2.0
+ * document or a catalogue libgettextpo reads (why in err). */
 int srv_catalog_parse(const char *data, size_t len, int overwrite, srv_catalog **out, char *err,
                       size_t errlen);
 
@@ -43,8 +45,13 @@ int srv_catalog_set(srv_catalog *c, int i, const char *t);
  * lost). */
 int srv_catalog_kept(const srv_catalog *c);
 
-/* The document (malloc'd, *len bytes, UTF-8), NULL when out of memory. */
-char *srv_catalog_render(srv_catalog *c, size_t *len);
+/* The language a catalogue is translated into (a gettext catalogue's
+ * header and plural forms; "en" until set). */
+void srv_catalog_target(srv_catalog *c, const char *lang);
+
+/* The document (malloc'd, *len bytes, UTF-8), or NULL (why in err: out of
+ * memory, a gettext catalogue's helper failing). */
+char *srv_catalog_render(srv_catalog *c, size_t *len, char *err, size_t errlen);
 
 void srv_catalog_free(srv_catalog *c); /* accepts NULL */
 
