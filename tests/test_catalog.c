@@ -202,6 +202,9 @@ START_TEST(test_po)
         "#~ msgid \"Old\"\n#~ msgstr \"\"\n";
     srv_catalog *c = NULL;
     char err[256] = "";
+    /* no helper (a program that is not transformerd): refused, never run */
+    ck_assert_int_eq(srv_catalog_parse(po, strlen(po), 0, &c, err, sizeof err), -2);
+    ck_assert_msg(strstr(err, "po-helper"), "%s", err);
     srv_po_helper("/nonexistent/transformerd");
     ck_assert_int_eq(srv_catalog_parse(po, strlen(po), 0, &c, err, sizeof err), -1);
     ck_assert_msg(strstr(err, "cannot run"), "%s", err);
