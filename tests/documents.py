@@ -10,7 +10,8 @@ spans.c), made and read back by the libraries their users' tools use
     alone, the break kept), a table, a header, a picture: every paragraph's
     text is /translate's answer for its text, styles and the picture kept;
   - .pptx: a title, a body with a bold word, speaker notes;
-  - .odt: a heading, a paragraph with a bold span (its style kept);
+  - .odt: a heading, a paragraph with a bold span (its style kept); .odp:
+    a page with a text box of two paragraphs, one with a bold span;
   - .epub: an XHTML chapter with <b>, a link, <br/>, a list; mimetype first
     and stored; "the <b>file</b> <i>manager</i>" translated as one word
     (italic) and the bold counted in lostSpans;
@@ -36,8 +37,9 @@ import docx
 import pptx
 from lxml import etree
 from odf import teletype
-from odf.opendocument import OpenDocumentText, load
-from odf.style import Style, TextProperties
+from odf.draw import Frame, Page, TextBox
+from odf.opendocument import OpenDocumentPresentation, OpenDocumentText, load
+from odf.style import MasterPage, PageLayout, PageLayoutProperties, Style, TextProperties
 from odf.text import H, P, Span
 from PIL import Image
 
@@ -174,6 +176,41 @@ def check_odt(dm):
     spans = [(s.getAttribute("stylename"), teletype.extractText(s))
              for s in e.getElementsByType(Span)]
     check(spans == [("Bold", "Datei")], "odt: spans %r" % spans)
+
+
+def check_odp(dm):
+    doc = OpenDocumentPresentation()
+    layout = PageLayout(name="Layout")
+    layout.addElement(PageLayoutProperties(pagewidth="800pt", pageheight="600pt"))
+    doc.automaticstyles.addElement(layout)
+    bold = Style(name="Bold", family="text")
+    bold.addElement(TextProperties(fontweight="bold"))
+    doc.automaticstyles.addElement(bold)
+    master = MasterPage(name="Master", pagelayoutname=layout)
+    doc.masterstyles.addElement(master)
+    page = Page(masterpagename=master, name="one")
+    doc.presentation.addElement(page)
+    frame = Frame(width="600pt", height="100pt", x="50pt", y="50pt")
+    page.addElement(frame)
+    box = TextBox()
+    frame.addElement(box)
+    p = P(text="Save the ")
+    p.addElement(Span(stylename=bold, text="file"))
+    p.addText(" before closing.")
+    box.addElement(p)
+    box.addElement(P(text="Please read the manual."))
+    src = io.BytesIO()
+    doc.write(src)
+    out, ans = dm.translate_file("slides.odp", src.getvalue())
+    same_entries("odp", src.getvalue(), out, {"content.xml"})
+    e = load(io.BytesIO(out))
+    ps = [teletype.extractText(x) for x in e.getElementsByType(P)]
+    check(ps == [dm.translate(SAVE), dm.translate("Please read the manual.")], "odp: %r" % ps)
+    spans = [(s.getAttribute("stylename"), teletype.extractText(s))
+             for s in e.getElementsByType(Span)]
+    check(spans == [("Bold", "Datei")], "odp: spans %r" % spans)
+    check(len(e.getElementsByType(Frame)) == 1 and len(e.getElementsByType(Page)) == 1,
+          "odp: the page or its frame is gone")
 
 
 XHTML = """<?xml version="1.0" encoding="utf-8"?>
@@ -317,6 +354,7 @@ def main():
         check_docx(dm)
         check_pptx(dm)
         check_odt(dm)
+        check_odp(dm)
         check_epub(dm)
         check_refused(dm)
         check_cli(exe, model)
@@ -324,7 +362,7 @@ def main():
         check(st == 200, "the daemon is not healthy after the refusals")
     finally:
         dm.stop()
-    print("documents: ok (docx, pptx, odt, epub; 6 refusals; translate-file)")
+    print("documents: ok (docx, pptx, odt, odp, epub; 6 refusals; translate-file)")
 
 
 if __name__ == "__main__":
