@@ -15,6 +15,10 @@ spans.c), made and read back by the libraries their users' tools use
   - .epub: an XHTML chapter with <b>, a link, <br/>, a list; mimetype first
     and stored; "the <b>file</b> <i>manager</i>" translated as one word
     (italic) and the bold counted in lostSpans;
+  - .md (markdown-it-py reads the answer): front matter, a code block, a
+    GFM table, a setext underline, list and quote markers kept; heading,
+    paragraph, list items and quote translated; **bold** and *italic* on
+    their words, the link's URL and title, a code span verbatim;
   - every entry that holds no text comes back byte for byte, in order,
     compressed as it was (a stored picture stays stored);
   - refused with 400 naming the file: not a zip, a docx without its
@@ -34,6 +38,7 @@ import tempfile
 import zipfile
 
 import docx
+import markdown_it
 import pptx
 from lxml import etree
 from odf import teletype
@@ -278,6 +283,61 @@ def check_epub(dm):
     check(ans.get("lostSpans") == 1, "epub: lostSpans %r, not 1" % ans.get("lostSpans"))
 
 
+MD = """---
+title: The user guide
+---
+
+# Installing the package
+
+Save the **file** before closing.
+Click the *Open* button to open a new window.
+
+> Please read the [manual](https://example.org/manual "The manual").
+
+- Run `make install` to install the program.
+- Hello world
+
+```sh
+make install
+```
+
+Good morning
+============
+
+| a | b |
+|---|---|
+| Hello | world |
+"""
+
+
+def check_markdown(dm):
+    out, ans = dm.translate_file("guide.md", MD.encode())
+    text = out.decode()
+    kept = ["---\ntitle: The user guide\n---\n", "```sh\nmake install\n```\n",
+            "\n============\n", "| a | b |\n|---|---|\n| Hello | world |\n", "\n> ", "\n- "]
+    for k in kept:
+        check(k in text, "md: %r is not kept in %r" % (k, text))
+    html = markdown_it.MarkdownIt().render(text)
+    x = etree.fromstring("<r>" + html + "</r>")
+    h1 = "".join(x.find("h1").itertext())
+    check(h1 == dm.translate("Installing the package"), "md: heading %r" % h1)
+    p = x.find("p")
+    plain = "".join(p.itertext()).replace("\n", " ")
+    want = dm.translate("Save the file before closing. Click the Open button to open a new window.")
+    check(plain == want, "md: %r, /translate says %r" % (plain, want))
+    check([e.text for e in p.findall("strong")] == ["Datei"] and
+          [e.text for e in p.findall("em")] == ["Öffnen"], "md: %r" % etree.tostring(p))
+    a = x.find("blockquote/p/a")
+    check(a is not None and a.get("href") == "https://example.org/manual" and
+          a.get("title") == "The manual", "md: the link %r" % html)
+    li = x.findall("ul/li")
+    check(len(li) == 2 and li[0].find("code").text == "make install" and
+          "".join(li[1].itertext()) == dm.translate("Hello world"), "md: the list %r" % html)
+    check(x.find("h1") is not None and len(x.findall("h1")) == 2 and
+          "".join(x.findall("h1")[1].itertext()) == dm.translate("Good morning"),
+          "md: the setext heading %r" % html)
+
+
 def refused(dm, name, data, words):
     st, ans = dm.post_file(name, data)
     msg = ans.get("error", "")
@@ -356,13 +416,14 @@ def main():
         check_odt(dm)
         check_odp(dm)
         check_epub(dm)
+        check_markdown(dm)
         check_refused(dm)
         check_cli(exe, model)
         st, _ = dm.request("GET", "/health")
         check(st == 200, "the daemon is not healthy after the refusals")
     finally:
         dm.stop()
-    print("documents: ok (docx, pptx, odt, odp, epub; 6 refusals; translate-file)")
+    print("documents: ok (docx, pptx, odt, odp, epub, md; 6 refusals; translate-file)")
 
 
 if __name__ == "__main__":

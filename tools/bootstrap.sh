@@ -6,7 +6,7 @@
 # chromium-driver and python3-selenium (the images do without them).
 set -eu
 
-PKGS="build-essential cmake pkg-config libjansson-dev libopenblas-dev check libsubunit-dev libmicrohttpd-dev libxml2-dev libexttextcat-dev libicu-dev zlib1g-dev libzip-dev libgettextpo-dev gettext prometheus curl python3-yaml python3-venv"
+PKGS="build-essential cmake pkg-config libjansson-dev libopenblas-dev check libsubunit-dev libmicrohttpd-dev libxml2-dev libexttextcat-dev libicu-dev zlib1g-dev libzip-dev libgettextpo-dev gettext libcmark-dev prometheus curl python3-yaml python3-venv"
 [ "${1:-}" = "--with-browser" ] && PKGS="$PKGS chromium chromium-driver python3-selenium"
 
 missing=""

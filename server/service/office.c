@@ -20,6 +20,7 @@
 #include <libxml/tree.h>
 #include <zip.h>
 
+#include "markdown.h"
 #include "office.h"
 
 #define MAX_DEPTH 8 /* a chain deeper than this is an object */
@@ -145,6 +146,7 @@ typedef struct part {
 } part;
 
 struct srv_office {
+    srv_md *md; /* a Markdown file (markdown.h): everything below unused */
     const fmt *f;
     zip_source_t *src;
     zip_t *za;
@@ -443,8 +445,15 @@ static int walk(srv_office *d, xmlNodePtr n)
 
 /* ---- the archive ---------------------------------------------------------------- */
 
+static int is_markdown(const char *ext)
+{
+    return ext && (!strcasecmp(ext, ".md") || !strcasecmp(ext, ".markdown"));
+}
+
 const char *srv_office_mime(const char *ext)
 {
+    if (is_markdown(ext))
+        return "text/markdown; charset=utf-8";
     for (size_t i = 0; ext && i < sizeof k_fmts / sizeof k_fmts[0]; i++)
         if (!strcasecmp(ext, k_fmts[i].ext))
             return k_fmts[i].mime;
@@ -545,6 +554,15 @@ int srv_office_parse(const char *data, size_t len, const char *ext, srv_office *
                      size_t errlen)
 {
     *out = NULL;
+    if (is_markdown(ext)) {
+        srv_office *d = calloc(1, sizeof *d);
+        int rc = d ? srv_md_parse(data, len, &d->md, err, errlen) : -1;
+        if (rc != 0)
+            free(d);
+        else
+            *out = d;
+        return rc;
+    }
     const fmt *f = NULL;
     for (size_t i = 0; ext && i < sizeof k_fmts / sizeof k_fmts[0]; i++)
         if (!strcasecmp(ext, k_fmts[i].ext))
@@ -592,17 +610,17 @@ int srv_office_parse(const char *data, size_t len, const char *ext, srv_office *
 
 int srv_office_n(const srv_office *d)
 {
-    return d->n_segs;
+    return d->md ? srv_md_n(d->md) : d->n_segs;
 }
 
 const char *srv_office_source(const srv_office *d, int i)
 {
-    return d->segs[i].src;
+    return d->md ? srv_md_source(d->md, i) : d->segs[i].src;
 }
 
 int srv_office_styled(const srv_office *d, int i)
 {
-    return d->segs[i].styled;
+    return d->md ? srv_md_styled(d->md, i) : d->segs[i].styled;
 }
 
 int srv_office_lost(const srv_office *d)
@@ -612,6 +630,11 @@ int srv_office_lost(const srv_office *d)
 
 int srv_office_set(srv_office *d, int i, const char *t, const srv_align *al, int n_al)
 {
+    if (d->md) {
+        int lost = 0, rc = srv_md_set(d->md, i, t, al, n_al, &lost);
+        d->lost += lost;
+        return rc;
+    }
     segment *s = &d->segs[i];
     const size_t n = strlen(t), trail = strlen(s->full) - s->lead - s->len;
     char *tgt = malloc(s->lead + n + trail + 1);
@@ -640,19 +663,20 @@ int srv_office_set(srv_office *d, int i, const char *t, const srv_align *al, int
     }
     int lost = 0;
     srv_span *o = NULL;
+    char *text = NULL;
     int no = 0;
     if (rc == 0)
         rc = srv_spans_map(s->full, strlen(s->full), s->in, s->n_in, tgt, strlen(tgt), sh, n_al,
-                           &o, &no, &lost);
+                           &o, &no, &text, &lost);
     for (int b = 0; b < n_al; b++) {
         free(sh[b].t_off);
         free(sh[b].s_off);
     }
     free(sh);
-    if (rc != 0) {
-        free(tgt);
+    free(tgt);
+    if (rc != 0)
         return -1;
-    }
+    tgt = text; /* the translation with the objects' spaces */
     free(s->tgt);
     free(s->out);
     s->tgt = tgt;
@@ -882,6 +906,12 @@ static char *archive_bytes(zip_source_t *out, size_t *len)
 
 char *srv_office_render(srv_office *d, size_t *len, char *err, size_t errlen)
 {
+    if (d->md) {
+        char *out = srv_md_render(d->md, len);
+        if (!out)
+            snprintf(err, errlen, "out of memory");
+        return out;
+    }
     for (int i = 0, s0 = 0; i < d->n_paras; i++) {
         int s1 = s0;
         while (s1 < d->n_segs && d->segs[s1].para == i)
@@ -935,6 +965,7 @@ void srv_office_free(srv_office *d)
 {
     if (!d)
         return;
+    srv_md_free(d->md);
     for (int i = 0; i < d->n_segs; i++) {
         free(d->segs[i].full);
         free(d->segs[i].src);

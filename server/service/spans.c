@@ -131,18 +131,26 @@ static int link_block(const srv_align *al, const char *src, size_t src_n, const 
     return 0;
 }
 
+/* The answer being written: its pieces and its text (the target's bytes,
+ * a space put after an object where the source had one). */
 typedef struct out_buf {
     srv_span *s;
     int n, cap;
+    char *t;
+    size_t tn;
 } out_buf;
 
-static int push(out_buf *o, size_t a, size_t b, int style, int obj)
+/* Appends t[a, b) in style (obj: an object, id style, t unused). */
+static int push(out_buf *o, const char *t, size_t a, size_t b, int style, int obj)
 {
     if (!obj && a == b)
         return 0;
+    size_t at = o->tn;
+    memcpy(o->t + at, obj ? "" : t + a, obj ? 0 : b - a);
+    o->tn += obj ? 0 : b - a;
     if (!obj && o->n > 0 && !o->s[o->n - 1].obj && o->s[o->n - 1].style == style &&
-        o->s[o->n - 1].b == a) {
-        o->s[o->n - 1].b = b;
+        o->s[o->n - 1].b == at) {
+        o->s[o->n - 1].b = o->tn;
         return 0;
     }
     if (o->n == o->cap) {
@@ -153,8 +161,43 @@ static int push(out_buf *o, size_t a, size_t b, int style, int obj)
         o->s = p;
         o->cap = cap;
     }
-    o->s[o->n++] = (srv_span){a, b, style, obj};
+    o->s[o->n++] = (srv_span){at, o->tn, style, obj};
     return 0;
+}
+
+static int is_punct(char c)
+{
+    return c && strchr(".,;:!?)]\"'", c) != NULL;
+}
+
+/* Whether style st's source text ends in punctuation (then its target
+ * word's does too). */
+static int keeps_punct(const char *src, const srv_span *in, int n_in, int st)
+{
+    for (int k = 0; k < n_in; k++) {
+        size_t b = in[k].b;
+        while (!in[k].obj && in[k].style == st && b > in[k].a && is_sp((unsigned char)src[b - 1]))
+            b--;
+        if (!in[k].obj && in[k].style == st && b > in[k].a && is_punct(src[b - 1]))
+            return 1;
+    }
+    return 0;
+}
+
+/* Word [a, b) of t in style st: the punctuation at its edges in base
+ * unless the style has its own. */
+static int push_word(out_buf *o, const char *t, size_t a, size_t b, int st, int base, int punct)
+{
+    size_t x = a, y = b;
+    if (st != base && !punct) {
+        while (y > x && is_punct(t[y - 1]))
+            y--;
+        while (x < y && (t[x] == '(' || t[x] == '[' || t[x] == '"' || t[x] == '\''))
+            x++;
+        if (x == y) /* all punctuation: one piece */
+            x = a, y = b;
+    }
+    return push(o, t, a, x, base, 0) || push(o, t, x, y, st, 0) || push(o, t, y, b, base, 0);
 }
 
 /* Each source word's style: the style of most of its bytes. */
@@ -266,9 +309,9 @@ static int target_styles(const srv_span *in, int n_in, int base, const int *s_st
 }
 
 /* Where each object goes in the target (pos, in in's order). */
-static void object_places(const srv_span *in, int n_in, const word *sw, int nsw, const word *tw,
-                          int ntw, const int *t_best, const int *s_best, size_t tgt_n,
-                          size_t *pos)
+static void object_places(const char *src, const char *tgt, const srv_span *in, int n_in,
+                          const word *sw, int nsw, const word *tw, int ntw, const int *t_best,
+                          const int *s_best, size_t tgt_n, size_t *pos)
 {
     for (int k = 0; k < n_in; k++) {
         if (!in[k].obj)
@@ -289,6 +332,11 @@ static void object_places(const srv_span *in, int n_in, const word *sw, int nsw,
             if (t >= 0)
                 p = tw[t].a;
         }
+        /* one the source's word before it touches stays at that word's
+         * translation's end, before the space */
+        if (in[k].a > 0 && !is_sp((unsigned char)src[in[k].a - 1]) && p > 0 && p < tgt_n)
+            while (p > 0 && is_sp((unsigned char)tgt[p - 1]))
+                p--;
         pos[k] = p; /* the pieces are written in the source's order: a place
                      * before an earlier object's is that object's */
     }
@@ -296,7 +344,7 @@ static void object_places(const srv_span *in, int n_in, const word *sw, int nsw,
 
 int srv_spans_map(const char *src, size_t src_n, const srv_span *in, int n_in, const char *tgt,
                   size_t tgt_n, const srv_align *blocks, int n_blocks, srv_span **out,
-                  int *n_out, int *lost)
+                  int *n_out, char **text, int *lost)
 {
     word *sw = NULL, *tw = NULL;
     int nsw = words_of(src, src_n, &sw), ntw = nsw < 0 ? -1 : words_of(tgt, tgt_n, &tw);
@@ -307,8 +355,9 @@ int srv_spans_map(const char *src, size_t src_n, const srv_span *in, int n_in, c
     int rc = -1;
     *out = NULL;
     *n_out = 0;
+    *text = NULL;
     *lost = 0;
-    if (nsw < 0 || ntw < 0)
+    if (nsw < 0 || ntw < 0 || !(o.t = malloc(tgt_n + (size_t)n_in + 1)))
         goto done;
     ints = malloc((size_t)(2 * nsw + 2 * ntw + 1) * sizeof *ints);
     fl = calloc((size_t)(nsw + ntw + 1), sizeof *fl);
@@ -329,7 +378,7 @@ int srv_spans_map(const char *src, size_t src_n, const srv_span *in, int n_in, c
     word_styles(sw, nsw, in, n_in, s_style);
     const int base = base_style(src, in, n_in);
     *lost = target_styles(in, n_in, base, s_style, nsw, t_best, s_best, ntw, t_style);
-    object_places(in, n_in, sw, nsw, tw, ntw, t_best, s_best, tgt_n, pos);
+    object_places(src, tgt, in, n_in, sw, nsw, tw, ntw, t_best, s_best, tgt_n, pos);
     /* the text's pieces, the objects put in between */
     int k = 0;
     for (int i = 0; i <= ntw; i++) {
@@ -349,20 +398,32 @@ int srv_spans_map(const char *src, size_t src_n, const srv_span *in, int n_in, c
                 if (pos[k] >= b && !(b == tgt_n && i == ntw && pass))
                     break;
                 size_t p = pos[k] > a ? pos[k] : a;
-                if (push(&o, a, p, st, 0) != 0 || push(&o, p, p, in[k].style, 1) != 0)
+                /* before a word, and a space after it in the source: one
+                 * after it here too */
+                int sp = in[k].a < src_n && is_sp((unsigned char)src[in[k].a]) && p < tgt_n &&
+                         !is_sp((unsigned char)tgt[p]);
+                if (push(&o, tgt, a, p, st, 0) != 0 || push(&o, tgt, p, p, in[k].style, 1) != 0 ||
+                    (sp && push(&o, " ", 0, 1, base, 0) != 0))
                     goto done;
                 a = p;
             }
-            if (push(&o, a, b, st, 0) != 0)
+            int r = pass && i < ntw ? push_word(&o, tgt, a, b, st, base,
+                                                keeps_punct(src, in, n_in, st))
+                                    : push(&o, tgt, a, b, st, 0);
+            if (r != 0)
                 goto done;
         }
     }
+    o.t[o.tn] = 0;
     *out = o.s;
     *n_out = o.n;
+    *text = o.t;
     o.s = NULL;
+    o.t = NULL;
     rc = 0;
 done:
     free(o.s);
+    free(o.t);
     free(sw);
     free(tw);
     free(ints);

@@ -27,10 +27,15 @@
  *   style that has no target word in the end is lost (counted: "file
  *   manager" in two styles becomes one German word in one of them);
  * - the spaces between two words of one style have that style, others the
- *   base style;
+ *   base style; a styled word's edge punctuation (a comma or full stop
+ *   after it, a bracket or quote around it) takes the base style unless
+ *   the style's source text ends in punctuation itself;
  * - an object goes before the target word that weighs most with the
  *   source word after it (the end when none follows), never before an
- *   earlier object of the source.
+ *   earlier object of the source (one that touched the word before it,
+ *   a footnote mark, goes right after that word's translation instead);
+ *   one that a space followed in the source gets one after it in the
+ *   target (the only bytes added).
  *
  * Pure functions, no allocation the caller does not free; the decision is
  * documented in docs/decisions.md ("Inline formatting by attention").
@@ -61,11 +66,12 @@ void srv_align_free(srv_align *a, int n); /* frees the blocks' arrays and a */
 
 /* Maps src's pieces (n_in, in order, text spans covering [0, src_n) and
  * objects between them) onto tgt by the alignment (n_blocks sentences).
- * *out (malloc'd, *n_out): tgt's pieces in order, covering [0, tgt_n),
+ * *text (malloc'd, NUL-terminated): tgt with a space after the objects
+ * that get one; *out (malloc'd, *n_out): its pieces in order, covering it,
  * with every object of in exactly once. *lost: styles given to no target
  * word. 0, or -1 when out of memory. */
 int srv_spans_map(const char *src, size_t src_n, const srv_span *in, int n_in, const char *tgt,
                   size_t tgt_n, const srv_align *blocks, int n_blocks, srv_span **out,
-                  int *n_out, int *lost);
+                  int *n_out, char **text, int *lost);
 
 #endif
