@@ -31,6 +31,7 @@ spans.c), made and read back by the libraries their users' tools use
 """
 import io
 import os
+import re
 import struct
 import subprocess
 import sys
@@ -297,6 +298,8 @@ Click the *Open* button to open a new window.
 - Run `make install` to install the program.
 - Hello world
 
+Press <kbd>Enter</kbd> to see ![the logo](logo.png) here.
+
 ```sh
 make install
 ```
@@ -333,6 +336,9 @@ def check_markdown(dm):
     li = x.findall("ul/li")
     check(len(li) == 2 and li[0].find("code").text == "make install" and
           "".join(li[1].itertext()) == dm.translate("Hello world"), "md: the list %r" % html)
+    # each tag of inline HTML is an object of its own, placed by its word
+    check(re.search(r"<kbd>[^<]+</kbd>", text) and "![the logo](logo.png)" in text,
+          "md: inline HTML or an image changed: %r" % text)
     check(x.find("h1") is not None and len(x.findall("h1")) == 2 and
           "".join(x.findall("h1")[1].itertext()) == dm.translate("Good morning"),
           "md: the setext heading %r" % html)
