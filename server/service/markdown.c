@@ -39,14 +39,8 @@ typedef struct block {
 } block;
 
 typedef struct segment {
-    int block, p0, p1;
-    char *full, *src;
-    size_t lead, len;
-    srv_span *in;
-    int n_in, styled;
-    char *tgt;
-    srv_span *out;
-    int n_out;
+    int block, p0, p1; /* its pieces */
+    srv_seg s;
 } segment;
 
 struct srv_md {
@@ -141,72 +135,28 @@ static int same_chain(const piece *x, const piece *y)
     return 1;
 }
 
-static int has_letter(const char *t)
-{
-    for (; *t; t++)
-        if (((*t | 32) >= 'a' && (*t | 32) <= 'z') || (unsigned char)*t >= 0xc0)
-            return 1;
-    return 0;
-}
-
-static int is_ws(char c)
-{
-    return c == ' ' || c == '\t' || c == '\n' || c == '\r';
-}
-
 static int add_segment(srv_md *m, int bi, int p0, int p1)
 {
     const block *b = &m->bl[bi];
-    segment s = {.block = bi, .p0 = p0, .p1 = p1};
-    size_t len = 0;
-    int first_obj = -1, last_text = -1, styles = 0, first_style = -1;
-    for (int k = p0; k < p1; k++)
-        if (b->pc[k].kind == P_TEXT) {
-            len += strlen(b->pc[k].text);
-            first_style = first_style < 0 ? b->pc[k].style : first_style;
-            styles |= b->pc[k].style != first_style;
-            last_text = k;
-        } else if (first_obj < 0 && last_text >= 0) {
-            first_obj = k;
-        }
-    s.full = malloc(len + 1);
-    s.in = malloc((size_t)(p1 - p0 + 1) * sizeof *s.in);
-    if (!s.full || !s.in)
-        goto oom;
-    size_t at = 0;
-    for (int k = p0; k < p1; k++) {
-        const piece *pc = &b->pc[k];
-        size_t n = pc->kind == P_TEXT ? strlen(pc->text) : 0;
-        memcpy(s.full + at, n ? pc->text : "", n);
-        s.in[s.n_in++] = (srv_span){at, at + n, pc->kind == P_TEXT ? pc->style : k,
-                                    pc->kind != P_TEXT};
-        at += n;
+    const char **text = malloc((size_t)(p1 - p0 + 1) * sizeof *text);
+    int *id = malloc((size_t)(p1 - p0 + 1) * sizeof *id);
+    segment sg = {.block = bi, .p0 = p0, .p1 = p1};
+    int rc = text && id ? 0 : -1;
+    for (int k = p0; rc == 0 && k < p1; k++) {
+        text[k - p0] = b->pc[k].kind == P_TEXT ? b->pc[k].text : NULL;
+        id[k - p0] = b->pc[k].kind == P_TEXT ? b->pc[k].style : k;
     }
-    s.full[len] = 0;
-    if (!has_letter(s.full)) {
-        free(s.full);
-        free(s.in);
-        return 0;
+    rc = rc == 0 ? srv_seg_make(&sg.s, text, id, p1 - p0) : -1;
+    free(text);
+    free(id);
+    if (rc <= 0)
+        return rc;
+    if (grow((void **)&m->sg, &m->cap_sg, m->n_sg, sizeof *m->sg) != 0) {
+        srv_seg_free(&sg.s);
+        return -1;
     }
-    size_t a = 0, e = len;
-    while (a < e && is_ws(s.full[a]))
-        a++;
-    while (e > a && is_ws(s.full[e - 1]))
-        e--;
-    s.lead = a;
-    s.len = e - a;
-    if (!(s.src = strndup(s.full + a, s.len)))
-        goto oom;
-    s.styled = styles || (first_obj >= 0 && first_obj < last_text);
-    if (grow((void **)&m->sg, &m->cap_sg, m->n_sg, sizeof *m->sg) != 0)
-        goto oom;
-    m->sg[m->n_sg++] = s;
+    m->sg[m->n_sg++] = sg;
     return 0;
-oom:
-    free(s.full);
-    free(s.in);
-    free(s.src);
-    return -1;
 }
 
 /* The byte of (line, column), both from 1, in data. */
@@ -397,59 +347,19 @@ int srv_md_n(const srv_md *m)
 
 const char *srv_md_source(const srv_md *m, int i)
 {
-    return m->sg[i].src;
+    return m->sg[i].s.src;
 }
 
 int srv_md_styled(const srv_md *m, int i)
 {
-    return m->sg[i].styled;
+    return m->sg[i].s.styled;
 }
 
 int srv_md_set(srv_md *m, int i, const char *t, const srv_align *al, int n_al, int *lost)
 {
-    segment *s = &m->sg[i];
-    size_t n = strlen(t), trail = strlen(s->full) - s->lead - s->len;
-    char *tgt = malloc(s->lead + n + trail + 1);
-    srv_align *sh = n_al ? calloc((size_t)n_al, sizeof *sh) : NULL;
-    int rc = tgt && (!n_al || sh) ? 0 : -1;
-    if (rc == 0) {
-        memcpy(tgt, s->full, s->lead);
-        memcpy(tgt + s->lead, t, n);
-        memcpy(tgt + s->lead + n, s->full + s->lead + s->len, trail + 1);
-    }
-    for (int b = 0; rc == 0 && b < n_al; b++) { /* offsets from full's and tgt's start */
-        sh[b] = (srv_align){al[b].nt, al[b].ns, malloc(2 * (size_t)al[b].nt * sizeof(size_t)),
-                            malloc(2 * (size_t)al[b].ns * sizeof(size_t)), al[b].w};
-        if (!sh[b].t_off || !sh[b].s_off) {
-            rc = -1;
-            break;
-        }
-        for (int k = 0; k < 2 * al[b].nt; k++)
-            sh[b].t_off[k] = al[b].t_off[k] + s->lead;
-        for (int k = 0; k < 2 * al[b].ns; k++)
-            sh[b].s_off[k] = al[b].s_off[k] + s->lead;
-    }
-    srv_span *o = NULL;
-    char *text = NULL;
-    int no = 0;
-    if (rc == 0)
-        rc = srv_spans_map(s->full, strlen(s->full), s->in, s->n_in, tgt, strlen(tgt), sh, n_al,
-                           &o, &no, &text, lost);
-    for (int b = 0; sh && b < n_al; b++) {
-        free(sh[b].t_off);
-        free(sh[b].s_off);
-    }
-    free(sh);
-    free(tgt);
-    if (rc != 0)
+    if (srv_seg_set(&m->sg[i].s, t, al, n_al, lost) != 0)
         return -1;
-    tgt = text; /* the translation with the objects' spaces */
-    free(s->tgt);
-    free(s->out);
-    s->tgt = tgt;
-    s->out = o;
-    s->n_out = no;
-    m->bl[s->block].dirty = 1;
+    m->bl[m->sg[i].block].dirty = 1;
     return 0;
 }
 
@@ -511,7 +421,8 @@ static char *write_block(srv_md *m, const block *b, const segment *sg, int n_sg)
     for (int k = 0; k < b->n && rc == 0;) {
         while (si < n_sg && sg[si].p1 <= k)
             si++;
-        const segment *s = si < n_sg && sg[si].p0 <= k && sg[si].tgt ? &sg[si] : NULL;
+        const segment *g = si < n_sg && sg[si].p0 <= k && sg[si].s.tgt ? &sg[si] : NULL;
+        const srv_seg *s = g ? &g->s : NULL;
         if (!s) {
             const piece *pc = &b->pc[k++];
             rc = pc->kind == P_TEXT ? put_text(&w, pc, pc->text, strlen(pc->text))
@@ -523,7 +434,7 @@ static char *write_block(srv_md *m, const block *b, const segment *sg, int n_sg)
             const piece *pc = &b->pc[o->style];
             rc = o->obj ? put_node(&w, pc) : put_text(&w, pc, s->tgt + o->a, o->b - o->a);
         }
-        k = s->p1;
+        k = g->p1;
     }
     char *out = rc == 0 ? cmark_render_commonmark(w.para, CMARK_OPT_DEFAULT, 0) : NULL;
     if (w.para)
@@ -582,13 +493,8 @@ void srv_md_free(srv_md *m)
 {
     if (!m)
         return;
-    for (int i = 0; i < m->n_sg; i++) {
-        free(m->sg[i].full);
-        free(m->sg[i].src);
-        free(m->sg[i].in);
-        free(m->sg[i].tgt);
-        free(m->sg[i].out);
-    }
+    for (int i = 0; i < m->n_sg; i++)
+        srv_seg_free(&m->sg[i].s);
     free(m->sg);
     for (int i = 0; i < m->n_bl; i++) {
         for (int k = 0; k < m->bl[i].n; k++)

@@ -130,14 +130,7 @@ typedef struct para {
 
 typedef struct segment {
     int para, p0, p1;  /* its pieces */
-    char *full;        /* the pieces' text joined */
-    size_t lead, len;  /* the text sent: full + lead, len bytes */
-    char *src;         /* that text, NUL-terminated */
-    srv_span *in;      /* full's pieces: text spans (style = piece), objects (style = piece) */
-    int n_in, styled;
-    char *tgt;         /* the translation with the whitespace around it, once set */
-    srv_span *out;
-    int n_out;
+    srv_seg s;
 } segment;
 
 typedef struct part {
@@ -295,18 +288,6 @@ static char *style_key(const fmt *f, const piece *pc)
     return k;
 }
 
-static int has_letter(const char *t, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)t[i];
-        if ((c | 32) >= 'a' && (c | 32) <= 'z')
-            return 1;
-        if (c >= 0xc0)
-            return 1;
-    }
-    return 0;
-}
-
 static int is_ws(char c)
 {
     return c == ' ' || c == '\t' || c == '\n' || c == '\r';
@@ -316,68 +297,31 @@ static int is_ws(char c)
 static int add_segment(srv_office *d, int pi, int p0, int p1)
 {
     const para *p = &d->paras[pi];
-    size_t len = 0;
-    int n_in = 0, first_obj = -1, last_text = -1, styles = 0, first_style = -1;
-    for (int k = p0; k < p1; k++) {
-        if (p->pc[k].kind == P_TEXT) {
-            len += strlen(p->pc[k].text);
-            last_text = k;
-            if (first_style < 0)
-                first_style = p->pc[k].style;
-            styles |= p->pc[k].style != first_style;
-        } else if (first_obj < 0 && last_text >= 0) {
-            first_obj = k;
-        }
-        n_in++;
+    const char **text = malloc((size_t)(p1 - p0 + 1) * sizeof *text);
+    int *id = malloc((size_t)(p1 - p0 + 1) * sizeof *id);
+    segment sg = {.para = pi, .p0 = p0, .p1 = p1};
+    int rc = text && id ? 0 : -1;
+    for (int k = p0; rc == 0 && k < p1; k++) {
+        text[k - p0] = p->pc[k].kind == P_TEXT ? p->pc[k].text : NULL;
+        id[k - p0] = p->pc[k].kind == P_TEXT ? p->pc[k].style : k;
     }
-    segment s = {.para = pi, .p0 = p0, .p1 = p1};
-    s.full = malloc(len + 1);
-    s.in = malloc((size_t)(n_in ? n_in : 1) * sizeof *s.in);
-    if (!s.full || !s.in)
-        goto oom;
-    size_t at = 0;
-    for (int k = p0; k < p1; k++) {
-        const piece *pc = &p->pc[k];
-        size_t n = pc->kind == P_TEXT ? strlen(pc->text) : 0;
-        memcpy(s.full + at, pc->kind == P_TEXT ? pc->text : "", n);
-        s.in[s.n_in++] = (srv_span){at, at + n, pc->kind == P_TEXT ? pc->style : k,
-                                    pc->kind != P_TEXT};
-        at += n;
-    }
-    s.full[len] = 0;
-    if (!has_letter(s.full, len)) {
-        free(s.full);
-        free(s.in);
-        return 0;
-    }
-    size_t a = 0, b = len;
-    while (a < b && is_ws(s.full[a]))
-        a++;
-    while (b > a && is_ws(s.full[b - 1]))
-        b--;
-    s.lead = a;
-    s.len = b - a;
-    s.src = malloc(s.len + 1);
-    if (!s.src)
-        goto oom;
-    memcpy(s.src, s.full + a, s.len);
-    s.src[s.len] = 0;
-    s.styled = styles || (first_obj >= 0 && first_obj < last_text);
+    rc = rc == 0 ? srv_seg_make(&sg.s, text, id, p1 - p0) : -1;
+    free(text);
+    free(id);
+    if (rc <= 0)
+        return rc;
     if (d->n_segs == d->cap_segs) {
         int cap = d->cap_segs ? d->cap_segs * 2 : 32;
         segment *q = realloc(d->segs, (size_t)cap * sizeof *q);
-        if (!q)
-            goto oom;
+        if (!q) {
+            srv_seg_free(&sg.s);
+            return -1;
+        }
         d->segs = q;
         d->cap_segs = cap;
     }
-    d->segs[d->n_segs++] = s;
+    d->segs[d->n_segs++] = sg;
     return 0;
-oom:
-    free(s.full);
-    free(s.in);
-    free(s.src);
-    return -1;
 }
 
 /* Paragraph node n: its pieces, styles and segments. */
@@ -615,12 +559,12 @@ int srv_office_n(const srv_office *d)
 
 const char *srv_office_source(const srv_office *d, int i)
 {
-    return d->md ? srv_md_source(d->md, i) : d->segs[i].src;
+    return d->md ? srv_md_source(d->md, i) : d->segs[i].s.src;
 }
 
 int srv_office_styled(const srv_office *d, int i)
 {
-    return d->md ? srv_md_styled(d->md, i) : d->segs[i].styled;
+    return d->md ? srv_md_styled(d->md, i) : d->segs[i].s.styled;
 }
 
 int srv_office_lost(const srv_office *d)
@@ -635,55 +579,11 @@ int srv_office_set(srv_office *d, int i, const char *t, const srv_align *al, int
         d->lost += lost;
         return rc;
     }
-    segment *s = &d->segs[i];
-    const size_t n = strlen(t), trail = strlen(s->full) - s->lead - s->len;
-    char *tgt = malloc(s->lead + n + trail + 1);
-    srv_align *sh = n_al ? calloc((size_t)n_al, sizeof *sh) : NULL;
-    if (!tgt || (n_al && !sh)) {
-        free(tgt);
-        free(sh);
-        return -1;
-    }
-    memcpy(tgt, s->full, s->lead);
-    memcpy(tgt + s->lead, t, n);
-    memcpy(tgt + s->lead + n, s->full + s->lead + s->len, trail + 1);
-    /* the alignment's offsets into full and tgt: both begin with lead */
-    int rc = 0;
-    for (int b = 0; b < n_al && rc == 0; b++) {
-        sh[b] = (srv_align){al[b].nt, al[b].ns, malloc(2 * (size_t)al[b].nt * sizeof(size_t)),
-                            malloc(2 * (size_t)al[b].ns * sizeof(size_t)), al[b].w};
-        if (!sh[b].t_off || !sh[b].s_off) {
-            rc = -1;
-            break;
-        }
-        for (int k = 0; k < 2 * al[b].nt; k++)
-            sh[b].t_off[k] = al[b].t_off[k] + s->lead;
-        for (int k = 0; k < 2 * al[b].ns; k++)
-            sh[b].s_off[k] = al[b].s_off[k] + s->lead;
-    }
     int lost = 0;
-    srv_span *o = NULL;
-    char *text = NULL;
-    int no = 0;
-    if (rc == 0)
-        rc = srv_spans_map(s->full, strlen(s->full), s->in, s->n_in, tgt, strlen(tgt), sh, n_al,
-                           &o, &no, &text, &lost);
-    for (int b = 0; b < n_al; b++) {
-        free(sh[b].t_off);
-        free(sh[b].s_off);
-    }
-    free(sh);
-    free(tgt);
-    if (rc != 0)
+    if (srv_seg_set(&d->segs[i].s, t, al, n_al, &lost) != 0)
         return -1;
-    tgt = text; /* the translation with the objects' spaces */
-    free(s->tgt);
-    free(s->out);
-    s->tgt = tgt;
-    s->out = o;
-    s->n_out = no;
     d->lost += lost;
-    d->paras[s->para].dirty = 1;
+    d->paras[d->segs[i].para].dirty = 1;
     return 0;
 }
 
@@ -823,7 +723,8 @@ static int write_para(srv_office *d, para *p, const segment *segs, int n_segs)
     for (int k = 0; k < p->n && rc == 0;) {
         while (si < n_segs && segs[si].p1 <= k)
             si++;
-        const segment *s = si < n_segs && segs[si].p0 <= k && segs[si].tgt ? &segs[si] : NULL;
+        const segment *sg = si < n_segs && segs[si].p0 <= k && segs[si].s.tgt ? &segs[si] : NULL;
+        const srv_seg *s = sg ? &sg->s : NULL;
         if (!s) {
             const piece *pc = &p->pc[k++];
             rc = pc->kind == P_TEXT ? put_text(&w, (xmlNodePtr *)pc->chain, pc->depth, pc->text,
@@ -838,7 +739,7 @@ static int write_para(srv_office *d, para *p, const segment *segs, int n_segs)
                         : put_text(&w, (xmlNodePtr *)pc->chain, pc->depth, s->tgt + o->a,
                                    o->b - o->a);
         }
-        k = s->p1;
+        k = sg->p1;
     }
     /* what was not moved back (an object or separator of the paragraph's
      * own is in the tree again) */
@@ -967,11 +868,7 @@ void srv_office_free(srv_office *d)
         return;
     srv_md_free(d->md);
     for (int i = 0; i < d->n_segs; i++) {
-        free(d->segs[i].full);
-        free(d->segs[i].src);
-        free(d->segs[i].in);
-        free(d->segs[i].tgt);
-        free(d->segs[i].out);
+        srv_seg_free(&d->segs[i].s);
     }
     free(d->segs);
     for (int i = 0; i < d->n_paras; i++) {

@@ -431,3 +431,117 @@ done:
     free(pos);
     return rc;
 }
+
+/* ---- a document's segment --------------------------------------------------- */
+
+static int has_letter(const char *t)
+{
+    for (; *t; t++)
+        if (((*t | 32) >= 'a' && (*t | 32) <= 'z') || (unsigned char)*t >= 0xc0)
+            return 1;
+    return 0;
+}
+
+int srv_seg_make(srv_seg *s, const char *const *text, const int *id, int n)
+{
+    memset(s, 0, sizeof *s);
+    size_t len = 0;
+    int first_obj = -1, last_text = -1, styles = 0;
+    for (int k = 0; k < n; k++)
+        if (text[k]) {
+            len += strlen(text[k]);
+            styles |= last_text >= 0 && id[k] != id[last_text];
+            last_text = k;
+        } else if (first_obj < 0 && last_text >= 0) {
+            first_obj = k;
+        }
+    s->full = malloc(len + 1);
+    s->in = malloc((size_t)(n ? n : 1) * sizeof *s->in);
+    if (!s->full || !s->in)
+        goto fail;
+    size_t at = 0;
+    for (int k = 0; k < n; k++) {
+        size_t m = text[k] ? strlen(text[k]) : 0;
+        memcpy(s->full + at, m ? text[k] : "", m);
+        s->in[s->n_in++] = (srv_span){at, at + m, id[k], !text[k]};
+        at += m;
+    }
+    s->full[len] = 0;
+    if (!has_letter(s->full)) {
+        srv_seg_free(s);
+        return 0;
+    }
+    size_t a = 0, b = len;
+    while (a < b && is_sp((unsigned char)s->full[a]))
+        a++;
+    while (b > a && is_sp((unsigned char)s->full[b - 1]))
+        b--;
+    s->lead = a;
+    s->len = b - a;
+    if (!(s->src = malloc(s->len + 1)))
+        goto fail;
+    memcpy(s->src, s->full + a, s->len);
+    s->src[s->len] = 0;
+    s->styled = styles || (first_obj >= 0 && first_obj < last_text);
+    return 1;
+fail:
+    srv_seg_free(s);
+    return -1;
+}
+
+int srv_seg_set(srv_seg *s, const char *t, const srv_align *al, int n_al, int *lost)
+{
+    const size_t n = strlen(t), trail = strlen(s->full) - s->lead - s->len;
+    char *tgt = malloc(s->lead + n + trail + 1);
+    srv_align *sh = n_al ? calloc((size_t)n_al, sizeof *sh) : NULL;
+    int rc = tgt && (!n_al || sh) ? 0 : -1;
+    if (rc == 0) {
+        memcpy(tgt, s->full, s->lead);
+        memcpy(tgt + s->lead, t, n);
+        memcpy(tgt + s->lead + n, s->full + s->lead + s->len, trail + 1);
+    }
+    /* the alignment's offsets into full and tgt: both begin with lead */
+    for (int b = 0; rc == 0 && b < n_al; b++) {
+        sh[b] = (srv_align){al[b].nt, al[b].ns, malloc(2 * (size_t)al[b].nt * sizeof(size_t)),
+                            malloc(2 * (size_t)al[b].ns * sizeof(size_t)), al[b].w};
+        if (!sh[b].t_off || !sh[b].s_off) {
+            rc = -1;
+            break;
+        }
+        for (int k = 0; k < 2 * al[b].nt; k++)
+            sh[b].t_off[k] = al[b].t_off[k] + s->lead;
+        for (int k = 0; k < 2 * al[b].ns; k++)
+            sh[b].s_off[k] = al[b].s_off[k] + s->lead;
+    }
+    srv_span *o = NULL;
+    char *text = NULL;
+    int no = 0;
+    *lost = 0;
+    if (rc == 0)
+        rc = srv_spans_map(s->full, strlen(s->full), s->in, s->n_in, tgt, strlen(tgt), sh, n_al,
+                           &o, &no, &text, lost);
+    for (int b = 0; sh && b < n_al; b++) {
+        free(sh[b].t_off);
+        free(sh[b].s_off);
+    }
+    free(sh);
+    free(tgt);
+    if (rc != 0)
+        return -1;
+    free(s->tgt);
+    free(s->out);
+    s->tgt = text; /* the translation with the objects' spaces */
+    s->out = o;
+    s->n_out = no;
+    return 0;
+}
+
+void srv_seg_free(srv_seg *s)
+{
+    free(s->full);
+    free(s->src);
+    free(s->in);
+    free(s->tgt);
+    free(s->out);
+    memset(s, 0, sizeof *s);
+}

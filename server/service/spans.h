@@ -74,4 +74,30 @@ int srv_spans_map(const char *src, size_t src_n, const srv_span *in, int n_in, c
                   size_t tgt_n, const srv_align *blocks, int n_blocks, srv_span **out,
                   int *n_out, char **text, int *lost);
 
+/* A segment of a document's paragraph (office.c, markdown.c): its pieces'
+ * text joined and their spans, what the model is given, and once
+ * translated, the translation's pieces. */
+typedef struct srv_seg {
+    char *full;       /* the pieces' text joined */
+    char *src;        /* what is translated: full without the whitespace around it */
+    size_t lead, len; /* src's place in full */
+    srv_span *in;     /* full's pieces: texts (their style) and objects (their id) */
+    int n_in, styled; /* styled: more than one style, or an object inside */
+    char *tgt;        /* the translation, full's whitespace around it, once set */
+    srv_span *out;    /* its pieces (srv_spans_map) */
+    int n_out;
+} srv_seg;
+
+/* Fills s from n pieces: text[k] (NULL: an object) with id[k] (a text's
+ * style, an object's id). 1 when it has a letter to translate, 0 when not
+ * (nothing kept), -1 when out of memory. */
+int srv_seg_make(srv_seg *s, const char *const *text, const int *id, int n);
+
+/* s's translation t (of s->src) with its alignment (offsets into src and
+ * t; NULL and 0 without): s->tgt and s->out by srv_spans_map; *lost: the
+ * styles it lost. 0, or -1 when out of memory. */
+int srv_seg_set(srv_seg *s, const char *t, const srv_align *al, int n_al, int *lost);
+
+void srv_seg_free(srv_seg *s);
+
 #endif
