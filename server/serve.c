@@ -697,6 +697,23 @@ static srv_http_opts http_opts(const srv_server *s)
     return h;
 }
 
+/* The options and the models they name (specs, *n): -1 to go on, or the
+ * exit status (0 after --help, 2 for a bad option, 1 for a model
+ * directory that is not one). */
+static int read_opts(srv_server *s, int argc, char **argv, srv_model_spec *specs, int *n)
+{
+    int prc = parse_opts(&s->o, argc, argv);
+    if (prc)
+        return prc > 0 ? 0 : 2;
+    *n = model_specs(&s->o, specs, SRV_MAX_MODEL_SPECS);
+    if (*n < 0)
+        return 2;
+    for (int i = 0; i < *n; i++)
+        if (check_model_dir(specs[i].dir) != 0)
+            return 1;
+    return -1;
+}
+
 /* Metrics, the cache and the (empty) model set. 0, or -1 (said). */
 static int new_service(srv_server *s)
 {
@@ -747,16 +764,10 @@ int srv_run_local(int argc, char **argv, srv_local_fn run, void *ud)
     json_object_seed(0);
     srv_server s;
     memset(&s, 0, sizeof s);
-    int prc = parse_opts(&s.o, argc, argv);
-    if (prc)
-        return prc > 0 ? 0 : 2;
     static srv_model_spec specs[SRV_MAX_MODEL_SPECS];
-    int n_specs = model_specs(&s.o, specs, SRV_MAX_MODEL_SPECS);
-    if (n_specs < 0)
-        return 2;
-    for (int i = 0; i < n_specs; i++)
-        if (check_model_dir(specs[i].dir) != 0)
-            return 1;
+    int n_specs, st = read_opts(&s, argc, argv, specs, &n_specs);
+    if (st >= 0)
+        return st;
     if (new_service(&s) != 0) {
         stop_all(&s, NULL, NULL);
         return 1;
@@ -793,16 +804,10 @@ int srv_main(int argc, char **argv)
     memset(&s, 0, sizeof s);
     srv_http *http = NULL;
     srv_api *api = NULL;
-    int prc = parse_opts(&s.o, argc, argv);
-    if (prc)
-        return prc > 0 ? 0 : 2;
     static srv_model_spec specs[SRV_MAX_MODEL_SPECS];
-    int n_specs = model_specs(&s.o, specs, SRV_MAX_MODEL_SPECS);
-    if (n_specs < 0)
-        return 2;
-    for (int i = 0; i < n_specs; i++)
-        if (check_model_dir(specs[i].dir) != 0)
-            return 1;
+    int n_specs, st = read_opts(&s, argc, argv, specs, &n_specs);
+    if (st >= 0)
+        return st;
 
     char err[1024];
     if (srv_signals_init(err, sizeof err) != 0) {
