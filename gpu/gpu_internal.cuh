@@ -35,6 +35,7 @@ typedef enum gpu_prof_op {
     GPU_PROF_LOGPROBS_TOPK,
     GPU_PROF_GATHER_ROWS,
     GPU_PROF_SCATTER_ROWS,
+    GPU_PROF_BEAM_STEP,
     GPU_PROF_UPLOAD,
     GPU_PROF_DOWNLOAD,
     GPU_PROF_COPY,
@@ -116,6 +117,7 @@ void gpu_op_logprobs_topk(gpu_ctx *c, float *logits, int64_t n, int64_t vocab,
                           const int32_t *suppress, int n_suppress, int force_eos,
                           const int32_t *force_rows, int eos_id, const float *row_bias, int k,
                           float *out_val, int32_t *out_idx);
+void gpu_op_beam_step(gpu_ctx *c, const td_beam_args *a);
 
 #ifdef __cplusplus
 }
