@@ -739,12 +739,12 @@ static void cpu_beam_step(td_backend *be, const td_beam_args *a)
                  a->ks);
         return;
     }
+    /* every sentence, as the CUDA kernel's blocks: one out of contract
+     * leaves the others stepped */
     for (int i = 0; i < a->n_sent; i++)
-        if (td_beam_sent_step(a, i) != 0) {
+        if (td_beam_sent_step(a, i) != 0)
             cpu_fail(c, "cpu: beam_step: sentence %d of %d is out of the op's contract", i,
                      a->n_sent);
-            return;
-        }
 }
 
 static const td_backend_ops cpu_ops = {
