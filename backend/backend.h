@@ -329,6 +329,18 @@ typedef struct td_backend_ops {
      * latched error. */
     void (*beam_step)(td_backend *be, const td_beam_args *a);
 
+    /* Optional (NULL: every op runs as it is issued). Bracket one decoder
+     * step's ops, from its first compute op to its beam_step, with no
+     * upload, download, sync or allocation between. step_begin returns 1
+     * when the backend captures the ops instead of running them (the CUDA
+     * backend: one CUDA graph, TD_GPU_GRAPHS), else 0. step_end runs what
+     * was captured and returns 0, or returns 1 when the capture failed:
+     * then nothing of the bracket ran, no error is latched for it, and the
+     * caller issues the same ops again, bracketed or not (the next
+     * step_begin may return 0). */
+    int (*step_begin)(td_backend *be);
+    int (*step_end)(td_backend *be);
+
     /* Optional (NULL: nothing to reserve). The caller will run linear with
      * weight w on up to `rows` rows: a backend that needs temporary device
      * memory for that takes it now (workers call this at start-up, so that

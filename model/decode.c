@@ -659,6 +659,44 @@ static void step_compact(td_worker *w, int n_new, int t_len)
     }
 }
 
+/* step, device: one step's ops between its uploads and its download, none
+ * waiting for the host: each row's running score gathered from its slot's
+ * search state, the decoder step, log-probabilities and top-k, the search
+ * step (beam_step) on the slots' state. The same ops whoever launches
+ * them (tests/test_op_record.c), so that a backend may capture them. */
+static void step_device(td_worker *w, int n, int n_sel, int ks, int s_kv, int t_step,
+                        int any_beam, uint64_t capture)
+{
+    const td_config *c = &w->m->cfg;
+    const td_backend_ops *ops = w->be->ops;
+    if (any_beam) /* each row's running score, from the slots' search state */
+        ops->gather_rows(w->be, w->row_bias, w->beam_f, w->d_rows + ROW_SCORE * n, n, 1, 1,
+                         NULL);
+    td_step_rows rows = {
+        .n = n,
+        .ids = w->d_rows + ROW_IDS * n,
+        .pos = w->d_rows + ROW_POS * n,
+        .slot = w->d_rows + ROW_SLOT * n,
+        .src_len = w->d_rows + ROW_SRC_LEN * n,
+        .self_len = w->d_rows + ROW_SELF_LEN * n,
+        .dst = w->d_rows + ROW_DST * n,
+        .s_kv = s_kv,
+        .t_len = t_step,
+    };
+    td_decode_step(w, &rows, capture);
+    ops->logprobs_topk(w->be, w->logits, n, c->decoder_vocab_size, w->d_suppress,
+                       c->n_suppress, 0, w->d_rows + ROW_FORCE * n, c->forced_eos_token_id,
+                       any_beam ? w->row_bias : NULL, ks, w->topk,
+                       (int32_t *)(w->topk + (int64_t)n * ks));
+    td_beam_args ba = {
+        .val = w->topk, .idx = (const int32_t *)(w->topk + (int64_t)n * ks), .n_rows = n,
+        .ks = ks, .sent = w->d_beam_sent, .n_sent = n_sel, .st_f = w->beam_f,
+        .st_i = w->beam_i, .max_beam = w->o.max_beam, .max_len = w->o.max_length,
+        .vocab = c->decoder_vocab_size, .eos_id = c->eos_token_id, .out = w->beam_out,
+    };
+    ops->beam_step(w->be, &ba);
+}
+
 int td_run_step(td_worker *w, char *err, size_t errlen)
 {
     return td_run_step_shortest(w, INT_MAX, err, errlen);
@@ -696,32 +734,12 @@ int td_run_step_shortest(td_worker *w, int max_rows, char *err, size_t errlen)
     ops->upload(w->be, w->d_rows, sc->rows, (size_t)n * ROW_FIELDS * sizeof(int32_t));
     ops->upload(w->be, w->d_beam_sent, sc->beam_sent,
                 (size_t)n_sel * TD_BEAM_FIELDS * sizeof(int32_t));
-    if (any_beam) /* each row's running score, from the slots' search state */
-        ops->gather_rows(w->be, w->row_bias, w->beam_f, w->d_rows + ROW_SCORE * n, n, 1, 1,
-                         NULL);
-    td_step_rows rows = {
-        .n = n,
-        .ids = w->d_rows + ROW_IDS * n,
-        .pos = w->d_rows + ROW_POS * n,
-        .slot = w->d_rows + ROW_SLOT * n,
-        .src_len = w->d_rows + ROW_SRC_LEN * n,
-        .self_len = w->d_rows + ROW_SELF_LEN * n,
-        .dst = w->d_rows + ROW_DST * n,
-        .s_kv = s_kv,
-        .t_len = t_step,
-    };
-    td_decode_step(w, &rows, capture);
-    ops->logprobs_topk(w->be, w->logits, n, c->decoder_vocab_size, w->d_suppress,
-                       c->n_suppress, 0, w->d_rows + ROW_FORCE * n, c->forced_eos_token_id,
-                       any_beam ? w->row_bias : NULL, ks, w->topk,
-                       (int32_t *)(w->topk + (int64_t)n * ks));
-    td_beam_args ba = {
-        .val = w->topk, .idx = (const int32_t *)(w->topk + (int64_t)n * ks), .n_rows = n,
-        .ks = ks, .sent = w->d_beam_sent, .n_sent = n_sel, .st_f = w->beam_f,
-        .st_i = w->beam_i, .max_beam = w->o.max_beam, .max_len = w->o.max_length,
-        .vocab = c->decoder_vocab_size, .eos_id = c->eos_token_id, .out = w->beam_out,
-    };
-    ops->beam_step(w->be, &ba);
+    /* the device's part, bracketed for a backend that captures it (a CUDA
+     * graph); a failed capture ran nothing and is issued again */
+    const int cap = ops->step_begin ? ops->step_begin(w->be) : 0;
+    step_device(w, n, n_sel, ks, s_kv, t_step, any_beam, capture);
+    if (cap && ops->step_end(w->be) != 0)
+        step_device(w, n, n_sel, ks, s_kv, t_step, any_beam, capture);
     /* one transfer of the rows' back-pointers and tokens and the ends (the
      * only host wait of a step without attention capture) */
     ops->download(w->be, sc->beam_out, w->beam_out, (size_t)(2 * n + n_sel) * sizeof(int32_t));

@@ -12,7 +12,10 @@
  *     (no download, sync or allocation): one capturable sequence;
  *   - a step's one transfer to the host is the beam_step op's output
  *     (2 rows + the sentences, int32), after beam_step and before the sync;
- *     a sentence's search state comes back only when it ends.
+ *     a sentence's search state comes back only when it ends;
+ *   - given a backend that captures (step_begin/step_end, backend.h), the
+ *     bracket holds exactly those ops, the same as without it, and a
+ *     failed capture is issued again once, with the same results.
  */
 #include <check.h>
 #include <limits.h>
@@ -29,6 +32,12 @@
 static char (*g_log)[LINE];
 static int g_n;
 static const td_backend_ops *g_real;
+
+/* A backend that captures steps (the CUDA graphs' contract, backend.h):
+ * g_capture 1: step_begin says it captures, the ops run as they come (the
+ * same work); 2 besides, the first capture fails: its ops are swallowed
+ * (a failed capture runs nothing) and step_end asks for them again. */
+static int g_capture, g_fail_left, g_swallow;
 
 /* The self-attention caches and their spare rotate at every reordering
  * (td_cache_reorder swaps pointers): a replay meets them in another order,
@@ -75,27 +84,32 @@ static void *r_alloc(td_backend *be, size_t bytes)
 static void r_dealloc(td_backend *be, void *p)
 {
     rec("dealloc %s", P(p));
-    g_real->dealloc(be, p);
+    if (!g_swallow)
+        g_real->dealloc(be, p);
 }
 static void r_upload(td_backend *be, void *dst, const void *src, size_t bytes)
 {
     rec("upload %s %s %zu", P(dst), P(src), bytes);
-    g_real->upload(be, dst, src, bytes);
+    if (!g_swallow)
+        g_real->upload(be, dst, src, bytes);
 }
 static void r_download(td_backend *be, void *dst, const void *src, size_t bytes)
 {
     rec("download %s %s %zu", P(dst), P(src), bytes);
-    g_real->download(be, dst, src, bytes);
+    if (!g_swallow)
+        g_real->download(be, dst, src, bytes);
 }
 static void r_copy(td_backend *be, void *dst, const void *src, size_t bytes)
 {
     rec("copy %s %s %zu", P(dst), P(src), bytes);
-    g_real->copy(be, dst, src, bytes);
+    if (!g_swallow)
+        g_real->copy(be, dst, src, bytes);
 }
 static void r_memset0(td_backend *be, void *dst, size_t bytes)
 {
     rec("memset0 %s %zu", P(dst), bytes);
-    g_real->memset0(be, dst, bytes);
+    if (!g_swallow)
+        g_real->memset0(be, dst, bytes);
 }
 static int r_sync(td_backend *be, char *err, size_t errlen)
 {
@@ -106,48 +120,56 @@ static void r_linear(td_backend *be, float *y, int64_t ld_y, const float *x, int
                      int64_t n, const td_weight *w, const td_weight *bias)
 {
     rec("linear %s %lld %s %lld %lld %s %s", P(y), (long long)ld_y, P(x), (long long)ld_x, (long long)n, P(w), P(bias));
-    g_real->linear(be, y, ld_y, x, ld_x, n, w, bias);
+    if (!g_swallow)
+        g_real->linear(be, y, ld_y, x, ld_x, n, w, bias);
 }
 static void r_bias_act(td_backend *be, float *x, int64_t n, int64_t d, const td_weight *bias,
                        td_activation act)
 {
     rec("bias_act %s %lld %lld %s %d", P(x), (long long)n, (long long)d, P(bias), (int)act);
-    g_real->bias_act(be, x, n, d, bias, act);
+    if (!g_swallow)
+        g_real->bias_act(be, x, n, d, bias, act);
 }
 static void r_layer_norm(td_backend *be, float *y, const float *x, const float *res,
                          float *sum_out, int64_t n, int64_t d, const td_weight *gamma,
                          const td_weight *beta, float eps)
 {
     rec("layer_norm %s %s %s %s %lld %lld %s", P(y), P(x), P(res), P(sum_out), (long long)n, (long long)d, P(gamma));
-    g_real->layer_norm(be, y, x, res, sum_out, n, d, gamma, beta, eps);
+    if (!g_swallow)
+        g_real->layer_norm(be, y, x, res, sum_out, n, d, gamma, beta, eps);
 }
 static void r_add(td_backend *be, float *y, const float *x, int64_t n, int64_t d)
 {
     rec("add %s %s %lld %lld", P(y), P(x), (long long)n, (long long)d);
-    g_real->add(be, y, x, n, d);
+    if (!g_swallow)
+        g_real->add(be, y, x, n, d);
 }
 static void r_embed(td_backend *be, float *y, const td_weight *table, const int32_t *ids,
                     int64_t n, float scale, const float *pos, const int32_t *positions)
 {
     rec("embed %s %s %s %lld %s", P(y), P(table), P(ids), (long long)n, P(positions));
-    g_real->embed(be, y, table, ids, n, scale, pos, positions);
+    if (!g_swallow)
+        g_real->embed(be, y, table, ids, n, scale, pos, positions);
 }
 static void r_rope(td_backend *be, float *x, int n_seq, int n_t, int64_t ld, int64_t seq_stride,
                    int n_heads, int head_dim, int pos0, const float *cos_sin)
 {
     rec("rope %s %d %d %d", P(x), n_seq, n_t, pos0);
-    g_real->rope(be, x, n_seq, n_t, ld, seq_stride, n_heads, head_dim, pos0, cos_sin);
+    if (!g_swallow)
+        g_real->rope(be, x, n_seq, n_t, ld, seq_stride, n_heads, head_dim, pos0, cos_sin);
 }
 static void r_rope_rows(td_backend *be, float *x, int64_t n, int64_t ld, int n_heads,
                         int head_dim, const int32_t *pos, const float *cos_sin)
 {
     rec("rope_rows %s %lld %s", P(x), (long long)n, P(pos));
-    g_real->rope_rows(be, x, n, ld, n_heads, head_dim, pos, cos_sin);
+    if (!g_swallow)
+        g_real->rope_rows(be, x, n, ld, n_heads, head_dim, pos, cos_sin);
 }
 static void r_attention(td_backend *be, const td_attn_args *a)
 {
     rec("attention %s %s %d %d %d %s %s %d %s", P(a->q), P(a->out), a->n_seq, a->n_q, a->n_k, P(a->kv_len), P(a->q_pos), a->causal, P(a->probs));
-    g_real->attention(be, a);
+    if (!g_swallow)
+        g_real->attention(be, a);
 }
 static void r_logprobs_topk(td_backend *be, float *logits, int64_t n, int64_t vocab,
                             const int32_t *suppress, int n_suppress, int force_eos,
@@ -155,25 +177,47 @@ static void r_logprobs_topk(td_backend *be, float *logits, int64_t n, int64_t vo
                             float *out_val, int32_t *out_idx)
 {
     rec("logprobs_topk %s %lld %s %s %d %s", P(logits), (long long)n, P(force_rows), P(row_bias), k, P(out_val));
-    g_real->logprobs_topk(be, logits, n, vocab, suppress, n_suppress, force_eos, force_rows,
+    if (!g_swallow)
+        g_real->logprobs_topk(be, logits, n, vocab, suppress, n_suppress, force_eos, force_rows,
                           eos_id, row_bias, k, out_val, out_idx);
 }
 static void r_gather_rows(td_backend *be, float *dst, const float *src, const int32_t *index,
                           int64_t n, int64_t row_elems, int64_t ld, const int32_t *row_len)
 {
     rec("gather_rows %s %s %s %lld %lld %lld %s", P(dst), P(src), P(index), (long long)n, (long long)row_elems, (long long)ld, P(row_len));
-    g_real->gather_rows(be, dst, src, index, n, row_elems, ld, row_len);
+    if (!g_swallow)
+        g_real->gather_rows(be, dst, src, index, n, row_elems, ld, row_len);
 }
 static void r_scatter_rows(td_backend *be, float *dst, int64_t ld_dst, const float *src,
                            int64_t ld_src, const int32_t *index, int64_t n, int64_t row_elems)
 {
     rec("scatter_rows %s %s %s %lld %lld", P(dst), P(src), P(index), (long long)n, (long long)row_elems);
-    g_real->scatter_rows(be, dst, ld_dst, src, ld_src, index, n, row_elems);
+    if (!g_swallow)
+        g_real->scatter_rows(be, dst, ld_dst, src, ld_src, index, n, row_elems);
 }
 static void r_beam_step(td_backend *be, const td_beam_args *a)
 {
     rec("beam_step %s %lld %d %s %d %s %s %s", P(a->val), (long long)a->n_rows, a->ks, P(a->sent), a->n_sent, P(a->st_f), P(a->st_i), P(a->out));
-    g_real->beam_step(be, a);
+    if (!g_swallow)
+        g_real->beam_step(be, a);
+}
+
+static int r_step_begin(td_backend *be)
+{
+    (void)be;
+    rec("step_begin");
+    g_swallow = g_capture == 2 && g_fail_left > 0;
+    return 1;
+}
+static int r_step_end(td_backend *be)
+{
+    (void)be;
+    rec("step_end");
+    if (!g_swallow)
+        return 0;
+    g_swallow = 0;
+    g_fail_left--;
+    return 1;
 }
 
 static td_backend_ops recording(const td_backend_ops *real)
@@ -199,13 +243,17 @@ static td_backend_ops recording(const td_backend_ops *real)
     o.scatter_rows = r_scatter_rows;
     o.beam_step = r_beam_step;
     o.reserve_linear = NULL;
+    o.step_begin = g_capture ? r_step_begin : NULL;
+    o.step_end = g_capture ? r_step_end : NULL;
     return o;
 }
 
-/* A decode's log: each step's first line (steps[k]) and the end. */
+/* A decode's log: each step's first line (steps[k]) and the end; its
+ * results written out (tokens and score bits of each hypothesis). */
 typedef struct trace {
     char (*log)[LINE];
     int n, steps[64], n_steps;
+    char results[4096];
 } trace;
 
 #define N_SENT 3
@@ -214,7 +262,7 @@ typedef struct trace {
  * they end at different steps and the rows are compacted), recorded from
  * td_run_add to the last td_run_take; shortest: step through
  * td_run_step_shortest(INT_MAX) instead of td_run_step. */
-static trace record_decode(td_worker *w, int shortest)
+static trace record_decode(td_worker *w, int shortest, int capture)
 {
     static const int32_t s0[] = {5, 9, 13, 2, 0}, s1[] = {7, 3, 0}, s2[] = {11, 4, 8, 6, 12, 1, 0};
     const int32_t *src[N_SENT] = {s0, s1, s2};
@@ -228,7 +276,11 @@ static trace record_decode(td_worker *w, int shortest)
         o[i].max_length = 4 + 3 * i;
         op[i] = &o[i];
     }
-    trace tr = {0};
+    static trace tr; /* large: not on the stack */
+    memset(&tr, 0, sizeof tr);
+    g_capture = capture;
+    g_fail_left = capture == 2;
+    g_swallow = 0;
     tr.log = malloc(sizeof(*tr.log) * LOG_MAX);
     ck_assert_ptr_nonnull(tr.log);
     g_log = tr.log;
@@ -259,6 +311,17 @@ static trace record_decode(td_worker *w, int shortest)
         td_seq q;
         td_result r;
         while (td_run_take(w, &q, &r) == 1) {
+            size_t at = strlen(tr.results);
+            for (int h = 0; h < r.n_hyps; h++) {
+                uint32_t bits;
+                memcpy(&bits, &r.hyps[h].score, sizeof bits);
+                at += (size_t)snprintf(tr.results + at, sizeof tr.results - at, "[%d:%08x",
+                                       (int)(q - seq[0]), bits);
+                for (int u = 0; u < r.hyps[h].n_tokens; u++)
+                    at += (size_t)snprintf(tr.results + at, sizeof tr.results - at, " %d",
+                                           r.hyps[h].tokens[u]);
+                at += (size_t)snprintf(tr.results + at, sizeof tr.results - at, "]");
+            }
             td_result_free(&r);
             got++;
         }
@@ -310,17 +373,40 @@ static void check_step(const trace *tr, int k)
     ck_assert_int_eq((long long)bytes, (2 * rows + n_sent) * (long long)sizeof(int32_t));
 }
 
-START_TEST(test_same_ops_each_launch)
+static void load(td_model **m, td_worker **w)
 {
     char dir[512], err[512];
     snprintf(dir, sizeof dir, "%s/fixtures/marian_tied", TD_TEST_DATA);
     td_load_opts lo = {.device = "cpu", .n_threads = 1};
-    td_model *m = NULL;
-    ck_assert_msg(td_model_load(&m, dir, &lo, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(td_model_load(m, dir, &lo, err, sizeof err) == 0, "%s", err);
     td_worker_opts wo = {.max_batch = 4, .max_length = 16, .max_beam = 4, .n_threads = 1};
+    ck_assert_msg(td_worker_init(w, *m, &wo, err, sizeof err) == 0, "%s", err);
+}
+
+static int is_bracket(const char *l) { return starts(l, "step_begin") || starts(l, "step_end"); }
+
+/* tr less its bracket lines equals ref, line for line. */
+static void same_but_brackets(const trace *ref, const trace *tr)
+{
+    int j = 0;
+    for (int i = 0; i < tr->n; i++) {
+        if (is_bracket(tr->log[i]))
+            continue;
+        ck_assert_int_lt(j, ref->n);
+        ck_assert_msg(!strcmp(ref->log[j], tr->log[i]), "op %d: %s, captured %s", j,
+                      ref->log[j], tr->log[i]);
+        j++;
+    }
+    ck_assert_int_eq(j, ref->n);
+}
+
+START_TEST(test_same_ops_each_launch)
+{
+    td_model *m = NULL;
     td_worker *w = NULL;
-    ck_assert_msg(td_worker_init(&w, m, &wo, err, sizeof err) == 0, "%s", err);
-    trace first = record_decode(w, 0), again = record_decode(w, 0), shortest = record_decode(w, 1);
+    load(&m, &w);
+    trace first = record_decode(w, 0, 0), again = record_decode(w, 0, 0),
+          shortest = record_decode(w, 1, 0);
     ck_assert_int_ge(first.n_steps, 8); /* the longest sentence's max_length: 10 */
     const trace *other[2] = {&again, &shortest};
     for (int t = 0; t < 2; t++) {
@@ -329,6 +415,7 @@ START_TEST(test_same_ops_each_launch)
         for (int i = 0; i < first.n; i++)
             ck_assert_msg(!strcmp(first.log[i], other[t]->log[i]), "op %d: %s, then %s", i,
                           first.log[i], other[t]->log[i]);
+        ck_assert_str_eq(first.results, other[t]->results);
     }
     int finish_reads = 0;
     for (int k = 0; k < first.n_steps; k++)
@@ -346,11 +433,73 @@ START_TEST(test_same_ops_each_launch)
 }
 END_TEST
 
+/* A backend that captures steps: the bracket holds each step's ops from
+ * the first after its uploads to beam_step, the same ops as without it;
+ * a failed capture is issued again, once, and the results are the same. */
+START_TEST(test_capture_bracket)
+{
+    td_model *m = NULL;
+    td_worker *w = NULL;
+    load(&m, &w);
+    trace eager = record_decode(w, 0, 0), cap = record_decode(w, 0, 1),
+          failed = record_decode(w, 0, 2);
+    same_but_brackets(&eager, &cap);
+    ck_assert_str_eq(eager.results, cap.results);
+    ck_assert_str_eq(eager.results, failed.results);
+    ck_assert(eager.results[0] != 0);
+    for (int k = 0; k < cap.n_steps; k++) {
+        const int a = cap.steps[k], b = k + 1 < cap.n_steps ? cap.steps[k + 1] : cap.n;
+        int begin = -1, end = -1;
+        for (int i = a; i < b; i++) {
+            if (starts(cap.log[i], "step_begin")) {
+                ck_assert_int_eq(begin, -1);
+                begin = i;
+            }
+            if (starts(cap.log[i], "step_end")) {
+                ck_assert_int_eq(end, -1);
+                end = i;
+            }
+        }
+        ck_assert_msg(begin > a && end > begin, "step %d: bracket %d..%d", k, begin, end);
+        for (int i = a; i < begin; i++)
+            ck_assert_msg(starts(cap.log[i], "upload"), "step %d before the bracket: %s", k,
+                          cap.log[i]);
+        for (int i = begin + 1; i < end; i++)
+            ck_assert_msg(!starts(cap.log[i], "upload") && !starts(cap.log[i], "download") &&
+                              !starts(cap.log[i], "sync") && !starts(cap.log[i], "alloc") &&
+                              !starts(cap.log[i], "dealloc") && !starts(cap.log[i], "memset0"),
+                          "step %d captures a host wait: %s", k, cap.log[i]);
+        ck_assert_msg(starts(cap.log[end - 1], "beam_step"), "step %d: %s ends the bracket", k,
+                      cap.log[end - 1]);
+        ck_assert_msg(starts(cap.log[end + 1], "download"), "step %d: %s after the bracket", k,
+                      cap.log[end + 1]);
+    }
+    /* the failed capture: its ops, then the same ops again, unbracketed */
+    const int a = failed.steps[0];
+    int begin = a, end;
+    while (!starts(failed.log[begin], "step_begin"))
+        begin++;
+    for (end = begin; !starts(failed.log[end], "step_end"); end++)
+        ;
+    const int len = end - begin - 1;
+    ck_assert_int_gt(len, 10);
+    for (int i = 0; i < len; i++)
+        ck_assert_str_eq(failed.log[begin + 1 + i], failed.log[end + 1 + i]);
+    ck_assert(starts(failed.log[end + 1 + len], "download"));
+    free(eager.log);
+    free(cap.log);
+    free(failed.log);
+    td_worker_free(w);
+    td_model_free(m);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("op_record");
     TCase *tc = tcase_create("decode");
     tcase_add_test(tc, test_same_ops_each_launch);
+    tcase_add_test(tc, test_capture_bracket);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
