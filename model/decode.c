@@ -13,9 +13,12 @@
  *                cross-attention K/V in their slots
  *   td_run_step  step: one decoder step for every live row, or for the
  *                shortest sentences' rows only (td_run_step_shortest)
- *                (logits, log-softmax + top-k on the device, one download);
- *                advance: each sentence's greedy or beam bookkeeping on the
- *                host, finished sentences' results built (finish);
+ *                (logits, log-softmax + top-k and the search step, the
+ *                backend's beam_step op, on the device: step_device; one
+ *                download of each new beam's parent and token);
+ *                advance: the rows that go on listed from them, ended
+ *                sentences' search state read back and their results
+ *                built (finish);
  *                compact: rows re-laid out (beam reordering; finished and
  *                cancelled sentences leave; sentences by source length,
  *                shortest first, so that the shortest are a prefix)
@@ -23,7 +26,8 @@
  * td_translate_batch is a loop over them.
  *
  * Slots and rows: a sentence owns a slot (its cross-attention K/V, at a
- * stride of the worker's max_src_len, and its host state) from td_run_add to
+ * stride of the worker's max_src_len, its search state on the device,
+ * backend/beam_rules.h, and its host state) from td_run_add to
  * td_run_take, and beam_size consecutive decoder rows while it runs. Rows
  * keep their own positions: a row's new self-attention K/V is scattered to
  * its own position of the cache, its query attends to its own length, its
@@ -42,7 +46,6 @@
  * allocated per step.
  */
 #include <limits.h>
-#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
