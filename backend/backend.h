@@ -152,6 +152,45 @@ typedef struct td_attn_args {
     int64_t probs_ld;
 } td_attn_args;
 
+/* Arguments of the beam_step op: one decoding step's search bookkeeping for
+ * n_sent sentences (the rules: backend/beam_rules.h, transformers' greedy
+ * _sample and vectorised _beam_search). Every array is device memory.
+ *
+ *   val, idx (n_rows, ks)  this step's top-k of every row (logprobs_topk:
+ *                          log-prob + the row's running score), ks >= 2B of
+ *                          each beam sentence, >= 1 of a greedy one
+ *   sent (n_sent, TD_BEAM_FIELDS) int32: each stepped sentence's slot, first
+ *                          row, beams B (1 = greedy), step t, max_length M,
+ *                          early stopping, length penalty (float bits)
+ *   st_f, st_i             the search state of every slot, which stays on
+ *                          the device from a sentence's admission to its
+ *                          end: slot s at st_f + s * td_beam_f_stride(max_beam)
+ *                          and st_i + s * td_beam_i_stride(max_beam, max_len)
+ *                          (layout: beam_rules.h); a new sentence's state is
+ *                          td_beam_init's before its step 0
+ *   out (2 * n_rows + n_sent) int32: for row row0 + j of a sentence that
+ *                          goes on, out[row0 + j] is the beam (0..B-1) that
+ *                          new beam j continues and out[n_rows + row0 + j]
+ *                          its new token; -1 and -1 for a finished
+ *                          sentence; out[2 * n_rows + i] is 1 when sentence
+ *                          i finished at this step, else 0
+ * Sentences write disjoint slots and rows: no two entries of sent share a
+ * slot or a row. */
+typedef struct td_beam_args {
+    const float *val;      /* (n_rows, ks) */
+    const int32_t *idx;    /* (n_rows, ks) */
+    int64_t n_rows;
+    int ks;
+    const int32_t *sent;   /* (n_sent, TD_BEAM_FIELDS) */
+    int n_sent;
+    float *st_f;           /* (slots, td_beam_f_stride(max_beam)) */
+    int32_t *st_i;         /* (slots, td_beam_i_stride(max_beam, max_len)) */
+    int max_beam, max_len; /* the state's strides: beams and steps of a slot */
+    int64_t vocab;         /* the top-k's vocabulary (ties: lower beam * vocab + id first) */
+    int eos_id;
+    int32_t *out;          /* (2 * n_rows + n_sent) */
+} td_beam_args;
+
 typedef struct td_backend td_backend;
 
 typedef struct td_backend_ops {
@@ -281,6 +320,26 @@ typedef struct td_backend_ops {
     void (*scatter_rows)(td_backend *be, float *dst, int64_t ld_dst,
                          const float *src, int64_t ld_src,
                          const int32_t *index, int64_t n, int64_t row_elems);
+
+    /* One step's search bookkeeping, see td_beam_args: candidate scores,
+     * back-pointers, finished hypotheses with their length penalty, the
+     * end at max_length, the early stop and the n-best list, every
+     * sentence exactly as beam_rules.h's td_beam_sent_step. An argument
+     * out of contract (B or max_beam beyond TD_BEAM_MAX, ks < 2B) is a
+     * latched error. */
+    void (*beam_step)(td_backend *be, const td_beam_args *a);
+
+    /* Optional (NULL: every op runs as it is issued). Bracket one decoder
+     * step's ops, from its first compute op to its beam_step, with no
+     * upload, download, sync or allocation between. step_begin returns 1
+     * when the backend captures the ops instead of running them (the CUDA
+     * backend: one CUDA graph, TD_GPU_GRAPHS), else 0. step_end runs what
+     * was captured and returns 0, or returns 1 when the capture failed:
+     * then nothing of the bracket ran, no error is latched for it, and the
+     * caller issues the same ops again, bracketed or not (the next
+     * step_begin may return 0). */
+    int (*step_begin)(td_backend *be);
+    int (*step_end)(td_backend *be);
 
     /* Optional (NULL: nothing to reserve). The caller will run linear with
      * weight w on up to `rows` rows: a backend that needs temporary device

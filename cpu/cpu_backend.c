@@ -9,6 +9,7 @@
  */
 #define _DEFAULT_SOURCE /* madvise */
 #include "activation.h"
+#include "beam_rules.h"
 #include "cpu_backend.h"
 #include "cpu_ctx.h"
 #include "cpu_kernels.h"
@@ -728,6 +729,24 @@ static void cpu_scatter_rows(td_backend *be, float *dst, int64_t ld_dst,
     cpu_par(c, n, cpu_row_chunks(c, n, n * row_elems), scatter_range, &j);
 }
 
+/* The CPU twin of gpu/gpu_beam.cu: the same rules (beam_rules.h), one
+ * sentence after another (a few hundred comparisons each: no threads). */
+static void cpu_beam_step(td_backend *be, const td_beam_args *a)
+{
+    cpu_ctx *c = be->ctx;
+    if (a->max_beam < 1 || a->max_beam > TD_BEAM_MAX || a->ks < 1) {
+        cpu_fail(c, "cpu: beam_step: max_beam %d (1..%d), ks %d", a->max_beam, TD_BEAM_MAX,
+                 a->ks);
+        return;
+    }
+    /* every sentence, as the CUDA kernel's blocks: one out of contract
+     * leaves the others stepped */
+    for (int i = 0; i < a->n_sent; i++)
+        if (td_beam_sent_step(a, i) != 0)
+            cpu_fail(c, "cpu: beam_step: sentence %d of %d is out of the op's contract", i,
+                     a->n_sent);
+}
+
 static const td_backend_ops cpu_ops = {
     .name = "cpu",
     .destroy = cpu_destroy,
@@ -751,6 +770,7 @@ static const td_backend_ops cpu_ops = {
     .logprobs_topk = cpu_logprobs_topk,
     .gather_rows = cpu_gather_rows,
     .scatter_rows = cpu_scatter_rows,
+    .beam_step = cpu_beam_step,
     .reserve_linear = cpu_reserve_linear, /* int8: the quantized activations */
 };
 

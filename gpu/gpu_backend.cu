@@ -66,6 +66,7 @@ static void gpu_destroy(td_backend *be)
         if (c->stream)
             (void)cudaStreamSynchronize(c->stream);
         gpu_prof_free(c);
+        gpu_graph_free(c);
         if (c->blas)
             (void)cublasDestroy(c->blas);
         (void)cudaFree(o->blas_ws);
@@ -417,6 +418,22 @@ static void t_scatter_rows(td_backend *be, float *dst, int64_t ld_dst, const flo
           gpu_op_scatter_rows(c, dst, ld_dst, src, ld_src, index, n, row_elems));
 }
 
+static void t_beam_step(td_backend *be, const td_beam_args *a)
+{
+    gpu_ctx *c = enter(be);
+    TIMED(c, GPU_PROF_BEAM_STEP, gpu_op_beam_step(c, a));
+}
+
+static int t_step_begin(td_backend *be)
+{
+    return gpu_graph_begin(enter(be));
+}
+
+static int t_step_end(td_backend *be)
+{
+    return gpu_graph_end(enter(be));
+}
+
 static void t_reserve_linear(td_backend *be, const td_weight *w, int64_t rows)
 {
     gpu_op_reserve_linear(enter(be), w, rows);
@@ -429,7 +446,8 @@ static const td_backend_ops gpu_ops = {
     gpu_download,    gpu_copy,        gpu_memset0,    gpu_sync,        gpu_weight_upload,
     gpu_weight_free, t_linear,        t_bias_act,     t_layer_norm,    t_add,
     t_embed,         t_rope,          t_rope_rows,    t_attention,     t_logprobs_topk,
-    t_gather_rows,   t_scatter_rows,  t_reserve_linear,
+    t_gather_rows,   t_scatter_rows,  t_beam_step,    t_step_begin,    t_step_end,
+    t_reserve_linear,
 };
 
 const char *td_cuda_attention_kernel(const td_backend *be, const td_attn_args *a)
@@ -577,5 +595,6 @@ td_backend *td_cuda_backend_create(int device, const td_cuda_opts *opts, char *e
         gpu_destroy(be);
         return NULL;
     }
+    gpu_graph_init(c); /* after the profile: TD_GPU_PROFILE turns graphs off */
     return be;
 }

@@ -35,6 +35,7 @@ typedef enum gpu_prof_op {
     GPU_PROF_LOGPROBS_TOPK,
     GPU_PROF_GATHER_ROWS,
     GPU_PROF_SCATTER_ROWS,
+    GPU_PROF_BEAM_STEP,
     GPU_PROF_UPLOAD,
     GPU_PROF_DOWNLOAD,
     GPU_PROF_COPY,
@@ -60,6 +61,11 @@ typedef struct gpu_ctx {
     gpu_prof *prof;         /* TD_GPU_PROFILE: per-op timings, or NULL */
     int failed;             /* latched failure, cleared by sync() */
     char err[512];
+    int graphs;             /* TD_GPU_GRAPHS (default 1; 0 with TD_GPU_PROFILE):
+                             * decoder steps captured as CUDA graphs */
+    int capturing;          /* between step_begin and step_end, capturing */
+    int graph_fails;        /* captures that failed in a row (3: graphs off) */
+    cudaGraphExec_t step_exec; /* the last step's graph, updated in place */
 } gpu_ctx;
 
 #ifdef __cplusplus
@@ -116,6 +122,14 @@ void gpu_op_logprobs_topk(gpu_ctx *c, float *logits, int64_t n, int64_t vocab,
                           const int32_t *suppress, int n_suppress, int force_eos,
                           const int32_t *force_rows, int eos_id, const float *row_bias, int k,
                           float *out_val, int32_t *out_idx);
+void gpu_op_beam_step(gpu_ctx *c, const td_beam_args *a);
+/* Decoder steps as CUDA graphs (gpu_graph.cu), the step_begin/step_end of
+ * backend.h: init reads TD_GPU_GRAPHS; free releases the graph (accepts
+ * none). */
+void gpu_graph_init(gpu_ctx *c);
+int gpu_graph_begin(gpu_ctx *c);
+int gpu_graph_end(gpu_ctx *c);
+void gpu_graph_free(gpu_ctx *c);
 
 #ifdef __cplusplus
 }

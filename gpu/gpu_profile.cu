@@ -25,7 +25,7 @@
 static const char *const prof_names[GPU_PROF_N] = {
     "linear",          "bias_act",        "layer_norm", "add",        "embed",
     "rope",            "rope_rows",       "attention (flash)", "attention (naive)",
-    "logprobs_topk",   "gather_rows",     "scatter_rows", "upload",   "download",
+    "logprobs_topk",   "gather_rows",     "scatter_rows", "beam_step", "upload",   "download",
     "copy",            "memset0",         "sync",
 };
 

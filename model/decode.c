@@ -13,9 +13,12 @@
  *                cross-attention K/V in their slots
  *   td_run_step  step: one decoder step for every live row, or for the
  *                shortest sentences' rows only (td_run_step_shortest)
- *                (logits, log-softmax + top-k on the device, one download);
- *                advance: each sentence's greedy or beam bookkeeping on the
- *                host, finished sentences' results built (finish);
+ *                (logits, log-softmax + top-k and the search step, the
+ *                backend's beam_step op, on the device: step_device; one
+ *                download of each new beam's parent and token);
+ *                advance: the rows that go on listed from them, ended
+ *                sentences' search state read back and their results
+ *                built (finish);
  *                compact: rows re-laid out (beam reordering; finished and
  *                cancelled sentences leave; sentences by source length,
  *                shortest first, so that the shortest are a prefix)
@@ -23,7 +26,8 @@
  * td_translate_batch is a loop over them.
  *
  * Slots and rows: a sentence owns a slot (its cross-attention K/V, at a
- * stride of the worker's max_src_len, and its host state) from td_run_add to
+ * stride of the worker's max_src_len, its search state on the device,
+ * backend/beam_rules.h, and its host state) from td_run_add to
  * td_run_take, and beam_size consecutive decoder rows while it runs. Rows
  * keep their own positions: a row's new self-attention K/V is scattered to
  * its own position of the cache, its query attends to its own length, its
@@ -42,7 +46,6 @@
  * allocated per step.
  */
 #include <limits.h>
-#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,9 +66,15 @@ enum {
     ROW_SELF_LEN, /* self-attention keys visible: pos + 1 */
     ROW_DST,      /* cache row of the new K/V: row * max_length + pos */
     ROW_FORCE,    /* forced </s> at this step */
+    ROW_SCORE,    /* its running score in the slots' search state (beam_f) */
     ROW_FIELDS
 };
 _Static_assert(ROW_FIELDS == TD_STEP_ROW_FIELDS, "the worker's d_rows holds ROW_FIELDS per row");
+_Static_assert(TD_MAX_BEAM <= TD_BEAM_MAX, "beam_step takes every beam size");
+_Static_assert((int)TD_EARLY_STOP_HEURISTIC == (int)TD_BEAM_ES_HEURISTIC &&
+                   (int)TD_EARLY_STOP_TRUE == (int)TD_BEAM_ES_TRUE &&
+                   (int)TD_EARLY_STOP_NEVER == (int)TD_BEAM_ES_NEVER,
+               "beam_step's early stopping is the config's");
 
 /* The worker's running decode and its host memory (see the file comment). */
 struct td_decode_scratch {
@@ -76,8 +85,8 @@ struct td_decode_scratch {
     int done_head, n_done;
     int n_rows;           /* live decoder rows */
     td_seq next_seq;
-    int32_t *tok_pool;    /* (max_batch, 3, max_beam, max_length): running,
-                             next running, finished sequences of each slot */
+    float *st_f;          /* (beam_f of a slot) a new slot's search state, */
+    int32_t *st_i;        /* (beam_i of a slot) then a finished one's read back */
     int *origin_pool;     /* (max_batch, max_length, max_beam) */
     int32_t *h_ids, *h_pos, *h_dst; /* (max_batch * max_src_len) encoder input */
     int *enc_order;       /* (max_batch) sentences of an admission by length */
@@ -86,8 +95,8 @@ struct td_decode_scratch {
     int32_t *gather;      /* (2, rows) new row -> old row, then each new row's
                              written cache length (floats) */
     int32_t *row_len;     /* (rows) the latter while a step's rows are listed */
-    float *r_bias;        /* (rows) running scores */
-    float *topk;          /* (rows, 2*max_beam) values, then as many ids */
+    int32_t *beam_sent;   /* (max_batch, TD_BEAM_FIELDS) beam_step's sentences */
+    int32_t *beam_out;    /* (3, rows) beam_step's back-pointers, tokens, ends */
     float *probs;         /* (decoder_layers, rows, heads, max_src_len) */
 };
 
@@ -128,7 +137,7 @@ int td_decode_scratch_init(td_worker *w, char *err, size_t errlen)
 {
     const td_config *c = &w->m->cfg;
     const int64_t NB = w->o.max_batch, MB = w->o.max_beam, ML = w->o.max_length;
-    const int64_t S = w->o.max_src_len, N = NB * MB, K = 2 * MB;
+    const int64_t S = w->o.max_src_len, N = NB * MB;
     size_t bytes = 0;
     int failed = 0;
     td_decode_scratch *sc = scalloc(1, sizeof *sc, &bytes, &failed);
@@ -138,7 +147,8 @@ int td_decode_scratch_init(td_worker *w, char *err, size_t errlen)
     sc->sents = scalloc(NB, sizeof(sent), &bytes, &failed);
     sc->order = scalloc(NB, sizeof(int), &bytes, &failed);
     sc->done_q = scalloc(NB, sizeof(int), &bytes, &failed);
-    sc->tok_pool = scalloc(NB * 3 * MB * ML, sizeof(int32_t), &bytes, &failed);
+    sc->st_f = scalloc(td_beam_f_stride((int)MB), sizeof(float), &bytes, &failed);
+    sc->st_i = scalloc(td_beam_i_stride((int)MB, (int)ML), sizeof(int32_t), &bytes, &failed);
     sc->origin_pool = scalloc(NB * ML * MB, sizeof(int), &bytes, &failed);
     sc->h_ids = scalloc(NB * S, sizeof(int32_t), &bytes, &failed);
     sc->h_pos = scalloc(NB * S, sizeof(int32_t), &bytes, &failed);
@@ -148,8 +158,8 @@ int td_decode_scratch_init(td_worker *w, char *err, size_t errlen)
     sc->rows = scalloc(N * ROW_FIELDS, sizeof(int32_t), &bytes, &failed);
     sc->gather = scalloc(2 * N, sizeof(int32_t), &bytes, &failed);
     sc->row_len = scalloc(N, sizeof(int32_t), &bytes, &failed);
-    sc->r_bias = scalloc(N, sizeof(float), &bytes, &failed);
-    sc->topk = scalloc(N * K * 2, sizeof(float), &bytes, &failed);
+    sc->beam_sent = scalloc(NB * TD_BEAM_FIELDS, sizeof(int32_t), &bytes, &failed);
+    sc->beam_out = scalloc(3 * N, sizeof(int32_t), &bytes, &failed);
     sc->probs = scalloc((int64_t)c->decoder_layers * N * c->decoder_attention_heads * S,
                         sizeof(float), &bytes, &failed);
     if (failed)
@@ -178,7 +188,8 @@ void td_decode_scratch_free(td_worker *w)
     free(sc->sents);
     free(sc->order);
     free(sc->done_q);
-    free(sc->tok_pool);
+    free(sc->st_f);
+    free(sc->st_i);
     free(sc->origin_pool);
     free(sc->h_ids);
     free(sc->h_pos);
@@ -188,8 +199,8 @@ void td_decode_scratch_free(td_worker *w)
     free(sc->rows);
     free(sc->gather);
     free(sc->row_len);
-    free(sc->r_bias);
-    free(sc->topk);
+    free(sc->beam_sent);
+    free(sc->beam_out);
     free(sc->probs);
     free(sc);
     w->scratch = NULL;
@@ -315,15 +326,6 @@ static int admit_layout(td_worker *w, const int *src_len, int n,
         s->B = o->beam_size;
         s->M = o->max_length;
         s->src_len = src_len[i];
-        s->unsat = 1;
-        int32_t *toks = sc->tok_pool + (int64_t)slots[i] * 3 * MB * ML;
-        s->run_tok = toks;
-        s->run_tok_next = toks + MB * ML;
-        for (int b = 0; b < s->B; b++) {
-            s->run_score[b] = b == 0 ? 0.0f : NEG_BIG;
-            s->fin[b].score = NEG_BIG;
-            s->fin[b].tok = toks + (2 * MB + b) * ML;
-        }
         if (o->return_attention) {
             s->a_size = (int64_t)s->sel.n_layers * s->sel.n_heads * s->src_len;
             int64_t cells = (int64_t)s->M * s->B * s->a_size;
@@ -337,6 +339,15 @@ static int admit_layout(td_worker *w, const int *src_len, int n,
                 return errf(err, errlen, "out of memory for the attention of sentence %d", i);
             }
         }
+    }
+    /* each new slot's search state on the device (beam_rules.h) */
+    const td_backend_ops *ops = w->be->ops;
+    td_beam_init(sc->st_f, sc->st_i, (int)MB);
+    const int64_t fs = td_beam_f_stride((int)MB), is = td_beam_i_stride((int)MB, (int)ML);
+    for (int i = 0; i < n; i++) {
+        ops->upload(w->be, w->beam_f + slots[i] * fs, sc->st_f, (size_t)fs * sizeof(float));
+        ops->upload(w->be, w->beam_i + slots[i] * is, sc->st_i,
+                    (size_t)(4 * MB + 1) * sizeof(int32_t));
     }
     for (int i = 0; i < n; i++) {
         sent *s = &sc->sents[slots[i]];
@@ -478,16 +489,17 @@ void td_run_reset(td_worker *w)
     sc->n_order = sc->n_done = sc->done_head = sc->n_rows = 0;
 }
 
-/* step, inputs: the token, position, slot, lengths, cache destination and
- * forced end of the n rows of the first n_sel sentences of the row order;
- * returns the top-k width of the step (the largest of the sentences') and
- * sets the maxima the kernels need. */
+/* step, inputs: the token, position, slot, lengths, cache destination,
+ * forced end and running score's place of the n rows of the first n_sel
+ * sentences of the row order, and those sentences' rows of the beam_step
+ * op; returns the top-k width of the step (the largest of the sentences')
+ * and sets the maxima the kernels need. */
 static int step_inputs(td_worker *w, int n_sel, int n, int *s_kv, int *t_step, int *any_beam,
                        uint64_t *capture)
 {
     td_decode_scratch *sc = w->scratch;
     const td_config *c = &w->m->cfg;
-    const int64_t T = w->cap.len;
+    const int64_t T = w->cap.len, fs = td_beam_f_stride(w->o.max_beam);
     int32_t *rows = sc->rows;
     int ks = 1;
     *s_kv = *t_step = *any_beam = 0;
@@ -503,17 +515,25 @@ static int step_inputs(td_worker *w, int n_sel, int n, int *s_kv, int *t_step, i
         if (t + 1 > *t_step)
             *t_step = t + 1;
         *capture |= s->sel.mask;
+        int32_t *bs = sc->beam_sent + (int64_t)k * TD_BEAM_FIELDS;
+        bs[TD_BEAM_SLOT] = sc->order[k];
+        bs[TD_BEAM_ROW0] = s->row0;
+        bs[TD_BEAM_B] = s->B;
+        bs[TD_BEAM_T] = t;
+        bs[TD_BEAM_M] = s->M;
+        bs[TD_BEAM_ES] = (int32_t)c->early_stopping;
+        memcpy(&bs[TD_BEAM_LP], &s->o.length_penalty, sizeof(float));
+        sc->sents[sc->order[k]].op_i = k;
         for (int b = 0; b < s->B; b++) {
             int r = s->row0 + b;
-            rows[ROW_IDS * n + r] = t == 0 ? c->decoder_start_token_id
-                                           : s->run_tok[(int64_t)b * s->M + t - 1];
+            rows[ROW_IDS * n + r] = t == 0 ? c->decoder_start_token_id : s->last[b];
             rows[ROW_POS * n + r] = t;
             rows[ROW_SLOT * n + r] = sc->order[k];
             rows[ROW_SRC_LEN * n + r] = s->src_len;
             rows[ROW_SELF_LEN * n + r] = t + 1;
             rows[ROW_DST * n + r] = (int32_t)(r * T + t);
             rows[ROW_FORCE * n + r] = c->forced_eos_token_id >= 0 && t == s->M - 1;
-            sc->r_bias[r] = s->run_score[b];
+            rows[ROW_SCORE * n + r] = (int32_t)(sc->order[k] * fs + b);
         }
     }
     return ks;
@@ -530,19 +550,35 @@ static int order_before(const sent *a, const sent *b)
     return a->src_len != b->src_len ? a->src_len < b->src_len : a->seq < b->seq;
 }
 
-/* step, advance: the bookkeeping of the stepped sentences (the first of the
- * row order, n rows); finished ones get their result (finish) and
+/* step, finish: sentence s ended; its search state read back from the
+ * device (one slot, the only time it leaves the device) and its result
+ * built. */
+static void step_finish(td_worker *w, sent *s)
+{
+    td_decode_scratch *sc = w->scratch;
+    const td_backend_ops *ops = w->be->ops;
+    const int MB = w->o.max_beam, ML = w->o.max_length;
+    const int slot = (int)(s - sc->sents);
+    const int64_t fs = td_beam_f_stride(MB), is = td_beam_i_stride(MB, ML);
+    ops->download(w->be, sc->st_f, w->beam_f + slot * fs, (size_t)fs * sizeof(float));
+    ops->download(w->be, sc->st_i, w->beam_i + slot * is, (size_t)is * sizeof(int32_t));
+    const td_beam_view v = td_beam_slot(sc->st_f, sc->st_i, MB, ML, 0);
+    s->res_failed = td_search_result(s, v, MB, &s->res) != 0;
+}
+
+/* step, advance: the host's part of the stepped sentences' bookkeeping
+ * (the first of the row order, n rows), from the beam_step op's output:
+ * each running beam's last token and the row it continues; finished ones get their result (finish) and
  * queue for td_run_take, cancelled ones are dropped, the others keep their
  * state; the rows that go on are listed in gather, in the row order
  * (order_before). Returns their number and in *t_len the most cache
  * positions a row of them has written. */
-static int step_advance(td_worker *w, int n, int ks, int s_kv, const int *cap_of, int *t_len)
+static int step_advance(td_worker *w, int n, int s_kv, const int *cap_of, int *t_len)
 {
     td_decode_scratch *sc = w->scratch;
     const td_config *c = &w->m->cfg;
     const int H = c->decoder_attention_heads;
-    const float *val = sc->topk;
-    const int32_t *idx = (const int32_t *)(sc->topk + (int64_t)n * ks);
+    const int32_t *out = sc->beam_out; /* beam_step's (backend.h) */
     const int64_t layer_stride = (int64_t)n * H * s_kv;
     int n_new = 0, n_order = 0, *sorted = sc->enc_order;
     /* the next row order: stable insertion sort (the order is sorted but
@@ -578,12 +614,14 @@ static int step_advance(td_worker *w, int n, int ks, int s_kv, const int *cap_of
         }
         if (s->o.return_attention)
             td_search_record(s, s->t, sc->probs, layer_stride, cap_of, H, s_kv);
-        if (s->B == 1)
-            td_search_greedy(s, val, idx, ks, s->t, s->M, c->eos_token_id, &s->o, sc->gather,
-                          &n_new);
-        else
-            td_search_beam(s, val, idx, ks, s->t, s->M, s->B, c->decoder_vocab_size,
-                        c->eos_token_id, c->early_stopping, &s->o, sc->gather, &n_new);
+        s->done = out[2 * n + s->op_i];
+        for (int j = 0; !s->done && j < s->B; j++) {
+            const int32_t from = out[s->row0 + j]; /* the beam new beam j continues */
+            s->last[j] = out[n + s->row0 + j];
+            if (s->origin)
+                s->origin[(int64_t)(s->t + 1) * s->B + j] = from;
+            sc->gather[n_new++] = s->row0 + from;
+        }
         s->t++;
         /* the rows that go on hold s->t written positions of their cache */
         for (int r = first; r < n_new; r++)
@@ -591,8 +629,7 @@ static int step_advance(td_worker *w, int n, int ks, int s_kv, const int *cap_of
         if (n_new > first && s->t > *t_len)
             *t_len = s->t;
         if (s->done) {
-            /* finish */
-            s->res_failed = td_search_result(s, &s->res) != 0;
+            step_finish(w, s);
             free(s->hist);
             s->hist = NULL;
             s->state = SENT_DONE;
@@ -623,6 +660,44 @@ static void step_compact(td_worker *w, int n_new, int t_len)
                            (size_t)n_new * 2 * sizeof(int32_t));
         td_cache_reorder(w, n_new, t_len, w->d_gather + n_new);
     }
+}
+
+/* step, device: one step's ops between its uploads and its download, none
+ * waiting for the host: each row's running score gathered from its slot's
+ * search state, the decoder step, log-probabilities and top-k, the search
+ * step (beam_step) on the slots' state. The same ops whoever launches
+ * them (tests/test_op_record.c), so that a backend may capture them. */
+static void step_device(td_worker *w, int n, int n_sel, int ks, int s_kv, int t_step,
+                        int any_beam, uint64_t capture)
+{
+    const td_config *c = &w->m->cfg;
+    const td_backend_ops *ops = w->be->ops;
+    if (any_beam) /* each row's running score, from the slots' search state */
+        ops->gather_rows(w->be, w->row_bias, w->beam_f, w->d_rows + ROW_SCORE * n, n, 1, 1,
+                         NULL);
+    td_step_rows rows = {
+        .n = n,
+        .ids = w->d_rows + ROW_IDS * n,
+        .pos = w->d_rows + ROW_POS * n,
+        .slot = w->d_rows + ROW_SLOT * n,
+        .src_len = w->d_rows + ROW_SRC_LEN * n,
+        .self_len = w->d_rows + ROW_SELF_LEN * n,
+        .dst = w->d_rows + ROW_DST * n,
+        .s_kv = s_kv,
+        .t_len = t_step,
+    };
+    td_decode_step(w, &rows, capture);
+    ops->logprobs_topk(w->be, w->logits, n, c->decoder_vocab_size, w->d_suppress,
+                       c->n_suppress, 0, w->d_rows + ROW_FORCE * n, c->forced_eos_token_id,
+                       any_beam ? w->row_bias : NULL, ks, w->topk,
+                       (int32_t *)(w->topk + (int64_t)n * ks));
+    td_beam_args ba = {
+        .val = w->topk, .idx = (const int32_t *)(w->topk + (int64_t)n * ks), .n_rows = n,
+        .ks = ks, .sent = w->d_beam_sent, .n_sent = n_sel, .st_f = w->beam_f,
+        .st_i = w->beam_i, .max_beam = w->o.max_beam, .max_len = w->o.max_length,
+        .vocab = c->decoder_vocab_size, .eos_id = c->eos_token_id, .out = w->beam_out,
+    };
+    ops->beam_step(w->be, &ba);
 }
 
 int td_run_step(td_worker *w, char *err, size_t errlen)
@@ -660,27 +735,17 @@ int td_run_step_shortest(td_worker *w, int max_rows, char *err, size_t errlen)
     uint64_t capture;
     const int ks = step_inputs(w, n_sel, n, &s_kv, &t_step, &any_beam, &capture);
     ops->upload(w->be, w->d_rows, sc->rows, (size_t)n * ROW_FIELDS * sizeof(int32_t));
-    if (any_beam)
-        ops->upload(w->be, w->row_bias, sc->r_bias, (size_t)n * sizeof(float));
-    td_step_rows rows = {
-        .n = n,
-        .ids = w->d_rows + ROW_IDS * n,
-        .pos = w->d_rows + ROW_POS * n,
-        .slot = w->d_rows + ROW_SLOT * n,
-        .src_len = w->d_rows + ROW_SRC_LEN * n,
-        .self_len = w->d_rows + ROW_SELF_LEN * n,
-        .dst = w->d_rows + ROW_DST * n,
-        .s_kv = s_kv,
-        .t_len = t_step,
-    };
-    td_decode_step(w, &rows, capture);
-    ops->logprobs_topk(w->be, w->logits, n, c->decoder_vocab_size, w->d_suppress,
-                       c->n_suppress, 0, w->d_rows + ROW_FORCE * n, c->forced_eos_token_id,
-                       any_beam ? w->row_bias : NULL, ks, w->topk,
-                       (int32_t *)(w->topk + (int64_t)n * ks));
-    /* one transfer for values and ids (the only host wait of a step
-     * without attention capture) */
-    ops->download(w->be, sc->topk, w->topk, (size_t)n * ks * 2 * sizeof(float));
+    ops->upload(w->be, w->d_beam_sent, sc->beam_sent,
+                (size_t)n_sel * TD_BEAM_FIELDS * sizeof(int32_t));
+    /* the device's part, bracketed for a backend that captures it (a CUDA
+     * graph); a failed capture ran nothing and is issued again */
+    const int cap = ops->step_begin ? ops->step_begin(w->be) : 0;
+    step_device(w, n, n_sel, ks, s_kv, t_step, any_beam, capture);
+    if (cap && ops->step_end(w->be) != 0)
+        step_device(w, n, n_sel, ks, s_kv, t_step, any_beam, capture);
+    /* one transfer of the rows' back-pointers and tokens and the ends (the
+     * only host wait of a step without attention capture) */
+    ops->download(w->be, sc->beam_out, w->beam_out, (size_t)(2 * n + n_sel) * sizeof(int32_t));
     int cap_of[64];
     int n_cap = 0;
     const int64_t layer_stride = (int64_t)n * H * s_kv;
@@ -693,7 +758,13 @@ int td_run_step_shortest(td_worker *w, int max_rows, char *err, size_t errlen)
         }
     if (ops->sync(w->be, err, errlen) != 0)
         return TD_EDEVICE;
-    const int n_new = step_advance(w, n, ks, s_kv, cap_of, &t_len);
+    for (int k = 0; k < n_sel; k++)
+        if (sc->beam_out[2 * n + k] < 0) {
+            errf(err, errlen, "beam_step: sentence %d of the step is out of the op's contract",
+                 k);
+            return TD_EDEVICE;
+        }
+    const int n_new = step_advance(w, n, s_kv, cap_of, &t_len);
     step_compact(w, n_new, t_len);
     return sc->n_done;
 }

@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "backend.h"
+#include "beam_rules.h"
 #include "config.h"
 #include "device.h"
 #include "translator.h"
@@ -91,9 +92,14 @@ struct td_model {
  *         heads_s decoder heads * max_src_len (captured attention)
  *         suppress TD_MAX_SUPPRESS
  *         rowf   TD_STEP_ROW_FIELDS int32 inputs of a step's row
+ *         beams  TD_BEAM_FIELDS: a stepped sentence's row of the beam_step op
+ *         beamf, beami  a slot's search state (beam_rules.h: floats
+ *                td_beam_f_stride, int32 td_beam_i_stride of the worker's
+ *                max_beam and max_length, so that growth keeps the stride)
+ *         three  3
  *         two    2
  *         one    1 */
-#define TD_STEP_ROW_FIELDS 7 /* decode.c's ROW_* */
+#define TD_STEP_ROW_FIELDS 8 /* decode.c's ROW_* */
 #define TD_WORKER_BUFFERS(X)                                                    \
     X(ex, float, enc, d)         /* encoder hidden states */                    \
     X(eh, float, enc, d)         /* sub-layer output / normed input */          \
@@ -117,8 +123,16 @@ struct td_model {
     X(row_bias, float, dec, one) /* running beam scores */                      \
     X(d_rows, int32_t, dec, rowf) /* a step's per-row inputs (decode.c) */      \
     X(d_gather, int32_t, dec, two) /* new row -> old row, then its length */  \
+    X(d_beam_sent, int32_t, batch, beams) /* beam_step's sentences */          \
+    X(beam_out, int32_t, dec, three) /* beam_step's back-pointers, tokens, ends */ \
     X(d_suppress, int32_t, one, suppress)                                       \
     X(cache_tmp, float, dec_t, d) /* spare cache for reordering */
+/* The search state of each slot (beam_rules.h), which lives on the device
+ * from a sentence's admission to its end: carried over by a growth
+ * (td_worker_resize copies the old slots, the stride unchanged). */
+#define TD_WORKER_SLOT_BUFFERS(X)                                               \
+    X(beam_f, float, batch, beamf) /* running and finished scores */           \
+    X(beam_i, int32_t, batch, beami) /* finished lists, back-pointers */
 /* One allocation per decoder layer each. */
 #define TD_WORKER_LAYER_BUFFERS(X)                                              \
     X(self_k, float, dec_t, d)   /* self-attention caches (N, T, d) */          \
@@ -129,7 +143,8 @@ struct td_model {
 
 typedef struct td_wsizes {
     int64_t n_enc, n_dec, n_dec_t, n_batch, n_one;
-    int64_t w_d, w_ffn, w_vocab, w_topk, w_heads_s, w_suppress, w_rowf, w_two, w_one;
+    int64_t w_d, w_ffn, w_vocab, w_topk, w_heads_s, w_suppress, w_rowf, w_beams, w_beamf,
+        w_beami, w_three, w_two, w_one;
 } td_wsizes;
 
 /* A worker's capacities: what its device buffers hold now. slots:
@@ -163,6 +178,7 @@ struct td_worker {
 #define TD_WB_FIELD(name, type, rows, width) type *name;
 #define TD_WB_LAYER_FIELD(name, type, rows, width) type **name;
     TD_WORKER_BUFFERS(TD_WB_FIELD)
+    TD_WORKER_SLOT_BUFFERS(TD_WB_FIELD)
     TD_WORKER_LAYER_BUFFERS(TD_WB_LAYER_FIELD)
 #undef TD_WB_FIELD
 #undef TD_WB_LAYER_FIELD

@@ -25,6 +25,7 @@ void td_wbufs_free(td_worker *w)
         w->name[l] = NULL;                                                      \
     }
     TD_WORKER_BUFFERS(FREE_BUF)
+    TD_WORKER_SLOT_BUFFERS(FREE_BUF)
     TD_WORKER_LAYER_BUFFERS(FREE_LAYER_BUF)
 #undef FREE_BUF
 #undef FREE_LAYER_BUF
@@ -78,7 +79,9 @@ static td_wsizes wsizes(const td_worker *w, td_wcap cap)
                                                           : c->decoder_ffn_dim,
         .w_vocab = c->decoder_vocab_size, .w_topk = 2 * 2 * (int64_t)w->o.max_beam,
         .w_heads_s = (int64_t)c->decoder_attention_heads * cap.src,
-        .w_suppress = TD_MAX_SUPPRESS, .w_rowf = TD_STEP_ROW_FIELDS, .w_two = 2,
+        .w_suppress = TD_MAX_SUPPRESS, .w_rowf = TD_STEP_ROW_FIELDS,
+        .w_beams = TD_BEAM_FIELDS, .w_beamf = td_beam_f_stride(w->o.max_beam),
+        .w_beami = td_beam_i_stride(w->o.max_beam, w->o.max_length), .w_three = 3, .w_two = 2,
         .w_one = 1,
     };
     return sz;
@@ -100,6 +103,7 @@ static size_t wbytes(const td_worker *w, td_wcap cap)
     over |= b == 0 || b > SIZE_MAX / (size_t)(L > 0 ? L : 1);                   \
     total += b * (size_t)L;
     TD_WORKER_BUFFERS(SUM_BUF)
+    TD_WORKER_SLOT_BUFFERS(SUM_BUF)
     TD_WORKER_LAYER_BUFFERS(SUM_LAYER_BUF)
 #undef SUM_BUF
 #undef SUM_LAYER_BUF
@@ -119,14 +123,19 @@ int td_wbufs_alloc(td_worker *w, td_wcap cap, char *why, size_t whylen)
     w->cap = cap;
 #define ALLOC_BUF(name, type, rows, width)                                      \
     w->name = walloc(w, sz.n_##rows, sz.w_##width, sizeof(type), &failed);
+#define ALLOC_SLOT_BUF(name, type, rows, width)                                 \
+    if (!w->name) /* a running decode's state, moved in by resize */            \
+        w->name = walloc(w, sz.n_##rows, sz.w_##width, sizeof(type), &failed);
 #define ALLOC_LAYER_BUF(name, type, rows, width)                                \
     if (!w->name[l]) /* a running decode's state, moved in by resize */         \
         w->name[l] = walloc(w, sz.n_##rows, sz.w_##width, sizeof(type), &failed);
     TD_WORKER_BUFFERS(ALLOC_BUF)
+    TD_WORKER_SLOT_BUFFERS(ALLOC_SLOT_BUF)
     for (int64_t l = 0; !failed && l < L; l++) {
         TD_WORKER_LAYER_BUFFERS(ALLOC_LAYER_BUF)
     }
 #undef ALLOC_BUF
+#undef ALLOC_SLOT_BUF
 #undef ALLOC_LAYER_BUF
     if (failed) {
         /* the backend latched the failing allocation (size, free memory) */
@@ -164,7 +173,8 @@ static int ladder(int need, int cur, int max)
 /* Reallocates the buffers for capacities cap. The running decode's state
  * (the self-attention caches of its rows, the cross K/V of its slots) is
  * copied into new buffers first, row by row at the new strides
- * (scatter_rows through an identity index), so a decode goes on across a
+ * (scatter_rows through an identity index), and so is the slots' search
+ * state (copied, its stride unchanged), so a decode goes on across a
  * growth; the other buffers hold nothing between two steps and are
  * reallocated. Growing only when rows run (a trim waits for an idle
  * worker). On failure to get the new state buffers nothing changed
@@ -187,11 +197,20 @@ int td_worker_resize(td_worker *w, td_wcap cap, int rows_live, int carry, char *
         st[4 * l + 2] = walloc(w, sn.n_enc, sn.w_d, sizeof(float), &failed);
         st[4 * l + 3] = walloc(w, sn.n_enc, sn.w_d, sizeof(float), &failed);
     }
+    /* the slots' search state, at the same stride */
+    float *beam_f = NULL;
+    int32_t *beam_i = NULL;
+    if (carry && !failed) {
+        beam_f = walloc(w, sn.n_batch, sn.w_beamf, sizeof(float), &failed);
+        beam_i = walloc(w, sn.n_batch, sn.w_beami, sizeof(int32_t), &failed);
+    }
     char why[512] = "out of host memory";
     if (failed) {
         for (int l = 0; st && l < 4 * L; l++)
             ops->dealloc(w->be, st[l]);
         free(st);
+        ops->dealloc(w->be, beam_f);
+        ops->dealloc(w->be, beam_i);
         (void)ops->sync(w->be, why, sizeof why);
         w->arena_bytes = arena;
         snprintf(err, errlen,
@@ -209,6 +228,8 @@ int td_worker_resize(td_worker *w, td_wcap cap, int rows_live, int carry, char *
             for (int l = 0; l < 4 * L; l++)
                 ops->dealloc(w->be, st[l]);
             free(st);
+            ops->dealloc(w->be, beam_f);
+            ops->dealloc(w->be, beam_i);
             w->arena_bytes = arena;
             snprintf(err, errlen, "worker: out of host memory growing its buffers");
             return TD_EINVAL;
@@ -228,12 +249,16 @@ int td_worker_resize(td_worker *w, td_wcap cap, int rows_live, int carry, char *
             ops->scatter_rows(w->be, st[4 * l + 3], cap.src * d, w->cross_v[l], old.src * d,
                               w->d_gather, old.slots, old.src * d);
         }
+        ops->copy(w->be, beam_f, w->beam_f, (size_t)old.slots * sn.w_beamf * sizeof(float));
+        ops->copy(w->be, beam_i, w->beam_i, (size_t)old.slots * sn.w_beami * sizeof(int32_t));
         int rc = ops->sync(w->be, why, sizeof why);
         free(ident);
         if (rc != 0) {
             for (int l = 0; l < 4 * L; l++)
                 ops->dealloc(w->be, st[l]);
             free(st);
+            ops->dealloc(w->be, beam_f);
+            ops->dealloc(w->be, beam_i);
             snprintf(err, errlen, "worker: copying its state to grown buffers: %s", why);
             return TD_EDEVICE;
         }
@@ -246,6 +271,8 @@ int td_worker_resize(td_worker *w, td_wcap cap, int rows_live, int carry, char *
         w->cross_v[l] = st[4 * l + 3];
     }
     free(st);
+    w->beam_f = beam_f; /* NULL without carry: allocated afresh */
+    w->beam_i = beam_i;
     if (td_wbufs_alloc(w, cap, why, sizeof why) == 0) {
         w->arena_bytes = wbytes(w, cap);
         return 0;

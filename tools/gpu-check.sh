@@ -7,8 +7,10 @@
 #   1. configure + build with TD_CUDA=ON (Release, all cores)
 #   2. the GPU tests: ctest -L gpu (tests/gpu: every op against the CPU op,
 #      both attention kernels among them; every fixture model against the
-#      transformers goldens on the GPU), then the goldens once more with the
-#      row attention kernel (TD_GPU_ATTN=naive)
+#      transformers goldens on the GPU, each decoder step a CUDA graph), then
+#      the goldens once more with the row attention kernel
+#      (TD_GPU_ATTN=naive) and once with the steps launched op by op
+#      (TD_GPU_GRAPHS=0)
 #   3. benchmarks, greedy and beam 4 at batch 1 and 32: the bundled model
 #      (models/en-de, when present) and a transformer-base-shaped random
 #      model (6+6 layers, d_model 512, vocab 32000): transformerd on the GPU
@@ -124,6 +126,11 @@ gpu_tests "GPU tests (ctest -L gpu)" tests.log timeout 300 ctest -L gpu -V
 # the fixtures through the row attention kernel too (test_gpu_attention runs
 # both kernels itself)
 gpu_tests "GPU goldens with TD_GPU_ATTN=naive" tests_naive.log TD_GPU_ATTN=naive \
+    timeout 180 ctest -R '^test_gpu_golden$' -V
+# the decoder steps launched op by op: the run above captured each step as a
+# CUDA graph (TD_GPU_GRAPHS, default on; gpu/gpu_graph.cu), this one does
+# not; both token-exact
+gpu_tests "GPU goldens with TD_GPU_GRAPHS=0" tests_nographs.log TD_GPU_GRAPHS=0 \
     timeout 180 ctest -R '^test_gpu_golden$' -V
 
 # 3. benchmarks -------------------------------------------------------------

@@ -34,10 +34,16 @@
  *                             size (1, 2, 3, 8, 17, 64), rows all or partly -inf,
  *                             a vocabulary of 2000003 (suppression without the
  *                             shared-memory bitmap)
+ *   beam_step                 bits: the end flags, back-pointers, tokens and
+ *                             the whole search state after every step, CUDA
+ *                             against the CPU twin (the same rules,
+ *                             backend/beam_rules.h), on beam_script.h's
+ *                             scripted steps (1..16 beams, ties, forced </s>)
  *
  * No CUDA device: the program exits 77, ctest's skip code.
  */
 #include "gpu_op_test.h"
+#include "../beam_script.h"
 
 /* --- memory and errors ---------------------------------------------------- */
 
@@ -586,6 +592,76 @@ START_TEST(test_logprobs_topk_force_rows)
 }
 END_TEST
 
+/* beam_step on both backends, step after step, the same inputs (made from
+ * the CPU's running scores): every output and the state bit for bit. */
+static void run_beam_case(uint64_t seed, int beams)
+{
+    uint64_t rng = seed * 0x9E3779B97F4A7C15ull + 1;
+    bs_case c;
+    bs_make(&c, &rng, beams);
+    bs_dev dc, dg;
+    bs_dev_init(&dc, bc, &c);
+    bs_dev_init(&dg, bg, &c);
+    const size_t nf = (size_t)(c.n_slots * bs_fs()), ni = (size_t)(c.n_slots * bs_is());
+    float *val = xmalloc(sizeof(float) * BS_MAX_ROWS * BS_MAX_KS);
+    int32_t *idx = xmalloc(sizeof(int32_t) * BS_MAX_ROWS * BS_MAX_KS);
+    float *fc = xmalloc(nf * sizeof(float)), *fg = xmalloc(nf * sizeof(float));
+    int32_t *ic = xmalloc(ni * sizeof(int32_t)), *ig = xmalloc(ni * sizeof(int32_t));
+    bs_dev_state(&dc, &c, fc, ic);
+    int left = c.n_sent;
+    for (int step = 0; left > 0; step++) {
+        ck_assert_int_lt(step, BS_ML + 8);
+        int live[BS_MAX_SENT], n_live, ks;
+        int32_t sent[BS_MAX_SENT * TD_BEAM_FIELDS], oc[3 * BS_MAX_ROWS], og[3 * BS_MAX_ROWS];
+        const int n = bs_layout(&c, step, &rng, live, &n_live, sent, &ks);
+        if (n_live == 0)
+            continue;
+        for (int k = 0; k < n_live; k++) {
+            const bs_sent *s = &c.s[live[k]];
+            const int row0 = sent[k * TD_BEAM_FIELDS + TD_BEAM_ROW0];
+            for (int b = 0; b < s->B; b++)
+                bs_row(&rng, s->B > 1 ? fc[s->slot * bs_fs() + b] : 0.0f,
+                       s->forced && s->t == s->M - 1, ks, val + (int64_t)(row0 + b) * ks,
+                       idx + (int64_t)(row0 + b) * ks);
+        }
+        bs_dev_step(&dc, n, ks, n_live, val, idx, sent, oc);
+        bs_dev_step(&dg, n, ks, n_live, val, idx, sent, og);
+        ck_assert_int_eq(memcmp(oc, og, (size_t)(2 * n + n_live) * sizeof(int32_t)), 0);
+        bs_dev_state(&dc, &c, fc, ic);
+        bs_dev_state(&dg, &c, fg, ig);
+        ck_assert_msg(memcmp(fc, fg, nf * sizeof(float)) == 0, "seed %llu step %d: scores",
+                      (unsigned long long)seed, step);
+        ck_assert_msg(memcmp(ic, ig, ni * sizeof(int32_t)) == 0, "seed %llu step %d: lists",
+                      (unsigned long long)seed, step);
+        for (int k = 0; k < n_live; k++) {
+            bs_sent *s = &c.s[live[k]];
+            s->t++;
+            if (oc[2 * n + k]) {
+                s->done = 1;
+                left--;
+            }
+        }
+    }
+    bs_dev_free(&dc);
+    bs_dev_free(&dg);
+    free(val);
+    free(idx);
+    free(fc);
+    free(fg);
+    free(ic);
+    free(ig);
+}
+
+START_TEST(test_beam_step)
+{
+    for (uint64_t seed = 1; seed <= 200; seed++)
+        run_beam_case(seed, 0);
+    for (int beams = 1; beams <= 16; beams++)
+        for (uint64_t seed = 1; seed <= 5; seed++)
+            run_beam_case(1000 * (uint64_t)beams + seed, beams);
+}
+END_TEST
+
 static Suite *ops_suite(void)
 {
     /* two cases, so that one can run alone (CK_RUN_CASE=logprobs, e.g.
@@ -607,6 +683,8 @@ static Suite *ops_suite(void)
     tcase_add_test(tc, test_rope_rows);
     tcase_add_test(tl, test_logprobs_topk);
     tcase_add_test(tl, test_logprobs_topk_force_rows);
+    TCase *tb = gpu_op_tcase(s, "beam");
+    tcase_add_test(tb, test_beam_step);
     return s;
 }
 
