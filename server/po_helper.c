@@ -27,6 +27,9 @@
 
 #include <gettext-po.h>
 #include <jansson.h>
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/lsan_interface.h>
+#endif
 
 #include "po_helper.h"
 
@@ -145,9 +148,17 @@ static int cmd_write(po_file_t f, const char *set_path)
 
 int cli_po_helper(int argc, char **argv)
 {
-    /* a catalogue of a few megabytes needs far less */
+    /* a catalogue of a few megabytes needs far less (not under a sanitizer,
+     * whose shadow memory is terabytes of address space) */
     struct rlimit as = {1UL << 30, 1UL << 30}, cpu = {60, 60};
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
     setrlimit(RLIMIT_AS, &as);
+#else
+    (void)as;
+#endif
+#if defined(__SANITIZE_ADDRESS__)
+    __lsan_disable(); /* libgettextpo keeps a few hundred bytes past po_file_free */
+#endif
     setrlimit(RLIMIT_CPU, &cpu);
     int wr = argc == 3 && !strcmp(argv[0], "write");
     if (!(argc == 2 && !strcmp(argv[0], "read")) && !wr) {

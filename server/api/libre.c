@@ -683,7 +683,7 @@ static int parse_translate_file(srv_req *r, json_t *f, const srv_form_file *file
         return -1;
     }
     int rc;
-    char why[256];
+    char why[256] = "";
     if (html) {
         lr->items = calloc(1, sizeof *lr->items);
         rc = lr->items ? (lr->n_items = 1, item_segments(lr, &lr->items[0], file->data, file->len,
@@ -726,7 +726,7 @@ static int parse_translate_file(srv_req *r, json_t *f, const srv_form_file *file
         return -1;
     }
     if (rc != 0) {
-        srv_req_error(r, 500, "internal", NULL, "out of memory");
+        srv_req_error(r, 500, "internal", NULL, "%s", why[0] ? why : "out of memory");
         return -1;
     }
     if (lr->n_segs > r->s->o.max_queue) {
