@@ -192,6 +192,38 @@ START_TEST(test_concurrent_then_idle)
 }
 END_TEST
 
+/* /v1/models says where the resident memory is: the file-backed part and
+ * the heap in use make the resident set to within 10 % (not under the
+ * sanitizers, whose allocator the C library's mallinfo2 does not see);
+ * the models' part is each model's resident bytes (weights and workers),
+ * the detector's profiles are counted. */
+START_TEST(test_process_memory)
+{
+    tc_resp r;
+    ck_assert_int_eq(tc_request(g_full, "GET", "/v1/models", NULL, NULL, 0, &r), 0);
+    json_t *root = json_loads(r.body, 0, NULL);
+    tc_resp_free(&r);
+    json_t *p = json_object_get(json_object_get(root, "memory"), "process");
+    json_t *m = json_object_get(json_array_get(json_object_get(root, "models"), 0), "memory");
+    ck_assert_ptr_nonnull(p);
+#define V(o, k) ((long)json_integer_value(json_object_get(o, k)))
+    ck_assert_int_eq(V(m, "resident_bytes"), V(m, "weight_bytes") + V(m, "scratch_bytes"));
+    ck_assert_int_eq(V(p, "models_bytes"), V(m, "resident_bytes"));
+    ck_assert_int_gt(V(p, "langid_bytes"), 1 << 20); /* models/langid's two profiles */
+    long rss = V(p, "rss_bytes"), sum = V(p, "file_bytes") + V(p, "heap_bytes");
+    ck_assert_int_gt(rss, 0);
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+    ck_assert_int_ge(V(p, "heap_bytes"), V(p, "models_bytes") + V(p, "langid_bytes"));
+    ck_assert_msg(labs(sum - rss) * 10 < rss, "file + heap %ld against a resident set of %ld", sum,
+                  rss);
+#else
+    (void)sum;
+#endif
+#undef V
+    json_decref(root);
+}
+END_TEST
+
 /* A CPU daemon that served requests has not mapped CUDA: the CUDA backend
  * is a module opened only for --device cuda (runtime/backends_all.c), and
  * cuBLAS alone would be ~130 MiB of its resident memory. */
@@ -226,6 +258,7 @@ int main(void)
     tcase_add_test(tc, test_grows_with_the_same_answers);
     tcase_add_test(tc, test_concurrent_then_idle);
     tcase_add_test(tc, test_no_cuda_on_cpu);
+    tcase_add_test(tc, test_process_memory);
     suite_add_tcase(s, tc);
     int rc = tc_run_suite(s, grow_pid, g_tmp);
     kill(g_full_pid, SIGTERM);

@@ -236,3 +236,11 @@ void srv_langid_free(srv_langid *li)
     free(li->code);
     free(li);
 }
+
+size_t srv_langid_bytes(const srv_langid *li)
+{
+    size_t n = 0;
+    for (int i = 0; li && i < li->n; i++)
+        n += srv_lidprof_bytes(li->prof[i]);
+    return n;
+}

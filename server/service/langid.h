@@ -63,4 +63,7 @@ int srv_langid_detect_among(const srv_langid *li, const char *text, size_t n,
 
 void srv_langid_free(srv_langid *li); /* accepts NULL */
 
+/* The bytes the detector's profiles hold (lidprof.h). */
+size_t srv_langid_bytes(const srv_langid *li);
+
 #endif /* SRV_LANGID_H */

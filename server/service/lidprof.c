@@ -323,3 +323,11 @@ double srv_lidprof_score(const srv_lidprof *p, const char *text, size_t n, int *
     *words = k;
     return s;
 }
+
+size_t srv_lidprof_bytes(const srv_lidprof *p)
+{
+    if (!p)
+        return 0;
+    size_t slot = sizeof *p->w.off + sizeof *p->w.count;
+    return sizeof *p + (p->w.cap + p->c.cap + p->g.cap) * slot + p->arena_cap;
+}

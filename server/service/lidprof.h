@@ -36,4 +36,7 @@ double srv_lidprof_score(const srv_lidprof *p, const char *text, size_t n, int *
 
 void srv_lidprof_free(srv_lidprof *p); /* accepts NULL */
 
+/* The bytes p holds (its tables and their keys); 0 for NULL. */
+size_t srv_lidprof_bytes(const srv_lidprof *p);
+
 #endif /* SRV_LIDPROF_H */

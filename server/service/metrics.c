@@ -21,6 +21,7 @@
 
 #include "buildinfo.h"
 #include "cache.h"
+#include "memstat.h"
 #include "metrics.h"
 
 static const int k_statuses[] = {200, 204, 400, 401, 403, 404, 405, 408, 413, 415, 422, 429, 500, 503, 504};
@@ -658,6 +659,16 @@ char *srv_metrics_render(srv_metrics *m, int ready)
                   "transformerd_build_info{version=\"%s\",commit=\"%s\"} 1\n",
               srv_version, srv_commit);
     render_process(&b);
+    srv_memstat ms;
+    srv_memstat_read(&ms);
+    sb_printf(&b, "# HELP transformerd_memory_bytes The resident set's parts (memstat.h): file "
+                  "(file-backed: code, libraries), heap (the C library's heap in use: weights, "
+                  "workers, profiles, cache, requests), heap_free (free in the heap's arenas).\n"
+                  "# TYPE transformerd_memory_bytes gauge\n"
+                  "transformerd_memory_bytes{part=\"file\"} %zu\n"
+                  "transformerd_memory_bytes{part=\"heap\"} %zu\n"
+                  "transformerd_memory_bytes{part=\"heap_free\"} %zu\n",
+              ms.file, ms.heap, ms.heap_free);
     if (b.failed) {
         free(b.p);
         return NULL;

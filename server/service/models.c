@@ -957,3 +957,10 @@ void srv_models_free(srv_models *ms)
     pthread_mutex_destroy(&ms->mu);
     free(ms);
 }
+
+size_t srv_model_resident_bytes(const srv_model *sm)
+{
+    if (!atomic_load(&sm->resident))
+        return 0;
+    return sm->weight_bytes + srv_batcher_scratch_bytes(sm->b);
+}

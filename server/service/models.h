@@ -93,6 +93,10 @@ int srv_models_snapshot(srv_models *ms, srv_model **out, int max);
  * (--max-memory, 0 = none). */
 void srv_models_memory(srv_models *ms, size_t *used, size_t *budget);
 
+/* The host memory model sm holds now: its weights and its workers'
+ * buffers while resident (0 when put away). */
+size_t srv_model_resident_bytes(const srv_model *sm);
+
 /* The first serving model whose device failed: its name and message into
  * why ("model NAME: the device failed: ..."); 0 when none failed. */
 int srv_models_failed(srv_models *ms, char *why, size_t n);
