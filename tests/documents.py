@@ -19,6 +19,7 @@ spans.c), made and read back by the libraries their users' tools use
     GFM table, a setext underline, list and quote markers kept; heading,
     paragraph, list items and quote translated; **bold** and *italic* on
     their words, the link's URL and title, a code span verbatim;
+  - .xhtml: the EPUB's chapter alone, the bold word and the link;
   - every entry that holds no text comes back byte for byte, in order,
     compressed as it was (a stored picture stays stored);
   - refused with 400 naming the file: not a zip, a docx without its
@@ -344,6 +345,18 @@ def check_markdown(dm):
           "md: the setext heading %r" % html)
 
 
+def check_xhtml(dm):
+    """An XHTML file alone: the EPUB's chapter, paragraphs and inline markup."""
+    out, ans = dm.translate_file("page.xhtml", XHTML.encode())
+    ns = {"h": "http://www.w3.org/1999/xhtml"}
+    x = etree.fromstring(out)
+    p = x.find(".//h:p", ns)
+    check("".join(p.itertext()) == dm.translate(SAVE) and
+          ["".join(e.itertext()) for e in p.findall("h:b", ns)] == ["Datei"],
+          "xhtml: %r" % etree.tostring(p))
+    check(x.find(".//h:a", ns).get("href") == "#manual", "xhtml: the link")
+
+
 def refused(dm, name, data, words):
     st, ans = dm.post_file(name, data)
     msg = ans.get("error", "")
@@ -423,13 +436,14 @@ def main():
         check_odp(dm)
         check_epub(dm)
         check_markdown(dm)
+        check_xhtml(dm)
         check_refused(dm)
         check_cli(exe, model)
         st, _ = dm.request("GET", "/health")
         check(st == 200, "the daemon is not healthy after the refusals")
     finally:
         dm.stop()
-    print("documents: ok (docx, pptx, odt, odp, epub, md; 6 refusals; translate-file)")
+    print("documents: ok (docx, pptx, odt, odp, epub, md, xhtml; 6 refusals; translate-file)")
 
 
 if __name__ == "__main__":

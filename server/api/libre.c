@@ -1111,11 +1111,11 @@ static void answer_settings(srv_req *r)
     srv_langs_now(s, &L);
     const char *tgt = L.np > 0 ? L.p[0].tgt : "und";
     json_t *o = json_pack(
-        "{s:i,s:i,s:b,s:b,s:b,s:b,s:[s,s,s,s,s,s,s,s,s,s,s,s,s,s,s,s,s],s:{s:{s:s,s:s},s:{s:s,s:s}}}", "charLimit", -1,
+        "{s:i,s:i,s:b,s:b,s:b,s:b,s:[s,s,s,s,s,s,s,s,s,s,s,s,s,s,s,s,s,s],s:{s:{s:s,s:s},s:{s:s,s:s}}}", "charLimit", -1,
         "frontendTimeout", 500, "apiKeys", key, "keyRequired", key, "suggestions", 0,
         "filesTranslation", 1, "supportedFilesFormat", ".txt", ".html", ".htm", ".srt", ".vtt",
         ".ts", ".xlf", ".xliff", ".po", ".pot", ".docx", ".pptx", ".odt", ".odp", ".epub",
-        ".md", ".markdown", "language",
+        ".md", ".markdown", ".xhtml", "language",
         "source", "code", "auto", "name", "Auto Detect", "target", "code", tgt, "name",
         srv_lang_name(tgt));
     respond_json(r, 200, o);

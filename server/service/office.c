@@ -108,6 +108,9 @@ static const fmt k_fmts[] = {
      k_none, k_odf_sep, k_none, NULL, "s", odf_part, "content.xml"},
     {".epub", "application/epub+zip", NS_XHTML, k_x_para, k_x_inl, k_none, k_x_sep, k_none, NULL,
      NULL, epub_part, "an XHTML document"},
+    /* no archive: the file is the one part */
+    {".xhtml", "application/xhtml+xml; charset=utf-8", NS_XHTML, k_x_para, k_x_inl, k_none,
+     k_x_sep, k_none, NULL, NULL, NULL, "XHTML"},
 };
 
 enum { P_TEXT, P_OBJECT, P_SEP };
@@ -439,6 +442,22 @@ static int read_entry(zip_t *za, zip_uint64_t i, const zip_stat_t *st, char **ou
     return 0;
 }
 
+/* XML part name (buf, n bytes; entry idx) read and its paragraphs found. */
+static int add_part(srv_office *d, zip_uint64_t idx, const char *name, const char *buf, size_t n,
+                    char *err, size_t errlen)
+{
+    xmlDocPtr doc = xmlReadMemory(buf, (int)n, NULL, "UTF-8",
+                                  XML_PARSE_NONET | XML_PARSE_NOWARNING | XML_PARSE_NOERROR);
+    if (!doc) {
+        snprintf(err, errlen, "%s is not well-formed XML", name);
+        return -2;
+    }
+    d->parts[d->n_parts++] = (part){idx, doc};
+    xmlNodePtr root = xmlDocGetRootElement(doc);
+    mark_paras(d->f, root);
+    return walk(d, root) != 0 ? -1 : 0;
+}
+
 static int read_parts(srv_office *d, char *err, size_t errlen)
 {
     zip_int64_t ne = zip_get_num_entries(d->za, 0);
@@ -474,18 +493,10 @@ static int read_parts(srv_office *d, char *err, size_t errlen)
         int rc = read_entry(d->za, (zip_uint64_t)i, &st, &buf, &n, err, errlen);
         if (rc != 0)
             return rc;
-        xmlDocPtr doc = xmlReadMemory(buf, (int)n, NULL, "UTF-8",
-                                      XML_PARSE_NONET | XML_PARSE_NOWARNING | XML_PARSE_NOERROR);
+        rc = add_part(d, (zip_uint64_t)i, st.name, buf, n, err, errlen);
         free(buf);
-        if (!doc) {
-            snprintf(err, errlen, "%s is not well-formed XML", st.name);
-            return -2;
-        }
-        d->parts[d->n_parts++] = (part){(zip_uint64_t)i, doc};
-        xmlNodePtr root = xmlDocGetRootElement(doc);
-        mark_paras(d->f, root);
-        if (walk(d, root) != 0)
-            return -1;
+        if (rc != 0)
+            return rc;
     }
     if (!d->n_parts) {
         snprintf(err, errlen, "no %s in the archive", d->f->needs);
@@ -524,6 +535,20 @@ int srv_office_parse(const char *data, size_t len, const char *ext, srv_office *
     }
     memcpy(copy, data, len);
     d->f = f;
+    if (!f->part) { /* an XHTML file: one part, no archive */
+        int rc = len > SRV_OFFICE_MAX_PART ? (snprintf(err, errlen, "larger than %u bytes",
+                                                       SRV_OFFICE_MAX_PART),
+                                              -2)
+                 : !(d->parts = calloc(1, sizeof *d->parts))
+                     ? -1
+                     : add_part(d, 0, "the file", copy, len, err, errlen);
+        free(copy);
+        if (rc != 0)
+            srv_office_free(d);
+        else
+            *out = d;
+        return rc;
+    }
     zip_error_t ze;
     zip_error_init(&ze);
     d->src = zip_source_buffer_create(copy, len, 1, &ze);
@@ -822,6 +847,21 @@ char *srv_office_render(srv_office *d, size_t *len, char *err, size_t errlen)
             return NULL;
         }
         s0 = s1;
+    }
+    if (!d->za) { /* an XHTML file */
+        xmlChar *x = NULL;
+        int n = 0;
+        xmlDocDumpMemoryEnc(d->parts[0].doc, &x, &n, "UTF-8");
+        char *buf = x ? malloc((size_t)n + 1) : NULL;
+        if (buf) {
+            memcpy(buf, x, (size_t)n);
+            buf[n] = 0;
+            *len = (size_t)n;
+        } else {
+            snprintf(err, errlen, "out of memory");
+        }
+        xmlFree(x);
+        return buf;
     }
     zip_error_t ze;
     zip_error_init(&ze);

@@ -2,7 +2,8 @@
  * office.h - documents in zip archives for /translate_file: Word and
  * PowerPoint (.docx, .pptx: Office Open XML), Writer and Impress (.odt,
  * .odp: OpenDocument) and e-books (.epub: XHTML), read with libzip and
- * libxml2 (no network, no DTD loaded, no entity expanded).
+ * libxml2 (no network, no DTD loaded, no entity expanded); an .xhtml file
+ * is read the same way as one part without an archive.
  *
  * Which entries are translated: .docx word/document.xml, headers,
  * footers, footnotes, endnotes and comments; .pptx slides and their
