@@ -92,14 +92,10 @@ static char *read_all(const char *path, size_t *len)
     char *buf = malloc(cap);
     for (size_t got; buf && (got = fread(buf + n, 1, cap - n, f)) > 0;) {
         n += got;
-        if (n == cap) {
-            char *p = realloc(buf, cap *= 2);
-            if (!p) {
-                free(buf);
-                buf = NULL;
-            }
-            buf = p;
-        }
+        char *p = n == cap ? realloc(buf, cap *= 2) : buf;
+        if (!p)
+            free(buf);
+        buf = p;
     }
     int bad = ferror(f);
     if (f != stdin)

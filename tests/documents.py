@@ -25,7 +25,8 @@ spans.c), made and read back by the libraries their users' tools use
   - refused with 400 naming the file: not a zip, a docx without its
     document, XML that is not well-formed, a part that inflates past the
     bound (a zip bomb: 100 MB of spaces in 100 kB), a part that inflates
-    past the size its headers declare, more than 10,000 entries;
+    past the size its headers declare, more than 10,000 entries, a Markdown
+    file that is not UTF-8;
   - `transformerd translate-file IN OUT`: the .docx's translation is the
     API's, byte for byte; a broken file exits 1 with the reason and writes
     nothing.
@@ -396,6 +397,9 @@ def check_refused(dm):
     check(len(bomb) < 200 << 10, "the bomb is %d bytes" % len(bomb))
     refused(dm, "bomb.docx", bomb, ["word/document.xml", "expands to"])
     refused(dm, "liar.docx", liar(), ["word/document.xml", "does not match its declared size"])
+    st, ans = dm.post_file("latin1.md", "Grüße aus Köln".encode("latin-1"))
+    check(st == 400 and "file is not valid UTF-8" in ans.get("error", ""),
+          "latin1.md: %d %r" % (st, ans))
     many = zipped([("e%d" % i, b"") for i in range(10001)])
     refused(dm, "many.docx", many, ["10001 entries", "the limit is 10000"])
 
@@ -443,7 +447,7 @@ def main():
         check(st == 200, "the daemon is not healthy after the refusals")
     finally:
         dm.stop()
-    print("documents: ok (docx, pptx, odt, odp, epub, md, xhtml; 6 refusals; translate-file)")
+    print("documents: ok (docx, pptx, odt, odp, epub, md, xhtml; 7 refusals; translate-file)")
 
 
 if __name__ == "__main__":

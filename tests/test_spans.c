@@ -90,22 +90,36 @@ static char *show(const char *tgt, const srv_span *o, int n)
     return buf;
 }
 
-static void map1(const char *src, const srv_span *in, int n_in, const char *tgt, const int *link,
-                 const char *want, int want_lost)
+/* Maps src's pieces onto tgt by the blocks al (n_al, taken) and checks
+ * the pieces (as show writes them) and the styles lost. */
+static void check_map(const char *src, const srv_span *in, int n_in, const char *tgt,
+                      srv_align *al, int n_al, const char *want, int want_lost)
 {
-    srv_align *al = malloc(sizeof *al);
-    al[0] = block(src, tgt, link);
     srv_span *o;
     int n, lost;
     char *txt;
-    ck_assert_int_eq(srv_spans_map(src, strlen(src), in, n_in, tgt, strlen(tgt), al, 1, &o, &n,
+    ck_assert_int_eq(srv_spans_map(src, strlen(src), in, n_in, tgt, strlen(tgt), al, n_al, &o, &n,
                                    &txt, &lost),
                      0);
     ck_assert_str_eq(show(txt, o, n), want);
     ck_assert_int_eq(lost, want_lost);
     free(o);
     free(txt);
-    srv_align_free(al, 1);
+    srv_align_free(al, n_al);
+}
+
+/* One block, a token a word (block). */
+static srv_align *one_block(const char *src, const char *tgt, const int *link)
+{
+    srv_align *al = malloc(sizeof *al);
+    al[0] = block(src, tgt, link);
+    return al;
+}
+
+static void map1(const char *src, const srv_span *in, int n_in, const char *tgt, const int *link,
+                 const char *want, int want_lost)
+{
+    check_map(src, in, n_in, tgt, one_block(src, tgt, link), 1, want, want_lost);
 }
 
 START_TEST(test_bold_word)
@@ -124,20 +138,10 @@ START_TEST(test_bold_word)
     const char *src3 = "Click the Open button";
     const srv_span in3[] = {{0, 10, 0, 0}, {10, 14, 1, 0}, {14, 21, 0, 0}};
     const char *tgt3 = "Klicken Sie auf den Knopf Öffnen";
-    srv_align *al = malloc(sizeof *al);
     const int link3[] = {0, 0, 0, 2, 3, 2};
-    al[0] = block(src3, tgt3, link3);
+    srv_align *al = one_block(src3, tgt3, link3);
     al[0].w[5 * 4 + 2] = 0.8f;
-    srv_span *o;
-    int n, lost;
-    char *txt;
-    ck_assert_int_eq(srv_spans_map(src3, strlen(src3), in3, 3, tgt3, strlen(tgt3), al, 1, &o, &n,
-                                   &txt, &lost),
-                     0);
-    ck_assert_str_eq(show(txt, o, n), "[0:Klicken Sie auf den Knopf ][1:Öffnen]");
-    free(o);
-    free(txt);
-    srv_align_free(al, 1);
+    check_map(src3, in3, 3, tgt3, al, 1, "[0:Klicken Sie auf den Knopf ][1:Öffnen]", 0);
 }
 END_TEST
 
@@ -168,24 +172,14 @@ START_TEST(test_fallback_and_lost)
      * weighs most with: weights 0.7 from "Datei" to "the" put "Datei" on
      * "the", and "file" gets "Datei" the other way */
     const char *tgt = "Speichern Sie die Datei vor dem Schließen.";
-    srv_align *al = malloc(sizeof *al);
     const int link[] = {0, 0, 1, 1, 3, 4, 4};
-    al[0] = block(src, tgt, link);
+    srv_align *al = one_block(src, tgt, link);
     /* "Datei" pays "file" more than any other target word does */
     al[0].w[3 * 5 + 2] = 0.29f;
     al[0].w[0 * 5 + 2] = 0.01f;
     al[0].w[1 * 5 + 2] = 0.01f;
     al[0].w[2 * 5 + 2] = 0.01f;
-    srv_span *o;
-    int n, lost;
-    char *txt;
-    ck_assert_int_eq(srv_spans_map(src, strlen(src), in, 3, tgt, strlen(tgt), al, 1, &o, &n, &txt, &lost),
-                     0);
-    ck_assert_str_eq(show(txt, o, n), "[0:Speichern Sie die ][1:Datei][0: vor dem Schließen.]");
-    ck_assert_int_eq(lost, 0);
-    free(o);
-    free(txt);
-    srv_align_free(al, 1);
+    check_map(src, in, 3, tgt, al, 1, "[0:Speichern Sie die ][1:Datei][0: vor dem Schließen.]", 0);
     /* "file manager" -> "Dateiverwaltung": bold takes the word the other
      * way, italic then takes it both ways; bold is lost */
     const char *src2 = "Open the file manager now.";
@@ -193,25 +187,11 @@ START_TEST(test_fallback_and_lost)
                             {21, 26, 0, 0}};
     const char *tgt2 = "Öffnen Sie nun die Dateiverwaltung.";
     const int link2[] = {0, 0, 4, 1, 3};
-    al = malloc(sizeof *al);
-    al[0] = block(src2, tgt2, link2);
+    al = one_block(src2, tgt2, link2);
     al[0].w[4 * 5 + 2] = 0.2f;
-    ck_assert_int_eq(srv_spans_map(src2, strlen(src2), in2, 5, tgt2, strlen(tgt2), al, 1, &o, &n,
-                                   &txt, &lost),
-                     0);
-    ck_assert_str_eq(show(txt, o, n), "[0:Öffnen Sie nun die ][2:Dateiverwaltung][0:.]");
-    ck_assert_int_eq(lost, 1);
-    free(o);
-    free(txt);
-    srv_align_free(al, 1);
+    check_map(src2, in2, 5, tgt2, al, 1, "[0:Öffnen Sie nun die ][2:Dateiverwaltung][0:.]", 1);
     /* no alignment at all: the style is lost, everything plain */
-    ck_assert_int_eq(srv_spans_map(src, strlen(src), in, 3, tgt, strlen(tgt), NULL, 0, &o, &n,
-                                   &txt, &lost),
-                     0);
-    ck_assert_str_eq(show(txt, o, n), "[0:Speichern Sie die Datei vor dem Schließen.]");
-    ck_assert_int_eq(lost, 1);
-    free(o);
-    free(txt);
+    check_map(src, in, 3, tgt, NULL, 0, "[0:Speichern Sie die Datei vor dem Schließen.]", 1);
 }
 END_TEST
 
@@ -251,15 +231,7 @@ START_TEST(test_blocks)
         al[1].s_off[i] += 8;
     for (int i = 0; i < 2 * al[1].nt; i++)
         al[1].t_off[i] += 9;
-    srv_span *o;
-    int n, lost;
-    char *txt;
-    ck_assert_int_eq(srv_spans_map(src, strlen(src), in, 3, tgt, strlen(tgt), al, 2, &o, &n, &txt, &lost),
-                     0);
-    ck_assert_str_eq(show(txt, o, n), "[0:Öffne es. Speichere die ][1:Datei][0:.]");
-    free(o);
-    free(txt);
-    srv_align_free(al, 2);
+    check_map(src, in, 3, tgt, al, 2, "[0:Öffne es. Speichere die ][1:Datei][0:.]", 0);
 }
 END_TEST
 

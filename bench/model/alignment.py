@@ -25,6 +25,7 @@ from PyPI, trained here on the bundled model's training pairs):
    comparison.
 """
 import argparse
+import http.client
 import html
 import io
 import json
@@ -65,7 +66,6 @@ def token_word(text, ws, a, b):
 
 
 def post(port, path, body, ctype):
-    import http.client
     c = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
     c.request("POST", path, body, {"Content-Type": ctype})
     r = c.getresponse()
@@ -138,7 +138,6 @@ def bold_words(port, paras):
             "--%s\r\nContent-Disposition: form-data; name=\"file\"; filename=\"b.epub\"\r\n\r\n"
             % (b, b, b)).encode() + epub(paras) + ("\r\n--%s--\r\n" % b).encode()
     ans = json.loads(post(port, "/translate_file", body, "multipart/form-data; boundary=" + b))
-    import http.client
     url = ans["translatedFileUrl"]
     c = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
     c.request("GET", url[url.index("/download_file/"):])

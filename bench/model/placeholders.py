@@ -15,6 +15,7 @@ bundled en-de model two ways:
 Prints how many lines keep their placeholders either way.
 """
 import argparse
+import http.client
 import json
 import os
 import re
@@ -31,7 +32,6 @@ PUA = [chr(0xE000 + k) for k in range(32)]
 
 
 def translate(port, texts):
-    import http.client
     out = []
     for i in range(0, len(texts), 32):
         c = http.client.HTTPConnection("127.0.0.1", port, timeout=600)

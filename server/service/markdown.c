@@ -256,37 +256,9 @@ static int read_block(srv_md *m, cmark_node *n)
     return 0;
 }
 
-/* Whether t is UTF-8 (no overlong forms, surrogates or code points past
- * U+10FFFF). */
-static int valid_utf8(const unsigned char *t, size_t n)
-{
-    for (size_t i = 0; i < n;) {
-        unsigned c = t[i];
-        size_t k = c < 0x80 ? 0 : (c & 0xe0) == 0xc0 ? 1 : (c & 0xf0) == 0xe0 ? 2
-                             : (c & 0xf8) == 0xf0 ? 3 : 9;
-        if (k == 9 || i + k >= n + (k == 0))
-            return k == 0;
-        unsigned cp = k ? c & (0x3f >> k) : c;
-        for (size_t j = 1; j <= k; j++) {
-            if ((t[i + j] & 0xc0) != 0x80)
-                return 0;
-            cp = cp << 6 | (t[i + j] & 0x3f);
-        }
-        if ((k == 1 && cp < 0x80) || (k == 2 && (cp < 0x800 || (cp >= 0xd800 && cp < 0xe000))) ||
-            (k == 3 && (cp < 0x10000 || cp > 0x10ffff)))
-            return 0;
-        i += k + 1;
-    }
-    return 1;
-}
-
 int srv_md_parse(const char *data, size_t len, srv_md **out, char *err, size_t errlen)
 {
     *out = NULL;
-    if (!valid_utf8((const unsigned char *)data, len) || memchr(data, 0, len)) {
-        snprintf(err, errlen, "not UTF-8 text");
-        return -2;
-    }
     srv_md *m = calloc(1, sizeof *m);
     if (!m || !(m->data = malloc(len + 1))) {
         free(m);

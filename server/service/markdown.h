@@ -20,7 +20,8 @@
 
 typedef struct srv_md srv_md;
 
-/* 0, -1 when out of memory, -2 when it is not UTF-8 text (err). */
+/* data: UTF-8 (the caller checks it: libre.c). 0, or -1 when out of
+ * memory (err). */
 int srv_md_parse(const char *data, size_t len, srv_md **out, char *err, size_t errlen);
 int srv_md_n(const srv_md *m);
 const char *srv_md_source(const srv_md *m, int i);
