@@ -20,6 +20,10 @@ spans.c), made and read back by the libraries their users' tools use
     paragraph, list items and quote translated; **bold** and *italic* on
     their words, the link's URL and title, a code span verbatim;
   - .xhtml: the EPUB's chapter alone, the bold word and the link;
+  - .html (lxml.html reads the answer): a document's doctype, <style> and
+    <script> byte for byte, its title, text straight in <body>, a <div>
+    with a picture, a list item translated as /translate does, the bold
+    word on "Datei", attributes kept; a fragment stays a fragment;
   - every entry that holds no text comes back byte for byte, in order,
     compressed as it was (a stored picture stays stored);
   - refused with 400 naming the file: not a zip, a docx without its
@@ -41,6 +45,7 @@ import tempfile
 import zipfile
 
 import docx
+import lxml.html
 import markdown_it
 import pptx
 from lxml import etree
@@ -358,6 +363,44 @@ def check_xhtml(dm):
     check(x.find(".//h:a", ns).get("href") == "#manual", "xhtml: the link")
 
 
+HTML = ('<!DOCTYPE html>\n<html lang="en"><head><title>Hello world</title>'
+        '<style>p { color: red }</style><script>var s = "Hello world";</script></head>\n'
+        '<body>Good morning\n<p class="note">Save the <b>file</b> before closing.</p>\n'
+        '<div>Open the window. <img src="logo.png" alt="the logo"> Close the door.</div>\n'
+        '<ul><li>Hello world</li></ul></body></html>\n')
+
+
+def check_html(dm):
+    """An .html file through the same paragraphs as XHTML: whole sentences
+    with their inline markup, text outside any <p> too, script and style
+    untouched."""
+    out, ans = dm.translate_file("page.html", HTML.encode())
+    text = out.decode()
+    check(text.startswith("<!DOCTYPE html>") and
+          '<style>p { color: red }</style><script>var s = "Hello world";</script>' in text,
+          "html: the doctype, style or script changed: %r" % text)
+    x = lxml.html.document_fromstring(text)
+    check(x.findtext("head/title") == dm.translate("Hello world"), "html: the title %r" % text)
+    body = x.find("body")
+    check(body.text.strip() == dm.translate("Good morning"), "html: the body's own text %r" % text)
+    p = body.find("p")
+    check(p.get("class") == "note" and p.text_content() == dm.translate(SAVE) and
+          [b.text_content() for b in p.findall("b")] == ["Datei"], "html: %r" % text)
+    div = body.find("div")
+    img = div.find("img")
+    words = " ".join(div.text_content().split())
+    check(img is not None and img.get("src") == "logo.png" and img.get("alt") == "the logo" and
+          words == dm.translate("Open the window. Close the door."), "html: the div %r" % text)
+    check(body.find("ul/li").text_content() == dm.translate("Hello world"),
+          "html: the list %r" % text)
+    check(ans.get("lostSpans") == 0, "html: %r" % ans)
+    out, _ = dm.translate_file("frag.htm", b"Save the <b>file</b> before closing.")
+    frag = out.decode()
+    b = lxml.html.fragment_fromstring(frag, create_parent="div")
+    check(not frag.lstrip().startswith("<") and b.text_content() == dm.translate(SAVE) and
+          [e.text for e in b.findall("b")] == ["Datei"], "htm fragment: %r" % frag)
+
+
 def refused(dm, name, data, words):
     st, ans = dm.post_file(name, data)
     msg = ans.get("error", "")
@@ -441,13 +484,15 @@ def main():
         check_epub(dm)
         check_markdown(dm)
         check_xhtml(dm)
+        check_html(dm)
         check_refused(dm)
         check_cli(exe, model)
         st, _ = dm.request("GET", "/health")
         check(st == 200, "the daemon is not healthy after the refusals")
     finally:
         dm.stop()
-    print("documents: ok (docx, pptx, odt, odp, epub, md, xhtml; 7 refusals; translate-file)")
+    print("documents: ok (docx, pptx, odt, odp, epub, md, xhtml, html; 7 refusals; "
+          "translate-file)")
 
 
 if __name__ == "__main__":

@@ -430,7 +430,7 @@ END_TEST
 
 /* HTML the parser cannot take whole is refused, never answered with the
  * text it dropped: elements nested past libxml2's limit (256) are 400
- * invalid_html naming q (or q[i], or the file); 250 levels are fine. A
+ * invalid_html naming q (or q[i]; a file: 400 naming it); 250 levels are fine. A
  * DOCTYPE's internal subset is written back as it was, not put into the
  * body as text ("]>"). */
 static char *nested(int depth, const char *text)

@@ -651,12 +651,11 @@ static int parse_translate_file(srv_req *r, json_t *f, const srv_form_file *file
         return -1;
     }
     const char *ext = srv_files_ext(file->name);
-    int html = !strcasecmp(ext, ".html") || !strcasecmp(ext, ".htm");
     int srt = !strcasecmp(ext, ".srt"), vtt = !strcasecmp(ext, ".vtt");
     int po = !strcasecmp(ext, ".po") || !strcasecmp(ext, ".pot");
     int cat = po || !strcasecmp(ext, ".ts") || !strcasecmp(ext, ".xlf") || !strcasecmp(ext, ".xliff");
     const char *office = srv_office_mime(ext);
-    if (!html && !srt && !vtt && !cat && !office && strcasecmp(ext, ".txt") != 0) {
+    if (!srt && !vtt && !cat && !office && strcasecmp(ext, ".txt") != 0) {
         srv_req_error(r, 400, "invalid_request", "file",
                       "Invalid request: file format not supported");
         return -1;
@@ -670,28 +669,21 @@ static int parse_translate_file(srv_req *r, json_t *f, const srv_form_file *file
     }
     json_decref(chk);
     lr->is_file = 1;
-    lr->html = html;
     lr->file_ctype = office ? office
-                     : html ? "text/html; charset=utf-8"
                      : po  ? "text/x-gettext-translation; charset=utf-8"
                      : cat ? "application/xml; charset=utf-8"
                      : srt ? "application/x-subrip; charset=utf-8"
                      : vtt ? "text/vtt; charset=utf-8"
                            : "text/plain; charset=utf-8";
     char safe[80];
-    if (srv_files_new_name(file->name, office ? ext : html ? ".html" : ".txt", safe, sizeof safe,
+    if (srv_files_new_name(file->name, office ? ext : ".txt", safe, sizeof safe,
                            lr->file_name, sizeof lr->file_name) != 0) {
         srv_req_error(r, 500, "internal", NULL, "no randomness for the file name");
         return -1;
     }
     int rc;
     char why[256] = "";
-    if (html) {
-        lr->items = calloc(1, sizeof *lr->items);
-        rc = lr->items ? (lr->n_items = 1, item_segments(lr, &lr->items[0], file->data, file->len,
-                                                         why, sizeof why))
-                       : -1;
-    } else if (cat || office) { /* one item, a segment a unit (catalog.h, office.h) */
+    if (cat || office) { /* one item, a segment a unit (catalog.h, office.h) */
         lr->items = calloc(1, sizeof *lr->items);
         libre_item *it = lr->items;
         rc = !it       ? -1
@@ -721,11 +713,6 @@ static int parse_translate_file(srv_req *r, json_t *f, const srv_form_file *file
         }
     } else {
         rc = txt_items(lr, file->data, file->len);
-    }
-    if (rc == -2) {
-        srv_req_error(r, 400, "invalid_html", "file", "Invalid request: %s: %s", safe,
-                      why);
-        return -1;
     }
     if (rc != 0) {
         srv_req_error(r, 500, "internal", NULL, "%s", why[0] ? why : "out of memory");

@@ -184,7 +184,8 @@ static int parse_buf(srv_html *h, const char *buf, size_t len, char *err, size_t
     return rc;
 }
 
-int srv_html_parse(const char *src, size_t n, srv_html **out, char *err, size_t errlen)
+static int parse(const char *src, size_t n, int segments, srv_html **out, char *err,
+                 size_t errlen)
 {
     *out = NULL;
     srv_html *h = calloc(1, sizeof *h);
@@ -225,13 +226,28 @@ int srv_html_parse(const char *src, size_t n, srv_html **out, char *err, size_t 
         goto fail;
     rc = -1;
     xmlNodePtr start = h->fragment ? find_body(h->doc) : (xmlNodePtr)h->doc;
-    if (start && collect(h, start->children) != 0)
+    if (segments && start && collect(h, start->children) != 0)
         goto fail;
     *out = h;
     return 0;
 fail:
     srv_html_free(h);
     return rc;
+}
+
+int srv_html_parse(const char *src, size_t n, srv_html **out, char *err, size_t errlen)
+{
+    return parse(src, n, 1, out, err, errlen);
+}
+
+int srv_html_parse_tree(const char *src, size_t n, srv_html **out, char *err, size_t errlen)
+{
+    return parse(src, n, 0, out, err, errlen);
+}
+
+struct _xmlNode *srv_html_top(const srv_html *h)
+{
+    return h->fragment ? find_body(h->doc) : xmlDocGetRootElement(h->doc);
 }
 
 int srv_html_n_segments(const srv_html *h)

@@ -25,6 +25,15 @@ typedef struct srv_html srv_html;
  * answered whole. *out is NULL unless 0. */
 int srv_html_parse(const char *src, size_t n, srv_html **out, char *err, size_t errlen);
 
+/* srv_html_parse without the segments: the tree alone, for a caller that
+ * walks it (office.h's paragraphs of an .html file), changes it and
+ * renders it with srv_html_render. */
+int srv_html_parse_tree(const char *src, size_t n, srv_html **out, char *err, size_t errlen);
+/* Where the content starts: a fragment's <body> (which the parser made
+ * and srv_html_render leaves out), else the document's root element; its
+ * siblings follow. NULL when the document has no element. */
+struct _xmlNode *srv_html_top(const srv_html *h);
+
 /* The number of segments, and segment i (NUL-terminated, owned by h). */
 int srv_html_n_segments(const srv_html *h);
 const char *srv_html_segment(const srv_html *h, int i);

@@ -20,6 +20,7 @@
 #include <libxml/tree.h>
 #include <zip.h>
 
+#include "html.h"
 #include "markdown.h"
 #include "office.h"
 
@@ -38,6 +39,11 @@ typedef struct fmt {
     const char *space; /* an element that stands for a space (ODF's text:s) */
     int (*part)(const char *name);
     const char *needs; /* what an archive without a part lacks */
+    /* (X)HTML: elements never looked into (their text is no paragraph's);
+     * NULL: only the elements of para are paragraphs, else so is every
+     * other block element that holds text itself or through inline ones */
+    const char *const *never;
+    int html;          /* an .html file: libxml2's HTML parser (html.h), no namespace */
 } fmt;
 
 static int has_prefix(const char *s, const char *p)
@@ -96,21 +102,27 @@ static const char *const k_x_inl[] = {"a", "abbr", "b", "bdi", "bdo", "cite", "c
                                       "strong", "sub", "sup", "time", "u", "var", "del", "ins",
                                       NULL};
 static const char *const k_x_sep[] = {"br", NULL};
+static const char *const k_x_never[] = {"script", "style", "template", "svg", "math", "noscript",
+                                        NULL};
 
 static const fmt k_fmts[] = {
     {".docx", "application/vnd.openxmlformats-officedocument.wordprocessingml.document", NS_W,
-     k_w_para, k_w_inl, k_w_props, k_w_sep, k_w_drop, "t", NULL, docx_part, "word/document.xml"},
+     k_w_para, k_w_inl, k_w_props, k_w_sep, k_w_drop, "t", NULL, docx_part, "word/document.xml", NULL, 0},
     {".pptx", "application/vnd.openxmlformats-officedocument.presentationml.presentation", NS_A,
-     k_w_para, k_a_inl, k_a_props, k_a_sep, k_none, "t", NULL, pptx_part, "ppt/slides/"},
+     k_w_para, k_a_inl, k_a_props, k_a_sep, k_none, "t", NULL, pptx_part, "ppt/slides/", NULL, 0},
     {".odt", "application/vnd.oasis.opendocument.text", NS_TEXT, k_odf_para, k_odf_inl, k_none,
-     k_odf_sep, k_none, NULL, "s", odf_part, "content.xml"},
+     k_odf_sep, k_none, NULL, "s", odf_part, "content.xml", NULL, 0},
     {".odp", "application/vnd.oasis.opendocument.presentation", NS_TEXT, k_odf_para, k_odf_inl,
-     k_none, k_odf_sep, k_none, NULL, "s", odf_part, "content.xml"},
+     k_none, k_odf_sep, k_none, NULL, "s", odf_part, "content.xml", NULL, 0},
     {".epub", "application/epub+zip", NS_XHTML, k_x_para, k_x_inl, k_none, k_x_sep, k_none, NULL,
-     NULL, epub_part, "an XHTML document"},
+     NULL, epub_part, "an XHTML document", k_x_never, 0},
     /* no archive: the file is the one part */
     {".xhtml", "application/xhtml+xml; charset=utf-8", NS_XHTML, k_x_para, k_x_inl, k_none,
-     k_x_sep, k_none, NULL, NULL, NULL, "XHTML"},
+     k_x_sep, k_none, NULL, NULL, NULL, "XHTML", k_x_never, 0},
+    {".html", "text/html; charset=utf-8", NULL, k_x_para, k_x_inl, k_none, k_x_sep, k_none, NULL,
+     NULL, NULL, "HTML", k_x_never, 1},
+    {".htm", "text/html; charset=utf-8", NULL, k_x_para, k_x_inl, k_none, k_x_sep, k_none, NULL,
+     NULL, NULL, "HTML", k_x_never, 1},
 };
 
 enum { P_TEXT, P_OBJECT, P_SEP };
@@ -144,6 +156,7 @@ typedef struct part {
 struct srv_office {
     srv_md *md; /* a Markdown file (markdown.h): everything below unused */
     const fmt *f;
+    srv_html *html; /* an .html file: its tree (no archive, no parts) */
     zip_source_t *src;
     zip_t *za;
     part *parts;
@@ -165,11 +178,16 @@ static int in_list(const char *const *l, const xmlChar *name)
     return 0;
 }
 
-/* n is an element of the format's namespace named in l. */
+/* n is an element of the format's namespace (HTML's parser: none) named
+ * in l. */
 static int is(const fmt *f, xmlNodePtr n, const char *const *l)
 {
-    return n->type == XML_ELEMENT_NODE && n->ns && n->ns->href &&
-           !strcmp((const char *)n->ns->href, f->ns) && in_list(l, n->name);
+    if (n->type != XML_ELEMENT_NODE)
+        return 0;
+    if (f->html ? n->ns != NULL
+                : !n->ns || !n->ns->href || strcmp((const char *)n->ns->href, f->ns) != 0)
+        return 0;
+    return in_list(l, n->name);
 }
 
 static int is_named(const fmt *f, xmlNodePtr n, const char *name)
@@ -178,16 +196,48 @@ static int is_named(const fmt *f, xmlNodePtr n, const char *name)
     return name && is(f, n, l);
 }
 
-/* Marks (_private) every element that is or holds a paragraph; returns
- * whether n's siblings from n on hold one. */
+static int all_space(const xmlChar *t)
+{
+    for (; t && *t; t++)
+        if (*t != ' ' && *t != '\t' && *t != '\n' && *t != '\r')
+            return 0;
+    return 1;
+}
+
+/* n's children hold text that is not white space, themselves or through
+ * inline elements. */
+static int holds_text(const fmt *f, xmlNodePtr n)
+{
+    for (xmlNodePtr c = n->children; c; c = c->next) {
+        if ((c->type == XML_TEXT_NODE || c->type == XML_CDATA_SECTION_NODE) &&
+            !all_space(c->content))
+            return 1;
+        if (is(f, c, f->inl) && holds_text(f, c))
+            return 1;
+    }
+    return 0;
+}
+
+/* What mark_paras writes in an element's _private. */
+#define HOLDS_PARA ((void *)1) /* a paragraph is inside */
+#define IS_PARA ((void *)2)
+
+/* Marks every element that is (IS_PARA) or holds (HOLDS_PARA) a
+ * paragraph; returns whether n's siblings from n on hold one. */
 static int mark_paras(const fmt *f, xmlNodePtr n)
 {
     int any = 0;
     for (; n; n = n->next) {
         if (n->type != XML_ELEMENT_NODE)
             continue;
-        int m = mark_paras(f, n->children) | is(f, n, f->para);
-        n->_private = m ? (void *)1 : NULL;
+        if (f->never && is(f, n, f->never)) {
+            n->_private = NULL;
+            continue;
+        }
+        int self = is(f, n, f->para) || (f->never && !is(f, n, f->inl) && !is(f, n, f->sep) &&
+                                         holds_text(f, n));
+        int m = mark_paras(f, n->children) | self;
+        n->_private = self ? IS_PARA : m ? HOLDS_PARA : NULL;
         any |= m;
     }
     return any;
@@ -215,14 +265,6 @@ static int add_piece(para *p, int kind, xmlNodePtr node, char *text, xmlNodePtr 
     pc->depth = depth;
     memcpy(pc->chain, chain, (size_t)depth * sizeof *chain);
     return 0;
-}
-
-static int all_space(const xmlChar *t)
-{
-    for (; t && *t; t++)
-        if (*t != ' ' && *t != '\t' && *t != '\n' && *t != '\r')
-            return 0;
-    return 1;
 }
 
 /* The pieces of n's children (n: the paragraph, or an element of the
@@ -382,7 +424,7 @@ static int walk(srv_office *d, xmlNodePtr n)
     for (; n; n = n->next) {
         if (n->type != XML_ELEMENT_NODE || !n->_private)
             continue;
-        if (is(d->f, n, d->f->para) && read_para(d, n) != 0)
+        if (n->_private == IS_PARA && read_para(d, n) != 0)
             return -1;
         if (walk(d, n->children) != 0)
             return -1;
@@ -535,6 +577,22 @@ int srv_office_parse(const char *data, size_t len, const char *ext, srv_office *
     }
     memcpy(copy, data, len);
     d->f = f;
+    if (f->html) {
+        int rc = len > SRV_OFFICE_MAX_PART ? (snprintf(err, errlen, "larger than %u bytes",
+                                                       SRV_OFFICE_MAX_PART),
+                                              -2)
+                                           : srv_html_parse_tree(copy, len, &d->html, err, errlen);
+        xmlNodePtr top = rc == 0 ? srv_html_top(d->html) : NULL;
+        mark_paras(f, top);
+        if (rc == 0 && walk(d, top) != 0)
+            rc = -1;
+        free(copy);
+        if (rc != 0)
+            srv_office_free(d);
+        else
+            *out = d;
+        return rc;
+    }
     if (!f->part) { /* an XHTML file: one part, no archive */
         int rc = len > SRV_OFFICE_MAX_PART ? (snprintf(err, errlen, "larger than %u bytes",
                                                        SRV_OFFICE_MAX_PART),
@@ -848,6 +906,14 @@ char *srv_office_render(srv_office *d, size_t *len, char *err, size_t errlen)
         }
         s0 = s1;
     }
+    if (d->html) {
+        char *out = srv_html_render(d->html);
+        if (out)
+            *len = strlen(out);
+        else
+            snprintf(err, errlen, "out of memory");
+        return out;
+    }
     if (!d->za) { /* an XHTML file */
         xmlChar *x = NULL;
         int n = 0;
@@ -920,6 +986,7 @@ void srv_office_free(srv_office *d)
     for (int i = 0; i < d->n_parts; i++)
         xmlFreeDoc(d->parts[i].doc);
     free(d->parts);
+    srv_html_free(d->html);
     if (d->za)
         zip_discard(d->za); /* frees its source */
     free(d);
