@@ -13,18 +13,26 @@ MODEL_DIR` (the bundled English->German model):
     unfinished, XLIFF needs-review-translation), every placeholder of the
     source in it; the markup unit and translate="no" left alone;
   - keptUnits counts the units left for a person;
+  - the XLIFF 1.2 file, before and after, valid against OASIS's strict
+    XLIFF 1.2 schema; an XLIFF 2.0 file (notes, a translated segment, a
+    translate="no" unit, a unit of two segments with an ignorable between)
+    translated and valid against the XLIFF 2.0 core schema (both schemas as
+    Debian's php-symfony-translation ships them, tools/bootstrap.sh; read
+    by lxml without network: xml.xsd from the same directory);
   - a gettext .po (comments, locations, c-format, a plural message, a
     translated message): read back the same way, the plural message's two
     forms, the header's Language and Plural-Forms for German, every
     machine-written message fuzzy, and `msgfmt --check` passes; a broken
     .po refused with libgettextpo's line and reason.
 """
+import os
 import re
 import subprocess
 import sys
 import tempfile
 
 from translate.misc.multistring import multistring
+from lxml import etree
 from translate.storage import po as pofile, ts2, xliff
 
 from lt_files import Daemon, check, fail
@@ -51,8 +59,10 @@ def make_ts():
 
 def make_xliff():
     f = xliff.xlifffile(sourcelanguage="en", targetlanguage="de")
-    for s in UNTRANSLATED:
-        f.addsourceunit(s)
+    for i, s in enumerate(UNTRANSLATED):
+        u = f.addsourceunit(s)
+        if i == 1:  # a note after the source: the target goes between them
+            u.addnote("a button", origin="developer")
     u = f.addsourceunit("Close all tabs.")
     u.target = "Alle Reiter schließen"
     data = bytes(f).decode()
@@ -63,6 +73,79 @@ def make_xliff():
                         '</trans-unit><trans-unit id="markup"><source>Click <g id="b">here</g>.'
                         "</source></trans-unit></body>")
     return data.encode()
+
+
+SCHEMAS = "/usr/share/php/Symfony/Component/Translation/Resources/schemas"
+
+
+class LocalXml(etree.Resolver):
+    """The schemas import W3C's xml.xsd by URL or by a path of OASIS's
+    distribution; both are the copy beside them."""
+
+    def resolve(self, url, pubid, context):
+        if url.endswith("/xml.xsd"):
+            return self.resolve_filename(os.path.join(SCHEMAS, "xml.xsd"), context)
+        return None
+
+
+def schema(name):
+    path = os.path.join(SCHEMAS, name)
+    if not os.path.exists(path):
+        fail("%s is missing: install Debian's php-symfony-translation (tools/bootstrap.sh)" % path)
+    parser = etree.XMLParser(no_network=True)
+    parser.resolvers.add(LocalXml())
+    return etree.XMLSchema(etree.parse(path, parser))
+
+
+def valid(name, xsd, data):
+    doc = etree.fromstring(data)
+    check(xsd.validate(doc), "%s: not valid against its schema: %s" % (name, xsd.error_log))
+
+
+XLIFF2 = """<?xml version="1.0" encoding="UTF-8"?>
+<xliff xmlns="urn:oasis:names:tc:xliff:document:2.0" version="2.0" srcLang="en" trgLang="de">
+  <file id="f1" original="app.json">
+    <notes><note id="n1">The main window</note></notes>
+    <unit id="save" name="menu.save">
+      <notes><note category="location">main.c:12</note></notes>
+      <segment><source>Save the file before closing.</source></segment>
+    </unit>
+    <unit id="close"><segment state="final"><source>Close all tabs.</source><target>Alle Reiter schließen</target></segment></unit>
+    <unit id="brand" translate="no"><segment><source>ACME Inc.</source></segment></unit>
+    <unit id="two">
+      <segment><source>The disk is full.</source></segment>
+      <ignorable><source> </source></ignorable>
+      <segment><source>Where is the station?</source></segment>
+    </unit>
+  </file>
+</xliff>
+"""
+
+
+def check_xliff2(dm):
+    """An XLIFF 2.0 file: its segments translated, marked translated, the
+    rest as it was, valid before and after."""
+    xsd = schema("xliff-core-2.0.xsd")
+    valid("xliff 2.0 (the test's file)", xsd, XLIFF2.encode())
+    out, ans = dm.translate_file("app2.xlf", XLIFF2.encode())
+    valid("xliff 2.0", xsd, out)
+    ns = {"x": "urn:oasis:names:tc:xliff:document:2.0"}
+    x = etree.fromstring(out)
+    segs = {}
+    for u in x.iterfind(".//x:unit", ns):
+        segs[u.get("id")] = [(s.get("state"), s.findtext("x:target", None, ns))
+                             for s in u.iterfind("x:segment", ns)]
+    want = {"save": [("translated", dm.translate("Save the file before closing."))],
+            "close": [("final", "Alle Reiter schließen")],
+            "brand": [(None, None)],
+            "two": [("translated", dm.translate("The disk is full.")),
+                    ("translated", dm.translate("Where is the station?"))]}
+    check(segs == want, "xliff 2.0: %r, wanted %r" % (segs, want))
+    check(x.findtext(".//x:file/x:notes/x:note", None, ns) == "The main window" and
+          x.find(".//x:unit[@id='save']", ns).get("name") == "menu.save" and
+          x.findtext(".//x:unit[@id='save']/x:notes/x:note", None, ns) == "main.c:12",
+          "xliff 2.0: notes or names changed: %r" % out)
+    check(ans.get("keptUnits") == 0, "xliff 2.0: keptUnits %r" % ans.get("keptUnits"))
 
 
 def make_po():
@@ -141,7 +224,10 @@ def main():
         check_units("ts", t, after, dm, lambda u: u.isfuzzy())
         check(kept == 0, "ts: keptUnits %r" % kept)
         x = make_xliff()
+        xsd = schema("xliff-core-1.2-strict.xsd")
+        valid("xliff 1.2 (the test's file)", xsd, x)
         out, ans = dm.translate_file("app.xlf", x)
+        valid("xliff 1.2", xsd, out)
         kept = ans.get("keptUnits")
         after = xliff.xlifffile.parsestring(out)
         check_units("xliff", xliff.xlifffile.parsestring(x), after, dm,
@@ -150,11 +236,13 @@ def main():
         check(kept == 1, "xliff: keptUnits %r (the markup unit)" % kept)
         check(b'translate="no"' in out and b"<source>ACME Inc.</source></trans-unit>" in out,
               "xliff: the translate=\"no\" unit changed")
+        check_xliff2(dm)
         check_po(dm)
     finally:
         dm.stop()
     print("catalogs: OK: .ts, .xlf and .po read back by translate-toolkit, every untranslated "
-          "unit translated and marked, the rest as it was; msgfmt --check")
+          "unit translated and marked, the rest as it was; XLIFF 1.2 and 2.0 valid against "
+          "their schemas; msgfmt --check")
 
 
 if __name__ == "__main__":
