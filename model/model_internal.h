@@ -47,6 +47,8 @@ typedef struct td_owned_w {
 
 struct td_model {
     td_config cfg;
+    uint64_t id;               /* unique in the process (td_worker_bind tells models apart
+                                * by it, not by an address a freed model may leave) */
     char *dir;
     td_device dev;             /* resolved at load; workers create their
                                 * backends from it */
@@ -167,7 +169,14 @@ typedef struct td_wcap {
  * maxima of w->o, or the first capacities with o.grow), reallocated by
  * td_worker_resize between two decodes. */
 struct td_worker {
-    const td_model *m;
+    const td_model *m;         /* the model bound (td_worker_bind); it may be gone while
+                                * the worker idles: nothing but a decode reads it */
+    uint64_t model_id;         /* its td_model.id */
+    td_config cfg;             /* its config: what the buffers are sized from */
+    td_device dev;             /* its device and numerics: what the backend was made for */
+    td_store store;
+    int half_activations;
+    int reserved_enc, reserved_dec; /* rows of GEMM scratch reserved so far (td_wbufs_alloc) */
     td_backend *be;
     td_worker_opts o;
     size_t arena_bytes;

@@ -3,6 +3,7 @@
  * make workers whose memory is sized for the worst case at start-up.
  */
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,6 +44,11 @@ int td_load_opts_check(const td_load_opts *opts, char *err, size_t errlen)
     td_store store;
     int half;
     return parse_numerics(opts, &store, &half, err, errlen);
+}
+
+static int min_int(int a, int b)
+{
+    return a < b ? a : b;
 }
 
 /* A backend on the model's device with the model's numerics. */
@@ -95,6 +101,8 @@ static int model_load(td_model **out, const char *dir, const td_device *dev,
         snprintf(err, errlen, "out of memory");
         return -1;
     }
+    static _Atomic uint64_t next_id = 1;
+    m->id = next_id++;
     m->dir = strdup(dir);
     if (!m->dir) {
         snprintf(err, errlen, "out of memory");
@@ -172,15 +180,10 @@ void td_worker_free(td_worker *w)
     free(w);
 }
 
-static int min_int(int a, int b)
+/* opts completed for m (the defaults td_worker_opts describes) and checked. */
+static int resolve_opts(const td_model *m, const td_worker_opts *opts, td_worker_opts *out,
+                        char *err, size_t errlen)
 {
-    return a < b ? a : b;
-}
-
-int td_worker_init(td_worker **out, const td_model *m, const td_worker_opts *opts, char *err,
-                   size_t errlen)
-{
-    *out = NULL;
     const td_config *c = &m->cfg;
     td_worker_opts o;
     memset(&o, 0, sizeof o);
@@ -211,28 +214,35 @@ int td_worker_init(td_worker **out, const td_model *m, const td_worker_opts *opt
         snprintf(err, errlen, "worker: max_batch %d is too large", o.max_batch);
         return -1;
     }
+    *out = o;
+    return 0;
+}
 
-    td_worker *w = calloc(1, sizeof *w);
-    if (!w) {
-        snprintf(err, errlen, "out of memory");
-        return -1;
-    }
+/* The worker's buffers and host scratch for model m with options o (the
+ * backend made already); what it held before is freed first. */
+static int worker_build(td_worker *w, const td_model *m, const td_worker_opts *o, char *err,
+                        size_t errlen)
+{
+    if (w->be)
+        td_wbufs_free(w);
+    td_decode_scratch_free(w);
+#define FREE_LAYER_ARRAY(name, type, rows, width) free(w->name); w->name = NULL;
+    TD_WORKER_LAYER_BUFFERS(FREE_LAYER_ARRAY)
+#undef FREE_LAYER_ARRAY
     w->m = m;
-    w->o = o;
-    w->cap_max = (td_wcap){o.max_batch, o.max_batch * o.max_beam, o.max_src_len,
-                           o.max_length};
+    w->model_id = m->id;
+    w->cfg = m->cfg;
+    w->o = *o;
+    w->reserved_enc = w->reserved_dec = 0;
+    w->cap_max = (td_wcap){o->max_batch, o->max_batch * o->max_beam, o->max_src_len,
+                           o->max_length};
     w->cap_min = w->cap_max;
-    if (o.grow)
-        w->cap_min = (td_wcap){min_int(TD_WCAP_SLOTS0, o.max_batch),
+    if (o->grow)
+        w->cap_min = (td_wcap){min_int(TD_WCAP_SLOTS0, o->max_batch),
                                min_int(TD_WCAP_ROWS0, w->cap_max.rows),
-                               min_int(TD_WCAP_SRC0, o.max_src_len),
-                               min_int(TD_WCAP_LEN0, o.max_length)};
-    w->be = backend_create(m, o.n_threads, err, errlen);
-    if (!w->be) {
-        free(w);
-        return -1;
-    }
-    const int64_t L = c->decoder_layers;
+                               min_int(TD_WCAP_SRC0, o->max_src_len),
+                               min_int(TD_WCAP_LEN0, o->max_length)};
+    const int64_t L = m->cfg.decoder_layers;
     int failed = 0;
 #define ALLOC_LAYER_ARRAY(name, type, rows, width)                              \
     if (!(w->name = calloc((size_t)L, sizeof *w->name)))                        \
@@ -246,11 +256,46 @@ int td_worker_init(td_worker **out, const td_model *m, const td_worker_opts *opt
                  "failure) for max_batch %d, max_src_len %d, max_length %d, max_beam %d: %s; "
                  "lower --max-batch-size, --max-input-tokens or --max-beam",
                  m->dev.name, w->arena_bytes, w->cap_min.slots, w->cap_min.src,
-                 w->cap_min.len, o.max_beam, why);
-        td_worker_free(w);
+                 w->cap_min.len, o->max_beam, why);
         return -1;
     }
-    if (td_decode_scratch_init(w, err, errlen) != 0) {
+    return td_decode_scratch_init(w, err, errlen);
+}
+
+/* A backend for m: w's own when m has w's device and numerics, else a new
+ * one (w's freed with its buffers). */
+static int worker_backend(td_worker *w, const td_model *m, int n_threads, char *err,
+                          size_t errlen)
+{
+    if (w->be && !strcmp(w->dev.name, m->dev.name) && w->dev.kind == m->dev.kind &&
+        w->store == m->store && w->half_activations == m->half_activations &&
+        w->o.n_threads == n_threads)
+        return 0;
+    if (w->be) {
+        td_wbufs_free(w);
+        w->be->ops->destroy(w->be);
+    }
+    w->be = backend_create(m, n_threads, err, errlen);
+    w->dev = m->dev;
+    w->store = m->store;
+    w->half_activations = m->half_activations;
+    return w->be ? 0 : -1;
+}
+
+int td_worker_init(td_worker **out, const td_model *m, const td_worker_opts *opts, char *err,
+                   size_t errlen)
+{
+    *out = NULL;
+    td_worker_opts o;
+    if (resolve_opts(m, opts, &o, err, errlen) != 0)
+        return -1;
+    td_worker *w = calloc(1, sizeof *w);
+    if (!w) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    if (worker_backend(w, m, o.n_threads, err, errlen) != 0 ||
+        worker_build(w, m, &o, err, errlen) != 0) {
         td_worker_free(w);
         return -1;
     }
@@ -258,6 +303,45 @@ int td_worker_init(td_worker **out, const td_model *m, const td_worker_opts *opt
     return 0;
 }
 
+/* Buffers and scratch sized for w's model serve m with options o as they
+ * are: the same options, numerics and every dimension they are sized by. */
+static int same_shape(const td_worker *w, const td_model *m, const td_worker_opts *o)
+{
+    const td_config *a = &w->cfg, *b = &m->cfg;
+    int ffn_a = a->encoder_ffn_dim > a->decoder_ffn_dim ? a->encoder_ffn_dim : a->decoder_ffn_dim;
+    int ffn_b = b->encoder_ffn_dim > b->decoder_ffn_dim ? b->encoder_ffn_dim : b->decoder_ffn_dim;
+    return !memcmp(&w->o, o, sizeof *o) && a->d_model == b->d_model && ffn_a == ffn_b && /* all */
+           a->decoder_vocab_size == b->decoder_vocab_size &&
+           a->decoder_attention_heads == b->decoder_attention_heads &&
+           a->encoder_attention_heads == b->encoder_attention_heads &&
+           a->decoder_layers == b->decoder_layers;
+}
+
+int td_worker_bind(td_worker *w, const td_model *m, const td_worker_opts *opts, char *err,
+                   size_t errlen)
+{
+    td_worker_opts o;
+    if (resolve_opts(m, opts, &o, err, errlen) != 0)
+        return -1;
+    if (td_run_live(w) > 0) {
+        snprintf(err, errlen, "worker: bound to another model while it decodes");
+        return -1;
+    }
+    if (worker_backend(w, m, o.n_threads, err, errlen) != 0)
+        return -1;
+    if (w->model_id == m->id && w->d_suppress && !memcmp(&w->o, &o, sizeof o)) {
+        w->m = m; /* the same model (its weights may have been loaded again) */
+        return 0;
+    }
+    if (!w->d_suppress || !same_shape(w, m, &o))
+        return worker_build(w, m, &o, err, errlen);
+    w->m = m; /* the same shape: every buffer serves as it is */
+    w->model_id = m->id;
+    w->cfg = m->cfg;
+    w->be->ops->upload(w->be, w->d_suppress, m->cfg.suppress,
+                       (size_t)m->cfg.n_suppress * sizeof(int32_t));
+    return w->be->ops->sync(w->be, err, errlen) != 0 ? -1 : 0;
+}
 
 size_t td_worker_arena_bytes(const td_worker *w)
 {

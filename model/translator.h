@@ -101,6 +101,17 @@ typedef struct td_worker_opts {
 int td_worker_init(td_worker **out, const td_model *m,
                    const td_worker_opts *opts, char *err, size_t errlen);
 void td_worker_free(td_worker *w); /* accepts NULL */
+/* Binds w, which has no running decode, to model m (on the device w was
+ * made for) with opts, as td_worker_init would have made it: a worker
+ * shared by several models serves one at a time. The same model with the
+ * same options costs nothing; a model of the same shape and numerics
+ * (d_model, FFN width, vocabulary, heads, decoder layers, dtype) with the
+ * same options keeps every buffer and the backend, grown as they are;
+ * anything else reallocates the buffers (and the backend, for other
+ * numerics) at the first capacities. 0, or -1 with a message: the worker
+ * is then unusable (free it). */
+int td_worker_bind(td_worker *w, const td_model *m, const td_worker_opts *opts, char *err,
+                   size_t errlen);
 /* Bytes of device memory the worker holds now (its scratch buffers). */
 size_t td_worker_arena_bytes(const td_worker *w);
 /* Bytes it would hold at its maxima (what opts.grow = 0 allocates). */

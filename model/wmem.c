@@ -15,7 +15,7 @@
 void td_wbufs_free(td_worker *w)
 {
     td_backend *be = w->be;
-    const int L = w->m->cfg.decoder_layers;
+    const int L = w->cfg.decoder_layers;
 #define FREE_BUF(name, type, rows, width)                                       \
     be->ops->dealloc(be, w->name);                                              \
     w->name = NULL;
@@ -70,7 +70,7 @@ static void *walloc(td_worker *w, int64_t rows, int64_t width, size_t size, int 
 /* The rows and widths of the buffer table for capacities cap. */
 static td_wsizes wsizes(const td_worker *w, td_wcap cap)
 {
-    const td_config *c = &w->m->cfg;
+    const td_config *c = &w->cfg;
     const int64_t ER = (int64_t)cap.slots * cap.src;
     const td_wsizes sz = {
         .n_enc = ER, .n_dec = cap.rows, .n_dec_t = (int64_t)cap.rows * cap.len,
@@ -91,7 +91,7 @@ static td_wsizes wsizes(const td_worker *w, td_wcap cap)
 static size_t wbytes(const td_worker *w, td_wcap cap)
 {
     const td_wsizes sz = wsizes(w, cap);
-    const int64_t L = w->m->cfg.decoder_layers;
+    const int64_t L = w->cfg.decoder_layers;
     size_t total = 0, b;
     int over = 0;
 #define SUM_BUF(name, type, rows, width)                                        \
@@ -115,8 +115,7 @@ static size_t wbytes(const td_worker *w, td_wcap cap)
  * backend's message (the buffers allocated so far stay for bufs_free). */
 int td_wbufs_alloc(td_worker *w, td_wcap cap, char *why, size_t whylen)
 {
-    const td_model *m = w->m;
-    const td_config *c = &m->cfg;
+    const td_config *c = &w->cfg;
     const int64_t L = c->decoder_layers;
     const td_wsizes sz = wsizes(w, cap);
     int failed = 0;
@@ -143,9 +142,13 @@ int td_wbufs_alloc(td_worker *w, td_wcap cap, char *why, size_t whylen)
         (void)w->be->ops->sync(w->be, why, whylen);
         return -1;
     }
-    /* temporary memory of the largest linears (GPU GEMM scratch), now
-     * rather than during the first request that needs it */
-    if (w->be->ops->reserve_linear && c->encoder_layers > 0 && c->decoder_layers > 0) {
+    /* temporary memory of the largest linears (GPU GEMM scratch, int8
+     * activations), now rather than during the first request that needs
+     * it; only for more rows than reserved before (never on a trim, which
+     * may run while the model bound is gone) */
+    if (w->be->ops->reserve_linear && c->encoder_layers > 0 && c->decoder_layers > 0 &&
+        (sz.n_enc > w->reserved_enc || sz.n_dec > w->reserved_dec)) {
+        const td_model *m = w->m;
         const td_layer_w *el = &m->enc[0], *dl = &m->dec[0];
         const td_weight *enc_w[] = {&el->self_attn.q, &el->fc1, &el->fc2, &dl->cross_attn.k};
         const td_weight *dec_w[] = {&dl->self_attn.q, &dl->cross_attn.q, &dl->fc1, &dl->fc2,
@@ -154,6 +157,8 @@ int td_wbufs_alloc(td_worker *w, td_wcap cap, char *why, size_t whylen)
             w->be->ops->reserve_linear(w->be, enc_w[i], sz.n_enc);
         for (size_t i = 0; i < sizeof dec_w / sizeof dec_w[0]; i++)
             w->be->ops->reserve_linear(w->be, dec_w[i], sz.n_dec);
+        w->reserved_enc = sz.n_enc > w->reserved_enc ? (int)sz.n_enc : w->reserved_enc;
+        w->reserved_dec = sz.n_dec > w->reserved_dec ? (int)sz.n_dec : w->reserved_dec;
     }
     w->be->ops->upload(w->be, w->d_suppress, c->suppress,
                        (size_t)c->n_suppress * sizeof(int32_t));
@@ -183,7 +188,7 @@ int td_worker_resize(td_worker *w, td_wcap cap, int rows_live, int carry, char *
                      size_t errlen)
 {
     const td_wcap old = w->cap;
-    const td_config *c = &w->m->cfg;
+    const td_config *c = &w->cfg;
     const td_backend_ops *ops = w->be->ops;
     const int L = c->decoder_layers;
     const int64_t d = c->d_model;
@@ -216,7 +221,7 @@ int td_worker_resize(td_worker *w, td_wcap cap, int rows_live, int carry, char *
         snprintf(err, errlen,
                  "worker: cannot grow its memory on %s to %d sentences, %d rows, %d source and "
                  "%d generated tokens (%zu bytes): %s",
-                 w->m->dev.name, cap.slots, cap.rows, cap.src, cap.len, wbytes(w, cap), why);
+                 w->dev.name, cap.slots, cap.rows, cap.src, cap.len, wbytes(w, cap), why);
         return TD_EINVAL;
     }
     if (carry) {
@@ -279,7 +284,7 @@ int td_worker_resize(td_worker *w, td_wcap cap, int rows_live, int carry, char *
     }
     td_wbufs_free(w);
     snprintf(err, errlen, "worker: cannot reallocate its memory on %s (%d sentences, %d rows, "
-             "%d source and %d generated tokens): %s", w->m->dev.name, cap.slots, cap.rows,
+             "%d source and %d generated tokens): %s", w->dev.name, cap.slots, cap.rows,
              cap.src, cap.len, why);
     if (!carry && td_wbufs_alloc(w, old, why, sizeof why) == 0) {
         w->arena_bytes = wbytes(w, old);
