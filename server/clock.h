@@ -20,4 +20,20 @@ static inline double srv_now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* The CLOCK_REALTIME time d seconds from now (d >= 0), for
+ * pthread_cond_timedwait on a condition variable of the default clock. */
+static inline struct timespec srv_realtime_in(double d)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    long whole = (long)d;
+    ts.tv_sec += (time_t)whole;
+    ts.tv_nsec += (long)((d - (double)whole) * 1e9);
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    return ts;
+}
+
 #endif /* SRV_CLOCK_H */

@@ -77,8 +77,9 @@ static const opt_def k_opts[] = {
      "NAME=SRC-TGT: the language pair of model NAME (default: tokenizer_config.json's "
      "source_lang/target_lang, else the directory's name, e.g. opus-mt-en-de)"},
     {"--max-memory", OPT_BYTES, OFF(max_memory), 0, 1L << 50,
-     "bytes the models may take on the device, weights and workers (K, M, G, T suffixes; "
-     "0: no limit); a runtime load or reload past it is refused (507)"},
+     "bytes the models' weights and the shared workers (at their limits) may take on the "
+     "device (K, M, G, T suffixes; 0: no limit); a runtime load or reload past it is refused "
+     "(507)"},
     {"--cache-bytes", OPT_BYTES, OFF(cache_bytes), 0, 1L << 50,
      "the translation cache: finished sentences kept for their next request, in bytes (K, M, "
      "G, T suffixes; 0: off)"},
@@ -93,8 +94,8 @@ static const opt_def k_opts[] = {
     {"--threads", OPT_INT, OFF(threads), 0, 1024, "engine CPU threads (0: all cores)"},
     {"--http-threads", OPT_INT, OFF(http_threads), 1, 256, "HTTP thread pool size"},
     {"--workers", OPT_INT, OFF(workers), 0, 64,
-     "model workers (scheduler threads; 0: 2 of half the cores each on a CPU of 2 or more "
-     "cores, else 1)"},
+     "engine workers shared by every model (threads with their own memory; 0: 2 of half the "
+     "cores each on a CPU of 2 or more cores, else 1)"},
     {"--scheduler", OPT_SCHED, OFF(scheduler), 0, 0,
      "inflight: texts join and leave a worker's running decode between steps | batch: "
      "a batch runs to its end before the next forms"},
@@ -645,24 +646,25 @@ static void report_ready(srv_server *s, double t0)
     for (int i = 0; i < n; i++) {
         const srv_model *sm = all[i];
         fprintf(stderr,
-                "transformerd: model %s (%s -> %s) from %s on %s: weights %.1f MiB, %d %s "
-                "worker(s) of %.1f MiB each at most (batch %d x beam %d x length %d, source "
-                "%d), %.1f MiB now\n",
+                "transformerd: model %s (%s -> %s) from %s on %s: weights %.1f MiB; a worker "
+                "of it %.1f MiB at most (batch %d x beam %d x length %d, source %d)\n",
                 sm->name, sm->src_lang, sm->tgt_lang, sm->dir, sm->device,
-                (double)sm->weight_bytes / (1 << 20), sm->workers,
-                s->o.scheduler == SRV_SCHED_BATCH ? "batch" : "inflight",
-                (double)sm->worker_bytes / (1 << 20), s->o.max_batch_size, sm->max_beam,
-                sm->max_length, sm->max_input_tokens,
-                (double)srv_batcher_scratch_bytes(sm->b) / (1 << 20));
+                (double)sm->weight_bytes / (1 << 20), (double)sm->worker_bytes / (1 << 20),
+                s->o.max_batch_size, sm->max_beam, sm->max_length, sm->max_input_tokens);
         srv_model_put(all[i]);
     }
     char b[64] = "no limit";
     if (budget)
         snprintf(b, sizeof b, "--max-memory %.1f MiB", (double)budget / (1 << 20));
+    srv_workers_info wi;
+    srv_models_workers(s->models, &wi);
     fprintf(stderr,
-            "transformerd: ready: %d model(s) on %s, loaded and warmed in %.2f s; %.1f MiB of "
-            "models (%s)\n",
-            n, s->o.device, srv_now() - t0, (double)used / (1 << 20), b);
+            "transformerd: ready: %d model(s) on %s, loaded and warmed in %.2f s; %d %s "
+            "worker(s) shared by every model, %.1f MiB now; %.1f MiB of models and workers at "
+            "their maxima (%s)\n",
+            n, s->o.device, srv_now() - t0, wi.seats,
+            s->o.scheduler == SRV_SCHED_BATCH ? "batch" : "inflight",
+            (double)wi.scratch_bytes / (1 << 20), (double)used / (1 << 20), b);
 }
 
 /* SIGHUP's reload of every model: its outcome goes to the log. */

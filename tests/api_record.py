@@ -12,9 +12,10 @@ daemon's answers byte for byte across the restructuring and after it.
 
 What is not compared byte for byte, because it is not the daemon's to fix:
 the Date header; the build's commit and version; the random name of a
-translated file; the test's temporary folder and the checkout's; a model's scratch_bytes
-and resident_bytes (what its workers grew to depends on which took which request) and the
-process's memory parts (measured); a number with a fraction is
+translated file; the test's temporary folder and the checkout's; the
+workers' scratch_bytes and workers_bytes (what they grew to depends on which
+took which request), a model's resident_bytes and the process's memory
+parts (measured); a number with a fraction is
 compared to 3 decimals (a score or an attention weight differs in its last
 digits between CPUs); and the Content-Length of a body with any of these; a body over 4 KiB is compared by its SHA-256
 (after those replacements); /metrics by its series' names (their values are
@@ -267,7 +268,7 @@ def normalize(name, resp, tmp):
     body = re.sub(rb'(commit|version)="[^"]*"', rb'\1="<\1>"', body)
     body = re.sub(rb"[0-9a-f]{32}\.", b"<id>.", body)
     # what the workers hold now depends on which grew for which request
-    body = re.sub(rb'"(scratch_bytes|resident_bytes)": ?\d+', rb'"\1":"<bytes>"', body)
+    body = re.sub(rb'"(scratch_bytes|resident_bytes|workers_bytes)": ?\d+', rb'"\1":"<bytes>"', body)
     # the process's memory, measured (memstat.h): its keys, not its values
     body = re.sub(rb'"(rss|file|heap|heap_free|models|langid|cache|other_heap)_bytes": ?\d+',
                   rb'"\1_bytes":"<bytes>"', body)

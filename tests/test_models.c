@@ -350,17 +350,25 @@ START_TEST(test_languages_models_ready)
     ck_assert_int_eq(request(g_port, "GET", "/v1/models", NULL, &a), 200);
     json_t *list = json_object_get(a, "models");
     ck_assert_int_eq((int)json_array_size(list), 2);
-    json_int_t sum = 0;
+    /* each model's bytes are its weights; the workers, shared, count once at
+     * the largest model's maxima */
+    json_t *workers = json_object_get(json_object_get(a, "memory"), "workers");
+    json_int_t seats = json_integer_value(json_object_get(workers, "count"));
+    json_int_t sum = 0, kmax = 0;
+    ck_assert(seats >= 1);
     for (size_t i = 0; i < 2; i++) {
         json_t *m = json_array_get(list, i), *mem = json_object_get(m, "memory");
         json_int_t w = json_integer_value(json_object_get(mem, "weight_bytes"));
         json_int_t k = json_integer_value(json_object_get(mem, "worker_bytes"));
         json_int_t n = json_integer_value(json_object_get(mem, "workers"));
-        ck_assert(w > 0 && k > 0 && n >= 1);
-        ck_assert(json_integer_value(json_object_get(mem, "bytes")) == w + n * k);
-        sum += w + n * k;
+        ck_assert(w > 0 && k > 0 && n == seats);
+        ck_assert(json_integer_value(json_object_get(mem, "bytes")) == w);
+        sum += w;
+        kmax = k > kmax ? k : kmax;
     }
-    ck_assert(json_integer_value(json_object_get(json_object_get(a, "memory"), "used")) == sum);
+    ck_assert(json_integer_value(json_object_get(workers, "max_bytes")) == seats * kmax);
+    ck_assert(json_integer_value(json_object_get(json_object_get(a, "memory"), "used")) ==
+              sum + seats * kmax);
     json_decref(a);
     ck_assert_int_eq(request(g_port, "GET", "/health/ready", NULL, NULL), 200);
 }
@@ -984,13 +992,23 @@ END_TEST
 
 START_TEST(test_budget_and_key)
 {
-    /* the two models' bytes, from the main daemon */
+    /* the two models' bytes and the workers', from the main daemon; room
+     * for half of de-en's weights more: a third model (de-en again, whose
+     * worker is no larger) does not fit */
     json_t *a;
     ck_assert_int_eq(request(g_port, "GET", "/v1/models", NULL, &a), 200);
     json_int_t used = json_integer_value(json_object_get(json_object_get(a, "memory"), "used"));
+    json_int_t w_de_en = 0;
+    for (size_t i = 0; i < json_array_size(json_object_get(a, "models")); i++) {
+        json_t *m = json_array_get(json_object_get(a, "models"), i);
+        if (!strcmp(str_at(m, "name"), "de-en"))
+            w_de_en = json_integer_value(json_object_get(json_object_get(m, "memory"),
+                                                         "weight_bytes"));
+    }
     json_decref(a);
+    ck_assert(w_de_en > 0);
     char budget[64];
-    snprintf(budget, sizeof budget, "%lld", (long long)used + (1 << 20));
+    snprintf(budget, sizeof budget, "%lld", (long long)(used + w_de_en / 2));
     const char *args[] = {"--models-dir", g_models, "--threads", "1", "--max-memory", budget,
                           "--api-key", "k3y", NULL};
     pid_t pid;

@@ -4,11 +4,11 @@
  * start (--scratch full), both on the bundled model with one worker and no
  * translation cache:
  *   - after start the on-demand worker holds a small part of its maxima
- *     (/v1/models memory.scratch_bytes against worker_bytes);
+ *     (/v1/models memory.workers.scratch_bytes against worker_bytes);
  *   - requests ever larger (more texts, longer sentences, beam 4 and 1,
  *     sources of ~110 tokens) get byte for byte the full daemon's answers
  *     while its memory grows, never past its maxima, and 8 clients at once
- *     its translations; the metric transformerd_model_scratch_bytes says
+ *     its translations; the metric transformerd_workers_scratch_bytes says
  *     what /v1/models says;
  *   - idle for --scratch-idle-s (1 here), it gives the growth back
  *     (waited for by polling the daemon's own figure, not by a clock);
@@ -35,7 +35,8 @@ static char g_tmp[256];
 static int g_full = -1, g_grow = -1;
 static pid_t g_full_pid = -1;
 
-/* memory.scratch_bytes and memory.worker_bytes of the daemon's model. */
+/* The shared workers' scratch now (memory.workers.scratch_bytes; one
+ * worker here) and the model's worker at its maxima (worker_bytes). */
 static void memory(int port, long *scratch, long *worker)
 {
     tc_resp r;
@@ -44,19 +45,21 @@ static void memory(int port, long *scratch, long *worker)
     json_error_t je;
     json_t *root = json_loads(r.body, 0, &je);
     json_t *mem = json_object_get(json_array_get(json_object_get(root, "models"), 0), "memory");
+    json_t *wk = json_object_get(json_object_get(root, "memory"), "workers");
     ck_assert_ptr_nonnull(mem);
-    *scratch = (long)json_integer_value(json_object_get(mem, "scratch_bytes"));
+    ck_assert_int_eq(json_integer_value(json_object_get(wk, "count")), 1);
+    *scratch = (long)json_integer_value(json_object_get(wk, "scratch_bytes"));
     *worker = (long)json_integer_value(json_object_get(mem, "worker_bytes"));
     json_decref(root);
     tc_resp_free(&r);
 }
 
-/* transformerd_model_scratch_bytes of the daemon's model. */
+/* transformerd_workers_scratch_bytes. */
 static long metric_scratch(int port)
 {
     tc_resp r;
     ck_assert_int_eq(tc_request(port, "GET", "/metrics", NULL, NULL, 0, &r), 0);
-    const char *p = strstr(r.body, "\ntransformerd_model_scratch_bytes{");
+    const char *p = strstr(r.body, "\ntransformerd_workers_scratch_bytes ");
     long v = -1;
     if (p && (p = strchr(p + 1, ' ')))
         v = strtol(p + 1, NULL, 10);
@@ -195,7 +198,8 @@ END_TEST
 /* /v1/models says where the resident memory is: the file-backed part and
  * the heap in use make the resident set to within 10 % (not under the
  * sanitizers, whose allocator the C library's mallinfo2 does not see);
- * the models' part is each model's resident bytes (weights and workers),
+ * the models' part is each model's resident bytes (its weights), the
+ * workers' part the shared workers' arenas (at their maxima here, full),
  * the detector's profiles are counted. */
 START_TEST(test_process_memory)
 {
@@ -207,13 +211,17 @@ START_TEST(test_process_memory)
     json_t *m = json_object_get(json_array_get(json_object_get(root, "models"), 0), "memory");
     ck_assert_ptr_nonnull(p);
 #define V(o, k) ((long)json_integer_value(json_object_get(o, k)))
-    ck_assert_int_eq(V(m, "resident_bytes"), V(m, "weight_bytes") + V(m, "scratch_bytes"));
+    json_t *wk = json_object_get(json_object_get(root, "memory"), "workers");
+    ck_assert_int_eq(V(m, "resident_bytes"), V(m, "weight_bytes"));
     ck_assert_int_eq(V(p, "models_bytes"), V(m, "resident_bytes"));
+    ck_assert_int_eq(V(p, "workers_bytes"), V(wk, "scratch_bytes"));
+    ck_assert_int_eq(V(wk, "scratch_bytes"), V(m, "worker_bytes")); /* --scratch full */
     ck_assert_int_gt(V(p, "langid_bytes"), 1 << 20); /* models/langid's two profiles */
     long rss = V(p, "rss_bytes"), sum = V(p, "file_bytes") + V(p, "heap_bytes");
     ck_assert_int_gt(rss, 0);
 #if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
-    ck_assert_int_ge(V(p, "heap_bytes"), V(p, "models_bytes") + V(p, "langid_bytes"));
+    ck_assert_int_ge(V(p, "heap_bytes"),
+                     V(p, "models_bytes") + V(p, "workers_bytes") + V(p, "langid_bytes"));
     ck_assert_msg(labs(sum - rss) * 10 < rss, "file + heap %ld against a resident set of %ld", sum,
                   rss);
 #else

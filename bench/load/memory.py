@@ -9,7 +9,8 @@ both: `make run`'s daemon (--models-dir DIR, the bundled models; its
 defaults, so two workers a model on 2 or more cores) after it is ready, and
 after a load: LINES lines of the bundled test set sent by 8 keep-alive
 clients, one line a request, then 5 requests of 40 lines each; RSS against
-what /v1/models reports (weights plus the workers' scratch now).
+what /v1/models reports (weights plus the workers' scratch now: the shared
+workers', or each model's own from a daemon before they were shared).
 
 many: one daemon serving the model directory MODEL under N names (links in
 a temporary directory), after it is ready: RSS against N x the weights.
@@ -38,16 +39,25 @@ def rss(p):
     return 0
 
 
-def models(port):
+def listing(port):
     c = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
     c.request("GET", "/v1/models")
-    return json.loads(c.getresponse().read())["models"]
+    return json.loads(c.getresponse().read())
+
+
+def models(port):
+    return listing(port)["models"]
 
 
 def reported(port):
-    models_ = models(port)
+    """Models, their weights, the workers' scratch now: the shared workers'
+    (memory.workers) or, from a daemon before them, each model's own."""
+    j = listing(port)
+    models_ = j["models"]
     weights = sum(m["memory"]["weight_bytes"] for m in models_)
-    scratch = sum(m["memory"]["scratch_bytes"] for m in models_)
+    shared = j["memory"].get("workers")
+    scratch = shared["scratch_bytes"] if shared else sum(m["memory"]["scratch_bytes"]
+                                                         for m in models_)
     return len(models_), weights, scratch
 
 

@@ -39,14 +39,13 @@ json_t *srv_admin_model_json(const srv_server *s, const srv_model *sm)
         "normalize_before", c->normalize_before);
     const char *failed = srv_model_failed(sm);
     return json_pack(
-        "{s:s,s:{s:s,s:s},s:o,s:s,s:s,s:I,s:{s:I,s:I,s:i,s:I,s:I,s:I},s:i,s:s,s:b,"
+        "{s:s,s:{s:s,s:s},s:o,s:s,s:s,s:I,s:{s:I,s:I,s:i,s:I,s:I},s:i,s:s,s:b,"
         "s:{s:i,s:i,s:f},s:{s:i,s:i,s:i,s:i}}",
         "name", sm->name, "languages", "source", sm->src_lang, "target", sm->tgt_lang,
         "architecture", arch, "dtype", sm->dtype, "device", sm->device, "weight_bytes",
         (json_int_t)sm->weight_bytes, "memory", "bytes", (json_int_t)sm->bytes, "weight_bytes",
         (json_int_t)sm->weight_bytes, "workers", sm->workers, "worker_bytes",
-        (json_int_t)sm->worker_bytes, "scratch_bytes",
-        (json_int_t)srv_batcher_scratch_bytes(sm->b), "resident_bytes",
+        (json_int_t)sm->worker_bytes, "resident_bytes",
         (json_int_t)srv_model_resident_bytes(sm), "generation", (int)sm->generation, "status",
         failed ? "device_error" : "ready", "resident", atomic_load(&sm->resident), "defaults", "beam_size", sm->defaults.beam_size,
         "max_length", sm->defaults.max_length, "length_penalty",
@@ -57,10 +56,11 @@ json_t *srv_admin_model_json(const srv_server *s, const srv_model *sm)
 
 /* Where the process's resident memory is (memstat.h): the resident set,
  * its file-backed part, the heap in use and its parts: the models'
- * weights and workers (models), the detector's profiles, the cache's
+ * weights (models), the shared workers' arenas (workers), the detector's
+ * profiles, the cache's
  * entries, and the rest of the heap (tokenizers, requests, threads'
  * arenas). */
-static json_t *process_memory(const srv_server *s, size_t models)
+static json_t *process_memory(const srv_server *s, size_t models, size_t workers)
 {
     srv_memstat m;
     srv_memstat_read(&m);
@@ -68,11 +68,12 @@ static json_t *process_memory(const srv_server *s, size_t models)
     if (s->cache)
         srv_cache_stats_get(s->cache, &cs);
     size_t langid = srv_langid_bytes(s->langid);
-    size_t known = models + langid + cs.bytes;
-    return json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "rss_bytes", (json_int_t)m.rss,
+    size_t known = models + workers + langid + cs.bytes;
+    return json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "rss_bytes", (json_int_t)m.rss,
                      "file_bytes", (json_int_t)m.file, "heap_bytes", (json_int_t)m.heap,
                      "heap_free_bytes", (json_int_t)m.heap_free, "models_bytes",
-                     (json_int_t)models, "langid_bytes", (json_int_t)langid, "cache_bytes",
+                     (json_int_t)models, "workers_bytes", (json_int_t)workers,
+                     "langid_bytes", (json_int_t)langid, "cache_bytes",
                      (json_int_t)cs.bytes, "other_heap_bytes",
                      (json_int_t)(m.heap > known ? m.heap - known : 0));
 }
@@ -96,12 +97,17 @@ static void admin_list(srv_req *r)
     srv_models_memory(s->models, &used, &budget);
     for (int i = 0; i < n; i++)
         models += srv_model_resident_bytes(all[i]);
-    srv_req_object(r, 200,
-                   json_pack("{s:o,s:{s:I,s:o,s:o},s:{s:s,s:s}}", "models", list, "memory", "used",
-                             (json_int_t)used, "budget",
-                             budget ? json_integer((json_int_t)budget) : json_null(), "process",
-                             process_memory(s, models), "server", "version", srv_version,
-                             "commit", srv_commit));
+    srv_workers_info wi;
+    srv_models_workers(s->models, &wi);
+    srv_req_object(
+        r, 200,
+        json_pack("{s:o,s:{s:I,s:o,s:{s:i,s:I,s:I},s:o},s:{s:s,s:s}}", "models", list, "memory",
+                  "used", (json_int_t)used, "budget",
+                  budget ? json_integer((json_int_t)budget) : json_null(), "workers", "count",
+                  wi.seats, "scratch_bytes", (json_int_t)wi.scratch_bytes, "max_bytes",
+                  (json_int_t)wi.max_bytes, "process",
+                  process_memory(s, models, wi.scratch_bytes), "server", "version", srv_version,
+                  "commit", srv_commit));
 }
 
 /* ---- run-time model changes --------------------------------------------------- */

@@ -1,5 +1,6 @@
 /*
- * batcher.h - the bounded queue of one model and its scheduler threads.
+ * batcher.h - the bounded queue of one model, served by the seats of a
+ * pool of engine workers (pool.h; sched.c schedules).
  *
  * A job is one text to translate. A submitter (the HTTP layer) hands the
  * batcher its jobs together with a completion: a done(job, ud) callback and
@@ -12,8 +13,8 @@
  * the statuses the daemon makes of them).
  *
  * Threads: srv_batcher_submit, _queue_depth and _halt may be called from
- * any thread; one scheduler thread per worker runs batches and calls done
- * and gone; _drain and _free belong to the thread that owns the batcher
+ * any thread; the pool's seats run batches and call done and gone; _drain
+ * and _free belong to the thread that owns the batcher
  * (serve.c's main thread). done and gone are never called with the
  * batcher's lock held.
  */
@@ -180,7 +181,9 @@ typedef struct srv_batcher_opts {
     td_model *model;          /* loaded; outlives the batcher */
     td_decode_opts warm_up;   /* the model's defaults (the warm-up runs them greedy, <= 4 tokens) */
     int32_t warm_up_token;    /* the source of the warm-up batch: two of it (</s>) */
-    int workers;              /* td_workers, one scheduler thread each */
+    struct srv_pool *pool;    /* the seats that serve it, shared with other models
+                                 (pool.h); NULL: a pool of its own of `workers` seats */
+    int workers;              /* seats it takes at once (its own pool's seats) */
     int threads;              /* engine CPU threads per worker; 0 = all cores */
     int max_batch_size;       /* sentences per batch; sizes the workers */
     int max_batch_tokens;     /* padded source tokens per batch */
@@ -188,12 +191,15 @@ typedef struct srv_batcher_opts {
     int max_queue;            /* jobs waiting before SRV_SUBMIT_FULL */
     int max_src_len, max_length, max_beam; /* size the workers (td_worker_opts) */
     srv_scheduler scheduler;
-    int worker_nice;          /* the scheduler threads' nice value (0: as created) */
+    int worker_nice;          /* its own pool's seats' nice value (0: as created) */
     int short_steps;          /* inflight: steps of the shortest texts only after each
                                  step of every row (srv_inflight_step_rows) */
     int urgent_steps;         /* inflight: steps of the urgent texts only after each
                                  step of every row (srv_inflight_urgent_rows) */
     int grow;                 /* workers' memory on demand (td_worker_opts.grow) */
+    /* its own pool: the seats' arenas moved by delta bytes (pool.h) */
+    void (*on_scratch)(long delta, void *ud);
+    void *scratch_ud;
     int scratch_idle_s;       /* grow: idle seconds before a worker gives back what it
                                  grew (td_worker_trim; 0: never) */
     /* called (from a submitting thread, no lock held) by the first submit
@@ -215,8 +221,9 @@ typedef struct srv_batcher_opts {
 
 typedef struct srv_batcher srv_batcher;
 
-/* Makes the workers (td_worker_init), runs one warm-up batch on each and
- * starts one scheduler thread per worker. metrics may be NULL. On failure
+/* Runs a warm-up batch on a worker of the model (sized as a seat's will be
+ * bound: srv_batcher_worker_bytes) and attaches the queue to o->pool, or to
+ * a pool of its own of o->workers seats. metrics may be NULL. On failure
  * *out is NULL and err says why. */
 int srv_batcher_init(srv_batcher **out, const srv_batcher_opts *o, srv_metrics *metrics,
                      char *err, size_t errlen);
@@ -224,18 +231,17 @@ int srv_batcher_init(srv_batcher **out, const srv_batcher_opts *o, srv_metrics *
 /* Bytes of one worker's arena at its maxima (td_worker_max_bytes: what
  * --max-memory counts for it). */
 size_t srv_batcher_worker_bytes(const srv_batcher *b);
-/* Bytes the workers' arenas hold now, all together (they grow and shrink
- * with grow). */
+/* Bytes the workers' arenas of its own pool hold now, all together (they
+ * grow and shrink with grow); 0 on a shared pool (srv_pool_scratch_bytes). */
 size_t srv_batcher_scratch_bytes(const srv_batcher *b);
 
 /* An idle model put away (--model-idle-unload), by the thread that owns
  * the model's lifetime (the model manager). _park: when nothing is queued
- * or running, the scheduler threads exit and the engine workers are
- * freed (the caller may then free the weights: td_model_unload); returns
- * 1, or 0 when the batcher is busy (nothing changed). Submits go on
- * queueing; the first calls on_wake. _unpark: the workers made again (the
- * weights loaded again first) and started; the queue runs. 0, or -1 with
- * err (still parked). _idle_s: seconds since the last submit or work when
+ * or running and no seat serves it, no seat reads the model any more (the
+ * caller may then free the weights: td_model_unload); returns 1, or 0 when
+ * the batcher is busy (nothing changed). Submits go on queueing, unserved;
+ * the first calls on_wake. _unpark (the weights loaded again first): the
+ * queue is served again. 0, or -1 with err (still parked). _idle_s: seconds since the last submit or work when
  * nothing is queued or running, else -1 (also while parked). */
 int srv_batcher_park(srv_batcher *b);
 int srv_batcher_unpark(srv_batcher *b, char *err, size_t errlen);

@@ -507,9 +507,6 @@ static const family k_families[] = {
      "(--model-idle-unload).", FAM_COUNTER, MOFF(put_away), 0, 0},
     {"transformerd_model_loaded_again_total", "Times a request loaded the model again after it "
      "was put away.", FAM_COUNTER, MOFF(loaded_again), 0, 0},
-    {"transformerd_model_scratch_bytes", "Bytes the model's workers hold now for their "
-     "decoding (grown as requests need, given back when idle: --scratch on-demand).",
-     FAM_GAUGE, MOFF(scratch_bytes), 1, 0},
     {"transformerd_batches_total", "Engine batches run.", FAM_COUNTER, MOFF(batches), 0, 0},
     {"transformerd_queue_depth", "Texts waiting in the model's queue.", FAM_GAUGE,
      MOFF(queue_depth), 1, 0},
@@ -658,6 +655,12 @@ char *srv_metrics_render(srv_metrics *m, int ready)
                   "# TYPE transformerd_build_info gauge\n"
                   "transformerd_build_info{version=\"%s\",commit=\"%s\"} 1\n",
               srv_version, srv_commit);
+    sb_printf(&b, "# HELP transformerd_workers_scratch_bytes Bytes the engine workers, shared "
+                  "by every model, hold now for their decoding (grown as requests need, given "
+                  "back when idle: --scratch on-demand).\n"
+                  "# TYPE transformerd_workers_scratch_bytes gauge\n"
+                  "transformerd_workers_scratch_bytes %ld\n",
+              (long)atomic_load_explicit(&m->scratch_bytes, memory_order_relaxed));
     render_process(&b);
     srv_memstat ms;
     srv_memstat_read(&ms);

@@ -71,7 +71,8 @@ typedef enum srv_step_kind {
 void srv_metrics_step(srv_metrics *m, int admitted, srv_step_kind kind, double seconds);
 /* A model put away (0) or loaded again (1): the gauge and its counter. */
 void srv_metrics_model_resident(srv_metrics *c, int resident);
-/* The scratch bytes gauge moves by delta (workers add what they grow). */
+/* The shared workers' scratch bytes gauge (the server's metrics: pool.h) moves by
+ * delta (a worker adds what it grows, takes off what it gives back). */
 void srv_metrics_scratch(srv_metrics *m, long delta);
 /* The running rows gauge moves by delta (workers add theirs). */
 void srv_metrics_running_rows(srv_metrics *m, long delta);

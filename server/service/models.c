@@ -30,6 +30,7 @@
 #include "cache.h"
 #include "clock.h"
 #include "models.h"
+#include "pool.h"
 #include "segment.h"
 
 struct srv_models {
@@ -41,7 +42,11 @@ struct srv_models {
     srv_model **finishing; /* replaced or unloaded: freed when their count is 0 */
     int n_finishing;
     int cap;             /* of both arrays */
-    size_t used;         /* bytes of serving + finishing */
+    size_t used;         /* weights of serving + finishing */
+    srv_pool *pool;      /* the engine workers every model shares (pool.h), made
+                            with the first model */
+    size_t worker_max;   /* the largest worker_bytes of serving + finishing: a
+                            seat's worker at its maxima, whichever it serves */
     srv_model_op *q_head, *q_tail;
     int wake;            /* a put-away model has a request (model_wake) */
     int stop;
@@ -249,6 +254,12 @@ static int name_listed(const char *list, const char *name)
     return 0;
 }
 
+/* The shared workers' arenas moved (a seat's thread). */
+static void pool_scratch(long delta, void *ud)
+{
+    srv_metrics_scratch(ud, delta);
+}
+
 /* The limits and the batcher of a loaded model, as the options say. */
 static int model_workers(srv_server *s, srv_model *sm, char *err, size_t errlen)
 {
@@ -272,7 +283,19 @@ static int model_workers(srv_server *s, srv_model *sm, char *err, size_t errlen)
                                ? o->max_input_tokens
                                : maxpos;
     sm->max_length = td_generated_cap(c);
+    srv_models *ms = s->models;
+    if (!ms->pool) { /* the first model: the daemon's workers */
+        const srv_pool_opts po = {.seats = o->workers,
+                                  .max_batch = o->max_batch_size,
+                                  .nice = o->worker_nice,
+                                  .scratch_idle_s = o->scratch_full ? 0 : o->scratch_idle_s,
+                                  .on_scratch = pool_scratch,
+                                  .scratch_ud = s->metrics};
+        if (srv_pool_init(&ms->pool, &po, err, errlen) != 0)
+            return -1;
+    }
     const srv_batcher_opts bo = {.model = sm->m,
+                                 .pool = ms->pool,
                                  .warm_up = sm->defaults,
                                  .warm_up_token = td_tok_eos_id(sm->tok),
                                  .workers = o->workers,
@@ -296,10 +319,10 @@ static int model_workers(srv_server *s, srv_model *sm, char *err, size_t errlen)
                                  .test_step_delay_ms = o->test_step_delay_ms};
     if (srv_batcher_init(&sm->b, &bo, sm->metrics, err, errlen) != 0)
         return -1;
-    sm->workers = o->workers;
+    sm->workers = srv_pool_seats(ms->pool);
     sm->worker_bytes = srv_batcher_worker_bytes(sm->b);
     sm->weight_bytes = td_model_weight_bytes(sm->m);
-    sm->bytes = sm->weight_bytes + (size_t)sm->workers * sm->worker_bytes;
+    sm->bytes = sm->weight_bytes; /* the workers are the pool's (worker_max) */
     return 0;
 }
 
@@ -415,19 +438,43 @@ static int find_serving(const srv_models *ms, const char *name)
     return -1;
 }
 
-/* The budget's refusal of `need` more bytes (under the lock): 0, or -1
- * with the message. */
-static int over_budget(const srv_models *ms, const char *name, size_t need, const char *what,
-                       char *msg, size_t n)
+/* What the budget counts (under the lock): the loaded models' weights and
+ * the shared workers at the largest of the models' maxima. */
+static size_t reserved(const srv_models *ms)
+{
+    return ms->used + (ms->pool ? (size_t)srv_pool_seats(ms->pool) : 0) * ms->worker_max;
+}
+
+/* The budget's refusal of a model of `need` bytes of weights whose worker
+ * takes worker_bytes at its maxima (under the lock): 0, or -1 with the
+ * message. */
+static int over_budget(const srv_models *ms, const char *name, size_t need, size_t worker_bytes,
+                       const char *what, char *msg, size_t n)
 {
     long budget = ms->s->o.max_memory;
-    if (budget <= 0 || ms->used + need <= (size_t)budget)
+    size_t seats = ms->pool ? (size_t)srv_pool_seats(ms->pool) : (size_t)ms->s->o.workers;
+    size_t more = worker_bytes > ms->worker_max ? seats * (worker_bytes - ms->worker_max) : 0;
+    if (budget <= 0 || reserved(ms) + need + more <= (size_t)budget)
         return 0;
     snprintf(msg, n,
              "model %s needs %zu bytes (%s); %zu of --max-memory %ld bytes are in use by the "
-             "loaded models (a reloaded model counts twice until its old copy finishes)",
-             name, need, what, ms->used, budget);
+             "loaded models and the workers (a reloaded model counts twice until its old copy "
+             "finishes)",
+             name, need + more, what, reserved(ms), budget);
     return -1;
+}
+
+/* Under the lock: the largest worker of the loaded models again (one was
+ * freed). */
+static void worker_max_again(srv_models *ms)
+{
+    ms->worker_max = 0;
+    for (int i = 0; i < ms->n_serving; i++)
+        if (ms->serving[i]->worker_bytes > ms->worker_max)
+            ms->worker_max = ms->serving[i]->worker_bytes;
+    for (int i = 0; i < ms->n_finishing; i++)
+        if (ms->finishing[i]->worker_bytes > ms->worker_max)
+            ms->worker_max = ms->finishing[i]->worker_bytes;
 }
 
 /* Drops a reference with the set's lock held: the manager cannot be
@@ -446,6 +493,8 @@ static void publish(srv_models *ms, srv_model *sm, int replace)
     sm->set = ms;
     atomic_store(&sm->refs, 1); /* the set's */
     ms->used += sm->bytes;
+    if (sm->worker_bytes > ms->worker_max)
+        ms->worker_max = sm->worker_bytes;
     if (replace < 0) {
         ms->serving[ms->n_serving++] = sm;
         return;
@@ -533,10 +582,19 @@ int srv_models_snapshot(srv_models *ms, srv_model **out, int max)
     return n;
 }
 
+void srv_models_workers(srv_models *ms, srv_workers_info *w)
+{
+    pthread_mutex_lock(&ms->mu);
+    w->seats = ms->pool ? srv_pool_seats(ms->pool) : 0;
+    w->scratch_bytes = ms->pool ? srv_pool_scratch_bytes(ms->pool) : 0;
+    w->max_bytes = (size_t)w->seats * ms->worker_max;
+    pthread_mutex_unlock(&ms->mu);
+}
+
 void srv_models_memory(srv_models *ms, size_t *used, size_t *budget)
 {
     pthread_mutex_lock(&ms->mu);
-    *used = ms->used;
+    *used = reserved(ms);
     pthread_mutex_unlock(&ms->mu);
     *budget = ms->s->o.max_memory > 0 ? (size_t)ms->s->o.max_memory : 0;
 }
@@ -616,7 +674,7 @@ static void load_and_publish(srv_models *ms, srv_model_op *op, const srv_model_s
 {
     char msg[1024];
     pthread_mutex_lock(&ms->mu);
-    int refused = over_budget(ms, spec->name, checkpoint_bytes(spec->dir),
+    int refused = over_budget(ms, spec->name, checkpoint_bytes(spec->dir), 0,
                               "at least its model.safetensors", msg, sizeof msg);
     pthread_mutex_unlock(&ms->mu);
     if (refused) {
@@ -630,10 +688,11 @@ static void load_and_publish(srv_models *ms, srv_model_op *op, const srv_model_s
     }
     pthread_mutex_lock(&ms->mu);
     char what[128];
-    snprintf(what, sizeof what, "weights %zu + %d worker(s) x %zu", sm->weight_bytes,
-             sm->workers, sm->worker_bytes);
+    snprintf(what, sizeof what, "weights %zu; the %d shared worker(s) at %zu each when larger",
+             sm->weight_bytes, sm->workers, sm->worker_bytes);
     int i = find_serving(ms, spec->name);
-    int status = over_budget(ms, sm->name, sm->bytes, what, msg, sizeof msg) ? 507
+    int status = over_budget(ms, sm->name, sm->bytes, sm->worker_bytes, what, msg, sizeof msg)
+                     ? 507
                  : old && (i < 0 || ms->serving[i] != old)
                      ? 409 /* unloaded (or replaced) while this one loaded */
                  : !old && i >= 0 ? 409
@@ -662,10 +721,10 @@ static void load_and_publish(srv_models *ms, srv_model_op *op, const srv_model_s
     op->generation = sm->generation;
     op->bytes = sm->bytes;
     snprintf(op->msg, sizeof op->msg,
-             "model %s (%s -> %s) %s from %.700s: generation %u, weights %zu bytes, %d worker(s) of "
-             "%zu bytes",
+             "model %s (%s -> %s) %s from %.700s: generation %u, weights %zu bytes, a worker of "
+             "it %zu bytes at most (%d shared)",
              sm->name, sm->src_lang, sm->tgt_lang, old ? "reloaded" : "loaded", sm->dir,
-             sm->generation, sm->weight_bytes, sm->workers, sm->worker_bytes);
+             sm->generation, sm->weight_bytes, sm->worker_bytes, sm->workers);
     if (ms->thread_on) /* at run time (start-up has its own lines) */
         fprintf(stderr, "transformerd: %s\n", op->msg);
 }
@@ -769,6 +828,7 @@ static void reap(srv_models *ms)
         pthread_mutex_lock(&ms->mu);
         /* counted until it is freed (and its pages handed back) */
         ms->used -= bytes;
+        worker_max_again(ms);
         i = 0;
     }
 }
@@ -951,6 +1011,7 @@ void srv_models_free(srv_models *ms)
         model_free(ms->serving[i]);
     for (int i = 0; i < ms->n_finishing; i++)
         model_free(ms->finishing[i]);
+    srv_pool_free(ms->pool); /* every model detached */
     free(ms->serving);
     free(ms->finishing);
     pthread_cond_destroy(&ms->cv);

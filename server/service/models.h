@@ -93,6 +93,15 @@ int srv_models_snapshot(srv_models *ms, srv_model **out, int max);
  * (--max-memory, 0 = none). */
 void srv_models_memory(srv_models *ms, size_t *used, size_t *budget);
 
+/* The engine workers every model shares (pool.h). */
+typedef struct srv_workers_info {
+    int seats;            /* --workers */
+    size_t scratch_bytes; /* their arenas now (grown as requests need, trimmed when idle) */
+    size_t max_bytes;     /* seats x the largest loaded model's worker at its maxima: what
+                             --max-memory counts for them */
+} srv_workers_info;
+void srv_models_workers(srv_models *ms, srv_workers_info *w);
+
 /* The host memory model sm holds now: its weights and its workers'
  * buffers while resident (0 when put away). */
 size_t srv_model_resident_bytes(const srv_model *sm);
