@@ -325,7 +325,7 @@ static void long_sources(td_model *m, const td_decode_opts *o, int min_tokens,
 
 /* A streamed answer's first sentences (urgent) are admitted in a group of
  * their own and decode before anything else joins: submitted with 30 texts
- * that would each finish in 1..6 steps, the two urgent texts (up to 24
+ * that would each finish in 1..6 steps, the two urgent texts (16 to 24
  * steps, fewer than SRV_URGENT_MAX_DEFER) still finish first, and no
  * admission takes a text before both are done. Counted in admissions and
  * finishing order, never in time. */
@@ -343,11 +343,18 @@ START_TEST(test_urgent_first)
         opts[k].max_length = k == 0 ? 24 : k;
     }
     static srv_job jobs[N];
-    static int32_t src[N][16];
+    static int32_t src[N][16], long_src[2][8];
+    /* the urgent texts run 16 to 24 steps (fewer than the deferral's
+     * bound): the others wait for them throughout */
+    long_sources(m, &opts[0], 16, long_src, 2);
     for (int i = 0; i < N; i++) {
         random_job(&jobs[i], src[i], c);
         jobs[i].opts = &opts[i < 2 ? 0 : 1 + rnd(6)];
         jobs[i].urgent = i < 2;
+        if (i < 2) {
+            jobs[i].src = long_src[i];
+            jobs[i].n_src = 8;
+        }
     }
     urgent_run(&w, b, m, jobs, N);
     ck_assert_msg(w.order[0] < 2 && w.order[1] < 2,
