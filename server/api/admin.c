@@ -89,14 +89,13 @@ static void admin_list(srv_req *r)
     srv_model *all[64];
     int n = srv_models_snapshot(s->models, all, 64);
     json_t *list = json_array();
-    for (int i = 0; i < n; i++) {
+    size_t used, budget, models = 0;
+    for (int i = 0; i < n; i++) { /* read before the reference goes back */
         json_array_append_new(list, srv_admin_model_json(s, all[i]));
+        models += srv_model_resident_bytes(all[i]);
         srv_model_put(all[i]);
     }
-    size_t used, budget, models = 0;
     srv_models_memory(s->models, &used, &budget);
-    for (int i = 0; i < n; i++)
-        models += srv_model_resident_bytes(all[i]);
     srv_workers_info wi;
     srv_models_workers(s->models, &wi);
     srv_req_object(

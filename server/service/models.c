@@ -627,6 +627,9 @@ int srv_models_unload(srv_models *ms, const char *name, int *inflight, char *msg
     else if (status == 500)
         snprintf(msg, n, "out of memory");
     srv_model *sm = status == 200 ? ms->serving[i] : NULL;
+    /* its name's series (the server's metrics own them): sm itself may be
+     * freed by the manager as soon as the lock is released */
+    srv_metrics *series = sm ? sm->metrics : NULL;
     if (sm) {
         memmove(&ms->serving[i], &ms->serving[i + 1],
                 (size_t)(ms->n_serving - i - 1) * sizeof *ms->serving);
@@ -638,8 +641,8 @@ int srv_models_unload(srv_models *ms, const char *name, int *inflight, char *msg
                  *inflight);
     }
     pthread_mutex_unlock(&ms->mu);
-    if (sm) {
-        srv_metrics_model_unloaded(sm->metrics);
+    if (series) {
+        srv_metrics_model_unloaded(series);
         fprintf(stderr, "transformerd: %s\n", msg);
     }
     return status;
