@@ -8,7 +8,8 @@
  * the same shape keeps the buffers as they grew; another shape starts at
  * the first capacities; a bind while a decode runs is refused; a model
  * freed while the worker is bound to it is never read again (a trim, a
- * bind to the next model: AddressSanitizer watches).
+ * bind to the next model: AddressSanitizer watches). On the device named
+ * by TD_TEST_DEVICE (default cpu; tools/gpu-check.sh runs it with cuda).
  */
 #include <check.h>
 #include <math.h>
@@ -39,7 +40,8 @@ static td_model *load(const char *name)
 {
     char dir[512], err[512];
     snprintf(dir, sizeof dir, "%s/fixtures/%s", TD_TEST_DATA, name);
-    td_load_opts lo = {.device = "cpu", .n_threads = 1};
+    const char *dev = getenv("TD_TEST_DEVICE");
+    td_load_opts lo = {.device = dev && *dev ? dev : "cpu", .n_threads = 1};
     td_model *m;
     ck_assert_msg(td_model_load(&m, dir, &lo, err, sizeof err) == 0, "%s", err);
     return m;

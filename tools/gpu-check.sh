@@ -10,7 +10,8 @@
 #      transformers goldens on the GPU, each decoder step a CUDA graph), then
 #      the goldens once more with the row attention kernel
 #      (TD_GPU_ATTN=naive) and once with the steps launched op by op
-#      (TD_GPU_GRAPHS=0)
+#      (TD_GPU_GRAPHS=0); test_bind on cuda (one worker bound in turn to
+#      several models, as the daemon's shared workers are)
 #   3. benchmarks, greedy and beam 4 at batch 1 and 32: the bundled model
 #      (models/en-de, when present) and a transformer-base-shaped random
 #      model (6+6 layers, d_model 512, vocab 32000): transformerd on the GPU
@@ -132,6 +133,10 @@ gpu_tests "GPU goldens with TD_GPU_ATTN=naive" tests_naive.log TD_GPU_ATTN=naive
 # not; both token-exact
 gpu_tests "GPU goldens with TD_GPU_GRAPHS=0" tests_nographs.log TD_GPU_GRAPHS=0 \
     timeout 180 ctest -R '^test_gpu_golden$' -V
+# one worker bound in turn to models of the same and of other shapes (the
+# daemon's shared workers, td_worker_bind), each answer its own worker's
+gpu_tests "One worker for several models (test_bind on cuda)" tests_bind.log \
+    TD_TEST_DEVICE=cuda CK_FORK=no timeout 180 ./tests/test_bind
 
 # 3. benchmarks -------------------------------------------------------------
 BENCH_BIN="$BUILD/bench/engine/bench_engine"

@@ -22,7 +22,7 @@
 set -u
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
-BINS="tests/gpu/test_gpu_ops tests/gpu/test_gpu_attention tests/gpu/test_gpu_golden bench/engine/bench_engine transformerd
+BINS="tests/gpu/test_gpu_ops tests/gpu/test_gpu_attention tests/gpu/test_gpu_golden tests/test_bind bench/engine/bench_engine transformerd
       libtdcuda.so bench/load/bench_load"
 
 case "${1:-}" in
