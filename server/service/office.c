@@ -120,9 +120,7 @@ static const fmt k_fmts[] = {
     {".xhtml", "application/xhtml+xml; charset=utf-8", NS_XHTML, k_x_para, k_x_inl, k_none,
      k_x_sep, k_none, NULL, NULL, NULL, "XHTML", k_x_never, 0},
     {".html", "text/html; charset=utf-8", NULL, k_x_para, k_x_inl, k_none, k_x_sep, k_none, NULL,
-     NULL, NULL, "HTML", k_x_never, 1},
-    {".htm", "text/html; charset=utf-8", NULL, k_x_para, k_x_inl, k_none, k_x_sep, k_none, NULL,
-     NULL, NULL, "HTML", k_x_never, 1},
+     NULL, NULL, "HTML", k_x_never, 1}, /* .htm too (find_fmt) */
 };
 
 enum { P_TEXT, P_OBJECT, P_SEP };
@@ -439,14 +437,23 @@ static int is_markdown(const char *ext)
     return ext && (!strcasecmp(ext, ".md") || !strcasecmp(ext, ".markdown"));
 }
 
+/* The format of extension ext (case-insensitive; .htm is .html), or NULL. */
+static const fmt *find_fmt(const char *ext)
+{
+    if (ext && !strcasecmp(ext, ".htm"))
+        ext = ".html";
+    for (size_t i = 0; ext && i < sizeof k_fmts / sizeof k_fmts[0]; i++)
+        if (!strcasecmp(ext, k_fmts[i].ext))
+            return &k_fmts[i];
+    return NULL;
+}
+
 const char *srv_office_mime(const char *ext)
 {
     if (is_markdown(ext))
         return "text/markdown; charset=utf-8";
-    for (size_t i = 0; ext && i < sizeof k_fmts / sizeof k_fmts[0]; i++)
-        if (!strcasecmp(ext, k_fmts[i].ext))
-            return k_fmts[i].mime;
-    return NULL;
+    const fmt *f = find_fmt(ext);
+    return f ? f->mime : NULL;
 }
 
 /* Entry i's bytes (malloc'd, *n), bounded by its declared size; -1 out of
@@ -498,6 +505,18 @@ static int add_part(srv_office *d, zip_uint64_t idx, const char *name, const cha
     xmlNodePtr root = xmlDocGetRootElement(doc);
     mark_paras(d->f, root);
     return walk(d, root) != 0 ? -1 : 0;
+}
+
+/* An .html file (buf, n bytes) read by html.h's parser and its paragraphs
+ * found. */
+static int add_html(srv_office *d, const char *buf, size_t n, char *err, size_t errlen)
+{
+    int rc = srv_html_parse_tree(buf, n, &d->html, err, errlen);
+    if (rc != 0)
+        return rc;
+    xmlNodePtr top = srv_html_top(d->html);
+    mark_paras(d->f, top);
+    return walk(d, top) != 0 ? -1 : 0;
 }
 
 static int read_parts(srv_office *d, char *err, size_t errlen)
@@ -560,10 +579,7 @@ int srv_office_parse(const char *data, size_t len, const char *ext, srv_office *
             *out = d;
         return rc;
     }
-    const fmt *f = NULL;
-    for (size_t i = 0; ext && i < sizeof k_fmts / sizeof k_fmts[0]; i++)
-        if (!strcasecmp(ext, k_fmts[i].ext))
-            f = &k_fmts[i];
+    const fmt *f = find_fmt(ext);
     if (!f) {
         snprintf(err, errlen, "not a document format");
         return -2;
@@ -577,29 +593,14 @@ int srv_office_parse(const char *data, size_t len, const char *ext, srv_office *
     }
     memcpy(copy, data, len);
     d->f = f;
-    if (f->html) {
+    if (!f->part) { /* one file, no archive: XHTML as one part, or HTML */
         int rc = len > SRV_OFFICE_MAX_PART ? (snprintf(err, errlen, "larger than %u bytes",
                                                        SRV_OFFICE_MAX_PART),
                                               -2)
-                                           : srv_html_parse_tree(copy, len, &d->html, err, errlen);
-        xmlNodePtr top = rc == 0 ? srv_html_top(d->html) : NULL;
-        mark_paras(f, top);
-        if (rc == 0 && walk(d, top) != 0)
-            rc = -1;
-        free(copy);
-        if (rc != 0)
-            srv_office_free(d);
-        else
-            *out = d;
-        return rc;
-    }
-    if (!f->part) { /* an XHTML file: one part, no archive */
-        int rc = len > SRV_OFFICE_MAX_PART ? (snprintf(err, errlen, "larger than %u bytes",
-                                                       SRV_OFFICE_MAX_PART),
-                                              -2)
-                 : !(d->parts = calloc(1, sizeof *d->parts))
-                     ? -1
-                     : add_part(d, 0, "the file", copy, len, err, errlen);
+                 : f->html                                    ? add_html(d, copy, len, err, errlen)
+                 : !(d->parts = calloc(1, sizeof *d->parts)) ? -1
+                                                              : add_part(d, 0, "the file", copy,
+                                                                         len, err, errlen);
         free(copy);
         if (rc != 0)
             srv_office_free(d);
