@@ -82,14 +82,9 @@ static int warm_model(srv_batcher *b, char *err, size_t errlen)
     if (td_worker_init(&w, b->model, &wo, err, errlen) != 0)
         return -1;
     int rc = warm_up(w, &b->o, err, errlen);
-    wo.grow = b->wo.grow;
+    b->worker_bytes = td_worker_max_bytes(w); /* its maxima: grow does not change them */
     td_worker_free(w);
-    if (rc == 0 && td_worker_init(&w, b->model, &b->wo, err, errlen) == 0) {
-        b->worker_bytes = td_worker_max_bytes(w);
-        td_worker_free(w);
-        return 0;
-    }
-    return -1;
+    return rc;
 }
 
 int srv_batcher_init(srv_batcher **out, const srv_batcher_opts *o, srv_metrics *metrics,

@@ -23,7 +23,6 @@
 #define SRV_POOL_H
 
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stddef.h>
 
 #include "translator.h"

@@ -59,7 +59,7 @@ static int decode_opts_equal(const td_decode_opts *a, const td_decode_opts *b)
 
 /* Finishes a job: its status, then its submitter's done. Called without
  * b->mu; the job is not touched after done is entered. */
-static void finish_job(srv_job *j, srv_job_status st)
+void srv_sched_finish_job(srv_job *j, srv_job_status st)
 {
     j->status = st;
     srv_completion c = j->completion;
@@ -67,13 +67,13 @@ static void finish_job(srv_job *j, srv_job_status st)
 }
 
 /* Finishes a chain of jobs unlinked from the queue (linked by next). */
-static void finish_chain(srv_batcher *b, srv_job *j, srv_job_status st, srv_drop_reason why)
+void srv_sched_finish_chain(srv_batcher *b, srv_job *j, srv_job_status st, srv_drop_reason why)
 {
     while (j) {
         srv_job *next = j->next;
         j->next = NULL;
         srv_metrics_dropped(b->metrics, why);
-        finish_job(j, st);
+        srv_sched_finish_job(j, st);
         j = next;
     }
 }
@@ -236,10 +236,10 @@ static int drop_stale(srv_worker *wk, int n)
         srv_metrics_queue_wait(b->metrics, now - j->t_enqueue);
         if (now >= j->deadline) {
             srv_metrics_dropped(b->metrics, SRV_DROP_TIMEOUT);
-            finish_job(j, SRV_JOB_TIMEOUT);
+            srv_sched_finish_job(j, SRV_JOB_TIMEOUT);
         } else if (j->completion.gone && j->completion.gone(j->completion.ud)) {
             srv_metrics_dropped(b->metrics, SRV_DROP_GONE);
-            finish_job(j, SRV_JOB_GONE);
+            srv_sched_finish_job(j, SRV_JOB_GONE);
         } else {
             wk->batch[k++] = j;
         }
@@ -278,11 +278,11 @@ static void run_batch(srv_worker *wk, int n)
         if (rc == 0) {
             j->res = wk->res[i];
             tout += j->res.n_hyps > 0 ? j->res.hyps[0].n_tokens : 0;
-            finish_job(j, SRV_JOB_DONE);
+            srv_sched_finish_job(j, SRV_JOB_DONE);
         } else {
             j->engine_rc = rc;
             snprintf(j->engine_err, sizeof j->engine_err, "%s", err);
-            finish_job(j, SRV_JOB_FAILED);
+            srv_sched_finish_job(j, SRV_JOB_FAILED);
         }
     }
     if (rc == 0)
@@ -322,7 +322,7 @@ static int finish_expired(srv_worker *wk, double now)
         return 0;
     set_busy(wk, 1);
     pthread_mutex_unlock(&b->mu);
-    finish_chain(b, expired, SRV_JOB_TIMEOUT, SRV_DROP_TIMEOUT);
+    srv_sched_finish_chain(b, expired, SRV_JOB_TIMEOUT, SRV_DROP_TIMEOUT);
     pthread_mutex_lock(&b->mu);
     set_busy(wk, wk->n_live > 0);
     pthread_cond_broadcast(&b->idle_cv);
@@ -426,18 +426,18 @@ static void fail_live(srv_worker *wk, int rc, const char *err)
         srv_job *j = wk->live[i];
         j->engine_rc = rc;
         snprintf(j->engine_err, sizeof j->engine_err, "%s", err);
-        finish_job(j, SRV_JOB_FAILED);
+        srv_sched_finish_job(j, SRV_JOB_FAILED);
     }
     wk->n_live = 0;
     td_run_reset(wk->w);
 }
 
-static void fail_jobs(srv_job **jobs, int k, int rc, const char *err)
+void srv_sched_fail_jobs(srv_job **jobs, int k, int rc, const char *err)
 {
     for (int i = 0; i < k; i++) {
         jobs[i]->engine_rc = rc;
         snprintf(jobs[i]->engine_err, sizeof jobs[i]->engine_err, "%s", err);
-        finish_job(jobs[i], SRV_JOB_FAILED);
+        srv_sched_finish_job(jobs[i], SRV_JOB_FAILED);
     }
 }
 
@@ -464,7 +464,7 @@ static void admit(srv_worker *wk, int k)
         srv_metrics_batch_failed(b->metrics);
         fprintf(stderr, "transformerd: %d texts failed to join the running decode: %s\n", k,
                 err);
-        fail_jobs(wk->batch, k, rc, err);
+        srv_sched_fail_jobs(wk->batch, k, rc, err);
         if (rc == TD_EDEVICE)
             fail_live(wk, rc, err);
         return;
@@ -498,7 +498,7 @@ static void cancel_stale(srv_worker *wk, double now)
         wk->live[i] = wk->live[wk->n_live - 1];
         wk->live_seq[i] = wk->live_seq[wk->n_live - 1];
         wk->n_live--;
-        finish_job(j, st);
+        srv_sched_finish_job(j, st);
     }
 }
 
@@ -509,7 +509,7 @@ static void cut_live(srv_worker *wk)
     srv_batcher *b = wk->b;
     for (int i = 0; i < wk->n_live; i++) {
         srv_metrics_dropped(b->metrics, SRV_DROP_SHUTDOWN);
-        finish_job(wk->live[i], SRV_JOB_SHUTDOWN);
+        srv_sched_finish_job(wk->live[i], SRV_JOB_SHUTDOWN);
     }
     wk->n_live = 0;
     td_run_reset(wk->w);
@@ -583,32 +583,17 @@ static void inflight_step(srv_worker *wk, int k, int cut)
             wk->live_seq[i] = wk->live_seq[wk->n_live - 1];
             wk->n_live--;
             if (t < 0) {
-                fail_jobs(&j, 1, TD_EINVAL, "out of host memory building the result");
+                srv_sched_fail_jobs(&j, 1, TD_EINVAL, "out of host memory building the result");
                 continue;
             }
             j->res = r;
             srv_metrics_tokens(b->metrics, j->n_src, r.n_hyps > 0 ? r.hyps[0].n_tokens : 0);
-            finish_job(j, SRV_JOB_DONE);
+            srv_sched_finish_job(j, SRV_JOB_DONE);
         }
     }
     test_delay(b);
 }
 
-
-void srv_sched_finish_job(srv_job *j, srv_job_status st)
-{
-    finish_job(j, st);
-}
-
-void srv_sched_finish_chain(srv_batcher *b, srv_job *j, srv_job_status st, srv_drop_reason why)
-{
-    finish_chain(b, j, st, why);
-}
-
-void srv_sched_fail_jobs(srv_job **jobs, int k, int rc, const char *err)
-{
-    fail_jobs(jobs, k, rc, err);
-}
 
 /* Under mu: another model has waited for a seat while this one served a
  * slice: no more texts in. */
@@ -734,6 +719,6 @@ void srv_sched_serve(void *ud, srv_seat *seat)
     for (srv_job *j = failed, *next; j; j = next) {
         next = j->next;
         j->next = NULL;
-        fail_jobs(&j, 1, TD_EINVAL, err);
+        srv_sched_fail_jobs(&j, 1, TD_EINVAL, err);
     }
 }
