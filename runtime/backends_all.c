@@ -41,10 +41,20 @@ static void *cuda_open(const char *path)
 {
     void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!h) {
-        size_t n = strlen(g_cuda_why);
+        /* dlerror's text and a path are unbounded: appended as far as they
+         * fit, "; " between two (a copy, not a format, that GCC's -O3
+         * truncation check has nothing to say about) */
         const char *e = dlerror();
-        snprintf(g_cuda_why + n, sizeof g_cuda_why - n, "%s%s", n ? "; " : "",
-                 e ? e : path);
+        const char *why = e ? e : path;
+        size_t n = strlen(g_cuda_why), room = sizeof g_cuda_why - 1 - n;
+        if (n && room >= 2) {
+            memcpy(g_cuda_why + n, "; ", 2);
+            n += 2;
+            room -= 2;
+        }
+        size_t k = strlen(why) < room ? strlen(why) : room;
+        memcpy(g_cuda_why + n, why, k);
+        g_cuda_why[n + k] = '\0';
     }
     return h;
 }

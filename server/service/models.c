@@ -194,7 +194,9 @@ void srv_model_engine_error(srv_model *sm, int engine_rc, const char *msg)
     int expected = 0;
     if (!atomic_compare_exchange_strong(&sm->failed_claim, &expected, 1))
         return;
-    snprintf(sm->failed_msg, sizeof sm->failed_msg, "%s", msg ? msg : "");
+    /* a long message is cut to the field (precision said, for -O3's check) */
+    snprintf(sm->failed_msg, sizeof sm->failed_msg, "%.*s", (int)(sizeof sm->failed_msg - 1),
+             msg ? msg : "");
     atomic_store(&sm->failed, 1);
     srv_metrics_model_ready(sm->metrics, 0);
     if (sm->b)
