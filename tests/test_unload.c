@@ -10,7 +10,15 @@
  *   - idle again, "a" is put away again;
  *   - "c" (links to the same files) put away, its weights' file removed: the
  *     request that loads it again fails naming the file (500), the next is
- *     503 device_error at once, and "b" serves on.
+ *     503 device_error at once, and "b" serves on;
+ *   - "d" (links to the same files) put away, then its files replaced by
+ *     German-English ones (renamed over the old): the request that wakes it
+ *     is answered 503 model_reloaded (its text was tokenized for the old
+ *     files), and the model is all new -- generation 2, de->en, resident,
+ *     and its answers are those of "e" (the German-English model, loaded
+ *     from its own directory) -- never the new weights under the old
+ *     tokenizer. (The bundled pair shares one vocabulary, so the proof is
+ *     the answer to send again, the generation and the languages.)
  * Waits poll the daemon's own state (bounded only so that a daemon that
  * never changes fails), never a clock.
  */
@@ -175,28 +183,111 @@ START_TEST(test_gone_files)
 }
 END_TEST
 
-/* dir/c: links to every file of the bundled model (one to be removed). */
-static int link_model(const char *dir)
+/* dir/name: links to every file of the model in src (made first as
+ * dir/name.new when `over`, then each renamed over dir/name's: the
+ * documented way to replace a model's files). */
+static int link_model(const char *dir, const char *name, const char *src, int over)
 {
-    char c[600];
-    snprintf(c, sizeof c, "%s/c", dir);
-    if (mkdir(c, 0755) != 0)
+    char c[600], to_dir[700];
+    snprintf(c, sizeof c, "%s/%s", dir, name);
+    snprintf(to_dir, sizeof to_dir, "%s%s", c, over ? ".new" : "");
+    if (mkdir(to_dir, 0755) != 0)
         return -1;
-    DIR *d = opendir(TD_BUNDLED_MODEL);
+    DIR *d = opendir(src);
     if (!d)
         return -1;
     struct dirent *e;
     int rc = 0;
     while ((e = readdir(d)))
         if (e->d_name[0] != '.') {
-            char from[4400], to[900];
-            snprintf(from, sizeof from, "%s/%s", TD_BUNDLED_MODEL, e->d_name);
-            snprintf(to, sizeof to, "%s/%s", c, e->d_name);
+            char from[4400], to[1000], final[1000];
+            snprintf(from, sizeof from, "%s/%s", src, e->d_name);
+            snprintf(to, sizeof to, "%s/%s", to_dir, e->d_name);
+            snprintf(final, sizeof final, "%s/%s", c, e->d_name);
             rc |= symlink(from, to);
+            if (over)
+                rc |= rename(to, final);
         }
     closedir(d);
     return rc;
 }
+
+/* A model's generation, source and target in /v1/models. */
+static void model_entry(const char *name, long *gen, char *src, char *tgt)
+{
+    tc_resp r;
+    ck_assert_int_eq(tc_request(g_port, "GET", "/v1/models", NULL, NULL, 0, &r), 0);
+    json_t *root = json_loads(r.body, 0, NULL);
+    json_t *models = json_object_get(root, "models");
+    *gen = -1;
+    for (size_t i = 0; i < json_array_size(models); i++) {
+        json_t *m = json_array_get(models, i);
+        if (strcmp(json_string_value(json_object_get(m, "name")), name))
+            continue;
+        *gen = (long)json_integer_value(json_object_get(m, "generation"));
+        json_t *l = json_object_get(m, "languages");
+        snprintf(src, 16, "%s", json_string_value(json_object_get(l, "source")));
+        snprintf(tgt, 16, "%s", json_string_value(json_object_get(l, "target")));
+    }
+    json_decref(root);
+    tc_resp_free(&r);
+}
+
+/* The translations part of model's answer to text (200 asserted), in out. */
+static void translate_with(const char *model, const char *text, char *out, size_t n)
+{
+    char body[512];
+    snprintf(body, sizeof body, "{\"text\":\"%s\",\"model\":\"%s\"}", text, model);
+    tc_resp r;
+    ck_assert_int_eq(tc_post_json(g_port, "/v1/translate", body, &r), 0);
+    ck_assert_msg(r.status == 200, "%s: %d %s", model, r.status, r.body);
+    const char *t = strstr(r.body, "\"translations\"");
+    ck_assert_ptr_nonnull(t);
+    snprintf(out, n, "%s", t);
+    tc_resp_free(&r);
+}
+
+/* A model put away whose files were replaced: woken, it is the new model
+ * whole (tokenizer, configuration, weights, a new generation), never the
+ * new weights under the old tokenizer; the request that woke it is told
+ * to send again. */
+START_TEST(test_changed_files)
+{
+    int i = 0;
+    while (resident("d") != 0) {
+        ck_assert_msg(++i < 1200, "model d was never put away");
+        tc_sleep_ms(50);
+    }
+    long gen;
+    char src[16], tgt[16];
+    model_entry("d", &gen, src, tgt);
+    ck_assert_int_eq(gen, 1);
+    ck_assert_str_eq(src, "en");
+    ck_assert_int_eq(link_model(g_tmp, "d", TD_BUNDLED_MODEL "/../de-en", 1), 0);
+    static const char *const de[] = {"Die Datei wurde nicht gefunden.", "Guten Morgen.",
+                                     "Das Fenster ist offen."};
+    tc_resp r;
+    ck_assert_int_eq(tc_post_json(g_port, "/v1/translate",
+                                  "{\"text\":\"Die Datei wurde nicht gefunden.\",\"model\":\"d\"}",
+                                  &r), 0);
+    ck_assert_msg(r.status == 503 && strstr(r.body, "model_reloaded") &&
+                      strstr(r.body, "send it again"),
+                  "%d %s", r.status, r.body);
+    tc_resp_free(&r);
+    model_entry("d", &gen, src, tgt);
+    ck_assert_int_eq(gen, 2);
+    ck_assert_str_eq(src, "de");
+    ck_assert_str_eq(tgt, "en");
+    ck_assert_int_eq(resident("d"), 1);
+    ck_assert_int_eq(metric("transformerd_model_resident", "d"), 1);
+    for (int k = 0; k < 3; k++) {
+        char got[2048], want[2048];
+        translate_with("d", de[k], got, sizeof got);
+        translate_with("e", de[k], want, sizeof want);
+        ck_assert_msg(!strcmp(got, want), "d: %s e: %s", got, want);
+    }
+}
+END_TEST
 
 int main(void)
 {
@@ -204,15 +295,19 @@ int main(void)
     if (!mkdtemp(g_tmp))
         return 1;
     tc_io_timeout_s = 300; /* a load and 16 answers under the sanitizers */
-    char a[4200], b[4200], c[600];
+    char a[4200], b[4200], c[600], d[600], e[4200];
     snprintf(a, sizeof a, "a=%s", TD_BUNDLED_MODEL);
     snprintf(b, sizeof b, "b=%s", TD_BUNDLED_MODEL);
     snprintf(c, sizeof c, "c=%s/c", g_tmp);
-    if (link_model(g_tmp) != 0) {
+    snprintf(d, sizeof d, "d=%s/d", g_tmp);
+    snprintf(e, sizeof e, "e=%s/../de-en", TD_BUNDLED_MODEL);
+    if (link_model(g_tmp, "c", TD_BUNDLED_MODEL, 0) != 0 ||
+        link_model(g_tmp, "d", TD_BUNDLED_MODEL, 0) != 0) {
         fprintf(stderr, "cannot link the model into %s\n", g_tmp);
         return 1;
     }
-    const char *args[] = {"--model", b, "--model", c, "--preload", "b",
+    const char *args[] = {"--model", b, "--model", c, "--model", d, "--model", e,
+                          "--preload", "b,e",
                           "--model-idle-unload", "1", "--workers", "1", "--cache-bytes", "0",
                           NULL};
     pid_t pid;
@@ -226,6 +321,7 @@ int main(void)
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, test_put_away_and_back);
     tcase_add_test(tc, test_gone_files);
+    tcase_add_test(tc, test_changed_files);
     suite_add_tcase(s, tc);
     return tc_run_suite(s, pid, g_tmp);
 }

@@ -326,6 +326,19 @@ int srv_api_model_failed(srv_req *r, const srv_model *sm)
 }
 /* ---- the jobs to the batcher and back ------------------------------------- */
 
+/* The request's model, put away, was replaced by a new generation before
+ * it ran (srv_batcher_retire): its texts were tokenized for the old files,
+ * so it is answered, not run on the new ones; sent again, it is the new
+ * model's. */
+static void model_retired(srv_req *r)
+{
+    srv_req_error(r, 503, "model_reloaded", NULL,
+                  "model %s was loaded again from changed files while this request waited; "
+                  "send it again",
+                  r->model->name);
+    srv_req_header(r, "Retry-After", "1");
+}
+
 /* The cache's key of a job (cache.h): its model, options and source. */
 static srv_cache_key cache_key(const srv_req *r, const srv_job *j)
 {
@@ -406,6 +419,8 @@ srv_call_next srv_api_submit(srv_req *r)
     if (sr == SRV_SUBMIT_FULL) {
         srv_req_error(r, 429, "queue_full", NULL, "the queue is full; retry later");
         srv_req_header(r, "Retry-After", "1");
+    } else if (sr == SRV_SUBMIT_RETIRED) {
+        model_retired(r);
     } else {
         srv_req_error(r, 503, "draining", NULL, "the server is shutting down");
     }
@@ -429,6 +444,9 @@ int srv_api_jobs_failed(srv_req *r)
             return 1;
         case SRV_JOB_GONE:
             srv_req_error(r, 503, "client_gone", NULL, "the client closed the connection");
+            return 1;
+        case SRV_JOB_RETIRED:
+            model_retired(r);
             return 1;
         case SRV_JOB_FAILED:
             srv_req_error(r, 500, "internal", NULL, "translation failed: %s",

@@ -189,6 +189,8 @@ static srv_submit_rc queue_jobs(srv_batcher *b, srv_job *jobs, int n, double dea
     if (b->draining) {
         return SRV_SUBMIT_DRAINING;
     }
+    if (b->retired)
+        return SRV_SUBMIT_RETIRED;
     int misses = 0;
     for (int i = 0; i < n; i++)
         misses += !jobs[i].cached;
@@ -312,6 +314,23 @@ void srv_batcher_fail_queued(srv_batcher *b, int engine_rc, const char *msg)
         next = j->next;
         srv_sched_fail_jobs(&j, 1, engine_rc, msg);
     }
+}
+
+int srv_batcher_retire(srv_batcher *b)
+{
+    pthread_mutex_lock(&b->mu);
+    if (!b->parked) {
+        pthread_mutex_unlock(&b->mu);
+        return -1;
+    }
+    b->retired = 1;
+    srv_job *left = take_queue(b);
+    pthread_mutex_unlock(&b->mu);
+    for (srv_job *j = left, *next; j; j = next) {
+        next = j->next;
+        srv_sched_finish_job(j, SRV_JOB_RETIRED);
+    }
+    return 0;
 }
 
 double srv_batcher_idle_s(srv_batcher *b)

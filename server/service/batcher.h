@@ -35,6 +35,7 @@ typedef enum srv_job_status {
     SRV_JOB_GONE,      /* gone(ud) said the submitter's client left before the job ran */
     SRV_JOB_SHUTDOWN,  /* the drain deadline passed before the job ran */
     SRV_JOB_FAILED,    /* the engine failed the job's batch: engine_rc, engine_err */
+    SRV_JOB_RETIRED,   /* its model was replaced while put away (srv_batcher_retire) */
 } srv_job_status;
 
 typedef struct srv_job srv_job;
@@ -248,12 +249,19 @@ int srv_batcher_unpark(srv_batcher *b, char *err, size_t errlen);
 /* Finishes every queued job as SRV_JOB_FAILED with engine_rc and msg (a
  * parked model that cannot be loaded again). */
 void srv_batcher_fail_queued(srv_batcher *b, int engine_rc, const char *msg);
+/* A parked batcher whose model was replaced by another generation (files
+ * changed while it was put away, or a reload): its queued jobs finish as
+ * SRV_JOB_RETIRED now and every later submit is SRV_SUBMIT_RETIRED, so no
+ * request waits on a queue nobody will wake. Returns 0, or -1 when the
+ * batcher is not parked (nothing changed: a serving queue drains itself). */
+int srv_batcher_retire(srv_batcher *b);
 double srv_batcher_idle_s(srv_batcher *b);
 
 typedef enum srv_submit_rc {
     SRV_SUBMIT_OK = 0,
     SRV_SUBMIT_FULL,     /* the queue holds max_queue jobs */
     SRV_SUBMIT_DRAINING, /* srv_batcher_drain was called */
+    SRV_SUBMIT_RETIRED,  /* srv_batcher_retire was called */
 } srv_submit_rc;
 
 /* Queues the n jobs of jobs[] atomically (all or none), each with the

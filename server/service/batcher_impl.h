@@ -96,6 +96,7 @@ struct srv_batcher {
     srv_batcher_opts o;
     int parked;              /* under mu: put away (srv_batcher_park); submits queue */
     int wake_sent;           /* under mu: on_wake called since the park */
+    int retired;             /* under mu: srv_batcher_retire (parked for good) */
     double last_active;      /* under mu: srv_now() of the last submit or work */
     int test_step_delay_ms;  /* tests only */
     void (*test_on_admit)(void *, int, long, int, int, int, srv_job *const *); /* tests only */

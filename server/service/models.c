@@ -15,6 +15,7 @@
  * second copy of the model while the first finishes.
  */
 #include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <limits.h>
 #include <malloc.h>
@@ -227,7 +228,7 @@ static void model_free(srv_model *sm)
      * above the mmap threshold once glibc has raised it): without a trim
      * RSS doubled over ~80 reloads under load while the models' own
      * figure stayed; malloc_trim hands the free pages of every arena back. */
-    malloc_trim(0);
+    malloc_trim(0); /* model_free's */
 }
 
 /* The batcher of a model put away took a request (a submitting thread):
@@ -329,6 +330,45 @@ static int model_workers(srv_server *s, srv_model *sm, char *err, size_t errlen)
 }
 
 /* Loads, sizes and warms one model; nobody else sees it yet. */
+/* A signature of the files in dir: every entry's name, device, inode, size
+ * and modification and change times (symbolic links followed), independent
+ * of the order readdir gives them. Replacing a file (a rename over it, a
+ * copy, a new link) changes it; 0 when dir cannot be read. */
+static uint64_t dir_signature(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return 0;
+    uint64_t sig = 0x9e3779b97f4a7c15u;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+            continue;
+        char path[4400];
+        struct stat st;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        uint64_t f[7] = {0};
+        if (stat(path, &st) == 0) {
+            f[0] = (uint64_t)st.st_dev;
+            f[1] = (uint64_t)st.st_ino;
+            f[2] = (uint64_t)st.st_size;
+            f[3] = (uint64_t)st.st_mtim.tv_sec;
+            f[4] = (uint64_t)st.st_mtim.tv_nsec;
+            f[5] = (uint64_t)st.st_ctim.tv_sec;
+            f[6] = (uint64_t)st.st_ctim.tv_nsec;
+        }
+        uint64_t h = 0xcbf29ce484222325u; /* FNV-1a of the name, then the fields */
+        for (const unsigned char *c = (const unsigned char *)e->d_name; *c; c++)
+            h = (h ^ *c) * 0x100000001b3u;
+        for (int i = 0; i < 7; i++)
+            for (int k = 0; k < 8; k++)
+                h = (h ^ ((f[i] >> (8 * k)) & 0xff)) * 0x100000001b3u;
+        sig += h; /* order-free */
+    }
+    closedir(d);
+    return sig;
+}
+
 static int model_load(srv_models *ms, const srv_model_spec *spec, srv_model **out, char *err,
                       size_t errlen)
 {
@@ -342,6 +382,8 @@ static int model_load(srv_models *ms, const srv_model_spec *spec, srv_model **ou
     }
     describe(sm, spec);
     sm->generation = 1;
+    /* before the files are read: a change while they are is seen later */
+    sm->files_sig = dir_signature(spec->dir);
     sm->preload = name_listed(o->preload, sm->name);
     atomic_store(&sm->resident, 1);
     sm->metrics = srv_metrics_model(s->metrics, sm->name);
@@ -713,6 +755,13 @@ static void load_and_publish(srv_models *ms, srv_model_op *op, const srv_model_s
         publish(ms, sm, old ? i : -1);
     }
     pthread_mutex_unlock(&ms->mu);
+    /* an old generation put away is never loaded again: what waits on it
+     * is answered (its texts were tokenized for the old files); the name's
+     * series is resident again */
+    if (status == 200 && old && !atomic_load(&old->resident) && old->b) {
+        (void)srv_batcher_retire(old->b);
+        srv_metrics_model_resident(sm->metrics, 1); /* loaded again, whole */
+    }
     if (status != 200) {
         model_free(sm);
         op_error(op, status, status == 507 ? "insufficient_memory" : status == 409 ? "conflict"
@@ -866,6 +915,34 @@ static void put_away_idle(srv_models *ms)
     }
 }
 
+/* wake_models of a model whose directory changed since it was loaded (the
+ * documented update: new files renamed in, then a reload): its weights are
+ * not loaded under its old tokenizer and configuration; the whole model is
+ * loaded again as a reload does (a new generation, its cache entries gone
+ * with the old one), and the requests that waited on the old one are
+ * answered to send again (srv_batcher_retire). When the new files do not
+ * load, the old ones are gone too: the model fails as when its weights
+ * cannot be read again. Not under the lock. */
+static void reload_changed(srv_models *ms, srv_model *sm)
+{
+    fprintf(stderr, "transformerd: model %s: its files in %s changed while it was put away; "
+            "loading all of it again\n", sm->name, sm->dir);
+    srv_model_op op;
+    memset(&op, 0, sizeof op);
+    op.kind = SRV_OP_RELOAD;
+    snprintf(op.spec.name, sizeof op.spec.name, "%s", sm->name);
+    snprintf(op.spec.dir, sizeof op.spec.dir, "%s", sm->dir);
+    snprintf(op.spec.langs, sizeof op.spec.langs, "%s", sm->langs_given);
+    load_and_publish(ms, &op, &op.spec, sm);
+    if (op.status == 200)
+        return;
+    char msg[600];
+    snprintf(msg, sizeof msg, "loading it again from its changed files: %.500s", op.msg);
+    fprintf(stderr, "transformerd: model %s: %s\n", sm->name, msg);
+    srv_model_engine_error(sm, TD_EDEVICE, msg);
+    srv_batcher_fail_queued(sm->b, TD_EDEVICE, msg);
+}
+
 /* The models put away that have a request: their weights loaded again and
  * their workers started; the queued requests run. A model that cannot be
  * loaded again fails (device_error) and so do its queued requests. */
@@ -880,6 +957,13 @@ static void wake_models(srv_models *ms)
         pthread_mutex_unlock(&ms->mu);
         double t0 = srv_now();
         char err[512];
+        if (dir_signature(sm->dir) != sm->files_sig) {
+            reload_changed(ms, sm);
+            pthread_mutex_lock(&ms->mu);
+            put_locked(sm);
+            i = -1;
+            continue;
+        }
         int rc = td_model_reload(sm->m, err, sizeof err);
         if (rc == 0)
             rc = srv_batcher_unpark(sm->b, err, sizeof err);

@@ -19,6 +19,7 @@
 
 #include <stdatomic.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "batcher.h"
 #include "metrics.h"
@@ -118,6 +119,8 @@ typedef struct srv_model {
                               idle, --model-idle-unload; loaded again on demand) */
     atomic_int wake;       /* a request queued while it was put away */
     int preload;           /* --preload: never put away */
+    uint64_t files_sig;    /* its directory's entries when loaded (srv_models' dir
+                              signature): a model put away wakes only on the same files */
     struct srv_models *set; /* the model set it belongs to (models.h) */
     /* Set by srv_model_engine_error, never cleared: failed_claim picks the
      * one writer of failed_msg, failed (set after the message is written)
