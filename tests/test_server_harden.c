@@ -5,7 +5,9 @@
  * the JSON access log, an oversized chunked body closed at the limit, the
  * API key checked before the body, slow senders (a deadline for the whole
  * header phase; per-address connection caps: slow senders on one loopback
- * address cannot starve another), the request-cost limits and the memory
+ * address cannot starve another), slow readers (an answer, whole or
+ * streamed, cut when not taken within the request's timeout even from the
+ * kernel's send buffer), the request-cost limits and the memory
  * given back after a large request, and a drain that cuts running work at
  * its deadline.
  *
@@ -806,6 +808,92 @@ START_TEST(test_drain_cuts_running)
 }
 END_TEST
 
+/* ---- slow readers ----------------------------------------------------------- */
+
+/* Sends body to /v1/translate on a connection whose receive buffer is
+ * small and reads it 1 KiB every 100 ms (~10 KiB/s) until the server ends
+ * the connection; *complete: the answer arrived whole (the stream's last
+ * chunk, or Content-Length bytes after the header). Returns the bytes
+ * read. */
+static size_t read_slowly(int port, const char *body, int *complete)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    ck_assert_int_ge(fd, 0);
+    int small = 4096;
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+    struct timeval tv = {60, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_port = htons((uint16_t)port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ck_assert_int_eq(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+    char head[256];
+    int hn = snprintf(head, sizeof head,
+                      "POST /v1/translate HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                      "application/json\r\nContent-Length: %zu\r\n\r\n",
+                      strlen(body));
+    ck_assert_int_eq(send(fd, head, (size_t)hn, MSG_NOSIGNAL), hn);
+    ck_assert_int_eq(send(fd, body, strlen(body), MSG_NOSIGNAL), (ssize_t)strlen(body));
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap + 1);
+    for (;;) {
+        if (n + 1024 > cap)
+            buf = realloc(buf, (cap *= 2) + 1);
+        ssize_t k = recv(fd, buf + n, 1024, 0);
+        if (k <= 0)
+            break; /* the end, a reset, or 60 s of nothing */
+        n += (size_t)k;
+        sleep_ms(100);
+    }
+    buf[n] = 0;
+    close(fd);
+    const char *hdr_end = strstr(buf, "\r\n\r\n");
+    const char *cl = strstr(buf, "Content-Length:"); /* MHD writes it so */
+    *complete = 0;
+    if (hdr_end && cl && cl < hdr_end)
+        *complete = n - (size_t)(hdr_end + 4 - buf) >= (size_t)strtoul(cl + 15, NULL, 10);
+    else if (hdr_end)
+        *complete = n >= 5 && !memcmp(buf + n - 5, "0\r\n\r\n", 5);
+    ck_assert_msg(strncmp(buf, "HTTP/1.1 200", 12) == 0, "%.200s", buf);
+    free(buf);
+    return n;
+}
+
+/* An answer the client takes too slowly is cut at --request-timeout-s,
+ * whole or streamed (docs/api.md), even when all of it fits the kernel's
+ * send buffer: ~0.3-0.6 MB of attention weights at ~10 KiB/s would take
+ * 30-60 s; the daemon (a 6 s limit, so that the translation itself is
+ * never late) resets the connection after 6 s of the answer untaken. */
+START_TEST(test_slow_reader)
+{
+    const char *args[] = {"--request-timeout-s", "6", NULL};
+    pid_t pid;
+    int port = start(args, "slowread", &pid);
+    ck_assert_int_gt(port, 0);
+    char body[8192];
+    int off = snprintf(body, sizeof body, "{\"return_attention\":true,\"text\":[");
+    for (int i = 0; i < 16; i++)
+        off += snprintf(body + off, sizeof body - (size_t)off,
+                        "%s\"word%d is here word1 is here word2 is here word3 is here word4 is "
+                        "here word5 is here word6 is here word7 is here\"",
+                        i ? "," : "", i);
+    for (int stream = 0; stream < 2; stream++) {
+        snprintf(body + off, sizeof body - (size_t)off, "],\"stream\":%s}",
+                 stream ? "true" : "false");
+        int complete = 1;
+        size_t got = read_slowly(port, body, &complete);
+        ck_assert_msg(!complete, "%s answer read whole at ~10 KiB/s (%zu bytes): never cut",
+                      stream ? "a streamed" : "a whole", got);
+    }
+    char log[600];
+    snprintf(log, sizeof log, "%s/slowread.log", g_tmp);
+    ck_assert(tc_log_has(log, "took too long in its response"));
+    stop(pid);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("server-harden");
@@ -818,6 +906,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_chunked_oversize_closes);
     tcase_add_test(tc, test_key_before_body);
     tcase_add_test(tc, test_slow_senders);
+    tcase_add_test(tc, test_slow_reader);
     tcase_add_test(tc, test_default_per_ip_cap);
     tcase_add_test(tc, test_cost_amplification);
     tcase_add_test(tc, test_cost_boundary);

@@ -39,7 +39,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <linux/sockios.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -63,6 +65,9 @@ typedef struct http_conn {
     int fd;
     double deadline;   /* 0: none (its jobs are queued: the batcher's deadline) */
     const char *phase; /* "headers" | "body" | "response" */
+    double answer_by;  /* the last answer must have been taken by the client by then
+                          (sent and acknowledged: the kernel's send queue empty), even
+                          after MHD handed all of it to the kernel; 0: none */
     int cut;           /* the watchdog shut it down */
 } http_conn;
 
@@ -115,6 +120,7 @@ typedef struct http_req {
 static const char *header(struct MHD_Connection *c, const char *name);
 static void set_deadline(srv_http *h, struct MHD_Connection *c, const char *phase,
                          double deadline);
+static void set_answer_by(srv_http *h, struct MHD_Connection *c, double t);
 
 /* The handler's formatting of a refusal of the transport's own. */
 static void reject(http_req *hr, int status, const char *code, const char *fmt, ...)
@@ -145,6 +151,11 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
         c->stream_final = 1;
         pthread_mutex_unlock(&c->stream_mu);
         hr->h->api.resumed(hr->h->api.ctx, c);
+        /* the work is done and its last part written: what the client has
+         * not taken yet has --request-timeout-s, as a whole answer has */
+        double by = srv_now() + hr->h->o.request_timeout_s;
+        set_deadline(hr->h, hr->conn, "response", by);
+        set_answer_by(hr->h, hr->conn, by);
         pthread_mutex_lock(&c->stream_mu);
     }
     size_t n = c->reply_len - c->stream_off;
@@ -215,8 +226,9 @@ static enum MHD_Result send_resp(struct MHD_Connection *c, http_req *hr)
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
     /* A slow reader has the request's timeout again to take the answer (a
      * stream: the service's deadline while its work runs). */
-    set_deadline(h, c, r->streaming ? "queued" : "response",
-                 r->streaming ? 0 : srv_now() + h->o.request_timeout_s);
+    double by = r->streaming ? 0 : srv_now() + h->o.request_timeout_s;
+    set_deadline(h, c, r->streaming ? "queued" : "response", by);
+    set_answer_by(h, c, by);
     enum MHD_Result ret = MHD_queue_response(c, (unsigned)r->status, resp);
     MHD_destroy_response(resp);
     hr->phase = HTTP_PH_RESPONDED;
@@ -226,6 +238,20 @@ static enum MHD_Result send_resp(struct MHD_Connection *c, http_req *hr)
 static const char *header(struct MHD_Connection *c, const char *name)
 {
     return MHD_lookup_connection_value(c, MHD_HEADER_KIND, name);
+}
+
+/* Sets when c's connection must have delivered its answer (0: no answer
+ * pending; see the watchdog below). */
+static void set_answer_by(srv_http *h, struct MHD_Connection *c, double t)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    http_conn *hc = ci ? ci->socket_context : NULL;
+    if (!hc)
+        return;
+    pthread_mutex_lock(&h->conns_mu);
+    hc->answer_by = t;
+    pthread_mutex_unlock(&h->conns_mu);
 }
 
 /* Sets the phase deadline of c's connection (see the watchdog below). */
@@ -772,9 +798,13 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
  * it is in: its headers (--header-timeout-s from the connection's start, or
  * after a keep-alive request the idle timeout plus that), its body and
  * its response (--request-timeout-s each); none while its jobs are queued.
- * A thread shuts down (never closes: the descriptor stays MHD's) the socket
- * of a connection past its deadline; MHD then sees the end of the stream
- * and closes it. NOTIFY_CONNECTION CLOSED unlinks a connection under the
+ * An answer MHD has handed to the kernel is not yet taken: the kernel's send
+ * buffer (up to megabytes) would trickle it out to a slow reader for as long
+ * as it likes, so the answer's deadline holds until the send queue is empty
+ * (SIOCOUTQ). A thread shuts down (never closes: the descriptor stays MHD's)
+ * the socket of a connection past its deadline, with SO_LINGER 0 so that
+ * MHD's close then resets it and drops what was not taken; MHD sees the end
+ * of the stream and closes it. NOTIFY_CONNECTION CLOSED unlinks a connection under the
  * same lock before MHD closes its descriptor. */
 
 static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
@@ -829,12 +859,23 @@ static void *watchdog_main(void *arg)
         pthread_cond_timedwait(&h->stop_cv, &h->conns_mu, &ts);
         double now = srv_now();
         for (http_conn *hc = h->conns; hc && !h->stopping; hc = hc->next) {
-            if (hc->cut || hc->deadline <= 0 || now <= hc->deadline || hc->fd < 0)
+            if (hc->cut || hc->fd < 0)
+                continue;
+            const char *why = hc->deadline > 0 && now > hc->deadline ? hc->phase : NULL;
+            if (!why && hc->answer_by > 0 && now > hc->answer_by) {
+                int unsent = 0;
+                if (ioctl(hc->fd, SIOCOUTQ, &unsent) == 0 && unsent > 0)
+                    why = "response";
+                else
+                    hc->answer_by = 0; /* taken */
+            }
+            if (!why)
                 continue;
             hc->cut = 1;
+            struct linger lg = {.l_onoff = 1, .l_linger = 0};
+            (void)setsockopt(hc->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
             shutdown(hc->fd, SHUT_RDWR);
-            fprintf(stderr, "transformerd: a connection took too long in its %s; closed\n",
-                    hc->phase);
+            fprintf(stderr, "transformerd: a connection took too long in its %s; closed\n", why);
         }
     }
     pthread_mutex_unlock(&h->conns_mu);
