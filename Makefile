@@ -9,7 +9,7 @@ MODEL ?=
 MODELS_DIR ?= $(if $(wildcard models/*/config.json),models,)
 RUN_MODELS = $(if $(MODEL),--model $(MODEL),$(if $(MODELS_DIR),--models-dir $(MODELS_DIR),--model tests/data/text/marian_en_de))
 
-.PHONY: all bootstrap build test test-asan test-tsan run bench clean
+.PHONY: all bootstrap build test test-asan test-tsan test-pack run bench clean
 
 all: build
 
@@ -25,6 +25,14 @@ test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 	$(MAKE) test-asan
 	$(MAKE) test-tsan
+	$(MAKE) test-pack
+
+# What a lent GPU runs first (tools/gpu-prebuilt.sh pack: Release, -O3,
+# warnings as errors, the CUDA module for sm_90), built and packed here and
+# the pack used on the CPU, so that it cannot rot between two GPUs; skipped
+# without a CUDA toolkit.
+test-pack: bootstrap
+	BUILD=$(BUILD) sh tools/gpu-prebuilt.sh selftest
 
 # The unit tests again under AddressSanitizer + UndefinedBehaviorSanitizer.
 test-asan: bootstrap
@@ -52,4 +60,4 @@ bench: build
 	sh bench/engine/run.sh
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) build-dev

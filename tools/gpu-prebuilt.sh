@@ -15,6 +15,17 @@
 #       files' absolute paths need it, runs PREBUILT=1 tools/gpu-check.sh and
 #       leaves OUTDIR/gc.tgz (all its logs; a device's file limit may allow
 #       only a few files).
+#   tools/gpu-prebuilt.sh check [DIR]   (here, after pack)
+#       unpacks DIR into a scratch tree as `run` does and uses it on this
+#       CPU: every binary there, every library they load found (CUDA's own
+#       excepted: the GPU machine brings them), the packed transformerd's
+#       version and a translation equal to the default build's, and the
+#       packed test_bind on cpu. Exit 0 only when all hold.
+#   tools/gpu-prebuilt.sh selftest   (what `make test` runs)
+#       pack into build-dev/pack, then check it: the Release build (-O3,
+#       warnings as errors, the CUDA module for sm_90) and its pack cannot
+#       rot unseen between two lent GPUs. Skipped (exit 0, said so) where
+#       this machine has no CUDA toolkit.
 #
 # DIR (.dev) is git-ignored: a device tool that copies the working tree must
 # be told to carry it. The packed binaries need the same CUDA major version there (libcudart,
@@ -24,6 +35,9 @@ cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 BINS="tests/gpu/test_gpu_ops tests/gpu/test_gpu_attention tests/gpu/test_gpu_golden tests/test_bind bench/engine/bench_engine transformerd
       libtdcuda.so bench/load/bench_load"
+
+# python's tarfile: the GPU machine may have no xz
+x() { python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' "$1" "$2"; }
 
 case "${1:-}" in
 pack)
@@ -53,8 +67,6 @@ run)
     G=/tmp/gc
     L=/tmp/gpu-prebuilt-libs
     mkdir -p "$G" "$L/all" "$L/use" "$O"
-    # python's tarfile: the machine may have no xz
-    x() { python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' "$1" "$2"; }
     x "$D/libs.tar.xz" "$L/all" && x "$D/build.tar.xz" . || exit 1
     for f in "$L"/all/*; do
         n=$(basename "$f")
@@ -77,8 +89,53 @@ run)
     tar czf "$O/gc.tgz" -C /tmp gc
     exit $rc
     ;;
+check)
+    D=${2:-.dev}
+    T=$(mktemp -d /tmp/td-pack-check.XXXXXX)
+    trap 'rm -rf "$T"' EXIT INT TERM
+    mkdir -p "$T/libs" "$T/tree"
+    x "$D/libs.tar.xz" "$T/libs" && x "$D/build.tar.xz" "$T/tree" || exit 1
+    bad=0
+    for b in $BINS; do
+        f="$T/tree/build-dev/$b"
+        if [ ! -f "$f" ]; then
+            echo "check: $b is not in the pack"; bad=1; continue
+        fi
+        miss=$(LD_LIBRARY_PATH="$T/libs" ldd "$f" | awk '/not found/ {print $1}' |
+               grep -v -E '^lib(cuda|cudart|cublas|cublasLt)\.so' || true)
+        [ -z "$miss" ] || { echo "check: $b needs $(echo $miss) (not packed)"; bad=1; }
+    done
+    [ "$bad" = 0 ] || exit 1
+    ex="$T/tree/build-dev/transformerd"
+    LD_LIBRARY_PATH="$T/libs" "$ex" version || { echo "check: the packed transformerd does not run"; exit 1; }
+    M=${MODEL:-models/en-de}
+    if [ -f "$M/config.json" ]; then
+        printf 'Hello world.\nThe file could not be saved.\n' >"$T/in.txt"
+        LD_LIBRARY_PATH="$T/libs" "$ex" translate --model "$M" --device cpu <"$T/in.txt" >"$T/packed.txt" ||
+            { echo "check: the packed transformerd cannot translate"; exit 1; }
+        [ -s "$T/packed.txt" ] || { echo "check: the packed transformerd translated nothing"; exit 1; }
+        if [ -x "${BUILD:-build}/transformerd" ]; then
+            "${BUILD:-build}/transformerd" translate --model "$M" --device cpu <"$T/in.txt" >"$T/default.txt" &&
+                cmp -s "$T/packed.txt" "$T/default.txt" ||
+                { echo "check: the Release build translates otherwise than ${BUILD:-build}:";
+                  cat "$T/packed.txt" "$T/default.txt"; exit 1; }
+        fi
+        echo "check: the packed transformerd translates: $(tr '\n' '|' <"$T/packed.txt")"
+    fi
+    # test_bind's test data are named by this checkout's absolute paths
+    LD_LIBRARY_PATH="$T/libs" TD_TEST_DEVICE=cpu "$T/tree/build-dev/tests/test_bind" >"$T/bind.log" 2>&1 ||
+        { tail -20 "$T/bind.log"; echo "check: the packed test_bind failed on cpu"; exit 1; }
+    echo "check: the pack in $D holds, runs and passes test_bind on cpu"
+    ;;
+selftest)
+    if ! command -v nvcc >/dev/null 2>&1 && [ ! -x /usr/local/cuda/bin/nvcc ]; then
+        echo "gpu-prebuilt selftest: skipped: no CUDA toolkit (nvcc) on this machine"
+        exit 0
+    fi
+    sh "$0" pack build-dev/pack >/dev/null && sh "$0" check build-dev/pack
+    ;;
 *)
-    echo "usage: $0 pack [DIR] | run OUTDIR [DIR]" >&2
+    echo "usage: $0 pack [DIR] | check [DIR] | selftest | run OUTDIR [DIR]" >&2
     exit 2
     ;;
 esac
