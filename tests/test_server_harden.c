@@ -811,7 +811,7 @@ END_TEST
 /* ---- slow readers ----------------------------------------------------------- */
 
 /* Sends body to /v1/translate on a connection whose receive buffer is
- * small and reads it 1 KiB every 100 ms (~10 KiB/s) until the server ends
+ * small and reads it 1 KiB every 200 ms (~5 KiB/s) until the server ends
  * the connection; *complete: the answer arrived whole (the stream's last
  * chunk, or Content-Length bytes after the header). Returns the bytes
  * read. */
@@ -845,7 +845,7 @@ static size_t read_slowly(int port, const char *body, int *complete)
         if (k <= 0)
             break; /* the end, a reset, or 60 s of nothing */
         n += (size_t)k;
-        sleep_ms(100);
+        sleep_ms(200);
     }
     buf[n] = 0;
     close(fd);
@@ -863,18 +863,21 @@ static size_t read_slowly(int port, const char *body, int *complete)
 
 /* An answer the client takes too slowly is cut at --request-timeout-s,
  * whole or streamed (docs/api.md), even when all of it fits the kernel's
- * send buffer: ~0.3-0.6 MB of attention weights at ~10 KiB/s would take
- * 30-60 s; the daemon (a 6 s limit, so that the translation itself is
- * never late) resets the connection after 6 s of the answer untaken. */
+ * send buffer: ~0.7 MB of attention weights at ~5 KiB/s would take ~140 s;
+ * the daemon (a limit of 6 s times tc_slowness(), so that the translation
+ * itself is never late, at most 120 s) resets the connection once the
+ * answer was not taken within it. */
 START_TEST(test_slow_reader)
 {
-    const char *args[] = {"--request-timeout-s", "6", NULL};
+    char limit[16];
+    snprintf(limit, sizeof limit, "%d", 6 * tc_slowness());
+    const char *args[] = {"--request-timeout-s", limit, NULL};
     pid_t pid;
     int port = start(args, "slowread", &pid);
     ck_assert_int_gt(port, 0);
     char body[8192];
     int off = snprintf(body, sizeof body, "{\"return_attention\":true,\"text\":[");
-    for (int i = 0; i < 16; i++)
+    for (int i = 0; i < 24; i++)
         off += snprintf(body + off, sizeof body - (size_t)off,
                         "%s\"word%d is here word1 is here word2 is here word3 is here word4 is "
                         "here word5 is here word6 is here word7 is here\"",
@@ -884,7 +887,7 @@ START_TEST(test_slow_reader)
                  stream ? "true" : "false");
         int complete = 1;
         size_t got = read_slowly(port, body, &complete);
-        ck_assert_msg(!complete, "%s answer read whole at ~10 KiB/s (%zu bytes): never cut",
+        ck_assert_msg(!complete, "%s answer read whole at ~5 KiB/s (%zu bytes): never cut",
                       stream ? "a streamed" : "a whole", got);
     }
     char log[600];

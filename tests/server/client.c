@@ -42,12 +42,31 @@ void tc_resp_free(tc_resp *r)
 
 int tc_io_timeout_s = 60; /* no exchange in most tests takes a minute */
 
+int tc_slowness(void)
+{
+    int build = 1;
+#if defined(__SANITIZE_THREAD__)
+    build = 5;
+#elif defined(__SANITIZE_ADDRESS__)
+    build = 3;
+#endif
+    double load = 0;
+    FILE *f = fopen("/proc/loadavg", "r");
+    int got = f && fscanf(f, "%lf", &load) == 1;
+    if (f)
+        fclose(f);
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    double per_core = got && cpus > 0 ? load / (double)cpus : 1.0;
+    int k = build * (per_core > 1.0 ? (int)per_core + 1 : 1);
+    return k > 20 ? 20 : k;
+}
+
 int tc_connect(int port)
 {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     if (fd < 0)
         return -1;
-    struct timeval tv = {tc_io_timeout_s, 0};
+    struct timeval tv = {(time_t)tc_io_timeout_s * tc_slowness(), 0};
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
     struct sockaddr_in a;
@@ -232,10 +251,29 @@ pid_t tc_daemon_spawn(const char *daemon, const char *const *args, const char *l
     int lfd = open(log_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (lfd >= 0)
         close(lfd);
+    /* The daemon's default deadline scaled to this build and load (a flag
+     * or the caller's environment wins): its environment made before the
+     * fork (the child only execs). */
+    extern char **environ;
+    static const char key[] = "TRANSFORMERD_REQUEST_TIMEOUT_S=";
+    char deadline[64];
+    snprintf(deadline, sizeof deadline, "%s%d", key, 60 * tc_slowness());
+    size_t ne = 0;
+    int have = 0;
+    for (; environ[ne]; ne++)
+        have |= !strncmp(environ[ne], key, sizeof key - 1);
+    char **envp = calloc(ne + 2, sizeof *envp);
+    if (!envp)
+        return -1;
+    memcpy(envp, environ, ne * sizeof *envp);
+    if (!have)
+        envp[ne] = deadline;
     pid_t parent = getpid();
     pid_t p = fork();
-    if (p < 0)
+    if (p < 0) {
+        free(envp);
         return -1;
+    }
     if (p == 0) {
         /* The daemon dies with the test: when ctest or libcheck kills the
          * test on a timeout (SIGKILL, no clean-up runs), the kernel kills
@@ -250,9 +288,10 @@ pid_t tc_daemon_spawn(const char *daemon, const char *const *args, const char *l
             dup2(fd, 2);
             close(fd);
         }
-        execv(daemon, (char *const *)argv);
+        execve(daemon, (char *const *)argv, envp);
         _exit(127);
     }
+    free(envp);
     return p;
 }
 

@@ -25,9 +25,19 @@ int tc_request(int port, const char *method, const char *path, const char *extra
 int tc_post_json(int port, const char *path, const char *json, tc_resp *out);
 
 /* Send and receive timeout of every connection opened after it is set
- * (seconds; default 60). A test whose exchanges are long under the
- * sanitizers on a loaded machine raises it. */
+ * (seconds; default 60), times tc_slowness(). A test whose exchanges are
+ * long raises it. */
 extern int tc_io_timeout_s;
+
+/* How much slower than a quiet machine's optimised build this run may be:
+ * the build's factor (3 under AddressSanitizer, 5 under ThreadSanitizer, 1
+ * otherwise; from the compiler's __SANITIZE_*__) times the machine's load
+ * per core, measured now (the 1-minute load average over the online CPUs,
+ * at least 1), capped at 20. Every deadline a test gives a daemon or a
+ * socket by default is a quiet machine's times this, never a fixed bet:
+ * tc_daemon_spawn starts each daemon with TRANSFORMERD_REQUEST_TIMEOUT_S
+ * 60 x this (a test's own --request-timeout-s wins). */
+int tc_slowness(void);
 
 /* Keep-alive: open, then send requests one after another on the socket. */
 int tc_connect(int port);
