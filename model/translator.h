@@ -57,7 +57,27 @@ typedef struct td_load_opts {
  * 0, or -1 with a message. td_model_load checks them too. */
 int td_load_opts_check(const td_load_opts *opts, char *err, size_t errlen);
 
-/* Loads config.json, generation_config.json and model.safetensors from dir,
+/* What a directory holds, from its files' names and sizes only (nothing is
+ * parsed): td_model_probe. The server, the command line and the memory
+ * budget ask this, never a weight file's name. */
+typedef struct td_probe {
+    int has_config;          /* config.json */
+    const char *format;      /* the weights' format ("safetensors"), or NULL: none */
+    char weights[4200];      /* the weight file the load will read */
+    uint64_t weight_bytes;   /* its size: what the weights take, about */
+    char tokenizer[160];     /* the tokenizer files present, space-separated */
+    char missing[160];       /* the first required file absent: "config.json", the
+                                formats' weight files ("model.safetensors"), a tokenizer
+                                file; "" when none */
+} td_probe;
+
+/* Probes dir: 1 when it holds a model td_model_load can try (config.json,
+ * weights in a known format, every required tokenizer file), else 0 with
+ * p->missing naming what is not there. */
+int td_model_probe(const char *dir, td_probe *p);
+
+/* Loads config.json, generation_config.json and the weights (the first
+ * format of the weight-format table, model/wformat.h, that dir holds) from dir,
  * validates every tensor against the config (names, shapes, finiteness) and
  * uploads the weights and position tables to the device. opts->device is
  * resolved by the device registry (backend/device.h), after the config and

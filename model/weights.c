@@ -1,7 +1,9 @@
 /*
- * weights.c - binds model.safetensors to the model's weight structs by
+ * weights.c - binds a checkpoint's tensors (read through the weight-format
+ * seam, wformat.h: model.safetensors, ...) to the model's weight structs by
  * transformers' state-dict names, checks every shape against the config,
- * rejects non-finite values and uploads through the backend.
+ * rejects non-finite values and uploads through the backend. Messages name
+ * the weight file ("model.safetensors: tensor '...': ...").
  */
 #include <math.h>
 #include <stdarg.h>
@@ -10,11 +12,12 @@
 #include <string.h>
 
 #include "model_internal.h"
-#include "safetensors.h"
+#include "safetensors.h" /* td_dtype_size */
+#include "wformat.h"
 
 typedef struct loader {
     td_model *m;
-    td_st st;
+    td_wsrc src;         /* the checkpoint's tensors */
     float *buf;          /* host conversion buffer */
     size_t buf_cap;      /* floats */
     char *err;
@@ -48,20 +51,20 @@ static int add_owned(loader *L, const char *name, const td_weight *w)
         int cap = m->cap_owned ? 2 * m->cap_owned : 64;
         td_owned_w *o = realloc(m->owned, (size_t)cap * sizeof(*o));
         if (!o)
-            return fail(L, "model.safetensors: out of memory");
+            return fail(L, "%s: out of memory", L->src.file);
         m->owned = o;
         m->cap_owned = cap;
     }
     char *dup = strdup(name);
     if (!dup)
-        return fail(L, "model.safetensors: out of memory");
+        return fail(L, "%s: out of memory", L->src.file);
     m->owned[m->n_owned].name = dup;
     m->owned[m->n_owned].w = *w;
     m->n_owned++;
     return 0;
 }
 
-static void shape_str(char *out, size_t n, const td_st_tensor *t)
+static void shape_str(char *out, size_t n, const td_wt *t)
 {
     size_t off = 0;
     off += (size_t)snprintf(out + off, n - off, "[");
@@ -75,7 +78,7 @@ static void shape_str(char *out, size_t n, const td_st_tensor *t)
 /* Checks that tensor t has `rows x cols` elements in one of the accepted
  * shapes: (rows, cols); for rows == 1 also (cols). Converts it to float32 in
  * L->buf and rejects non-finite values. */
-static int fetch_f32(loader *L, const td_st_tensor *t, int64_t rows, int64_t cols)
+static int fetch_f32(loader *L, const td_wt *t, int64_t rows, int64_t cols)
 {
     int ok = 0;
     if (t->rank == 2 && t->shape[0] == rows && t->shape[1] == cols)
@@ -86,25 +89,27 @@ static int fetch_f32(loader *L, const td_st_tensor *t, int64_t rows, int64_t col
         char got[128];
         shape_str(got, sizeof got, t);
         if (rows == 1)
-            return fail(L, "model.safetensors: tensor '%s': shape %s does not match the config: expected [%lld]",
-                        t->name, got, (long long)cols);
-        return fail(L, "model.safetensors: tensor '%s': shape %s does not match the config: expected [%lld, %lld]",
-                    t->name, got, (long long)rows, (long long)cols);
+            return fail(L, "%s: tensor '%s': shape %s does not match the config: expected [%lld]",
+                        L->src.file, t->name, got, (long long)cols);
+        return fail(L, "%s: tensor '%s': shape %s does not match the config: expected [%lld, %lld]",
+                    L->src.file, t->name, got, (long long)rows, (long long)cols);
     }
     size_t n = (size_t)(rows * cols);
     if (n > L->buf_cap) {
         float *b = realloc(L->buf, n * sizeof(float));
         if (!b)
-            return fail(L, "model.safetensors: tensor '%s': out of memory converting %zu values",
+            return fail(L, "%s: tensor '%s': out of memory converting %zu values", L->src.file,
                         t->name, n);
         L->buf = b;
         L->buf_cap = n;
     }
-    td_to_f32(L->buf, t->data, t->dtype, (int64_t)n);
+    char rerr[512];
+    if (L->src.fmt->read_f32(&L->src, t, L->buf, rerr, sizeof rerr) != 0)
+        return fail(L, "%s: tensor '%s': %s", L->src.file, t->name, rerr);
     for (size_t i = 0; i < n; i++) {
         if (!isfinite(L->buf[i]))
-            return fail(L, "model.safetensors: tensor '%s': non-finite value %g at flat index %zu",
-                        t->name, (double)L->buf[i], i);
+            return fail(L, "%s: tensor '%s': non-finite value %g at flat index %zu",
+                        L->src.file, t->name, (double)L->buf[i], i);
     }
     return 0;
 }
@@ -123,16 +128,16 @@ static int bind_scaled(loader *L, td_weight *w, const char *name, int64_t rows,
     const td_owned_w *o = find_owned(L->m, key);
     if (o) {
         if (o->w.rows != rows || o->w.cols != cols)
-            return fail(L, "model.safetensors: tensor '%s': used as [%lld, %lld] and [%lld, %lld]",
-                        name, (long long)o->w.rows, (long long)o->w.cols,
+            return fail(L, "%s: tensor '%s': used as [%lld, %lld] and [%lld, %lld]",
+                        L->src.file, name, (long long)o->w.rows, (long long)o->w.cols,
                         (long long)rows, (long long)cols);
         *w = o->w;
         return 0;
     }
-    const td_st_tensor *t = td_st_find(&L->st, name);
+    const td_wt *t = L->src.fmt->find(&L->src, name);
     if (!t) {
         if (required)
-            return fail(L, "model.safetensors: missing tensor '%s'", name);
+            return fail(L, "%s: missing tensor '%s'", L->src.file, name);
         return 1;
     }
     if (fetch_f32(L, t, rows, cols) != 0)
@@ -142,7 +147,7 @@ static int bind_scaled(loader *L, td_weight *w, const char *name, int64_t rows,
     /* the backend applies scale (folded in float32, or at use for half) */
     if (be->ops->weight_upload(be, w, L->buf, rows, cols, t->dtype, scale, berr,
                                sizeof berr) != 0)
-        return fail(L, "model.safetensors: tensor '%s': upload failed: %s", name, berr);
+        return fail(L, "%s: tensor '%s': upload failed: %s", L->src.file, name, berr);
     L->m->weight_bytes += (size_t)(rows * cols) * td_dtype_size(w->dtype);
     if (rows > 1 && !be->keep_float)
         L->m->matrix_dtype = w->dtype;
@@ -163,10 +168,10 @@ static int bind(loader *L, td_weight *w, const char *name, int64_t rows, int64_t
 static int bind_raw(loader *L, float **out, const char *name, int64_t rows,
                     int64_t cols, int required)
 {
-    const td_st_tensor *t = td_st_find(&L->st, name);
+    const td_wt *t = L->src.fmt->find(&L->src, name);
     if (!t) {
         if (required)
-            return fail(L, "model.safetensors: missing tensor '%s'", name);
+            return fail(L, "%s: missing tensor '%s'", L->src.file, name);
         return 1;
     }
     if (fetch_f32(L, t, rows, cols) != 0)
@@ -174,8 +179,8 @@ static int bind_raw(loader *L, float **out, const char *name, int64_t rows,
     size_t bytes = (size_t)(rows * cols) * sizeof(float);
     float *dev = L->m->be->ops->alloc(L->m->be, bytes);
     if (!dev)
-        return fail(L, "model.safetensors: tensor '%s': cannot allocate %zu bytes on the device",
-                    name, bytes);
+        return fail(L, "%s: tensor '%s': cannot allocate %zu bytes on the device",
+                    L->src.file, name, bytes);
     L->m->be->ops->upload(L->m->be, dev, L->buf, bytes);
     L->m->weight_bytes += bytes;
     *out = dev;
@@ -209,8 +214,8 @@ static int bind_attn(loader *L, td_attn_w *a, const char *prefix, int heads,
             return -1;
         int has_v = rc == 0;
         if (has_v != L->m->cfg.relative_attention_values)
-            return fail(L, "model.safetensors: tensor '%s': relative_value weights must be present in every self-attention layer or in none",
-                        NAME("relative_value.weight"));
+            return fail(L, "%s: tensor '%s': relative_value weights must be present in every self-attention layer or in none",
+                        L->src.file, NAME("relative_value.weight"));
     }
 #undef NAME
     return 0;
@@ -286,7 +291,7 @@ static int bind_first(loader *L, td_weight *w, const char *const *names, int n_n
         if (names[i] && off < sizeof list)
             off += (size_t)snprintf(list + off, sizeof list - off, "%s'%s'",
                                     off ? ", " : "", names[i]);
-    return fail(L, "model.safetensors: missing tensor for %s (looked for %s)", what, list);
+    return fail(L, "%s: missing tensor for %s (looked for %s)", L->src.file, what, list);
 }
 
 static int bind_embeddings(loader *L)
@@ -343,23 +348,22 @@ int td_weights_load(td_model *m, char *err, size_t errlen)
     L.errlen = errlen;
     td_config *c = &m->cfg;
 
-    char path[4096];
-    snprintf(path, sizeof path, "%s/model.safetensors", m->dir);
-    if (td_st_open(&L.st, path, err, errlen) != 0)
+    if (td_wsrc_open(&L.src, m->dir, err, errlen) != 0)
         return -1;
-    m->file_dtype = L.st.n_tensors > 0 ? L.st.tensors[0].dtype : TD_F32;
+    const td_wt *first = L.src.fmt->count(&L.src) > 0 ? L.src.fmt->tensor(&L.src, 0) : NULL;
+    m->file_dtype = first ? first->dtype : TD_F32;
 
     int rc = -1;
     if (c->position_encoding == TD_POS_RELATIVE) {
         /* relative_value is optional: its presence in the first encoder
          * layer decides, every other layer must agree. */
         c->relative_attention_values =
-            td_st_find(&L.st, "model.encoder.layers.0.self_attn.relative_value.weight") != NULL;
+            L.src.fmt->find(&L.src, "model.encoder.layers.0.self_attn.relative_value.weight") != NULL;
     }
     m->enc = calloc((size_t)c->encoder_layers, sizeof(td_layer_w));
     m->dec = calloc((size_t)c->decoder_layers, sizeof(td_layer_w));
     if (!m->enc || !m->dec) {
-        fail(&L, "model.safetensors: out of memory");
+        fail(&L, "%s: out of memory", L.src.file);
         goto done;
     }
     /* the embedding tables and the output projection stay float32 under a
@@ -390,7 +394,7 @@ int td_weights_load(td_model *m, char *err, size_t errlen)
     rc = 0;
 done:
     free(L.buf);
-    td_st_close(&L.st);
+    td_wsrc_close(&L.src);
     return rc;
 }
 

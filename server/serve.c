@@ -71,7 +71,7 @@ static const opt_def k_opts[] = {
      "[NAME=]DIR: a model directory (Hugging Face Marian layout), named NAME (default: the "
      "directory's name); repeat for several models"},
     {"--models-dir", OPT_STR, OFF(models_dir), 0, 0,
-     "serve every model directory below DIR (config.json + model.safetensors); "
+     "serve every model directory below DIR (config.json + weights); "
      "POST /v1/models loads from it at run time"},
     {"--model-languages", OPT_LANGS, OFF(lang_specs), 0, 0,
      "NAME=SRC-TGT: the language pair of model NAME (default: tokenizer_config.json's "
@@ -472,14 +472,30 @@ static int parse_opts(srv_opts *o, int argc, char **argv)
     return 0;
 }
 
-/* The model directory is there and holds readable model files, before the
- * daemon listens: a wrong --model is exit 1 with the path, not a daemon
- * that is live but never ready. (The files' contents are checked by the
- * load.) */
+/* 1 when path (a file of the model directory dir) opens for reading and is a
+ * regular file; else 0, said on stderr. */
+static int readable(const char *dir, const char *path)
+{
+    struct stat st;
+    errno = 0;
+    FILE *f = fopen(path, "rb");
+    int ok = f && fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode);
+    int e = errno;
+    if (f)
+        fclose(f);
+    if (!ok)
+        fprintf(stderr, "transformerd: model directory '%s': %s: %s\n", dir, path,
+                e ? strerror(e) : "not a regular file");
+    return ok;
+}
+
+/* The model directory is there and holds a model's files (td_model_probe:
+ * the configuration, weights in a known format, the tokenizer's), each
+ * readable, before the daemon listens: a wrong --model is exit 1 with the
+ * path, not a daemon that is live but never ready. (The files' contents are
+ * checked by the load.) */
 static int check_model_dir(const char *dir)
 {
-    static const char *const files[] = {"config.json", "model.safetensors", "source.spm",
-                                        "target.spm", "vocab.json"};
     struct stat st;
     errno = 0;
     if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
@@ -488,20 +504,23 @@ static int check_model_dir(const char *dir)
                 dir, errno ? strerror(errno) : "not a directory");
         return -1;
     }
-    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
-        char p[4096];
-        snprintf(p, sizeof p, "%s/%s", dir, files[i]);
-        errno = 0;
-        FILE *f = fopen(p, "rb");
-        int ok = f && fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode);
-        int e = errno;
-        if (f)
-            fclose(f);
-        if (!ok) {
-            fprintf(stderr, "transformerd: model directory '%s': %s: %s\n", dir, files[i],
-                    e ? strerror(e) : "not a regular file");
+    td_probe pr;
+    if (!td_model_probe(dir, &pr)) {
+        fprintf(stderr, "transformerd: model directory '%s': %s: %s\n", dir, pr.missing,
+                "not there (or not a regular file)");
+        return -1;
+    }
+    /* readable: the weight file, the configuration, the tokenizer's files */
+    if (!readable(dir, pr.weights))
+        return -1;
+    char files[200];
+    snprintf(files, sizeof files, "config.json %s", pr.tokenizer);
+    for (char *save = NULL, *name = strtok_r(files, " ", &save); name;
+         name = strtok_r(NULL, " ", &save)) {
+        char p[4400];
+        snprintf(p, sizeof p, "%s/%s", dir, name);
+        if (!readable(dir, p))
             return -1;
-        }
     }
     return 0;
 }
@@ -552,8 +571,8 @@ static int cmp_names(const void *a, const void *b)
     return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
-/* Every subdirectory of dir with config.json and model.safetensors, in
- * name order, appended to specs (at most max). Returns the new count, or
+/* Every subdirectory of dir with config.json and weights in a known format
+ * (td_model_probe), in name order, appended to specs (at most max). Returns the new count, or
  * -1 when dir cannot be read. */
 static int scan_models_dir(const char *dir, srv_model_spec *specs, int n, int max)
 {
@@ -569,10 +588,10 @@ static int scan_models_dir(const char *dir, srv_model_spec *specs, int n, int ma
         struct stat st;
         if (e->d_name[0] == '.')
             continue;
-        snprintf(p, sizeof p, "%s/%s/config.json", dir, e->d_name);
-        int has = stat(p, &st) == 0 && S_ISREG(st.st_mode);
-        snprintf(p, sizeof p, "%s/%s/model.safetensors", dir, e->d_name);
-        has = has && stat(p, &st) == 0 && S_ISREG(st.st_mode);
+        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+        td_probe pr;
+        td_model_probe(p, &pr);
+        int has = pr.has_config && pr.format && stat(p, &st) == 0 && S_ISDIR(st.st_mode);
         if (has && (names[k] = strdup(e->d_name)) != NULL)
             k++;
     }
@@ -608,7 +627,7 @@ static int model_specs(const srv_opts *o, srv_model_spec *specs, int max)
         return -1;
     if (n == 0) {
         fprintf(stderr, "transformerd: --models-dir '%s': no model directory (config.json and "
-                        "model.safetensors) in it\n", o->models_dir);
+                        "weights) in it\n", o->models_dir);
         return -1;
     }
     for (int i = 0; i < n; i++)

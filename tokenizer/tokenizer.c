@@ -217,6 +217,15 @@ static int vocab_check(const vocab *v, const spm_model *sp, const char *vname, c
     return 0;
 }
 
+int td_tok_files(const char *const **files, int *n_required)
+{
+    static const char *const k_files[] = {"source.spm", "target.spm", "vocab.json",
+                                          "target_vocab.json"};
+    *files = k_files;
+    *n_required = 3;
+    return 4;
+}
+
 int td_tok_load(td_tokenizer **out, const char *dir, int src_vocab_size, int tgt_vocab_size,
                 char *err, size_t errlen)
 {
@@ -227,6 +236,7 @@ int td_tok_load(td_tokenizer **out, const char *dir, int src_vocab_size, int tgt
         return -1;
     }
     char path[4096], e2[512];
+    /* the files named in td_tok_files' table, in its order */
     snprintf(path, sizeof path, "%s/source.spm", dir);
     if (spm_load(&t->spm_src, path, e2, sizeof e2) != 0) {
         snprintf(err, errlen, "source.spm: %s", e2);

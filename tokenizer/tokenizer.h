@@ -42,6 +42,11 @@ int td_tok_load(td_tokenizer **out, const char *dir, int src_vocab_size, int tgt
                 char *err, size_t errlen);
 void td_tok_free(td_tokenizer *t); /* accepts NULL */
 
+/* The files td_tok_load reads from a model directory: *files (static), the
+ * first *n_required of them required, the rest read when present. Returns
+ * their count. */
+int td_tok_files(const char *const **files, int *n_required);
+
 /* Text (any bytes) -> model ids, </s> appended. side TD_TOK_TARGET encodes
  * with target.spm and the target vocabulary (transformers' text_target).
  * *ids is malloc'd. Returns 0, or -1 when out of memory. */

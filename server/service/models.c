@@ -703,15 +703,15 @@ static void op_error(srv_model_op *op, int status, const char *code, const char 
     snprintf(op->msg, sizeof op->msg, "%s", msg);
 }
 
-/* The bytes a directory's checkpoint will take at least (its weights' file),
- * checked before the load so that a model that cannot fit is refused
- * before it takes memory; the exact bytes are checked after the load. */
+/* The bytes a directory's checkpoint will take at least (its weight file,
+ * td_model_probe), checked before the load so that a model that cannot fit
+ * is refused before it takes memory; the exact bytes are checked after the
+ * load. */
 static size_t checkpoint_bytes(const char *dir)
 {
-    char path[4200];
-    struct stat st;
-    snprintf(path, sizeof path, "%s/model.safetensors", dir);
-    return stat(path, &st) == 0 && S_ISREG(st.st_mode) ? (size_t)st.st_size : 0;
+    td_probe pr;
+    td_model_probe(dir, &pr);
+    return pr.format ? (size_t)pr.weight_bytes : 0;
 }
 
 /* Loads spec and publishes it in place of `old` (a reload) or as a new
@@ -722,7 +722,7 @@ static void load_and_publish(srv_models *ms, srv_model_op *op, const srv_model_s
     char msg[1024];
     pthread_mutex_lock(&ms->mu);
     int refused = over_budget(ms, spec->name, checkpoint_bytes(spec->dir), 0,
-                              "at least its model.safetensors", msg, sizeof msg);
+                              "at least its weight file", msg, sizeof msg);
     pthread_mutex_unlock(&ms->mu);
     if (refused) {
         op_error(op, 507, "insufficient_memory", NULL, msg);
