@@ -44,10 +44,10 @@ test-asan: bootstrap
 # scheduler and the shared workers (test_pool), the watchdog and the drain, with one engine thread per worker
 # (OpenBLAS is not instrumented; with one thread neither it nor the CPU
 # backend's pool starts a thread).
-TSAN_TESTS ?= test_server_http|test_server_harden|test_models|test_stream|test_cache|test_unload|test_pool
+TSAN_TESTS ?= test_server_http|test_server_harden|test_models|test_stream|test_cache|test_unload|test_pool|test_docpool
 test-tsan: bootstrap
 	cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DTD_TSAN=ON -DTD_CUDA=OFF
-	cmake --build $(TSAN_BUILD) -j $(JOBS) --target transformerd test_server_http test_server_harden test_models test_stream test_cache test_unload test_pool
+	cmake --build $(TSAN_BUILD) -j $(JOBS) --target transformerd test_server_http test_server_harden test_models test_stream test_cache test_unload test_pool test_docpool
 	cd $(TSAN_BUILD) && OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 \
 	  TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
 	  ctest --output-on-failure -j $(JOBS) -R '^($(TSAN_TESTS))$$'

@@ -5,7 +5,8 @@
  * The service starts as `serve` starts it (serve's options, every model
  * loaded: srv_run_local), one call is made in memory (a multipart body
  * with the file, source, target and overwrite) and handed to the API's
- * handler; the command waits for its jobs as the transport would, then
+ * handler; the command waits for each step's work (the parse on the
+ * document threads, the jobs, the render) as the transport would, then
  * takes the translated file from the file store and writes it to OUT
  * through a temporary file renamed into place, so that OUT is never half
  * written. IN "-" is stdin (then --format names the format), OUT "-" is
@@ -241,12 +242,13 @@ static int run_file(srv_server *s, const srv_call_handler *h, void *ud)
     srv_call_next nx = h->head(h->ctx, c);
     if (nx == SRV_NEXT_BODY)
         nx = h->body(h->ctx, c);
-    if (nx == SRV_NEXT_PENDING) {
+    while (nx == SRV_NEXT_PENDING) { /* each step's work: the parse, the jobs, the render */
         pthread_mutex_lock(&io.mu);
         while (!io.resumed)
             pthread_cond_wait(&io.cv, &io.mu);
+        io.resumed = 0;
         pthread_mutex_unlock(&io.mu);
-        h->resumed(h->ctx, c);
+        nx = h->resumed(h->ctx, c);
     }
     int rc = take_answer(s, j, c);
     h->done(h->ctx, c, c->status, srv_now() - c->t0);

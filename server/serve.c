@@ -34,6 +34,7 @@
 #include "cache.h"
 #include "clock.h"
 #include "device.h"
+#include "docpool.h"
 #include "http.h"
 #include "languages.h"
 #include "libre.h"
@@ -131,6 +132,11 @@ static const opt_def k_opts[] = {
     {"--batch-delay-ms", OPT_INT, OFF(batch_delay_ms), 0, 60000,
      "longest wait of the oldest text for a fuller batch"},
     {"--max-queue", OPT_INT, OFF(max_queue), 1, 1 << 20, "queued texts before 429"},
+    {"--document-threads", OPT_INT, OFF(document_threads), 1, 256,
+     "threads that parse uploaded documents and render their translations (/translate_file), "
+     "off the HTTP threads"},
+    {"--document-queue", OPT_INT, OFF(document_queue), 1, 1 << 16,
+     "documents waiting for a document thread before 503"},
     {"--max-input-tokens", OPT_INT, OFF(max_input_tokens), 0, 1 << 20,
      "tokens per text incl. </s> (0: the model's max positions)"},
     {"--max-batch-texts", OPT_INT, OFF(max_batch_texts), 1, 1 << 16, "texts per request"},
@@ -164,6 +170,8 @@ static const opt_def k_opts[] = {
      "FOR TESTS ONLY: engine | device: every batch after the warm-up fails with that error"},
     {"--test-step-delay-ms", OPT_INT, OFF(test_step_delay_ms), 0, 10000,
      "FOR TESTS ONLY: a worker sleeps this long after each decoding step (or batch)"},
+    {"--test-document-gate", OPT_STR, OFF(test_document_gate), 0, 0,
+     "FOR TESTS ONLY: a document thread that took a document waits until this file exists"},
 };
 #define N_OPTS (sizeof k_opts / sizeof k_opts[0])
 
@@ -234,6 +242,8 @@ static void defaults(srv_opts *o)
     o->max_batch_size = 32;
     o->batch_delay_ms = 0; /* docs/decisions.md: batches form while the worker runs */
     o->max_queue = 1024;
+    o->document_threads = 2;
+    o->document_queue = 32;
     o->max_batch_texts = 64;
     o->max_body_bytes = 1L << 20;
     o->max_response_bytes = 64L << 20;
@@ -697,6 +707,7 @@ static void hup_done(srv_model_op *op, void *ud)
 static void stop_all(srv_server *s, srv_http *http, srv_api *api)
 {
     srv_http_stop(http);
+    srv_docpool_free(s->docs); /* none waits after a drain */
     srv_api_free(api);
     srv_models_free(s->models);
     srv_cache_free(s->cache); /* after the models, which drop their entries */
@@ -773,8 +784,13 @@ static int start_rest(srv_server *s, const srv_model_spec *specs, int n_specs, c
     char err[1024];
     s->langid = srv_detector_new(s, err, sizeof err);
     s->libre = s->langid ? srv_libre_new(s, err, sizeof err) : NULL;
-    if (!s->libre || srv_models_start(s->models) != 0) {
-        fprintf(stderr, "transformerd: %s\n", s->libre ? "cannot start the model manager" : err);
+    const srv_docpool_opts dopts = {.threads = s->o.document_threads,
+                                    .max_queue = s->o.document_queue,
+                                    .metrics = s->metrics,
+                                    .test_gate = s->o.test_document_gate};
+    s->docs = s->libre ? srv_docpool_new(&dopts, err, sizeof err) : NULL;
+    if (!s->docs || srv_models_start(s->models) != 0) {
+        fprintf(stderr, "transformerd: %s\n", s->docs ? "cannot start the model manager" : err);
         return -1;
     }
     return 0;
@@ -812,6 +828,7 @@ int srv_run_local(int argc, char **argv, srv_local_fn run, void *ud)
     int rc = run(&s, &h, ud);
     atomic_store(&s.draining, 1);
     srv_models_stop(s.models);
+    srv_docpool_drain(s.docs, srv_now() + s.o.drain_timeout_s);
     srv_models_drain(s.models, srv_now() + s.o.drain_timeout_s);
     stop_all(&s, NULL, api);
     return rc;
@@ -906,7 +923,12 @@ int srv_main(int argc, char **argv)
     srv_http_quiesce(http);
     /* a load or reload under way finishes first; queued ones are refused */
     srv_models_stop(s.models);
-    srv_models_drain(s.models, srv_now() + s.o.drain_timeout_s);
+    /* the documents being parsed first (their texts still go to the
+     * models), then the models' work; the renders after it are taken by
+     * the document threads until they stop (stop_all) */
+    double drain_until = srv_now() + s.o.drain_timeout_s;
+    srv_docpool_drain(s.docs, drain_until);
+    srv_models_drain(s.models, drain_until);
     /* Every job has finished and every connection was resumed; give the
      * responses a bounded time to be written before the daemon stops. */
     double until = srv_now() + 5;

@@ -292,12 +292,12 @@ out:
 
 /* The request's operation finished: 201 for a load, 200 for a reload, or
  * the loader's error with its status. */
-static void admin_respond(srv_req *r)
+static srv_call_next admin_respond(srv_req *r)
 {
     const srv_model_op *op = r->state;
     if (op->status != 200) {
         srv_req_error(r, op->status, op->code, op->param[0] ? op->param : NULL, "%s", op->msg);
-        return;
+        return SRV_NEXT_ANSWERED;
     }
     srv_model *sm = srv_models_get(r->s->models, op->name);
     json_t *m = sm ? srv_admin_model_json(r->s, sm) : NULL;
@@ -305,6 +305,7 @@ static void admin_respond(srv_req *r)
     srv_req_object(r, op->kind == SRV_OP_LOAD ? 201 : 200,
                    json_pack("{s:s,s:I,s:o*,s:s}", "name", op->name, "generation",
                              (json_int_t)op->generation, "model", m, "message", op->msg));
+    return SRV_NEXT_ANSWERED;
 }
 
 /* ---- the routes ---------------------------------------------------------- */

@@ -32,14 +32,11 @@
 #include <jansson.h>
 
 #include "clock.h"
-#include "catalog.h"
-#include "office.h"
-#include "html.h"
-#include "subtitles.h"
 #include "languages.h"
 #include "files.h"
 #include "form.h"
 #include "libre.h"
+#include "libre_doc.h"
 #include "models.h"
 #include "reqlimits.h"
 #include "translate.h"
@@ -124,42 +121,6 @@ static int missing(srv_req *r, const char *name)
     return -1;
 }
 
-/* ---- a request's state --------------------------------------------------- */
-
-typedef struct libre_seg {
-    const char *text;  /* its source text (alive as long as the request) */
-    size_t len;
-    int text_idx;      /* its index among the request's texts, -1: copied (source = target) */
-    int keep;          /* not text: written back as it is, never translated nor detected */
-} libre_seg;
-
-typedef struct libre_item {
-    srv_html *doc;     /* format html: the parsed document, else NULL */
-    int seg0, n_segs;
-    const char *eol;   /* a .txt file's line: its line ending */
-    const char *lead, *trail; /* a .txt line: the whitespace around its text */
-    size_t lead_n, trail_n;
-    char lang[16];     /* source=auto: the detected language */
-    double confidence;
-    const srv_sub_piece *sub; /* a subtitle file's piece (verbatim, or a cue's text) */
-    srv_catalog *cat;  /* a .ts/.xlf/.xliff catalogue: its units the segments */
-    srv_office *office; /* a document in a zip archive: its segments (office.h) */
-} libre_item;
-
-typedef struct srv_libre_req {
-    json_t *fields;
-    int list, autodetect, alternatives, html, is_file;
-    libre_item *items;
-    int n_items;
-    libre_seg *segs;
-    int n_segs, cap_segs;
-    char file_name[128];   /* /translate_file: the stored name */
-    const char *file_ctype;
-    srv_sub_piece *subs;   /* a .srt or .vtt file's pieces (subtitles.h) */
-    int n_subs;
-    td_decode_opts span_opts; /* a document's styled segments: the attention they align by */
-} srv_libre_req;
-
 static void libre_req_free(srv_req *r)
 {
     srv_libre_req *lr = r->state;
@@ -172,23 +133,10 @@ static void libre_req_free(srv_req *r)
     }
     free(lr->items);
     free(lr->segs);
+    free(lr->out);
     srv_subtitles_free(lr->subs, lr->n_subs);
     json_decref(lr->fields);
     free(lr);
-}
-
-static int add_seg(srv_libre_req *lr, const char *t, size_t n)
-{
-    if (lr->n_segs == lr->cap_segs) {
-        int cap = lr->cap_segs ? lr->cap_segs * 2 : 16;
-        libre_seg *p = realloc(lr->segs, (size_t)cap * sizeof *p);
-        if (!p)
-            return -1;
-        lr->segs = p;
-        lr->cap_segs = cap;
-    }
-    lr->segs[lr->n_segs++] = (libre_seg){.text = t, .len = n, .text_idx = -1};
-    return 0;
 }
 
 /* Fills item it's segments from its text (plain, or the text nodes of its
@@ -204,10 +152,10 @@ static int item_segments(srv_libre_req *lr, libre_item *it, const char *t, size_
             return rc;
         for (int k = 0; k < srv_html_n_segments(it->doc); k++) {
             const char *st = srv_html_segment(it->doc, k);
-            if (add_seg(lr, st, strlen(st)) != 0)
+            if (srv_libre_add_seg(lr, st, strlen(st)) != 0)
                 return -1;
         }
-    } else if (add_seg(lr, t, n) != 0) {
+    } else if (srv_libre_add_seg(lr, t, n) != 0) {
         return -1;
     }
     it->n_segs = lr->n_segs - it->seg0;
@@ -426,7 +374,7 @@ static int make_jobs(srv_req *r, srv_libre_req *lr, const char *src, const char 
         rc = 0;
     if (!rc && r->call->status == 422)
         r->call->status = 400; /* LibreTranslate answers its length limits with 400 */
-    if (rc == 1 && r->n_jobs == 0) {
+    if (rc == 1 && r->n_jobs == 0 && !lr->is_file) { /* a file: rendered (libre_respond) */
         libre_answer(r);
         rc = 0;
     }
@@ -572,68 +520,126 @@ static int parse_translate(srv_req *r, json_t *f, int is_json)
     return make_jobs(r, lr, src, tgt) == 1 ? 1 : -1;
 }
 
-/* A .txt file's lines as items: each line one segment without the
- * whitespace around it, which is written back as it was. */
-static int txt_items(srv_libre_req *lr, const char *data, size_t len)
+/* ---- /translate_file's steps: the parse and the render on the document
+ * threads (docpool.h), the model's jobs between them -------------------- */
+
+static int file_parsed(srv_req *r);
+static void file_answer(srv_req *r);
+
+/* A step's work, unless it was dropped (any thread: the request's state
+ * only, libre_doc.h). */
+static void doc_work(srv_req *r, srv_doc_outcome why)
 {
-    int n = 1;
-    for (size_t i = 0; i < len; i++)
-        n += data[i] == '\n';
-    lr->items = calloc((size_t)n, sizeof *lr->items);
-    if (!lr->items)
-        return -1;
-    const char *p = data, *end = data + len;
-    while (p < end || lr->n_items == 0) {
-        const char *nl = memchr(p, '\n', (size_t)(end - p));
-        const char *le = nl ? nl : end;
-        libre_item *it = &lr->items[lr->n_items++];
-        it->eol = nl ? (le > p && le[-1] == '\r' ? "\r\n" : "\n") : "";
-        if (nl && le > p && le[-1] == '\r')
-            le--;
-        const char *a = p, *b = le;
-        while (a < b && (*a == ' ' || *a == '\t'))
-            a++;
-        while (b > a && (b[-1] == ' ' || b[-1] == '\t'))
-            b--;
-        it->lead = p;
-        it->lead_n = (size_t)(a - p);
-        it->trail = b;
-        it->trail_n = (size_t)(le - b);
-        char why[8]; /* plain text: no HTML to refuse */
-        if (item_segments(lr, it, a, (size_t)(b - a), why, sizeof why) != 0)
-            return -1;
-        p = nl ? nl + 1 : end;
-        if (!nl)
-            break;
+    srv_libre_req *lr = r->state;
+    lr->outcome = why;
+    if (why == SRV_DOC_RUN && lr->step == LIBRE_STEP_PARSE)
+        lr->doc_rc = srv_libre_file_items(lr, lr->why, sizeof lr->why);
+    else if (why == SRV_DOC_RUN)
+        lr->out = srv_libre_file_render(r, &lr->out_len, lr->why, sizeof lr->why);
+}
+
+/* The task's completion (a document thread): the work, the hold back. */
+static void doc_run(srv_doc_outcome why, void *ud)
+{
+    srv_req *r = ud;
+    doc_work(r, why);
+    srv_call_release(r->call); /* the call is resumed: r is touched no more */
+}
+
+static int doc_gone(void *ud)
+{
+    const srv_req *r = ud;
+    return srv_call_client_gone(r->call);
+}
+
+/* Hands step (LIBRE_STEP_PARSE or _RENDER) to the document threads under
+ * a hold of the call: 2; a full queue (503, Retry-After) or the drain is
+ * answered: 0. Without document threads (a program that made none: the
+ * fuzz targets) the step runs here and the request goes on. */
+static int doc_step(srv_req *r, int step)
+{
+    srv_libre_req *lr = r->state;
+    lr->step = step;
+    if (!r->s->docs) {
+        doc_work(r, SRV_DOC_RUN);
+        if (step == LIBRE_STEP_PARSE)
+            return file_parsed(r);
+        file_answer(r);
+        return 0;
+    }
+    lr->task = (srv_doc_task){.run = doc_run, .gone = doc_gone, .ud = r,
+                              .deadline = r->call->t0 + r->s->o.request_timeout_s};
+    srv_call_hold(r->call, 1); /* before it is out: it may finish at once */
+    srv_doc_submit_rc rc = srv_docpool_submit(
+        r->s->docs, &lr->task, step == LIBRE_STEP_PARSE ? SRV_DOC_FIRST : SRV_DOC_NEXT);
+    if (rc == SRV_DOC_QUEUED)
+        return 2;
+    srv_call_release(r->call); /* not out: the transport's own hold keeps the call */
+    if (rc == SRV_DOC_FULL) {
+        srv_req_error(r, 503, "queue_full", NULL,
+                      "the document queue is full (--document-queue %d); retry later",
+                      r->s->o.document_queue);
+        srv_req_header(r, "Retry-After", "1");
+    } else {
+        srv_req_error(r, 503, "draining", NULL, "the server is shutting down");
     }
     return 0;
 }
 
-/* A subtitle file's pieces (subtitles.h) as items: a cue's text one
- * segment, everything else a segment kept as it is. 0, -1 when out of
- * memory, -2 when it is no subtitle file (why in err). */
-static int subtitle_items(srv_libre_req *lr, const char *data, size_t len, char *err,
-                          size_t errlen)
+/* A step dropped before it ran: its error recorded (1), else 0. */
+static int doc_dropped(srv_req *r)
 {
-    int cues = 0;
-    int rc = srv_subtitles_parse(data, len, &lr->subs, &lr->n_subs, &cues, err, errlen);
-    if (rc != 0)
-        return rc;
-    lr->items = calloc((size_t)lr->n_subs, sizeof *lr->items);
-    if (!lr->items)
-        return -1;
-    for (int i = 0; i < lr->n_subs; i++) {
-        const srv_sub_piece *p = &lr->subs[i];
-        libre_item *it = &lr->items[lr->n_items++];
-        it->sub = p;
-        it->seg0 = lr->n_segs;
-        it->n_segs = 1;
-        if (p->verbatim ? add_seg(lr, p->verbatim, p->verbatim_len)
-                        : add_seg(lr, p->text, p->text_len))
-            return -1;
-        lr->segs[it->seg0].keep = p->verbatim != NULL;
+    const srv_libre_req *lr = r->state;
+    switch (lr->outcome) {
+    case SRV_DOC_RUN:
+        return 0;
+    case SRV_DOC_TIMEOUT:
+        srv_req_error(r, 504, "timeout", NULL,
+                      "the request waited longer than %d s and was dropped",
+                      r->s->o.request_timeout_s);
+        return 1;
+    case SRV_DOC_GONE:
+        srv_req_error(r, 503, "client_gone", NULL, "the client closed the connection");
+        return 1;
+    default:
+        srv_req_error(r, 503, "draining", NULL,
+                      "the server shut down before the request could finish");
+        return 1;
     }
-    return 0;
+}
+
+/* The upload parsed: an error answered (0), its texts for the model (1),
+ * or, none needing it, its render handed out (2, or 0 answered). */
+static int file_parsed(srv_req *r)
+{
+    srv_libre_req *lr = r->state;
+    if (doc_dropped(r))
+        return 0;
+    if (lr->doc_rc == -2) {
+        srv_req_error(r, 400, "invalid_request", "file", "Invalid request: %s: %s", lr->safe,
+                      lr->why);
+        return 0;
+    }
+    if (lr->doc_rc != 0) {
+        srv_req_error(r, 500, "internal", NULL, "%s", lr->why[0] ? lr->why : "out of memory");
+        return 0;
+    }
+    if (lr->n_segs > r->s->o.max_queue) {
+        srv_req_error(r, 400, "out_of_range", "file",
+                      "Invalid request: the file has %d texts to translate; the limit is %d "
+                      "(--max-queue)",
+                      lr->n_segs, r->s->o.max_queue);
+        return 0;
+    }
+    lr->autodetect = !strcmp(lr->src, "auto");
+    if (lr->autodetect && detect_items(r, lr, 0) != 0) {
+        srv_req_error(r, 500, "internal", NULL, "out of memory");
+        return 0;
+    }
+    if (make_jobs(r, lr, lr->src, lr->tgt) != 1)
+        return 0;
+    lr->step = LIBRE_STEP_JOBS;
+    return r->n_jobs > 0 ? 1 : doc_step(r, LIBRE_STEP_RENDER);
 }
 
 static int parse_translate_file(srv_req *r, json_t *f, const srv_form_file *file)
@@ -675,62 +681,22 @@ static int parse_translate_file(srv_req *r, json_t *f, const srv_form_file *file
                      : srt ? "application/x-subrip; charset=utf-8"
                      : vtt ? "text/vtt; charset=utf-8"
                            : "text/plain; charset=utf-8";
-    char safe[80];
-    if (srv_files_new_name(file->name, office ? ext : ".txt", safe, sizeof safe,
+    if (srv_files_new_name(file->name, office ? ext : ".txt", lr->safe, sizeof lr->safe,
                            lr->file_name, sizeof lr->file_name) != 0) {
         srv_req_error(r, 500, "internal", NULL, "no randomness for the file name");
         return -1;
     }
-    int rc;
-    char why[256] = "";
-    if (cat || office) { /* one item, a segment a unit (catalog.h, office.h) */
-        lr->items = calloc(1, sizeof *lr->items);
-        libre_item *it = lr->items;
-        rc = !it       ? -1
-             : office ? srv_office_parse(file->data, file->len, ext, &it->office, why, sizeof why)
-                      : srv_catalog_parse(file->data, file->len,
-                                          !falsy(json_object_get(f, "overwrite")), &it->cat, why,
-                                          sizeof why);
-        lr->n_items = it ? 1 : 0;
-        if (rc == 0 && it->cat)
-            srv_catalog_target(it->cat, tgt);
-        int n = rc ? 0 : office ? srv_office_n(it->office) : srv_catalog_n(it->cat);
-        for (int k = 0; rc == 0 && k < n; k++) {
-            const char *u = office ? srv_office_source(it->office, k)
-                                   : srv_catalog_source(it->cat, k);
-            rc = add_seg(lr, u, strlen(u));
-            it->n_segs++;
-        }
-        if (rc == -2) {
-            srv_req_error(r, 400, "invalid_request", "file", "Invalid request: %s: %s", safe, why);
-            return -1;
-        }
-    } else if (srt || vtt) {
-        rc = subtitle_items(lr, file->data, file->len, why, sizeof why);
-        if (rc == -2) {
-            srv_req_error(r, 400, "invalid_request", "file", "Invalid request: %s: %s", safe, why);
-            return -1;
-        }
-    } else {
-        rc = txt_items(lr, file->data, file->len);
-    }
-    if (rc != 0) {
-        srv_req_error(r, 500, "internal", NULL, "%s", why[0] ? why : "out of memory");
-        return -1;
-    }
-    if (lr->n_segs > r->s->o.max_queue) {
-        srv_req_error(r, 400, "out_of_range", "file",
-                      "Invalid request: the file has %d texts to translate; the limit is %d "
-                      "(--max-queue)",
-                      lr->n_segs, r->s->o.max_queue);
-        return -1;
-    }
-    lr->autodetect = !strcmp(src, "auto");
-    if (lr->autodetect && detect_items(r, lr, 0) != 0) {
-        srv_req_error(r, 500, "internal", NULL, "out of memory");
-        return -1;
-    }
-    return make_jobs(r, lr, src, tgt) == 1 ? 1 : -1;
+    lr->data = file->data;
+    lr->len = file->len;
+    lr->ext = ext;
+    lr->office = office;
+    lr->srt = srt;
+    lr->vtt = vtt;
+    lr->cat = cat;
+    lr->overwrite = !falsy(json_object_get(f, "overwrite"));
+    lr->src = src;
+    lr->tgt = tgt;
+    return doc_step(r, LIBRE_STEP_PARSE);
 }
 
 static json_t *detections_json(const srv_lang_score *sc, int n)
@@ -832,8 +798,10 @@ int srv_libre_parse(srv_req *r)
     switch (r->ep) {
     case SRV_EP_LIBRE:
         return parse_translate(r, f, is_json) == 1;
-    case SRV_EP_TRANSLATE_FILE:
-        return parse_translate_file(r, f, &file) == 1;
+    case SRV_EP_TRANSLATE_FILE: {
+        int rc = parse_translate_file(r, f, &file);
+        return rc == 1 || rc == 2 ? rc : 0;
+    }
     case SRV_EP_DETECT:
         answer_detect(r, f);
         return 0;
@@ -844,60 +812,6 @@ int srv_libre_parse(srv_req *r)
 }
 
 /* ---- responses ----------------------------------------------------------- */
-
-/* Item i's translated text (malloc'd, NUL-terminated), or NULL when out of
- * memory. hyp > 0: an alternative (plain text only). */
-static char *item_translation(srv_req *r, int i, int hyp)
-{
-    srv_libre_req *lr = r->state;
-    libre_item *it = &lr->items[i];
-    if (it->doc || it->cat) {
-        for (int k = 0; k < it->n_segs; k++) {
-            const libre_seg *sg = &lr->segs[it->seg0 + k];
-            if (sg->text_idx < 0)
-                continue;
-            json_t *v = srv_api_text_value(r, sg->text_idx, 0);
-            int rc = !v ? -1
-                     : it->doc ? srv_html_set(it->doc, k, json_string_value(v))
-                               : srv_catalog_set(it->cat, k, json_string_value(v)) < 0;
-            json_decref(v);
-            if (rc != 0)
-                return NULL;
-        }
-        size_t n;
-        char why[256];
-        return it->doc ? srv_html_render(it->doc) : srv_catalog_render(it->cat, &n, why, sizeof why);
-    }
-    const libre_seg *sg = &lr->segs[it->seg0];
-    json_t *v = NULL;
-    const char *t = sg->text;
-    size_t n = sg->len;
-    if (sg->text_idx >= 0) {
-        v = srv_api_text_value(r, sg->text_idx, hyp);
-        if (!v)
-            return NULL;
-        t = json_string_value(v);
-        n = json_string_length(v);
-    }
-    if (it->sub) { /* a subtitle file: its bytes, or a cue's lines again */
-        char *out = it->sub->verbatim ? strndup(t, n) : srv_subtitles_render(it->sub, t, n);
-        json_decref(v);
-        return out;
-    }
-    size_t a = lr->is_file ? it->lead_n : 0, c = lr->is_file ? it->trail_n : 0;
-    size_t e = it->eol ? strlen(it->eol) : 0;
-    char *out = malloc(a + n + c + e + 1);
-    if (out) {
-        if (a) /* lead and trail are NULL outside files */
-            memcpy(out, it->lead, a);
-        memcpy(out + a, t, n);
-        if (c)
-            memcpy(out + a + n, it->trail, c);
-        memcpy(out + a + n + c, it->eol ? it->eol : "", e + 1);
-    }
-    json_decref(v);
-    return out;
-}
 
 static json_t *take_string(char *t)
 {
@@ -914,74 +828,20 @@ static json_t *take_unescaped(char *t)
     return take_string(u);
 }
 
-/* A document's translated archive (office.h), or NULL with the error
- * recorded. */
-static char *office_file(srv_req *r, size_t *len)
+/* The translated file rendered: into the file store, its URL answered. */
+static void file_answer(srv_req *r)
 {
     srv_libre_req *lr = r->state;
-    const libre_item *it = &lr->items[0];
-    for (int k = 0; k < it->n_segs; k++) {
-        const libre_seg *sg = &lr->segs[it->seg0 + k];
-        if (sg->text_idx < 0)
-            continue;
-        json_t *v = srv_api_text_value(r, sg->text_idx, 0);
-        srv_align *al = NULL;
-        int nb = v && srv_office_styled(it->office, k)
-                     ? srv_api_text_align(r, sg->text_idx, sg->text, sg->len, &al)
-                     : 0;
-        int rc = v && nb >= 0 ? srv_office_set(it->office, k, json_string_value(v), al, nb) : -1;
-        srv_align_free(al, nb);
-        json_decref(v);
-        if (rc != 0) {
-            srv_req_error(r, 500, "internal", NULL, "out of memory");
-            return NULL;
-        }
+    if (doc_dropped(r))
+        return;
+    if (!lr->out) {
+        srv_req_error(r, 500, "internal", NULL, "%s", lr->why[0] ? lr->why : "out of memory");
+        return;
     }
-    char why[256];
-    char *out = srv_office_render(it->office, len, why, sizeof why);
-    if (!out)
-        srv_req_error(r, 500, "internal", NULL, "%s", why);
-    return out;
-}
-
-static void respond_file(srv_req *r)
-{
-    srv_libre_req *lr = r->state;
-    size_t len = 0, cap = 4096;
+    char *out = lr->out;
+    size_t len = lr->out_len;
     int office = lr->n_items == 1 && lr->items[0].office;
-    char *out = office ? office_file(r, &len) : malloc(cap);
-    if (office && !out)
-        return;
-    for (int i = 0; out && !office && i < lr->n_items; i++) {
-        char *t = item_translation(r, i, 0);
-        size_t n = t ? strlen(t) : 0;
-        if (t && len + n + 1 > cap) {
-            while (len + n + 1 > cap)
-                cap *= 2;
-            char *p = realloc(out, cap);
-            if (!p) {
-                free(t);
-                free(out);
-                out = NULL;
-                break;
-            }
-            out = p;
-        }
-        if (!t) {
-            free(out);
-            out = NULL;
-            break;
-        }
-        memcpy(out + len, t, n);
-        len += n;
-        free(t);
-    }
-    if (!out) {
-        srv_req_error(r, 500, "internal", NULL, "out of memory");
-        return;
-    }
-    if (!office)
-        out[len] = 0;
+    lr->out = NULL; /* the store's */
     if (srv_files_put(r->s->libre, lr->file_name, out, len, lr->file_ctype) != 0) {
         srv_req_error(r, 500, "internal", NULL,
                       "the translated file (%zu bytes) does not fit the file store "
@@ -1007,16 +867,12 @@ static void respond_file(srv_req *r)
 static void libre_answer(srv_req *r)
 {
     srv_libre_req *lr = r->state;
-    if (lr->is_file) {
-        respond_file(r);
-        return;
-    }
     json_t *texts = json_array(), *alts = json_array(), *det = json_array();
     int oom = !texts || !alts || !det;
     /* LibreTranslate answers its texts and alternatives through Python's
      * html.unescape (srv_html_unescape), whatever the format */
     for (int i = 0; !oom && i < lr->n_items; i++) {
-        json_t *v = take_unescaped(item_translation(r, i, 0));
+        json_t *v = take_unescaped(srv_libre_item_translation(r, i, 0));
         oom |= !v || json_array_append_new(texts, v) != 0;
         json_t *a = json_array();
         /* an HTML item may have no text segment (and segs be NULL) */
@@ -1136,17 +992,32 @@ static void libre_get(srv_req *r)
     }
 }
 
-/* The POST endpoints, the body in: an answer, or the jobs handed out. */
+/* The POST endpoints, the body in: an answer, or the jobs (or a file's
+ * parse) handed out. */
 static srv_call_next libre_body(srv_req *r)
 {
-    return srv_libre_parse(r) == 1 ? srv_api_submit(r) : SRV_NEXT_ANSWERED;
+    int rc = srv_libre_parse(r);
+    return rc == 1 ? srv_api_submit(r) : rc == 2 ? SRV_NEXT_PENDING : SRV_NEXT_ANSWERED;
 }
 
-/* The jobs finished: the error of the first that did not, or the answer. */
-static void libre_respond(srv_req *r)
+/* The work handed out finished: the jobs' error or answer; a file's next
+ * step (its parse done: its jobs; its jobs done: its render; its render
+ * done: the answer). */
+static srv_call_next libre_respond(srv_req *r)
 {
-    if (!srv_api_jobs_failed(r))
-        libre_answer(r);
+    srv_libre_req *lr = r->state;
+    int rc = 0;
+    if (!lr->is_file) {
+        if (!srv_api_jobs_failed(r))
+            libre_answer(r);
+    } else if (lr->step == LIBRE_STEP_PARSE) {
+        rc = file_parsed(r);
+    } else if (lr->step == LIBRE_STEP_JOBS) {
+        rc = srv_api_jobs_failed(r) ? 0 : doc_step(r, LIBRE_STEP_RENDER);
+    } else {
+        file_answer(r);
+    }
+    return rc == 1 ? srv_api_submit(r) : rc == 2 ? SRV_NEXT_PENDING : SRV_NEXT_ANSWERED;
 }
 
 /* ---- the routes ---------------------------------------------------------- */

@@ -30,7 +30,9 @@ int srv_libre_routes(srv_route *out, int max);
 
 /* A POST endpoint once the body is complete (the fuzz target's entry):
  * records an answer and returns 0, or fills r->jobs and returns 1 for them
- * to be submitted (srv_api_submit). */
+ * to be submitted (srv_api_submit), or returns 2 when a file's parse was
+ * handed to the document threads (docpool.h) under a hold of the call
+ * (without them, r->s->docs NULL, it ran here: never 2). */
 int srv_libre_parse(srv_req *r);
 
 #endif /* SRV_LIBRE_H */

@@ -990,9 +990,15 @@ static srv_call_next native_body(srv_req *r)
 
 /* ---- the routes ---------------------------------------------------------- */
 
+static srv_call_next native_resumed(srv_req *r)
+{
+    native_respond(r);
+    return SRV_NEXT_ANSWERED;
+}
+
 static const srv_route k_native_routes[] = {
     {"POST", "/v1/translate", SRV_EP_TRANSLATE, SRV_ROUTE_SERVING | SRV_ROUTE_KEY, NULL,
-     native_body, native_respond},
+     native_body, native_resumed},
 };
 
 int srv_native_routes(srv_route *out, int max)

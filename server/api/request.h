@@ -46,7 +46,8 @@ typedef struct srv_route {
     void (*answer)(srv_req *r);         /* answers at the head, the body unread */
     srv_call_next (*body)(srv_req *r);  /* the body is in: answers, or hands work out
                                            (SRV_NEXT_PENDING) */
-    void (*respond)(srv_req *r);        /* the work handed out finished: answers */
+    srv_call_next (*respond)(srv_req *r); /* the work handed out finished: answers, or
+                                             hands the next step out (SRV_NEXT_PENDING) */
 } srv_route;
 
 #define SRV_ROUTE_LIBRE 1u    /* LibreTranslate's: {"error": msg}, a body of any type */

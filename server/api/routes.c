@@ -254,11 +254,12 @@ static srv_call_next api_body(void *ctx, srv_call *c)
     return r->route->body(r);
 }
 
-static void api_resumed(void *ctx, srv_call *c)
+static srv_call_next api_resumed(void *ctx, srv_call *c)
 {
     srv_req *r = req_of(ctx, c);
     if (r && r->route && r->route->respond)
-        r->route->respond(r);
+        return r->route->respond(r);
+    return SRV_NEXT_ANSWERED;
 }
 
 static void api_reject(void *ctx, srv_call *c, int status, const char *code, const char *msg)

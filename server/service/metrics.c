@@ -67,6 +67,8 @@ struct srv_metrics {
     atomic_ullong urgent_steps;
     atomic_long running_rows;
     atomic_long scratch_bytes; /* the workers' arenas now (--scratch on-demand) */
+    atomic_long docs_queued, docs_running; /* the document threads' (docpool.h) */
+    atomic_ullong docs_refused;
     struct srv_cache *cache; /* the translation cache (the server's metrics only) */
     /* the bounds of batch_size and batch_tokens (set before any batch) */
     double size_buckets[SRV_HIST_MAX], tok_buckets[SRV_HIST_MAX];
@@ -276,6 +278,20 @@ void srv_metrics_scratch(srv_metrics *m, long delta)
 {
     if (m)
         atomic_fetch_add_explicit(&m->scratch_bytes, delta, memory_order_relaxed);
+}
+
+void srv_metrics_documents(srv_metrics *m, long queued, long running)
+{
+    if (!m)
+        return;
+    atomic_fetch_add_explicit(&m->docs_queued, queued, memory_order_relaxed);
+    atomic_fetch_add_explicit(&m->docs_running, running, memory_order_relaxed);
+}
+
+void srv_metrics_documents_refused(srv_metrics *m)
+{
+    if (m)
+        atomic_fetch_add_explicit(&m->docs_refused, 1, memory_order_relaxed);
 }
 
 void srv_metrics_running_rows(srv_metrics *m, long delta)
@@ -661,6 +677,21 @@ char *srv_metrics_render(srv_metrics *m, int ready)
                   "# TYPE transformerd_workers_scratch_bytes gauge\n"
                   "transformerd_workers_scratch_bytes %ld\n",
               (long)atomic_load_explicit(&m->scratch_bytes, memory_order_relaxed));
+    sb_printf(&b, "# HELP transformerd_documents_queued Documents (a parse, or a render after the "
+                  "translation) waiting for a document thread (--document-queue).\n"
+                  "# TYPE transformerd_documents_queued gauge\n"
+                  "transformerd_documents_queued %ld\n"
+                  "# HELP transformerd_documents_running Documents a document thread works on "
+                  "(--document-threads).\n"
+                  "# TYPE transformerd_documents_running gauge\n"
+                  "transformerd_documents_running %ld\n"
+                  "# HELP transformerd_documents_refused_total Documents refused with 503 for a "
+                  "full document queue.\n"
+                  "# TYPE transformerd_documents_refused_total counter\n"
+                  "transformerd_documents_refused_total %llu\n",
+              (long)atomic_load_explicit(&m->docs_queued, memory_order_relaxed),
+              (long)atomic_load_explicit(&m->docs_running, memory_order_relaxed),
+              ld(&m->docs_refused));
     render_process(&b);
     srv_memstat ms;
     srv_memstat_read(&ms);

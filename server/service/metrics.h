@@ -74,6 +74,10 @@ void srv_metrics_model_resident(srv_metrics *c, int resident);
 /* The shared workers' scratch bytes gauge (the server's metrics: pool.h) moves by
  * delta (a worker adds what it grows, takes off what it gives back). */
 void srv_metrics_scratch(srv_metrics *m, long delta);
+/* The document threads' gauges (docpool.h) move by these deltas. */
+void srv_metrics_documents(srv_metrics *m, long queued, long running);
+/* A document refused for a full document queue. */
+void srv_metrics_documents_refused(srv_metrics *m);
 /* The running rows gauge moves by delta (workers add theirs). */
 void srv_metrics_running_rows(srv_metrics *m, long delta);
 

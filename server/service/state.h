@@ -59,6 +59,10 @@ typedef struct srv_opts {
                                  are freed (0: never) */
     const char *preload;      /* --preload: comma-separated names kept resident */
     int test_step_delay_ms;   /* tests only: sleep after each step / batch */
+    int document_threads;     /* --document-threads: threads parsing and rendering
+                                 documents (docpool.h) */
+    int document_queue;       /* --document-queue: documents waiting for one before 503 */
+    const char *test_document_gate; /* tests only: a document thread waits for this file */
     int max_batch_tokens;     /* padded source tokens per batch */
     int max_batch_size;       /* sentences per batch */
     int max_beam;             /* largest beam_size a request may ask; 0 = the model's
@@ -140,6 +144,8 @@ typedef struct srv_server {
                                   before any thread, freed after the models */
     struct srv_libre *libre; /* the LibreTranslate API's file store (api/libre.h), opaque
                                 here; written before ready is set */
+    struct srv_docpool *docs; /* the document threads (docpool.h), made before the daemon
+                                 serves; NULL: documents are parsed on the caller's thread */
     atomic_int ready;      /* every configured model loaded and warmed (set once by the
                               main thread) */
     atomic_int draining;   /* SIGTERM/SIGINT received (set once by the main thread) */

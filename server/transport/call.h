@@ -14,7 +14,11 @@
  *            or ask for the body (SRV_NEXT_BODY);
  *   body     the body is complete: answer, or hand work to the service and
  *            return SRV_NEXT_PENDING after srv_call_hold for each piece;
- *   resumed  the last hold was released: answer now;
+ *   resumed  the last hold was released: answer now, or hand the next
+ *            step's work out under new holds (SRV_NEXT_PENDING: a parse
+ *            on the document threads, then the model's jobs, then the
+ *            render); not for a streamed answer, whose resumed() writes
+ *            its last part;
  *   reject   the transport's own refusals (malformed framing, a body over
  *            its limit, a deadline), formatted as the API formats errors;
  *   done     the answer was sent or the connection went away: the last
@@ -112,7 +116,7 @@ typedef struct srv_call_handler {
     void *ctx;
     srv_call_next (*head)(void *ctx, srv_call *c);
     srv_call_next (*body)(void *ctx, srv_call *c);
-    void (*resumed)(void *ctx, srv_call *c);
+    srv_call_next (*resumed)(void *ctx, srv_call *c);
     void (*reject)(void *ctx, srv_call *c, int status, const char *code, const char *msg);
     void (*done)(void *ctx, srv_call *c, int status, double seconds);
 } srv_call_handler;

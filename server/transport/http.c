@@ -13,7 +13,8 @@
  *               holds (srv_call_hold), for which the connection is
  *               suspended.
  *   resumed     the last hold was released: the handler's resumed()
- *               answers.
+ *               answers, or hands the next step out under new holds
+ *               (suspended again, as after the body).
  *   completed   the handler's done(), the access-log line, the arena freed.
  *
  * Per-request state lives in *req_cls (http_req, holding the call). Its
@@ -150,7 +151,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
     if (c->stream_resumed && !c->stream_final) {
         c->stream_final = 1;
         pthread_mutex_unlock(&c->stream_mu);
-        hr->h->api.resumed(hr->h->api.ctx, c);
+        (void)hr->h->api.resumed(hr->h->api.ctx, c); /* a stream's last part */
         /* the work is done and its last part written: what the client has
          * not taken yet has --request-timeout-s, as a whole answer has */
         double by = srv_now() + hr->h->o.request_timeout_s;
@@ -513,6 +514,16 @@ static const char *call_header(const srv_call *call, const char *name)
 static void call_finish(srv_call *call);
 static const srv_call_io k_io = {call_header, call_client_gone, call_resume, call_finish};
 
+/* Work was handed out under holds: the connection waits suspended, and
+ * the transport's own hold goes last. */
+static enum MHD_Result suspend(srv_http *h, struct MHD_Connection *c, srv_call *r)
+{
+    set_deadline(h, c, "queued", 0); /* the service's deadline from here */
+    MHD_suspend_connection(c);
+    srv_call_release(r);
+    return MHD_YES; /* the last release resumes it */
+}
+
 /* The body is complete: the handler answers or hands the work out. */
 static enum MHD_Result body_done(http_req *hr, struct MHD_Connection *c)
 {
@@ -554,10 +565,7 @@ static enum MHD_Result body_done(http_req *hr, struct MHD_Connection *c)
         srv_call_release(r);
         return ret;
     }
-    set_deadline(h, c, "queued", 0); /* the service's deadline from here */
-    MHD_suspend_connection(c);
-    srv_call_release(r);
-    return MHD_YES; /* the last release resumes it */
+    return suspend(h, c, r);
 }
 
 /* The path of a request target: an absolute-form target ("http://host:port/
@@ -658,8 +666,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             return send_resp(c, hr);
         return body_done(hr, c);
     case HTTP_PH_QUEUED:
-        /* resumed: every piece of pending work finished */
-        h->api.resumed(h->api.ctx, &hr->call);
+        /* resumed: every piece of pending work finished; the handler
+         * answers, or hands the next step out (the transport's own hold
+         * again until the connection is suspended) */
+        atomic_store(&hr->call.holds, 1);
+        if (h->api.resumed(h->api.ctx, &hr->call) == SRV_NEXT_PENDING && !hr->call.streaming)
+            return suspend(h, c, &hr->call);
         return send_resp(c, hr);
     case HTTP_PH_RESPONDED:
     default:
