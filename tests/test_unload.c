@@ -263,6 +263,7 @@ START_TEST(test_changed_files)
     model_entry("d", &gen, src, tgt);
     ck_assert_int_eq(gen, 1);
     ck_assert_str_eq(src, "en");
+    long again = metric("transformerd_model_loaded_again_total", "d");
     ck_assert_int_eq(link_model(g_tmp, "d", TD_BUNDLED_MODEL "/../de-en", 1), 0);
     static const char *const de[] = {"Die Datei wurde nicht gefunden.", "Guten Morgen.",
                                      "Das Fenster ist offen."};
@@ -278,8 +279,9 @@ START_TEST(test_changed_files)
     ck_assert_int_eq(gen, 2);
     ck_assert_str_eq(src, "de");
     ck_assert_str_eq(tgt, "en");
-    ck_assert_int_eq(resident("d"), 1);
-    ck_assert_int_eq(metric("transformerd_model_resident", "d"), 1);
+    /* loaded again, whole (counted before the waiting request is answered;
+     * the resident gauge itself may already say 0 again: idle 1 s) */
+    ck_assert_int_eq(metric("transformerd_model_loaded_again_total", "d"), again + 1);
     for (int k = 0; k < 3; k++) {
         char got[2048], want[2048];
         translate_with("d", de[k], got, sizeof got);

@@ -759,8 +759,8 @@ static void load_and_publish(srv_models *ms, srv_model_op *op, const srv_model_s
      * is answered (its texts were tokenized for the old files); the name's
      * series is resident again */
     if (status == 200 && old && !atomic_load(&old->resident) && old->b) {
-        (void)srv_batcher_retire(old->b);
         srv_metrics_model_resident(sm->metrics, 1); /* loaded again, whole */
+        (void)srv_batcher_retire(old->b);
     }
     if (status != 200) {
         model_free(sm);
