@@ -26,12 +26,12 @@ def check(cond, why):
 
 
 class Daemon:
-    def __init__(self, exe, model):
+    def __init__(self, exe, model, args=()):
         self.log = tempfile.NamedTemporaryFile(prefix="td-%s-" % NAME, suffix=".log", delete=False)
         env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
         self.p = subprocess.Popen(["setpriv", "--pdeathsig", "KILL", exe, "serve", "--model", model,
                                    "--host", "127.0.0.1", "--port", "0", "--threads", "1",
-                                   "--workers", "1"],
+                                   "--workers", "1", *args],
                                   stdout=subprocess.DEVNULL, stderr=self.log, env=env)
         for _ in range(600):
             text = open(self.log.name, errors="replace").read()

@@ -9,6 +9,7 @@
 
 #include "catalog.h"
 #include "po.h"
+#include "xmllimits.h"
 
 enum { CAT_TS, CAT_XLIFF1, CAT_XLIFF2 };
 
@@ -24,6 +25,7 @@ struct srv_catalog {
     unit *u;
     int n, cap, kept;
     srv_po *po;       /* a gettext catalogue: its units (po.h) */
+    size_t bytes;     /* the XML read (the heap given back after a large one) */
     char target[16];  /* the language it is translated into */
 };
 
@@ -107,6 +109,10 @@ static int add_unit(srv_catalog *c, xmlNodePtr owner, int overwrite)
         free(t);
         return 0;
     }
+    if (c->n >= SRV_XML_MAX_PARAS) {
+        free(t);
+        return -2;
+    }
     if (c->n == c->cap) {
         int cap = c->cap ? 2 * c->cap : 64;
         unit *u = realloc(c->u, (size_t)cap * sizeof *u);
@@ -130,15 +136,18 @@ static int walk(srv_catalog *c, xmlNodePtr n, int overwrite)
                            : c->kind == CAT_XLIFF1 ? "trans-unit"
                                                    : "segment";
         if (named(n, want)) {
-            if (!(c->kind == CAT_XLIFF1 && attr_is(n, "translate", "no")) &&
-                add_unit(c, n, overwrite) != 0)
-                return -1;
+            int rc = c->kind == CAT_XLIFF1 && attr_is(n, "translate", "no")
+                         ? 0
+                         : add_unit(c, n, overwrite);
+            if (rc != 0)
+                return rc;
             continue;
         }
         if (c->kind == CAT_XLIFF2 && named(n, "unit") && attr_is(n, "translate", "no"))
             continue;
-        if (walk(c, n->children, overwrite) != 0)
-            return -1;
+        int rc = walk(c, n->children, overwrite);
+        if (rc != 0)
+            return rc;
     }
     return 0;
 }
@@ -168,20 +177,14 @@ int srv_catalog_parse(const char *data, size_t len, int overwrite, srv_catalog *
         *out = c;
         return 0;
     }
-    if (len > (size_t)2147483647) {
-        snprintf(err, errlen, "too large");
-        return -2;
-    }
-    xmlDocPtr doc = xmlReadMemory(data, (int)len, NULL, "UTF-8", XML_PARSE_NONET | XML_PARSE_NOWARNING |
-                                                                    XML_PARSE_NOERROR);
-    if (!doc) {
-        const xmlError *e = xmlGetLastError();
-        snprintf(err, errlen, "not well-formed XML%s%s", e && e->message ? ": " : "",
-                 e && e->message ? e->message : "");
-        size_t k = strlen(err);
-        while (k && (err[k - 1] == '\n' || err[k - 1] == ' '))
-            err[--k] = 0;
-        return -2;
+    /* bounded in work (xmllimits.h); an internal entity of plain text is
+     * its text, nothing external is read */
+    size_t nodes = 0, text = 0;
+    xmlDocPtr doc;
+    int rc = srv_xml_read(data, len, "the catalogue", &nodes, &text, &doc, err, errlen);
+    if (rc != 0) {
+        srv_xml_trim(len);
+        return rc;
     }
     xmlNodePtr root = xmlDocGetRootElement(doc);
     int kind = -1;
@@ -206,9 +209,13 @@ int srv_catalog_parse(const char *data, size_t len, int overwrite, srv_catalog *
     }
     c->doc = doc;
     c->kind = kind;
-    if (walk(c, root->children, overwrite) != 0) {
+    c->bytes = len;
+    if ((rc = walk(c, root->children, overwrite)) != 0) {
+        if (rc == -2)
+            snprintf(err, errlen, "more than %d units to translate (the limit per catalogue)",
+                     SRV_XML_MAX_PARAS);
         srv_catalog_free(c);
-        return -1;
+        return rc;
     }
     *out = c;
     return 0;
@@ -429,5 +436,7 @@ void srv_catalog_free(srv_catalog *c)
     free(c->u);
     xmlFreeDoc(c->doc);
     srv_po_free(c->po);
+    size_t bytes = c->bytes;
     free(c);
+    srv_xml_trim(bytes);
 }

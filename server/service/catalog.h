@@ -2,7 +2,8 @@
  * catalog.h - software translation catalogues for /translate_file: gettext
  * .po/.pot (a file that does not start with '<': po.h), and in XML:
  * Qt Linguist (.ts) and XLIFF 1.2 (1.0, 1.1 alike) and 2.0 (.xlf, .xliff), read and written
- * with libxml2 (no network, no DTD loaded, no entity expanded). A unit is a
+ * with libxml2 (no network, no DTD loaded, no external entity read, an
+ * internal entity of plain text its text; xmllimits.h's bounds). A unit is a
  * TS <message>, an XLIFF 1.2 <trans-unit> (not translate="no") or an XLIFF
  * 2.0 <segment>; its source text is what is translated, and only a unit
  * without a translation (none, or an empty one) unless overwrite.

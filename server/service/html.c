@@ -18,6 +18,7 @@
 #include <libxml/HTMLtree.h>
 
 #include "html.h"
+#include "xmllimits.h"
 
 typedef struct seg {
     xmlNodePtr node;
@@ -33,6 +34,7 @@ struct srv_html {
                     * subset was cut out for the parser; else NULL */
     seg *segs;
     int n, cap;
+    size_t bytes; /* parsed (the heap given back after a large document) */
 };
 
 static int is_space(unsigned char c)
@@ -194,6 +196,13 @@ static int parse(const char *src, size_t n, int segments, srv_html **out, char *
     int rc = -1;
     if (n > (size_t)INT32_MAX - 64)
         goto fail;
+    /* bounded in work before the parser sees it (xmllimits.h): the
+     * attributes of one element, the nodes */
+    size_t nodes = 0;
+    if ((rc = srv_xml_check(src, n, 1, "the HTML", &nodes, err, errlen)) != 0)
+        goto fail;
+    rc = -1;
+    h->bytes = n;
     if (is_document(src, n)) {
         size_t a, b, d0, d1;
         if (doctype_subset(src, n, &a, &b, &d0, &d1)) {
@@ -331,7 +340,9 @@ void srv_html_free(srv_html *h)
     free(h->doctype);
     if (h->doc)
         xmlFreeDoc(h->doc);
+    size_t bytes = h->bytes;
     free(h);
+    srv_xml_trim(bytes);
 }
 
 /* ---- LibreTranslate's html.unescape of its answers ------------------------- */

@@ -23,6 +23,7 @@
 #include "html.h"
 #include "markdown.h"
 #include "office.h"
+#include "xmllimits.h"
 
 #define MAX_DEPTH 8 /* a chain deeper than this is an object */
 
@@ -164,6 +165,13 @@ struct srv_office {
     segment *segs;
     int n_segs, cap_segs;
     int lost;
+    /* the bounds in work (xmllimits.h), all parts together: nodes counted
+     * before a part is parsed, its text, the paragraphs read; the bytes
+     * parsed (the heap given back after a large document) */
+    size_t nodes, text, bytes;
+    int paras_read;
+    char *err;
+    size_t errlen;
 };
 
 /* ---- names ------------------------------------------------------------------ */
@@ -353,6 +361,12 @@ static int add_segment(srv_office *d, int pi, int p0, int p1)
     free(id);
     if (rc <= 0)
         return rc;
+    if (d->n_segs >= SRV_XML_MAX_SEGMENTS) {
+        srv_seg_free(&sg.s);
+        snprintf(d->err, d->errlen, "more than %d segments to translate (the limit per document)",
+                 SRV_XML_MAX_SEGMENTS);
+        return -2;
+    }
     if (d->n_segs == d->cap_segs) {
         int cap = d->cap_segs ? d->cap_segs * 2 : 32;
         segment *q = realloc(d->segs, (size_t)cap * sizeof *q);
@@ -367,9 +381,16 @@ static int add_segment(srv_office *d, int pi, int p0, int p1)
     return 0;
 }
 
-/* Paragraph node n: its pieces, styles and segments. */
+/* Paragraph node n: its pieces, styles and segments. 0, -1 out of memory,
+ * -2 past a bound (d->err). A paragraph without a segment (no letter) is
+ * not kept: it is never written again. */
 static int read_para(srv_office *d, xmlNodePtr n)
 {
+    if (++d->paras_read > SRV_XML_MAX_PARAS) {
+        snprintf(d->err, d->errlen, "more than %d paragraphs (the limit per document)",
+                 SRV_XML_MAX_PARAS);
+        return -2;
+    }
     if (d->n_paras == d->cap_paras) {
         int cap = d->cap_paras ? d->cap_paras * 2 : 32;
         para *q = realloc(d->paras, (size_t)cap * sizeof *q);
@@ -407,11 +428,18 @@ static int read_para(srv_office *d, xmlNodePtr n)
     for (int k = 0; k < p->n; k++)
         free(keys[k]);
     free(keys);
+    int n_segs = d->n_segs;
     for (int k = 0, s0 = 0; rc == 0 && k <= p->n; k++)
         if (k == p->n || p->pc[k].kind == P_SEP) {
             rc = add_segment(d, pi, s0, k);
             s0 = k + 1;
         }
+    if (rc == 0 && d->n_segs == n_segs) { /* nothing to translate: forgotten */
+        for (int k = 0; k < p->n; k++)
+            free(p->pc[k].text);
+        free(p->pc);
+        d->n_paras--;
+    }
     return rc;
 }
 
@@ -422,10 +450,11 @@ static int walk(srv_office *d, xmlNodePtr n)
     for (; n; n = n->next) {
         if (n->type != XML_ELEMENT_NODE || !n->_private)
             continue;
-        if (n->_private == IS_PARA && read_para(d, n) != 0)
-            return -1;
-        if (walk(d, n->children) != 0)
-            return -1;
+        int rc = n->_private == IS_PARA ? read_para(d, n) : 0;
+        if (rc == 0)
+            rc = walk(d, n->children);
+        if (rc != 0)
+            return rc;
     }
     return 0;
 }
@@ -495,28 +524,34 @@ static int read_entry(zip_t *za, zip_uint64_t i, const zip_stat_t *st, char **ou
 static int add_part(srv_office *d, zip_uint64_t idx, const char *name, const char *buf, size_t n,
                     char *err, size_t errlen)
 {
-    xmlDocPtr doc = xmlReadMemory(buf, (int)n, NULL, "UTF-8",
-                                  XML_PARSE_NONET | XML_PARSE_NOWARNING | XML_PARSE_NOERROR);
-    if (!doc) {
-        snprintf(err, errlen, "%s is not well-formed XML", name);
-        return -2;
-    }
+    xmlDocPtr doc;
+    d->bytes += n;
+    int rc = srv_xml_read(buf, n, name, &d->nodes, &d->text, &doc, err, errlen);
+    if (rc != 0)
+        return rc;
     d->parts[d->n_parts++] = (part){idx, doc};
     xmlNodePtr root = xmlDocGetRootElement(doc);
     mark_paras(d->f, root);
-    return walk(d, root) != 0 ? -1 : 0;
+    d->err = err;
+    d->errlen = errlen;
+    return walk(d, root);
 }
 
 /* An .html file (buf, n bytes) read by html.h's parser and its paragraphs
  * found. */
 static int add_html(srv_office *d, const char *buf, size_t n, char *err, size_t errlen)
 {
+    d->bytes += n;
     int rc = srv_html_parse_tree(buf, n, &d->html, err, errlen);
     if (rc != 0)
         return rc;
     xmlNodePtr top = srv_html_top(d->html);
+    if ((rc = srv_xml_count_text(top, "the HTML", &d->text, err, errlen)) != 0)
+        return rc;
     mark_paras(d->f, top);
-    return walk(d, top) != 0 ? -1 : 0;
+    d->err = err;
+    d->errlen = errlen;
+    return walk(d, top);
 }
 
 static int read_parts(srv_office *d, char *err, size_t errlen)
@@ -547,6 +582,17 @@ static int read_parts(srv_office *d, char *err, size_t errlen)
                      "and %u in all",
                      st.name, (unsigned long long)st.size, (unsigned long long)total,
                      SRV_OFFICE_MAX_PART, SRV_OFFICE_MAX_TOTAL);
+            return -2;
+        }
+        /* a zip bomb inside the bound in bytes: refused before it is
+         * inflated (xmllimits.h) */
+        if (st.size >= SRV_XML_RATIO_FROM && (st.valid & ZIP_STAT_COMP_SIZE) &&
+            st.size / (st.comp_size ? st.comp_size : 1) > SRV_XML_MAX_RATIO) {
+            snprintf(err, errlen,
+                     "%s inflates %llu bytes to %llu, more than %d times (the limit on an "
+                     "entry's ratio)",
+                     st.name, (unsigned long long)st.comp_size, (unsigned long long)st.size,
+                     SRV_XML_MAX_RATIO);
             return -2;
         }
         char *buf;
@@ -990,5 +1036,7 @@ void srv_office_free(srv_office *d)
     srv_html_free(d->html);
     if (d->za)
         zip_discard(d->za); /* frees its source */
+    size_t bytes = d->bytes;
     free(d);
+    srv_xml_trim(bytes); /* a large tree's pages back to the system */
 }

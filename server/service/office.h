@@ -2,8 +2,9 @@
  * office.h - documents in zip archives for /translate_file: Word and
  * PowerPoint (.docx, .pptx: Office Open XML), Writer and Impress (.odt,
  * .odp: OpenDocument) and e-books (.epub: XHTML), read with libzip and
- * libxml2 (no network, no DTD loaded, no entity expanded); an .xhtml file
- * is read the same way as one part without an archive.
+ * libxml2 (no network, no DTD loaded, no external entity read; an
+ * internal entity of plain text is its text); an .xhtml file is read the
+ * same way as one part without an archive.
  *
  * Which entries are translated: .docx word/document.xml, headers,
  * footers, footnotes, endnotes and comments; .pptx slides and their
@@ -30,8 +31,11 @@
  * Bounds (before anything is expanded): at most SRV_OFFICE_MAX_ENTRIES
  * entries; each translated entry at most SRV_OFFICE_MAX_PART bytes once
  * decompressed, all of them SRV_OFFICE_MAX_TOTAL; an entry that inflates
- * past the size its header declares, or fails its CRC, is refused. Entry
- * names are keys in the archive, never file system paths.
+ * past the size its header declares, or fails its CRC, is refused, and one
+ * of SRV_XML_RATIO_FROM bytes or more inflating SRV_XML_MAX_RATIO times.
+ * Bounds in work (xmllimits.h): attributes per element, nodes, text,
+ * paragraphs, segments, counted before a part is parsed or while it is
+ * read. Entry names are keys in the archive, never file system paths.
  */
 #ifndef SRV_OFFICE_H
 #define SRV_OFFICE_H
