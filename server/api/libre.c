@@ -845,10 +845,12 @@ int srv_libre_parse(srv_req *r)
 
 /* ---- responses ----------------------------------------------------------- */
 
-/* Item i's translated text (malloc'd, NUL-terminated), or NULL when out of
- * memory. hyp > 0: an alternative (plain text only). */
-static char *item_translation(srv_req *r, int i, int hyp)
+/* Item i's translated text (malloc'd, NUL-terminated), or NULL (why: the
+ * reason, "out of memory" unless a catalogue's writer says otherwise).
+ * hyp > 0: an alternative (plain text only). */
+static char *item_translation(srv_req *r, int i, int hyp, char *why, size_t whylen)
 {
+    snprintf(why, whylen, "out of memory");
     srv_libre_req *lr = r->state;
     libre_item *it = &lr->items[i];
     if (it->doc || it->cat) {
@@ -865,8 +867,7 @@ static char *item_translation(srv_req *r, int i, int hyp)
                 return NULL;
         }
         size_t n;
-        char why[256];
-        return it->doc ? srv_html_render(it->doc) : srv_catalog_render(it->cat, &n, why, sizeof why);
+        return it->doc ? srv_html_render(it->doc) : srv_catalog_render(it->cat, &n, why, whylen);
     }
     const libre_seg *sg = &lr->segs[it->seg0];
     json_t *v = NULL;
@@ -948,12 +949,13 @@ static void respond_file(srv_req *r)
 {
     srv_libre_req *lr = r->state;
     size_t len = 0, cap = 4096;
+    char why[256] = "out of memory";
     int office = lr->n_items == 1 && lr->items[0].office;
     char *out = office ? office_file(r, &len) : malloc(cap);
     if (office && !out)
         return;
     for (int i = 0; out && !office && i < lr->n_items; i++) {
-        char *t = item_translation(r, i, 0);
+        char *t = item_translation(r, i, 0, why, sizeof why);
         size_t n = t ? strlen(t) : 0;
         if (t && len + n + 1 > cap) {
             while (len + n + 1 > cap)
@@ -977,7 +979,7 @@ static void respond_file(srv_req *r)
         free(t);
     }
     if (!out) {
-        srv_req_error(r, 500, "internal", NULL, "out of memory");
+        srv_req_error(r, 500, "internal", NULL, "%s", why);
         return;
     }
     if (!office)
@@ -1016,7 +1018,8 @@ static void libre_answer(srv_req *r)
     /* LibreTranslate answers its texts and alternatives through Python's
      * html.unescape (srv_html_unescape), whatever the format */
     for (int i = 0; !oom && i < lr->n_items; i++) {
-        json_t *v = take_unescaped(item_translation(r, i, 0));
+        char why[256];
+        json_t *v = take_unescaped(item_translation(r, i, 0, why, sizeof why));
         oom |= !v || json_array_append_new(texts, v) != 0;
         json_t *a = json_array();
         /* an HTML item may have no text segment (and segs be NULL) */
