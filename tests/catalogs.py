@@ -23,7 +23,13 @@ MODEL_DIR` (the bundled English->German model):
     translated message): read back the same way, the plural message's two
     forms, the header's Language and Plural-Forms for German, every
     machine-written message fuzzy, and `msgfmt --check` passes; a broken
-    .po refused with libgettextpo's line and reason.
+    .po refused with libgettextpo's line and reason;
+  - .po files whose strings the helper refuses, each answered 400 naming
+    the line and the field before anything is translated, the daemon
+    answering afterwards: an escape that makes bytes that are not UTF-8
+    (msgstr "\\377", in a msgid, a msgctxt, a msgid_plural, a plural form),
+    a catalogue without a header that is not ASCII; one without a header
+    that is ASCII translated, with a header naming UTF-8 (msgfmt --check).
 """
 import os
 import re
@@ -191,6 +197,54 @@ def check_po(dm):
           ans.get("error", ""), "po: a broken file: %d %r" % (st, ans))
 
 
+HDR = b'msgid ""\nmsgstr "Content-Type: text/plain; charset=UTF-8\\n"\n\n'
+REFUSED = [  # (name, the file, what the error starts with after "NAME: ")
+    ("msgstr", HDR + b'#: a.c:1\nmsgid "Open"\nmsgstr "\\377"\n', "line 6: msgstr "),
+    ("msgid", HDR + b'msgid "Op\\300\\200en"\nmsgstr ""\n', "line 4: msgid "),
+    ("msgctxt", HDR + b'msgctxt "\\355\\240\\200"\nmsgid "Open"\nmsgstr ""\n', "line 4: msgctxt "),
+    ("msgid_plural", HDR + b'msgid "file"\nmsgid_plural "fi\\377les"\nmsgstr[0] ""\n'
+     b'msgstr[1] ""\n', "line 5: msgid_plural "),
+    ("msgstr_plural", HDR + b'msgid "file"\nmsgid_plural "files"\nmsgstr[0] ""\nmsgstr[1] "\\377"\n',
+     "line 7: msgstr[1] "),
+    ("noheader", "# no header\nmsgid \"The café is open.\"\nmsgstr \"\"\n".encode(),
+     "line 2: msgid is not ASCII"),
+]
+
+
+def check_po_refused(dm, exe, model):
+    """Strings the helper refuses: 400 with the line, the daemon alive; and
+    `transformerd translate-file` refusing the first the same way."""
+    with tempfile.TemporaryDirectory() as d:
+        src, dst = os.path.join(d, "msgstr.po"), os.path.join(d, "out.po")
+        with open(src, "wb") as f:
+            f.write(REFUSED[0][1])
+        r = subprocess.run([exe, "translate-file", src, dst, "--source", "en", "--target", "de",
+                            "--model", model, "--threads", "1"], capture_output=True,
+                           env=dict(os.environ, OPENBLAS_NUM_THREADS="1"))
+        err = r.stderr.decode(errors="replace")
+        check(r.returncode == 1 and "msgstr.po: line 6: msgstr is not valid UTF-8" in err and
+              not os.path.exists(dst), "translate-file msgstr.po: exit %d: %s" % (r.returncode, err))
+    for name, data, want in REFUSED:
+        st, ans = dm.post_file("%s.po" % name, data)
+        err = ans.get("error", "")
+        check(st == 400 and ("%s.po: %s" % (name, want)) in err,
+              "po: %s: %d %r, wanted 400 and %r" % (name, st, ans, want))
+        dm.translate("Open the window.")  # still answering
+    out, ans = dm.translate_file("plain.po", b'msgid "Open the window."\nmsgstr ""\n')
+    after = pofile.pofile.parsestring(out)
+    hdr = after.parseheader()
+    check(hdr.get("Content-Type") == "text/plain; charset=UTF-8" and hdr.get("Language") == "de",
+          "po: no header before: the header %r" % hdr)
+    u = [u for u in after.units if not u.isheader()]
+    check(len(u) == 1 and u[0].target == dm.translate("Open the window.") and u[0].isfuzzy(),
+          "po: no header before: %r" % out)
+    with tempfile.NamedTemporaryFile(suffix=".po") as t:
+        t.write(out)
+        t.flush()
+        r = subprocess.run(["msgfmt", "--check", "-o", "/dev/null", t.name], capture_output=True)
+        check(r.returncode == 0, "po: no header before: msgfmt --check: %s" % r.stderr.decode())
+
+
 def check_units(name, before, after, dm, marked):
     bu = [u for u in before.units if not u.isheader()]
     au = [u for u in after.units if not u.isheader()]
@@ -238,11 +292,13 @@ def main():
               "xliff: the translate=\"no\" unit changed")
         check_xliff2(dm)
         check_po(dm)
+        check_po_refused(dm, exe, model)
     finally:
         dm.stop()
     print("catalogs: OK: .ts, .xlf and .po read back by translate-toolkit, every untranslated "
           "unit translated and marked, the rest as it was; XLIFF 1.2 and 2.0 valid against "
-          "their schemas; msgfmt --check")
+          "their schemas; msgfmt --check; .po strings that are not UTF-8 (or not ASCII without a "
+          "charset) refused by line and field, the daemon alive")
 
 
 if __name__ == "__main__":

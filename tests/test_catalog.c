@@ -10,7 +10,11 @@
  *     the translation goes in TS, XLIFF 1.2 and 2.0;
  *   - refused: not XML, another root, an XLIFF of another version; an
  *     external entity is never read and a billion-laughs file does not
- *     expand.
+ *     expand;
+ *   - gettext catalogues through the helper: units, refusals with their
+ *     line and field (strings that are not UTF-8, not ASCII without a
+ *     charset), a header written where there was none, and the helper's
+ *     answer malformed.
  */
 #include <check.h>
 #include <stdio.h>
@@ -245,6 +249,93 @@ START_TEST(test_po)
 }
 END_TEST
 
+#define PO_HDR "msgid \"\"\nmsgstr \"Content-Type: text/plain; charset=UTF-8\\n\"\n\n"
+
+/* A catalogue the helper refuses: -2, the reason naming line and field. */
+static void po_refused(const char *po, const char *line, const char *field)
+{
+    srv_catalog *c = NULL;
+    char err[256] = "";
+    int rc = srv_catalog_parse(po, strlen(po), 0, &c, err, sizeof err);
+    ck_assert_msg(rc == -2, "%d %s\n%s", rc, err, po);
+    ck_assert_ptr_null(c);
+    char want[64];
+    snprintf(want, sizeof want, "%s: %s ", line, field);
+    ck_assert_msg(!strncmp(err, want, strlen(want)), "'%s' for '%s'", err, want);
+}
+
+/* gettext catalogues the helper's reading refuses before anything is
+ * translated: a string whose escapes make bytes that are not UTF-8 (in each
+ * field, an obsolete message's too), and a catalogue without a charset
+ * (no header) that is not ASCII; one that is ASCII gets a header naming
+ * UTF-8 for its translations. po.c reads a malformed answer of the helper
+ * as an error, never a missing field. */
+START_TEST(test_po_strings)
+{
+    srv_po_helper(TD_TRANSFORMERD);
+    po_refused(PO_HDR "#: a.c:1\nmsgid \"Open\"\nmsgstr \"\\377\"\n", "line 6", "msgstr");
+    po_refused(PO_HDR "msgid \"Op\\300\\200en\"\nmsgstr \"\"\n", "line 4", "msgid");
+    po_refused(PO_HDR "msgctxt \"\\355\\240\\200\"\nmsgid \"Open\"\nmsgstr \"\"\n", "line 4",
+               "msgctxt");
+    po_refused(PO_HDR "msgid \"file\"\nmsgid_plural \"fi\\377les\"\nmsgstr[0] \"\"\nmsgstr[1] \"\"\n",
+               "line 5", "msgid_plural");
+    po_refused(PO_HDR "msgid \"file\"\nmsgid_plural \"files\"\nmsgstr[0] \"Datei\"\n"
+                      "msgstr[1] \"\"\n\"\\370\\210\\200\\200\\200\"\n",
+               "line 7", "msgstr[1]");
+    po_refused(PO_HDR "msgid \"a\"\nmsgstr \"\"\n\n#~ msgid \"old\"\n#~ msgstr \"\\377\"\n", "line 8",
+               "msgstr");
+    po_refused("msgid \"x\"\nmsgstr \"\\377\"\n", "line 2", "msgstr"); /* before the charset */
+    po_refused("# no header\nmsgid \"The caf\xc3\xa9 is open.\"\nmsgstr \"\"\n", "line 2", "msgid");
+    po_refused("msgid \"\"\nmsgstr \"Project-Id-Version: x\\n\"\n\nmsgid \"x\"\nmsgstr \"\xc3\xa9\"\n",
+               "line 5", "msgstr"); /* a header naming no charset */
+    srv_catalog *c = NULL;
+    char err[256] = "";
+    static const char nohdr[] = "msgid \"The cafe is open.\"\nmsgstr \"\"\n";
+    ck_assert_int_eq(srv_catalog_parse(nohdr, strlen(nohdr), 0, &c, err, sizeof err), 0);
+    ck_assert_int_eq(srv_catalog_n(c), 1);
+    ck_assert_int_eq(srv_catalog_set(c, 0, "Das Café ist geöffnet."), 1);
+    srv_catalog_target(c, "de");
+    char *t = render(c);
+    ck_assert_msg(strstr(t, "msgid \"\"\nmsgstr \"\"\n") &&
+                      strstr(t, "\"Content-Type: text/plain; charset=UTF-8\\n\"") &&
+                      strstr(t, "#, fuzzy\nmsgid \"The cafe is open.\"\n"
+                                "msgstr \"Das Café ist geöffnet.\""),
+                  "%s", t);
+    free(t);
+    srv_catalog_free(c);
+    /* the helper's answer, malformed */
+    static const char *const bad[] = {
+        "", "[]", "{\"entries\":[]}", "{\"header\":1,\"entries\":[]}", "{\"header\":\"\"}",
+        "{\"header\":\"\",\"entries\":[1]}",
+        "{\"header\":\"\",\"entries\":[{\"msgid\":\"x\",\"msgid_plural\":null,\"msgstr_plural\":[],"
+        "\"fuzzy\":false,\"obsolete\":false}]}",
+        "{\"header\":\"\",\"entries\":[{\"msgid\":\"x\",\"msgid_plural\":null,\"msgstr\":\"\","
+        "\"msgstr_plural\":[\"y\"],\"fuzzy\":false,\"obsolete\":false}]}",
+        "{\"header\":\"\",\"entries\":[{\"msgid\":\"x\",\"msgid_plural\":\"xs\",\"msgstr\":\"\","
+        "\"msgstr_plural\":[null],\"fuzzy\":false,\"obsolete\":false}]}",
+        "{\"header\":\"\",\"entries\":[{\"msgid\":\"x\",\"msgstr\":\"\",\"msgstr_plural\":[],"
+        "\"fuzzy\":false,\"obsolete\":false}]}",
+        "{\"header\":\"\",\"entries\":[{\"msgid\":2,\"msgid_plural\":null,\"msgstr\":\"\","
+        "\"msgstr_plural\":[],\"fuzzy\":false,\"obsolete\":0}]}",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        srv_po *p = NULL;
+        err[0] = 0;
+        ck_assert_int_eq(srv_po_from_reply(bad[i], strlen(bad[i]), 0, &p, err, sizeof err), -1);
+        ck_assert_ptr_null(p);
+        ck_assert_msg(strstr(err, "the catalogue helper's answer"), "%s", err);
+    }
+    static const char good[] = "{\"header\":\"\",\"entries\":[{\"msgid\":\"x\",\"msgid_plural\":\"xs\","
+                               "\"msgstr\":\"\",\"msgstr_plural\":[\"\",\"\"],\"fuzzy\":false,"
+                               "\"obsolete\":false}]}";
+    srv_po *p = NULL;
+    ck_assert_int_eq(srv_po_from_reply(good, strlen(good), 0, &p, err, sizeof err), 0);
+    ck_assert_int_eq(srv_po_n(p), 2);
+    ck_assert_str_eq(srv_po_source(p, 1), "xs");
+    srv_po_free(p);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("catalog");
@@ -254,6 +345,7 @@ int main(void)
     tcase_add_test(tc, test_xliff);
     tcase_add_test(tc, test_refused);
     tcase_add_test(tc, test_po);
+    tcase_add_test(tc, test_po_strings);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

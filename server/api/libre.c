@@ -872,7 +872,8 @@ static void libre_answer(srv_req *r)
     /* LibreTranslate answers its texts and alternatives through Python's
      * html.unescape (srv_html_unescape), whatever the format */
     for (int i = 0; !oom && i < lr->n_items; i++) {
-        json_t *v = take_unescaped(srv_libre_item_translation(r, i, 0));
+        char why[256];
+        json_t *v = take_unescaped(srv_libre_item_translation(r, i, 0, why, sizeof why));
         oom |= !v || json_array_append_new(texts, v) != 0;
         json_t *a = json_array();
         /* an HTML item may have no text segment (and segs be NULL) */

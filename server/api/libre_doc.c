@@ -123,8 +123,9 @@ int srv_libre_file_items(srv_libre_req *lr, char *why, size_t whylen)
 
 /* ---- the render ----------------------------------------------------------- */
 
-char *srv_libre_item_translation(srv_req *r, int i, int hyp)
+char *srv_libre_item_translation(srv_req *r, int i, int hyp, char *why, size_t whylen)
 {
+    snprintf(why, whylen, "out of memory");
     srv_libre_req *lr = r->state;
     libre_item *it = &lr->items[i];
     if (it->doc || it->cat) {
@@ -141,8 +142,7 @@ char *srv_libre_item_translation(srv_req *r, int i, int hyp)
                 return NULL;
         }
         size_t n;
-        char why[256];
-        return it->doc ? srv_html_render(it->doc) : srv_catalog_render(it->cat, &n, why, sizeof why);
+        return it->doc ? srv_html_render(it->doc) : srv_catalog_render(it->cat, &n, why, whylen);
     }
     const libre_seg *sg = &lr->segs[it->seg0];
     json_t *v = NULL;
@@ -208,8 +208,9 @@ char *srv_libre_file_render(srv_req *r, size_t *len, char *why, size_t whylen)
     if (lr->n_items == 1 && lr->items[0].office)
         return office_file(r, len, why, whylen);
     char *out = malloc(cap);
+    snprintf(why, whylen, "out of memory");
     for (int i = 0; out && i < lr->n_items; i++) {
-        char *t = srv_libre_item_translation(r, i, 0);
+        char *t = srv_libre_item_translation(r, i, 0, why, whylen);
         size_t n = t ? strlen(t) : 0;
         if (t && *len + n + 1 > cap) {
             while (*len + n + 1 > cap)
@@ -232,10 +233,8 @@ char *srv_libre_file_render(srv_req *r, size_t *len, char *why, size_t whylen)
         *len += n;
         free(t);
     }
-    if (!out) {
-        snprintf(why, whylen, "out of memory");
+    if (!out) /* why: the item's reason (a catalogue's writer), else out of memory */
         return NULL;
-    }
     out[*len] = 0;
     return out;
 }

@@ -83,9 +83,10 @@ int srv_libre_add_seg(srv_libre_req *lr, const char *t, size_t n);
  * memory or a failure (why, or empty); -2 refused (why). */
 int srv_libre_file_items(srv_libre_req *lr, char *why, size_t whylen);
 
-/* Item i's translated text (malloc'd, NUL-terminated), or NULL when out of
- * memory. hyp > 0: an alternative (plain text only). */
-char *srv_libre_item_translation(srv_req *r, int i, int hyp);
+/* Item i's translated text (malloc'd, NUL-terminated), or NULL with why
+ * ("out of memory", or a catalogue writer's own reason). hyp > 0: an
+ * alternative (plain text only). */
+char *srv_libre_item_translation(srv_req *r, int i, int hyp, char *why, size_t whylen);
 
 /* The translated file (malloc'd, *len bytes, NUL-terminated but for an
  * archive), or NULL with why. */

@@ -5,6 +5,7 @@
 #define _GNU_SOURCE /* posix_spawn_file_actions_addclosefrom_np */
 #endif
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
@@ -166,6 +167,27 @@ static int run_helper(const workdir *w, const char *mode, char **out, size_t *ou
 
 /* ---- reading ------------------------------------------------------------------ */
 
+/* Entry e of the helper's reading, checked: every field there with its
+ * type, and no msgstr_plural without a msgid_plural. 0, or -1 (err). */
+static int entry_ok(const json_t *e, size_t i, char *err, size_t errlen)
+{
+    const json_t *pl = json_object_get(e, "msgstr_plural"), *idp = json_object_get(e, "msgid_plural");
+    const char *bad = !json_is_object(e)                                     ? "not an object"
+                      : !json_is_string(json_object_get(e, "msgid"))         ? "msgid"
+                      : !(json_is_string(idp) || json_is_null(idp))          ? "msgid_plural"
+                      : !json_is_string(json_object_get(e, "msgstr"))        ? "msgstr"
+                      : !json_is_array(pl) || (json_is_null(idp) && json_array_size(pl)) ? "msgstr_plural"
+                      : !json_is_boolean(json_object_get(e, "fuzzy"))        ? "fuzzy"
+                      : !json_is_boolean(json_object_get(e, "obsolete"))     ? "obsolete"
+                                                                             : NULL;
+    for (size_t k = 0; !bad && k < json_array_size(pl); k++)
+        if (!json_is_string(json_array_get(pl, k)))
+            bad = "msgstr_plural";
+    if (bad)
+        snprintf(err, errlen, "the catalogue helper's answer is malformed: entry %zu: %s", i, bad);
+    return bad ? -1 : 0;
+}
+
 static int untranslated(const json_t *e)
 {
     if (*json_string_value(json_object_get(e, "msgstr")))
@@ -175,6 +197,61 @@ static int untranslated(const json_t *e)
         if (*json_string_value(json_array_get(pl, k)))
             return 0;
     return 1;
+}
+
+/* p's units from the helper's reading (ans); 0 or -1 (err). */
+static int read_reply(srv_po *p, const char *ans, size_t an, int overwrite, char *err,
+                      size_t errlen)
+{
+    json_error_t je;
+    if (!(p->cat = json_loadb(ans, an, 0, &je))) {
+        snprintf(err, errlen, "the catalogue helper's answer is not JSON: %s", je.text);
+        return -1;
+    }
+    json_t *entries = json_object_get(p->cat, "entries");
+    if (!json_is_object(p->cat) || !json_is_string(json_object_get(p->cat, "header")) ||
+        !json_is_array(entries)) {
+        snprintf(err, errlen, "the catalogue helper's answer is malformed: no header or entries");
+        return -1;
+    }
+    size_t ne = json_array_size(entries);
+    if (ne > (size_t)INT_MAX / 2 - 1) {
+        snprintf(err, errlen, "too many messages (%zu)", ne);
+        return -1;
+    }
+    for (size_t i = 0; i < ne; i++)
+        if (entry_ok(json_array_get(entries, i), i, err, errlen) != 0)
+            return -1;
+    if (!(p->u = calloc(2 * ne + 1, sizeof *p->u))) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    for (size_t i = 0; i < ne; i++) {
+        const json_t *e = json_array_get(entries, i);
+        if (json_is_true(json_object_get(e, "obsolete")) || (!overwrite && !untranslated(e)))
+            continue;
+        p->u[p->n++] = (po_unit){(int)i, 0, NULL};
+        if (json_is_string(json_object_get(e, "msgid_plural")))
+            p->u[p->n++] = (po_unit){(int)i, 1, NULL};
+    }
+    return 0;
+}
+
+int srv_po_from_reply(const char *reply, size_t len, int overwrite, srv_po **out, char *err,
+                      size_t errlen)
+{
+    *out = NULL;
+    srv_po *p = calloc(1, sizeof *p);
+    if (!p) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    if (read_reply(p, reply, len, overwrite, err, errlen) != 0) {
+        srv_po_free(p);
+        return -1;
+    }
+    *out = p;
+    return 0;
 }
 
 int srv_po_parse(const char *data, size_t len, int overwrite, srv_po **out, char *err,
@@ -189,18 +266,9 @@ int srv_po_parse(const char *data, size_t len, int overwrite, srv_po **out, char
         snprintf(err, errlen, "a NUL byte: not a catalogue");
         return -2;
     }
-    srv_po *p = calloc(1, sizeof *p);
     workdir w;
-    if (!p || !(p->data = malloc(len + 1))) {
-        free(p);
-        snprintf(err, errlen, "out of memory");
-        return -1;
-    }
-    memcpy(p->data, data, len);
-    p->len = len;
     if (workdir_make(&w) != 0) {
         snprintf(err, errlen, "no temporary directory: %s", strerror(errno));
-        srv_po_free(p);
         return -1;
     }
     char *ans = NULL;
@@ -208,30 +276,20 @@ int srv_po_parse(const char *data, size_t len, int overwrite, srv_po **out, char
     int rc = write_file(w.in, data, len) == 0 ? run_helper(&w, "read", &ans, &an, err, errlen)
                                               : (snprintf(err, errlen, "cannot write %s", w.in), -1);
     workdir_free(&w);
-    if (rc == 0 && !(p->cat = json_loadb(ans, an, 0, NULL))) {
-        snprintf(err, errlen, "the catalogue helper's answer is not JSON");
-        rc = -1;
-    }
+    srv_po *p = NULL;
+    if (rc == 0)
+        rc = srv_po_from_reply(ans, an, overwrite, &p, err, errlen);
     free(ans);
-    json_t *entries = json_object_get(p->cat, "entries");
-    size_t ne = json_array_size(entries);
-    p->u = rc == 0 ? calloc(2 * ne + 1, sizeof *p->u) : NULL;
-    if (rc == 0 && !p->u) {
+    if (rc == 0 && !(p->data = malloc(len + 1))) {
         snprintf(err, errlen, "out of memory");
         rc = -1;
-    }
-    for (size_t i = 0; rc == 0 && i < ne; i++) {
-        const json_t *e = json_array_get(entries, i);
-        if (json_is_true(json_object_get(e, "obsolete")) || (!overwrite && !untranslated(e)))
-            continue;
-        p->u[p->n++] = (po_unit){(int)i, 0, NULL};
-        if (json_is_string(json_object_get(e, "msgid_plural")))
-            p->u[p->n++] = (po_unit){(int)i, 1, NULL};
     }
     if (rc != 0) {
         srv_po_free(p);
         return rc;
     }
+    memcpy(p->data, data, len);
+    p->len = len;
     *out = p;
     return 0;
 }
@@ -332,9 +390,10 @@ static json_t *set_json(const srv_po *p, const char *target, const char *forms)
     return root;
 }
 
-char *srv_po_render(srv_po *p, const char *target, size_t *len, char *err, size_t errlen)
+/* The second run's SET for target: the target's plural forms; for a
+ * language we do not know, the file's own. */
+static json_t *render_set(const srv_po *p, const char *target)
 {
-    /* the target's forms; for a language we do not know, the file's own */
     const char *forms = srv_po_plural_forms(target);
     char own[512] = "";
     const char *h = json_string_value(json_object_get(p->cat, "header"));
@@ -346,7 +405,24 @@ char *srv_po_render(srv_po *p, const char *target, size_t *len, char *err, size_
         snprintf(own, sizeof own, "%.*s", (int)strcspn(f, "\n"), f);
         forms = own;
     }
-    json_t *set = set_json(p, target, forms);
+    return set_json(p, target, forms);
+}
+
+char *srv_po_set_text(const srv_po *p, const char *target)
+{
+    json_t *set = render_set(p, target);
+    char *s = set ? json_dumps(set, JSON_COMPACT) : NULL;
+    json_decref(set);
+    return s;
+}
+
+char *srv_po_render(srv_po *p, const char *target, size_t *len, char *err, size_t errlen)
+{
+    if (!p->data) {
+        snprintf(err, errlen, "no catalogue to write (a reading alone)");
+        return NULL;
+    }
+    json_t *set = render_set(p, target);
     workdir w;
     char *out = NULL;
     if (!set || workdir_make(&w) != 0) {
@@ -354,10 +430,14 @@ char *srv_po_render(srv_po *p, const char *target, size_t *len, char *err, size_
         json_decref(set);
         return NULL;
     }
-    if (write_file(w.in, p->data, p->len) != 0 || json_dump_file(set, w.set, JSON_COMPACT) != 0)
+    if (write_file(w.in, p->data, p->len) != 0 || json_dump_file(set, w.set, JSON_COMPACT) != 0) {
         snprintf(err, errlen, "cannot write the helper's files in %s", w.dir);
-    else
-        run_helper(&w, "write", &out, len, err, errlen);
+    } else if (run_helper(&w, "write", &out, len, err, errlen) == -2) {
+        /* the helper read this catalogue before: its refusal now is ours */
+        char why[256];
+        snprintf(why, sizeof why, "%s", err);
+        snprintf(err, errlen, "the catalogue helper could not write the catalogue: %s", why);
+    }
     workdir_free(&w);
     json_decref(set);
     return out;

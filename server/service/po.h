@@ -29,9 +29,22 @@ typedef struct srv_po srv_po;
 void srv_po_helper(const char *exe);
 
 /* Reads a catalogue. 0, -1 when out of memory or the helper cannot run
- * (err), -2 when it is not a catalogue libgettextpo reads (err). */
+ * or answers something else than its reading (err), -2 when it is not a
+ * catalogue libgettextpo reads, or has a string that is not UTF-8 (an
+ * escape such as \377), or one that is not ASCII without a charset in
+ * the header (err: the helper's reason, "line N: FIELD ..."). */
 int srv_po_parse(const char *data, size_t len, int overwrite, srv_po **out, char *err,
                  size_t errlen);
+
+/* The helper's reading alone (srv_po_parse's second half; the fuzz target
+ * tests/fuzz/fuzz_po.c): every field checked for its type, never assumed.
+ * 0, or -1 (err); such a srv_po cannot be rendered. */
+int srv_po_from_reply(const char *reply, size_t len, int overwrite, srv_po **out, char *err,
+                      size_t errlen);
+
+/* What the second run would set for target (JSON, malloc'd), or NULL when
+ * out of memory. */
+char *srv_po_set_text(const srv_po *p, const char *target);
 
 int srv_po_n(const srv_po *p);
 const char *srv_po_source(const srv_po *p, int i);
