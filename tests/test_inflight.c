@@ -88,8 +88,12 @@ static void expect_same(const char *where, int i, const td_result *a, const td_r
                    !memcmp(x->tokens, y->tokens, (size_t)x->n_tokens * sizeof(int32_t));
         ck_assert_msg(same, "%s[%d]: hypothesis %d tokens differ from the sentence alone",
                       where, i, h);
-        ck_assert_msg(fabsf(x->score - y->score) <= 1e-5f, "%s[%d]: score %.8g vs %.8g alone",
-                      where, i, (double)x->score, (double)y->score);
+        /* tol_abs + tol_rel x |ref|: a sentence's GEMMs in a batch of
+         * another height sum in another order (the AVX2 kernels more than
+         * the AVX-512 ones: -3.1351964 against -3.1352065 alone) */
+        ck_assert_msg(fabsf(x->score - y->score) <= 1e-5f + 1e-5f * fabsf(y->score),
+                      "%s[%d]: score %.8g vs %.8g alone", where, i, (double)x->score,
+                      (double)y->score);
     }
     ck_assert_int_eq(a->attention != NULL, b->attention != NULL);
     if (!a->attention)
