@@ -19,6 +19,9 @@ spans.c), made and read back by the libraries their users' tools use
     GFM table, a setext underline, list and quote markers kept; heading,
     paragraph, list items and quote translated; **bold** and *italic* on
     their words, the link's URL and title, a code span verbatim;
+  - .md with lines ended by CR, LF, CRLF and mixed, and a NUL: each
+    paragraph's translation in its own place, the line endings kept, and
+    the same bytes from `transformerd translate-file`;
   - .xhtml: the EPUB's chapter alone, the bold word and the link;
   - .html (lxml.html reads the answer): a document's doctype, <style> and
     <script> byte for byte, its title, text straight in <body>, a <div>
@@ -351,6 +354,25 @@ def check_markdown(dm):
           "md: the setext heading %r" % html)
 
 
+# Lines ended by CR, LF, CRLF, mixed, and a NUL (cmark reads U+FFFD): the
+# positions cmark gives are its lines' (a file of this kind crashed the
+# daemon: a copy of a negative length).
+MD_LINES = [b"# Installing the package\r\n\rSave the file before closing.\r\r"
+            b"Hello world\n\r\nGood morning\r\r\nThe \x00 sign\r", None]
+
+
+def check_markdown_lines(dm):
+    out, _ = dm.translate_file("lines.md", MD_LINES[0])
+    MD_LINES[1] = out
+    t = dm.translate
+    want = ("# %s\r\n\r%s\r\r%s\n\r\n%s\r\r\n" % (
+        t("Installing the package"), t("Save the file before closing."), t("Hello world"),
+        t("Good morning"))).encode()
+    rest = out[len(want):]
+    check(out.startswith(want) and rest.endswith(b"\r") and b"\n" not in rest and
+          rest.count(b"\r") == 1, "md lines: %r, want %r then one paragraph" % (out, want))
+
+
 def check_xhtml(dm):
     """An XHTML file alone: the EPUB's chapter, paragraphs and inline markup."""
     out, ans = dm.translate_file("page.xhtml", XHTML.encode())
@@ -471,6 +493,14 @@ def check_cli(exe, model):
               "translate-file of a broken file: exit %d, %s" % (r.returncode, r.stderr))
         check(sorted(os.listdir(d)) == ["guide.de.docx", "guide.docx"],
               "translate-file left %s" % os.listdir(d))
+        src, out = os.path.join(d, "lines.md"), os.path.join(d, "lines.de.md")
+        with open(src, "wb") as f:
+            f.write(MD_LINES[0])
+        r = subprocess.run(["setpriv", "--pdeathsig", "KILL", exe, "translate-file", src, out] +
+                           args, capture_output=True, timeout=300)
+        check(r.returncode == 0, "translate-file lines.md: exit %d: %s" % (r.returncode, r.stderr))
+        with open(out, "rb") as f:
+            check(f.read() == MD_LINES[1], "translate-file lines.md: not the API's bytes")
 
 
 def main():
@@ -483,6 +513,7 @@ def main():
         check_odp(dm)
         check_epub(dm)
         check_markdown(dm)
+        check_markdown_lines(dm)
         check_xhtml(dm)
         check_html(dm)
         check_refused(dm)

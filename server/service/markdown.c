@@ -10,6 +10,19 @@
  * objects moved), rendered by cmark's CommonMark writer, and put in place
  * of the block's own content in the source, found by cmark's source
  * positions; every other byte of the file stays as it was.
+ *
+ * Source positions are cmark's (0.30, Debian 12's libcmark): a line ends
+ * at CR, LF or CRLF; a UTF-8 BOM that starts the text is skipped before
+ * line 1's column 1; a NUL byte is read as U+FFFD, so it takes 3 columns;
+ * a column counts bytes. The line table here is made by the same rules
+ * over the same bytes (line_table, byte_at), so a position means the byte
+ * cmark read there. The file is not normalised: the bytes that are not
+ * translated, their line endings and NULs among them, come back as they
+ * were, and a translated block's own line breaks (a hard break) are
+ * written with the line ending the block's first line had (a CRLF file
+ * stays CRLF). Every block's range is checked to lie inside the file,
+ * after the one before it, before anything is copied: a position that
+ * does not map is a refused file (-2), never a copy of a wrong length.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,7 +61,7 @@ struct srv_md {
     size_t len;
     size_t front;        /* a YAML front matter's bytes, kept */
     cmark_node *doc;
-    size_t *line;        /* each line's first byte (of data + front) */
+    size_t *ls, *le;     /* cmark's line k (from 1): bytes [ls[k-1], le[k-1]) of data */
     int n_lines;
     block *bl;
     int n_bl, cap_bl;
@@ -159,74 +172,133 @@ static int add_segment(srv_md *m, int bi, int p0, int p1)
     return 0;
 }
 
-/* The byte of (line, column), both from 1, in data. */
-static size_t at_pos(const srv_md *m, int line, int col)
+/* cmark's lines of data[from, to): a line ends at CR, LF or CRLF (a NUL
+ * does not end one), a BOM at from is skipped (S_parser_feed, blocks.c),
+ * and no empty line follows the last line ending. 0, or -1 when out of
+ * memory. */
+static int line_table(srv_md *m, size_t from, size_t to)
 {
-    if (line < 1)
-        line = 1;
-    if (line > m->n_lines)
-        return m->len;
-    size_t p = m->line[line - 1] + (size_t)(col > 0 ? col - 1 : 0);
-    return p < m->len ? p : m->len;
+    const char *d = m->data;
+    int n = 1;
+    for (size_t i = from; i < to; i++)
+        n += d[i] == '\n' || (d[i] == '\r' && (i + 1 >= to || d[i + 1] != '\n'));
+    m->ls = malloc((size_t)n * sizeof *m->ls);
+    m->le = malloc((size_t)n * sizeof *m->le);
+    if (!m->ls || !m->le)
+        return -1;
+    size_t p = from;
+    if (to - p >= 3 && !memcmp(d + p, "\xef\xbb\xbf", 3))
+        p += 3;
+    while (p < to && m->n_lines < n) {
+        size_t q = p;
+        while (q < to && d[q] != '\n' && d[q] != '\r')
+            q++;
+        m->ls[m->n_lines] = p;
+        m->le[m->n_lines++] = q;
+        if (q < to && d[q] == '\r')
+            q++;
+        if (q < to && d[q] == '\n')
+            q++;
+        p = q;
+    }
+    return 0;
 }
 
-/* Block n's inline content in the source: [*a, *b). 0, or -1 when it is
- * not one to translate (a table's rows). */
+/* The byte cmark read at (line, col), both from 1: a NUL is 3 columns (cmark
+ * reads U+FFFD); past the line's text, its end. (size_t)-1 when there is no
+ * such line. */
+static size_t byte_at(const srv_md *m, int line, int col)
+{
+    if (line < 1 || line > m->n_lines)
+        return (size_t)-1;
+    size_t p = m->ls[line - 1], e = m->le[line - 1];
+    for (long c = 1; p < e; p++) {
+        long w = m->data[p] ? 1 : 3;
+        if (col < c + w)
+            return p;
+        c += w;
+    }
+    return e;
+}
+
+/* The byte after the one cmark read at (line, col): a range's end. */
+static size_t byte_after(const srv_md *m, int line, int col)
+{
+    if (col < 1)
+        return line >= 1 && line <= m->n_lines ? m->ls[line - 1] : (size_t)-1;
+    size_t p = byte_at(m, line, col);
+    return p == (size_t)-1 || p >= m->le[line - 1] ? p : p + 1;
+}
+
+static int is_blank(char c)
+{
+    return c == ' ' || c == '\t';
+}
+
+/* Block n's inline content in the source: [*a, *b) (empty when it holds
+ * none). 1 when it is not one to translate (a table's rows), -1 when its
+ * position does not map to the file. */
 static int content_range(const srv_md *m, cmark_node *n, size_t *a, size_t *b)
 {
     int sl = cmark_node_get_start_line(n), el = cmark_node_get_end_line(n);
-    int ec = cmark_node_get_end_column(n);
     const char *d = m->data;
-    size_t x = at_pos(m, sl, cmark_node_get_start_column(n)), y;
-    if (ec == 0 && el > sl) { /* cmark ends a setext heading at column 0 of the next line */
-        el--;
-        y = at_pos(m, el, 1);
-        while (y < m->len && d[y] != '\n')
-            y++;
-    } else {
-        y = at_pos(m, el, ec) + 1;
-    }
-    if (y > m->len)
-        y = m->len;
-    if (cmark_node_get_type(n) == CMARK_NODE_HEADING) {
-        size_t eol = x;
-        while (eol < m->len && d[eol] != '\n' && d[eol] != '\r')
-            eol++;
-        if (x < m->len && d[x] == '#') { /* ATX: "## Title ##" */
-            while (x < eol && d[x] == '#')
-                x++;
-            y = eol;
-            while (y > x && (d[y - 1] == ' ' || d[y - 1] == '\t'))
-                y--;
-            size_t h = y;
-            while (h > x && d[h - 1] == '#')
-                h--;
-            if (h < y && (h == x || d[h - 1] == ' ' || d[h - 1] == '\t'))
-                y = h;
-        } else { /* setext: the text's lines, not the underline */
-            size_t last = m->line[(el > sl ? el - 1 : sl) - 1]; /* line el - 1 */
-            y = last;
-            while (y < m->len && d[y] != '\n' && d[y] != '\r')
-                y++;
-        }
-        while (x < y && (d[x] == ' ' || d[x] == '\t'))
+    size_t x = byte_at(m, sl, cmark_node_get_start_column(n)), y;
+    if (x == (size_t)-1 || el < sl)
+        return -1;
+    if (cmark_node_get_type(n) != CMARK_NODE_HEADING) {
+        y = byte_after(m, el, cmark_node_get_end_column(n));
+        if (y == (size_t)-1)
+            return -1;
+        if (y > x && d[x] == '|')
+            return 1; /* a GFM table cmark reads as a paragraph: left as it is */
+    } else if (el == sl) { /* ATX: "## Title ##", on one line */
+        y = m->le[sl - 1];
+        if (x >= y || d[x] != '#')
+            return -1;
+        while (x < y && d[x] == '#')
             x++;
-        while (y > x && (d[y - 1] == ' ' || d[y - 1] == '\t'))
+        while (y > x && is_blank(d[y - 1]))
             y--;
-    } else if (x < m->len && d[x] == '|') {
-        return -1; /* a GFM table cmark reads as a paragraph: left as it is */
+        size_t h = y;
+        while (h > x && d[h - 1] == '#')
+            h--;
+        if (h < y && (h == x || is_blank(d[h - 1])))
+            y = h;
+    } else {
+        /* setext: the text's lines, not the underline. cmark ends the
+         * heading on the line after its underline (the line that closed
+         * it), or on the underline itself at the end of the input, which
+         * the blank line srv_md_parse adds after the file rules out. */
+        if (el - 2 < sl)
+            return -1;
+        y = m->le[el - 3]; /* line el - 2 */
     }
-    while (y > x && (d[y - 1] == '\n' || d[y - 1] == '\r'))
+    if (y < x)
+        return -1;
+    while (x < y && is_blank(d[x]))
+        x++;
+    while (y > x && (is_blank(d[y - 1]) || d[y - 1] == '\n' || d[y - 1] == '\r'))
         y--;
+    if (y > m->len)
+        return -1;
     *a = x;
     *b = y;
     return 0;
 }
 
-static int read_block(srv_md *m, cmark_node *n)
+/* 0, -1 when out of memory, -2 when n's position does not map to the file
+ * after the block before it (err). */
+static int read_block(srv_md *m, cmark_node *n, char *err, size_t errlen)
 {
-    size_t a, b;
-    if (content_range(m, n, &a, &b) != 0 || a >= b)
+    size_t a = 0, b = 0, prev = m->n_bl ? m->bl[m->n_bl - 1].b : m->front;
+    int rc = content_range(m, n, &a, &b);
+    if (rc < 0 || (rc == 0 && a < b && a < prev)) {
+        snprintf(err, errlen, "the %s at line %d: its position (cmark's) is outside the file",
+                 cmark_node_get_type(n) == CMARK_NODE_HEADING ? "heading" : "paragraph",
+                 cmark_node_get_start_line(n));
+        return -2;
+    }
+    if (rc != 0 || a >= b)
         return 0;
     if (grow((void **)&m->bl, &m->cap_bl, m->n_bl, sizeof *m->bl) != 0)
         return -1;
@@ -256,57 +328,74 @@ static int read_block(srv_md *m, cmark_node *n)
     return 0;
 }
 
+/* The end of the line that starts at p in d[0, len), its line ending
+ * included (CR, LF or CRLF). */
+static size_t next_line(const char *d, size_t len, size_t p)
+{
+    while (p < len && d[p] != '\n' && d[p] != '\r')
+        p++;
+    if (p < len && d[p] == '\r')
+        p++;
+    if (p < len && d[p] == '\n')
+        p++;
+    return p;
+}
+
+/* A YAML front matter's bytes: "---" alone on the first line, up to a line
+ * "---" or "..." (its line ending included), lines as cmark ends them; 0
+ * when there is none or it is not closed. */
+static size_t front_matter(const char *d, size_t len)
+{
+    if (len < 4 || memcmp(d, "---", 3) != 0 || (d[3] != '\n' && d[3] != '\r'))
+        return 0;
+    for (size_t p = next_line(d, len, 0); p < len;) {
+        size_t e = next_line(d, len, p);
+        size_t t = e; /* the line without its ending */
+        while (t > p && (d[t - 1] == '\n' || d[t - 1] == '\r'))
+            t--;
+        if (t - p == 3 && (!memcmp(d + p, "---", 3) || !memcmp(d + p, "...", 3)))
+            return e; /* its closing line, line ending included */
+        p = e;
+    }
+    return 0;
+}
+
 int srv_md_parse(const char *data, size_t len, srv_md **out, char *err, size_t errlen)
 {
     *out = NULL;
-    srv_md *m = calloc(1, sizeof *m);
-    if (!m || !(m->data = malloc(len + 1))) {
+    /* the file, then a blank line for cmark (content_range) and a NUL */
+    srv_md *m = len < (size_t)-4 ? calloc(1, sizeof *m) : NULL;
+    if (!m || !(m->data = malloc(len + 3))) {
         free(m);
         snprintf(err, errlen, "out of memory");
         return -1;
     }
     memcpy(m->data, data, len);
-    m->data[len] = 0;
+    memcpy(m->data + len, "\n\n", 3);
     m->len = len;
-    /* YAML front matter: "---" ... "---" (or "...") first, kept */
-    if (len >= 4 && !strncmp(data, "---", 3) && (data[3] == '\n' || data[3] == '\r')) {
-        for (const char *p = strchr(data + 3, '\n'); p && p + 1 < data + len; p = strchr(p + 1, '\n'))
-            if ((!strncmp(p + 1, "---", 3) || !strncmp(p + 1, "...", 3)) &&
-                (p + 4 == data + len || p[4] == '\n' || p[4] == '\r')) {
-                const char *e = strchr(p + 1, '\n');
-                m->front = e ? (size_t)(e + 1 - data) : len;
-                break;
-            }
-    }
-    int n_lines = 1;
-    for (size_t i = m->front; i < len; i++)
-        n_lines += data[i] == '\n';
-    m->line = malloc((size_t)n_lines * sizeof *m->line);
-    m->doc = m->line ? cmark_parse_document(data + m->front, len - m->front, CMARK_OPT_SOURCEPOS)
-                     : NULL;
+    m->front = front_matter(m->data, len);
+    m->doc = line_table(m, m->front, len + 2) == 0
+                 ? cmark_parse_document(m->data + m->front, len + 2 - m->front, CMARK_OPT_SOURCEPOS)
+                 : NULL;
     if (!m->doc) {
         snprintf(err, errlen, "out of memory");
         srv_md_free(m);
         return -1;
     }
-    m->line[0] = m->front;
-    for (size_t i = m->front; i < len; i++)
-        if (data[i] == '\n')
-            m->line[++m->n_lines] = i + 1;
-    m->n_lines++;
     cmark_iter *it = cmark_iter_new(m->doc);
     int rc = 0;
     for (cmark_event_type ev; rc == 0 && (ev = cmark_iter_next(it)) != CMARK_EVENT_DONE;) {
         cmark_node *n = cmark_iter_get_node(it);
         cmark_node_type t = cmark_node_get_type(n);
         if (ev == CMARK_EVENT_ENTER && (t == CMARK_NODE_PARAGRAPH || t == CMARK_NODE_HEADING))
-            rc = read_block(m, n);
+            rc = read_block(m, n, err, errlen);
     }
     cmark_iter_free(it);
     if (rc != 0) {
-        snprintf(err, errlen, "out of memory");
+        if (rc == -1)
+            snprintf(err, errlen, "out of memory");
         srv_md_free(m);
-        return -1;
+        return rc;
     }
     *out = m;
     return 0;
@@ -418,46 +507,89 @@ static char *write_block(srv_md *m, const block *b, const segment *sg, int n_sg)
     return out;
 }
 
-char *srv_md_render(srv_md *m, size_t *len)
+/* The line ending of the line block b starts on ("\n" at the end of the
+ * file). */
+static const char *block_eol(const srv_md *m, const block *b)
+{
+    size_t e = b->a;
+    while (e < m->len && m->data[e] != '\n' && m->data[e] != '\r')
+        e++;
+    if (e >= m->len || m->data[e] == '\n')
+        return "\n";
+    return e + 1 < m->len && m->data[e + 1] == '\n' ? "\r\n" : "\r";
+}
+
+/* Appends n bytes of s to out (*n of *cap), "\n" written as eol. */
+static int put(char **out, size_t *n, size_t *cap, const char *s, size_t len, const char *eol)
+{
+    size_t extra = 0, el = strlen(eol);
+    for (size_t i = 0; el > 1 && i < len; i++)
+        extra += s[i] == '\n';
+    if (len + extra * (el - 1) + 1 > *cap - *n) {
+        size_t c = 2 * (*n + len + extra * (el - 1) + 1);
+        char *p = realloc(*out, c);
+        if (!p)
+            return -1;
+        *out = p;
+        *cap = c;
+    }
+    if (!extra || el == 1) {
+        memcpy(*out + *n, s, len);
+        for (size_t i = 0; el == 1 && eol[0] != '\n' && i < len; i++)
+            if ((*out)[*n + i] == '\n')
+                (*out)[*n + i] = eol[0];
+        *n += len;
+        return 0;
+    }
+    for (size_t i = 0; i < len; i++)
+        if (s[i] == '\n') {
+            memcpy(*out + *n, eol, el);
+            *n += el;
+        } else {
+            (*out)[(*n)++] = s[i];
+        }
+    return 0;
+}
+
+char *srv_md_render(srv_md *m, size_t *len, char *err, size_t errlen)
 {
     size_t cap = m->len + 64, n = 0, at = 0;
     char *out = malloc(cap);
-    for (int i = 0, s0 = 0; out && i <= m->n_bl; i++) {
+    int rc = out ? 0 : -1;
+    for (int i = 0, s0 = 0; rc == 0 && i <= m->n_bl; i++) {
         int s1 = s0;
         while (i < m->n_bl && s1 < m->n_sg && m->sg[s1].block == i)
             s1++;
-        char *t = NULL;
-        if (i < m->n_bl && m->bl[i].dirty && !(t = write_block(m, &m->bl[i], m->sg + s0, s1 - s0))) {
+        const block *b = i < m->n_bl ? &m->bl[i] : NULL;
+        if (b && !b->dirty) {
+            s0 = s1;
+            continue;
+        }
+        /* the bytes kept before it: checked (srv_md_parse made them so) */
+        size_t to = b ? b->a : m->len;
+        if (to < at || to > m->len || (b && (b->b < b->a || b->b > m->len))) {
+            snprintf(err, errlen, "a block's place in the file is out of order (%zu..%zu after %zu)",
+                     b ? b->a : to, b ? b->b : to, at);
             free(out);
             return NULL;
         }
-        size_t keep_to = i < m->n_bl ? (t ? m->bl[i].a : at) : m->len;
-        size_t tn = t ? strlen(t) : 0;
-        if (n + (keep_to - at) + tn + 1 > cap) {
-            cap = 2 * (n + (keep_to - at) + tn + 1);
-            char *p = realloc(out, cap);
-            if (!p) {
-                free(t);
-                free(out);
-                return NULL;
-            }
-            out = p;
-        }
-        memcpy(out + n, m->data + at, keep_to - at);
-        n += keep_to - at;
-        at = keep_to;
-        if (t) {
-            memcpy(out + n, t, tn);
-            n += tn;
-            at = m->bl[i].b;
+        rc = put(&out, &n, &cap, m->data + at, to - at, "\n");
+        at = to;
+        char *t = rc == 0 && b ? write_block(m, b, m->sg + s0, s1 - s0) : NULL;
+        if (b) {
+            rc = t ? put(&out, &n, &cap, t, strlen(t), block_eol(m, b)) : -1;
+            at = b->b;
         }
         free(t);
         s0 = s1;
     }
-    if (out) {
-        out[n] = 0;
-        *len = n;
+    if (rc != 0) {
+        snprintf(err, errlen, "out of memory");
+        free(out);
+        return NULL;
     }
+    out[n] = 0;
+    *len = n;
     return out;
 }
 
@@ -476,7 +608,8 @@ void srv_md_free(srv_md *m)
     free(m->bl);
     if (m->doc)
         cmark_node_free(m->doc);
-    free(m->line);
+    free(m->ls);
+    free(m->le);
     free(m->data);
     free(m);
 }

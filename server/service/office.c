@@ -938,10 +938,7 @@ static char *archive_bytes(zip_source_t *out, size_t *len)
 char *srv_office_render(srv_office *d, size_t *len, char *err, size_t errlen)
 {
     if (d->md) {
-        char *out = srv_md_render(d->md, len);
-        if (!out)
-            snprintf(err, errlen, "out of memory");
-        return out;
+        return srv_md_render(d->md, len, err, errlen);
     }
     for (int i = 0, s0 = 0; i < d->n_paras; i++) {
         int s1 = s0;
