@@ -120,8 +120,7 @@ typedef struct http_req {
 
 static const char *header(struct MHD_Connection *c, const char *name);
 static void set_deadline(srv_http *h, struct MHD_Connection *c, const char *phase,
-                         double deadline);
-static void set_answer_by(srv_http *h, struct MHD_Connection *c, double t);
+                         double deadline, double answer_by);
 
 /* The handler's formatting of a refusal of the transport's own. */
 static void reject(http_req *hr, int status, const char *code, const char *fmt, ...)
@@ -155,8 +154,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
         /* the work is done and its last part written: what the client has
          * not taken yet has --request-timeout-s, as a whole answer has */
         double by = srv_now() + hr->h->o.request_timeout_s;
-        set_deadline(hr->h, hr->conn, "response", by);
-        set_answer_by(hr->h, hr->conn, by);
+        set_deadline(hr->h, hr->conn, "response", by, by);
         pthread_mutex_lock(&c->stream_mu);
     }
     size_t n = c->reply_len - c->stream_off;
@@ -228,8 +226,7 @@ static enum MHD_Result send_resp(struct MHD_Connection *c, http_req *hr)
     /* A slow reader has the request's timeout again to take the answer (a
      * stream: the service's deadline while its work runs). */
     double by = r->streaming ? 0 : srv_now() + h->o.request_timeout_s;
-    set_deadline(h, c, r->streaming ? "queued" : "response", by);
-    set_answer_by(h, c, by);
+    set_deadline(h, c, r->streaming ? "queued" : "response", by, by);
     enum MHD_Result ret = MHD_queue_response(c, (unsigned)r->status, resp);
     MHD_destroy_response(resp);
     hr->phase = HTTP_PH_RESPONDED;
@@ -241,23 +238,11 @@ static const char *header(struct MHD_Connection *c, const char *name)
     return MHD_lookup_connection_value(c, MHD_HEADER_KIND, name);
 }
 
-/* Sets when c's connection must have delivered its answer (0: no answer
- * pending; see the watchdog below). */
-static void set_answer_by(srv_http *h, struct MHD_Connection *c, double t)
-{
-    const union MHD_ConnectionInfo *ci =
-        MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
-    http_conn *hc = ci ? ci->socket_context : NULL;
-    if (!hc)
-        return;
-    pthread_mutex_lock(&h->conns_mu);
-    hc->answer_by = t;
-    pthread_mutex_unlock(&h->conns_mu);
-}
-
-/* Sets the phase deadline of c's connection (see the watchdog below). */
+/* Sets the phase deadline of c's connection and, answer_by >= 0, when it
+ * must have delivered its answer (0: no answer pending); see the watchdog
+ * below. */
 static void set_deadline(srv_http *h, struct MHD_Connection *c, const char *phase,
-                         double deadline)
+                         double deadline, double answer_by)
 {
     const union MHD_ConnectionInfo *ci =
         MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
@@ -267,6 +252,8 @@ static void set_deadline(srv_http *h, struct MHD_Connection *c, const char *phas
     pthread_mutex_lock(&h->conns_mu);
     hc->deadline = deadline;
     hc->phase = phase;
+    if (answer_by >= 0)
+        hc->answer_by = answer_by;
     pthread_mutex_unlock(&h->conns_mu);
 }
 
@@ -518,7 +505,7 @@ static const srv_call_io k_io = {call_header, call_client_gone, call_resume, cal
  * the transport's own hold goes last. */
 static enum MHD_Result suspend(srv_http *h, struct MHD_Connection *c, srv_call *r)
 {
-    set_deadline(h, c, "queued", 0); /* the service's deadline from here */
+    set_deadline(h, c, "queued", 0, -1); /* the service's deadline from here */
     MHD_suspend_connection(c);
     srv_call_release(r);
     return MHD_YES; /* the last release resumes it */
@@ -631,7 +618,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         *req_cls = hr;
         /* The body (or a GET's end) must arrive within the request's
          * deadline however slowly it trickles in. */
-        set_deadline(h, c, "body", r->t0 + h->o.request_timeout_s);
+        set_deadline(h, c, "body", r->t0 + h->o.request_timeout_s, -1);
         if (first_call(hr, c, version)) {
             /* A GET has no body to refuse: answering on the next call (the
              * request complete) keeps the connection alive. Anything else
@@ -752,7 +739,8 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls,
     *req_cls = NULL;
     /* A keep-alive connection: the next request's headers have the idle
      * timeout to start and --header-timeout-s more to arrive. */
-    set_deadline(h, c, "headers", srv_now() + h->o.idle_timeout_s + h->o.header_timeout_s);
+    set_deadline(h, c, "headers", srv_now() + h->o.idle_timeout_s + h->o.header_timeout_s,
+                 -1);
     if (!hr->started) { /* refused by libmicrohttpd after the request line */
         free(hr->query);
         free(hr);
