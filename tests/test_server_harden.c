@@ -811,11 +811,11 @@ END_TEST
 /* ---- slow readers ----------------------------------------------------------- */
 
 /* Sends body to /v1/translate on a connection whose receive buffer is
- * small and reads it 1 KiB every 200 ms (~5 KiB/s) until the server ends
+ * small and reads it 1 KiB every pause_ms until the server ends
  * the connection; *complete: the answer arrived whole (the stream's last
  * chunk, or Content-Length bytes after the header). Returns the bytes
  * read. */
-static size_t read_slowly(int port, const char *body, int *complete)
+static size_t read_slowly(int port, const char *body, int pause_ms, int *complete)
 {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     ck_assert_int_ge(fd, 0);
@@ -845,7 +845,7 @@ static size_t read_slowly(int port, const char *body, int *complete)
         if (k <= 0)
             break; /* the end, a reset, or 60 s of nothing */
         n += (size_t)k;
-        sleep_ms(200);
+        sleep_ms(pause_ms);
     }
     buf[n] = 0;
     close(fd);
@@ -863,14 +863,16 @@ static size_t read_slowly(int port, const char *body, int *complete)
 
 /* An answer the client takes too slowly is cut at --request-timeout-s,
  * whole or streamed (docs/api.md), even when all of it fits the kernel's
- * send buffer: ~0.7 MB of attention weights at ~5 KiB/s would take ~140 s;
- * the daemon (a limit of 6 s times tc_slowness(), so that the translation
- * itself is never late, at most 120 s) resets the connection once the
- * answer was not taken within it. */
+ * send buffer. The daemon's limit L is 6 s times tc_slowness() (so that
+ * the translation itself is never late: at most 120 s); the client reads
+ * 1 KiB every 6 L + 60 ms, so that the answer (0.5-1 MB of attention
+ * weights) would take at least 3 L + 30 s to read whole: it must be reset
+ * before. */
 START_TEST(test_slow_reader)
 {
     char limit[16];
-    snprintf(limit, sizeof limit, "%d", 6 * tc_slowness());
+    const int L = 6 * tc_slowness();
+    snprintf(limit, sizeof limit, "%d", L);
     const char *args[] = {"--request-timeout-s", limit, NULL};
     pid_t pid;
     int port = start(args, "slowread", &pid);
@@ -886,9 +888,11 @@ START_TEST(test_slow_reader)
         snprintf(body + off, sizeof body - (size_t)off, "],\"stream\":%s}",
                  stream ? "true" : "false");
         int complete = 1;
-        size_t got = read_slowly(port, body, &complete);
-        ck_assert_msg(!complete, "%s answer read whole at ~5 KiB/s (%zu bytes): never cut",
-                      stream ? "a streamed" : "a whole", got);
+        size_t got = read_slowly(port, body, 6 * L + 60, &complete);
+        ck_assert_msg(got >= 500 * 1024 || !complete,
+                      "the answer is %zu bytes: too short to read slowly for long", got);
+        ck_assert_msg(!complete, "%s answer read whole at 1 KiB per %d ms (%zu bytes, limit %d s): "
+                      "never cut", stream ? "a streamed" : "a whole", 6 * L + 60, got, L);
     }
     char log[600];
     snprintf(log, sizeof log, "%s/slowread.log", g_tmp);
