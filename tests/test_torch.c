@@ -172,12 +172,28 @@ START_TEST(test_table_and_probe)
     ck_assert_uint_eq(p.weight_bytes, (uint64_t)sb.st_size);
     remove_dir(dir);
 
-    /* both: safetensors, and the torch file is never read (a hostile one here) */
+    /* neither: both files named */
+    make_dir(dir, sizeof dir, "text/marian_en_de", NULL, 0);
+    ck_assert_int_eq(td_model_probe(dir, &p), 0);
+    ck_assert_str_eq(p.missing, "model.safetensors or pytorch_model.bin");
+    td_wsrc s;
+    char err[512];
+    ck_assert_int_eq(td_wsrc_open(&s, dir, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, "model.safetensors, pytorch_model.bin"), "%s", err);
+    remove_dir(dir);
+}
+END_TEST
+
+/* Both files: safetensors, and the torch file is never read (a hostile one
+ * here). */
+START_TEST(test_prefer_safetensors)
+{
+    char dir[64], err[512];
+    td_probe p;
     make_dir(dir, sizeof dir, "text/marian_en_de", TORCH "/refuse/os_system.bin", 1);
     ck_assert_int_eq(td_model_probe(dir, &p), 1);
     ck_assert_str_eq(p.format, "safetensors");
     td_wsrc s;
-    char err[512];
     ck_assert_msg(td_wsrc_open(&s, dir, err, sizeof err) == 0, "%s", err);
     ck_assert_str_eq(s.fmt->name, "safetensors");
     ck_assert_str_eq(s.file, "model.safetensors");
@@ -186,14 +202,6 @@ START_TEST(test_table_and_probe)
     td_load_opts lo = {.device = "cpu", .n_threads = 1};
     ck_assert_msg(td_model_load(&m, dir, &lo, err, sizeof err) == 0, "%s", err);
     td_model_free(m);
-    remove_dir(dir);
-
-    /* neither: both files named */
-    make_dir(dir, sizeof dir, "text/marian_en_de", NULL, 0);
-    ck_assert_int_eq(td_model_probe(dir, &p), 0);
-    ck_assert_str_eq(p.missing, "model.safetensors or pytorch_model.bin");
-    ck_assert_int_eq(td_wsrc_open(&s, dir, err, sizeof err), -1);
-    ck_assert_msg(strstr(err, "model.safetensors, pytorch_model.bin"), "%s", err);
     remove_dir(dir);
 }
 END_TEST
@@ -509,8 +517,9 @@ static const refuse_case k_refuse[] = {
     {"load_from_bytes.bin", "global 'torch.storage._load_from_bytes' is not allowed"},
     {"float_opcode.bin", "opcode 0x47 ('G') is not one torch.save writes"},
     {"not_a_tensor.bin", "'b' is an int, not a tensor"},
-    {"past_storage.bin", "tensor 'a': reaches element 11 of storage '0', which has 10 elements"},
-    {"strided_past.bin", "tensor 'a': reaches element 11 of storage '0', which has 10 elements"},
+    /* one element past the storage's end, in place and by strides */
+    {"past_storage.bin", "tensor 'a': reaches element 10 of storage '0', which has 10 elements"},
+    {"strided_past.bin", "tensor 'a': reaches element 10 of storage '0', which has 10 elements"},
     {"record_short.bin", "storage '0': record archive/data/0 holds 40 bytes, not the 16 elements"},
     {"int64.bin", "tensor 'position_ids': dtype int64 (torch.LongStorage)"},
     {"huge_numel.bin", "holds 0 bytes, not the 2305843009213693952 elements"},
@@ -634,6 +643,7 @@ int main(void)
     TCase *tc = tcase_create("torch");
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, test_table_and_probe);
+    tcase_add_test(tc, test_prefer_safetensors);
     tcase_add_loop_test(tc, test_same_tensors, 0, N_CASES);
     tcase_add_loop_test(tc, test_same_translations, 0, N_CASES);
     tcase_add_test(tc, test_views);

@@ -228,8 +228,8 @@ def refuse_files(d):
     both("load_from_bytes", {"a": Call(torch.storage._load_from_bytes, b"x")})
     both("float_opcode", {"a": ok, "b": 1.5})  # BINFLOAT
     both("not_a_tensor", {"a": ok, "b": 3})
-    both("past_storage", {"a": Tensor(s, 4, (2, 4), (4, 1))})  # elements 4..11 of 10
-    both("strided_past", {"a": Tensor(s, 0, (3, 4), (1, 3))})  # last 0 + 2 + 9 = 11
+    both("past_storage", {"a": Tensor(s, 3, (2, 4), (4, 1))})  # elements 3..10 of 0..9
+    both("strided_past", {"a": Tensor(s, 0, (2, 4), (1, 3))})  # last 0 + 1 + 9 = 10
     short = Storage("0", struct.pack("<10f", *range(10)), numel=16)  # 40 bytes, 64 declared
     pkl = dumps({"a": Tensor(short, 0, (16,), (1,))})
     torch_zip(os.path.join(d, "record_short.bin"), pkl, {"0": short.data})
