@@ -6,8 +6,8 @@
  *   - the zip archive torch.save has written since 1.6 (`_save`): stored
  *     (uncompressed) entries PREFIX/data.pkl (the pickle), PREFIX/data/KEY
  *     (one a storage, its raw little-endian bytes), PREFIX/version, maybe
- *     PREFIX/byteorder; PREFIX is the first entry's folder, as torch's
- *     reader (caffe2's inline_container) takes it. The central directory
+ *     PREFIX/byteorder; PREFIX is the first entry's folder (torch names
+ *     it after the file: "pytorch_model/"). The central directory
  *     is read here, with ZIP64's end records and extra fields;
  *   - the legacy single stream (`_legacy_save`,
  *     _use_new_zipfile_serialization=False): pickles of the magic number,
