@@ -8,11 +8,13 @@
 #include <string.h>
 
 extern const td_wformat td_wformat_safetensors; /* wf_safetensors.c */
+extern const td_wformat td_wformat_torch;       /* wf_torch.c */
 
 /* Preference order: when a directory holds several formats' files, the
  * first row's is read. */
 static const td_wformat *const k_formats[] = {
     &td_wformat_safetensors,
+    &td_wformat_torch, /* pytorch_model.bin: read when no model.safetensors is there */
 };
 
 const td_wformat *const *td_wformats(int *n)
