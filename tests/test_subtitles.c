@@ -7,7 +7,9 @@
  *   - a cue's lines are one text: its lines joined by spaces are
  *     /translate's answer for the joined text, broken over as many lines;
  *   - a whole-cue <i> is kept around the translation; a cue of speakers'
- *     lines ("- ...") is translated line by line;
+ *     lines ("- ...") is translated line by line, each dash kept;
+ *   - cues without blank lines between them (a timing line after a cue's
+ *     text ends it; a cue number before it goes with the next cue);
  *   - a file with no cue is refused, naming it.
  */
 #include <check.h>
@@ -136,16 +138,17 @@ START_TEST(test_srt)
                       "morning.\r\n- The disk is full.\r\n";
     char *t1 = libre("Save the file before closing the window.");
     char *t2 = libre("Where is the station?");
-    char *t3 = libre("- Good morning."), *t4 = libre("- The disk is full.");
+    char *t3 = libre("Good morning."), *t4 = libre("The disk is full.");
     char w2[512], w3[512];
     snprintf(w2, sizeof w2, "<i>%s</i>", t2);
-    snprintf(w3, sizeof w3, "%s %s", t3, t4);
+    snprintf(w3, sizeof w3, "- %s - %s", t3, t4);
     const char *want[] = {t1, w2, w3};
     char *got = round_trip("film.srt", srt);
     check(srt, got, "\r\n", want, 3);
-    /* the speakers' cue: each line its own translation */
+    /* the speakers' cue: each line its own translation, after its dash
+     * (kept out of the model: it dropped it) */
     char lines[1024];
-    snprintf(lines, sizeof lines, "\r\n%s\r\n%s\r\n", t3, t4);
+    snprintf(lines, sizeof lines, "\r\n- %s\r\n- %s\r\n", t3, t4);
     ck_assert_msg(strstr(got, lines) != NULL, "no lines '%s' / '%s' in:\n%s", t3, t4, got);
     free(got);
     free(t1);
@@ -167,6 +170,40 @@ START_TEST(test_vtt)
     free(got);
     free(t1);
     free(t2);
+}
+END_TEST
+
+/* Cues written without blank lines between them (youtube-dl writes such
+ * WebVTT; SubRip files are found so too): a timing line after a cue's text
+ * ends the cue (WebVTT's parsing algorithm), a cue number just before it
+ * goes with the next cue; every timing line and number comes back byte for
+ * byte, never through the model. */
+START_TEST(test_no_blank_lines)
+{
+    const char *vtt = "WEBVTT\n\n00:00:01.000 --> 00:00:03.080\nOpen the window.\n"
+                      "00:00:03.080 --> 00:05:05.069\nThe test failed again.\n"
+                      "00:05:05.069 --> 00:05:07.000\nGood night.\n";
+    char *a = libre("Open the window."), *b = libre("The test failed again."),
+         *c = libre("Good night.");
+    char want[2048];
+    snprintf(want, sizeof want,
+             "WEBVTT\n\n00:00:01.000 --> 00:00:03.080\n%s\n00:00:03.080 --> 00:05:05.069\n%s\n"
+             "00:05:05.069 --> 00:05:07.000\n%s\n",
+             a, b, c);
+    char *got = round_trip("auto.vtt", vtt);
+    ck_assert_str_eq(got, want);
+    free(got);
+    const char *srt = "1\n00:00:01,000 --> 00:00:03,080\nOpen the window.\n2\n"
+                      "00:00:03,080 --> 00:00:05,000\nThe test failed again.\n";
+    snprintf(want, sizeof want,
+             "1\n00:00:01,000 --> 00:00:03,080\n%s\n2\n00:00:03,080 --> 00:00:05,000\n%s\n", a,
+             b);
+    got = round_trip("tight.srt", srt);
+    ck_assert_str_eq(got, want);
+    free(got);
+    free(a);
+    free(b);
+    free(c);
 }
 END_TEST
 
@@ -203,6 +240,7 @@ int main(void)
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, test_srt);
     tcase_add_test(tc, test_vtt);
+    tcase_add_test(tc, test_no_blank_lines);
     tcase_add_test(tc, test_no_cue);
     suite_add_tcase(s, tc);
     return tc_run_suite(s, pid, g_tmp);

@@ -26,7 +26,7 @@ static srv_sub_piece *push(list *l)
     }
     srv_sub_piece *p = &l->p[l->n++];
     memset(p, 0, sizeof *p);
-    p->open = p->close = "";
+    p->dash = p->open = p->close = "";
     return p;
 }
 
@@ -60,6 +60,26 @@ static int blank(const char *a, const char *b)
 {
     for (; a < b; a++)
         if (*a != ' ' && *a != '\t')
+            return 0;
+    return 1;
+}
+
+/* 1 when the line [a, b) holds "-->": a timing line. */
+static int arrow(const char *a, const char *b)
+{
+    for (const char *c = a; c + 3 <= b; c++)
+        if (!memcmp(c, "-->", 3))
+            return 1;
+    return 0;
+}
+
+/* 1 when the line [a, b) is a cue number: digits only. */
+static int digits(const char *a, const char *b)
+{
+    if (a >= b)
+        return 0;
+    for (; a < b; a++)
+        if (*a < '0' || *a > '9')
             return 0;
     return 1;
 }
@@ -109,7 +129,9 @@ static int text_piece(list *l, const char *a, const char *b, int k, const char *
 }
 
 /* The cue text lines [a, end of block): one text, or a text a line when
- * every line is a speaker's ("- ..."). */
+ * every line is a speaker's ("- ..."): the dash (and the space after it)
+ * kept out of the model's text and written back before the line's
+ * translation. */
 static int cue_text(list *l, const char *a, const char *end, int *cues)
 {
     const char *nl = "\n";
@@ -124,7 +146,11 @@ static int cue_text(list *l, const char *a, const char *end, int *cues)
     if (k > 1 && dashes == k) {
         for (const char *p = a, *next; p < end; p = next) {
             const char *e = line_end(p, end, &next);
-            if (text_piece(l, p, e, 1, nl) != 0 || verbatim(l, e, next) != 0)
+            const char *t = p + 1 + (p + 1 < e && p[1] == ' ');
+            if (text_piece(l, t, e, 1, nl) != 0)
+                return -1;
+            l->p[l->n - 1].dash = t == p + 2 ? "- " : "-";
+            if (verbatim(l, e, next) != 0)
                 return -1;
             (*cues)++;
         }
@@ -155,19 +181,25 @@ int srv_subtitles_parse(const char *data, size_t len, srv_sub_piece **out, int *
             p = next;
             continue;
         }
-        /* a block: up to the next blank line */
-        const char *b = p, *timing = NULL;
+        /* a block: up to the next blank line, or up to a second timing
+         * line (WebVTT's parsing algorithm ends a cue at a line holding
+         * "-->"; players read SubRip so too), whose cue number (a line of
+         * digits after some text) goes with it */
+        const char *b = p, *timing = NULL, *prev = NULL, *prev_end = NULL;
         while (b < end) {
             const char *bn, *be = line_end(b, end, &bn);
             if (blank(b, be))
                 break;
-            if (!timing) {
-                for (const char *c = b; c + 3 <= be; c++)
-                    if (!memcmp(c, "-->", 3)) {
-                        timing = bn; /* the cue's text starts after its timing line */
-                        break;
-                    }
+            if (arrow(b, be)) {
+                if (timing) {
+                    if (prev && prev > timing && digits(prev, prev_end))
+                        b = prev;
+                    break;
+                }
+                timing = bn; /* the cue's text starts after its timing line */
             }
+            prev = b;
+            prev_end = be;
             b = bn;
         }
         if (!timing || timing >= b) { /* a header, a NOTE, a cue with no text */
@@ -200,9 +232,9 @@ void srv_subtitles_free(srv_sub_piece *p, int n)
 
 char *srv_subtitles_render(const srv_sub_piece *p, const char *t, size_t n)
 {
-    size_t lo = strlen(p->open), lc = strlen(p->close), ln = strlen(p->nl);
+    size_t ld = strlen(p->dash), lo = strlen(p->open), lc = strlen(p->close), ln = strlen(p->nl);
     int k = p->lines > 1 ? p->lines : 1;
-    char *out = malloc(lo + n + lc + (size_t)k * ln + 1);
+    char *out = malloc(ld + lo + n + lc + (size_t)k * ln + 1);
     if (!out)
         return NULL;
     /* characters (not bytes) decide the share of a line */
@@ -210,6 +242,8 @@ char *srv_subtitles_render(const srv_sub_piece *p, const char *t, size_t n)
     for (size_t i = 0; i < n; i++)
         chars += ((unsigned char)t[i] & 0xC0) != 0x80;
     char *w = out;
+    memcpy(w, p->dash, ld);
+    w += ld;
     memcpy(w, p->open, lo);
     w += lo;
     size_t from = 0, seen = 0;

@@ -10,8 +10,12 @@
  * broken over its lines for the screen, not by meaning), and its
  * translation is broken again over as many lines, at the spaces nearest to
  * an even share of its characters. A cue whose every line starts with "-"
- * (two speakers) has each line translated alone. A cue wrapped whole in
- * one <i>, <b> or <u> keeps the wrapping around its translation.
+ * (two speakers) has each line translated alone, its dash kept out of the
+ * model's text and written back before the translation. A cue wrapped
+ * whole in one <i>, <b> or <u> keeps the wrapping around its translation.
+ * A cue ends at a blank line or, as WebVTT's parsing algorithm ends it, at
+ * a second timing line (files written without blank lines between cues);
+ * a line of digits just before that line is the next cue's number.
  */
 #ifndef SRV_SUBTITLES_H
 #define SRV_SUBTITLES_H
@@ -26,6 +30,7 @@ typedef struct srv_sub_piece {
     size_t text_len;
     int lines;            /* its translation broken over this many lines */
     const char *nl;       /* ... separated by this ("\n" or "\r\n") */
+    const char *dash;     /* a speaker's line: its "- " (or "-") before it, else "" */
     const char *open, *close; /* the cue's whole wrapping tag, or "" */
 } srv_sub_piece;
 
