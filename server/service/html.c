@@ -52,14 +52,26 @@ static char *dupn(const char *s, size_t n)
     return p;
 }
 
-/* Adds the text nodes under n (not inside script or style); -1 when out of
- * memory. */
+/* Elements whose text is never sent to the model: scripts, styles and code
+ * (<pre>, <code>, <kbd>, <samp>, <var>, <tt>: a command or a file name
+ * translated is broken). */
+static int never_translated(const xmlChar *name)
+{
+    static const char *const k_never[] = {"script", "style", "pre", "code", "kbd",
+                                          "samp",   "var",   "tt",  NULL};
+    for (int i = 0; k_never[i]; i++)
+        if (!strcasecmp((const char *)name, k_never[i]))
+            return 1;
+    return 0;
+}
+
+/* Adds the text nodes under n (not inside never_translated elements); -1
+ * when out of memory. */
 static int collect(srv_html *h, xmlNodePtr n)
 {
     for (; n; n = n->next) {
         if (n->type == XML_ELEMENT_NODE) {
-            if (!strcasecmp((const char *)n->name, "script") ||
-                !strcasecmp((const char *)n->name, "style"))
+            if (never_translated(n->name))
                 continue;
             if (collect(h, n->children) != 0)
                 return -1;

@@ -98,13 +98,16 @@ static const char *const k_odf_sep[] = {"tab", "line-break", NULL};
 static const char *const k_x_para[] = {"p", "h1", "h2", "h3", "h4", "h5", "h6", "li", "dt", "dd",
                                        "td", "th", "caption", "figcaption", "blockquote", "div",
                                        "title", "summary", "legend", "label", NULL};
-static const char *const k_x_inl[] = {"a", "abbr", "b", "bdi", "bdo", "cite", "code", "dfn", "em",
-                                      "i", "kbd", "mark", "q", "s", "samp", "small", "span",
-                                      "strong", "sub", "sup", "time", "u", "var", "del", "ins",
-                                      NULL};
+static const char *const k_x_inl[] = {"a", "abbr", "b", "bdi", "bdo", "cite", "dfn", "em",
+                                      "i", "mark", "q", "s", "small", "span", "strong", "sub",
+                                      "sup", "time", "u", "del", "ins", NULL};
 static const char *const k_x_sep[] = {"br", NULL};
+/* Never sent to the model: scripts, styles, other vocabularies, and code --
+ * a <pre> block stays as it is, an inline <code>, <kbd>, <samp>, <var> or
+ * <tt> is an object of its paragraph (kept whole, placed by attention), as
+ * Markdown's code spans are. */
 static const char *const k_x_never[] = {"script", "style", "template", "svg", "math", "noscript",
-                                        NULL};
+                                        "pre", "code", "kbd", "samp", "var", "tt", NULL};
 
 static const fmt k_fmts[] = {
     {".docx", "application/vnd.openxmlformats-officedocument.wordprocessingml.document", NS_W,
