@@ -299,6 +299,10 @@ static int collect(const fmt *f, para *p, xmlNodePtr n, xmlNodePtr *chain, int d
             rc = t ? add_piece(p, P_TEXT, c, t, chain, depth) : -1;
         } else if (c->_private || is(f, c, f->sep)) {
             rc = add_piece(p, P_SEP, c, NULL, chain, depth);
+        } else if (f->never && !c->children) {
+            /* an empty (X)HTML element (an anchor <a name>, a bookmark): an
+             * object, kept at its place, not a chain with no word to go to */
+            rc = add_piece(p, P_OBJECT, c, NULL, chain, depth);
         } else if (depth < MAX_DEPTH && (is(f, c, f->inl) || is_named(f, c, f->leaf))) {
             chain[depth] = c;
             rc = collect(f, p, c, chain, depth + 1);
