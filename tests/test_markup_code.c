@@ -7,6 +7,8 @@
  *     segment set to a translation that has none of its words;
  *   - an empty anchor (<a name="...">, a table of contents' target) is
  *     kept in its heading after the heading is translated;
+ *   - a translated .html document declares its UTF-8 (a <meta charset>
+ *     added when it had none; one it had set to utf-8, never two);
  *   - LibreTranslate's format=html (html.c): the same elements' text is no
  *     segment, script and style's neither, and the rendered document keeps
  *     them byte for byte.
@@ -81,6 +83,48 @@ START_TEST(test_xhtml_document)
 }
 END_TEST
 
+/* The .html document's rendering with every segment set to "Text". */
+static char *render_html(const char *src)
+{
+    srv_office *d = NULL;
+    char err[256] = "";
+    ck_assert_msg(srv_office_parse(src, strlen(src), ".html", &d, err, sizeof err) == 0, "%s", err);
+    for (int i = 0; i < srv_office_n(d); i++)
+        ck_assert_int_eq(srv_office_set(d, i, "Text", NULL, 0), 0);
+    size_t len = 0;
+    char *out = srv_office_render(d, &len, err, sizeof err);
+    ck_assert_msg(out != NULL, "%s", err);
+    srv_office_free(d);
+    return out;
+}
+
+static int count(const char *s, const char *what)
+{
+    int n = 0;
+    for (const char *p = s; (p = strstr(p, what)); p++)
+        n++;
+    return n;
+}
+
+START_TEST(test_charset_declared)
+{
+    char *a = render_html(k_page); /* a <head>, no charset */
+    ck_assert_msg(strstr(a, "<head><meta charset=\"utf-8\">"), "%s", a);
+    free(a);
+    a = render_html("<html><body><p>Hello world.</p></body></html>"); /* no <head> */
+    ck_assert_msg(strstr(a, "<html><head><meta charset=\"utf-8\"></head><body>"), "%s", a);
+    free(a);
+    a = render_html("<html><head><meta charset=\"iso-8859-1\"><title>Hi</title></head>"
+                    "<body><p>Hello world.</p></body></html>");
+    ck_assert_msg(count(a, "charset") == 1 && strstr(a, "charset=\"utf-8\""), "%s", a);
+    free(a);
+    a = render_html("<html><head><meta http-equiv=\"Content-Type\" content=\"text/html; "
+                    "charset=iso-8859-1\"></head><body><p>Hello world.</p></body></html>");
+    ck_assert_msg(count(a, "charset") == 1 && strstr(a, "charset=utf-8"), "%s", a);
+    free(a);
+}
+END_TEST
+
 START_TEST(test_libre_html)
 {
     srv_html *h = NULL;
@@ -113,6 +157,7 @@ int main(void)
     TCase *tc = tcase_create("code");
     tcase_add_test(tc, test_html_document);
     tcase_add_test(tc, test_xhtml_document);
+    tcase_add_test(tc, test_charset_declared);
     tcase_add_test(tc, test_libre_html);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);

@@ -298,6 +298,55 @@ int srv_html_set(srv_html *h, int i, const char *text)
     return 0;
 }
 
+/* The first child element of n named name (case-insensitive), or NULL. */
+static xmlNodePtr child_named(xmlNodePtr n, const char *name)
+{
+    for (xmlNodePtr c = n ? n->children : NULL; c; c = c->next)
+        if (c->type == XML_ELEMENT_NODE && !strcasecmp((const char *)c->name, name))
+            return c;
+    return NULL;
+}
+
+int srv_html_declare_utf8(srv_html *h)
+{
+    if (h->fragment)
+        return 0;
+    xmlNodePtr root = xmlDocGetRootElement(h->doc);
+    if (!root || strcasecmp((const char *)root->name, "html") != 0)
+        return 0;
+    xmlNodePtr head = child_named(root, "head");
+    for (xmlNodePtr m = head ? head->children : NULL; m; m = m->next) {
+        if (m->type != XML_ELEMENT_NODE || strcasecmp((const char *)m->name, "meta") != 0)
+            continue;
+        if (xmlHasProp(m, BAD_CAST "charset"))
+            return xmlSetProp(m, BAD_CAST "charset", BAD_CAST "utf-8") ? 0 : -1;
+        xmlChar *he = xmlGetProp(m, BAD_CAST "http-equiv");
+        int ct = he && !strcasecmp((const char *)he, "content-type");
+        xmlFree(he);
+        if (ct)
+            return xmlSetProp(m, BAD_CAST "content", BAD_CAST "text/html; charset=utf-8") ? 0 : -1;
+    }
+    if (!head) {
+        head = xmlNewDocNode(h->doc, NULL, BAD_CAST "head", NULL);
+        if (!head)
+            return -1;
+        if (root->children ? !xmlAddPrevSibling(root->children, head) : !xmlAddChild(root, head)) {
+            xmlFreeNode(head);
+            return -1;
+        }
+    }
+    xmlNodePtr meta = xmlNewDocNode(h->doc, NULL, BAD_CAST "meta", NULL);
+    if (!meta || !xmlSetProp(meta, BAD_CAST "charset", BAD_CAST "utf-8")) {
+        xmlFreeNode(meta);
+        return -1;
+    }
+    if (head->children ? !xmlAddPrevSibling(head->children, meta) : !xmlAddChild(head, meta)) {
+        xmlFreeNode(meta);
+        return -1;
+    }
+    return 0;
+}
+
 char *srv_html_render(const srv_html *h)
 {
     xmlBufferPtr b = xmlBufferCreate();

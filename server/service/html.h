@@ -45,6 +45,13 @@ int srv_html_set(srv_html *h, int i, const char *text);
  * when out of memory. */
 char *srv_html_render(const srv_html *h);
 
+/* A whole document (not a fragment) written as UTF-8 says so: its <meta
+ * charset> or http-equiv Content-Type set to UTF-8, or a <meta
+ * charset="utf-8"> added first in its <head> (made when there is none),
+ * since a reader (lxml, a browser without a header) takes an undeclared
+ * page for Latin-1. 0, or -1 when out of memory. */
+int srv_html_declare_utf8(srv_html *h);
+
 void srv_html_free(srv_html *h); /* accepts NULL */
 
 /* s with its character references replaced as LibreTranslate replaces

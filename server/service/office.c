@@ -958,7 +958,7 @@ char *srv_office_render(srv_office *d, size_t *len, char *err, size_t errlen)
         s0 = s1;
     }
     if (d->html) {
-        char *out = srv_html_render(d->html);
+        char *out = srv_html_declare_utf8(d->html) == 0 ? srv_html_render(d->html) : NULL;
         if (out)
             *len = strlen(out);
         else
