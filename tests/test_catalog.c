@@ -7,7 +7,9 @@
  *     counted;
  *   - which units are taken (untranslated, or every one with overwrite;
  *     not translate="no", not obsolete, not a source with markup) and where
- *     the translation goes in TS, XLIFF 1.2 and 2.0;
+ *     the translation goes in TS, XLIFF 1.2 and 2.0; translate="no" of a
+ *     <group> or <file> holds for the units inside until one says "yes";
+ *     the target language written where each format keeps it;
  *   - refused: not XML, another root, an XLIFF of another version; an
  *     external entity is never read and a billion-laughs file does not
  *     expand;
@@ -142,6 +144,57 @@ START_TEST(test_xliff)
     t = render(c);
     ck_assert_msg(strstr(t, "<segment state=\"translated\"><source>Go</source><target>Los</target>"),
                   "%s", t);
+    free(t);
+    srv_catalog_free(c);
+}
+END_TEST
+
+/* translate="no" on a <file> or <group> holds for what is inside (a unit
+ * may say "yes" again); the language translated into is written where
+ * each format keeps it. */
+START_TEST(test_inherited_and_target)
+{
+    const char *x1 =
+        "<xliff version=\"1.2\" xmlns=\"urn:oasis:names:tc:xliff:document:1.2\">"
+        "<file source-language=\"en\" target-language=\"en\" datatype=\"plaintext\" "
+        "original=\"a\"><body><group translate=\"no\">"
+        "<trans-unit id=\"1\"><source>ACME Corp</source></trans-unit>"
+        "<trans-unit id=\"2\" translate=\"yes\"><source>Open</source></trans-unit></group>"
+        "<trans-unit id=\"3\"><source>Close</source></trans-unit></body></file>"
+        "<file source-language=\"en\" datatype=\"plaintext\" original=\"b\" translate=\"no\">"
+        "<body><trans-unit id=\"4\"><source>Brand</source></trans-unit></body></file></xliff>";
+    srv_catalog *c = parse(x1, 0);
+    ck_assert_int_eq(srv_catalog_n(c), 2);
+    ck_assert_str_eq(srv_catalog_source(c, 0), "Open");
+    ck_assert_str_eq(srv_catalog_source(c, 1), "Close");
+    srv_catalog_target(c, "de");
+    char *t = render(c);
+    ck_assert_msg(strstr(t, "target-language=\"de\" datatype") &&
+                      strstr(t, "original=\"b\" translate=\"no\" target-language=\"de\""),
+                  "%s", t);
+    free(t);
+    srv_catalog_free(c);
+    const char *x2 = "<xliff xmlns=\"urn:oasis:names:tc:xliff:document:2.0\" version=\"2.0\" "
+                     "srcLang=\"en\"><file id=\"f\" translate=\"no\"><unit id=\"u\"><segment>"
+                     "<source>Go</source></segment></unit><group id=\"g\" translate=\"yes\">"
+                     "<unit id=\"v\"><segment><source>Stop</source></segment></unit></group>"
+                     "</file></xliff>";
+    c = parse(x2, 0);
+    ck_assert_int_eq(srv_catalog_n(c), 1);
+    ck_assert_str_eq(srv_catalog_source(c, 0), "Stop");
+    srv_catalog_target(c, "de");
+    t = render(c);
+    ck_assert_msg(strstr(t, "srcLang=\"en\" trgLang=\"de\""), "%s", t);
+    free(t);
+    srv_catalog_free(c);
+    const char *ts = "<?xml version=\"1.0\" encoding=\"utf-8\"?>\n<!DOCTYPE TS>\n"
+                     "<TS version=\"2.1\" language=\"en_US\" sourcelanguage=\"en_US\">"
+                     "<context><name>W</name><message><source>Save?</source>"
+                     "<translation type=\"unfinished\"></translation></message></context></TS>\n";
+    c = parse(ts, 0);
+    srv_catalog_target(c, "de");
+    t = render(c);
+    ck_assert_msg(strstr(t, "language=\"de\" sourcelanguage=\"en_US\""), "%s", t);
     free(t);
     srv_catalog_free(c);
 }
@@ -343,6 +396,7 @@ int main(void)
     tcase_add_test(tc, test_placeholders);
     tcase_add_test(tc, test_ts);
     tcase_add_test(tc, test_xliff);
+    tcase_add_test(tc, test_inherited_and_target);
     tcase_add_test(tc, test_refused);
     tcase_add_test(tc, test_po);
     tcase_add_test(tc, test_po_strings);

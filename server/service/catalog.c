@@ -127,28 +127,51 @@ static int add_unit(srv_catalog *c, xmlNodePtr owner, int overwrite)
     return 0;
 }
 
-static int walk(srv_catalog *c, xmlNodePtr n, int overwrite)
+/* The units under n (and its siblings). XLIFF's translate="no" holds for
+ * the element's whole content -- a <file>, a <group>, a unit -- until a
+ * descendant says translate="yes" (XLIFF 2.0 states the inheritance; a 1.2
+ * <group translate="no"> is meant so too): `no` is what n's parent says. */
+static int walk(srv_catalog *c, xmlNodePtr n, int overwrite, int no)
 {
     for (; n; n = n->next) {
         if (n->type != XML_ELEMENT_NODE)
             continue;
+        int here = no;
+        if (c->kind != CAT_TS && attr_is(n, "translate", "no"))
+            here = 1;
+        else if (c->kind != CAT_TS && attr_is(n, "translate", "yes"))
+            here = 0;
         const char *want = c->kind == CAT_TS ? "message"
                            : c->kind == CAT_XLIFF1 ? "trans-unit"
                                                    : "segment";
         if (named(n, want)) {
-            int rc = c->kind == CAT_XLIFF1 && attr_is(n, "translate", "no")
-                         ? 0
-                         : add_unit(c, n, overwrite);
+            int rc = here ? 0 : add_unit(c, n, overwrite);
             if (rc != 0)
                 return rc;
             continue;
         }
-        if (c->kind == CAT_XLIFF2 && named(n, "unit") && attr_is(n, "translate", "no"))
-            continue;
-        int rc = walk(c, n->children, overwrite);
+        int rc = walk(c, n->children, overwrite, here);
         if (rc != 0)
             return rc;
     }
+    return 0;
+}
+
+/* The language translated into, where each format keeps it: XLIFF 1.x's
+ * <file target-language>, 2.0's <xliff trgLang>, Qt's <TS language>. */
+static int set_target(srv_catalog *c)
+{
+    if (!c->target[0])
+        return 0;
+    xmlNodePtr root = xmlDocGetRootElement(c->doc);
+    const xmlChar *lang = (const xmlChar *)c->target;
+    if (c->kind == CAT_TS)
+        return xmlSetProp(root, BAD_CAST "language", lang) ? 0 : -1;
+    if (c->kind == CAT_XLIFF2)
+        return xmlSetProp(root, BAD_CAST "trgLang", lang) ? 0 : -1;
+    for (xmlNodePtr f = root ? root->children : NULL; f; f = f->next)
+        if (named(f, "file") && !xmlSetProp(f, BAD_CAST "target-language", lang))
+            return -1;
     return 0;
 }
 
@@ -210,7 +233,7 @@ int srv_catalog_parse(const char *data, size_t len, int overwrite, srv_catalog *
     c->doc = doc;
     c->kind = kind;
     c->bytes = len;
-    if ((rc = walk(c, root->children, overwrite)) != 0) {
+    if ((rc = walk(c, root->children, overwrite, 0)) != 0) {
         if (rc == -2)
             snprintf(err, errlen, "more than %d units to translate (the limit per catalogue)",
                      SRV_XML_MAX_PARAS);
@@ -412,6 +435,8 @@ char *srv_catalog_render(srv_catalog *c, size_t *len, char *err, size_t errlen)
     if (c->po)
         return srv_po_render(c->po, c->target, len, err, errlen);
     snprintf(err, errlen, "out of memory");
+    if (set_target(c) != 0)
+        return NULL;
     xmlChar *buf = NULL;
     int n = 0;
     xmlDocDumpMemoryEnc(c->doc, &buf, &n, "UTF-8");
