@@ -2,7 +2,8 @@
  * test_catalog.c - the XML catalogues of /translate_file
  * (server/service/catalog.c), without a model:
  *   - placeholders: printf (%s, %1$d, %-5.2f, %%), Python's %(name)s, Qt's
- *     %1, %n, %L2, braces {0} {name}; the same multiset in any order;
+ *     %1, %n, %L2, braces {0} {name}, Twig's {{ name }}, Symfony's %name%,
+ *     Rails' %{name}, ${name}; the same multiset in any order;
  *   - a unit whose translation loses or adds one is left as it was and
  *     counted;
  *   - which units are taken (untranslated, or every one with overwrite;
@@ -50,6 +51,17 @@ START_TEST(test_placeholders)
     ph_eq("Hello %s", "Hallo", 0);
     ph_eq("Hello", "Hallo %s", 0);
     ph_eq("%s and %s", "%s und", 0);
+    /* Twig/Symfony, Symfony's parameters, Ruby on Rails, ${} */
+    ph_eq("This value should be of type {{ type }}.", "Dieser Wert sollte vom Typ {{ type }} sein.",
+          1);
+    ph_eq("This value should be of type {{ type }}.", "Dieser Wert sollte vom Typ {{ Typ }} sein.",
+          0);
+    ph_eq("at most {{ limit|number }} characters", "höchstens {{ limit }} Zeichen", 0);
+    ph_eq("You have %count% messages", "Sie haben %count% Nachrichten", 1);
+    ph_eq("You have %count% messages", "Sie haben %Anzahl% Nachrichten", 0);
+    ph_eq("Hello %{user}, ${n} left", "Hallo %{user}, noch ${n}", 1);
+    ph_eq("Hello %{user}", "Hallo %{Benutzer}", 0);
+    ph_eq("%c%s%", "%c%s%", 1); /* printf's %c and %s, a lone % */
     char small[4];
     ck_assert_int_eq(srv_catalog_placeholders("%s %d %f", small, sizeof small), -1);
 }

@@ -266,9 +266,35 @@ static int cmp_str(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* The length of the placeholder at p (0: none). */
+static int ident_char(char c)
+{
+    return c == '_' || (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+}
+
+/* The length of the placeholder at p (0: none): printf's, Python's
+ * %(name)s, Qt's %1 %n %L1, {0} {name}, Twig's and Symfony's {{ name }}
+ * ({{ limit|number }}), Symfony's %name%, Ruby on Rails' %{name}, ${name}. */
 static size_t placeholder_at(const char *p)
 {
+    if (p[0] == '{' && p[1] == '{') { /* {{ name }}: one line, at most 80 bytes */
+        size_t k = 2;
+        while (p[k] && p[k] != '{' && p[k] != '}' && p[k] != '\n' && k < 80)
+            k++;
+        return p[k] == '}' && p[k + 1] == '}' ? k + 2 : 0;
+    }
+    if ((p[0] == '%' || p[0] == '$') && p[1] == '{') { /* %{name}, ${name} */
+        size_t k = 2;
+        while (ident_char(p[k]))
+            k++;
+        return k > 2 && p[k] == '}' ? k + 1 : 0;
+    }
+    if (p[0] == '%' && ident_char(p[1]) && !(p[1] >= '0' && p[1] <= '9')) { /* %name% */
+        size_t k = 1;
+        while (ident_char(p[k]))
+            k++;
+        if (k > 2 && p[k] == '%')
+            return k + 1;
+    }
     if (p[0] == '{') { /* {0}, {name} */
         size_t k = 1;
         while (p[k] && (p[k] == '_' || (p[k] >= '0' && p[k] <= '9') || (p[k] >= 'a' && p[k] <= 'z') ||
