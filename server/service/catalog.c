@@ -90,6 +90,23 @@ static int translated(const srv_catalog *c, xmlNodePtr owner)
     return has_text(child(owner, "target"));
 }
 
+/* 1 when the text holds a tag of escaped markup -- Qt's rich text
+ * (`<html><head/><body><p><span style=...>`), HTML in a string: '<', an
+ * optional '/', a letter, then a '>' before the next '<'. A model would
+ * translate its element and attribute names as words. */
+static int escaped_markup(const char *t)
+{
+    for (const char *p = strchr(t, '<'); p; p = strchr(p + 1, '<')) {
+        const char *q = p + 1 + (p[1] == '/');
+        if (!((*q >= 'a' && *q <= 'z') || (*q >= 'A' && *q <= 'Z')))
+            continue;
+        const char *gt = strchr(q, '>'), *lt = strchr(q, '<');
+        if (gt && (!lt || gt < lt))
+            return 1;
+    }
+    return 0;
+}
+
 static int add_unit(srv_catalog *c, xmlNodePtr owner, int overwrite)
 {
     xmlNodePtr src = child(owner, "source");
@@ -101,7 +118,8 @@ static int add_unit(srv_catalog *c, xmlNodePtr owner, int overwrite)
             return 0;
     }
     char *t = plain_text(src);
-    if (!t) { /* inline markup in the source: left for a person */
+    if (!t || escaped_markup(t)) { /* markup in the source: left for a person */
+        free(t);
         c->kept++;
         return 0;
     }
