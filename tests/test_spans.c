@@ -5,7 +5,9 @@
  *   - a bold word follows its aligned word, wherever the order puts it;
  *     a word linked both ways wins over one linked one way;
  *   - a span whose source is one run stays one run in the target, the
- *     spaces inside it with it, the spaces around it plain;
+ *     spaces inside it with it, the spaces around it plain; never more
+ *     runs of a style in the target than in the source (no duplicated
+ *     link); the text's leading and trailing spaces plain;
  *   - a style no target word took goes the other way (its source word's
  *     strongest target word); one that finds nothing, or whose word a
  *     later style takes by a stronger link, is counted lost;
@@ -154,10 +156,25 @@ START_TEST(test_runs)
     /* "den" attends to nothing in particular: the run is closed over it */
     const int link[] = {0, 1, 1, 5, 2, -1, 4, 3};
     map1(src, in, 3, tgt, link, "[0:Bitte klicken Sie jetzt ][2:auf den Knopf Öffnen]", 0);
-    /* a run too spread out is not closed: "Bitte ... z" stays plain */
+    /* a run too spread out is not closed: "Bitte ... z" stays plain; and
+     * the one link of the source is one link of the target, never two:
+     * "den" and "Öffnen" both linked both ways, one word each, the first
+     * kept (a texinfo line got a duplicate link so) */
     const char *tgt3 = "den Bitte klicken Sie jetzt x y z Öffnen";
     const int link3[] = {2, 0, 1, 1, 5, 0, 0, 0, 3};
-    map1(src, in, 3, tgt3, link3, "[2:den][0: Bitte klicken Sie jetzt x y z ][2:Öffnen]", 0);
+    map1(src, in, 3, tgt3, link3, "[2:den][0: Bitte klicken Sie jetzt x y z Öffnen]", 0);
+    /* two runs of a style in the source ("click", "Open") may be two in
+     * the target */
+    const srv_span in4[] = {{0, 7, 0, 0}, {7, 12, 2, 0}, {12, 17, 0, 0}, {17, 21, 2, 0},
+                            {21, 32, 0, 0}};
+    map1(src, in4, 5, tgt3, link3, "[0:den Bitte ][2:klicken][0: Sie jetzt x y z ][2:Öffnen]", 0);
+    /* the spaces before the first word and after the last are plain: a
+     * styled last word does not take them (a Markdown link around a space,
+     * "[ ](CHANGELOG.md)", came so) */
+    const char *src5 = "Open file";
+    const srv_span in5[] = {{0, 5, 0, 0}, {5, 9, 1, 0}};
+    const int link5[] = {0, 1};
+    map1(src5, in5, 2, "Öffnen Datei ", link5, "[0:Öffnen ][1:Datei][0: ]", 0);
     /* the whole paragraph in one style */
     const srv_span all[] = {{0, 32, 5, 0}};
     map1(src, all, 1, tgt, link, "[5:Bitte klicken Sie jetzt auf den Knopf Öffnen]", 0);

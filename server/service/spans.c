@@ -291,6 +291,41 @@ static int target_styles(const srv_span *in, int n_in, int base, const int *s_st
                 if (t_style[i] == base)
                     t_style[i] = st;
     }
+    /* never more runs of a style in the target than in the source (one
+     * link, one bold word is one element: a second run of it would be an
+     * element the source does not have); the runs past that are given back
+     * to the base style, the weakest first (fewest words linked both ways,
+     * then fewest words, then the later) */
+    for (int k = 0; k < n_in; k++) {
+        int st = in[k].style, seen = 0;
+        for (int j = 0; j < k; j++)
+            seen |= !in[j].obj && in[j].style == st;
+        if (in[k].obj || st == base || seen)
+            continue;
+        int src_runs = 0;
+        for (int i = 0; i < nsw; i++)
+            src_runs += s_style[i] == st && (i == 0 || s_style[i - 1] != st);
+        for (;;) {
+            int runs = 0, weak = -1, weak_both = 0, weak_n = 0;
+            for (int i = 0; i < ntw; i++) {
+                if (t_style[i] != st || (i > 0 && t_style[i - 1] == st))
+                    continue;
+                int both = 0, n = 0;
+                for (int j = i; j < ntw && t_style[j] == st; j++, n++)
+                    both += t_best[j] >= 0 && s_best[t_best[j]] == j;
+                runs++;
+                if (weak < 0 || both < weak_both || (both == weak_both && n <= weak_n)) {
+                    weak = i;
+                    weak_both = both;
+                    weak_n = n;
+                }
+            }
+            if (runs <= src_runs || weak < 0)
+                break;
+            for (int j = weak; j < ntw && t_style[j] == st; j++)
+                t_style[j] = base;
+        }
+    }
     /* lost: a style of source words that no target word has now (a later
      * style's stronger link may have taken its only word) */
     for (int k = 0; k < n_in; k++) {
@@ -384,9 +419,10 @@ int srv_spans_map(const char *src, size_t src_n, const srv_span *in, int n_in, c
     for (int i = 0; i <= ntw; i++) {
         /* the gap before word i (the tail after the last), then word i */
         size_t ga = i ? tw[i - 1].b : 0, gb = i < ntw ? tw[i].a : tgt_n;
-        int gs = !ntw              ? base
-                 : i == 0          ? t_style[0]
-                 : i == ntw        ? t_style[ntw - 1]
+        /* the spaces before the first word and after the last are the
+         * base style's (a styled space there would be an element of its
+         * own: a link around nothing) */
+        int gs = !ntw || i == 0 || i == ntw    ? base
                  : t_style[i - 1] == t_style[i] ? t_style[i]
                                                 : base;
         for (int pass = 0; pass < 2; pass++) {

@@ -25,9 +25,12 @@
  *   their first piece, a later one taking a word an earlier one took only
  *   by a weaker link (both ways beats one way beats the other way); a
  *   style that has no target word in the end is lost (counted: "file
- *   manager" in two styles becomes one German word in one of them);
- * - the spaces between two words of one style have that style, others the
- *   base style; a styled word's edge punctuation (a comma or full stop
+ *   manager" in two styles becomes one German word in one of them); a
+ *   style never has more runs in the target than in the source: the
+ *   weakest (fewest words linked both ways, then fewest words, then the
+ *   later) go back to the base style;
+ * - the spaces between two words of one style have that style, others (and
+ *   the spaces before the first word and after the last) the base style; a styled word's edge punctuation (a comma or full stop
  *   after it, a bracket or quote around it) takes the base style unless
  *   the style's source text ends in punctuation itself;
  * - an object goes before the target word that weighs most with the
