@@ -30,6 +30,7 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -70,6 +71,10 @@ typedef struct http_conn {
                           (sent and acknowledged: the kernel's send queue empty), even
                           after MHD handed all of it to the kernel; 0: none */
     int cut;           /* the watchdog shut it down */
+    int own_fd;        /* MHD closed its descriptor with the answer still in the kernel's
+                          send queue: fd is our duplicate, which the watchdog closes (with
+                          a reset past answer_by), so that closing cannot leave the rest
+                          trickling out to a slow reader unbounded */
 } http_conn;
 
 struct srv_http {
@@ -831,7 +836,26 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
         http_conn *hc = *socket_context;
         if (!hc)
             return;
+        *socket_context = NULL;
         pthread_mutex_lock(&h->conns_mu);
+        /* MHD closes after an answer it handed to the kernel (its idle
+         * timeout, Connection: close): a close would let the kernel send
+         * the rest for as long as the client takes. The socket is kept
+         * through a duplicate until the answer is taken or its deadline
+         * passes (the watchdog). */
+        int unsent = 0;
+        if (!hc->cut && !h->stopping && hc->fd >= 0 && hc->answer_by > srv_now() &&
+            ioctl(hc->fd, SIOCOUTQ, &unsent) == 0 && unsent > 0) {
+            int d = fcntl(hc->fd, F_DUPFD_CLOEXEC, 0);
+            if (d >= 0) {
+                hc->fd = d;
+                hc->own_fd = 1;
+                hc->deadline = 0;
+                hc->phase = "response";
+                pthread_mutex_unlock(&h->conns_mu);
+                return;
+            }
+        }
         if (hc->prev)
             hc->prev->next = hc->next;
         else
@@ -840,8 +864,21 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
             hc->next->prev = hc->prev;
         pthread_mutex_unlock(&h->conns_mu);
         free(hc);
-        *socket_context = NULL;
     }
+}
+
+/* Under conns_mu: unlinks hc and frees it (closing our duplicate). */
+static void conn_drop(srv_http *h, http_conn *hc)
+{
+    if (hc->prev)
+        hc->prev->next = hc->next;
+    else
+        h->conns = hc->next;
+    if (hc->next)
+        hc->next->prev = hc->prev;
+    if (hc->own_fd)
+        close(hc->fd);
+    free(hc);
 }
 
 static void *watchdog_main(void *arg)
@@ -858,24 +895,31 @@ static void *watchdog_main(void *arg)
         }
         pthread_cond_timedwait(&h->stop_cv, &h->conns_mu, &ts);
         double now = srv_now();
-        for (http_conn *hc = h->conns; hc && !h->stopping; hc = hc->next) {
+        for (http_conn *hc = h->conns, *next; hc && !h->stopping; hc = next) {
+            next = hc->next;
             if (hc->cut || hc->fd < 0)
                 continue;
             const char *why = hc->deadline > 0 && now > hc->deadline ? hc->phase : NULL;
+            int unsent = 0;
+            int queued = hc->answer_by > 0 && ioctl(hc->fd, SIOCOUTQ, &unsent) == 0 && unsent > 0;
             if (!why && hc->answer_by > 0 && now > hc->answer_by) {
-                int unsent = 0;
-                if (ioctl(hc->fd, SIOCOUTQ, &unsent) == 0 && unsent > 0)
+                if (queued)
                     why = "response";
                 else
                     hc->answer_by = 0; /* taken */
             }
-            if (!why)
+            if (!why) {
+                if (hc->own_fd && !queued) /* MHD closed it and it is all taken */
+                    conn_drop(h, hc);
                 continue;
+            }
             hc->cut = 1;
             struct linger lg = {.l_onoff = 1, .l_linger = 0};
             (void)setsockopt(hc->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
             shutdown(hc->fd, SHUT_RDWR);
             fprintf(stderr, "transformerd: a connection took too long in its %s; closed\n", why);
+            if (hc->own_fd) /* ours alone: the close resets it */
+                conn_drop(h, hc);
         }
     }
     pthread_mutex_unlock(&h->conns_mu);
@@ -990,6 +1034,9 @@ void srv_http_stop(srv_http *h)
         pthread_mutex_unlock(&h->conns_mu);
         pthread_join(h->watchdog, NULL);
     }
+    /* what remains is ours: answers MHD closed still in the kernel */
+    while (h->conns)
+        conn_drop(h, h->conns);
     pthread_cond_destroy(&h->stop_cv);
     pthread_mutex_destroy(&h->conns_mu);
     if (h->quiesced_fd >= 0)
