@@ -23,12 +23,7 @@ typedef struct wf_st {
  * than reported as no weights. */
 static int st_probe(const char *dir, char *path, size_t n, uint64_t *bytes)
 {
-    struct stat sb;
-    snprintf(path, n, "%s/%s", dir, WF_ST_FILE);
-    if (stat(path, &sb) != 0)
-        return 0;
-    *bytes = S_ISREG(sb.st_mode) ? (uint64_t)sb.st_size : 0;
-    return 1;
+    return td_wformat_file_probe(dir, WF_ST_FILE, path, n, bytes);
 }
 
 static int st_open(td_wsrc *s, const char *dir, char *err, size_t errlen)

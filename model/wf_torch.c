@@ -657,12 +657,7 @@ done:
 
 static int tw_probe(const char *dir, char *path, size_t n, uint64_t *bytes)
 {
-    struct stat sb;
-    snprintf(path, n, "%s/%s", dir, TW_FILE);
-    if (stat(path, &sb) != 0)
-        return 0;
-    *bytes = S_ISREG(sb.st_mode) ? (uint64_t)sb.st_size : 0;
-    return 1;
+    return td_wformat_file_probe(dir, TW_FILE, path, n, bytes);
 }
 
 static void tw_free(wf_torch *w)

@@ -72,6 +72,12 @@ struct td_wformat {
     const void *(*raw)(const td_wsrc *s, const td_wt *t);
 };
 
+/* A probe for a format of one weight file: 1 when dir/file exists, whatever
+ * it is (open then refuses a FIFO or a directory by name), its path and
+ * size (0 when not a regular file); else 0. */
+int td_wformat_file_probe(const char *dir, const char *file, char *path, size_t n,
+                          uint64_t *bytes);
+
 /* The registered formats, in preference order; *n is their count. */
 const td_wformat *const *td_wformats(int *n);
 
