@@ -6,7 +6,6 @@
 
 #include <stdio.h>
 #include <string.h>
-#include <sys/stat.h>
 
 extern const td_wformat td_wformat_safetensors; /* wf_safetensors.c */
 extern const td_wformat td_wformat_torch;       /* wf_torch.c */
@@ -17,17 +16,6 @@ static const td_wformat *const k_formats[] = {
     &td_wformat_safetensors,
     &td_wformat_torch, /* pytorch_model.bin: read when no model.safetensors is there */
 };
-
-int td_wformat_file_probe(const char *dir, const char *file, char *path, size_t n,
-                          uint64_t *bytes)
-{
-    struct stat sb;
-    snprintf(path, n, "%s/%s", dir, file);
-    if (stat(path, &sb) != 0)
-        return 0;
-    *bytes = S_ISREG(sb.st_mode) ? (uint64_t)sb.st_size : 0;
-    return 1;
-}
 
 const td_wformat *const *td_wformats(int *n)
 {
