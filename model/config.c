@@ -17,6 +17,7 @@
  * Integers must be JSON integers: 512.0 is rejected with "must be an integer".
  * Unknown keys are ignored, as transformers ignores them.
  */
+#include "arch.h"
 #include "config.h"
 #include "spm.h"
 
@@ -308,11 +309,23 @@ static int parse_architecture(const cfg_ctx *cx, const json_t *obj, td_config *c
     const char *mt = NULL;
     if (get_string_opt(cx, obj, "model_type", &mt) != 0)
         return -1;
-    /* Any model_type is accepted: the keys decide the computation. */
-    snprintf(c->model_type, sizeof c->model_type, "%s", mt ? mt : "marian");
+    /* The architecture table (arch.h) decides what a model_type means. */
+    const td_arch *arch = td_arch_find(mt ? mt : "marian");
+    if (!arch) {
+        char known[256];
+        return cfg_fail(cx, "model_type", "unknown architecture '%s' (known: %s)", mt,
+                        td_arch_known(known, sizeof known));
+    }
+    snprintf(c->model_type, sizeof c->model_type, "%s", arch->model_type);
 
     c->relative_attention_values = 0; /* set by the weight loader */
-    return parse_posenc(cx, obj, c);
+    if (parse_posenc(cx, obj, c) != 0)
+        return -1;
+    if (arch->pre_norm != TD_SWITCH_CONFIG)
+        c->normalize_before = arch->pre_norm;
+    if (arch->position_encoding != TD_SWITCH_CONFIG)
+        c->position_encoding = (td_posenc)arch->position_encoding;
+    return 0;
 }
 
 /* ---- token ids ----------------------------------------------------------- */

@@ -1,7 +1,7 @@
 /*
  * weights.c - binds a checkpoint's tensors (read through the weight-format
  * seam, wformat.h: model.safetensors, ...) to the model's weight structs by
- * transformers' state-dict names, checks every shape against the config,
+ * role, named by the model's architecture (arch.h), checks every shape against the config,
  * rejects non-finite values and uploads through the backend. Messages name
  * the weight file ("model.safetensors: tensor '...': ...").
  */
@@ -11,12 +11,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "arch.h"
 #include "model_internal.h"
 #include "safetensors.h" /* td_dtype_size */
 #include "wformat.h"
 
 typedef struct loader {
     td_model *m;
+    const td_arch *arch; /* the names of the tensors by role */
     td_wsrc src;         /* the checkpoint's tensors */
     float *buf;          /* host conversion buffer */
     size_t buf_cap;      /* floats */
@@ -75,26 +77,27 @@ static void shape_str(char *out, size_t n, const td_wt *t)
         snprintf(out + off, n - off, "]");
 }
 
-/* Checks that tensor t has `rows x cols` elements in one of the accepted
- * shapes: (rows, cols); for rows == 1 also (cols). Converts it to float32 in
- * L->buf and rejects non-finite values. */
-static int fetch_f32(loader *L, const td_wt *t, int64_t rows, int64_t cols)
+/* Checks that tensor t holds `parts` stacked blocks of `rows x cols`
+ * elements in one of the accepted shapes: (parts*rows, cols); for rows == 1
+ * also (parts*cols). Converts it to float32 in L->buf, rejects non-finite
+ * values and moves block `part` to the front of L->buf. */
+static int fetch_f32(loader *L, const td_wt *t, int64_t rows, int64_t cols, int part, int parts)
 {
     int ok = 0;
-    if (t->rank == 2 && t->shape[0] == rows && t->shape[1] == cols)
+    if (t->rank == 2 && t->shape[0] == rows * parts && t->shape[1] == cols)
         ok = 1;
-    if (rows == 1 && t->rank == 1 && t->shape[0] == cols)
+    if (rows == 1 && t->rank == 1 && t->shape[0] == cols * parts)
         ok = 1;
     if (!ok) {
         char got[128];
         shape_str(got, sizeof got, t);
         if (rows == 1)
             return fail(L, "%s: tensor '%s': shape %s does not match the config: expected [%lld]",
-                        L->src.file, t->name, got, (long long)cols);
+                        L->src.file, t->name, got, (long long)(cols * parts));
         return fail(L, "%s: tensor '%s': shape %s does not match the config: expected [%lld, %lld]",
-                    L->src.file, t->name, got, (long long)rows, (long long)cols);
+                    L->src.file, t->name, got, (long long)(rows * parts), (long long)cols);
     }
-    size_t n = (size_t)(rows * cols);
+    size_t n = (size_t)(rows * cols) * (size_t)parts;
     if (n > L->buf_cap) {
         float *b = realloc(L->buf, n * sizeof(float));
         if (!b)
@@ -111,43 +114,50 @@ static int fetch_f32(loader *L, const td_wt *t, int64_t rows, int64_t cols)
             return fail(L, "%s: tensor '%s': non-finite value %g at flat index %zu",
                         L->src.file, t->name, (double)L->buf[i], i);
     }
+    if (part > 0)
+        memmove(L->buf, L->buf + (size_t)part * (size_t)(rows * cols),
+                (size_t)(rows * cols) * sizeof(float));
     return 0;
 }
 
-/* Binds the tensor `name` (rows x cols) to *w. A tensor already uploaded
- * under the same name (tied weights) is shared, not uploaded twice.
- * Missing + required is an error; missing + optional returns 1. */
-static int bind_scaled(loader *L, td_weight *w, const char *name, int64_t rows,
-                       int64_t cols, int required, float scale)
+/* The owned-weight key of a candidate: its name, its part, its scale. */
+static void tref_key(char *key, size_t n, const td_tref *t, float scale)
+{
+    size_t off = (size_t)snprintf(key, n, "%s", t->name);
+    if (t->parts > 1 && off < n)
+        off += (size_t)snprintf(key + off, n - off, "#%d/%d", t->part, t->parts);
+    if (scale != 1.0f && off < n)
+        snprintf(key + off, n - off, "*%.9g", (double)scale);
+}
+
+/* Binds one candidate (rows x cols) to *w. A tensor already uploaded under
+ * the same key (tied weights) is shared, not uploaded twice. Returns 0, 1
+ * when the tensor is absent, -1 on error. */
+static int bind_tref(loader *L, td_weight *w, const td_tref *t, int64_t rows, int64_t cols,
+                     float scale)
 {
     char key[320];
-    if (scale != 1.0f)
-        snprintf(key, sizeof key, "%s*%.9g", name, (double)scale);
-    else
-        snprintf(key, sizeof key, "%s", name);
+    tref_key(key, sizeof key, t, scale);
     const td_owned_w *o = find_owned(L->m, key);
     if (o) {
         if (o->w.rows != rows || o->w.cols != cols)
             return fail(L, "%s: tensor '%s': used as [%lld, %lld] and [%lld, %lld]",
-                        L->src.file, name, (long long)o->w.rows, (long long)o->w.cols,
+                        L->src.file, t->name, (long long)o->w.rows, (long long)o->w.cols,
                         (long long)rows, (long long)cols);
         *w = o->w;
         return 0;
     }
-    const td_wt *t = L->src.fmt->find(&L->src, name);
-    if (!t) {
-        if (required)
-            return fail(L, "%s: missing tensor '%s'", L->src.file, name);
+    const td_wt *wt = L->src.fmt->find(&L->src, t->name);
+    if (!wt)
         return 1;
-    }
-    if (fetch_f32(L, t, rows, cols) != 0)
+    if (fetch_f32(L, wt, rows, cols, t->part, t->parts) != 0)
         return -1;
     td_backend *be = L->m->be;
     char berr[256];
     /* the backend applies scale (folded in float32, or at use for half) */
-    if (be->ops->weight_upload(be, w, L->buf, rows, cols, t->dtype, scale, berr,
+    if (be->ops->weight_upload(be, w, L->buf, rows, cols, wt->dtype, scale, berr,
                                sizeof berr) != 0)
-        return fail(L, "%s: tensor '%s': upload failed: %s", L->src.file, name, berr);
+        return fail(L, "%s: tensor '%s': upload failed: %s", L->src.file, t->name, berr);
     L->m->weight_bytes += (size_t)(rows * cols) * td_dtype_size(w->dtype);
     if (rows > 1 && !be->keep_float)
         L->m->matrix_dtype = w->dtype;
@@ -158,140 +168,157 @@ static int bind_scaled(loader *L, td_weight *w, const char *name, int64_t rows,
     return 0;
 }
 
-static int bind(loader *L, td_weight *w, const char *name, int64_t rows, int64_t cols)
+/* The architecture's candidates of a role; 0 when it has none. */
+static int role_names(loader *L, td_role r, int dec, int layer, td_tref c[TD_ARCH_CANDIDATES])
 {
-    return bind_scaled(L, w, name, rows, cols, 1, 1.0f);
+    return L->arch->names(&L->m->cfg, r, dec, layer, c);
+}
+
+/* "the candidates a, b" for a missing role's message. */
+static void list_names(char *list, size_t size, const td_tref *c, int n)
+{
+    size_t off = 0;
+    list[0] = 0;
+    for (int i = 0; i < n && off < size; i++)
+        off += (size_t)snprintf(list + off, size - off, "%s'%s'", off ? ", " : "", c[i].name);
+}
+
+/* Binds role r (rows x cols): the first present candidate wins; a present
+ * one with the wrong shape is an error, not a reason to fall through (it
+ * means a broken checkpoint). Missing + required is an error naming the
+ * candidates (and `what` when there are several); missing + optional
+ * returns 1. */
+static int bind_role(loader *L, td_weight *w, td_role r, int dec, int layer, int64_t rows,
+                     int64_t cols, int required, float scale, const char *what)
+{
+    td_tref c[TD_ARCH_CANDIDATES];
+    int n = role_names(L, r, dec, layer, c);
+    for (int i = 0; i < n; i++) {
+        int rc = bind_tref(L, w, &c[i], rows, cols, scale);
+        if (rc <= 0)
+            return rc;
+    }
+    if (!required)
+        return 1;
+    if (n == 0)
+        return fail(L, "%s: architecture '%s' has no tensor for %s", L->src.file,
+                    L->arch->model_type, what ? what : td_role_name(r));
+    if (n == 1 && !what)
+        return fail(L, "%s: missing tensor '%s'", L->src.file, c[0].name);
+    char list[512];
+    list_names(list, sizeof list, c, n);
+    return fail(L, "%s: missing tensor for %s (looked for %s)", L->src.file,
+                what ? what : td_role_name(r), list);
+}
+
+static int bind(loader *L, td_weight *w, td_role r, int dec, int layer, int64_t rows,
+                int64_t cols)
+{
+    return bind_role(L, w, r, dec, layer, rows, cols, 1, 1.0f, NULL);
 }
 
 /* Uploads a float32 table (position tables, relative embeddings) that ops
  * take as raw device pointers rather than td_weight. */
-static int bind_raw(loader *L, float **out, const char *name, int64_t rows,
+static int bind_raw(loader *L, float **out, td_role r, int dec, int layer, int64_t rows,
                     int64_t cols, int required)
 {
-    const td_wt *t = L->src.fmt->find(&L->src, name);
+    td_tref c[TD_ARCH_CANDIDATES];
+    int n = role_names(L, r, dec, layer, c);
+    const td_wt *t = NULL;
+    int i = 0;
+    for (; i < n && !t; i++)
+        t = L->src.fmt->find(&L->src, c[i].name);
     if (!t) {
+        if (required && n > 0)
+            return fail(L, "%s: missing tensor '%s'", L->src.file, c[0].name);
         if (required)
-            return fail(L, "%s: missing tensor '%s'", L->src.file, name);
+            return fail(L, "%s: architecture '%s' has no tensor for %s", L->src.file,
+                        L->arch->model_type, td_role_name(r));
         return 1;
     }
-    if (fetch_f32(L, t, rows, cols) != 0)
+    if (fetch_f32(L, t, rows, cols, c[i - 1].part, c[i - 1].parts) != 0)
         return -1;
     size_t bytes = (size_t)(rows * cols) * sizeof(float);
     float *dev = L->m->be->ops->alloc(L->m->be, bytes);
     if (!dev)
         return fail(L, "%s: tensor '%s': cannot allocate %zu bytes on the device",
-                    L->src.file, name, bytes);
+                    L->src.file, t->name, bytes);
     L->m->be->ops->upload(L->m->be, dev, L->buf, bytes);
     L->m->weight_bytes += bytes;
     *out = dev;
     return 0;
 }
 
-static int bind_attn(loader *L, td_attn_w *a, const char *prefix, int heads,
+/* The roles of one attention block, from its Q weight role on (arch.h
+ * lists each block's roles in the same order). */
+enum { A_Q_W, A_Q_B, A_K_W, A_K_B, A_V_W, A_V_B, A_O_W, A_O_B };
+
+static int bind_attn(loader *L, td_attn_w *a, td_role first, int dec, int layer, int heads,
                      int relative)
 {
     const td_config *c = &L->m->cfg;
     int64_t d = c->d_model;
     int head_dim = c->d_model / heads;
     float scaling = 1.0f / sqrtf((float)head_dim);
-    char n[256];
-#define NAME(suffix) (snprintf(n, sizeof n, "%s.%s", prefix, suffix), n)
-    if (bind_scaled(L, &a->q, NAME("q_proj.weight"), d, d, 1, scaling) ||
-        bind_scaled(L, &a->q_b, NAME("q_proj.bias"), 1, d, 1, scaling) ||
-        bind(L, &a->k, NAME("k_proj.weight"), d, d) ||
-        bind(L, &a->k_b, NAME("k_proj.bias"), 1, d) ||
-        bind(L, &a->v, NAME("v_proj.weight"), d, d) ||
-        bind(L, &a->v_b, NAME("v_proj.bias"), 1, d) ||
-        bind(L, &a->o, NAME("out_proj.weight"), d, d) ||
-        bind(L, &a->o_b, NAME("out_proj.bias"), 1, d))
+#define R(k) ((td_role)(first + (k)))
+    if (bind_role(L, &a->q, R(A_Q_W), dec, layer, d, d, 1, scaling, NULL) ||
+        bind_role(L, &a->q_b, R(A_Q_B), dec, layer, 1, d, 1, scaling, NULL) ||
+        bind(L, &a->k, R(A_K_W), dec, layer, d, d) ||
+        bind(L, &a->k_b, R(A_K_B), dec, layer, 1, d) ||
+        bind(L, &a->v, R(A_V_W), dec, layer, d, d) ||
+        bind(L, &a->v_b, R(A_V_B), dec, layer, 1, d) ||
+        bind(L, &a->o, R(A_O_W), dec, layer, d, d) ||
+        bind(L, &a->o_b, R(A_O_B), dec, layer, 1, d))
         return -1;
+#undef R
     if (relative) {
         int64_t span = 2 * (int64_t)c->relative_attention_max_distance + 1;
-        if (bind_raw(L, &a->rel_k, NAME("relative_key.weight"), span, head_dim, 1) != 0)
+        if (bind_raw(L, &a->rel_k, TD_R_SA_REL_K, dec, layer, span, head_dim, 1) != 0)
             return -1;
-        int rc = bind_raw(L, &a->rel_v, NAME("relative_value.weight"), span, head_dim, 0);
+        int rc = bind_raw(L, &a->rel_v, TD_R_SA_REL_V, dec, layer, span, head_dim, 0);
         if (rc < 0)
             return -1;
         int has_v = rc == 0;
-        if (has_v != L->m->cfg.relative_attention_values)
+        if (has_v != L->m->cfg.relative_attention_values) {
+            td_tref n[TD_ARCH_CANDIDATES];
+            int k = role_names(L, TD_R_SA_REL_V, dec, layer, n);
             return fail(L, "%s: tensor '%s': relative_value weights must be present in every self-attention layer or in none",
-                        L->src.file, NAME("relative_value.weight"));
+                        L->src.file, k ? n[0].name : "relative_value");
+        }
     }
-#undef NAME
     return 0;
 }
 
-static int bind_ln(loader *L, td_ln_w *ln, const char *prefix)
+static int bind_ln(loader *L, td_ln_w *ln, td_role g, int dec, int layer)
 {
-    char n[320]; /* prefixes are at most 255 bytes */
     int64_t d = L->m->cfg.d_model;
-    snprintf(n, sizeof n, "%s.weight", prefix);
-    if (bind(L, &ln->g, n, 1, d))
+    if (bind(L, &ln->g, g, dec, layer, 1, d))
         return -1;
-    snprintf(n, sizeof n, "%s.bias", prefix);
-    return bind(L, &ln->b, n, 1, d) ? -1 : 0;
+    return bind(L, &ln->b, (td_role)(g + 1), dec, layer, 1, d) ? -1 : 0;
 }
 
-static int bind_layer(loader *L, td_layer_w *lw, const char *side, int i, int is_dec)
+static int bind_layer(loader *L, td_layer_w *lw, int i, int is_dec)
 {
     const td_config *c = &L->m->cfg;
     int heads = is_dec ? c->decoder_attention_heads : c->encoder_attention_heads;
     int64_t ffn = is_dec ? c->decoder_ffn_dim : c->encoder_ffn_dim;
     int64_t d = c->d_model;
     int rel = c->position_encoding == TD_POS_RELATIVE;
-    char p[192], n[256];
-    snprintf(p, sizeof p, "model.%s.layers.%d", side, i);
 
-    snprintf(n, sizeof n, "%s.self_attn", p);
-    if (bind_attn(L, &lw->self_attn, n, heads, rel))
-        return -1;
-    snprintf(n, sizeof n, "%s.self_attn_layer_norm", p);
-    if (bind_ln(L, &lw->self_attn_ln, n))
+    if (bind_attn(L, &lw->self_attn, TD_R_SA_Q_W, is_dec, i, heads, rel) ||
+        bind_ln(L, &lw->self_attn_ln, TD_R_SA_LN_W, is_dec, i))
         return -1;
     if (is_dec) {
-        snprintf(n, sizeof n, "%s.encoder_attn", p);
-        if (bind_attn(L, &lw->cross_attn, n, heads, 0))
-            return -1;
-        snprintf(n, sizeof n, "%s.encoder_attn_layer_norm", p);
-        if (bind_ln(L, &lw->cross_attn_ln, n))
+        if (bind_attn(L, &lw->cross_attn, TD_R_CA_Q_W, is_dec, i, heads, 0) ||
+            bind_ln(L, &lw->cross_attn_ln, TD_R_CA_LN_W, is_dec, i))
             return -1;
     }
-    snprintf(n, sizeof n, "%s.fc1.weight", p);
-    if (bind(L, &lw->fc1, n, ffn, d))
+    if (bind(L, &lw->fc1, TD_R_FC1_W, is_dec, i, ffn, d) ||
+        bind(L, &lw->fc1_b, TD_R_FC1_B, is_dec, i, 1, ffn) ||
+        bind(L, &lw->fc2, TD_R_FC2_W, is_dec, i, d, ffn) ||
+        bind(L, &lw->fc2_b, TD_R_FC2_B, is_dec, i, 1, d))
         return -1;
-    snprintf(n, sizeof n, "%s.fc1.bias", p);
-    if (bind(L, &lw->fc1_b, n, 1, ffn))
-        return -1;
-    snprintf(n, sizeof n, "%s.fc2.weight", p);
-    if (bind(L, &lw->fc2, n, d, ffn))
-        return -1;
-    snprintf(n, sizeof n, "%s.fc2.bias", p);
-    if (bind(L, &lw->fc2_b, n, 1, d))
-        return -1;
-    snprintf(n, sizeof n, "%s.final_layer_norm", p);
-    return bind_ln(L, &lw->final_ln, n);
-}
-
-/* The first present name wins; a present name with the wrong shape is an
- * error, not a reason to fall through (it means a broken checkpoint). */
-static int bind_first(loader *L, td_weight *w, const char *const *names, int n_names,
-                      int64_t rows, int64_t cols, const char *what)
-{
-    for (int i = 0; i < n_names; i++) {
-        if (!names[i])
-            continue;
-        int rc = bind_scaled(L, w, names[i], rows, cols, 0, 1.0f);
-        if (rc <= 0)
-            return rc;
-    }
-    char list[512];
-    size_t off = 0;
-    list[0] = 0;
-    for (int i = 0; i < n_names; i++)
-        if (names[i] && off < sizeof list)
-            off += (size_t)snprintf(list + off, sizeof list - off, "%s'%s'",
-                                    off ? ", " : "", names[i]);
-    return fail(L, "%s: missing tensor for %s (looked for %s)", L->src.file, what, list);
+    return bind_ln(L, &lw->final_ln, TD_R_FFN_LN_W, is_dec, i);
 }
 
 static int bind_embeddings(loader *L)
@@ -299,25 +326,18 @@ static int bind_embeddings(loader *L)
     td_model *m = L->m;
     const td_config *c = &m->cfg;
     int64_t d = c->d_model;
-    int shared_ok = c->share_encoder_decoder_embeddings;
 
-    const char *enc[] = {"model.encoder.embed_tokens.weight", "model.shared.weight"};
-    if (bind_first(L, &m->enc_embed, enc, 2, c->vocab_size, d, "the encoder embeddings"))
+    if (bind_role(L, &m->enc_embed, TD_R_ENC_EMBED, 0, 0, c->vocab_size, d, 1, 1.0f,
+                  "the encoder embeddings") ||
+        bind_role(L, &m->dec_embed, TD_R_DEC_EMBED, 1, 0, c->decoder_vocab_size, d, 1, 1.0f,
+                  "the decoder embeddings") ||
+        bind_role(L, &m->lm_head, TD_R_LM_HEAD, 1, 0, c->decoder_vocab_size, d, 1, 1.0f,
+                  c->tie_word_embeddings
+                      ? "the output projection"
+                      : "the output projection (tie_word_embeddings is false)"))
         return -1;
-    const char *dec[] = {"model.decoder.embed_tokens.weight",
-                         shared_ok ? "model.shared.weight" : NULL};
-    if (bind_first(L, &m->dec_embed, dec, 2, c->decoder_vocab_size, d, "the decoder embeddings"))
-        return -1;
-    /* lm_head.weight, then (tied) model.shared.weight, then
-     * model.decoder.embed_tokens.weight. */
-    const char *head[] = {"lm_head.weight",
-                          (c->tie_word_embeddings && shared_ok) ? "model.shared.weight" : NULL,
-                          c->tie_word_embeddings ? "model.decoder.embed_tokens.weight" : NULL};
-    if (bind_first(L, &m->lm_head, head, 3, c->decoder_vocab_size, d,
-                   c->tie_word_embeddings ? "the output projection"
-                                          : "the output projection (tie_word_embeddings is false)"))
-        return -1;
-    int rc = bind_scaled(L, &m->lm_bias, "final_logits_bias", 1, c->decoder_vocab_size, 0, 1.0f);
+    int rc = bind_role(L, &m->lm_bias, TD_R_LM_BIAS, 1, 0, 1, c->decoder_vocab_size, 0, 1.0f,
+                       NULL);
     if (rc < 0)
         return -1;
     if (rc == 1) {
@@ -348,6 +368,12 @@ int td_weights_load(td_model *m, char *err, size_t errlen)
     L.errlen = errlen;
     td_config *c = &m->cfg;
 
+    L.arch = td_arch_find(c->model_type);
+    if (!L.arch) {
+        snprintf(err, errlen, "config.json: key 'model_type': unknown architecture '%s'",
+                 c->model_type);
+        return -1;
+    }
     if (td_wsrc_open(&L.src, m->dir, err, errlen) != 0)
         return -1;
     const td_wt *first = L.src.fmt->count(&L.src) > 0 ? L.src.fmt->tensor(&L.src, 0) : NULL;
@@ -357,8 +383,9 @@ int td_weights_load(td_model *m, char *err, size_t errlen)
     if (c->position_encoding == TD_POS_RELATIVE) {
         /* relative_value is optional: its presence in the first encoder
          * layer decides, every other layer must agree. */
-        c->relative_attention_values =
-            L.src.fmt->find(&L.src, "model.encoder.layers.0.self_attn.relative_value.weight") != NULL;
+        td_tref rv[TD_ARCH_CANDIDATES];
+        int n = role_names(&L, TD_R_SA_REL_V, 0, 0, rv);
+        c->relative_attention_values = n > 0 && L.src.fmt->find(&L.src, rv[0].name) != NULL;
     }
     m->enc = calloc((size_t)c->encoder_layers, sizeof(td_layer_w));
     m->dec = calloc((size_t)c->decoder_layers, sizeof(td_layer_w));
@@ -374,21 +401,21 @@ int td_weights_load(td_model *m, char *err, size_t errlen)
     if (emb_rc)
         goto done;
     for (int i = 0; i < c->encoder_layers; i++)
-        if (bind_layer(&L, &m->enc[i], "encoder", i, 0))
+        if (bind_layer(&L, &m->enc[i], i, 0))
             goto done;
     for (int i = 0; i < c->decoder_layers; i++)
-        if (bind_layer(&L, &m->dec[i], "decoder", i, 1))
+        if (bind_layer(&L, &m->dec[i], i, 1))
             goto done;
     if (c->normalize_before) {
-        if (bind_ln(&L, &m->enc_final_ln, "model.encoder.layer_norm") ||
-            bind_ln(&L, &m->dec_final_ln, "model.decoder.layer_norm"))
+        if (bind_ln(&L, &m->enc_final_ln, TD_R_ENC_NORM_W, 0, 0) ||
+            bind_ln(&L, &m->dec_final_ln, TD_R_DEC_NORM_W, 1, 0))
             goto done;
     }
     if (c->position_encoding == TD_POS_LEARNED) {
-        if (bind_raw(&L, &m->enc_pos, "model.encoder.embed_positions.weight",
-                     c->max_position_embeddings, c->d_model, 1) ||
-            bind_raw(&L, &m->dec_pos, "model.decoder.embed_positions.weight",
-                     c->max_position_embeddings, c->d_model, 1))
+        if (bind_raw(&L, &m->enc_pos, TD_R_ENC_POS, 0, 0, c->max_position_embeddings,
+                     c->d_model, 1) ||
+            bind_raw(&L, &m->dec_pos, TD_R_DEC_POS, 1, 0, c->max_position_embeddings,
+                     c->d_model, 1))
             goto done;
     }
     rc = 0;
