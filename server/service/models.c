@@ -807,6 +807,14 @@ int srv_models_load_initial(srv_models *ms, const srv_model_spec *spec, char *er
     return -1;
 }
 
+/* The spec a loaded model was made from: what a reload loads again. */
+static void spec_of(srv_model_spec *spec, const srv_model *sm)
+{
+    snprintf(spec->name, sizeof spec->name, "%s", sm->name);
+    snprintf(spec->dir, sizeof spec->dir, "%s", sm->dir);
+    snprintf(spec->langs, sizeof spec->langs, "%s", sm->langs_given);
+}
+
 static void run_reload(srv_models *ms, srv_model_op *op, const char *name)
 {
     srv_model *old = srv_models_get(ms, name);
@@ -817,9 +825,7 @@ static void run_reload(srv_models *ms, srv_model_op *op, const char *name)
         return;
     }
     srv_model_spec spec;
-    snprintf(spec.name, sizeof spec.name, "%s", old->name);
-    snprintf(spec.dir, sizeof spec.dir, "%s", old->dir);
-    snprintf(spec.langs, sizeof spec.langs, "%s", old->langs_given);
+    spec_of(&spec, old);
     load_and_publish(ms, op, &spec, old);
     if (op->status != 200)
         fprintf(stderr, "transformerd: model %s: reload failed, the loaded one keeps serving: %s\n",
@@ -930,9 +936,7 @@ static void reload_changed(srv_models *ms, srv_model *sm)
     srv_model_op op;
     memset(&op, 0, sizeof op);
     op.kind = SRV_OP_RELOAD;
-    snprintf(op.spec.name, sizeof op.spec.name, "%s", sm->name);
-    snprintf(op.spec.dir, sizeof op.spec.dir, "%s", sm->dir);
-    snprintf(op.spec.langs, sizeof op.spec.langs, "%s", sm->langs_given);
+    spec_of(&op.spec, sm);
     load_and_publish(ms, &op, &op.spec, sm);
     if (op.status == 200)
         return;
