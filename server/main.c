@@ -23,6 +23,8 @@
  *   transformerd tokenize --model DIR [--target] [--pieces]
  *       prints each stdin line's model ids (or pieces), space-separated.
  *   transformerd serve ...      the HTTP daemon (server/serve.c)
+ *   transformerd models install FILE.argosmodel [--models-dir DIR]
+ *       unpacks an Argos Translate package, offline (cli_models.c).
  *   transformerd version | --version
  *       prints the version and the git commit it was built from.
  *
@@ -45,6 +47,7 @@
 
 #include "buildinfo.h"
 #include "cli_file.h"
+#include "cli_models.h"
 #include "po.h"
 #include "po_helper.h"
 #include "cli_translate.h"
@@ -72,6 +75,7 @@ static void usage(FILE *f)
             "       transformerd translate-file IN OUT [--format EXT] [--source L] [--target L] "
             "[--overwrite] [serve's options]\n"
             "       transformerd serve [--model DIR] ...\n"
+            "       transformerd models install FILE.argosmodel [--models-dir DIR]\n"
             "       transformerd version             (or --version)\n"
             "each command's options and defaults: transformerd COMMAND --help\n");
 }
@@ -482,6 +486,8 @@ int main(int argc, char **argv)
     }
     if (!strcmp(argv[1], "serve"))
         return srv_main(argc - 2, argv + 2);
+    if (!strcmp(argv[1], "models"))
+        return cli_models(argc - 2, argv + 2);
     fprintf(stderr, "transformerd: unknown command '%s'\n", argv[1]);
     usage(stderr);
     return 2;
