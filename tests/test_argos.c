@@ -220,6 +220,9 @@ START_TEST(install_refuses)
         {{meta, model, {PKG "/model/bomb", zeros, sizeof zeros, 0}}, 3, "expands"},
         {{meta, model, {PKG "/a\\b", "x", 0, 0}}, 3, "not a plain relative"},
         {{meta, model, {"." PKG "/x", "x", 0, 0}}, 3, "not a plain relative"},
+        /* refused while unpacking (a file where a directory must be): the
+         * half-written directory goes too */
+        {{meta, model, {PKG "/x", "x", 0, 0}, {PKG "/x/y", "y", 0, 0}}, 4, PKG "/x/y: cannot write it"},
     };
     char err[1024];
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
