@@ -57,13 +57,11 @@ static const td_wt *cc_find(const c2cfg *x, const char *name)
     return x->s->fmt->find(x->s, name);
 }
 
-static const td_wt *cc_findf(const c2cfg *x, const char *fmt, ...)
+/* side/layer_N/rest */
+static const td_wt *cc_find_layer(const c2cfg *x, const char *side, int n, const char *rest)
 {
     char name[256];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(name, sizeof name, fmt, ap);
-    va_end(ap);
+    snprintf(name, sizeof name, "%s/layer_%d/%s", side, n, rest);
     return cc_find(x, name);
 }
 
@@ -197,7 +195,7 @@ static int cc_embed_scale(c2cfg *x, const char *side, int d, float *out)
 static int cc_count_layers(const c2cfg *x, const char *side)
 {
     int n = 0;
-    while (n < C2_MAX_LAYERS && cc_findf(x, "%s/layer_%d/ffn/linear_0/weight", side, n))
+    while (n < C2_MAX_LAYERS && cc_find_layer(x, side, n, "ffn/linear_0/weight"))
         n++;
     return n;
 }

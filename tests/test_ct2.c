@@ -166,6 +166,11 @@ START_TEST(test_probe_config)
     ck_assert(fabsf(c.embedding_scale - sqrtf(32.0f)) < 1e-6f);
     ck_assert_msg(td_config_load(&c, CT2 "/marian_int8", err, sizeof err) == 0, "%s", err);
     ck_assert_int_eq(c.weights_int8, 1);
+    /* separate vocabularies: the end token is the target's */
+    ck_assert_msg(td_config_load(&c, CT2 "/prenorm_sep", err, sizeof err) == 0, "%s", err);
+    ck_assert_int_eq(c.eos_token_id, 5);
+    ck_assert_int_eq(td_model_probe(CT2 "/prenorm_sep", &p), 0); /* no .spm: not servable */
+    ck_assert_str_eq(p.missing, "source.spm");
 }
 END_TEST
 
@@ -239,6 +244,18 @@ START_TEST(test_int8_requantize)
         free(x);
     }
     ck_assert_int_gt(matrices, 10);
+    /* an alias reads as its target, through the target's scale */
+    const td_wt *a = s.fmt->find(&s, "decoder/projection/weight"),
+                *t = s.fmt->find(&s, "decoder/embeddings/weight");
+    ck_assert(a && t && a != t && a->n_elements == t->n_elements);
+    float *xa = malloc((size_t)a->n_elements * sizeof *xa), *xt = malloc((size_t)t->n_elements * sizeof *xt);
+    ck_assert(xa && xt);
+    ck_assert_int_eq(s.fmt->read_f32(&s, a, xa, err, sizeof err), 0);
+    ck_assert_int_eq(s.fmt->read_f32(&s, t, xt, err, sizeof err), 0);
+    ck_assert(memcmp(xa, xt, (size_t)a->n_elements * sizeof *xa) == 0);
+    ck_assert(xt[0] != (float)((const int8_t *)s.fmt->raw(&s, t))[0] || xt[0] == 0.0f);
+    free(xa);
+    free(xt);
     td_wsrc_close(&s);
 }
 END_TEST

@@ -126,11 +126,11 @@ def convert_marian(out):
     return dirs
 
 
-def build_prenorm(out):
+def build_prenorm(out, name="prenorm", d=32, ffn=64, heads=4, vocab=40, positions=64,
+                  quantization="float32"):
     """A pre-norm Transformer as OpenNMT-py's converter makes it, with
     seeded random weights."""
     rng = np.random.default_rng(1234)
-    d, ffn, heads, vocab, positions = 32, 64, 4, 40, 64
     spec = transformer_spec.TransformerSpec.from_config(
         (2, 2), heads, pre_norm=True, activation=common_spec.Activation.RELU)
 
@@ -175,8 +175,8 @@ def build_prenorm(out):
     spec.register_target_vocabulary(tokens)
     spec.config.decoder_start_token = "<s>"
     spec.validate()
-    spec.optimize(quantization="float32")
-    path = os.path.join(out, "prenorm")
+    spec.optimize(quantization=quantization)
+    path = os.path.join(out, name)
     shutil.rmtree(path, ignore_errors=True)
     os.makedirs(path)
     spec.save(path)
@@ -221,6 +221,17 @@ def bad_files(out, prenorm):
     data = bytearray(open(p, "rb").read())
     data[first] = 200
     open(p, "wb").write(bytes(data))
+    # separate vocabularies: the target's end token at another id
+    d = os.path.join(out, "prenorm_sep")
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(d)
+    os.symlink(os.path.join("..", "prenorm", "model.bin"), os.path.join(d, "model.bin"))
+    shutil.copy(os.path.join(prenorm, "config.json"), os.path.join(d, "config.json"))
+    tokens = json.load(open(os.path.join(prenorm, "shared_vocabulary.json")))
+    target = list(tokens)
+    target[3], target[5] = target[5], target[3]
+    json.dump(tokens, open(os.path.join(d, "source_vocabulary.json"), "w"), indent=0)
+    json.dump(target, open(os.path.join(d, "target_vocabulary.json"), "w"), indent=0)
     # a vocabulary one token short of the embeddings
     d = os.path.join(out, "bad_vocab")
     shutil.rmtree(d, ignore_errors=True)
@@ -228,6 +239,23 @@ def bad_files(out, prenorm):
     os.symlink(os.path.join("..", "prenorm", "model.bin"), os.path.join(d, "model.bin"))
     tokens = json.load(open(os.path.join(prenorm, "shared_vocabulary.json")))
     json.dump(tokens[:-1], open(os.path.join(d, "shared_vocabulary.json"), "w"), indent=0)
+
+
+def fuzz_seeds(out):
+    """Small model.bin seeds for tests/fuzz/fuzz_ct2: a tiny spec model in
+    float32 and int8 (scales, aliases) and the older layouts."""
+    tmp = os.path.join(out, ".seeds")
+    os.makedirs(os.path.join(ROOT, "tests", "fuzz", "corpus", "ct2"), exist_ok=True)
+    for q in ("float32", "int8"):
+        build_prenorm(tmp, "tiny_" + q, d=4, ffn=8, heads=2, vocab=6, positions=4, quantization=q)
+    corpus = os.path.join(ROOT, "tests", "fuzz", "corpus", "ct2")
+    for q in ("float32", "int8"):
+        shutil.copy(os.path.join(tmp, "tiny_" + q, "model.bin"), os.path.join(corpus, "v6_" + q))
+    version, spec, rev, variables, aliases = read_model_bin(os.path.join(tmp, "tiny_float32", "model.bin"))
+    for v in (1, 2, 3):
+        write_model_bin(os.path.join(corpus, "v%d" % v), v, spec, rev,
+                        [x for x in variables if x[1].dtype.itemsize != 2], aliases if v >= 3 else [])
+    shutil.rmtree(tmp)
 
 
 def translate(model_dir, sources):
@@ -262,6 +290,7 @@ def main():
         "lines": [{"source": s, "source_ids": [tokens.index(x) for x in s]} for s in sources],
         **translate(prenorm, sources)}
     bad_files(out, prenorm)
+    fuzz_seeds(out)
     # ids of the outputs, by each model's target vocabulary
     for name, m in golden["models"].items():
         vocab = json.load(open(os.path.join(out, name, "shared_vocabulary.json")))
