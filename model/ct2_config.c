@@ -357,8 +357,9 @@ static int cc_tokens(c2cfg *x, td_config *c, const json_t *o, int zero_start)
     c->pad_token_id = c->eos_token_id < c->vocab_size ? c->eos_token_id : 0;
     c->forced_eos_token_id = -1;
     c->n_suppress = 0;
-    /* CTranslate2's beam search ends a sentence once beam_size hypotheses
-     * (times patience, 1) have ended: transformers' early_stopping true */
+    /* CTranslate2's beam search ends a sentence as soon as enough of its
+     * hypotheses have ended, not on transformers' heuristic: early_stopping
+     * true matches it on every fixture line (docs/decisions.md) */
     c->early_stopping = TD_EARLY_STOP_TRUE;
     rc = 0;
 out:
