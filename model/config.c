@@ -717,6 +717,7 @@ const char *td_posenc_name(td_posenc p)
     case TD_POS_LEARNED: return "learned";
     case TD_POS_RELATIVE: return "relative";
     case TD_POS_ROPE: return "rope";
+    case TD_POS_SINUSOIDAL_CT2: return "sinusoidal_ct2";
     }
     return "unknown";
 }

@@ -26,6 +26,8 @@ typedef enum td_posenc {
     TD_POS_LEARNED,             /* model.{encoder,decoder}.embed_positions.weight */
     TD_POS_RELATIVE,            /* Shaw et al. 2018 in self-attention */
     TD_POS_ROPE,                /* rotary, rotate-half, on self-attention q/k */
+    TD_POS_SINUSOIDAL_CT2,      /* CTranslate2's generated table (model.bin without one):
+                                   sin | cos halves, timescales 10000^(-i/(d/2-1)) */
 } td_posenc;
 
 typedef enum td_early_stopping {

@@ -32,6 +32,7 @@
 
 #define C2_FILE "model.bin"
 #define C2_MAX_LAYERS 256
+#define C2_GENERATED_POSITIONS 1024 /* rows of the generated sinusoid */
 
 typedef struct c2cfg {
     const td_wsrc *s;
@@ -239,16 +240,22 @@ static int cc_shapes(c2cfg *x, td_config *c)
     return 0;
 }
 
-/* The stored position tables, or none (CTranslate2 then generates its own
- * sinusoid, a layout this engine does not have). */
+/* The stored position tables, or none: CTranslate2's generated sinusoid
+ * (posenc.c). */
 static int cc_positions(c2cfg *x, td_config *c)
 {
     const td_wt *pe = cc_find(x, "encoder/position_encodings/encodings");
     const td_wt *pd = cc_find(x, "decoder/position_encodings/encodings");
+    if (!pe && !pd) {
+        /* CTranslate2 generates its sinusoid for any length: the table is
+         * made for the engine's longest sentence */
+        c->position_encoding = TD_POS_SINUSOIDAL_CT2;
+        c->max_position_embeddings = C2_GENERATED_POSITIONS;
+        return 0;
+    }
     if (!pe || !pd)
-        return cc_fail(x, "%s: no stored position table (%s/position_encodings/encodings): "
-                       "CTranslate2's generated sinusoid is not supported", C2_FILE,
-                       pe ? "decoder" : "encoder");
+        return cc_fail(x, "%s: a stored position table for one side only (%s/position_encodings/"
+                       "encodings is missing)", C2_FILE, pe ? "decoder" : "encoder");
     if (pe->rank != 2 || pd->rank != 2 || pe->shape[0] != pd->shape[0] ||
         pe->shape[1] != c->d_model || pd->shape[1] != c->d_model || pe->shape[0] < 2 ||
         pe->shape[0] > (1 << 20))

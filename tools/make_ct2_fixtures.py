@@ -127,7 +127,7 @@ def convert_marian(out):
 
 
 def build_prenorm(out, name="prenorm", d=32, ffn=64, heads=4, vocab=40, positions=64,
-                  quantization="float32"):
+                  quantization="float32", stored_positions=True):
     """A pre-norm Transformer as OpenNMT-py's converter makes it, with
     seeded random weights."""
     rng = np.random.default_rng(1234)
@@ -149,7 +149,8 @@ def build_prenorm(out, name="prenorm", d=32, ffn=64, heads=4, vocab=40, position
     pos = mat(positions, d, s=0.3)
     for side in (spec.encoder, spec.decoder):
         side.scale_embeddings = True
-        side.position_encodings.encodings = pos
+        if stored_positions:
+            side.position_encodings.encodings = pos
         ln(side.layer_norm)
         for layer in side.layer:
             ln(layer.self_attention.layer_norm)
@@ -289,6 +290,9 @@ def main():
     golden["models"]["prenorm"] = {
         "lines": [{"source": s, "source_ids": [tokens.index(x) for x in s]} for s in sources],
         **translate(prenorm, sources)}
+    sinus, _ = build_prenorm(out, "prenorm_sinus", stored_positions=False)
+    golden["models"]["prenorm_sinus"] = {"lines": golden["models"]["prenorm"]["lines"],
+                                         **translate(sinus, sources)}
     bad_files(out, prenorm)
     fuzz_seeds(out)
     # ids of the outputs, by each model's target vocabulary
