@@ -203,8 +203,8 @@ static int read_var(wf_ct2 *w, int i)
         if (get_u32(w, &d, "dimension"))
             return -1;
         v->wt.shape[k] = d;
-        /* every dimension < 2^32: the product overflows only past 2^63 */
-        if (d && count > (UINT64_C(1) << 62) / d)
+        /* at most 2^60 elements: times a 4-byte type, no overflow */
+        if (d && count > (UINT64_C(1) << 60) / d)
             return c2_fail(w, "variable '%s': %" PRIu64 " x %u elements overflow", name, count,
                            (unsigned)d);
         count *= d;
