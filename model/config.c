@@ -20,6 +20,7 @@
 #include "arch.h"
 #include "config.h"
 #include "spm.h"
+#include "wformat.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -496,6 +497,17 @@ static json_t *load_object(const cfg_ctx *cx, const char *text)
     return root;
 }
 
+/* The generation settings' defaults (config.h). */
+static void config_defaults(td_config *c)
+{
+    memset(c, 0, sizeof *c);
+    c->num_beams = 4;
+    c->max_length = 512;
+    c->length_penalty = 1.0f;
+    c->early_stopping = TD_EARLY_STOP_HEURISTIC;
+    c->num_return_sequences = 1;
+}
+
 int td_config_parse(td_config *cfg, const char *config_json, const char *gen_json,
                     char *err, size_t errlen)
 {
@@ -506,12 +518,7 @@ int td_config_parse(td_config *cfg, const char *config_json, const char *gen_jso
         return cfg_fail(&cx, NULL, "no config text given");
 
     td_config c;
-    memset(&c, 0, sizeof c);
-    c.num_beams = 4;
-    c.max_length = 512;
-    c.length_penalty = 1.0f;
-    c.early_stopping = TD_EARLY_STOP_HEURISTIC;
-    c.num_return_sequences = 1;
+    config_defaults(&c);
 
     gen_state gs = {NULL, CFG_FILE, 0};
     int rc = -1;
@@ -642,6 +649,29 @@ static char *join_path(const char *dir, const char *name)
     return p;
 }
 
+/* The configuration a weight format describes (wformat.h's config hook):
+ * its architecture and token ids over the generation defaults, checked
+ * against the architecture table like config.json's. */
+static int config_from_weights(td_config *cfg, const td_wformat *f, const char *dir, char *err,
+                               size_t errlen)
+{
+    td_config c;
+    config_defaults(&c);
+    td_wsrc s;
+    if (td_wsrc_open(&s, dir, err, errlen) != 0)
+        return -1;
+    int rc = f->config(&s, dir, &c, err, errlen);
+    td_wsrc_close(&s);
+    if (rc != 0)
+        return -1;
+    if (!td_arch_find(c.model_type)) {
+        snprintf(err, errlen, "%s: no architecture '%s'", f->file, c.model_type);
+        return -1;
+    }
+    *cfg = c;
+    return 0;
+}
+
 int td_config_load(td_config *cfg, const char *dir, char *err, size_t errlen)
 {
     cfg_ctx cx = {CFG_FILE, err, errlen};
@@ -649,6 +679,11 @@ int td_config_load(td_config *cfg, const char *dir, char *err, size_t errlen)
         err[0] = '\0';
     if (!cfg || !dir)
         return cfg_fail(&cx, NULL, "no model directory given");
+    char wpath[4200];
+    uint64_t wbytes;
+    const td_wformat *f = td_wformat_probe(dir, wpath, sizeof wpath, &wbytes);
+    if (f && f->config)
+        return config_from_weights(cfg, f, dir, err, errlen);
 
     int rc = -1, missing;
     char *cfg_text = NULL, *gen_text = NULL;
@@ -682,6 +717,7 @@ const char *td_posenc_name(td_posenc p)
     case TD_POS_LEARNED: return "learned";
     case TD_POS_RELATIVE: return "relative";
     case TD_POS_ROPE: return "rope";
+    case TD_POS_SINUSOIDAL_CT2: return "sinusoidal_ct2";
     }
     return "unknown";
 }

@@ -26,6 +26,8 @@ typedef enum td_posenc {
     TD_POS_LEARNED,             /* model.{encoder,decoder}.embed_positions.weight */
     TD_POS_RELATIVE,            /* Shaw et al. 2018 in self-attention */
     TD_POS_ROPE,                /* rotary, rotate-half, on self-attention q/k */
+    TD_POS_SINUSOIDAL_CT2,      /* CTranslate2's generated table (model.bin without one):
+                                   sin | cos halves, timescales 10000^(-i/(d/2-1)) */
 } td_posenc;
 
 typedef enum td_early_stopping {
@@ -60,6 +62,13 @@ typedef struct td_config {
     float rope_theta;                /* default 10000 */
     int normalize_before;            /* bool, default 0 */
     char model_type[32];             /* "marian" */
+    /* set by a weight format that carries its own architecture (wformat.h's
+     * config hook: CTranslate2), never by config.json */
+    float embedding_scale;           /* > 0: the embeddings' factor (else scale_embedding decides) */
+    int decoder_start_zero;          /* bool: the decoder starts from a zero vector, row
+                                        decoder_vocab_size of its embeddings, which
+                                        decoder_start_token_id then names */
+    int weights_int8;                /* bool: the checkpoint's matrices are int8 */
 
     /* generation (generation_config.json, then config.json, then defaults) */
     int num_beams;                   /* default 4 when unset */
@@ -72,8 +81,11 @@ typedef struct td_config {
     int n_suppress;
 } td_config;
 
-/* Parses dir/config.json and, when present, dir/generation_config.json.
- * Returns 0 or -1 with a message naming file and key in err. */
+/* Parses dir/config.json and, when present, dir/generation_config.json;
+ * for a directory whose weight format carries its own architecture
+ * (wformat.h: CTranslate2's model.bin), that format's description instead,
+ * with the generation defaults. Returns 0 or -1 with a message naming file
+ * and key in err. */
 int td_config_load(td_config *cfg, const char *dir, char *err, size_t errlen);
 
 /* Same from JSON strings (gen_json may be NULL): used by tests and fuzzers. */

@@ -228,6 +228,7 @@ int td_posenc_build(td_model *m, char *err, size_t errlen);
 /* Host helpers, exposed for tests: fill (n_pos, d) tables. */
 void td_posenc_sinusoidal(float *out, int n_pos, int d);
 void td_posenc_sinusoidal_interleaved(float *out, int n_pos, int d);
+void td_posenc_sinusoidal_ct2(float *out, int n_pos, int d);
 void td_posenc_rope_table(float *out, int n_pos, int head_dim, float theta);
 
 /* transformer.c: the forward pass. */

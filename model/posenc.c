@@ -48,6 +48,28 @@ void td_posenc_sinusoidal_interleaved(float *out, int n_pos, int d)
     }
 }
 
+/* CTranslate2's generated position encoding (SinusoidalPositionEncoder),
+ * the tensor2tensor layout: timescale i of d/2 is 10000^(-i / (d/2 - 1)),
+ * sin of position x timescale in the first half of the columns, cos in
+ * the second, float32. Row p encodes position p + 1: CTranslate2 counts
+ * from 1 as OpenNMT-tf does (test_ct2's prenorm_sinus matches its scores
+ * only so; from 0 they differ by 0.03). */
+void td_posenc_sinusoidal_ct2(float *out, int n_pos, int d)
+{
+    const int half = d / 2;
+    const float inc = half > 1 ? logf(10000.0f) / (float)(half - 1) : 0.0f;
+    for (int p = 0; p < n_pos; p++) {
+        float *row = out + (size_t)p * d;
+        for (int i = 0; i < half; i++) {
+            const float a = (float)(p + 1) * expf(-(float)i * inc);
+            row[i] = sinf(a);
+            row[half + i] = cosf(a);
+        }
+        if (d % 2)
+            row[d - 1] = 0.0f;
+    }
+}
+
 /* Rotary table in the rotate-half convention (GPT-NeoX, HF Llama's
  * LlamaRotaryEmbedding): inv_freq_i = 1 / theta^(2i/head_dim), angle =
  * p * inv_freq_i, both in float32 as transformers computes them, then
@@ -91,6 +113,7 @@ int td_posenc_build(td_model *m, char *err, size_t errlen)
     switch (c->position_encoding) {
     case TD_POS_SINUSOIDAL:
     case TD_POS_SINUSOIDAL_INTERLEAVED:
+    case TD_POS_SINUSOIDAL_CT2:
         host = malloc(n * sizeof(float));
         if (!host) {
             snprintf(err, errlen, "position tables: out of memory (%zu floats)", n);
@@ -98,6 +121,8 @@ int td_posenc_build(td_model *m, char *err, size_t errlen)
         }
         if (c->position_encoding == TD_POS_SINUSOIDAL)
             td_posenc_sinusoidal(host, n_pos, d);
+        else if (c->position_encoding == TD_POS_SINUSOIDAL_CT2)
+            td_posenc_sinusoidal_ct2(host, n_pos, d);
         else
             td_posenc_sinusoidal_interleaved(host, n_pos, d);
         /* Encoder and decoder tables are identical: build once, share. */

@@ -116,10 +116,17 @@ static int model_load(td_model **out, const char *dir, const td_device *dev,
         m->dev = *dev;
     else if (td_device_resolve(device_text, &m->dev, err, errlen) != 0)
         goto fail;
+    /* a checkpoint of int8 matrices stays int8 on the CPU unless asked
+     * otherwise: requantizing its dequantized rows (per row, absmax / 127)
+     * gives back its integers (test_ct2) */
+    if (m->store == TD_STORE_AUTO && m->cfg.weights_int8 && m->dev.kind == TD_DEVICE_CPU)
+        m->store = TD_STORE_INT8;
     m->be = backend_create(m, opts ? opts->n_threads : 0, err, errlen);
     if (!m->be)
         goto fail;
-    m->embed_scale = m->cfg.scale_embedding ? sqrtf((float)m->cfg.d_model) : 1.0f;
+    m->embed_scale = m->cfg.embedding_scale > 0.0f ? m->cfg.embedding_scale
+                     : m->cfg.scale_embedding   ? sqrtf((float)m->cfg.d_model)
+                                                : 1.0f;
     if (td_weights_load(m, err, errlen) != 0)
         goto fail;
     if (td_posenc_build(m, err, errlen) != 0)

@@ -321,6 +321,42 @@ static int bind_layer(loader *L, td_layer_w *lw, int i, int is_dec)
     return bind_ln(L, &lw->final_ln, TD_R_FFN_LN_W, is_dec, i);
 }
 
+/* The decoder embeddings with one more row, zero, after the vocabulary's:
+ * the decoder's first input when it starts from a zero vector
+ * (decoder_start_zero, CTranslate2's start_from_zero_embedding), named by
+ * decoder_start_token_id = decoder_vocab_size. */
+static int bind_dec_embed_zero(loader *L, td_weight *w)
+{
+    const td_config *c = &L->m->cfg;
+    const int64_t V = c->decoder_vocab_size, d = c->d_model;
+    td_tref cand[TD_ARCH_CANDIDATES];
+    int n = role_names(L, TD_R_DEC_EMBED, 1, 0, cand), i = 0;
+    const td_wt *t = NULL;
+    for (; i < n && !t; i++)
+        t = L->src.fmt->find(&L->src, cand[i].name);
+    if (!t)
+        return fail(L, "%s: missing tensor for the decoder embeddings", L->src.file);
+    if (fetch_f32(L, t, V, d, cand[i - 1].part, cand[i - 1].parts) != 0)
+        return -1;
+    float *b = realloc(L->buf, (size_t)((V + 1) * d) * sizeof(float));
+    if (!b)
+        return fail(L, "%s: tensor '%s': out of memory", L->src.file, t->name);
+    L->buf = b;
+    L->buf_cap = (size_t)((V + 1) * d);
+    memset(b + V * d, 0, (size_t)d * sizeof(float));
+    td_backend *be = L->m->be;
+    char berr[256], key[320];
+    if (be->ops->weight_upload(be, w, b, V + 1, d, t->dtype, 1.0f, berr, sizeof berr) != 0)
+        return fail(L, "%s: tensor '%s': upload failed: %s", L->src.file, t->name, berr);
+    L->m->weight_bytes += (size_t)((V + 1) * d) * td_dtype_size(w->dtype);
+    snprintf(key, sizeof key, "%s#zero-start", t->name);
+    if (add_owned(L, key, w) != 0) {
+        be->ops->weight_free(be, w);
+        return -1;
+    }
+    return 0;
+}
+
 static int bind_embeddings(loader *L)
 {
     td_model *m = L->m;
@@ -329,8 +365,10 @@ static int bind_embeddings(loader *L)
 
     if (bind_role(L, &m->enc_embed, TD_R_ENC_EMBED, 0, 0, c->vocab_size, d, 1, 1.0f,
                   "the encoder embeddings") ||
-        bind_role(L, &m->dec_embed, TD_R_DEC_EMBED, 1, 0, c->decoder_vocab_size, d, 1, 1.0f,
-                  "the decoder embeddings") ||
+        (c->decoder_start_zero
+             ? bind_dec_embed_zero(L, &m->dec_embed)
+             : bind_role(L, &m->dec_embed, TD_R_DEC_EMBED, 1, 0, c->decoder_vocab_size, d, 1,
+                         1.0f, "the decoder embeddings")) ||
         bind_role(L, &m->lm_head, TD_R_LM_HEAD, 1, 0, c->decoder_vocab_size, d, 1, 1.0f,
                   c->tie_word_embeddings
                       ? "the output projection"

@@ -9,12 +9,14 @@
 
 extern const td_wformat td_wformat_safetensors; /* wf_safetensors.c */
 extern const td_wformat td_wformat_torch;       /* wf_torch.c */
+extern const td_wformat td_wformat_ct2;         /* wf_ct2.c */
 
 /* Preference order: when a directory holds several formats' files, the
  * first row's is read. */
 static const td_wformat *const k_formats[] = {
     &td_wformat_safetensors,
     &td_wformat_torch, /* pytorch_model.bin: read when no model.safetensors is there */
+    &td_wformat_ct2,   /* CTranslate2's model.bin (its own architecture, no config.json) */
 };
 
 const td_wformat *const *td_wformats(int *n)

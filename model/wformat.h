@@ -49,6 +49,7 @@ typedef struct td_wt {
 } td_wt;
 
 typedef struct td_wformat td_wformat;
+struct td_config;
 
 /* An open weight source: the format and its private state. */
 typedef struct td_wsrc {
@@ -72,6 +73,13 @@ struct td_wformat {
      * unaligned), valid until close; NULL when the format keeps no such
      * bytes (then only read_f32) */
     const void *(*raw)(const td_wsrc *s, const td_wt *t);
+    /* A format that carries the model's architecture (CTranslate2's
+     * model.bin: its spec's attributes and the variables' shapes) fills cfg
+     * from the open source s and dir's side files, in place of config.json
+     * (td_config_load calls it); 0, or -1 with a message naming the file.
+     * NULL for the formats that come with a config.json. */
+    int (*config)(const td_wsrc *s, const char *dir, struct td_config *cfg, char *err,
+                  size_t errlen);
 };
 
 /* A probe for a format of one weight file: 1 when dir/file exists, whatever

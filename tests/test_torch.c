@@ -155,10 +155,11 @@ START_TEST(test_table_and_probe)
 {
     int n = 0;
     const td_wformat *const *f = td_wformats(&n);
-    ck_assert_int_eq(n, 2);
+    ck_assert_int_eq(n, 3);
     ck_assert_str_eq(f[0]->name, "safetensors"); /* preferred */
     ck_assert_str_eq(f[1]->name, "torch");
     ck_assert_str_eq(f[1]->file, "pytorch_model.bin");
+    ck_assert_str_eq(f[2]->name, "ctranslate2"); /* test_ct2 */
 
     char dir[64], path[700];
     td_probe p;
@@ -175,7 +176,7 @@ START_TEST(test_table_and_probe)
     /* neither: both files named */
     make_dir(dir, sizeof dir, "text/marian_en_de", NULL, 0);
     ck_assert_int_eq(td_model_probe(dir, &p), 0);
-    ck_assert_str_eq(p.missing, "model.safetensors or pytorch_model.bin");
+    ck_assert_str_eq(p.missing, "model.safetensors or pytorch_model.bin or model.bin");
     td_wsrc s;
     char err[512];
     ck_assert_int_eq(td_wsrc_open(&s, dir, err, sizeof err), -1);

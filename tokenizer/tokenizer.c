@@ -27,6 +27,7 @@ struct td_tokenizer {
     spm_model *spm_src, *spm_tgt;
     vocab src, tgt;     /* tgt aliases src when the vocabulary is shared */
     int separate;
+    char list_file[2][64]; /* CTranslate2's vocabulary files (source, target), for messages */
 };
 
 static uint64_t fnv1a(const char *s, size_t n)
@@ -160,6 +161,97 @@ out:
     return rc;
 }
 
+/* The vocabulary of a CTranslate2 list (td_tok_list): id i is the list's
+ * i-th token (a token listed twice keeps its first id); <unk> and </s> must
+ * be there; ids must fit limit when limit > 0. */
+static int vocab_from_list(vocab *v, const td_tok_list *l, int limit, char *err, size_t errlen)
+{
+    memset(v, 0, sizeof *v);
+    if (limit > 0 && l->n > limit) {
+        snprintf(err, errlen, "%s: %d tokens do not fit the model's vocabulary (%d)", l->file,
+                 l->n, limit);
+        return -1;
+    }
+    v->n_ids = l->n;
+    v->piece_of = calloc((size_t)(l->n > 0 ? l->n : 1), sizeof(char *));
+    size_t cap = 16;
+    while (cap < 2 * (size_t)l->n + 16)
+        cap <<= 1;
+    v->cap = cap;
+    v->slots = malloc(cap * sizeof(int32_t));
+    if (!v->piece_of || !v->slots)
+        goto oom;
+    for (size_t i = 0; i < cap; i++)
+        v->slots[i] = -1;
+    for (int id = 0; id < l->n; id++) {
+        size_t n = strlen(l->tok[id]);
+        int dup = vocab_find(v, l->tok[id], n) >= 0;
+        v->piece_of[id] = strdup(l->tok[id]);
+        if (!v->piece_of[id])
+            goto oom;
+        if (dup)
+            continue;
+        size_t i = fnv1a(l->tok[id], n) & (cap - 1);
+        while (v->slots[i] >= 0)
+            i = (i + 1) & (cap - 1);
+        v->slots[i] = id;
+    }
+    v->unk = vocab_find(v, "<unk>", 5);
+    v->eos = vocab_find(v, "</s>", 4);
+    v->pad = vocab_find(v, "<pad>", 5);
+    if (v->unk < 0 || v->eos < 0) {
+        snprintf(err, errlen, "%s: the vocabulary must contain <unk> and </s>", l->file);
+        vocab_free(v);
+        return -1;
+    }
+    return 0;
+oom:
+    snprintf(err, errlen, "%s: out of memory", l->file);
+    vocab_free(v);
+    return -1;
+}
+
+/* Without vocab.json: CTranslate2's lists, one shared or one a side. */
+static int load_lists(td_tokenizer *t, const char *dir, int src_vocab_size, int tgt_vocab_size,
+                      char *err, size_t errlen)
+{
+    td_tok_list ls, lt;
+    int rc = td_tok_list_load(&ls, dir, TD_TOK_SOURCE, err, errlen);
+    if (rc == 1)
+        snprintf(err, errlen, "vocab.json: missing (nor shared_vocabulary.json, "
+                 "source_vocabulary.json or their .txt)");
+    if (rc != 0)
+        return -1;
+    rc = -1;
+    if (vocab_from_list(&t->src, &ls, src_vocab_size, err, errlen) != 0)
+        goto out;
+    if (ls.shared) {
+        if (tgt_vocab_size > 0 && ls.n > tgt_vocab_size) {
+            snprintf(err, errlen, "%s: %d ids do not fit the decoder vocabulary (%d)", ls.file,
+                     ls.n, tgt_vocab_size);
+            goto out;
+        }
+        t->tgt = t->src;
+        snprintf(t->list_file[0], sizeof t->list_file[0], "%s", ls.file);
+        snprintf(t->list_file[1], sizeof t->list_file[1], "%s", ls.file);
+        rc = 0;
+        goto out;
+    }
+    int lrc = td_tok_list_load(&lt, dir, TD_TOK_TARGET, err, errlen);
+    if (lrc == 1)
+        snprintf(err, errlen, "target_vocabulary.json: missing (%s is there)", ls.file);
+    if (lrc != 0)
+        goto out;
+    t->separate = 1;
+    snprintf(t->list_file[0], sizeof t->list_file[0], "%s", ls.file);
+    snprintf(t->list_file[1], sizeof t->list_file[1], "%s", lt.file);
+    rc = vocab_from_list(&t->tgt, &lt, tgt_vocab_size, err, errlen);
+    td_tok_list_free(&lt);
+out:
+    td_tok_list_free(&ls);
+    return rc;
+}
+
 void td_tok_free(td_tokenizer *t)
 {
     if (!t)
@@ -219,8 +311,11 @@ static int vocab_check(const vocab *v, const spm_model *sp, const char *vname, c
 
 int td_tok_files(const char *const **files, int *n_required)
 {
-    static const char *const k_files[] = {"source.spm", "target.spm", "vocab.json",
-                                          "target_vocab.json"};
+    static const char *const k_files[] = {
+        "source.spm", "target.spm",
+        "vocab.json|shared_vocabulary.json|shared_vocabulary.txt|source_vocabulary.json|"
+        "source_vocabulary.txt",
+        "target_vocab.json"};
     *files = k_files;
     *n_required = 3;
     return 4;
@@ -247,27 +342,37 @@ int td_tok_load(td_tokenizer **out, const char *dir, int src_vocab_size, int tgt
         snprintf(err, errlen, "target.spm: %s", e2);
         goto fail;
     }
-    snprintf(path, sizeof path, "%s/target_vocab.json", dir);
-    struct stat tsb;
-    t->separate = stat(path, &tsb) == 0; /* not opened here: it may be a FIFO */
     snprintf(path, sizeof path, "%s/vocab.json", dir);
-    if (vocab_load(&t->src, path, "vocab.json", src_vocab_size, err, errlen) != 0)
-        goto fail;
-    if (t->separate) {
-        snprintf(path, sizeof path, "%s/target_vocab.json", dir);
-        if (vocab_load(&t->tgt, path, "target_vocab.json", tgt_vocab_size, err, errlen) != 0)
+    struct stat tsb;
+    const char *vsrc = "vocab.json", *vtgt = "vocab.json";
+    if (stat(path, &tsb) != 0 && errno == ENOENT) {
+        /* a CTranslate2 directory */
+        if (load_lists(t, dir, src_vocab_size, tgt_vocab_size, err, errlen) != 0)
             goto fail;
+        vsrc = t->list_file[0];
+        vtgt = t->list_file[1];
     } else {
-        if (tgt_vocab_size > 0 && t->src.n_ids > tgt_vocab_size) {
-            snprintf(err, errlen, "vocab.json: %d ids do not fit the decoder vocabulary (%d)",
-                     t->src.n_ids, tgt_vocab_size);
+        snprintf(path, sizeof path, "%s/target_vocab.json", dir);
+        t->separate = stat(path, &tsb) == 0; /* not opened here: it may be a FIFO */
+        snprintf(path, sizeof path, "%s/vocab.json", dir);
+        if (vocab_load(&t->src, path, "vocab.json", src_vocab_size, err, errlen) != 0)
             goto fail;
+        if (t->separate) {
+            snprintf(path, sizeof path, "%s/target_vocab.json", dir);
+            if (vocab_load(&t->tgt, path, "target_vocab.json", tgt_vocab_size, err, errlen) != 0)
+                goto fail;
+        } else {
+            if (tgt_vocab_size > 0 && t->src.n_ids > tgt_vocab_size) {
+                snprintf(err, errlen, "vocab.json: %d ids do not fit the decoder vocabulary (%d)",
+                         t->src.n_ids, tgt_vocab_size);
+                goto fail;
+            }
+            t->tgt = t->src;
         }
-        t->tgt = t->src;
+        vtgt = t->separate ? "target_vocab.json" : "vocab.json";
     }
-    if (vocab_check(&t->src, t->spm_src, "vocab.json", "source.spm", err, errlen) != 0 ||
-        vocab_check(&t->tgt, t->spm_tgt, t->separate ? "target_vocab.json" : "vocab.json",
-                    "target.spm", err, errlen) != 0)
+    if (vocab_check(&t->src, t->spm_src, vsrc, "source.spm", err, errlen) != 0 ||
+        vocab_check(&t->tgt, t->spm_tgt, vtgt, "target.spm", err, errlen) != 0)
         goto fail;
     *out = t;
     return 0;

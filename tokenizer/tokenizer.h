@@ -14,6 +14,10 @@
  * As MarianTokenizer does, a checkpoint with one shared vocabulary decodes
  * with source.spm, one with separate vocabularies (target_vocab.json) with
  * target.spm.
+ * A CTranslate2 directory has no vocab.json: its vocabularies are lists of
+ * token strings by id (td_tok_list: shared_vocabulary.json, or
+ * source_vocabulary + target_vocabulary, .json or .txt), read the same way
+ * (a separate target list decodes with target.spm).
  *
  * Thread safety: immutable after load; use from any number of threads.
  */
@@ -35,7 +39,7 @@ typedef enum td_tok_side {
 } td_tok_side;
 
 /* Loads dir/source.spm, dir/target.spm, dir/vocab.json and, when present,
- * dir/target_vocab.json. Every id must fit the model's vocabularies
+ * dir/target_vocab.json (without vocab.json: CTranslate2's lists). Every id must fit the model's vocabularies
  * (src_vocab_size / tgt_vocab_size from config.json; 0 skips the check).
  * Returns 0, or -1 with a message naming the file. */
 int td_tok_load(td_tokenizer **out, const char *dir, int src_vocab_size, int tgt_vocab_size,
@@ -43,9 +47,27 @@ int td_tok_load(td_tokenizer **out, const char *dir, int src_vocab_size, int tgt
 void td_tok_free(td_tokenizer *t); /* accepts NULL */
 
 /* The files td_tok_load reads from a model directory: *files (static), the
- * first *n_required of them required, the rest read when present. Returns
- * their count. */
+ * first *n_required of them required, the rest read when present; an
+ * entry "a|b|c" is satisfied by any one of them. Returns their count. */
 int td_tok_files(const char *const **files, int *n_required);
+
+/* A CTranslate2 vocabulary: the token strings by id. */
+typedef struct td_tok_list {
+    char **tok;     /* (n) NUL-terminated, owned */
+    int n;
+    int shared;     /* read from shared_vocabulary.* */
+    char file[64];  /* its file name, for messages */
+} td_tok_list;
+
+/* Loads the vocabulary of one side from dir: shared_vocabulary.json/.txt,
+ * else {source,target}_vocabulary.json/.txt (a JSON list of strings, or one
+ * token a line). Returns 0; 1 when dir has none (l empty); -1 with a
+ * message naming the file. */
+int td_tok_list_load(td_tok_list *l, const char *dir, td_tok_side side, char *err,
+                     size_t errlen);
+/* The first id of token s, -1 when absent. */
+int td_tok_list_find(const td_tok_list *l, const char *s);
+void td_tok_list_free(td_tok_list *l); /* accepts NULL and empty lists */
 
 /* Text (any bytes) -> model ids, </s> appended. side TD_TOK_TARGET encodes
  * with target.spm and the target vocabulary (transformers' text_target).

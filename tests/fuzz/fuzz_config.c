@@ -82,6 +82,9 @@ static void check_config(const td_config *c)
         FUZZ_CHECK((c->d_model / c->encoder_attention_heads) % 2 == 0);
         FUZZ_CHECK((c->d_model / c->decoder_attention_heads) % 2 == 0);
         break;
+    case TD_POS_SINUSOIDAL_CT2:
+        FUZZ_CHECK(!"config.json cannot choose CTranslate2's sinusoid");
+        break;
     default:
         FUZZ_CHECK(!"position_encoding out of range");
     }

@@ -16,7 +16,7 @@ seconds=${FUZZ_SECONDS:-60}
 build=${FUZZ_BUILD:-$root/build-fuzz}
 artifacts=${FUZZ_ARTIFACTS:-/tmp/td-fuzz-artifacts}
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(fuzz_safetensors fuzz_torch fuzz_config fuzz_spm_model fuzz_spm_encode
+[ ${#targets[@]} -gt 0 ] || targets=(fuzz_safetensors fuzz_torch fuzz_ct2 fuzz_config fuzz_spm_model fuzz_spm_encode
                                       fuzz_request fuzz_route fuzz_html fuzz_office fuzz_po fuzz_markdown)
 
 cc=${CC:-clang}
