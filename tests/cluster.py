@@ -164,6 +164,7 @@ class Daemon:
                                  "--model", "marian_en_de=" + model_dir, "--replica-id", self.name,
                                  "--workers", "1", "--threads", "1", "--http-threads", "8",
                                  "--drain-delay-s", str(DRAIN_DELAY_S), "--cache-bytes", "0",
+                                 "--max-connections-per-ip", "0",
                                  "--log-format", "json"], log, env)
 
     def ready(self):
