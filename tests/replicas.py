@@ -11,7 +11,7 @@ build tree without a balancer (tests/cluster.py puts one in front):
 - /translate_file's link names the replica (/download_file/r1/NAME): that
   replica sends the file, another answers 421 misdirected, an unknown name
   404; without --replica-id the link has no replica and a replica's link is
-  421;
+  an invalid name (400, as before replicas had names);
 - --drain-delay-s: after SIGTERM /health/ready is 503 while a translation
   is still answered 200, then the daemon drains and exits 0;
 - a bad --replica-id stops the daemon at start-up.
@@ -146,7 +146,7 @@ def main():
             st, _, data = request(p2, "GET", u.path)
             check(st == 421 and b"r1" in data and b"r2" in data, "r1's link on r2: %d %r, want 421 naming both" % (st, data))
             st, _, data = request(p0, "GET", u.path)
-            check(st == 421, "r1's link on a daemon without --replica-id: %d, want 421" % st)
+            check(st == 400, "r1's link on a daemon without --replica-id: %d, want 400 (an invalid name)" % st)
             st, _, _ = request(p1, "GET", "/download_file/r1/" + "0" * 32 + ".greeting.txt")
             check(st == 404, "an unknown file on its replica: %d, want 404" % st)
             for bad in ("/download_file/..%2fetc", "/download_file/r1/..%2fetc", "/download_file/.r1/x.txt"):

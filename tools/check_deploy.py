@@ -65,6 +65,7 @@ K8S_OVERLAYS_GLOB = "deploy/k8s/overlays/*/kustomization.yaml"
 QUEUE_HPA = "deploy/k8s/components/queue-hpa/hpa-queue-depth.yaml"
 SCALING = "deploy/k8s/components/scaling/kustomization.yaml"
 ADAPTER_VALUES = "deploy/k8s/extras/prometheus-adapter-values.yaml"
+HAPROXY = "deploy/haproxy.cfg"
 SCHEMA_DIR = "tests/data/k8s-schemas"
 KEDA_SCHEMA = SCHEMA_DIR + "/keda-scaledobject.schema.json"
 ADAPTER_SCHEMA = SCHEMA_DIR + "/prometheus-adapter-rule.schema.json"
@@ -964,6 +965,16 @@ def lint(rep, root, hadolint, yamllint, log):
         log.append("yamllint (%d files): %s" % (len(paths), "ok" if r.returncode == 0 else "FAILED"))
     else:
         log.append("yamllint: not installed, skipped (tools/check_deploy.sh installs it)")
+    hp = shutil.which("haproxy")
+    cfg = os.path.join(root, "deploy", "haproxy.cfg")
+    if hp and os.path.exists(cfg):
+        env = dict(os.environ, TD_LISTEN="127.0.0.1:8080", TD_R1="127.0.0.1:8081", TD_R2="127.0.0.1:8082",
+                   TD_R3="127.0.0.1:8083", TD_ADMIN_SOCKET=os.path.join(tempfile.gettempdir(), "td-check.sock"))
+        r = subprocess.run([hp, "-c", "-f", cfg], capture_output=True, text=True, env=env)
+        rep.check(r.returncode == 0, "deploy/haproxy.cfg", "haproxy -c:\n" + r.stdout + r.stderr)
+        log.append("haproxy -c deploy/haproxy.cfg: %s" % ("ok" if r.returncode == 0 else "FAILED"))
+    else:
+        log.append("haproxy: not installed, deploy/haproxy.cfg not checked")
 
 
 # --------------------------------------------------------------------------
@@ -973,13 +984,33 @@ def load(root):
     names = [DOCKERFILE, DOCKERIGNORE, COMPOSE, UNIT, UNIT_ENV, DEPLOY_README, SERVE_C, METRICS_C]
     names += [os.path.relpath(p, root) for g in (K8S_GLOB, K8S_EXTRAS_GLOB, K8S_COMPONENTS_GLOB, K8S_OVERLAYS_GLOB)
               for p in glob.glob(os.path.join(root, g))]
-    names += [KEDA_SCHEMA, ADAPTER_SCHEMA]
+    names += [KEDA_SCHEMA, ADAPTER_SCHEMA, HAPROXY]
     for n in names:
         p = os.path.join(root, n)
         if os.path.exists(p):
             with open(p, encoding="utf-8") as f:
                 files[n] = f.read()
     return files
+
+
+def check_haproxy(rep, files):
+    """deploy/haproxy.cfg: readiness checks, retries only without an answer,
+    redispatch, and each server's downloads routed to it."""
+    text = files.get(HAPROXY)
+    if text is None:
+        return
+    rep.check(re.search(r"(?m)^\s*option httpchk GET /health/ready\s*$", text), HAPROXY,
+              "health checks must be option httpchk GET /health/ready")
+    retry = re.search(r"(?m)^\s*retry-on (.*)$", text)
+    rep.check(retry and "conn-failure" in retry.group(1).split() and
+              not set(retry.group(1).split()) & {"503", "500", "504", "all-retryable-errors", "response-timeout"},
+              HAPROXY, "retry-on must retry conn-failure and never an answer (5xx) or a slow one")
+    rep.check(re.search(r"(?m)^\s*option redispatch\b", text), HAPROXY, "option redispatch missing")
+    servers = re.findall(r"(?m)^\s*server (\S+) ", text)
+    rep.check(servers, HAPROXY, "no server")
+    for s in servers:
+        rep.check(re.search(r"(?m)^\s*use-server %s if \{ path_beg /download_file/%s/ \}" % (re.escape(s), re.escape(s)),
+                            text), HAPROXY, "server %s: its downloads (/download_file/%s/) are not routed to it" % (s, s))
 
 
 def check_readme(rep, files):
@@ -1002,6 +1033,7 @@ def run_checks(files, cuda_major, daemon):
     check_compose(rep, files, drain, write_s)
     check_k8s(rep, files, drain, write_s)
     check_k8s_render(rep, files)
+    check_haproxy(rep, files)
     check_unit(rep, files, drain, write_s, daemon)
     check_readme(rep, files)
     return rep
@@ -1181,6 +1213,11 @@ SCHEMA_MUTATIONS = [
     (ADAPTER_VALUES, r"seriesQuery:", "seriesQueries:", "rules.custom[0] schema"),
 ]
 OVERLAY_MUTATIONS = [
+    (HAPROXY, r"use-server r2 if \{ path_beg /download_file/r2/ \}", "use-server r2 if { path_beg /download_file/r1/ }",
+     "downloads"),
+    (HAPROXY, r"retry-on conn-failure empty-response", "retry-on conn-failure empty-response 503", "retry-on"),
+    (HAPROXY, r"option httpchk GET /health/ready", "option httpchk GET /health/live", "httpchk"),
+    (HAPROXY, r"(?m)^    option redispatch 1\n", "", "redispatch"),
     (SCALING, r"count: 2", "count: 3", "replicas"),
     (SCALING, r"threshold: \"16\"", "threshold: \"32\"", "components/scaling says"),
     (SCALING, r"maxReplicas: 8", "maxReplicas: 9", "components/scaling says"),

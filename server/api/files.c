@@ -181,20 +181,20 @@ int srv_files_new_name(const char *upload, const char *ext, char *safe, size_t s
 void srv_files_answer_download(srv_req *r, const char *prefix)
 {
     const char *name = r->path ? r->path + strlen(prefix) : "";
-    /* REPLICA/NAME (--replica-id): another replica's file is 421, so that a
-     * balancer's misrouting is told apart from an expired file (404). */
-    const char *slash = strchr(name, '/');
+    /* REPLICA/NAME (with --replica-id): another replica's file is 421, so
+     * that a balancer's misrouting is told apart from an expired file
+     * (404). Without --replica-id, or when the first part is no replica's
+     * name (".."), a '/' makes an invalid file name below (400). */
+    const char *rid = r->s->o.replica_id ? r->s->o.replica_id : "";
+    const char *slash = rid[0] ? strchr(name, '/') : NULL;
     size_t rl = slash ? (size_t)(slash - name) : 0;
-    /* a replica's name as --replica-id takes it; anything else ("..") is
-     * an invalid file name below (400) */
     if (slash && rl > 0 && rl <= 40 && name[0] != '.' &&
         strspn(name, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") == rl) {
-        const char *rid = r->s->o.replica_id ? r->s->o.replica_id : "";
-        if (!rid[0] || strlen(rid) != rl || strncmp(name, rid, rl) != 0) {
+        if (strlen(rid) != rl || strncmp(name, rid, rl) != 0) {
             srv_req_error(r, 421, "misdirected", NULL,
                           "the file is held by replica '%.*s', this is '%s': the balancer must "
                           "route /download_file/REPLICA/ to that replica",
-                          (int)(rl < 64 ? rl : 64), name, rid[0] ? rid : "(no --replica-id)");
+                          (int)rl, name, rid);
             return;
         }
         name = slash + 1;
