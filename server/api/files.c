@@ -181,6 +181,24 @@ int srv_files_new_name(const char *upload, const char *ext, char *safe, size_t s
 void srv_files_answer_download(srv_req *r, const char *prefix)
 {
     const char *name = r->path ? r->path + strlen(prefix) : "";
+    /* REPLICA/NAME (with --replica-id): another replica's file is 421, so
+     * that a balancer's misrouting is told apart from an expired file
+     * (404). Without --replica-id, or when the first part is no replica's
+     * name (".."), a '/' makes an invalid file name below (400). */
+    const char *rid = r->s->o.replica_id ? r->s->o.replica_id : "";
+    const char *slash = rid[0] ? strchr(name, '/') : NULL;
+    size_t rl = slash ? (size_t)(slash - name) : 0;
+    if (slash && rl > 0 && rl <= 40 && name[0] != '.' &&
+        strspn(name, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") == rl) {
+        if (strlen(rid) != rl || strncmp(name, rid, rl) != 0) {
+            srv_req_error(r, 421, "misdirected", NULL,
+                          "the file is held by replica '%.*s', this is '%s': the balancer must "
+                          "route /download_file/REPLICA/ to that replica",
+                          (int)rl, name, rid);
+            return;
+        }
+        name = slash + 1;
+    }
     size_t n = strlen(name);
     int ok = n > 0 && n < SRV_FILE_NAME_MAX && name[0] != '.';
     for (size_t i = 0; ok && i < n; i++)

@@ -850,10 +850,14 @@ static void file_answer(srv_req *r)
         return;
     }
     json_t *root = json_object();
-    char *url = malloc(strlen(r->host ? r->host : "localhost") + strlen(lr->file_name) + 64);
+    /* Behind a balancer the link names the replica holding the file
+     * (files.h): /download_file/REPLICA/NAME. */
+    const char *rid = r->s->o.replica_id ? r->s->o.replica_id : "";
+    char *url = malloc(strlen(r->host ? r->host : "localhost") + strlen(rid) +
+                       strlen(lr->file_name) + 64);
     if (url)
-        sprintf(url, "http://%s/download_file/%s", r->host ? r->host : "localhost",
-                lr->file_name);
+        sprintf(url, "http://%s/download_file/%s%s%s", r->host ? r->host : "localhost", rid,
+                rid[0] ? "/" : "", lr->file_name);
     json_object_set_new(root, "translatedFileUrl", take_string(url));
     if (lr->n_items == 1 && lr->items[0].cat) /* units left for a person (catalog.h) */
         json_object_set_new(root, "keptUnits", json_integer(srv_catalog_kept(lr->items[0].cat)));

@@ -20,6 +20,10 @@ static void probe_live(srv_req *r)
 static void probe_ready(srv_req *r)
 {
     char why[512];
+    if (atomic_load(&r->s->unready)) { /* --drain-delay-s: still serving */
+        srv_req_error(r, 503, "draining", NULL, "the server is shutting down");
+        return;
+    }
     switch (srv_server_readiness(r->s, why, sizeof why)) {
     case SRV_READY:
         srv_req_json(r, 200, strdup("{\"status\":\"ready\"}"));

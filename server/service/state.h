@@ -80,10 +80,13 @@ typedef struct srv_opts {
     int header_timeout_s;     /* whole header phase of a request (slow senders) */
     const char *log_format;   /* access log: "text" | "json" */
     int drain_timeout_s;      /* SIGTERM: time to finish queued work */
+    int drain_delay_s;        /* SIGTERM: unready but serving this long before the drain */
     const char *api_key;      /* NULL or "" = no key */
     const char *cors_origins; /* "*", "" (no CORS headers) or a comma-separated list */
     long max_files_bytes;     /* translated files kept for /download_file, in all */
     int file_ttl_s;           /* how long a translated file is kept */
+    const char *replica_id;   /* --replica-id: this replica's name behind a balancer
+                                 (download links, request ids); NULL/"": none */
     const char *textcat_dir;  /* libexttextcat's fingerprints (<code>.lm) */
     const char *langid_dir;   /* our profiles (<code>.lid.gz); NULL: beside the models */
     srv_fault test_fault;     /* --test-fail-batches: tests only */
@@ -149,6 +152,8 @@ typedef struct srv_server {
     atomic_int ready;      /* every configured model loaded and warmed (set once by the
                               main thread) */
     atomic_int draining;   /* SIGTERM/SIGINT received (set once by the main thread) */
+    atomic_int unready;    /* --drain-delay-s after SIGTERM: /health/ready says 503
+                              while requests are still served (main thread) */
 } srv_server;
 
 typedef enum srv_readiness {

@@ -69,7 +69,9 @@ struct srv_call {
     const char *query;  /* the raw query string (after '?'), or NULL */
     const char *host;   /* the Host header, or an absolute-form target's authority */
     const char *client; /* the client's address, "-" when unknown */
-    unsigned long id;   /* X-Request-Id, the access log's number */
+    unsigned long id;   /* the access log's number */
+    const char *req_id; /* X-Request-Id: the client's when sane, else made up
+                           ("REPLICA-N", or N without --replica-id) */
     double t0;          /* srv_now() at the head */
     char *body;         /* at body(): the complete body, NUL-terminated (never NULL);
                            the API may modify it in place */

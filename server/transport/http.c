@@ -29,6 +29,7 @@
  * formats them as the API formats its errors.
  */
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -112,6 +113,7 @@ typedef struct http_req {
     int nul_in_path;         /* the raw path has %00 (seen by the URI log callback) */
     char client[64];
     char abs_host[256]; /* the authority of an absolute-form target */
+    char req_id[SRV_REQ_ID_MAX + 48]; /* call.req_id's storage */
     char *query;        /* the raw query string (on_uri), malloc'd, or NULL */
     double t0;
     http_phase phase;
@@ -223,9 +225,7 @@ static enum MHD_Result send_resp(struct MHD_Connection *c, http_req *hr)
     for (int i = 0; i < r->n_hdr; i++)
         if (strcasecmp(r->hdr[i].name, "Content-Disposition") != 0)
             MHD_add_response_header(resp, r->hdr[i].name, r->hdr[i].value);
-    char id[24];
-    snprintf(id, sizeof id, "%lu", r->id);
-    MHD_add_response_header(resp, "X-Request-Id", id);
+    MHD_add_response_header(resp, "X-Request-Id", r->req_id);
     if (r->close || (h->o.draining && atomic_load(h->o.draining)))
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
     /* A slow reader has the request's timeout again to take the answer (a
@@ -577,6 +577,36 @@ static const char *origin_form(const char *url, char *host, size_t n)
     return slash ? slash : "/";
 }
 
+/* Whether a client's X-Request-Id can be echoed and logged as it is: 1 to
+ * SRV_REQ_ID_MAX of A-Z a-z 0-9 . _ : - (no spaces, quotes or controls). */
+int srv_http_req_id_ok(const char *v)
+{
+    if (!v)
+        return 0;
+    size_t n = strlen(v);
+    if (n == 0 || n > SRV_REQ_ID_MAX)
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!isalnum((unsigned char)v[i]) && !strchr("._:-", v[i]))
+            return 0;
+    return 1;
+}
+
+/* The request's id: the client's X-Request-Id when sane (a retry keeps its
+ * id across replicas), else REPLICA-N (--replica-id) or N. In buf. */
+static const char *request_id(const srv_http *h, struct MHD_Connection *c, unsigned long n,
+                              char *buf, size_t len)
+{
+    const char *given = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Request-Id");
+    if (srv_http_req_id_ok(given))
+        snprintf(buf, len, "%s", given);
+    else if (h->o.replica_id && h->o.replica_id[0])
+        snprintf(buf, len, "%s-%lu", h->o.replica_id, n);
+    else
+        snprintf(buf, len, "%lu", n);
+    return buf;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
                                   const char *method, const char *version,
                                   const char *upload_data, size_t *upload_size, void **req_cls)
@@ -595,6 +625,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         hr->fd = -1;
         r->io = &k_io;
         r->id = atomic_fetch_add(&h->next_id, 1) + 1;
+        r->req_id = request_id(h, c, r->id, hr->req_id, sizeof hr->req_id);
         r->host = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST);
         r->query = hr->query;
         url = origin_form(url, hr->abs_host, sizeof hr->abs_host);
@@ -688,9 +719,9 @@ static void log_request(const srv_http *h, const http_req *hr, int status, doubl
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     /* The escaped strings are valid UTF-8: json_string cannot refuse them. */
-    json_t *j = json_pack("{s:f,s:I,s:s,s:s,s:s,s:o,s:i,s:I,s:I,s:i,s:f,s:b}", "time",
+    json_t *j = json_pack("{s:f,s:I,s:s,s:s,s:s,s:s,s:o,s:i,s:I,s:I,s:i,s:f,s:b}", "time",
                           (double)ts.tv_sec + ts.tv_nsec * 1e-9, "id", (json_int_t)r->id,
-                          "client", hr->client, "method", method, "path", path, "model",
+                          "request_id", r->req_id ? r->req_id : "", "client", hr->client, "method", method, "path", path, "model",
                           r->log_model ? json_string(r->log_model) : json_null(), "texts",
                           (int)r->log_texts, "tokens_in", (json_int_t)r->tokens_in, "tokens_out",
                           (json_int_t)r->tokens_out, "status", status, "latency_ms", dt * 1e3,
@@ -959,6 +990,15 @@ int srv_http_start(srv_http **out, const srv_http_opts *o, const srv_call_handle
         return -1;
     }
     h->json_log = !strcmp(lf, "json");
+    const char *rid = o->replica_id ? o->replica_id : "";
+    if (strlen(rid) > 40 || strspn(rid, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                                         "0123456789._-") != strlen(rid) || rid[0] == '.') {
+        snprintf(err, errlen, "--replica-id: 1 to 40 of A-Z a-z 0-9 . _ - (not starting with "
+                 "'.'), got '%.60s'", rid);
+        freeaddrinfo(ai);
+        free(h);
+        return -1;
+    }
     pthread_mutex_init(&h->conns_mu, NULL);
     pthread_cond_init(&h->stop_cv, NULL);
     /* poll(), not epoll: 0.9.75's MHD_quiesce_daemon takes the listen

@@ -40,8 +40,17 @@ typedef struct srv_http_opts {
     long max_body_bytes;
     const char *log_format;     /* access log: "text" | "json" */
     const char *cors_origins;   /* "*", "" or a comma-separated list */
+    const char *replica_id;     /* NULL/"": none; else prefixes the request ids made up */
     const atomic_int *draining; /* while set, answers carry Connection: close */
 } srv_http_opts;
+
+/* The longest X-Request-Id taken from a client. */
+#define SRV_REQ_ID_MAX 64
+
+/* 1 when v (a client's X-Request-Id) is echoed as it is: 1 to
+ * SRV_REQ_ID_MAX characters of A-Z a-z 0-9 . _ : -; 0 otherwise (NULL too):
+ * the daemon makes up its own. */
+int srv_http_req_id_ok(const char *v);
 
 /* Listens on o->host:o->port and starts the thread pool; o, its strings and
  * handler must outlive the srv_http. On failure *out is NULL and err says
