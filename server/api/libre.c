@@ -312,7 +312,25 @@ static int route_segments(srv_req *r, srv_libre_req *lr, const char *src, const 
     return 0;
 }
 
-/* A document's segments of several styles (office.h) capture the
+/* Segment k of item it: its jobs capture the attention when it is styled
+ * (a document's segment of several styles, a cue with tags inside). */
+static void span_job(srv_req *r, srv_libre_req *lr, const libre_item *it, int k)
+{
+    int t = lr->segs[it->seg0 + k].text_idx;
+    if (t < 0 || !(it->office ? srv_office_styled(it->office, k)
+                              : it->sub && srv_subtitles_styled(it->sub)))
+        return;
+    const srv_split *sp = srv_api_split_of(r, t);
+    for (int s = 0; s < (sp ? sp->n : 1); s++) {
+        int j = sp ? sp->job[s] : r->text_job[t];
+        if (j >= 0)
+            r->jobs[j].opts = &lr->span_opts;
+    }
+}
+
+
+/* A document's segments of several styles (office.h) and a subtitle
+ * file's cues with tags inside (subtitles.h) capture the
  * attention of the model's last decoder layer, every head: their words'
  * alignment (srv_api_text_align). */
 static void span_jobs(srv_req *r, srv_libre_req *lr)
@@ -324,18 +342,9 @@ static void span_jobs(srv_req *r, srv_libre_req *lr)
     lr->span_opts.n_attn_layers = 1;
     lr->span_opts.attn_heads = NULL;
     lr->span_opts.n_attn_heads = 0;
-    const libre_item *it = &lr->items[0];
-    for (int k = 0; k < it->n_segs; k++) {
-        int t = lr->segs[it->seg0 + k].text_idx;
-        if (t < 0 || !srv_office_styled(it->office, k))
-            continue;
-        const srv_split *sp = srv_api_split_of(r, t);
-        for (int s = 0; s < (sp ? sp->n : 1); s++) {
-            int j = sp ? sp->job[s] : r->text_job[t];
-            if (j >= 0)
-                r->jobs[j].opts = &lr->span_opts;
-        }
-    }
+    for (int i = 0; i < lr->n_items; i++)
+        for (int k = 0; k < lr->items[i].n_segs; k++)
+            span_job(r, lr, &lr->items[i], k);
 }
 
 /* Submits the request's texts (1), or answers at once when there are
@@ -368,7 +377,7 @@ static int make_jobs(srv_req *r, srv_libre_req *lr, const char *src, const char 
             r->opts.beam_size = lr->alternatives + 1;
     }
     rc = srv_api_make_jobs(r, texts, lens, n, "q");
-    if (rc == 1 && lr->n_items == 1 && lr->items[0].office)
+    if (rc == 1 && ((lr->n_items == 1 && lr->items[0].office) || lr->srt || lr->vtt))
         span_jobs(r, lr);
     if (rc == 1 && !srv_limits_check(r, &k_limit_fields))
         rc = 0;
@@ -859,6 +868,8 @@ static void file_answer(srv_req *r)
         json_object_set_new(root, "keptUnits", json_integer(srv_catalog_kept(lr->items[0].cat)));
     if (office) /* formatting that found no word (spans.h) */
         json_object_set_new(root, "lostSpans", json_integer(srv_office_lost(lr->items[0].office)));
+    else if (lr->srt || lr->vtt) /* a cue's tags that found no word (cuetext.h) */
+        json_object_set_new(root, "lostSpans", json_integer(lr->lost_spans));
     respond_json(r, 200, root);
 }
 
