@@ -56,6 +56,7 @@ typedef enum opt_kind {
     OPT_MODEL, /* --model [NAME=]DIR, repeatable (the variable: a comma-separated list) */
     OPT_LANGS, /* --model-languages NAME=SRC-TGT, repeatable (likewise) */
     OPT_BYTES, /* a byte count with an optional K, M, G or T suffix (binary) */
+    OPT_HTML,  /* srv_html_answer: "escaped" | "unescaped" */
 } opt_kind;
 
 typedef struct opt_def {
@@ -157,6 +158,10 @@ static const opt_def k_opts[] = {
     {"--api-key", OPT_STR, OFF(api_key), 0, 0, "require this key (Bearer or X-API-Key)"},
     {"--cors-origins", OPT_STR, OFF(cors_origins), 0, 0,
      "CORS: * (any origin), a comma-separated list of origins, or \"\" (no CORS headers)"},
+    {"--libre-html-answer", OPT_HTML, OFF(libre_html), 0, 0,
+     "LibreTranslate format=html answers: escaped (the HTML as written: a text's &lt;script&gt; "
+     "stays text) | unescaped (through html.unescape as LibreTranslate 1.x, which makes it live "
+     "markup)"},
     {"--max-files-bytes", OPT_LONG, OFF(max_files_bytes), 1, 1L << 40,
      "translated files kept in memory for /download_file, in all"},
     {"--file-ttl-s", OPT_INT, OFF(file_ttl_s), 1, 7 * 86400,
@@ -207,6 +212,11 @@ static void default_text(const opt_def *d, char *out, size_t n)
         break;
     case OPT_SCRATCH:
         snprintf(out, n, "%s", *(const int *)(const void *)base ? "full" : "on-demand");
+        break;
+    case OPT_HTML:
+        snprintf(out, n, "%s",
+                 *(const srv_html_answer *)(const void *)base == SRV_HTML_UNESCAPED ? "unescaped"
+                                                                                    : "escaped");
         break;
     }
 }
@@ -340,6 +350,18 @@ static int set_opt(srv_opts *o, const opt_def *d, const char *v, const char *fro
             return -1;
         }
         *(int *)(void *)base = !strcmp(v, "full");
+        return 0;
+    }
+    if (d->kind == OPT_HTML) {
+        srv_html_answer h = !strcmp(v, "escaped")     ? SRV_HTML_ESCAPED
+                            : !strcmp(v, "unescaped") ? SRV_HTML_UNESCAPED
+                                                      : (srv_html_answer)-1;
+        if ((int)h < 0) {
+            fprintf(stderr, "transformerd: %s: expected escaped or unescaped, got '%s'\n", from,
+                    v);
+            return -1;
+        }
+        *(srv_html_answer *)(void *)base = h;
         return 0;
     }
     if (d->kind == OPT_SHARE) {

@@ -881,10 +881,15 @@ static void libre_answer(srv_req *r)
     json_t *texts = json_array(), *alts = json_array(), *det = json_array();
     int oom = !texts || !alts || !det;
     /* LibreTranslate answers its texts and alternatives through Python's
-     * html.unescape (srv_html_unescape), whatever the format */
+     * html.unescape (srv_html_unescape); format=html's only with
+     * --libre-html-answer unescaped: its serialized HTML writes a text's
+     * '<' as &lt;, which html.unescape would make live markup
+     * (docs/decisions.md, "Escaped markup stays escaped") */
+    const int escaped = lr->html && r->s->o.libre_html == SRV_HTML_ESCAPED;
     for (int i = 0; !oom && i < lr->n_items; i++) {
         char why[256];
-        json_t *v = take_unescaped(srv_libre_item_translation(r, i, 0, why, sizeof why));
+        char *tr = srv_libre_item_translation(r, i, 0, why, sizeof why);
+        json_t *v = escaped ? take_string(tr) : take_unescaped(tr);
         oom |= !v || json_array_append_new(texts, v) != 0;
         json_t *a = json_array();
         /* an HTML item may have no text segment (and segs be NULL) */

@@ -30,6 +30,12 @@
  * docs/api.md "Command line and environment"). */
 #define SRV_MAX_MODEL_SPECS 64
 
+/* format=html answers of the LibreTranslate endpoints (--libre-html-answer). */
+typedef enum srv_html_answer {
+    SRV_HTML_ESCAPED = 0, /* the HTML as serialized: &lt;script&gt; stays text */
+    SRV_HTML_UNESCAPED,   /* through html.unescape, as LibreTranslate 1.x: live markup */
+} srv_html_answer;
+
 typedef struct srv_opts {
     const char *model_dir;    /* the default model, when no --model or --models-dir is given */
     const char *model_specs[SRV_MAX_MODEL_SPECS]; /* --model [NAME=]DIR, in order */
@@ -82,6 +88,7 @@ typedef struct srv_opts {
     int drain_timeout_s;      /* SIGTERM: time to finish queued work */
     const char *api_key;      /* NULL or "" = no key */
     const char *cors_origins; /* "*", "" (no CORS headers) or a comma-separated list */
+    srv_html_answer libre_html; /* --libre-html-answer: escaped (default) | unescaped */
     long max_files_bytes;     /* translated files kept for /download_file, in all */
     int file_ttl_s;           /* how long a translated file is kept */
     const char *textcat_dir;  /* libexttextcat's fingerprints (<code>.lm) */
