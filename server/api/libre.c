@@ -870,6 +870,11 @@ static void file_answer(srv_req *r)
         json_object_set_new(root, "lostSpans", json_integer(srv_office_lost(lr->items[0].office)));
     else if (lr->srt || lr->vtt) /* a cue's tags that found no word (cuetext.h) */
         json_object_set_new(root, "lostSpans", json_integer(lr->lost_spans));
+    if (lr->autodetect && lr->n_items > 0) /* the file's language, detected once over its text:
+                                            * the target's when nothing was translated */
+        json_object_set_new(root, "detectedLanguage",
+                            json_pack("{s:f,s:s}", "confidence", lr->items[0].confidence,
+                                      "language", lr->items[0].lang));
     respond_json(r, 200, root);
 }
 
