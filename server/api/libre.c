@@ -577,7 +577,7 @@ static int doc_step(srv_req *r, int step)
         return 0;
     }
     lr->task = (srv_doc_task){.run = doc_run, .gone = doc_gone, .ud = r,
-                              .deadline = r->call->t0 + r->s->o.request_timeout_s};
+                              .deadline = r->call->t0 + srv_req_timeout_s(r)};
     srv_call_hold(r->call, 1); /* before it is out: it may finish at once */
     srv_doc_submit_rc rc = srv_docpool_submit(
         r->s->docs, &lr->task, step == LIBRE_STEP_PARSE ? SRV_DOC_FIRST : SRV_DOC_NEXT);
@@ -605,7 +605,7 @@ static int doc_dropped(srv_req *r)
     case SRV_DOC_TIMEOUT:
         srv_req_error(r, 504, "timeout", NULL,
                       "the request waited longer than %d s and was dropped",
-                      r->s->o.request_timeout_s);
+                      srv_req_timeout_s(r));
         return 1;
     case SRV_DOC_GONE:
         srv_req_error(r, 503, "client_gone", NULL, "the client closed the connection");
@@ -633,11 +633,11 @@ static int file_parsed(srv_req *r)
         srv_req_error(r, 500, "internal", NULL, "%s", lr->why[0] ? lr->why : "out of memory");
         return 0;
     }
-    if (lr->n_segs > r->s->o.max_queue) {
+    if (lr->n_segs > r->s->o.max_file_texts) {
         srv_req_error(r, 400, "out_of_range", "file",
                       "Invalid request: the file has %d texts to translate; the limit is %d "
-                      "(--max-queue)",
-                      lr->n_segs, r->s->o.max_queue);
+                      "(--max-file-texts)",
+                      lr->n_segs, r->s->o.max_file_texts);
         return 0;
     }
     lr->autodetect = !strcmp(lr->src, "auto");
@@ -1052,7 +1052,7 @@ static const srv_route k_libre_routes[] = {
     {"GET", "/languages", SRV_EP_LANGUAGES, SRV_ROUTE_LIBRE, libre_get, NULL, NULL},
     /* as libretranslatepy may send it: answered as the GET, the body unread */
     {"POST", "/languages", SRV_EP_LANGUAGES, SRV_ROUTE_LIBRE, libre_get, NULL, NULL},
-    {"POST", "/translate_file", SRV_EP_TRANSLATE_FILE, LIBRE_POST, NULL, libre_body,
+    {"POST", "/translate_file", SRV_EP_TRANSLATE_FILE, LIBRE_POST | SRV_ROUTE_FILE, NULL, libre_body,
      libre_respond},
     {"POST", "/suggest", SRV_EP_SUGGEST, LIBRE_POST, NULL, libre_body, libre_respond},
     {"GET", "/frontend/settings", SRV_EP_SETTINGS, SRV_ROUTE_LIBRE, libre_get, NULL, NULL},

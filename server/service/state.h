@@ -78,6 +78,10 @@ typedef struct srv_opts {
     int max_input_tokens;     /* per text, incl. </s>; 0 = max positions */
     int max_batch_texts;      /* texts per request */
     long max_body_bytes;
+    long max_file_bytes;      /* --max-file-bytes: a /translate_file upload's body */
+    int max_file_texts;       /* --max-file-texts: sentences of one file */
+    int file_queue_texts;     /* --file-queue-texts: a file's sentences queued at once */
+    int file_timeout_s;       /* --file-timeout-s: a /translate_file request's deadline */
     long max_response_bytes;  /* estimated response of one request (reqlimits.h) */
     int request_timeout_s;    /* whole-request deadline */
     int idle_timeout_s;       /* MHD connection (idle) timeout */
