@@ -269,7 +269,8 @@ static int style_of(srv_cue *c, const int *stack, int depth)
 {
     for (int k = 0; k < c->n_styles; k++) {
         int at = c->style_at[k], n = c->style_at[k + 1] - at;
-        if (n == depth && !memcmp(c->style_tags + at, stack, (size_t)depth * sizeof *stack))
+        if (n == depth && (!depth || !memcmp(c->style_tags + at, stack,
+                                              (size_t)depth * sizeof *stack)))
             return k;
     }
     int at = c->style_at[c->n_styles];
@@ -281,7 +282,8 @@ static int style_of(srv_cue *c, const int *stack, int depth)
         c->style_tags = p;
         c->style_cap = cap;
     }
-    memcpy(c->style_tags + at, stack, (size_t)depth * sizeof *stack);
+    if (depth)
+        memcpy(c->style_tags + at, stack, (size_t)depth * sizeof *stack);
     c->style_at[++c->n_styles] = at + depth;
     return c->n_styles - 1;
 }
