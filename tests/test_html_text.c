@@ -5,6 +5,7 @@
  *     words, survives the translation (as U+00A0 or &nbsp;) while the words
  *     around it are translated: LibreTranslate's format=html (html.c) and
  *     .html and .xhtml files through /translate_file (office.c, spans.c);
+ *     ones around a text (an indent) are kept as the other whitespace;
  *   - escaped markup stays escaped: format=html's &lt;script&gt; comes back
  *     &lt;script&gt;, never a live <script>; a daemon started with
  *     --libre-html-answer unescaped answers as LibreTranslate 1.x does (its
@@ -77,6 +78,12 @@ START_TEST(test_nbsp_format_html)
                        "<p>Save the file in 10&nbsp;seconds.</p>",
                        "html");
     check_nbsp(t);
+    free(t);
+    /* around a text (an indent): kept as the other spaces there are */
+    t = libre_on(g_port, "<p>&nbsp;&nbsp;Save the file.</p>", "html");
+    ck_assert_msg(!strncmp(t, "<p>" NBSP NBSP, 7) || !strncmp(t, "<p>&nbsp;&nbsp;", 15),
+                  "the indent lost: %s", t);
+    ck_assert_msg(strstr(t, "Datei"), "not translated: %s", t);
     free(t);
 }
 END_TEST
