@@ -172,10 +172,13 @@ int main(void)
     if (!mkdtemp(g_tmp))
         return 1;
     tc_io_timeout_s = 600;
+    /* a file whose later parts never went out answers 504 at its deadline */
+    char deadline[32];
+    snprintf(deadline, sizeof deadline, "%d", 120 * tc_slowness());
     const char *args[] = {"--workers",          "1", "--max-queue",          "8",
                           "--max-batch-texts",  "8", "--file-queue-texts",   "4",
                           "--test-step-delay-ms", "5", "--max-body-bytes", "2K",
-                          "--max-file-bytes", "64K", NULL};
+                          "--max-file-bytes", "64K", "--file-timeout-s", deadline, NULL};
     pid_t pid;
     g_port = tc_daemon_start_model(TD_DAEMON, TD_BUNDLED_MODEL, g_tmp, "parts", args, &pid);
     if (g_port <= 0) {
