@@ -348,18 +348,14 @@ static srv_cache_key cache_key(const srv_req *r, const srv_job *j)
     return k;
 }
 
-/* The completion of every job (a scheduler thread, the main thread in a
- * drain, or the HTTP thread for a cache hit): the device-failed policy for
- * a failed job, a finished one into the cache, then the job's hold of the
- * call is released. Touches only j, the model's state and the cache. */
-static void job_done(srv_job *j, void *ud);
-
-/* A file's next job to the queue, as one of its queued jobs finished (a
- * scheduler thread): the file keeps --file-queue-texts in the queue, and
- * the texts of requests made meanwhile are taken between them. A job that
- * cannot go (the daemon drains, the model was replaced) is finished here
- * without running, and the next is tried. */
-static void feed_next(srv_req *r)
+/* A file's next job to the queue, as one of its queued jobs finished with
+ * status st (a scheduler thread): the file keeps --file-queue-texts in the
+ * queue, and the texts of requests made meanwhile are taken between them.
+ * A job that cannot go (the daemon drains, the model was replaced), and
+ * every job left once one did not finish (its client left, its deadline
+ * passed, the engine failed), is finished here with that status, without
+ * running. */
+static void feed_next(srv_req *r, srv_job_status st)
 {
     for (;;) {
         int k = atomic_fetch_add(&r->fed, 1);
@@ -368,19 +364,27 @@ static void feed_next(srv_req *r)
         srv_job *j = &r->jobs[k];
         if (j->cached)
             continue; /* finished at the submit */
-        srv_submit_rc sr = srv_batcher_feed(r->model->b, j, 1, r->feed_deadline, &r->feed_c);
+        srv_submit_rc sr = st != SRV_JOB_DONE ? SRV_SUBMIT_DRAINING
+                           : srv_batcher_feed(r->model->b, j, 1, r->feed_deadline, &r->feed_c);
         if (sr == SRV_SUBMIT_OK)
             return;
-        j->status = sr == SRV_SUBMIT_RETIRED ? SRV_JOB_RETIRED : SRV_JOB_SHUTDOWN;
+        j->status = st != SRV_JOB_DONE            ? st
+                    : sr == SRV_SUBMIT_RETIRED ? SRV_JOB_RETIRED
+                                               : SRV_JOB_SHUTDOWN;
+        st = j->status;
         srv_call_release(r->call);
     }
 }
 
+/* The completion of every job (a scheduler thread, the main thread in a
+ * drain, or the HTTP thread for a cache hit): the device-failed policy for
+ * a failed job, a finished one into the cache, then the job's hold of the
+ * call is released. Touches only j, the model's state and the cache. */
 static void job_done(srv_job *j, void *ud)
 {
     srv_req *r = ud;
     if (r->feed_at > 0 && !j->cached)
-        feed_next(r);
+        feed_next(r, j->status);
     if (j->status == SRV_JOB_FAILED)
         srv_model_engine_error(r->model, j->engine_rc, j->engine_err);
     if (j->status == SRV_JOB_DONE && !j->cached) {
