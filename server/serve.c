@@ -56,6 +56,7 @@ typedef enum opt_kind {
     OPT_MODEL, /* --model [NAME=]DIR, repeatable (the variable: a comma-separated list) */
     OPT_LANGS, /* --model-languages NAME=SRC-TGT, repeatable (likewise) */
     OPT_BYTES, /* a byte count with an optional K, M, G or T suffix (binary) */
+    OPT_HTML,  /* srv_html_answer: "escaped" | "unescaped" */
 } opt_kind;
 
 typedef struct opt_def {
@@ -140,9 +141,20 @@ static const opt_def k_opts[] = {
     {"--max-input-tokens", OPT_INT, OFF(max_input_tokens), 0, 1 << 20,
      "tokens per text incl. </s> (0: the model's max positions)"},
     {"--max-batch-texts", OPT_INT, OFF(max_batch_texts), 1, 1 << 16, "texts per request"},
-    {"--max-body-bytes", OPT_LONG, OFF(max_body_bytes), 1, 1L << 30, "request body limit"},
-    {"--max-response-bytes", OPT_LONG, OFF(max_response_bytes), 1, 1L << 40,
-     "estimated response size one request may ask for (422 response_too_large)"},
+    {"--max-body-bytes", OPT_BYTES, OFF(max_body_bytes), 1, 1L << 30,
+     "request body limit (K, M, G suffixes; /translate_file: --max-file-bytes)"},
+    {"--max-file-bytes", OPT_BYTES, OFF(max_file_bytes), 1, 1L << 34,
+     "a /translate_file upload's body (K, M, G suffixes)"},
+    {"--max-file-texts", OPT_INT, OFF(max_file_texts), 1, 1 << 22,
+     "sentences of one file (/translate_file): a file with more is refused (400)"},
+    {"--file-queue-texts", OPT_INT, OFF(file_queue_texts), 1, 1 << 20,
+     "a file's sentences in a model's queue at once; the others join as those finish, so "
+     "that other requests are answered between them and the file never fills --max-queue"},
+    {"--file-timeout-s", OPT_INT, OFF(file_timeout_s), 1, 7 * 86400,
+     "a /translate_file request's deadline (its upload, translation and render)"},
+    {"--max-response-bytes", OPT_BYTES, OFF(max_response_bytes), 1, 1L << 40,
+     "estimated response size one request may ask for (422 response_too_large; K, M, G "
+     "suffixes)"},
     {"--request-timeout-s", OPT_INT, OFF(request_timeout_s), 1, 86400,
      "whole-request deadline (504)"},
     {"--idle-timeout-s", OPT_INT, OFF(idle_timeout_s), 1, 86400, "idle connection timeout"},
@@ -161,8 +173,12 @@ static const opt_def k_opts[] = {
     {"--api-key", OPT_STR, OFF(api_key), 0, 0, "require this key (Bearer or X-API-Key)"},
     {"--cors-origins", OPT_STR, OFF(cors_origins), 0, 0,
      "CORS: * (any origin), a comma-separated list of origins, or \"\" (no CORS headers)"},
-    {"--max-files-bytes", OPT_LONG, OFF(max_files_bytes), 1, 1L << 40,
-     "translated files kept in memory for /download_file, in all"},
+    {"--libre-html-answer", OPT_HTML, OFF(libre_html), 0, 0,
+     "LibreTranslate format=html answers: escaped (the HTML as written: a text's &lt;script&gt; "
+     "stays text) | unescaped (through html.unescape as LibreTranslate 1.x, which makes it live "
+     "markup)"},
+    {"--max-files-bytes", OPT_BYTES, OFF(max_files_bytes), 1, 1L << 40,
+     "translated files kept in memory for /download_file, in all (K, M, G suffixes)"},
     {"--file-ttl-s", OPT_INT, OFF(file_ttl_s), 1, 7 * 86400,
      "how long a translated file can be downloaded"},
     {"--replica-id", OPT_STR, OFF(replica_id), 0, 0,
@@ -216,6 +232,11 @@ static void default_text(const opt_def *d, char *out, size_t n)
     case OPT_SCRATCH:
         snprintf(out, n, "%s", *(const int *)(const void *)base ? "full" : "on-demand");
         break;
+    case OPT_HTML:
+        snprintf(out, n, "%s",
+                 *(const srv_html_answer *)(const void *)base == SRV_HTML_UNESCAPED ? "unescaped"
+                                                                                    : "escaped");
+        break;
     }
 }
 
@@ -254,6 +275,13 @@ static void defaults(srv_opts *o)
     o->document_queue = 32;
     o->max_batch_texts = 64;
     o->max_body_bytes = 1L << 20;
+    /* a 50 MB office file; a feature film's 3,000 cues and an EPUB novel's
+     * tens of thousands of sentences; an hour of one CPU worker for them
+     * (docs/api.md, "Limits that fit files") */
+    o->max_file_bytes = 64L << 20;
+    o->max_file_texts = 100000;
+    o->file_queue_texts = 64;
+    o->file_timeout_s = 3600;
     o->max_response_bytes = 64L << 20;
     o->request_timeout_s = 60;
     o->idle_timeout_s = 30;
@@ -311,9 +339,11 @@ static int set_opt(srv_opts *o, const opt_def *d, const char *v, const char *fro
     }
     if (d->kind == OPT_BYTES) {
         long x = parse_bytes(v);
-        if (x < 0) {
-            fprintf(stderr, "transformerd: %s: expected bytes (e.g. 8G, 512M, 1000), got '%s'\n",
-                    from, v);
+        if (x < 0 || x < d->lo || x > d->hi) {
+            fprintf(stderr,
+                    "transformerd: %s: expected bytes in %ld..%ld (e.g. 8G, 512M, 1000), got "
+                    "'%s'\n",
+                    from, d->lo, d->hi, v);
             return -1;
         }
         *(long *)(void *)base = x;
@@ -348,6 +378,18 @@ static int set_opt(srv_opts *o, const opt_def *d, const char *v, const char *fro
             return -1;
         }
         *(int *)(void *)base = !strcmp(v, "full");
+        return 0;
+    }
+    if (d->kind == OPT_HTML) {
+        srv_html_answer h = !strcmp(v, "escaped")     ? SRV_HTML_ESCAPED
+                            : !strcmp(v, "unescaped") ? SRV_HTML_UNESCAPED
+                                                      : (srv_html_answer)-1;
+        if ((int)h < 0) {
+            fprintf(stderr, "transformerd: %s: expected escaped or unescaped, got '%s'\n", from,
+                    v);
+            return -1;
+        }
+        *(srv_html_answer *)(void *)base = h;
         return 0;
     }
     if (d->kind == OPT_SHARE) {

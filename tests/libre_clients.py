@@ -282,17 +282,24 @@ def deep_translator_keys(url):
           "deep-translator bad key -> AuthorizationException (403)")
 
 
-def html_unescaped(url):
-    """LibreTranslate answers through Python's html.unescape after
-    BeautifulSoup serialises the translated tree: a script, which is not
-    translated, comes back as that pipeline makes it."""
+def html_answer(url, unescaped, key=None):
+    """format=html: LibreTranslate answers through Python's html.unescape
+    after BeautifulSoup serialises the translated tree, which makes the
+    escaped text of a page live markup; the daemon answers the serialised
+    tree with its escapes, and LibreTranslate's answer with
+    --libre-html-answer unescaped. A script, which is not translated,
+    comes back as the one pipeline or the other makes it."""
     script = "<script>if (a &lt; b &amp;&amp; c) { t = '&copy;'; }</script>"
-    r = httpx.post(f"{url}/translate", json={"q": script + "<p>Hello world</p>", "source": "en",
-                                             "target": "de", "format": "html"})
-    want = html.unescape(str(BeautifulSoup(script, "html.parser")))
+    body = {"q": script + "<p>Hello world</p>", "source": "en", "target": "de",
+            "format": "html"}
+    if key:
+        body["api_key"] = key
+    r = httpx.post(f"{url}/translate", json=body)
+    tree = str(BeautifulSoup(script, "html.parser"))
+    want = html.unescape(tree) if unescaped else tree
     got = r.json().get("translatedText", "")
     check(r.status_code == 200 and got.startswith(want),
-          f"html: the untranslated script as LibreTranslate returns it ({got!r}, want {want!r})")
+          f"html (unescaped={unescaped}): the untranslated script ({got!r}, want {want!r})")
 
 
 def raw_inputs(url):
@@ -320,12 +327,13 @@ def main():
         aio_sync_calls(d.url)
         asyncio.run(aio_async_calls(d.url))
         deep_translator_calls(d.url)
-        html_unescaped(d.url)
+        html_answer(d.url, unescaped=False)
         raw_inputs(d.url)
     finally:
         d.stop()
-    d = Daemon(daemon, model, "--api-key", KEY)
+    d = Daemon(daemon, model, "--api-key", KEY, "--libre-html-answer", "unescaped")
     try:
+        html_answer(d.url, unescaped=True, key=KEY)
         libretranslatepy_keys(d.url)
         aio_keys(d.url)
         deep_translator_keys(d.url)

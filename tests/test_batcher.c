@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "batcher.h"
 
@@ -537,6 +538,48 @@ START_TEST(test_fair_one_owner_many_requests)
 }
 END_TEST
 
+/* srv_batcher_feed, the next part of a file admitted before, is not held
+ * to max_queue, which refuses a new submit: a parked batcher (nothing
+ * taken) with its queue full. */
+START_TEST(test_feed_past_full)
+{
+    td_model *m = NULL;
+    watch w = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+    srv_batcher *b = new_batcher(&m, 4, 2, NULL, NULL, 0);
+    const td_config *c = td_model_config(m);
+    static td_decode_opts opts;
+    td_decode_opts_default(m, &opts);
+    opts.beam_size = opts.num_hypotheses = 1;
+    opts.max_length = 4;
+    static srv_job jobs[4];
+    static int32_t src[4][16];
+    for (int i = 0; i < 4; i++) {
+        random_job(&jobs[i], src[i], c);
+        jobs[i].opts = &opts;
+    }
+    /* parked once the warm-up is over */
+    for (int k = 0; !srv_batcher_park(b); k++) {
+        ck_assert_int_lt(k, 6000);
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    srv_completion comp = {.done = job_done, .ud = &w};
+    ck_assert_int_eq(srv_batcher_submit(b, jobs, 2, 1e18, &comp), SRV_SUBMIT_OK);
+    ck_assert_int_eq(srv_batcher_submit(b, jobs + 2, 1, 1e18, &comp), SRV_SUBMIT_FULL);
+    ck_assert_int_eq(srv_batcher_feed(b, jobs + 2, 1, 1e18, &comp), SRV_SUBMIT_OK);
+    ck_assert_int_eq(srv_batcher_queue_depth(b), 3);
+    char err[256];
+    ck_assert_int_eq(srv_batcher_unpark(b, err, sizeof err), 0);
+    pthread_mutex_lock(&w.mu);
+    while (w.done < 3)
+        pthread_cond_wait(&w.cv, &w.mu);
+    pthread_mutex_unlock(&w.mu);
+    srv_batcher_drain(b, 1e18);
+    srv_batcher_free(b);
+    td_model_free(m);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("batcher");
@@ -551,6 +594,7 @@ int main(void)
     tcase_add_test(tc, test_deep_queue);
     tcase_add_test(tc, test_fair_one_large_request);
     tcase_add_test(tc, test_fair_one_owner_many_requests);
+    tcase_add_test(tc, test_feed_past_full);
     suite_add_tcase(s, tc);
     SRunner *r = srunner_create(s);
     srunner_run_all(r, CK_NORMAL);

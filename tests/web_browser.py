@@ -150,6 +150,7 @@ def main():
         d = browser()
         run(d, dm, shots)
         run_file(d, dm)
+        run_file_same_language(d, exe, model)
         run_docs(d, dm)
         run_key(d, exe, model)
     finally:
@@ -475,6 +476,45 @@ def run_file(d, dm):
         want = dm.get(url[url.index("/download_file/"):])
         check(got[2] == want[2], "the page's file %r, the API's %r" % (got[2], want[2]))
         check(b"00:00:03,000 --> 00:00:04,000" in got[2], "timing lost: %r" % got[2])
+    console_errors(d)
+
+
+def run_file_same_language(d, exe, model):
+    """A file already in the target language: the page says so, not that it
+    was translated. Two models (the second read as de -> en), so that the
+    page offers "by the text's language" and a target; an English file
+    into en is detected as English and copied."""
+    import tempfile
+    from selenium.webdriver.support.ui import Select
+    dm = Daemon(exe, model, ["--model", "back=" + model, "--model-languages", "back=de-en"])
+    try:
+        with tempfile.TemporaryDirectory(prefix="td-web-same-") as tmp:
+            path = os.path.join(tmp, "note.txt")
+            with open(path, "w") as f:
+                f.write("The weather is nice today and we are going to the beach with the "
+                        "children.\n")
+            d.get(dm.base + "/")
+            wait(d, lambda: "back" in d.find_element(By.ID, "served").text,
+                 "the second model is not listed")
+            check(Select(d.find_element(By.ID, "model")).first_selected_option
+                  .get_attribute("value") == "", "a model is chosen, not the text's language")
+            d.find_element(By.ID, "file").send_keys(path)
+            for into, same in (("en", True), ("de", False)):
+                Select(d.find_element(By.ID, "ftarget")).select_by_value(into)
+                d.find_element(By.ID, "fgo").click()
+                wait(d, lambda: d.find_element(By.ID, "fdownload").is_displayed() and
+                     "Translating" not in d.find_element(By.ID, "fstatus").text,
+                     "no download link: %s" % d.find_element(By.ID, "error").text)
+                st = d.find_element(By.ID, "fstatus")
+                warned = "already in en" in st.text and "nothing was translated" in st.text
+                check(warned == same and ("translated in" in st.text) == (not same) and
+                      ("warn" in st.get_attribute("class").split()) == same,
+                      "into %s: the page says %r (class %r)" % (into, st.text,
+                                                               st.get_attribute("class")))
+                d.find_element(By.ID, "fdownload").get_attribute("href")
+                d.execute_script("document.getElementById('fdownload').hidden = true")
+    finally:
+        dm.stop()
     console_errors(d)
 
 

@@ -579,6 +579,7 @@ function chooseFile(f) {
   chosenFile = f || null;
   $('fgo').disabled = !chosenFile;
   $('fdownload').hidden = true;
+  $('fstatus').classList.remove('warn');
   $('fstatus').textContent = chosenFile ? chosenFile.name + ' (' + chosenFile.size + ' bytes)' : '';
 }
 
@@ -598,6 +599,7 @@ async function translateFile() {
   $('fgo').disabled = true;
   $('fprogress').hidden = false;
   $('fprogress').removeAttribute('value');
+  $('fstatus').classList.remove('warn');
   $('fstatus').textContent = 'Translating ' + chosenFile.name + '…';
   const t0 = performance.now();
   try {
@@ -612,8 +614,17 @@ async function translateFile() {
     a.download = decodeURIComponent(url.pathname.split('/').pop().replace(/^[0-9a-f]{32}\./, ''));
     a.textContent = 'Download ' + a.download;
     a.hidden = false;
-    $('fstatus').textContent = chosenFile.name + ' translated in ' +
-      Math.round(performance.now() - t0) + ' ms';
+    // a file already in the target language comes back as it was: say so
+    // rather than that it was translated
+    const into = m ? m.target : $('ftarget').value;
+    const det = data.detectedLanguage;
+    const from = det ? det.language : (m ? m.source : '');
+    const same = from !== '' && from === into;
+    $('fstatus').classList.toggle('warn', same);
+    $('fstatus').textContent = same
+      ? chosenFile.name + ' is already in ' + into + (det ? ' (detected)' : '') +
+        ': nothing was translated, the download is the file as it was'
+      : chosenFile.name + ' translated in ' + Math.round(performance.now() - t0) + ' ms';
   } catch (err) {
     $('fstatus').textContent = '';
     showError(err);

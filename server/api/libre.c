@@ -312,7 +312,25 @@ static int route_segments(srv_req *r, srv_libre_req *lr, const char *src, const 
     return 0;
 }
 
-/* A document's segments of several styles (office.h) capture the
+/* Segment k of item it: its jobs capture the attention when it is styled
+ * (a document's segment of several styles, a cue with tags inside). */
+static void span_job(srv_req *r, srv_libre_req *lr, const libre_item *it, int k)
+{
+    int t = lr->segs[it->seg0 + k].text_idx;
+    if (t < 0 || !(it->office ? srv_office_styled(it->office, k)
+                              : it->sub && srv_subtitles_styled(it->sub)))
+        return;
+    const srv_split *sp = srv_api_split_of(r, t);
+    for (int s = 0; s < (sp ? sp->n : 1); s++) {
+        int j = sp ? sp->job[s] : r->text_job[t];
+        if (j >= 0)
+            r->jobs[j].opts = &lr->span_opts;
+    }
+}
+
+
+/* A document's segments of several styles (office.h) and a subtitle
+ * file's cues with tags inside (subtitles.h) capture the
  * attention of the model's last decoder layer, every head: their words'
  * alignment (srv_api_text_align). */
 static void span_jobs(srv_req *r, srv_libre_req *lr)
@@ -324,18 +342,9 @@ static void span_jobs(srv_req *r, srv_libre_req *lr)
     lr->span_opts.n_attn_layers = 1;
     lr->span_opts.attn_heads = NULL;
     lr->span_opts.n_attn_heads = 0;
-    const libre_item *it = &lr->items[0];
-    for (int k = 0; k < it->n_segs; k++) {
-        int t = lr->segs[it->seg0 + k].text_idx;
-        if (t < 0 || !srv_office_styled(it->office, k))
-            continue;
-        const srv_split *sp = srv_api_split_of(r, t);
-        for (int s = 0; s < (sp ? sp->n : 1); s++) {
-            int j = sp ? sp->job[s] : r->text_job[t];
-            if (j >= 0)
-                r->jobs[j].opts = &lr->span_opts;
-        }
-    }
+    for (int i = 0; i < lr->n_items; i++)
+        for (int k = 0; k < lr->items[i].n_segs; k++)
+            span_job(r, lr, &lr->items[i], k);
 }
 
 /* Submits the request's texts (1), or answers at once when there are
@@ -368,7 +377,7 @@ static int make_jobs(srv_req *r, srv_libre_req *lr, const char *src, const char 
             r->opts.beam_size = lr->alternatives + 1;
     }
     rc = srv_api_make_jobs(r, texts, lens, n, "q");
-    if (rc == 1 && lr->n_items == 1 && lr->items[0].office)
+    if (rc == 1 && ((lr->n_items == 1 && lr->items[0].office) || lr->srt || lr->vtt))
         span_jobs(r, lr);
     if (rc == 1 && !srv_limits_check(r, &k_limit_fields))
         rc = 0;
@@ -568,7 +577,7 @@ static int doc_step(srv_req *r, int step)
         return 0;
     }
     lr->task = (srv_doc_task){.run = doc_run, .gone = doc_gone, .ud = r,
-                              .deadline = r->call->t0 + r->s->o.request_timeout_s};
+                              .deadline = r->call->t0 + srv_req_timeout_s(r)};
     srv_call_hold(r->call, 1); /* before it is out: it may finish at once */
     srv_doc_submit_rc rc = srv_docpool_submit(
         r->s->docs, &lr->task, step == LIBRE_STEP_PARSE ? SRV_DOC_FIRST : SRV_DOC_NEXT);
@@ -596,7 +605,7 @@ static int doc_dropped(srv_req *r)
     case SRV_DOC_TIMEOUT:
         srv_req_error(r, 504, "timeout", NULL,
                       "the request waited longer than %d s and was dropped",
-                      r->s->o.request_timeout_s);
+                      srv_req_timeout_s(r));
         return 1;
     case SRV_DOC_GONE:
         srv_req_error(r, 503, "client_gone", NULL, "the client closed the connection");
@@ -624,11 +633,11 @@ static int file_parsed(srv_req *r)
         srv_req_error(r, 500, "internal", NULL, "%s", lr->why[0] ? lr->why : "out of memory");
         return 0;
     }
-    if (lr->n_segs > r->s->o.max_queue) {
+    if (lr->n_segs > r->s->o.max_file_texts) {
         srv_req_error(r, 400, "out_of_range", "file",
                       "Invalid request: the file has %d texts to translate; the limit is %d "
-                      "(--max-queue)",
-                      lr->n_segs, r->s->o.max_queue);
+                      "(--max-file-texts)",
+                      lr->n_segs, r->s->o.max_file_texts);
         return 0;
     }
     lr->autodetect = !strcmp(lr->src, "auto");
@@ -863,6 +872,13 @@ static void file_answer(srv_req *r)
         json_object_set_new(root, "keptUnits", json_integer(srv_catalog_kept(lr->items[0].cat)));
     if (office) /* formatting that found no word (spans.h) */
         json_object_set_new(root, "lostSpans", json_integer(srv_office_lost(lr->items[0].office)));
+    else if (lr->srt || lr->vtt) /* a cue's tags that found no word (cuetext.h) */
+        json_object_set_new(root, "lostSpans", json_integer(lr->lost_spans));
+    if (lr->autodetect && lr->n_items > 0) /* the file's language, detected once over its text:
+                                            * the target's when nothing was translated */
+        json_object_set_new(root, "detectedLanguage",
+                            json_pack("{s:f,s:s}", "confidence", lr->items[0].confidence,
+                                      "language", lr->items[0].lang));
     respond_json(r, 200, root);
 }
 
@@ -874,10 +890,15 @@ static void libre_answer(srv_req *r)
     json_t *texts = json_array(), *alts = json_array(), *det = json_array();
     int oom = !texts || !alts || !det;
     /* LibreTranslate answers its texts and alternatives through Python's
-     * html.unescape (srv_html_unescape), whatever the format */
+     * html.unescape (srv_html_unescape); format=html's only with
+     * --libre-html-answer unescaped: its serialized HTML writes a text's
+     * '<' as &lt;, which html.unescape would make live markup
+     * (docs/decisions.md, "Escaped markup stays escaped") */
+    const int escaped = lr->html && r->s->o.libre_html == SRV_HTML_ESCAPED;
     for (int i = 0; !oom && i < lr->n_items; i++) {
         char why[256];
-        json_t *v = take_unescaped(srv_libre_item_translation(r, i, 0, why, sizeof why));
+        char *tr = srv_libre_item_translation(r, i, 0, why, sizeof why);
+        json_t *v = escaped ? take_string(tr) : take_unescaped(tr);
         oom |= !v || json_array_append_new(texts, v) != 0;
         json_t *a = json_array();
         /* an HTML item may have no text segment (and segs be NULL) */
@@ -1035,7 +1056,7 @@ static const srv_route k_libre_routes[] = {
     {"GET", "/languages", SRV_EP_LANGUAGES, SRV_ROUTE_LIBRE, libre_get, NULL, NULL},
     /* as libretranslatepy may send it: answered as the GET, the body unread */
     {"POST", "/languages", SRV_EP_LANGUAGES, SRV_ROUTE_LIBRE, libre_get, NULL, NULL},
-    {"POST", "/translate_file", SRV_EP_TRANSLATE_FILE, LIBRE_POST, NULL, libre_body,
+    {"POST", "/translate_file", SRV_EP_TRANSLATE_FILE, LIBRE_POST | SRV_ROUTE_FILE, NULL, libre_body,
      libre_respond},
     {"POST", "/suggest", SRV_EP_SUGGEST, LIBRE_POST, NULL, libre_body, libre_respond},
     {"GET", "/frontend/settings", SRV_EP_SETTINGS, SRV_ROUTE_LIBRE, libre_get, NULL, NULL},

@@ -79,7 +79,7 @@ static int subtitle_items(srv_libre_req *lr, const char *data, size_t len, char 
     if (!lr->items)
         return -1;
     for (int i = 0; i < lr->n_subs; i++) {
-        const srv_sub_piece *p = &lr->subs[i];
+        srv_sub_piece *p = &lr->subs[i];
         libre_item *it = &lr->items[lr->n_items++];
         it->sub = p;
         it->seg0 = lr->n_segs;
@@ -123,6 +123,24 @@ int srv_libre_file_items(srv_libre_req *lr, char *why, size_t whylen)
 
 /* ---- the render ----------------------------------------------------------- */
 
+/* A cue's translation t (n bytes) with its markup: tags inside its text
+ * placed by the alignment of the sentences translated (none when the text
+ * was copied); the tags no word took counted in lr->lost_spans. */
+static char *sub_render(srv_req *r, libre_item *it, const libre_seg *sg, const char *t,
+                        size_t n)
+{
+    srv_libre_req *lr = r->state;
+    srv_align *al = NULL;
+    int nb = sg->text_idx >= 0 && srv_subtitles_styled(it->sub)
+                 ? srv_api_text_align(r, sg->text_idx, sg->text, sg->len, &al)
+                 : 0;
+    int lost = 0;
+    char *out = nb >= 0 ? srv_subtitles_render(it->sub, t, n, al, nb, &lost) : NULL;
+    srv_align_free(al, nb);
+    lr->lost_spans += lost;
+    return out;
+}
+
 char *srv_libre_item_translation(srv_req *r, int i, int hyp, char *why, size_t whylen)
 {
     snprintf(why, whylen, "out of memory");
@@ -156,7 +174,7 @@ char *srv_libre_item_translation(srv_req *r, int i, int hyp, char *why, size_t w
         n = json_string_length(v);
     }
     if (it->sub) { /* a subtitle file: its bytes, or a cue's lines again */
-        char *out = it->sub->verbatim ? strndup(t, n) : srv_subtitles_render(it->sub, t, n);
+        char *out = it->sub->verbatim ? strndup(t, n) : sub_render(r, it, sg, t, n);
         json_decref(v);
         return out;
     }

@@ -37,7 +37,7 @@ typedef struct libre_item {
     size_t lead_n, trail_n;
     char lang[16];     /* source=auto: the detected language */
     double confidence;
-    const srv_sub_piece *sub; /* a subtitle file's piece (verbatim, or a cue's text) */
+    srv_sub_piece *sub; /* a subtitle file's piece (verbatim, or a cue's text) */
     srv_catalog *cat;  /* a .ts/.xlf/.xliff catalogue: its units the segments */
     srv_office *office; /* a document in a zip archive: its segments (office.h) */
 } libre_item;
@@ -58,6 +58,7 @@ typedef struct srv_libre_req {
     const char *file_ctype;
     srv_sub_piece *subs;   /* a .srt or .vtt file's pieces (subtitles.h) */
     int n_subs;
+    int lost_spans;        /* the render: a subtitle file's tags no word took */
     td_decode_opts span_opts; /* a document's styled segments: the attention they align by */
     /* /translate_file: the upload (its bytes in the body), its kind */
     const char *data;

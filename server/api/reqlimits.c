@@ -55,6 +55,10 @@ int srv_limits_check(srv_req *r, const srv_limit_fields *f)
     srv_cost c;
     srv_cost_estimate(r, f, &c);
     long lim = r->s->o.max_response_bytes;
+    /* an uploaded file's markup comes back in its translation: its bytes
+     * are bounded by --max-file-bytes, its texts by this */
+    if (r->route && (r->route->flags & SRV_ROUTE_FILE))
+        lim += r->s->o.max_file_bytes;
     if (lim <= 0 || c.resp_bytes <= (double)lim)
         return 1;
     /* param: the field whose reduction helps most */
@@ -68,9 +72,10 @@ int srv_limits_check(srv_req *r, const srv_limit_fields *f)
     srv_req_error(r, 422, "response_too_large", param,
                   "the response would be about %.0f bytes (%d texts, %.0f tokens of up to "
                   "%d hypotheses of max_length %d, %.0f attention values); the limit is %ld "
-                  "bytes (--max-response-bytes)",
+                  "bytes (--max-response-bytes%s)",
                   c.resp_bytes, r->n_texts, c.hyp_tokens,
                   r->opts.num_hypotheses > 1 ? r->opts.num_hypotheses : 1, r->opts.max_length,
-                  c.attn_cells, lim);
+                  c.attn_cells, lim,
+                  r->route && (r->route->flags & SRV_ROUTE_FILE) ? " + --max-file-bytes" : "");
     return 0;
 }

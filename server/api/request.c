@@ -204,3 +204,8 @@ int srv_routes_copy(const srv_route *rows, int n, srv_route *out, int max)
         out[i] = rows[i];
     return n;
 }
+
+int srv_req_timeout_s(const srv_req *r)
+{
+    return r->call->timeout_s > 0 ? r->call->timeout_s : r->s->o.request_timeout_s;
+}

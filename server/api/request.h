@@ -17,6 +17,7 @@
 #ifndef SRV_REQUEST_H
 #define SRV_REQUEST_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -54,6 +55,8 @@ typedef struct srv_route {
 #define SRV_ROUTE_SERVING 2u  /* refused (503) while the models load or the daemon drains */
 #define SRV_ROUTE_KEY 4u      /* the API key from the headers, checked at the head (401) */
 #define SRV_ROUTE_ANY_BODY 8u /* no 415 for a body that is not JSON */
+#define SRV_ROUTE_FILE 16u    /* an uploaded file: the file limits (--max-file-bytes,
+                               * --file-timeout-s) instead of the request's */
 
 /* A dialect's static rows into out (up to max): returns n, the rows it has
  * (its srv_X_routes, which routes.c calls twice: to count, to fill). */
@@ -127,6 +130,13 @@ struct srv_req {
     int *job_text, *job_sent; /* per job: its text and its sentence in it */
     void (*job_event)(srv_req *r, const srv_job *j);
     srv_req *parent; /* a part of parent (native.c: texts routed each by its language) */
+    /* a file's jobs fed to the queue in parts (translate.c): the first
+     * feed_at out at the submit, then one more as each queued one finishes
+     * (fed: the next to claim, taken by the scheduler threads) */
+    int feed_at;             /* 0: every job out at once */
+    atomic_int fed;
+    srv_completion feed_c;
+    double feed_deadline;
     int *text_index; /* a part's: each of its texts' index in the request (errors name it) */
 };
 
@@ -165,6 +175,10 @@ void *srv_req_alloc(const srv_req *r, size_t count, size_t size);
  * (compact, one line), framed as r->stream says. 0, or -1 when the client
  * left or out of memory. */
 int srv_req_event(srv_req *r, const char *name, const char *json);
+
+/* The request's whole deadline in seconds after its head: its route's
+ * (an uploaded file's --file-timeout-s), else --request-timeout-s. */
+int srv_req_timeout_s(const srv_req *r);
 
 /* Adds a header to the answer (after srv_req_json/error, which start it). */
 void srv_req_header(srv_req *r, const char *name, const char *value);

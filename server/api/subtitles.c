@@ -12,6 +12,7 @@
 typedef struct list {
     srv_sub_piece *p;
     int n, cap;
+    int vtt; /* a WebVTT file: its cue text rules (cuetext.h) */
 } list;
 
 static srv_sub_piece *push(list *l)
@@ -26,7 +27,6 @@ static srv_sub_piece *push(list *l)
     }
     srv_sub_piece *p = &l->p[l->n++];
     memset(p, 0, sizeof *p);
-    p->dash = p->open = p->close = "";
     return p;
 }
 
@@ -84,54 +84,38 @@ static int digits(const char *a, const char *b)
     return 1;
 }
 
-/* A text piece of lines [a, b) (k lines, separated by nl): joined by
- * single spaces, a whole wrapping tag taken off. */
-static int text_piece(list *l, const char *a, const char *b, int k, const char *nl)
+/* A text piece of lines [a, b) (k lines, separated by nl): its text and
+ * markup (cuetext.h); a piece of markup alone is verbatim. */
+static int text_piece(list *l, const char *a, const char *b, int k, const char *nl,
+                      srv_cue_dash dash)
 {
-    static const char *const tags[][2] = {{"<i>", "</i>"}, {"<b>", "</b>"}, {"<u>", "</u>"}};
     srv_sub_piece *p = push(l);
     if (!p)
         return -1;
-    char *t = malloc((size_t)(b - a) + 1);
-    if (!t)
-        return -1;
-    size_t n = 0;
-    int space = 0;
-    for (const char *c = a; c < b; c++) {
-        int ws = *c == '\n' || *c == '\r' || *c == ' ' || *c == '\t';
-        if (ws) {
-            space = n > 0;
-            continue;
-        }
-        if (space)
-            t[n++] = ' ';
-        space = 0;
-        t[n++] = *c;
+    int rc = srv_cue_parse(&p->cue, a, b, l->vtt, dash);
+    if (rc <= 0) {
+        l->n--;
+        return rc < 0 ? -1 : verbatim(l, a, b);
     }
-    t[n] = 0;
-    for (size_t i = 0; i < sizeof tags / sizeof tags[0]; i++) {
-        size_t lo = strlen(tags[i][0]), lc = strlen(tags[i][1]);
-        if (n > lo + lc && !strncmp(t, tags[i][0], lo) && !strcmp(t + n - lc, tags[i][1]) &&
-            !strstr(t + lo, tags[i][0])) {
-            memmove(t, t + lo, n - lo - lc);
-            n -= lo + lc;
-            t[n] = 0;
-            p->open = tags[i][0];
-            p->close = tags[i][1];
-            break;
-        }
-    }
-    p->text = t;
-    p->text_len = n;
+    p->text = srv_cue_text(&p->cue, &p->text_len);
     p->lines = k;
     p->nl = nl;
     return 0;
 }
 
+/* The first byte of [p, e) after the tags that start it. */
+static const char *after_tags(const char *p, const char *e, int vtt)
+{
+    size_t k;
+    while (p < e && (k = srv_cue_tag_len(p, e, vtt)) > 0)
+        p += k;
+    return p;
+}
+
 /* The cue text lines [a, end of block): one text, or a text a line when
- * every line is a speaker's ("- ..."): the dash (and the space after it)
- * kept out of the model's text and written back before the line's
- * translation. */
+ * every line is a speaker's ("- ...", after the tags that open it): the
+ * dash (and the space after it) kept out of the model's text and written
+ * back before the line's translation. */
 static int cue_text(list *l, const char *a, const char *end, int *cues)
 {
     const char *nl = "\n";
@@ -141,16 +125,12 @@ static int cue_text(list *l, const char *a, const char *end, int *cues)
         if (e < next && *e == '\r')
             nl = "\r\n";
         k++;
-        dashes += *p == '-';
+        dashes += *after_tags(p, e, l->vtt) == '-';
     }
     if (k > 1 && dashes == k) {
         for (const char *p = a, *next; p < end; p = next) {
             const char *e = line_end(p, end, &next);
-            const char *t = p + 1 + (p + 1 < e && p[1] == ' ');
-            if (text_piece(l, t, e, 1, nl) != 0)
-                return -1;
-            l->p[l->n - 1].dash = t == p + 2 ? "- " : "-";
-            if (verbatim(l, e, next) != 0)
+            if (text_piece(l, p, e, 1, nl, SRV_CUE_DASH) != 0 || verbatim(l, e, next) != 0)
                 return -1;
             (*cues)++;
         }
@@ -160,7 +140,7 @@ static int cue_text(list *l, const char *a, const char *end, int *cues)
     const char *last = end;
     while (last > a && (last[-1] == '\n' || last[-1] == '\r'))
         last--;
-    if (text_piece(l, a, last, k, nl) != 0 || verbatim(l, last, end) != 0)
+    if (text_piece(l, a, last, k, nl, SRV_CUE_NO_DASH) != 0 || verbatim(l, last, end) != 0)
         return -1;
     (*cues)++;
     return 0;
@@ -172,6 +152,9 @@ int srv_subtitles_parse(const char *data, size_t len, srv_sub_piece **out, int *
     list l = {0};
     const char *p = data, *end = data + len;
     *cues = 0;
+    /* WebVTT's signature, after a byte order mark */
+    const char *sig = len >= 3 && !memcmp(data, "\xEF\xBB\xBF", 3) ? data + 3 : data;
+    l.vtt = (size_t)(end - sig) >= 6 && !memcmp(sig, "WEBVTT", 6);
     while (p < end) {
         /* blank lines between blocks: verbatim */
         const char *next, *e = line_end(p, end, &next);
@@ -226,54 +209,17 @@ oom:
 void srv_subtitles_free(srv_sub_piece *p, int n)
 {
     for (int i = 0; p && i < n; i++)
-        free(p[i].text);
+        srv_cue_free(&p[i].cue);
     free(p);
 }
 
-char *srv_subtitles_render(const srv_sub_piece *p, const char *t, size_t n)
+int srv_subtitles_styled(const srv_sub_piece *p)
 {
-    size_t ld = strlen(p->dash), lo = strlen(p->open), lc = strlen(p->close), ln = strlen(p->nl);
-    int k = p->lines > 1 ? p->lines : 1;
-    char *out = malloc(ld + lo + n + lc + (size_t)k * ln + 1);
-    if (!out)
-        return NULL;
-    /* characters (not bytes) decide the share of a line */
-    size_t chars = 0;
-    for (size_t i = 0; i < n; i++)
-        chars += ((unsigned char)t[i] & 0xC0) != 0x80;
-    char *w = out;
-    memcpy(w, p->dash, ld);
-    w += ld;
-    memcpy(w, p->open, lo);
-    w += lo;
-    size_t from = 0, seen = 0;
-    for (int line = 1; line < k; line++) {
-        /* the space nearest to line/k of the characters, after from */
-        size_t target = chars * (size_t)line / (size_t)k, best = 0, bestd = (size_t)-1, c = seen;
-        for (size_t i = from; i < n; i++) {
-            if (t[i] == ' ' && i > from) {
-                size_t d = c > target ? c - target : target - c;
-                if (d < bestd) {
-                    bestd = d;
-                    best = i;
-                }
-            }
-            c += ((unsigned char)t[i] & 0xC0) != 0x80;
-        }
-        if (!best)
-            break; /* no space left: fewer lines */
-        memcpy(w, t + from, best - from);
-        w += best - from;
-        memcpy(w, p->nl, ln);
-        w += ln;
-        for (size_t i = from; i <= best; i++)
-            seen += ((unsigned char)t[i] & 0xC0) != 0x80;
-        from = best + 1;
-    }
-    memcpy(w, t + from, n - from);
-    w += n - from;
-    memcpy(w, p->close, lc);
-    w += lc;
-    *w = 0;
-    return out;
+    return !p->verbatim && srv_cue_styled(&p->cue);
+}
+
+char *srv_subtitles_render(srv_sub_piece *p, const char *t, size_t n, const srv_align *al,
+                           int n_al, int *lost)
+{
+    return srv_cue_render(&p->cue, t, n, al, n_al, p->lines > 1 ? p->lines : 1, p->nl, lost);
 }

@@ -11,8 +11,10 @@
  * translation is broken again over as many lines, at the spaces nearest to
  * an even share of its characters. A cue whose every line starts with "-"
  * (two speakers) has each line translated alone, its dash kept out of the
- * model's text and written back before the translation. A cue wrapped
- * whole in one <i>, <b> or <u> keeps the wrapping around its translation.
+ * model's text and written back before the translation. A cue's markup
+ * (WebVTT's tags and character references, SubRip's <i>, <font> and
+ * {\an8}) never goes to the model: cuetext.h keeps it out and puts it
+ * back, by the model's attention where it is inside the text.
  * A cue ends at a blank line or, as WebVTT's parsing algorithm ends it, at
  * a second timing line (files written without blank lines between cues);
  * a line of digits just before that line is the next cue's number.
@@ -22,16 +24,17 @@
 
 #include <stddef.h>
 
+#include "cuetext.h"
+
 /* One piece of the file: verbatim bytes, or one text to translate. */
 typedef struct srv_sub_piece {
     const char *verbatim; /* not NULL: these bytes as they are */
     size_t verbatim_len;
-    char *text;           /* else: the text for the model (owned by the list) */
+    srv_cue cue;          /* else: a cue's text with its markup (cuetext.h) */
+    const char *text;     /* ... the text for the model (the cue's) */
     size_t text_len;
     int lines;            /* its translation broken over this many lines */
     const char *nl;       /* ... separated by this ("\n" or "\r\n") */
-    const char *dash;     /* a speaker's line: its "- " (or "-") before it, else "" */
-    const char *open, *close; /* the cue's whole wrapping tag, or "" */
 } srv_sub_piece;
 
 /* The pieces of data (len bytes of UTF-8), in order: their verbatim bytes
@@ -43,9 +46,16 @@ int srv_subtitles_parse(const char *data, size_t len, srv_sub_piece **out, int *
                         char *err, size_t errlen);
 void srv_subtitles_free(srv_sub_piece *p, int n);
 
-/* A piece's translation t (n bytes) as the file gets it: its wrapping
- * tags around it, broken over p->lines lines (malloc'd, NUL-terminated;
- * NULL when out of memory). */
-char *srv_subtitles_render(const srv_sub_piece *p, const char *t, size_t n);
+/* 1 when a text piece has markup inside its text, placed by attention:
+ * its translation should capture it (srv_subtitles_render's al). */
+int srv_subtitles_styled(const srv_sub_piece *p);
+
+/* A text piece's translation t (n bytes) as the file gets it: its markup
+ * put back (by the alignment al of n_al sentences, srv_api_text_align;
+ * NULL and 0 when not styled), broken over p->lines lines (malloc'd,
+ * NUL-terminated; NULL when out of memory). *lost: its tags that no word
+ * of the translation took. */
+char *srv_subtitles_render(srv_sub_piece *p, const char *t, size_t n, const srv_align *al,
+                           int n_al, int *lost);
 
 #endif /* SRV_SUBTITLES_H */

@@ -303,11 +303,13 @@ int srv_api_make_jobs(srv_req *r, const char *const *texts, const size_t *lens, 
                 r->text_job[i] = k;
             }
         }
-        if (r->n_jobs > r->s->o.max_queue) {
+        /* an uploaded file has its own bound; its jobs are queued in parts */
+        const int file = r->route && (r->route->flags & SRV_ROUTE_FILE);
+        const int lim = file ? r->s->o.max_file_texts : r->s->o.max_queue;
+        if (r->n_jobs > lim) {
             srv_req_error(r, 422, "too_many_sentences", param,
-                          "the texts have %d sentences to translate; the limit is %d "
-                          "(--max-queue)",
-                          r->n_jobs, r->s->o.max_queue);
+                          "the texts have %d sentences to translate; the limit is %d (%s)",
+                          r->n_jobs, lim, file ? "--max-file-texts" : "--max-queue");
             rc = -1;
         }
     }
@@ -346,6 +348,34 @@ static srv_cache_key cache_key(const srv_req *r, const srv_job *j)
     return k;
 }
 
+/* A file's next job to the queue, as one of its queued jobs finished with
+ * status st (a scheduler thread): the file keeps --file-queue-texts in the
+ * queue, and the texts of requests made meanwhile are taken between them.
+ * A job that cannot go (the daemon drains, the model was replaced), and
+ * every job left once one did not finish (its client left, its deadline
+ * passed, the engine failed), is finished here with that status, without
+ * running. */
+static void feed_next(srv_req *r, srv_job_status st)
+{
+    for (;;) {
+        int k = atomic_fetch_add(&r->fed, 1);
+        if (k >= r->n_jobs)
+            return;
+        srv_job *j = &r->jobs[k];
+        if (j->cached)
+            continue; /* finished at the submit */
+        srv_submit_rc sr = st != SRV_JOB_DONE ? SRV_SUBMIT_DRAINING
+                           : srv_batcher_feed(r->model->b, j, 1, r->feed_deadline, &r->feed_c);
+        if (sr == SRV_SUBMIT_OK)
+            return;
+        j->status = st != SRV_JOB_DONE            ? st
+                    : sr == SRV_SUBMIT_RETIRED ? SRV_JOB_RETIRED
+                                               : SRV_JOB_SHUTDOWN;
+        st = j->status;
+        srv_call_release(r->call);
+    }
+}
+
 /* The completion of every job (a scheduler thread, the main thread in a
  * drain, or the HTTP thread for a cache hit): the device-failed policy for
  * a failed job, a finished one into the cache, then the job's hold of the
@@ -353,6 +383,8 @@ static srv_cache_key cache_key(const srv_req *r, const srv_job *j)
 static void job_done(srv_job *j, void *ud)
 {
     srv_req *r = ud;
+    if (r->feed_at > 0 && !j->cached)
+        feed_next(r, j->status);
     if (j->status == SRV_JOB_FAILED)
         srv_model_engine_error(r->model, j->engine_rc, j->engine_err);
     if (j->status == SRV_JOB_DONE && !j->cached) {
@@ -403,16 +435,29 @@ srv_call_next srv_api_submit(srv_req *r)
             r->jobs[i].urgent = 1;
             u++;
         }
+    /* an uploaded file's jobs in parts: the first --file-queue-texts not
+     * cached now, the others as those finish (feed_next) */
+    int out = r->n_jobs;
+    if (r->route && (r->route->flags & SRV_ROUTE_FILE)) {
+        int misses = 0;
+        for (out = 0; out < r->n_jobs && misses < s->o.file_queue_texts; out++)
+            misses += !r->jobs[out].cached;
+        r->feed_c = done;
+        r->feed_deadline = r->call->t0 + srv_req_timeout_s(r);
+        atomic_store(&r->fed, out);
+        r->feed_at = out < r->n_jobs ? out : 0;
+    }
     /* the holds before the jobs are out: a job may finish at once */
     srv_call_hold(r->call, r->n_jobs);
-    srv_submit_rc sr = srv_batcher_submit(r->model->b, r->jobs, r->n_jobs,
-                                          r->call->t0 + s->o.request_timeout_s, &done);
+    srv_submit_rc sr = srv_batcher_submit(r->model->b, r->jobs, out,
+                                          r->call->t0 + srv_req_timeout_s(r), &done);
     if (sr == SRV_SUBMIT_OK) {
-        for (int i = 0; i < r->n_jobs; i++)
+        for (int i = 0; i < out; i++)
             if (r->jobs[i].cached)
                 job_done(&r->jobs[i], r);
         return SRV_NEXT_PENDING;
     }
+    r->feed_at = 0;
     /* none went out: their holds back (the transport's own keeps the call) */
     for (int i = 0; i < r->n_jobs; i++)
         srv_call_release(r->call);
@@ -436,7 +481,7 @@ int srv_api_jobs_failed(srv_req *r)
         case SRV_JOB_TIMEOUT:
             srv_req_error(r, 504, "timeout", NULL,
                           "the request waited longer than %d s and was dropped",
-                          r->s->o.request_timeout_s);
+                          srv_req_timeout_s(r));
             return 1;
         case SRV_JOB_SHUTDOWN:
             srv_req_error(r, 503, "draining", NULL,

@@ -160,15 +160,17 @@ size_t srv_batcher_scratch_bytes(const srv_batcher *b)
     return b->own_pool ? srv_pool_scratch_bytes(b->pool) : 0;
 }
 
-static srv_submit_rc queue_jobs(srv_batcher *b, srv_job *jobs, int n, double deadline,
-                                const srv_completion *c, double now);
+typedef enum queue_bound { QUEUE_BOUNDED, QUEUE_UNBOUNDED } queue_bound;
 
-srv_submit_rc srv_batcher_submit(srv_batcher *b, srv_job *jobs, int n, double deadline,
-                                 const srv_completion *c)
+static srv_submit_rc queue_jobs(srv_batcher *b, srv_job *jobs, int n, double deadline,
+                                const srv_completion *c, double now, queue_bound bound);
+
+static srv_submit_rc submit(srv_batcher *b, srv_job *jobs, int n, double deadline,
+                            const srv_completion *c, queue_bound bound)
 {
     double now = srv_now();
     pthread_mutex_lock(&b->mu);
-    srv_submit_rc rc = queue_jobs(b, jobs, n, deadline, c, now);
+    srv_submit_rc rc = queue_jobs(b, jobs, n, deadline, c, now, bound);
     /* a parked batcher's first submit wakes its owner (outside the lock) */
     int wake = rc == SRV_SUBMIT_OK && b->parked && !b->wake_sent && b->o.on_wake;
     int kick = rc == SRV_SUBMIT_OK && !b->parked;
@@ -181,9 +183,21 @@ srv_submit_rc srv_batcher_submit(srv_batcher *b, srv_job *jobs, int n, double de
     return rc;
 }
 
+srv_submit_rc srv_batcher_submit(srv_batcher *b, srv_job *jobs, int n, double deadline,
+                                 const srv_completion *c)
+{
+    return submit(b, jobs, n, deadline, c, QUEUE_BOUNDED);
+}
+
+srv_submit_rc srv_batcher_feed(srv_batcher *b, srv_job *jobs, int n, double deadline,
+                               const srv_completion *c)
+{
+    return submit(b, jobs, n, deadline, c, QUEUE_UNBOUNDED);
+}
+
 /* Under mu: srv_batcher_submit's queueing. */
 static srv_submit_rc queue_jobs(srv_batcher *b, srv_job *jobs, int n, double deadline,
-                                const srv_completion *c, double now)
+                                const srv_completion *c, double now, queue_bound bound)
 {
     b->last_active = now;
     if (b->draining) {
@@ -194,7 +208,7 @@ static srv_submit_rc queue_jobs(srv_batcher *b, srv_job *jobs, int n, double dea
     int misses = 0;
     for (int i = 0; i < n; i++)
         misses += !jobs[i].cached;
-    if (b->depth + misses > b->max_queue) {
+    if (bound == QUEUE_BOUNDED && b->depth + misses > b->max_queue) {
         return SRV_SUBMIT_FULL;
     }
     /* the places of the jobs: after the last taken, or after the owner's

@@ -279,6 +279,13 @@ typedef enum srv_submit_rc {
 srv_submit_rc srv_batcher_submit(srv_batcher *b, srv_job *jobs, int n, double deadline,
                                  const srv_completion *c);
 
+/* srv_batcher_submit without the max_queue bound: the next part of a long
+ * submit fed as its earlier jobs finish (a file's sentences, a few queued
+ * at a time: translate.c), which took its place in the queue when it was
+ * admitted. May be called from a done callback. */
+srv_submit_rc srv_batcher_feed(srv_batcher *b, srv_job *jobs, int n, double deadline,
+                               const srv_completion *c);
+
 /* From now on every batch fails at once with engine_rc and msg without
  * calling the engine (the engine is presumed unusable); its jobs still
  * finish through done. The first call wins; lock-free, so a done callback

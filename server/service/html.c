@@ -42,6 +42,14 @@ static int is_space(unsigned char c)
     return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
 }
 
+/* The bytes of a space at s: ASCII white space 1, U+00A0 2, else 0. */
+static size_t space_len(const char *s)
+{
+    if (is_space((unsigned char)s[0]))
+        return 1;
+    return (unsigned char)s[0] == 0xC2 && (unsigned char)s[1] == 0xA0 ? 2 : 0;
+}
+
 static char *dupn(const char *s, size_t n)
 {
     char *p = malloc(n + 1);
@@ -81,10 +89,13 @@ static int collect(srv_html *h, xmlNodePtr n)
             continue;
         const char *t = (const char *)n->content;
         size_t len = strlen(t), a = 0, b = len;
-        while (a < len && is_space((unsigned char)t[a]))
-            a++;
-        while (b > a && is_space((unsigned char)t[b - 1]))
-            b--;
+        /* non-breaking spaces around the text are kept as the others (a
+         * node of &nbsp; alone, between two links, is no segment) */
+        for (size_t k; a < len && (k = space_len(t + a)) > 0;)
+            a += k;
+        while (b > a && (is_space((unsigned char)t[b - 1]) ||
+                         (b - a >= 2 && space_len(t + b - 2) == 2)))
+            b -= is_space((unsigned char)t[b - 1]) ? 1 : 2;
         if (a == b)
             continue;
         if (h->n == h->cap) {
@@ -281,15 +292,70 @@ const char *srv_html_segment(const srv_html *h, int i)
     return h->segs[i].text;
 }
 
+/* The word of src ending at e (going back to a space), or after b: its
+ * bytes [*a, *z). */
+static void word_before(const char *src, size_t e, size_t *a, size_t *z)
+{
+    size_t k = e;
+    while (k > 0 && !space_len(src + k - 1) && !(k >= 2 && space_len(src + k - 2) == 2))
+        k--;
+    *a = k;
+    *z = e;
+}
+
+static void word_after(const char *src, size_t b, size_t *a, size_t *z)
+{
+    size_t k = b;
+    while (src[k] && !space_len(src + k))
+        k++;
+    *a = b;
+    *z = k;
+}
+
+/* In t (the translation, changed in place: a space becomes U+00A0, one
+ * byte longer, t has room), the space after the word that came before a
+ * non-breaking space of src, else the one before the word after it: the
+ * model's tokenizer reads U+00A0 as a space ("10&nbsp;km" would come back
+ * "10 km"); a word that the translation changed leaves its space as it
+ * is. */
+static void nbsp_again(const char *src, char *t)
+{
+    for (size_t i = 0; src[i]; i++) {
+        if (space_len(src + i) != 2)
+            continue;
+        size_t a, z, n = strlen(t);
+        word_before(src, i, &a, &z);
+        char *hit = NULL;
+        for (char *p = t; z > a && (p = strstr(p, " ")) != NULL; p++)
+            if ((size_t)(p - t) >= z - a && !memcmp(p - (z - a), src + a, z - a) &&
+                (p - (z - a) == t || space_len(p - (z - a) - 1) == 1)) {
+                hit = p;
+                break;
+            }
+        word_after(src, i + 2, &a, &z);
+        for (char *p = t; !hit && z > a && (p = strstr(p, " ")) != NULL; p++)
+            if (!strncmp(p + 1, src + a, z - a) && (!p[1 + z - a] || space_len(p + 1 + z - a)))
+                hit = p;
+        if (hit) {
+            memmove(hit + 2, hit + 1, n - (size_t)(hit - t));
+            hit[0] = (char)0xC2;
+            hit[1] = (char)0xA0;
+        }
+        i++;
+    }
+}
+
 int srv_html_set(srv_html *h, int i, const char *text)
 {
     seg *s = &h->segs[i];
     size_t a = strlen(s->lead), b = strlen(text), c = strlen(s->trail);
-    char *t = malloc(a + b + c + 1);
+    char *t = malloc(a + 2 * b + c + 1);
     if (!t)
         return -1;
     memcpy(t, s->lead, a);
-    memcpy(t + a, text, b);
+    memcpy(t + a, text, b + 1);
+    nbsp_again(s->text, t + a);
+    b = strlen(t + a);
     memcpy(t + a + b, s->trail, c + 1);
     /* xmlNodeSetContent would parse entities; the text is plain */
     xmlNodeSetContentLen(s->node, NULL, 0);

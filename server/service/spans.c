@@ -25,27 +25,57 @@ static int is_sp(unsigned char c)
     return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
 }
 
+/* The bytes of a space at t[i] (n bytes): 1 for ASCII white space, 2
+ * for U+00A0 (a non-breaking space parts words as a space does: "Home"
+ * and "Contact" of "Home&nbsp;Contact" are two words, each with its
+ * link), else 0. */
+static size_t space_at(const char *t, size_t i, size_t n)
+{
+    if (is_sp((unsigned char)t[i]))
+        return 1;
+    return i + 1 < n && (unsigned char)t[i] == 0xC2 && (unsigned char)t[i + 1] == 0xA0 ? 2 : 0;
+}
+
 /* The runs of non-space bytes of t into *out; their count, or -1. */
 static int words_of(const char *t, size_t n, word **out)
 {
     int cnt = 0;
-    for (size_t i = 0; i < n; i++)
-        cnt += !is_sp((unsigned char)t[i]) && (i == 0 || is_sp((unsigned char)t[i - 1]));
+    for (size_t i = 0, k; i < n;) {
+        if ((k = space_at(t, i, n)) > 0) {
+            i += k;
+            continue;
+        }
+        cnt++;
+        while (i < n && !space_at(t, i, n))
+            i++;
+    }
     *out = malloc((size_t)(cnt ? cnt : 1) * sizeof **out);
     if (!*out)
         return -1;
-    int k = 0;
-    for (size_t i = 0; i < n;) {
-        if (is_sp((unsigned char)t[i])) {
-            i++;
+    int w = 0;
+    for (size_t i = 0, k; i < n;) {
+        if ((k = space_at(t, i, n)) > 0) {
+            i += k;
             continue;
         }
         size_t a = i;
-        while (i < n && !is_sp((unsigned char)t[i]))
+        while (i < n && !space_at(t, i, n))
             i++;
-        (*out)[k++] = (word){a, i};
+        (*out)[w++] = (word){a, i};
     }
     return cnt;
+}
+
+/* Where the source's gap between its words j and j + 1 holds a
+ * non-breaking space: its byte, else (size_t)-1. */
+static size_t nbsp_after(const char *src, const word *sw, int nsw, int j)
+{
+    if (j < 0 || j + 1 >= nsw)
+        return (size_t)-1;
+    for (size_t i = sw[j].b; i < sw[j + 1].a; i++)
+        if (space_at(src, i, sw[j + 1].a) == 2)
+            return i;
+    return (size_t)-1;
 }
 
 /* The word holding byte pos, or -1. */
@@ -377,6 +407,47 @@ static void object_places(const char *src, const char *tgt, const srv_span *in, 
     }
 }
 
+/* The target's gaps that get a non-breaking space again: nb[i] (the
+ * gap before target word i) is 1 + the source byte of one that joined
+ * the source words whose translations words i - 1 and i are (linked
+ * either way), or whose two styles words i - 1 and i have, else 0; a gap gets one only when it is a single space. */
+static void nbsp_gaps(const char *src, const word *sw, int nsw, const char *tgt, const word *tw,
+                      int ntw, const int *t_best, const int *s_best, const int *s_style,
+                      const int *t_style, size_t *nb)
+{
+    for (int i = 0; i < ntw; i++)
+        nb[i] = 0;
+    for (int j = 0; j + 1 < nsw; j++) {
+        size_t at = nbsp_after(src, sw, nsw, j);
+        int l = s_best[j], r = s_best[j + 1];
+        if (at != (size_t)-1 && l >= 0 && r == l + 1)
+            nb[r] = at + 1;
+        /* between two styles (two links): between the last word of the
+         * one and the first of the other in the target */
+        for (int i = 1; at != (size_t)-1 && s_style[j] != s_style[j + 1] && i < ntw; i++)
+            if (t_style[i - 1] == s_style[j] && t_style[i] == s_style[j + 1])
+                nb[i] = at + 1;
+    }
+    for (int i = 1; i < ntw; i++) {
+        int j = t_best[i - 1];
+        size_t at = j >= 0 && t_best[i] == j + 1 ? nbsp_after(src, sw, nsw, j) : (size_t)-1;
+        if (at != (size_t)-1)
+            nb[i] = at + 1;
+    }
+    for (int i = 1; i < ntw; i++)
+        if (nb[i] && !(tw[i].a == tw[i - 1].b + 1 && tgt[tw[i - 1].b] == ' '))
+            nb[i] = 0;
+}
+
+/* The style of the source's byte at (a text's). */
+static int style_at(const srv_span *in, int n_in, size_t at, int base)
+{
+    for (int k = 0; k < n_in; k++)
+        if (!in[k].obj && in[k].a <= at && at < in[k].b)
+            return in[k].style;
+    return base;
+}
+
 int srv_spans_map(const char *src, size_t src_n, const srv_span *in, int n_in, const char *tgt,
                   size_t tgt_n, const srv_align *blocks, int n_blocks, srv_span **out,
                   int *n_out, char **text, int *lost)
@@ -392,11 +463,11 @@ int srv_spans_map(const char *src, size_t src_n, const srv_span *in, int n_in, c
     *n_out = 0;
     *text = NULL;
     *lost = 0;
-    if (nsw < 0 || ntw < 0 || !(o.t = malloc(tgt_n + (size_t)n_in + 1)))
+    if (nsw < 0 || ntw < 0 || !(o.t = malloc(2 * tgt_n + (size_t)n_in + 1)))
         goto done;
     ints = malloc((size_t)(2 * nsw + 2 * ntw + 1) * sizeof *ints);
     fl = calloc((size_t)(nsw + ntw + 1), sizeof *fl);
-    pos = calloc((size_t)(n_in + 1), sizeof *pos);
+    pos = calloc((size_t)(n_in + ntw + 1), sizeof *pos);
     if (!ints || !fl || !pos)
         goto done;
     int *s_style = ints, *s_best = ints + nsw, *t_best = ints + 2 * nsw,
@@ -414,6 +485,8 @@ int srv_spans_map(const char *src, size_t src_n, const srv_span *in, int n_in, c
     const int base = base_style(src, in, n_in);
     *lost = target_styles(in, n_in, base, s_style, nsw, t_best, s_best, ntw, t_style);
     object_places(src, tgt, in, n_in, sw, nsw, tw, ntw, t_best, s_best, tgt_n, pos);
+    size_t *nb = pos + n_in; /* the gaps that get a non-breaking space */
+    nbsp_gaps(src, sw, nsw, tgt, tw, ntw, t_best, s_best, s_style, t_style, nb);
     /* the text's pieces, the objects put in between */
     int k = 0;
     for (int i = 0; i <= ntw; i++) {
@@ -443,9 +516,14 @@ int srv_spans_map(const char *src, size_t src_n, const srv_span *in, int n_in, c
                     goto done;
                 a = p;
             }
+            /* a single space between the translations of two source
+             * words that a non-breaking space joined: one again, in the
+             * style it had */
+            int nbsp = !pass && i > 0 && i < ntw && nb[i] && b == a + 1 && tgt[a] == ' ';
             int r = pass && i < ntw ? push_word(&o, tgt, a, b, st, base,
                                                 keeps_punct(src, in, n_in, st))
-                                    : push(&o, tgt, a, b, st, 0);
+                    : nbsp ? push(&o, "\xC2\xA0", 0, 2, style_at(in, n_in, nb[i] - 1, base), 0)
+                           : push(&o, tgt, a, b, st, 0);
             if (r != 0)
                 goto done;
         }
@@ -518,7 +596,11 @@ int srv_seg_make(srv_seg *s, const char *const *text, const int *id, int n)
         goto fail;
     memcpy(s->src, s->full + a, s->len);
     s->src[s->len] = 0;
-    s->styled = styles || (first_obj >= 0 && first_obj < last_text);
+    /* a non-breaking space between two words is kept by the alignment too */
+    int nbsp = 0;
+    for (size_t i = 0; i + 1 < s->len && !nbsp; i++)
+        nbsp = (unsigned char)s->src[i] == 0xC2 && (unsigned char)s->src[i + 1] == 0xA0;
+    s->styled = styles || (first_obj >= 0 && first_obj < last_text) || nbsp;
     return 1;
 fail:
     srv_seg_free(s);

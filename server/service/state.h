@@ -30,6 +30,12 @@
  * docs/api.md "Command line and environment"). */
 #define SRV_MAX_MODEL_SPECS 64
 
+/* format=html answers of the LibreTranslate endpoints (--libre-html-answer). */
+typedef enum srv_html_answer {
+    SRV_HTML_ESCAPED = 0, /* the HTML as serialized: &lt;script&gt; stays text */
+    SRV_HTML_UNESCAPED,   /* through html.unescape, as LibreTranslate 1.x: live markup */
+} srv_html_answer;
+
 typedef struct srv_opts {
     const char *model_dir;    /* the default model, when no --model or --models-dir is given */
     const char *model_specs[SRV_MAX_MODEL_SPECS]; /* --model [NAME=]DIR, in order */
@@ -72,6 +78,10 @@ typedef struct srv_opts {
     int max_input_tokens;     /* per text, incl. </s>; 0 = max positions */
     int max_batch_texts;      /* texts per request */
     long max_body_bytes;
+    long max_file_bytes;      /* --max-file-bytes: a /translate_file upload's body */
+    int max_file_texts;       /* --max-file-texts: sentences of one file */
+    int file_queue_texts;     /* --file-queue-texts: a file's sentences queued at once */
+    int file_timeout_s;       /* --file-timeout-s: a /translate_file request's deadline */
     long max_response_bytes;  /* estimated response of one request (reqlimits.h) */
     int request_timeout_s;    /* whole-request deadline */
     int idle_timeout_s;       /* MHD connection (idle) timeout */
@@ -83,6 +93,7 @@ typedef struct srv_opts {
     int drain_delay_s;        /* SIGTERM: unready but serving this long before the drain */
     const char *api_key;      /* NULL or "" = no key */
     const char *cors_origins; /* "*", "" (no CORS headers) or a comma-separated list */
+    srv_html_answer libre_html; /* --libre-html-answer: escaped (default) | unescaped */
     long max_files_bytes;     /* translated files kept for /download_file, in all */
     int file_ttl_s;           /* how long a translated file is kept */
     const char *replica_id;   /* --replica-id: this replica's name behind a balancer

@@ -73,6 +73,9 @@ struct srv_call {
     const char *req_id; /* X-Request-Id: the client's when sane, else made up
                            ("REPLICA-N", or N without --replica-id) */
     double t0;          /* srv_now() at the head */
+    /* set by the API's head for its route (0: the transport's own limits) */
+    long max_body;      /* the body limit in bytes */
+    int timeout_s;      /* the whole-request deadline after t0 */
     char *body;         /* at body(): the complete body, NUL-terminated (never NULL);
                            the API may modify it in place */
     size_t body_len;

@@ -403,6 +403,18 @@ static int framing_error(http_req *hr, struct MHD_Connection *c, const char *ver
     return 0;
 }
 
+/* The call's body limit and deadline: its route's (set by the API's head)
+ * or the daemon's. */
+static long body_limit(const http_req *hr)
+{
+    return hr->call.max_body > 0 ? hr->call.max_body : hr->h->o.max_body_bytes;
+}
+
+static int call_timeout(const http_req *hr)
+{
+    return hr->call.timeout_s > 0 ? hr->call.timeout_s : hr->h->o.request_timeout_s;
+}
+
 /* First call: everything decidable from the request line and headers.
  * Returns 1 when an answer was recorded. */
 static int first_call(http_req *hr, struct MHD_Connection *c, const char *version)
@@ -421,8 +433,8 @@ static int first_call(http_req *hr, struct MHD_Connection *c, const char *versio
     if (cl) {
         char *end;
         unsigned long long v = strtoull(cl, &end, 10);
-        if (end == cl || *end || v > (unsigned long long)h->o.max_body_bytes) {
-            reject(hr, 413, "body_too_large", "the body exceeds %ld bytes", h->o.max_body_bytes);
+        if (end == cl || *end || v > (unsigned long long)body_limit(hr)) {
+            reject(hr, 413, "body_too_large", "the body exceeds %ld bytes", body_limit(hr));
             return 1;
         }
         /* The declared size is capped above, so this allocation is bounded. */
@@ -441,7 +453,7 @@ static void append_body(http_req *hr, const char *data, size_t n)
     srv_call *r = &hr->call;
     if (hr->body_too_large)
         return;
-    if (r->body_len + n > (size_t)hr->h->o.max_body_bytes) {
+    if (r->body_len + n > (size_t)body_limit(hr)) {
         hr->body_too_large = 1;
         return;
     }
@@ -523,13 +535,13 @@ static enum MHD_Result body_done(http_req *hr, struct MHD_Connection *c)
     srv_http *h = hr->h;
     if (hr->body_too_large) {
         if (!hr->body_oom)
-            reject(hr, 413, "body_too_large", "the body exceeds %ld bytes", h->o.max_body_bytes);
+            reject(hr, 413, "body_too_large", "the body exceeds %ld bytes", body_limit(hr));
         else
             reject(hr, 500, "internal", "out of memory reading the body");
         return send_resp(c, hr);
     }
-    if (srv_now() > r->t0 + h->o.request_timeout_s) {
-        reject(hr, 504, "timeout", "the request took longer than %d s", h->o.request_timeout_s);
+    if (srv_now() > r->t0 + call_timeout(hr)) {
+        reject(hr, 504, "timeout", "the request took longer than %d s", call_timeout(hr));
         return send_resp(c, hr);
     }
     if (!r->body) {
@@ -655,7 +667,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         /* The body (or a GET's end) must arrive within the request's
          * deadline however slowly it trickles in. */
         set_deadline(h, c, "body", r->t0 + h->o.request_timeout_s, -1);
-        if (first_call(hr, c, version)) {
+        int answered = first_call(hr, c, version);
+        if (r->timeout_s > 0) /* the route's own deadline (an uploaded file's) */
+            set_deadline(h, c, "body", r->t0 + r->timeout_s, -1);
+        if (answered) {
             /* A GET has no body to refuse: answering on the next call (the
              * request complete) keeps the connection alive. Anything else
              * is answered before its body is read, and MHD closes. */
@@ -673,7 +688,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             /* The whole-request deadline also bounds a slow upload (the idle
              * timeout alone would let a trickle hold the slot forever); MHD
              * cannot answer mid-body, so the connection is closed. */
-            if (srv_now() > hr->call.t0 + h->o.request_timeout_s)
+            if (srv_now() > hr->call.t0 + call_timeout(hr))
                 return MHD_NO;
             if (!hr->deferred)
                 append_body(hr, upload_data, *upload_size);
