@@ -7,9 +7,11 @@
 #include "arch.h"
 
 extern const td_arch td_arch_marian;
+extern const td_arch td_arch_m2m100;
 
 static const td_arch *const k_archs[] = {
     &td_arch_marian,
+    &td_arch_m2m100,
 };
 
 #define N_ARCHS ((int)(sizeof k_archs / sizeof k_archs[0]))

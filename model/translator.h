@@ -33,6 +33,7 @@ extern "C" {
                                      model's positions allow (td_generated_cap) */
 #define TD_MAX_LENGTH_PENALTY 10  /* |length_penalty| */
 #define TD_MAX_ATTN_SELECT 64     /* entries of attention_layers / attention_heads */
+#define TD_MAX_PREFIX 64          /* tokens of a forced target prefix */
 
 typedef struct td_model td_model;
 typedef struct td_worker td_worker;
@@ -157,6 +158,18 @@ typedef struct td_decode_opts {
     int n_attn_layers;
     const int *attn_heads;  /* heads; NULL = all */
     int n_attn_heads;
+    /* A forced target prefix: the first n_prefix generated tokens of every
+     * hypothesis are prefix[0..n_prefix) (decoder ids, 0..TD_MAX_PREFIX,
+     * fewer than max_length), as generate's forced_bos_token_id forces a
+     * multilingual model's target language (M2M100, NLLB: one token). At a
+     * forced step every other token is -inf and the forced one has log-prob
+     * 0, so it adds nothing to the sum of log-probs but counts in the
+     * length that length_penalty divides by, as in transformers. The forced
+     * </s> of the last step (forced_eos_token_id) wins over the prefix.
+     * The tokens are part of the hypotheses (td_hypothesis.tokens). Copied
+     * by td_run_add. */
+    const int32_t *prefix;
+    int n_prefix;
 } td_decode_opts;
 
 void td_decode_opts_default(const td_model *m, td_decode_opts *o);
