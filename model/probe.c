@@ -27,7 +27,7 @@ int td_model_probe(const char *dir, td_probe *p)
     const td_wformat *f = td_wformat_probe(dir, p->weights, sizeof p->weights, &p->weight_bytes);
     p->format = f ? f->name : NULL;
     const char *const *tok;
-    int required = 0, n = td_tok_files(&tok, &required);
+    int required = 0, n = td_tok_files_in(dir, &tok, &required);
     size_t off = 0;
     const char *missing_tok = NULL;
     for (int i = 0; i < n; i++) {

@@ -356,6 +356,20 @@ int td_translate_tokenized(td_worker *w, const struct td_tokenizer *tok, struct 
                            char *err, size_t errlen);
 void td_text_result_free(td_text_result *r); /* accepts NULL */
 
+/* td_translate_text for a multilingual model (M2M100, NLLB-200): every
+ * source tokenized as "src_lang pieces </s>", every hypothesis begins with
+ * tgt_lang's token, forced (a target prefix: generate's
+ * forced_bos_token_id; opts->prefix, when set, follows it). The languages
+ * are the tokenizer's (td_tok_n_langs, td_tok_lang in tokenizer.h), named
+ * by their codes ("de", "deu_Latn"). Both are required for a model with
+ * languages and must be NULL for one without (then this is
+ * td_translate_text). A code the model lacks is an error naming it. The
+ * hypotheses' tokens include the language token; the text does not. */
+int td_translate_text_lang(td_worker *w, const struct td_tokenizer *tok, const char *src_lang,
+                           const char *tgt_lang, const char *const *texts, const size_t *lens,
+                           int n, const td_decode_opts *opts, td_text_result *results,
+                           char *err, size_t errlen);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,6 +1,9 @@
 /*
  * tokenizer.h - the Marian tokenizer: SentencePiece (spm.h) plus the
- * vocab.json mapping, exactly as transformers' MarianTokenizer does it.
+ * vocab.json mapping, exactly as transformers' MarianTokenizer does it;
+ * and the layouts of fairseq's multilingual models, M2M100Tokenizer's and
+ * NllbTokenizer's (tok_fairseq.c): a directory with sentencepiece.bpe.model
+ * loads as one of them, with its list of languages.
  *
  * Source side: the strings of the special tokens (</s>, <unk>, <pad>) split
  * the text and stand for their ids, as transformers' tokenize() does; in
@@ -35,7 +38,10 @@ typedef enum td_tok_side {
 } td_tok_side;
 
 /* Loads dir/source.spm, dir/target.spm, dir/vocab.json and, when present,
- * dir/target_vocab.json. Every id must fit the model's vocabularies
+ * dir/target_vocab.json; or, when dir holds sentencepiece.bpe.model, the
+ * M2M100 (with vocab.json) or NLLB (without) layout, its languages read
+ * from tokenizer_config.json, special_tokens_map.json and the added tokens
+ * (tokenizer.json, added_tokens.json). Every id must fit the model's vocabularies
  * (src_vocab_size / tgt_vocab_size from config.json; 0 skips the check).
  * Returns 0, or -1 with a message naming the file. */
 int td_tok_load(td_tokenizer **out, const char *dir, int src_vocab_size, int tgt_vocab_size,
@@ -46,12 +52,33 @@ void td_tok_free(td_tokenizer *t); /* accepts NULL */
  * first *n_required of them required, the rest read when present. Returns
  * their count. */
 int td_tok_files(const char *const **files, int *n_required);
+/* The same for the layout dir holds (the fairseq layouts' files when it
+ * has sentencepiece.bpe.model, else td_tok_files'). */
+int td_tok_files_in(const char *dir, const char *const **files, int *n_required);
+
+/* ---- languages of a multilingual model (M2M100, NLLB) ------------------
+ * Languages are numbered 0..td_tok_n_langs-1 in the order of the files'
+ * list; a Marian tokenizer has none. */
+int td_tok_n_langs(const td_tokenizer *t);
+/* Language i's code as a caller names it ("de" for M2M100's token
+ * "__de__", "deu_Latn" for NLLB's), NULL out of range. */
+const char *td_tok_lang(const td_tokenizer *t, int i);
+/* The number of the language with that code, -1 when the model lacks it. */
+int td_tok_lang_find(const td_tokenizer *t, const char *code);
+/* Language i's token id (what a decode forces first: a target prefix),
+ * -1 out of range. */
+int32_t td_tok_lang_token(const td_tokenizer *t, int i);
 
 /* Text (any bytes) -> model ids, </s> appended. side TD_TOK_TARGET encodes
  * with target.spm and the target vocabulary (transformers' text_target).
  * *ids is malloc'd. Returns 0, or -1 when out of memory. */
 int td_tok_encode(const td_tokenizer *t, td_tok_side side, const char *text, size_t len,
                   int32_t **ids, int *n);
+/* td_tok_encode with language lang's token first (lang: a number of
+ * td_tok_lang_find; -1: none, as td_tok_encode): "src_lang pieces </s>",
+ * M2M100Tokenizer's and NllbTokenizer's source (legacy_behaviour false). */
+int td_tok_encode_lang(const td_tokenizer *t, td_tok_side side, int lang, const char *text,
+                       size_t len, int32_t **ids, int *n);
 
 /* Model ids -> pieces as strings (for `transformerd tokenize --pieces`):
  * *pieces is a malloc'd array of n pointers into the tokenizer (do not
@@ -112,6 +139,12 @@ static inline int td_tok_is_empty(int n_full)
 int td_tok_encode_batch(const td_tokenizer *t, const char *const *texts, const size_t *lens,
                         int n, int max_len, td_long_source long_source, td_tok_ids *out,
                         int *bad, char *err, size_t errlen);
+/* The same with language lang's token first in every source
+ * (td_tok_encode_lang; -1: none). A cut keeps it. */
+int td_tok_encode_batch_lang(const td_tokenizer *t, int lang, const char *const *texts,
+                             const size_t *lens, int n, int max_len,
+                             td_long_source long_source, td_tok_ids *out, int *bad, char *err,
+                             size_t errlen);
 /* Frees ids[0..n).ids (and sets them NULL); accepts NULL. */
 void td_tok_ids_free(td_tok_ids *ids, int n);
 
