@@ -73,22 +73,28 @@ def m2m_vocab(spm_path):
     return vocab
 
 
-def tiny_model(vocab_size, seed, eos_gain):
+def tiny_model(vocab_size, seed, eos_gain, tied):
+    """Tied (M2M100's default): the decoder's input embedding dominates its
+    output and the tiny model repeats tokens; untied, with a wide output
+    projection, its outputs vary (both are checked)."""
     torch.manual_seed(seed)
     cfg = M2M100Config(vocab_size=vocab_size, d_model=32, encoder_layers=2, decoder_layers=2,
                        encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=64,
                        decoder_ffn_dim=64, max_position_embeddings=64, dropout=0.0,
                        attention_dropout=0.0, activation_dropout=0.0, encoder_layerdrop=0.0,
                        decoder_layerdrop=0.0, init_std=0.12, scale_embedding=True,
-                       pad_token_id=1, bos_token_id=0, eos_token_id=2, decoder_start_token_id=2)
+                       pad_token_id=1, bos_token_id=0, eos_token_id=2, decoder_start_token_id=2,
+                       tie_word_embeddings=tied)
     model = M2M100ForConditionalGeneration(cfg).eval()
     with torch.no_grad():
         # the layer norms away from 1/0, so that a misplaced norm shows
         for name, p in model.named_parameters():
             if "layer_norm" in name:
                 p.add_(torch.randn_like(p) * 0.2)
-        # about half of the decodes end with </s> before max_length
-        model.model.shared.weight[2].mul_(eos_gain)
+        if not tied:
+            model.lm_head.weight.normal_(0.0, 1.0)
+        # some decodes end with </s> before max_length
+        (model.model.shared if tied else model.lm_head).weight[2].mul_(eos_gain)
     return model
 
 
@@ -182,7 +188,7 @@ def main():
         tok.save_pretrained(d)
         # the model's vocabulary: the pieces, the languages and the made-up
         # words (facebook/m2m100_418M: 128000 + 100 + 8 + 4)
-        model = tiny_model(len(tok.encoder) + len(codes) + tok.num_madeup_words, 11, 6.0)
+        model = tiny_model(len(tok.encoder) + len(codes) + tok.num_madeup_words, 11, 6.0, True)
         save_model(model, d)
         res, dropped = cases(model, tok, lambda l, src: l if src else f"__{l}__", held, PAIRS)
         golden["layouts"]["m2m100"] = {"dir": "m2m100", "cases": res, "dropped": dropped,
@@ -200,7 +206,7 @@ def main():
         tok.save_pretrained(d)
         if not os.path.exists(os.path.join(d, "sentencepiece.bpe.model")):
             shutil.copy(spm_path, os.path.join(d, "sentencepiece.bpe.model"))
-        model = tiny_model(len(tok), 12, 3.0)
+        model = tiny_model(len(tok), 12, 1.4, False)
         save_model(model, d)
         res, dropped = cases(model, tok, lambda l, src: NLLB_CODE[l], held, PAIRS)
         golden["layouts"]["nllb"] = {"dir": "nllb", "cases": res, "dropped": dropped,
