@@ -53,6 +53,10 @@ static void fixture_open(fixture *f, const char *layout)
     json_t *l = json_object_get(json_object_get(golden(), "layouts"), layout);
     ck_assert_ptr_nonnull(l);
     snprintf(dir, sizeof dir, "%s/m2m/%s", TD_TEST_DATA, json_string_value(json_object_get(l, "dir")));
+    td_probe pr;
+    ck_assert_msg(td_model_probe(dir, &pr) == 1, "%s: probe says '%s' is missing", layout,
+                  pr.missing);
+    ck_assert_msg(strstr(pr.tokenizer, "sentencepiece.bpe.model") != NULL, "%s", pr.tokenizer);
     td_load_opts lo = {.device = "cpu", .n_threads = 1};
     ck_assert_msg(td_model_load(&f->m, dir, &lo, err, sizeof err) == 0, "%s: %s", layout, err);
     ck_assert_str_eq(td_model_config(f->m)->model_type, "m2m_100");
