@@ -132,6 +132,14 @@ static void check_tokenization(const char *layout)
         for (int i = 0; i < n; i++)
             ck_assert_msg(ids[i] == want[i], "%s case %zu: source id %d is %d, transformers %d",
                           layout, ci, i, ids[i], want[i]);
+        /* one span a token, the language's empty at the start, </s>'s at the end */
+        size_t *off = NULL, tl_len = strlen(text);
+        ck_assert_int_eq(td_tok_source_offsets(f.tok, text, tl_len, ids, got, &off), 0);
+        ck_assert(off[0] == 0 && off[1] == 0);
+        ck_assert(off[2 * (got - 1)] == tl_len && off[2 * got - 1] == tl_len);
+        for (int i = 1; i < got; i++)
+            ck_assert(off[2 * i] == off[2 * i - 1]);
+        free(off);
         free(ids);
         static const char *const modes[2] = {"greedy", "beam4"};
         for (int k = 0; k < 2; k++) {

@@ -543,10 +543,16 @@ static int chunk_offsets(const spm_model *sp, const char *text, size_t len, size
 int td_tok_source_offsets(const td_tokenizer *t, const char *text, size_t len, const int32_t *ids,
                           int n, size_t **off)
 {
-    (void)ids;
     const vocab *v = &t->src;
     offbuf o = {0};
     *off = NULL;
+    /* td_tok_encode_lang's language token: the empty span at the start */
+    for (int k = 0; n > 0 && k < t->n_langs; k++)
+        if (ids[0] == t->lang_id[k]) {
+            if (off_push(&o, 0, 0))
+                goto oom;
+            break;
+        }
     /* the chunks of td_tok_encode */
     int specials[3] = {v->eos, v->unk, v->pad};
     size_t start = 0;

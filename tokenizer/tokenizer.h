@@ -156,7 +156,8 @@ void td_tok_ids_free(td_tok_ids *ids, int n);
  * starts the word (its U+2581), and </s> is the empty span at the end.
  * Return 0, or -1 when out of memory. Thread safety: as td_tok_encode. */
 
-/* Source: ids is td_tok_encode(TD_TOK_SOURCE, text, len) (n ids). A piece
+/* Source: ids is td_tok_encode(TD_TOK_SOURCE, text, len) (n ids), or
+ * td_tok_encode_lang's (its language token first: the empty span [0, 0)). A piece
  * ends at the first character boundary of the text whose normalized prefix
  * reaches the piece's end in the normalized text (so characters the
  * normalizer merged or dropped go to the piece that needs them). */
