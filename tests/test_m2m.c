@@ -298,6 +298,45 @@ static void check_prefix_lengths(const char *layout)
     fixture_close(&f);
 }
 
+/* A source with a pad token inside: its position is the zero row and the
+ * positions after it do not count it (fairseq's make_positions). */
+static void check_pad_source(const char *layout)
+{
+    fixture f = {0};
+    fixture_open(&f, layout);
+    json_t *pc = json_object_get(json_object_get(json_object_get(golden(), "layouts"), layout),
+                                 "pad_case");
+    ck_assert_ptr_nonnull(pc);
+    int32_t src[256], lang = (int32_t)json_integer_value(json_object_get(pc, "tgt_lang_id"));
+    int n = json_ids(json_object_get(pc, "input_ids"), src, 256);
+    ck_assert_int_eq(src[3], td_model_config(f.m)->pad_token_id);
+    const int32_t *sp = src;
+    static const char *const modes[2] = {"greedy", "beam4"};
+    char err[512];
+    int bad = 0;
+    for (int k = 0; k < 2; k++) {
+        td_decode_opts o;
+        td_decode_opts_default(f.m, &o);
+        o.beam_size = k ? 4 : 1;
+        o.num_hypotheses = 1;
+        o.length_penalty = 1.0f;
+        o.max_length = f.max_length;
+        o.prefix = &lang;
+        o.n_prefix = 1;
+        td_result r;
+        ck_assert_msg(td_translate_batch(f.w, &sp, &n, 1, &o, &r, err, sizeof err) == 0, "%s", err);
+        json_t *h = json_object_get(pc, modes[k]);
+        bad += compare_hyp(modes[k], -1, &r.hyps[0], h, json_real_value(json_object_get(h, "score")));
+        td_result_free(&r);
+    }
+    ck_assert_msg(bad == 0, "%s: the source with a pad differs from transformers", layout);
+    fixture_close(&f);
+}
+
+START_TEST(m2m100_pad_source) { check_pad_source("m2m100"); }
+END_TEST
+START_TEST(nllb_pad_source) { check_pad_source("nllb"); }
+END_TEST
 START_TEST(m2m100_tokens) { check_tokenization("m2m100"); }
 END_TEST
 START_TEST(nllb_tokens) { check_tokenization("nllb"); }
@@ -398,6 +437,8 @@ static Suite *m2m_suite(void)
     tcase_add_test(tc, m2m100_decode);
     tcase_add_test(tc, nllb_decode);
     tcase_add_test(tc, m2m100_prefix_lengths);
+    tcase_add_test(tc, m2m100_pad_source);
+    tcase_add_test(tc, nllb_pad_source);
     tcase_add_test(tc, nllb_prefix_lengths);
     suite_add_tcase(s, tc);
     return s;

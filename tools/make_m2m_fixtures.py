@@ -158,6 +158,19 @@ def cases(model, tok, lang_id, srcs, pairs):
     return res, dropped
 
 
+def pad_case(model, tok, first):
+    """A source with a pad token inside it (attention on every token, as the
+    engine attends): the encoder's positions skip the pad, which reads the
+    zero row (create_position_ids_from_input_ids)."""
+    pad = model.config.pad_token_id
+    ids = list(first["input_ids"])
+    ids.insert(3, pad)
+    greedy, margin = run_case(model, tok, ids, first["tgt_lang_id"], 1)
+    beam, _ = run_case(model, tok, ids, first["tgt_lang_id"], 4)
+    assert margin >= GREEDY_MARGIN and pad not in greedy["tokens"] + beam["tokens"]
+    return {"input_ids": ids, "tgt_lang_id": first["tgt_lang_id"], "greedy": greedy, "beam4": beam}
+
+
 def save_model(model, d):
     model.save_pretrained(d, safe_serialization=True)
 
@@ -192,6 +205,7 @@ def main():
         save_model(model, d)
         res, dropped = cases(model, tok, lambda l, src: l if src else f"__{l}__", held, PAIRS)
         golden["layouts"]["m2m100"] = {"dir": "m2m100", "cases": res, "dropped": dropped,
+                                       "pad_case": pad_case(model, tok, res[0]),
                                        "n_langs": len(tok.lang_code_to_id)}
 
         # NLLB: sentencepiece.bpe.model, fairseq offset, codes after the pieces, then <mask>
@@ -210,6 +224,7 @@ def main():
         save_model(model, d)
         res, dropped = cases(model, tok, lambda l, src: NLLB_CODE[l], held, PAIRS)
         golden["layouts"]["nllb"] = {"dir": "nllb", "cases": res, "dropped": dropped,
+                                     "pad_case": pad_case(model, tok, res[0]),
                                      "n_langs": len(NLLB_LANGS)}
     with open(os.path.join(OUT, "golden.json"), "w", encoding="utf-8") as f:
         json.dump(golden, f, ensure_ascii=False, indent=1)
