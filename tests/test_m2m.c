@@ -10,6 +10,7 @@
  *     through td_translate_text_lang;
  *   - prefixes of different lengths side by side in one running decode: a
  *     forced token counts 0 in the score, whatever its log-prob was;
+ *   - a source with a pad token inside (fairseq's positions skip it);
  *   - refusals: a language the model lacks, an architecture the table
  *     lacks, a prefix that leaves no room.
  */
