@@ -24,6 +24,11 @@ const td_arch *td_arch_find(const char *model_type)
     return NULL;
 }
 
+const td_arch_defaults *td_arch_defaults_of(const td_arch *a)
+{
+    return a->defaults.activation ? &a->defaults : &td_arch_marian.defaults;
+}
+
 const char *td_arch_known(char *out, size_t n)
 {
     size_t off = 0;

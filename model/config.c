@@ -183,7 +183,7 @@ static int parse_activation(const cfg_ctx *cx, const json_t *obj, const td_arch 
     if (get_string_opt(cx, obj, "activation_function", &s) != 0)
         return -1;
     if (!s)
-        s = arch->defaults.activation; /* the config class's default */
+        s = td_arch_defaults_of(arch)->activation; /* the config class's default */
     if (strcmp(s, "swish") == 0 || strcmp(s, "silu") == 0)
         c->activation = TD_ACT_SILU;
     else if (strcmp(s, "gelu") == 0)
@@ -295,7 +295,7 @@ static int parse_architecture(const cfg_ctx *cx, const json_t *obj, td_config *c
 
     c->share_encoder_decoder_embeddings = 1;
     c->tie_word_embeddings = 1;
-    c->scale_embedding = arch->defaults.scale_embedding;
+    c->scale_embedding = td_arch_defaults_of(arch)->scale_embedding;
     c->normalize_before = 0;
     if (get_bool_opt(cx, obj, "share_encoder_decoder_embeddings", &c->share_encoder_decoder_embeddings) != 0 ||
         get_bool_opt(cx, obj, "tie_word_embeddings", &c->tie_word_embeddings) != 0 ||
@@ -366,7 +366,7 @@ static int parse_token_ids(const cfg_ctx *cx, const json_t *obj, int gen, td_con
     int dv = c->decoder_vocab_size;
     long long pad_hi = (long long)(dv < c->vocab_size ? dv : c->vocab_size) - 1;
 
-    const td_arch_defaults *df = &td_arch_find(c->model_type)->defaults;
+    const td_arch_defaults *df = td_arch_defaults_of(td_arch_find(c->model_type));
     if (!gen) {
         c->pad_token_id = df->pad_token_id;
         c->eos_token_id = df->eos_token_id;
@@ -549,7 +549,7 @@ int td_config_parse(td_config *cfg, const char *config_json, const char *gen_jso
                  c.num_return_sequences, c.num_beams, gs.beams_file ? gs.beams_file : "the default");
         goto out;
     }
-    if (!gs.have_bad_words && arch->defaults.suppress_pad) {
+    if (!gs.have_bad_words && td_arch_defaults_of(arch)->suppress_pad) {
         c.suppress[0] = c.pad_token_id;
         c.n_suppress = 1;
     }
