@@ -15,6 +15,7 @@
 typedef struct vocab {
     char **piece_of;    /* (n_ids) id -> piece, NULL for holes */
     int n_ids;          /* max id + 1 */
+    int cap_ids;        /* entries piece_of has room for (>= n_ids; tok_vocab_add) */
     int32_t *slots;     /* (cap) ids, -1 empty */
     size_t cap;
     size_t used;        /* pieces held */

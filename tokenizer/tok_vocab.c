@@ -183,11 +183,18 @@ int tok_vocab_add(vocab *v, const char *s, int32_t id)
     if (id < 0 || id >= (1 << 24))
         return -1;
     if (id >= v->n_ids) {
-        char **p = realloc(v->piece_of, (size_t)(id + 1) * sizeof(char *));
-        if (!p)
-            return -1;
-        memset(p + v->n_ids, 0, (size_t)(id + 1 - v->n_ids) * sizeof(char *));
-        v->piece_of = p;
+        int have = v->cap_ids > v->n_ids ? v->cap_ids : v->n_ids;
+        if (id >= have) { /* doubling: a vocabulary built piece by piece */
+            int cap = have > 0 ? have : 64;
+            while (cap <= id)
+                cap *= 2;
+            char **p = realloc(v->piece_of, (size_t)cap * sizeof(char *));
+            if (!p)
+                return -1;
+            memset(p + have, 0, (size_t)(cap - have) * sizeof(char *));
+            v->piece_of = p;
+            v->cap_ids = cap;
+        }
         v->n_ids = id + 1;
     }
     if (v->piece_of[id])
