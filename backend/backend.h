@@ -279,11 +279,14 @@ typedef struct td_backend_ops {
      *   1. logits[r] = log_softmax(logits[r])
      *   2. logits[r][suppress[i]] = -inf for i < n_suppress (bad_words_ids
      *      with one token each, e.g. the pad id); suppress is device int32
-     *   3. for every row when force_eos is set, and for row r when
-     *      force_rows[r] != 0 (force_rows: device int32 array of n, or NULL;
-     *      rows of sequences at their last step in an in-flight batch):
-     *      every entry -inf except eos_id, which is 0 (transformers'
-     *      ForcedEOSTokenLogitsProcessor at the last step)
+     *   3. a forced token f: every entry -inf except f, which is 0
+     *      (transformers' ForcedBOSTokenLogitsProcessor and
+     *      ForcedEOSTokenLogitsProcessor): f = eos_id on every row when
+     *      force_eos is set, else f = force_rows[r] on row r when
+     *      force_rows[r] >= 0 (force_rows: device int32 array of n, or
+     *      NULL; -1: the row is not forced; each row of an in-flight batch
+     *      its own: a target prefix's token, or </s> at its last step). A
+     *      forced token outside [0, vocab) leaves every entry -inf.
      *   4. top-k per row of logits[r] + row_bias[r] (row_bias optional: the
      *      running beam scores, device float array of n), sorted by value
      *      descending, ties toward the lower token id, out_val / out_idx

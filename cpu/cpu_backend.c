@@ -641,11 +641,13 @@ static void topk_range(void *arg, int64_t r0, int64_t r1, int tid)
 {
     (void)tid;
     const topk_job *j = arg;
-    for (int64_t r = r0; r < r1; r++)
+    for (int64_t r = r0; r < r1; r++) {
+        /* the token forced on row r, -1: none (force_eos: eos on every row) */
+        const int fid = j->force_eos ? j->eos_id : j->force_rows ? j->force_rows[r] : -1;
         td_cpu_logprobs_row(j->logits + r * j->vocab, j->vocab, j->suppress, j->n_suppress,
-                            j->force_eos || (j->force_rows && j->force_rows[r]), j->eos_id,
-                            j->row_bias ? j->row_bias[r] : 0.0f, j->k, j->out_val + r * j->k,
-                            j->out_idx + r * j->k);
+                            fid >= 0, fid, j->row_bias ? j->row_bias[r] : 0.0f, j->k,
+                            j->out_val + r * j->k, j->out_idx + r * j->k);
+    }
 }
 
 static void cpu_logprobs_topk(td_backend *be, float *logits, int64_t n,

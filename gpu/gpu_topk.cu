@@ -117,7 +117,9 @@ k_logprobs_topk(float *logits, int64_t n, int64_t vocab, const int32_t *__restri
     for (int64_t r = blockIdx.x; r < n; r += gridDim.x) {
         float *x = logits + r * vocab;
         /* the same for every thread of the block (one row per block) */
-        const int forced = force_eos || (force_rows && force_rows[r]);
+        /* the token forced on this row, -1: none (force_eos: eos on every row) */
+        const int fid = force_eos ? eos_id : force_rows ? force_rows[r] : -1;
+        const int forced = fid >= 0;
         float mx = -INFINITY, lse = 0.0f;
         if (!forced)
             row_lse(x, vocab, red, &mx, &lse);
@@ -134,7 +136,7 @@ k_logprobs_topk(float *logits, int64_t n, int64_t vocab, const int32_t *__restri
         for (int64_t t = threadIdx.x; t < vocab; t += blockDim.x) {
             float y;
             if (forced) {
-                y = t == eos_id ? 0.0f : -INFINITY;
+                y = t == fid ? 0.0f : -INFINITY;
             } else if (mx == -INFINITY) {
                 y = -INFINITY;
             } else {

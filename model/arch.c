@@ -7,10 +7,12 @@
 #include "arch.h"
 
 extern const td_arch td_arch_marian;
+extern const td_arch td_arch_m2m100;
 extern const td_arch td_arch_ct2; /* arch_ct2.c: described by model.bin (ct2_config.c) */
 
 static const td_arch *const k_archs[] = {
     &td_arch_marian,
+    &td_arch_m2m100,
     &td_arch_ct2,
 };
 
@@ -22,6 +24,11 @@ const td_arch *td_arch_find(const char *model_type)
         if (strcmp(k_archs[i]->model_type, model_type) == 0)
             return k_archs[i];
     return NULL;
+}
+
+const td_arch_defaults *td_arch_defaults_of(const td_arch *a)
+{
+    return a->defaults.activation ? &a->defaults : &td_arch_marian.defaults;
 }
 
 const char *td_arch_known(char *out, size_t n)

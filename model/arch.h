@@ -53,10 +53,24 @@ typedef struct td_tref {
 #define TD_ARCH_CANDIDATES 3
 #define TD_SWITCH_CONFIG (-1) /* a switch left to config.json's keys */
 
+/* What an architecture's config class takes when config.json lacks a key
+ * (transformers' MarianConfig, M2M100Config, ...). */
+typedef struct td_arch_defaults {
+    int pad_token_id, eos_token_id, decoder_start_token_id;
+    int forced_eos_token_id;   /* -1: none */
+    int scale_embedding;       /* bool */
+    const char *activation;    /* activation_function */
+    int suppress_pad;          /* bool: no bad_words_ids in either file suppresses
+                                  {pad_token_id} (Marian's convention) */
+} td_arch_defaults;
+
 typedef struct td_arch {
     const char *model_type;  /* config.json's "model_type" */
     int pre_norm;            /* 0, 1 or TD_SWITCH_CONFIG (normalize_before) */
     int position_encoding;   /* a td_posenc, or TD_SWITCH_CONFIG */
+    int positions_after_pad; /* bool: fairseq's make_positions (td_config's
+                                position_offset = pad_token_id + 1, position_pad) */
+    td_arch_defaults defaults; /* activation NULL: MarianConfig's (td_arch_defaults_of) */
     /* The candidate names of role r (of layer `layer` of the decoder when
      * dec, else the encoder; both ignored for the model's roles) for the
      * config c, in order of preference, into out; returns how many (0: the
@@ -65,6 +79,9 @@ typedef struct td_arch {
                  td_tref out[TD_ARCH_CANDIDATES]);
 } td_arch;
 
+/* The defaults of a: its own, or MarianConfig's (td_arch_marian's) for a
+ * row that leaves them unset (defaults.activation NULL). */
+const td_arch_defaults *td_arch_defaults_of(const td_arch *a);
 /* The architecture of a model_type, NULL when the table lacks it. */
 const td_arch *td_arch_find(const char *model_type);
 /* The known model_types, comma-separated ("marian, m2m_100"), into out

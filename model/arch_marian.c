@@ -82,5 +82,12 @@ const td_arch td_arch_marian = {
     .model_type = "marian",
     .pre_norm = TD_SWITCH_CONFIG,
     .position_encoding = TD_SWITCH_CONFIG,
+    .positions_after_pad = 0,
+    /* MarianConfig's constructor (configuration_marian.py); forced EOS at
+     * max_length and the pad column suppressed are Marian's conventions
+     * (config.c's file comment) */
+    .defaults = {.pad_token_id = 58100, .eos_token_id = 0, .decoder_start_token_id = 58100,
+                 .forced_eos_token_id = 0, .scale_embedding = 0, .activation = "gelu",
+                 .suppress_pad = 1},
     .names = td_arch_hf_names,
 };

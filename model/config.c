@@ -39,11 +39,6 @@
 #define GEN_FILE "generation_config.json"
 #define CFG_MAX_FILE_BYTES ((size_t)16 << 20)
 
-/* MarianConfig constructor defaults (transformers, configuration_marian.py). */
-#define MARIAN_DEFAULT_PAD 58100
-#define MARIAN_DEFAULT_DECODER_START 58100
-#define MARIAN_DEFAULT_EOS 0
-
 #if defined(__GNUC__) || defined(__clang__)
 #define CFG_PRINTF(f, a) __attribute__((format(printf, f, a)))
 #else
@@ -182,13 +177,14 @@ static int get_float_opt(const cfg_ctx *cx, const json_t *obj, const char *key,
 
 /* ---- architecture -------------------------------------------------------- */
 
-static int parse_activation(const cfg_ctx *cx, const json_t *obj, td_config *c)
+static int parse_activation(const cfg_ctx *cx, const json_t *obj, const td_arch *arch,
+                            td_config *c)
 {
     const char *s = NULL;
     if (get_string_opt(cx, obj, "activation_function", &s) != 0)
         return -1;
     if (!s)
-        s = "gelu"; /* MarianConfig default */
+        s = td_arch_defaults_of(arch)->activation; /* the config class's default */
     if (strcmp(s, "swish") == 0 || strcmp(s, "silu") == 0)
         c->activation = TD_ACT_SILU;
     else if (strcmp(s, "gelu") == 0)
@@ -263,6 +259,18 @@ static int parse_posenc(const cfg_ctx *cx, const json_t *obj, td_config *c)
 
 static int parse_architecture(const cfg_ctx *cx, const json_t *obj, td_config *c)
 {
+    const char *mt = NULL;
+    if (get_string_opt(cx, obj, "model_type", &mt) != 0)
+        return -1;
+    /* The architecture table (arch.h) decides what a model_type means. */
+    const td_arch *arch = td_arch_find(mt ? mt : "marian");
+    if (!arch) {
+        char known[256];
+        return cfg_fail(cx, "model_type", "unknown architecture '%s' (known: %s)", mt,
+                        td_arch_known(known, sizeof known));
+    }
+    snprintf(c->model_type, sizeof c->model_type, "%s", arch->model_type);
+
     if (get_int_req(cx, obj, "d_model", 1, 65536, &c->d_model) != 0 ||
         get_int_req(cx, obj, "encoder_layers", 1, 256, &c->encoder_layers) != 0 ||
         get_int_req(cx, obj, "decoder_layers", 1, 256, &c->decoder_layers) != 0 ||
@@ -288,7 +296,7 @@ static int parse_architecture(const cfg_ctx *cx, const json_t *obj, td_config *c
 
     c->share_encoder_decoder_embeddings = 1;
     c->tie_word_embeddings = 1;
-    c->scale_embedding = 0;
+    c->scale_embedding = td_arch_defaults_of(arch)->scale_embedding;
     c->normalize_before = 0;
     if (get_bool_opt(cx, obj, "share_encoder_decoder_embeddings", &c->share_encoder_decoder_embeddings) != 0 ||
         get_bool_opt(cx, obj, "tie_word_embeddings", &c->tie_word_embeddings) != 0 ||
@@ -300,24 +308,12 @@ static int parse_architecture(const cfg_ctx *cx, const json_t *obj, td_config *c
                         "must equal vocab_size (%d) when share_encoder_decoder_embeddings is true (got %d)",
                         c->vocab_size, c->decoder_vocab_size);
 
-    if (parse_activation(cx, obj, c) != 0)
+    if (parse_activation(cx, obj, arch, c) != 0)
         return -1;
 
     c->layer_norm_eps = 1e-5f; /* torch.nn.LayerNorm default, used by Marian */
     if (get_float_opt(cx, obj, "layer_norm_eps", 1, &c->layer_norm_eps) != 0)
         return -1;
-
-    const char *mt = NULL;
-    if (get_string_opt(cx, obj, "model_type", &mt) != 0)
-        return -1;
-    /* The architecture table (arch.h) decides what a model_type means. */
-    const td_arch *arch = td_arch_find(mt ? mt : "marian");
-    if (!arch) {
-        char known[256];
-        return cfg_fail(cx, "model_type", "unknown architecture '%s' (known: %s)", mt,
-                        td_arch_known(known, sizeof known));
-    }
-    snprintf(c->model_type, sizeof c->model_type, "%s", arch->model_type);
 
     c->relative_attention_values = 0; /* set by the weight loader */
     if (parse_posenc(cx, obj, c) != 0)
@@ -326,6 +322,10 @@ static int parse_architecture(const cfg_ctx *cx, const json_t *obj, td_config *c
         c->normalize_before = arch->pre_norm;
     if (arch->position_encoding != TD_SWITCH_CONFIG)
         c->position_encoding = (td_posenc)arch->position_encoding;
+    /* fairseq's table pairs frequencies over d/2 - 1 steps */
+    if (c->position_encoding == TD_POS_SINUSOIDAL_FAIRSEQ && c->d_model < 4)
+        return cfg_fail(cx, "d_model", "must be at least 4 for model_type '%s' (got %d)",
+                        arch->model_type, c->d_model);
     return 0;
 }
 
@@ -356,8 +356,8 @@ static int get_eos(const cfg_ctx *cx, const json_t *obj, int hi, int null_is_uns
     return 0;
 }
 
-/* Reads the token ids. In config.json (gen == 0) absent keys take
- * MarianConfig's defaults; in generation_config.json they override only when
+/* Reads the token ids. In config.json (gen == 0) absent keys take the
+ * architecture's defaults (its config class's, td_arch_defaults); in generation_config.json they override only when
  * present and non-null. All of pad/eos/decoder_start/bos/forced_eos are
  * decoder-side ids, checked against decoder_vocab_size; pad also pads the
  * source, so it is checked against vocab_size too. */
@@ -367,13 +367,14 @@ static int parse_token_ids(const cfg_ctx *cx, const json_t *obj, int gen, td_con
     int dv = c->decoder_vocab_size;
     long long pad_hi = (long long)(dv < c->vocab_size ? dv : c->vocab_size) - 1;
 
+    const td_arch_defaults *df = td_arch_defaults_of(td_arch_find(c->model_type));
     if (!gen) {
-        c->pad_token_id = MARIAN_DEFAULT_PAD;
-        c->eos_token_id = MARIAN_DEFAULT_EOS;
-        c->decoder_start_token_id = MARIAN_DEFAULT_DECODER_START;
+        c->pad_token_id = df->pad_token_id;
+        c->eos_token_id = df->eos_token_id;
+        c->decoder_start_token_id = df->decoder_start_token_id;
         c->bos_token_id = -1;
-        /* MarianConfig's default, when it fits the vocabulary */
-        c->forced_eos_token_id = dv > 0 ? 0 : -1;
+        /* the config class's default, when it fits the vocabulary */
+        c->forced_eos_token_id = df->forced_eos_token_id < dv ? df->forced_eos_token_id : -1;
         const json_t *fe = json_object_get(obj, "forced_eos_token_id");
         if (fe && json_is_null(fe))
             c->forced_eos_token_id = -1;
@@ -383,8 +384,8 @@ static int parse_token_ids(const cfg_ctx *cx, const json_t *obj, int gen, td_con
         return -1;
     /* The default itself must fit the vocabularies. */
     if (!gen && !present && c->pad_token_id > pad_hi)
-        return cfg_fail(cx, "pad_token_id", "missing, and the MarianConfig default %d is outside "
-                        "[0, %lld] (vocab_size %d, decoder_vocab_size %d)",
+        return cfg_fail(cx, "pad_token_id", "missing, and the %s default %d is outside "
+                        "[0, %lld] (vocab_size %d, decoder_vocab_size %d)", c->model_type,
                         c->pad_token_id, pad_hi, c->vocab_size, dv);
 
     if (get_eos(cx, obj, dv, gen, &c->eos_token_id) != 0)
@@ -394,8 +395,9 @@ static int parse_token_ids(const cfg_ctx *cx, const json_t *obj, int gen, td_con
                     &c->decoder_start_token_id, &present) != 0)
         return -1;
     if (!gen && !present && c->decoder_start_token_id >= dv)
-        return cfg_fail(cx, "decoder_start_token_id", "missing, and the MarianConfig default %d is "
-                        "outside [0, %d) (decoder_vocab_size)", c->decoder_start_token_id, dv);
+        return cfg_fail(cx, "decoder_start_token_id", "missing, and the %s default %d is "
+                        "outside [0, %d) (decoder_vocab_size)", c->model_type,
+                        c->decoder_start_token_id, dv);
 
     /* Informational / optional ids: null means none (config.json, where the
      * default is already -1) or unset (generation_config.json). */
@@ -530,6 +532,11 @@ int td_config_parse(td_config *cfg, const char *config_json, const char *gen_jso
         parse_token_ids(&cx, root, 0, &c) != 0 ||
         parse_generation(&cx, root, &gs, &c) != 0)
         goto out;
+    /* fairseq's make_positions: the padding_idx of the position tables is
+     * config.json's pad_token_id */
+    const td_arch *arch = td_arch_find(c.model_type);
+    c.position_offset = arch->positions_after_pad ? c.pad_token_id + 1 : 0;
+    c.position_pad = arch->positions_after_pad;
 
     if (gen_json) {
         cx.file = GEN_FILE;
@@ -549,7 +556,7 @@ int td_config_parse(td_config *cfg, const char *config_json, const char *gen_jso
                  c.num_return_sequences, c.num_beams, gs.beams_file ? gs.beams_file : "the default");
         goto out;
     }
-    if (!gs.have_bad_words) {
+    if (!gs.have_bad_words && td_arch_defaults_of(arch)->suppress_pad) {
         c.suppress[0] = c.pad_token_id;
         c.n_suppress = 1;
     }
@@ -718,6 +725,7 @@ const char *td_posenc_name(td_posenc p)
     case TD_POS_RELATIVE: return "relative";
     case TD_POS_ROPE: return "rope";
     case TD_POS_SINUSOIDAL_CT2: return "sinusoidal_ct2";
+    case TD_POS_SINUSOIDAL_FAIRSEQ: return "sinusoidal_fairseq";
     }
     return "unknown";
 }

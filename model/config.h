@@ -28,6 +28,8 @@ typedef enum td_posenc {
     TD_POS_ROPE,                /* rotary, rotate-half, on self-attention q/k */
     TD_POS_SINUSOIDAL_CT2,      /* CTranslate2's generated table (model.bin without one):
                                    sin | cos halves, timescales 10000^(-i/(d/2-1)) */
+    TD_POS_SINUSOIDAL_FAIRSEQ,  /* fairseq / M2M100: sin | cos halves, frequencies
+                                   10000^(-i/(d/2-1)), the padding row zero */
 } td_posenc;
 
 typedef enum td_early_stopping {
@@ -61,6 +63,14 @@ typedef struct td_config {
     int relative_attention_values;   /* bool: relative_value weights present (set by the loader) */
     float rope_theta;                /* default 10000 */
     int normalize_before;            /* bool, default 0 */
+    /* Absolute position tables (sinusoidal, learned) hold position_offset
+     * rows before position 0: a token at position t reads row
+     * t + position_offset. position_pad (fairseq's make_positions, set with
+     * the offset pad_token_id + 1 by the architecture): a pad token reads
+     * row pad_token_id instead (zero in the fixed tables) and the encoder's
+     * positions count the tokens that are not pad. Both 0 for Marian. */
+    int position_offset;
+    int position_pad;
     char model_type[32];             /* "marian" */
     /* set by a weight format that carries its own architecture (wformat.h's
      * config hook: CTranslate2), never by config.json */

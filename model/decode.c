@@ -65,8 +65,10 @@ enum {
     ROW_SRC_LEN,  /* its source length */
     ROW_SELF_LEN, /* self-attention keys visible: pos + 1 */
     ROW_DST,      /* cache row of the new K/V: row * max_length + pos */
-    ROW_FORCE,    /* forced </s> at this step */
+    ROW_FORCE,    /* the token forced at this step (a target prefix's, or
+                     </s> at the last step), -1: none */
     ROW_SCORE,    /* its running score in the slots' search state (beam_f) */
+    ROW_EMB_POS,  /* the position table's row its token reads (td_pos_row) */
     ROW_FIELDS
 };
 _Static_assert(ROW_FIELDS == TD_STEP_ROW_FIELDS, "the worker's d_rows holds ROW_FIELDS per row");
@@ -322,6 +324,9 @@ static int admit_layout(td_worker *w, const int *src_len, int n,
         memset(s, 0, sizeof *s);
         s->o = *o;
         s->o.attn_layers = s->o.attn_heads = NULL; /* resolved into sel */
+        if (o->n_prefix > 0)
+            memcpy(s->prefix, o->prefix, (size_t)o->n_prefix * sizeof(int32_t));
+        s->o.prefix = NULL; /* copied into s->prefix (a slot may move) */
         td_search_select(c, o, &s->sel);
         s->B = o->beam_size;
         s->M = o->max_length;
@@ -388,9 +393,12 @@ static void admit_encode(td_worker *w, const int32_t *const *src, const int *src
     for (int k = 0; k < n; k++) {
         const int i = ord[k];
         len[k] = src_len[i];
-        for (int j = 0; j < src_len[i]; j++, rows++) {
+        /* position_pad: the encoder's positions count the tokens that are
+         * not pad (transformers' cumsum over the token mask) */
+        for (int j = 0, t = 0; j < src_len[i]; j++, rows++) {
             sc->h_ids[rows] = src[i][j];
-            sc->h_pos[rows] = j;
+            sc->h_pos[rows] = td_pos_row(c, t, src[i][j]);
+            t += !(c->position_pad && src[i][j] == c->position_offset - 1);
             sc->h_dst[rows] = (int32_t)(slots[i] * S + j);
         }
     }
@@ -532,7 +540,14 @@ static int step_inputs(td_worker *w, int n_sel, int n, int *s_kv, int *t_step, i
             rows[ROW_SRC_LEN * n + r] = s->src_len;
             rows[ROW_SELF_LEN * n + r] = t + 1;
             rows[ROW_DST * n + r] = (int32_t)(r * T + t);
-            rows[ROW_FORCE * n + r] = c->forced_eos_token_id >= 0 && t == s->M - 1;
+            /* ForcedEOSTokenLogitsProcessor comes after the forced BOS
+             * among generate's processors: at the last step </s> wins */
+            rows[ROW_FORCE * n + r] = c->forced_eos_token_id >= 0 && t == s->M - 1
+                                          ? c->forced_eos_token_id
+                                      : t < s->o.n_prefix ? s->prefix[t]
+                                                          : -1;
+            rows[ROW_EMB_POS * n + r] =
+                td_pos_row(c, t, t == 0 ? c->decoder_start_token_id : s->last[b]);
             rows[ROW_SCORE * n + r] = (int32_t)(sc->order[k] * fs + b);
         }
     }
@@ -683,6 +698,7 @@ static void step_device(td_worker *w, int n, int n_sel, int ks, int s_kv, int t_
         .src_len = w->d_rows + ROW_SRC_LEN * n,
         .self_len = w->d_rows + ROW_SELF_LEN * n,
         .dst = w->d_rows + ROW_DST * n,
+        .emb_pos = w->d_rows + ROW_EMB_POS * n,
         .s_kv = s_kv,
         .t_len = t_step,
     };

@@ -71,6 +71,18 @@ int td_decode_opts_check(const td_config *c, const td_decode_limits *lim,
         return opt_fail(param, "length_penalty", err, errlen,
                         "length_penalty must be in -%d..%d", TD_MAX_LENGTH_PENALTY,
                         TD_MAX_LENGTH_PENALTY);
+    if (o->n_prefix < 0 || o->n_prefix > TD_MAX_PREFIX || (o->n_prefix > 0 && !o->prefix))
+        return opt_fail(param, "target_prefix", err, errlen,
+                        "target_prefix: 0..%d tokens", TD_MAX_PREFIX);
+    if (o->n_prefix >= o->max_length)
+        return opt_fail(param, "target_prefix", err, errlen,
+                        "target_prefix: %d tokens leave no room in max_length %d",
+                        o->n_prefix, o->max_length);
+    for (int i = 0; i < o->n_prefix; i++)
+        if (o->prefix[i] < 0 || o->prefix[i] >= c->decoder_vocab_size)
+            return opt_fail(param, "target_prefix", err, errlen,
+                            "target_prefix: token %d at %d is outside the decoder "
+                            "vocabulary (0..%d)", o->prefix[i], i, c->decoder_vocab_size - 1);
     if (!o->return_attention)
         return 0;
     const int L = c->decoder_layers, H = c->decoder_attention_heads;

@@ -101,7 +101,7 @@ struct td_model {
  *         three  3
  *         two    2
  *         one    1 */
-#define TD_STEP_ROW_FIELDS 8 /* decode.c's ROW_* */
+#define TD_STEP_ROW_FIELDS 9 /* decode.c's ROW_* */
 #define TD_WORKER_BUFFERS(X)                                                    \
     X(ex, float, enc, d)         /* encoder hidden states */                    \
     X(eh, float, enc, d)         /* sub-layer output / normed input */          \
@@ -229,6 +229,20 @@ int td_posenc_build(td_model *m, char *err, size_t errlen);
 void td_posenc_sinusoidal(float *out, int n_pos, int d);
 void td_posenc_sinusoidal_interleaved(float *out, int n_pos, int d);
 void td_posenc_sinusoidal_ct2(float *out, int n_pos, int d);
+void td_posenc_sinusoidal_fairseq(float *out, int n_pos, int d, int pad_row);
+
+/* The row of an absolute position table that token tok at position t
+ * (0-based; in the encoder, counting the tokens before it that are not pad
+ * when c->position_pad) reads: t + position_offset, or the padding row
+ * for a pad token (fairseq's make_positions, transformers'
+ * create_position_ids_from_input_ids). Without an offset it is t, which
+ * rotary and relative positions use as well. */
+static inline int32_t td_pos_row(const td_config *c, int t, int32_t tok)
+{
+    if (c->position_pad && tok == c->position_offset - 1)
+        return c->position_offset - 1;
+    return (int32_t)(t + c->position_offset);
+}
 void td_posenc_rope_table(float *out, int n_pos, int head_dim, float theta);
 
 /* transformer.c: the forward pass. */
@@ -247,6 +261,8 @@ typedef struct td_step_rows {
     const int32_t *src_len;  /* its sentence's source length */
     const int32_t *self_len; /* self-attention keys it sees: pos + 1 */
     const int32_t *dst;      /* cache row of its new K/V: row * max_length + pos */
+    const int32_t *emb_pos;  /* the row of the position table its token reads
+                                (td_pos_row; = pos without an offset) */
     int s_kv;                /* the longest source among the rows */
     int t_len;               /* the longest self_len among the rows */
 } td_step_rows;

@@ -70,6 +70,31 @@ void td_posenc_sinusoidal_ct2(float *out, int n_pos, int d)
     }
 }
 
+/* Matches transformers' M2M100SinusoidalPositionalEmbedding.get_embedding
+ * (fairseq's SinusoidalPositionalEmbedding): half = d/2, step =
+ * ln(10000)/(half - 1), freq_i = exp(-i * step), angle = p * freq_i, sin
+ * in columns [0, half), cos in [half, 2*half), a zero column when d is odd;
+ * computed in float32 as torch does (the step in double, then each
+ * product rounded to float). pad_row >= 0 is zeroed (padding_idx). */
+void td_posenc_sinusoidal_fairseq(float *out, int n_pos, int d, int pad_row)
+{
+    const int half = d / 2;
+    const double step = log(10000.0) / (double)(half - 1);
+    for (int p = 0; p < n_pos; p++) {
+        float *row = out + (size_t)p * d;
+        for (int i = 0; i < half; i++) {
+            const float freq = expf((float)i * (float)-step);
+            const float a = (float)p * freq;
+            row[i] = sinf(a);
+            row[half + i] = cosf(a);
+        }
+        if (d % 2)
+            row[d - 1] = 0.0f;
+    }
+    if (pad_row >= 0 && pad_row < n_pos)
+        memset(out + (size_t)pad_row * d, 0, (size_t)d * sizeof(float));
+}
+
 /* Rotary table in the rotate-half convention (GPT-NeoX, HF Llama's
  * LlamaRotaryEmbedding): inv_freq_i = 1 / theta^(2i/head_dim), angle =
  * p * inv_freq_i, both in float32 as transformers computes them, then
@@ -106,25 +131,31 @@ static float *upload_table(td_model *m, const float *host, size_t n,
 int td_posenc_build(td_model *m, char *err, size_t errlen)
 {
     const td_config *c = &m->cfg;
+    /* absolute tables hold position_offset rows before position 0 */
     int n_pos = c->max_position_embeddings, d = c->d_model;
-    size_t n = (size_t)n_pos * (size_t)d;
+    int n_abs = n_pos + c->position_offset;
+    size_t n = (size_t)n_abs * (size_t)d;
     float *host = NULL;
 
     switch (c->position_encoding) {
     case TD_POS_SINUSOIDAL:
     case TD_POS_SINUSOIDAL_INTERLEAVED:
     case TD_POS_SINUSOIDAL_CT2:
+    case TD_POS_SINUSOIDAL_FAIRSEQ:
         host = malloc(n * sizeof(float));
         if (!host) {
             snprintf(err, errlen, "position tables: out of memory (%zu floats)", n);
             return -1;
         }
         if (c->position_encoding == TD_POS_SINUSOIDAL)
-            td_posenc_sinusoidal(host, n_pos, d);
+            td_posenc_sinusoidal(host, n_abs, d);
+        else if (c->position_encoding == TD_POS_SINUSOIDAL_INTERLEAVED)
+            td_posenc_sinusoidal_interleaved(host, n_abs, d);
         else if (c->position_encoding == TD_POS_SINUSOIDAL_CT2)
-            td_posenc_sinusoidal_ct2(host, n_pos, d);
+            td_posenc_sinusoidal_ct2(host, n_abs, d);
         else
-            td_posenc_sinusoidal_interleaved(host, n_pos, d);
+            td_posenc_sinusoidal_fairseq(host, n_abs, d,
+                                         c->position_pad ? c->position_offset - 1 : -1);
         /* Encoder and decoder tables are identical: build once, share. */
         m->enc_pos = upload_table(m, host, n, "the sinusoidal table", err, errlen);
         m->dec_pos = m->enc_pos;

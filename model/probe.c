@@ -50,7 +50,7 @@ int td_model_probe(const char *dir, td_probe *p)
     p->has_config = has_file(dir, "config.json") || (f && f->config);
     p->format = f ? f->name : NULL;
     const char *const *tok;
-    int required = 0, n = td_tok_files(&tok, &required);
+    int required = 0, n = td_tok_files_in(dir, &tok, &required);
     size_t off = 0;
     const char *missing_tok = NULL;
     for (int i = 0; i < n; i++) {

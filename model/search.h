@@ -41,6 +41,7 @@ typedef struct sent {
     int row0;        /* first decoder row in the current layout */
     int op_i;        /* its place among the last beam_step's sentences */
     int32_t last[TD_MAX_BEAM]; /* each running beam's last token (beam_step's) */
+    int32_t prefix[TD_MAX_PREFIX]; /* its forced target prefix (o.prefix points here) */
     /* attention capture, only when asked */
     float *hist;     /* (M, B, A): step t's captured rows of every beam */
     int *origin;     /* (M, B): beam at step t-1 of running beam b at step t */

@@ -138,3 +138,71 @@ int td_translate_text(td_worker *w, const td_tokenizer *tok, const char *const *
     free(src);
     return rc;
 }
+
+/* The language with that code, or -1 with a message naming it and a few of
+ * the model's (what = "source" or "target"). */
+static int find_lang(const td_tokenizer *tok, const char *what, const char *code, char *err,
+                     size_t errlen)
+{
+    const int n = td_tok_n_langs(tok);
+    int i = code ? td_tok_lang_find(tok, code) : -1;
+    if (i >= 0)
+        return i;
+    char some[160];
+    size_t off = 0;
+    some[0] = 0;
+    for (int k = 0; k < n && k < 6 && off < sizeof some; k++)
+        off += (size_t)snprintf(some + off, sizeof some - off, "%s'%s'", k ? ", " : "",
+                                td_tok_lang(tok, k));
+    if (!code)
+        snprintf(err, errlen, "a %s language is required: this model knows %d languages (%s%s)",
+                 what, n, some, n > 6 ? ", ..." : "");
+    else
+        snprintf(err, errlen, "%s language '%.64s' is not one of this model's %d languages (%s%s)",
+                 what, code, n, some, n > 6 ? ", ..." : "");
+    return -1;
+}
+
+int td_translate_text_lang(td_worker *w, const td_tokenizer *tok, const char *src_lang,
+                           const char *tgt_lang, const char *const *texts, const size_t *lens,
+                           int n, const td_decode_opts *opts, td_text_result *results,
+                           char *err, size_t errlen)
+{
+    memset(results, 0, (size_t)(n > 0 ? n : 0) * sizeof *results);
+    if (td_tok_n_langs(tok) == 0) {
+        if (src_lang || tgt_lang) {
+            snprintf(err, errlen, "this model has no language tokens: translate without a "
+                     "source or target language");
+            return -1;
+        }
+        return td_translate_text(w, tok, texts, lens, n, opts, results, err, errlen);
+    }
+    const int sl = find_lang(tok, "source", src_lang, err, errlen);
+    const int tl = sl < 0 ? -1 : find_lang(tok, "target", tgt_lang, err, errlen);
+    if (tl < 0)
+        return -1;
+    /* the target language's token first, then the caller's prefix */
+    int32_t prefix[TD_MAX_PREFIX];
+    td_decode_opts o = *opts;
+    if (o.n_prefix < 0 || o.n_prefix + 1 > TD_MAX_PREFIX || (o.n_prefix > 0 && !o.prefix)) {
+        snprintf(err, errlen, "target_prefix: 0..%d tokens after the target language",
+                 TD_MAX_PREFIX - 1);
+        return -1;
+    }
+    prefix[0] = td_tok_lang_token(tok, tl);
+    if (o.n_prefix > 0)
+        memcpy(prefix + 1, o.prefix, (size_t)o.n_prefix * sizeof(int32_t));
+    o.prefix = prefix;
+    o.n_prefix++;
+    td_tok_ids *src = calloc((size_t)(n > 0 ? n : 1), sizeof *src);
+    if (!src) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    int rc = td_tok_encode_batch_lang(tok, sl, texts, lens, n, w->o.max_src_len,
+                                      TD_LONG_SOURCE_ERROR, src, NULL, err, errlen) == 0
+                 ? td_translate_tokenized(w, tok, src, n, &o, results, err, errlen)
+                 : -1;
+    free(src);
+    return rc;
+}

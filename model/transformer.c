@@ -127,7 +127,7 @@ void td_decode_step(td_worker *w, const td_step_rows *rows, uint64_t capture_mas
     const int heads = c->decoder_attention_heads, hd = head_dim_of(c, heads);
 
     OPS->embed(w->be, w->dx, &m->dec_embed, rows->ids, n, m->embed_scale, m->dec_pos,
-               rows->pos);
+               rows->emb_pos);
     for (int l = 0; l < c->decoder_layers; l++) {
         const td_layer_w *lw = &m->dec[l];
         const td_attn_w *a = &lw->self_attn;

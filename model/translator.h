@@ -33,6 +33,7 @@ extern "C" {
                                      model's positions allow (td_generated_cap) */
 #define TD_MAX_LENGTH_PENALTY 10  /* |length_penalty| */
 #define TD_MAX_ATTN_SELECT 64     /* entries of attention_layers / attention_heads */
+#define TD_MAX_PREFIX 64          /* tokens of a forced target prefix */
 
 typedef struct td_model td_model;
 typedef struct td_worker td_worker;
@@ -157,6 +158,18 @@ typedef struct td_decode_opts {
     int n_attn_layers;
     const int *attn_heads;  /* heads; NULL = all */
     int n_attn_heads;
+    /* A forced target prefix: the first n_prefix generated tokens of every
+     * hypothesis are prefix[0..n_prefix) (decoder ids, 0..TD_MAX_PREFIX,
+     * fewer than max_length), as generate's forced_bos_token_id forces a
+     * multilingual model's target language (M2M100, NLLB: one token). At a
+     * forced step every other token is -inf and the forced one has log-prob
+     * 0, so it adds nothing to the sum of log-probs but counts in the
+     * length that length_penalty divides by, as in transformers. The forced
+     * </s> of the last step (forced_eos_token_id) wins over the prefix.
+     * The tokens are part of the hypotheses (td_hypothesis.tokens). Copied
+     * by td_run_add. */
+    const int32_t *prefix;
+    int n_prefix;
 } td_decode_opts;
 
 void td_decode_opts_default(const td_model *m, td_decode_opts *o);
@@ -342,6 +355,20 @@ int td_translate_tokenized(td_worker *w, const struct td_tokenizer *tok, struct 
                            int n, const td_decode_opts *opts, td_text_result *results,
                            char *err, size_t errlen);
 void td_text_result_free(td_text_result *r); /* accepts NULL */
+
+/* td_translate_text for a multilingual model (M2M100, NLLB-200): every
+ * source tokenized as "src_lang pieces </s>", every hypothesis begins with
+ * tgt_lang's token, forced (a target prefix: generate's
+ * forced_bos_token_id; opts->prefix, when set, follows it). The languages
+ * are the tokenizer's (td_tok_n_langs, td_tok_lang in tokenizer.h), named
+ * by their codes ("de", "deu_Latn"). Both are required for a model with
+ * languages and must be NULL for one without (then this is
+ * td_translate_text). A code the model lacks is an error naming it. The
+ * hypotheses' tokens include the language token; the text does not. */
+int td_translate_text_lang(td_worker *w, const struct td_tokenizer *tok, const char *src_lang,
+                           const char *tgt_lang, const char *const *texts, const size_t *lens,
+                           int n, const td_decode_opts *opts, td_text_result *results,
+                           char *err, size_t errlen);
 
 #ifdef __cplusplus
 }

@@ -450,10 +450,10 @@ int td_weights_load(td_model *m, char *err, size_t errlen)
             goto done;
     }
     if (c->position_encoding == TD_POS_LEARNED) {
-        if (bind_raw(&L, &m->enc_pos, TD_R_ENC_POS, 0, 0, c->max_position_embeddings,
-                     c->d_model, 1) ||
-            bind_raw(&L, &m->dec_pos, TD_R_DEC_POS, 1, 0, c->max_position_embeddings,
-                     c->d_model, 1))
+        /* position_offset rows before position 0 (td_pos_row) */
+        const int64_t n_abs = (int64_t)c->max_position_embeddings + c->position_offset;
+        if (bind_raw(&L, &m->enc_pos, TD_R_ENC_POS, 0, 0, n_abs, c->d_model, 1) ||
+            bind_raw(&L, &m->dec_pos, TD_R_DEC_POS, 1, 0, n_abs, c->d_model, 1))
             goto done;
     }
     rc = 0;

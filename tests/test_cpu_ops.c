@@ -1793,11 +1793,12 @@ START_TEST(test_logprobs_topk_literal)
     for (int t = 0; t < 5; t++)
         ck_assert(logits3[t] == (t == 3 ? 0.0f : -INFINITY));
 
-    /* forced per row: row 1 of 3 ends, rows 0 and 2 score as usual */
+    /* forced per row: row 1 of 3 ends (its forced token, 3, is eos_id's),
+     * rows 0 and 2 score as usual (-1: not forced) */
     float logits4[15] = {1, 3, 3, 2, 0, 1, 3, 3, 2, 0, 1, 3, 3, 2, 0};
-    const int32_t force_rows[3] = {0, 7, 0};
-    float val4[6];
-    int32_t idx4[6];
+    const int32_t force_rows[3] = {-1, 3, -1};
+    float val4[8];
+    int32_t idx4[8];
     run_topk(logits4, 3, 5, NULL, 0, 0, force_rows, 3, NULL, 2, val4, idx4);
     ck_assert_int_eq(idx4[0], 1);
     ck_assert_int_eq(idx4[1], 2);
@@ -1811,6 +1812,30 @@ START_TEST(test_logprobs_topk_literal)
     for (int t = 0; t < 5; t++)
         ck_assert(logits4[5 + t] == (t == 3 ? 0.0f : -INFINITY));
     ck_assert(logits4[3] != -INFINITY && logits4[13] != -INFINITY);
+
+    /* a target prefix: each row its own token, whatever eos_id says; id 0
+     * is a token like any other; a token outside the vocabulary leaves the
+     * row all -inf (ids from the lowest) */
+    float logits5[20] = {1, 3, 3, 2, 0, 1, 3, 3, 2, 0, 1, 3, 3, 2, 0, 1, 3, 3, 2, 0};
+    const int32_t prefix_rows[4] = {4, 0, -1, 9};
+    run_topk(logits5, 4, 5, NULL, 0, 0, prefix_rows, 3, NULL, 2, val4 /* 8 */, idx4);
+    ck_assert_int_eq(idx4[0], 4);
+    ck_assert(val4[0] == 0.0f);
+    ck_assert_int_eq(idx4[1], 0);
+    ck_assert(val4[1] == -INFINITY);
+    ck_assert_int_eq(idx4[2], 0);
+    ck_assert(val4[2] == 0.0f);
+    ck_assert_int_eq(idx4[3], 1);
+    ck_assert_int_eq(idx4[4], 1);
+    ck_assert_msg(fabs(val4[4] - (3.0 - lse)) < 1e-6, "val4[4] %g", (double)val4[4]);
+    ck_assert_int_eq(idx4[6], 0);
+    ck_assert_int_eq(idx4[7], 1);
+    ck_assert(val4[6] == -INFINITY && val4[7] == -INFINITY);
+    for (int t = 0; t < 5; t++) {
+        ck_assert(logits5[t] == (t == 4 ? 0.0f : -INFINITY));
+        ck_assert(logits5[5 + t] == (t == 0 ? 0.0f : -INFINITY));
+        ck_assert(logits5[15 + t] == -INFINITY);
+    }
 }
 END_TEST
 
@@ -1827,8 +1852,8 @@ static int topk_cmp(const void *pa, const void *pb)
     return a->id < b->id ? -1 : a->id > b->id;
 }
 
-/* force_rows: 0 none, 1 every third row forced (rows 0, 3, ...), 2 all but
- * every third row. */
+/* force_rows: 0 none, 1 every third row forced (rows 0, 3, ...) to a token
+ * of its own, 2 all but every third row (to eos_id), -1 elsewhere. */
 static void check_topk_case(int64_t n, int64_t vocab, int k, int with_sup,
                             int force_eos, int with_bias, int quantised,
                             int force_rows)
@@ -1845,8 +1870,9 @@ static void check_topk_case(int64_t n, int64_t vocab, int k, int with_sup,
         bias[r] = bias[r] * 3.0f - 2.0f;
     int32_t *frows = xmalloc((size_t)n * sizeof *frows);
     for (int64_t r = 0; r < n; r++)
-        frows[r] = force_rows == 1 ? (r % 3 == 0) * (int32_t)(r + 1)
-                                   : force_rows == 2 ? r % 3 != 0 : 0;
+        frows[r] = force_rows == 1   ? (r % 3 == 0 ? (int32_t)((r * 7 + 1) % vocab) : -1)
+                   : force_rows == 2 ? (r % 3 != 0 ? eos : -1)
+                                     : -1;
     double *ref = xmalloc(nv * sizeof *ref);
     for (int64_t r = 0; r < n; r++) {
         const float *x = logits + r * vocab;
@@ -1859,9 +1885,10 @@ static void check_topk_case(int64_t n, int64_t vocab, int k, int with_sup,
             ref[r * vocab + t] = x[t] - mx - log(sum);
         for (int i = 0; i < n_sup; i++)
             ref[r * vocab + sup[i]] = -INFINITY;
-        if (force_eos || frows[r])
+        const int64_t f = force_eos ? eos : frows[r];
+        if (f >= 0)
             for (int64_t t = 0; t < vocab; t++)
-                ref[r * vocab + t] = t == eos ? 0.0 : -INFINITY;
+                ref[r * vocab + t] = t == f ? 0.0 : -INFINITY;
     }
     float *val = xmalloc((size_t)(n * k) * sizeof *val);
     int32_t *idx = xmalloc((size_t)(n * k) * sizeof *idx);

@@ -21,13 +21,22 @@ int td_tok_encode_batch(const td_tokenizer *t, const char *const *texts, const s
                         int n, int max_len, td_long_source long_source, td_tok_ids *out,
                         int *bad, char *err, size_t errlen)
 {
+    return td_tok_encode_batch_lang(t, -1, texts, lens, n, max_len, long_source, out, bad, err,
+                                    errlen);
+}
+
+int td_tok_encode_batch_lang(const td_tokenizer *t, int lang, const char *const *texts,
+                             const size_t *lens, int n, int max_len,
+                             td_long_source long_source, td_tok_ids *out, int *bad, char *err,
+                             size_t errlen)
+{
     memset(out, 0, (size_t)(n > 0 ? n : 0) * sizeof *out);
     if (bad)
         *bad = -1;
     for (int i = 0; i < n; i++) {
         td_tok_ids *s = &out[i];
         size_t len = lens ? lens[i] : strlen(texts[i]);
-        if (td_tok_encode(t, TD_TOK_SOURCE, texts[i], len, &s->ids, &s->n) != 0) {
+        if (td_tok_encode_lang(t, TD_TOK_SOURCE, lang, texts[i], len, &s->ids, &s->n) != 0) {
             snprintf(err, errlen, "text %d: out of memory while tokenizing", i);
             if (bad)
                 *bad = i;

@@ -1,6 +1,7 @@
 /*
  * tokenizer.c - MarianTokenizer in C (transformers/models/marian/
- * tokenization_marian.py): SentencePiece pieces mapped through vocab.json.
+ * tokenization_marian.py): SentencePiece pieces mapped through vocab.json;
+ * with tok_fairseq.c, M2M100's and NLLB-200's layouts too.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -12,154 +13,10 @@
 #include <unistd.h>
 
 #include "spm.h"
+#include "tok_internal.h"
 #include "tokenizer.h"
 
 /* piece -> id, open addressing over FNV-1a hashes */
-typedef struct vocab {
-    char **piece_of;    /* (n_ids) id -> piece, NULL for holes */
-    int n_ids;          /* max id + 1 */
-    int32_t *slots;     /* (cap) ids, -1 empty */
-    size_t cap;
-    int unk, eos, pad;
-} vocab;
-
-struct td_tokenizer {
-    spm_model *spm_src, *spm_tgt;
-    vocab src, tgt;     /* tgt aliases src when the vocabulary is shared */
-    int separate;
-    char list_file[2][64]; /* CTranslate2's vocabulary files (source, target), for messages */
-};
-
-static uint64_t fnv1a(const char *s, size_t n)
-{
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < n; i++) {
-        h ^= (unsigned char)s[i];
-        h *= 1099511628211ull;
-    }
-    return h;
-}
-
-static int vocab_find(const vocab *v, const char *s, size_t n)
-{
-    if (!v->cap)
-        return -1;
-    for (size_t i = fnv1a(s, n) & (v->cap - 1);; i = (i + 1) & (v->cap - 1)) {
-        int32_t id = v->slots[i];
-        if (id < 0)
-            return -1;
-        const char *p = v->piece_of[id];
-        if (strlen(p) == n && memcmp(p, s, n) == 0)
-            return id;
-    }
-}
-
-static void vocab_free(vocab *v)
-{
-    for (int i = 0; v->piece_of && i < v->n_ids; i++)
-        free(v->piece_of[i]);
-    free(v->piece_of);
-    free(v->slots);
-    memset(v, 0, sizeof *v);
-}
-
-/* Loads a vocab.json (object piece -> id). Ids must be unique, in
- * [0, limit) when limit > 0; <unk>, </s> and <pad> must be present
- * (transformers raises without <unk>). */
-static int vocab_load(vocab *v, const char *path, const char *fname, int limit, char *err,
-                      size_t errlen)
-{
-    memset(v, 0, sizeof *v);
-    json_error_t je;
-    /* Only a regular file: a FIFO would block the load forever. */
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    struct stat sb;
-    if (fd >= 0 && (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode))) {
-        close(fd);
-        snprintf(err, errlen, "%s: not a regular file", fname);
-        return -1;
-    }
-    if (fd >= 0) {
-        int fl = fcntl(fd, F_GETFL);
-        if (fl >= 0)
-            fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
-    }
-    json_t *o = fd >= 0 ? json_loadfd(fd, JSON_REJECT_DUPLICATES, &je)
-                        : json_load_file(path, JSON_REJECT_DUPLICATES, &je);
-    if (fd >= 0)
-        close(fd);
-    if (!o) {
-        snprintf(err, errlen, "%s: %s (line %d)", fname, je.text, je.line);
-        return -1;
-    }
-    int rc = -1;
-    if (!json_is_object(o)) {
-        snprintf(err, errlen, "%s: must be a JSON object mapping pieces to ids", fname);
-        goto out;
-    }
-    const char *key;
-    json_t *val;
-    int max_id = -1;
-    json_object_foreach(o, key, val) {
-        if (!json_is_integer(val) || json_integer_value(val) < 0 ||
-            json_integer_value(val) >= (1 << 24)) {
-            snprintf(err, errlen, "%s: piece '%.64s': id must be an integer in [0, 2^24)", fname, key);
-            goto out;
-        }
-        int id = (int)json_integer_value(val);
-        if (limit > 0 && id >= limit) {
-            snprintf(err, errlen, "%s: piece '%.64s': id %d is outside the model's vocabulary (%d)",
-                     fname, key, id, limit);
-            goto out;
-        }
-        if (id > max_id)
-            max_id = id;
-    }
-    v->n_ids = max_id + 1;
-    v->piece_of = calloc((size_t)(v->n_ids > 0 ? v->n_ids : 1), sizeof(char *));
-    size_t cap = 16;
-    while (cap < 2 * json_object_size(o) + 16)
-        cap <<= 1;
-    v->cap = cap;
-    v->slots = malloc(cap * sizeof(int32_t));
-    if (!v->piece_of || !v->slots) {
-        snprintf(err, errlen, "%s: out of memory", fname);
-        goto out;
-    }
-    for (size_t i = 0; i < cap; i++)
-        v->slots[i] = -1;
-    json_object_foreach(o, key, val) {
-        int id = (int)json_integer_value(val);
-        if (v->piece_of[id]) {
-            snprintf(err, errlen, "%s: id %d is used by both '%.64s' and '%.64s'", fname, id,
-                     v->piece_of[id], key);
-            goto out;
-        }
-        v->piece_of[id] = strdup(key);
-        if (!v->piece_of[id]) {
-            snprintf(err, errlen, "%s: out of memory", fname);
-            goto out;
-        }
-        size_t n = strlen(key);
-        size_t i = fnv1a(key, n) & (cap - 1);
-        while (v->slots[i] >= 0)
-            i = (i + 1) & (cap - 1);
-        v->slots[i] = id;
-    }
-    v->unk = vocab_find(v, "<unk>", 5);
-    v->eos = vocab_find(v, "</s>", 4);
-    v->pad = vocab_find(v, "<pad>", 5);
-    if (v->unk < 0 || v->eos < 0) {
-        snprintf(err, errlen, "%s: the vocabulary must contain <unk> and </s>", fname);
-        goto out;
-    }
-    rc = 0;
-out:
-    json_decref(o);
-    if (rc != 0)
-        vocab_free(v);
-    return rc;
-}
 
 /* The vocabulary of a CTranslate2 list (td_tok_list): id i is the list's
  * i-th token (a token listed twice keeps its first id); <unk> and </s> must
@@ -172,43 +29,20 @@ static int vocab_from_list(vocab *v, const td_tok_list *l, int limit, char *err,
                  l->n, limit);
         return -1;
     }
-    v->n_ids = l->n;
-    v->piece_of = calloc((size_t)(l->n > 0 ? l->n : 1), sizeof(char *));
-    size_t cap = 16;
-    while (cap < 2 * (size_t)l->n + 16)
-        cap <<= 1;
-    v->cap = cap;
-    v->slots = malloc(cap * sizeof(int32_t));
-    if (!v->piece_of || !v->slots)
-        goto oom;
-    for (size_t i = 0; i < cap; i++)
-        v->slots[i] = -1;
     for (int id = 0; id < l->n; id++) {
-        size_t n = strlen(l->tok[id]);
-        int dup = vocab_find(v, l->tok[id], n) >= 0;
-        v->piece_of[id] = strdup(l->tok[id]);
-        if (!v->piece_of[id])
-            goto oom;
-        if (dup)
-            continue;
-        size_t i = fnv1a(l->tok[id], n) & (cap - 1);
-        while (v->slots[i] >= 0)
-            i = (i + 1) & (cap - 1);
-        v->slots[i] = id;
+        if (tok_vocab_add(v, l->tok[id], id) != 0) {
+            snprintf(err, errlen, "%s: out of memory", l->file);
+            tok_vocab_free(v);
+            return -1;
+        }
     }
-    v->unk = vocab_find(v, "<unk>", 5);
-    v->eos = vocab_find(v, "</s>", 4);
-    v->pad = vocab_find(v, "<pad>", 5);
+    tok_vocab_specials(v);
     if (v->unk < 0 || v->eos < 0) {
         snprintf(err, errlen, "%s: the vocabulary must contain <unk> and </s>", l->file);
-        vocab_free(v);
+        tok_vocab_free(v);
         return -1;
     }
     return 0;
-oom:
-    snprintf(err, errlen, "%s: out of memory", l->file);
-    vocab_free(v);
-    return -1;
 }
 
 /* Without vocab.json: CTranslate2's lists, one shared or one a side. */
@@ -256,11 +90,17 @@ void td_tok_free(td_tokenizer *t)
 {
     if (!t)
         return;
+    if (t->spm_tgt != t->spm_src)
+        spm_free(t->spm_tgt);
     spm_free(t->spm_src);
-    spm_free(t->spm_tgt);
-    vocab_free(&t->src);
+    for (int i = 0; i < t->n_langs; i++)
+        free(t->lang_code[i]);
+    free(t->lang_code);
+    free(t->lang_id);
+    free(t->special);
+    tok_vocab_free(&t->src);
     if (t->separate)
-        vocab_free(&t->tgt);
+        tok_vocab_free(&t->tgt);
     free(t);
 }
 
@@ -284,7 +124,7 @@ static int vocab_missing(const vocab *v, const spm_model *sp, int *n_pieces, con
             continue;
         (*n_pieces)++;
         const char *p = spm_id_to_piece(sp, id);
-        if (p && vocab_find(v, p, strlen(p)) < 0) {
+        if (p && tok_vocab_find(v, p, strlen(p)) < 0) {
             if (!missing)
                 *first = p;
             missing++;
@@ -321,6 +161,29 @@ int td_tok_files(const char *const **files, int *n_required)
     return 4;
 }
 
+/* The fairseq layouts keep their SentencePiece model here (tok_fairseq.c). */
+static int is_fairseq_dir(const char *dir)
+{
+    char path[4096];
+    struct stat sb;
+    snprintf(path, sizeof path, "%s/sentencepiece.bpe.model", dir);
+    return stat(path, &sb) == 0;
+}
+
+int td_tok_files_in(const char *dir, const char *const **files, int *n_required)
+{
+    /* M2M100 (vocab.json) or NLLB: the SentencePiece model is what both need */
+    static const char *const k_fairseq[] = {"sentencepiece.bpe.model", "vocab.json",
+                                            "tokenizer_config.json", "tokenizer.json",
+                                            "special_tokens_map.json", "added_tokens.json"};
+    if (dir && is_fairseq_dir(dir)) {
+        *files = k_fairseq;
+        *n_required = 1;
+        return 6;
+    }
+    return td_tok_files(files, n_required);
+}
+
 int td_tok_load(td_tokenizer **out, const char *dir, int src_vocab_size, int tgt_vocab_size,
                 char *err, size_t errlen)
 {
@@ -329,6 +192,18 @@ int td_tok_load(td_tokenizer **out, const char *dir, int src_vocab_size, int tgt
     if (!t) {
         snprintf(err, errlen, "out of memory");
         return -1;
+    }
+    if (is_fairseq_dir(dir)) {
+        /* one vocabulary, shared (M2M100's shared embeddings) */
+        int vs = src_vocab_size > 0 && tgt_vocab_size > 0 && tgt_vocab_size < src_vocab_size
+                     ? tgt_vocab_size
+                     : src_vocab_size;
+        if (tok_fairseq_load(t, dir, vs, err, errlen) != 0) {
+            td_tok_free(t); /* tgt aliases src (separate is 0) */
+            return -1;
+        }
+        *out = t;
+        return 0;
     }
     char path[4096], e2[512];
     /* the files named in td_tok_files' table, in its order */
@@ -355,11 +230,11 @@ int td_tok_load(td_tokenizer **out, const char *dir, int src_vocab_size, int tgt
         snprintf(path, sizeof path, "%s/target_vocab.json", dir);
         t->separate = stat(path, &tsb) == 0; /* not opened here: it may be a FIFO */
         snprintf(path, sizeof path, "%s/vocab.json", dir);
-        if (vocab_load(&t->src, path, "vocab.json", src_vocab_size, err, errlen) != 0)
+        if (tok_vocab_load(&t->src, path, "vocab.json", src_vocab_size, err, errlen) != 0)
             goto fail;
         if (t->separate) {
             snprintf(path, sizeof path, "%s/target_vocab.json", dir);
-            if (vocab_load(&t->tgt, path, "target_vocab.json", tgt_vocab_size, err, errlen) != 0)
+            if (tok_vocab_load(&t->tgt, path, "target_vocab.json", tgt_vocab_size, err, errlen) != 0)
                 goto fail;
         } else {
             if (tgt_vocab_size > 0 && t->src.n_ids > tgt_vocab_size) {
@@ -406,10 +281,10 @@ static int push(idbuf *b, int32_t id)
  * token: a leading ">>xx<<" becomes one token (remove_language_code), the
  * rest is encoded into pieces by SentencePiece and each piece (as a string)
  * looked up in the vocabulary. */
-static int encode_chunk(const spm_model *sp, const vocab *v, const char *text, size_t len,
-                        idbuf *b)
+static int encode_chunk(const spm_model *sp, const vocab *v, int marian, const char *text,
+                        size_t len, idbuf *b)
 {
-    if (len >= 4 && text[0] == '>' && text[1] == '>') {
+    if (marian && len >= 4 && text[0] == '>' && text[1] == '>') {
         const char *end = NULL;
         for (size_t i = 2; i + 1 < len; i++)
             if (text[i] == '<' && text[i + 1] == '<') {
@@ -418,7 +293,7 @@ static int encode_chunk(const spm_model *sp, const vocab *v, const char *text, s
             }
         if (end) {
             size_t cl = (size_t)(end - text);
-            int id = vocab_find(v, text, cl);
+            int id = tok_vocab_find(v, text, cl);
             if (push(b, id >= 0 ? id : v->unk))
                 return -1;
             len -= cl;
@@ -444,7 +319,7 @@ static int encode_chunk(const spm_model *sp, const vocab *v, const char *text, s
             piece = norm + spans[2 * i];
             pl = spans[2 * i + 1];
         }
-        int id = piece ? vocab_find(v, piece, pl) : -1;
+        int id = piece ? tok_vocab_find(v, piece, pl) : -1;
         rc = push(b, id >= 0 ? id : v->unk);
     }
     free(sid);
@@ -456,11 +331,22 @@ static int encode_chunk(const spm_model *sp, const vocab *v, const char *text, s
 int td_tok_encode(const td_tokenizer *t, td_tok_side side, const char *text, size_t len,
                   int32_t **ids, int *n)
 {
+    return td_tok_encode_lang(t, side, -1, text, len, ids, n);
+}
+
+int td_tok_encode_lang(const td_tokenizer *t, td_tok_side side, int lang, const char *text,
+                       size_t len, int32_t **ids, int *n)
+{
     const spm_model *sp = side == TD_TOK_TARGET ? t->spm_tgt : t->spm_src;
     const vocab *v = side == TD_TOK_TARGET ? &t->tgt : &t->src;
+    const int marian = t->layout == TOK_MARIAN;
     idbuf b = {0};
     *ids = NULL;
     *n = 0;
+    /* M2M100 and NLLB (transformers 5, legacy_behaviour false): the
+     * language's token first (set_src_lang_special_tokens' prefix) */
+    if (lang >= 0 && lang < t->n_langs && push(&b, t->lang_id[lang]))
+        goto oom;
     /* PreTrainedTokenizer.tokenize: the special tokens' strings split the
      * text (leftmost, longest first; no strip on either side) and stand for
      * their ids; the chunks between are tokenized on their own. */
@@ -485,12 +371,12 @@ int td_tok_encode(const td_tokenizer *t, td_tok_side side, const char *text, siz
             i++;
             continue;
         }
-        if (encode_chunk(sp, v, text + start, i - start, &b) || push(&b, hit))
+        if (encode_chunk(sp, v, marian, text + start, i - start, &b) || push(&b, hit))
             goto oom;
         i += hit_len;
         start = i;
     }
-    if (encode_chunk(sp, v, text + start, len - start, &b))
+    if (encode_chunk(sp, v, marian, text + start, len - start, &b))
         goto oom;
     if (push(&b, v->eos))
         goto oom;
@@ -530,6 +416,12 @@ int td_tok_decode(const td_tokenizer *t, const int32_t *ids, int n, char **text)
     return td_tok_decode_as(t, ids, n, NULL, text);
 }
 
+static int cmp_i32(const void *a, const void *b)
+{
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return (x > y) - (x < y);
+}
+
 int td_tok_decode_as(const td_tokenizer *t, const int32_t *ids, int n, const char *const *repl,
                      char **text)
 {
@@ -542,13 +434,16 @@ int td_tok_decode_as(const td_tokenizer *t, const int32_t *ids, int n, const cha
         return -1;
     int k = 0;
     for (int i = 0; i < n; i++) {
-        int id = ids[i];
+        int32_t id = ids[i];
         if (repl && repl[i]) {
             pieces[k++] = repl[i];
             continue;
         }
-        /* skip_special_tokens: </s>, <unk>, <pad> */
-        if (id == v->eos || id == v->unk || id == v->pad)
+        /* skip_special_tokens: </s>, <unk>, <pad>, and the special added
+         * tokens of the fairseq layouts (<s>, <mask>, the languages) */
+        if (id == v->eos || id == v->unk || id == v->pad ||
+            (t->n_special && bsearch(&id, t->special, (size_t)t->n_special, sizeof(int32_t),
+                                     cmp_i32)))
             continue;
         pieces[k++] = piece_of(v, sp, id);
     }
@@ -582,6 +477,29 @@ int td_tok_decode_as(const td_tokenizer *t, const int32_t *ids, int n, const cha
     raw[b - a] = 0;
     *text = raw;
     return 0;
+}
+
+int td_tok_n_langs(const td_tokenizer *t)
+{
+    return t->n_langs;
+}
+
+const char *td_tok_lang(const td_tokenizer *t, int i)
+{
+    return i >= 0 && i < t->n_langs ? t->lang_code[i] : NULL;
+}
+
+int td_tok_lang_find(const td_tokenizer *t, const char *code)
+{
+    for (int i = 0; code && i < t->n_langs; i++)
+        if (strcmp(t->lang_code[i], code) == 0)
+            return i;
+    return -1;
+}
+
+int32_t td_tok_lang_token(const td_tokenizer *t, int i)
+{
+    return i >= 0 && i < t->n_langs ? t->lang_id[i] : -1;
 }
 
 int td_tok_eos_id(const td_tokenizer *t)
@@ -706,10 +624,16 @@ static int chunk_offsets(const spm_model *sp, const char *text, size_t len, size
 int td_tok_source_offsets(const td_tokenizer *t, const char *text, size_t len, const int32_t *ids,
                           int n, size_t **off)
 {
-    (void)ids;
     const vocab *v = &t->src;
     offbuf o = {0};
     *off = NULL;
+    /* td_tok_encode_lang's language token: the empty span at the start */
+    for (int k = 0; n > 0 && k < t->n_langs; k++)
+        if (ids[0] == t->lang_id[k]) {
+            if (off_push(&o, 0, 0))
+                goto oom;
+            break;
+        }
     /* the chunks of td_tok_encode */
     int specials[3] = {v->eos, v->unk, v->pad};
     size_t start = 0;

@@ -1,6 +1,9 @@
 /*
  * tokenizer.h - the Marian tokenizer: SentencePiece (spm.h) plus the
- * vocab.json mapping, exactly as transformers' MarianTokenizer does it.
+ * vocab.json mapping, exactly as transformers' MarianTokenizer does it;
+ * and the layouts of fairseq's multilingual models, M2M100Tokenizer's and
+ * NllbTokenizer's (tok_fairseq.c): a directory with sentencepiece.bpe.model
+ * loads as one of them, with its list of languages.
  *
  * Source side: the strings of the special tokens (</s>, <unk>, <pad>) split
  * the text and stand for their ids, as transformers' tokenize() does; in
@@ -39,7 +42,11 @@ typedef enum td_tok_side {
 } td_tok_side;
 
 /* Loads dir/source.spm, dir/target.spm, dir/vocab.json and, when present,
- * dir/target_vocab.json (without vocab.json: CTranslate2's lists). Every id must fit the model's vocabularies
+ * dir/target_vocab.json (without vocab.json: CTranslate2's lists); or,
+ * when dir holds sentencepiece.bpe.model, the M2M100 (with vocab.json) or
+ * NLLB (without) layout, its languages read from tokenizer_config.json,
+ * special_tokens_map.json and the added tokens (tokenizer.json,
+ * added_tokens.json). Every id must fit the model's vocabularies
  * (src_vocab_size / tgt_vocab_size from config.json; 0 skips the check).
  * Returns 0, or -1 with a message naming the file. */
 int td_tok_load(td_tokenizer **out, const char *dir, int src_vocab_size, int tgt_vocab_size,
@@ -50,6 +57,22 @@ void td_tok_free(td_tokenizer *t); /* accepts NULL */
  * first *n_required of them required, the rest read when present; an
  * entry "a|b|c" is satisfied by any one of them. Returns their count. */
 int td_tok_files(const char *const **files, int *n_required);
+/* The same for the layout dir holds (the fairseq layouts' files when it
+ * has sentencepiece.bpe.model, else td_tok_files'). */
+int td_tok_files_in(const char *dir, const char *const **files, int *n_required);
+
+/* ---- languages of a multilingual model (M2M100, NLLB) ------------------
+ * Languages are numbered 0..td_tok_n_langs-1 in the order of the files'
+ * list; a Marian tokenizer has none. */
+int td_tok_n_langs(const td_tokenizer *t);
+/* Language i's code as a caller names it ("de" for M2M100's token
+ * "__de__", "deu_Latn" for NLLB's), NULL out of range. */
+const char *td_tok_lang(const td_tokenizer *t, int i);
+/* The number of the language with that code, -1 when the model lacks it. */
+int td_tok_lang_find(const td_tokenizer *t, const char *code);
+/* Language i's token id (what a decode forces first: a target prefix),
+ * -1 out of range. */
+int32_t td_tok_lang_token(const td_tokenizer *t, int i);
 
 /* A CTranslate2 vocabulary: the token strings by id. */
 typedef struct td_tok_list {
@@ -74,6 +97,11 @@ void td_tok_list_free(td_tok_list *l); /* accepts NULL and empty lists */
  * *ids is malloc'd. Returns 0, or -1 when out of memory. */
 int td_tok_encode(const td_tokenizer *t, td_tok_side side, const char *text, size_t len,
                   int32_t **ids, int *n);
+/* td_tok_encode with language lang's token first (lang: a number of
+ * td_tok_lang_find; -1: none, as td_tok_encode): "src_lang pieces </s>",
+ * M2M100Tokenizer's and NllbTokenizer's source (legacy_behaviour false). */
+int td_tok_encode_lang(const td_tokenizer *t, td_tok_side side, int lang, const char *text,
+                       size_t len, int32_t **ids, int *n);
 
 /* Model ids -> pieces as strings (for `transformerd tokenize --pieces`):
  * *pieces is a malloc'd array of n pointers into the tokenizer (do not
@@ -134,6 +162,12 @@ static inline int td_tok_is_empty(int n_full)
 int td_tok_encode_batch(const td_tokenizer *t, const char *const *texts, const size_t *lens,
                         int n, int max_len, td_long_source long_source, td_tok_ids *out,
                         int *bad, char *err, size_t errlen);
+/* The same with language lang's token first in every source
+ * (td_tok_encode_lang; -1: none). A cut keeps it. */
+int td_tok_encode_batch_lang(const td_tokenizer *t, int lang, const char *const *texts,
+                             const size_t *lens, int n, int max_len,
+                             td_long_source long_source, td_tok_ids *out, int *bad, char *err,
+                             size_t errlen);
 /* Frees ids[0..n).ids (and sets them NULL); accepts NULL. */
 void td_tok_ids_free(td_tok_ids *ids, int n);
 
@@ -145,7 +179,8 @@ void td_tok_ids_free(td_tok_ids *ids, int n);
  * starts the word (its U+2581), and </s> is the empty span at the end.
  * Return 0, or -1 when out of memory. Thread safety: as td_tok_encode. */
 
-/* Source: ids is td_tok_encode(TD_TOK_SOURCE, text, len) (n ids). A piece
+/* Source: ids is td_tok_encode(TD_TOK_SOURCE, text, len) (n ids), or
+ * td_tok_encode_lang's (its language token first: the empty span [0, 0)). A piece
  * ends at the first character boundary of the text whose normalized prefix
  * reaches the piece's end in the normalized text (so characters the
  * normalizer merged or dropped go to the piece that needs them). */

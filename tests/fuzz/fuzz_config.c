@@ -85,9 +85,14 @@ static void check_config(const td_config *c)
     case TD_POS_SINUSOIDAL_CT2:
         FUZZ_CHECK(!"config.json cannot choose CTranslate2's sinusoid");
         break;
+    case TD_POS_SINUSOIDAL_FAIRSEQ: /* m2m_100's: after the padding row */
+        FUZZ_CHECK(c->d_model >= 4);
+        FUZZ_CHECK(c->position_pad && c->position_offset == c->pad_token_id + 1);
+        break;
     default:
         FUZZ_CHECK(!"position_encoding out of range");
     }
+    FUZZ_CHECK(c->position_offset >= 0 && (c->position_offset == 0 || c->position_pad));
     FUZZ_CHECK(c->relative_attention_max_distance >= 0 &&
                c->relative_attention_max_distance <= 4096);
     FUZZ_CHECK(c->relative_attention_values == 0); /* only the loader sets it */

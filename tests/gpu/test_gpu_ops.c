@@ -490,8 +490,10 @@ END_TEST
 
 /* --- logprobs_topk ------------------------------------------------------------ */
 
-/* force_rows: 0 NULL, 1 every other row forced (odd rows), 2 rows 0 and 1
- * forced under force_eos too. */
+/* force_rows: 0 NULL, 1 every other row forced (odd rows) to a token of its
+ * own (a target prefix's: ids anywhere in the vocabulary, eos among them,
+ * now and then one outside it), 2 rows 0 and 1 forced under force_eos too;
+ * -1 elsewhere (not forced). */
 static void run_topk(int n, int vocab, int k, int force_eos, int quantized, int use_bias,
                      int force_rows)
 {
@@ -511,7 +513,9 @@ static void run_topk(int n, int vocab, int k, int force_eos, int quantized, int 
     const int eos = vocab / 2;
     int32_t *FR = xmalloc((size_t)n * 4);
     for (int r = 0; r < n; r++)
-        FR[r] = force_rows == 1 ? (r % 2) * (r + 1) : force_rows == 2 ? r < 2 : 0;
+        FR[r] = force_rows == 1   ? (r % 2 ? (int32_t)(((int64_t)r * 7919) % (vocab + 2)) : -1)
+                : force_rows == 2 ? (r < 2 ? vocab - 1 - r % vocab : -1)
+                                  : -1;
     pair l = pair_from(L, cnt * 4), rb = pair_from(RB, (size_t)n * 4), s = pair_from(sup, 12),
          ov = pair_from(NULL, (size_t)n * k * 4), oi = pair_from(NULL, (size_t)n * k * 4),
          fr = pair_from(FR, (size_t)n * 4);
