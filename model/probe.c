@@ -1,7 +1,8 @@
 /*
  * probe.c - td_model_probe (translator.h): what a directory holds, from its
  * files' names and sizes, through the weight-format table (wformat.h) and
- * the tokenizer's list of files (tokenizer.h).
+ * the tokenizer's list of files (tokenizer.h); an Argos Translate package's
+ * model is in its directory model/.
  */
 #include <stdio.h>
 #include <string.h>
@@ -42,12 +43,22 @@ static void first_name(char *out, size_t n, const char *entry)
     snprintf(out, n, "%.*s", (int)strcspn(entry, "|"), entry);
 }
 
+void td_model_files_dir(const char *dir, char *out, size_t n)
+{
+    if (td_tok_argos_package(dir))
+        snprintf(out, n, "%s/model", dir);
+    else
+        snprintf(out, n, "%s", dir);
+}
+
 int td_model_probe(const char *dir, td_probe *p)
 {
     memset(p, 0, sizeof *p);
-    const td_wformat *f = td_wformat_probe(dir, p->weights, sizeof p->weights, &p->weight_bytes);
+    char files[4200];
+    td_model_files_dir(dir, files, sizeof files);
+    const td_wformat *f = td_wformat_probe(files, p->weights, sizeof p->weights, &p->weight_bytes);
     /* a format that carries its architecture needs no config.json */
-    p->has_config = has_file(dir, "config.json") || (f && f->config);
+    p->has_config = has_file(files, "config.json") || (f && f->config);
     p->format = f ? f->name : NULL;
     const char *const *tok;
     int required = 0, n = td_tok_files_in(dir, &tok, &required);

@@ -103,12 +103,14 @@ static int model_load(td_model **out, const char *dir, const td_device *dev,
     }
     static _Atomic uint64_t next_id = 1;
     m->id = next_id++;
-    m->dir = strdup(dir);
+    char files[4200];
+    td_model_files_dir(dir, files, sizeof files);
+    m->dir = strdup(files);
     if (!m->dir) {
         snprintf(err, errlen, "out of memory");
         goto fail;
     }
-    if (td_config_load(&m->cfg, dir, err, errlen) != 0)
+    if (td_config_load(&m->cfg, files, err, errlen) != 0)
         goto fail;
     if (parse_numerics(opts, &m->store, &m->half_activations, err, errlen) != 0)
         goto fail;

@@ -77,6 +77,12 @@ typedef struct td_probe {
  * p->missing naming what is not there. */
 int td_model_probe(const char *dir, td_probe *p);
 
+/* The directory of dir's config and weights: dir/model for an Argos
+ * Translate package (metadata.json and model/: td_tok_argos_package), whose
+ * tokenizer is at its top (td_model_tokenizer_load takes dir itself), else
+ * dir. Every td_model_* taking a model directory accepts a package. */
+void td_model_files_dir(const char *dir, char *out, size_t n);
+
 /* Loads config.json, generation_config.json and the weights (the first
  * format of the weight-format table, model/wformat.h, that dir holds) from dir,
  * validates every tensor against the config (names, shapes, finiteness) and

@@ -573,8 +573,15 @@ static int check_model_dir(const char *dir)
     /* readable: the weight file, the configuration, the tokenizer's files */
     if (!readable(dir, pr.weights))
         return -1;
+    /* the configuration beside the weights (an Argos package's in model/;
+     * a format that carries its architecture may have none) */
+    char fdir[4200], cfg[4400];
+    td_model_files_dir(dir, fdir, sizeof fdir);
+    snprintf(cfg, sizeof cfg, "%s/config.json", fdir);
+    if (access(cfg, F_OK) == 0 && !readable(dir, cfg))
+        return -1;
     char files[200];
-    snprintf(files, sizeof files, "config.json %s", pr.tokenizer);
+    snprintf(files, sizeof files, "%s", pr.tokenizer);
     for (char *save = NULL, *name = strtok_r(files, " ", &save); name;
          name = strtok_r(NULL, " ", &save)) {
         char p[4400];
@@ -583,6 +590,28 @@ static int check_model_dir(const char *dir)
             return -1;
     }
     return 0;
+}
+
+/* Loads specs[i] at start-up, kept at specs[*kept] when it loads. A model
+ * named by --model that fails stops the daemon (-1, said); one found under
+ * --models-dir (a LibreTranslate packages folder may hold a broken one) is
+ * left out, said why, and the others serve. */
+static int load_initial(srv_server *s, srv_model_spec *specs, int i, int *kept, char *err,
+                        size_t errlen)
+{
+    if (srv_models_load_initial(s->models, &specs[i], err, errlen) == 0) {
+        if (*kept != i)
+            specs[*kept] = specs[i];
+        (*kept)++;
+        return 0;
+    }
+    if (specs[i].scanned) {
+        fprintf(stderr, "transformerd: --models-dir: model %s: not served: %s\n",
+                specs[i].name, err);
+        return 0;
+    }
+    fprintf(stderr, "transformerd: model %s: %s\n", specs[i].name, err);
+    return -1;
 }
 
 /* A model's name from a directory: its base name, with every character
@@ -650,8 +679,17 @@ static int scan_models_dir(const char *dir, srv_model_spec *specs, int n, int ma
             continue;
         snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
         td_probe pr;
-        td_model_probe(p, &pr);
+        int whole = td_model_probe(p, &pr);
         int has = pr.has_config && pr.format && stat(p, &st) == 0 && S_ISDIR(st.st_mode);
+        char meta[4300];
+        snprintf(meta, sizeof meta, "%s/metadata.json", p);
+        int package = access(meta, F_OK) == 0; /* an Argos package, model/ or not */
+        if (!whole && (has || package))
+            fprintf(stderr, "transformerd: --models-dir: %s: not served: %s missing\n",
+                    e->d_name, package && !td_tok_argos_package(p) ? "model/"
+                               : pr.missing[0] ? pr.missing : "a file");
+        if (!whole)
+            has = 0;
         if (has && (names[k] = strdup(e->d_name)) != NULL)
             k++;
     }
@@ -662,6 +700,7 @@ static int scan_models_dir(const char *dir, srv_model_spec *specs, int n, int ma
             memset(&specs[n], 0, sizeof specs[n]);
             snprintf(specs[n].dir, sizeof specs[n].dir, "%s/%s", dir, names[i]);
             name_of_dir(names[i], specs[n].name, sizeof specs[n].name);
+            specs[n].scanned = 1;
             n++;
         }
         free(names[i]);
@@ -864,12 +903,18 @@ int srv_run_local(int argc, char **argv, srv_local_fn run, void *ud)
     srv_api *api = srv_api_new(&s, err, sizeof err);
     if (!api)
         fprintf(stderr, "transformerd: %s\n", err);
+    int kept = 0;
     for (int i = 0; api && i < n_specs; i++)
-        if (srv_models_load_initial(s.models, &specs[i], err, sizeof err) != 0) {
-            fprintf(stderr, "transformerd: model %s: %s\n", specs[i].name, err);
+        if (load_initial(&s, specs, i, &kept, err, sizeof err) != 0) {
             stop_all(&s, NULL, api);
             return 1;
         }
+    if (api && kept == 0) {
+        fprintf(stderr, "transformerd: no model could be loaded\n");
+        stop_all(&s, NULL, api);
+        return 1;
+    }
+    n_specs = kept;
     if (!api || start_rest(&s, specs, n_specs, langid_dir, sizeof langid_dir) != 0) {
         stop_all(&s, NULL, api);
         return 1;
@@ -924,7 +969,7 @@ int srv_main(int argc, char **argv)
     /* signals during start-up: SIGTERM/SIGINT stop it after the model
      * being loaded; SIGHUP reloads every model once they serve (a file
      * may have changed after it was read) */
-    int hup = 0, sig = 0;
+    int hup = 0, sig = 0, kept = 0;
     for (int i = 0; i <= n_specs; i++) {
         while ((sig = srv_signals_next(0)) == SIGHUP) {
             fprintf(stderr, "transformerd: SIGHUP during start-up: every model reloads once "
@@ -938,12 +983,17 @@ int srv_main(int argc, char **argv)
             fprintf(stderr, "transformerd: stopped\n");
             return 0;
         }
-        if (i < n_specs && srv_models_load_initial(s.models, &specs[i], err, sizeof err) != 0) {
-            fprintf(stderr, "transformerd: model %s: %s\n", specs[i].name, err);
+        if (i < n_specs && load_initial(&s, specs, i, &kept, err, sizeof err) != 0) {
             stop_all(&s, http, api);
             return 1;
         }
     }
+    if (kept == 0) {
+        fprintf(stderr, "transformerd: no model could be loaded\n");
+        stop_all(&s, http, api);
+        return 1;
+    }
+    n_specs = kept;
     char langid_dir[4096];
     if (start_rest(&s, specs, n_specs, langid_dir, sizeof langid_dir) != 0) {
         stop_all(&s, http, api);

@@ -5,8 +5,10 @@ libretranslatepy, libretranslate-aio and deep-translator of
 tests/requirements-clients.txt: every call the libraries expose succeeds or
 fails as it would against LibreTranslate 1.9 (its shapes, status codes and
 messages), with the fixture
-model tests/data/text/marian_en_de (en -> de; nonsense but deterministic
-translations, compared with the native API's answer for the same text).
+model given: ctest passes the Argos Translate package tests/data/argos (the
+Marian test model tests/data/text/marian_en_de converted to CTranslate2; en
+-> de; nonsense but deterministic translations, compared with the native
+API's answer for the same text).
 
 usage: libre_clients.py DAEMON MODEL_DIR
 """

@@ -48,6 +48,9 @@ struct td_tokenizer {
     vocab src, tgt;     /* tgt aliases src when the vocabulary is shared */
     int separate;
     char list_file[2][64]; /* CTranslate2's vocabulary files (source, target), for messages */
+    int no_eos;         /* no </s> after the text: an Argos package whose model does not
+                           add one (config.json's add_source_eos; argos-translate gives
+                           CTranslate2 the pieces alone) */
     tok_layout layout;
     /* the languages of a multilingual model: the code a caller names
      * ("de", "deu_Latn") and its token's id, in the files' order */

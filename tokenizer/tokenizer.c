@@ -170,8 +170,73 @@ static int is_fairseq_dir(const char *dir)
     return stat(path, &sb) == 0;
 }
 
+/* An Argos Translate package (td_tok_argos_package): argos-translate
+ * encodes the source with sentencepiece.model into pieces and decodes the
+ * target's pieces with it (joined, U+2581 a space), CTranslate2 maps pieces
+ * to ids through model/'s vocabularies. A package of subword-nmt codes
+ * (bpe.model) is refused by name. */
+static int load_argos(td_tokenizer *t, const char *dir, int src_vocab_size, int tgt_vocab_size,
+                      char *err, size_t errlen)
+{
+    char path[4200], e2[512];
+    struct stat sb;
+    snprintf(path, sizeof path, "%s/sentencepiece.model", dir);
+    if (stat(path, &sb) != 0) {
+        snprintf(path, sizeof path, "%s/bpe.model", dir);
+        if (stat(path, &sb) == 0)
+            snprintf(err, errlen, "bpe.model: packages of BPE codes (subword-nmt) are not "
+                     "supported; a package with sentencepiece.model is");
+        else
+            snprintf(err, errlen, "sentencepiece.model: missing (nor bpe.model): not a "
+                     "translation package");
+        return -1;
+    }
+    if (spm_load(&t->spm_src, path, e2, sizeof e2) != 0) {
+        snprintf(err, errlen, "sentencepiece.model: %s", e2);
+        return -1;
+    }
+    t->spm_tgt = t->spm_src;
+    /* CTranslate2 appends </s> itself only when config.json says so */
+    snprintf(path, sizeof path, "%s/model/config.json", dir);
+    json_error_t je;
+    json_t *cfg = stat(path, &sb) == 0 && S_ISREG(sb.st_mode) ? json_load_file(path, 0, &je) : NULL;
+    t->no_eos = !(cfg && json_is_true(json_object_get(cfg, "add_source_eos")));
+    json_decref(cfg);
+    snprintf(path, sizeof path, "%s/model", dir);
+    if (load_lists(t, path, src_vocab_size, tgt_vocab_size, err, errlen) != 0)
+        return -1;
+    if (vocab_check(&t->src, t->spm_src, t->list_file[0], "sentencepiece.model", err,
+                    errlen) != 0 ||
+        vocab_check(&t->tgt, t->spm_tgt, t->list_file[1], "sentencepiece.model", err,
+                    errlen) != 0)
+        return -1;
+    return 0;
+}
+
+int td_tok_argos_package(const char *dir)
+{
+    char path[4096];
+    struct stat sb;
+    snprintf(path, sizeof path, "%s/metadata.json", dir);
+    if (stat(path, &sb) != 0 || !S_ISREG(sb.st_mode))
+        return 0;
+    snprintf(path, sizeof path, "%s/model", dir);
+    return stat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
+}
+
 int td_tok_files_in(const char *dir, const char *const **files, int *n_required)
 {
+    /* an Argos Translate package: one SentencePiece model for both sides,
+     * the vocabularies of the CTranslate2 model in model/ */
+    static const char *const k_argos[] = {
+        "sentencepiece.model",
+        "model/shared_vocabulary.json|model/shared_vocabulary.txt|"
+        "model/source_vocabulary.json|model/source_vocabulary.txt"};
+    if (dir && td_tok_argos_package(dir)) {
+        *files = k_argos;
+        *n_required = 2;
+        return 2;
+    }
     /* M2M100 (vocab.json) or NLLB: the SentencePiece model is what both need */
     static const char *const k_fairseq[] = {"sentencepiece.bpe.model", "vocab.json",
                                             "tokenizer_config.json", "tokenizer.json",
@@ -192,6 +257,16 @@ int td_tok_load(td_tokenizer **out, const char *dir, int src_vocab_size, int tgt
     if (!t) {
         snprintf(err, errlen, "out of memory");
         return -1;
+    }
+    if (td_tok_argos_package(dir)) {
+        if (load_argos(t, dir, src_vocab_size, tgt_vocab_size, err, errlen) != 0) {
+            if (!t->separate)
+                memset(&t->tgt, 0, sizeof t->tgt);
+            td_tok_free(t);
+            return -1;
+        }
+        *out = t;
+        return 0;
     }
     if (is_fairseq_dir(dir)) {
         /* one vocabulary, shared (M2M100's shared embeddings) */
@@ -378,7 +453,7 @@ int td_tok_encode_lang(const td_tokenizer *t, td_tok_side side, int lang, const 
     }
     if (encode_chunk(sp, v, marian, text + start, len - start, &b))
         goto oom;
-    if (push(&b, v->eos))
+    if (!t->no_eos && push(&b, v->eos))
         goto oom;
     *ids = b.v;
     *n = b.n;

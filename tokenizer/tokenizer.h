@@ -57,6 +57,11 @@ void td_tok_free(td_tokenizer *t); /* accepts NULL */
  * first *n_required of them required, the rest read when present; an
  * entry "a|b|c" is satisfied by any one of them. Returns their count. */
 int td_tok_files(const char *const **files, int *n_required);
+
+/* 1 when dir is an Argos Translate package (metadata.json and a directory
+ * model/ holding a CTranslate2 model): td_tok_load then reads
+ * dir/sentencepiece.model (both sides) and model/'s vocabularies. */
+int td_tok_argos_package(const char *dir);
 /* The same for the layout dir holds (the fairseq layouts' files when it
  * has sentencepiece.bpe.model, else td_tok_files'). */
 int td_tok_files_in(const char *dir, const char *const **files, int *n_required);

@@ -30,7 +30,9 @@
 #include "device.h"
 #include "cache.h"
 #include "clock.h"
+#include "argos.h"
 #include "models.h"
+#include "tokenizer.h"
 #include "pool.h"
 #include "segment.h"
 
@@ -166,14 +168,37 @@ static int langs_from_tokenizer_config(const char *dir, char *src, char *tgt)
     return ok ? 0 : -1;
 }
 
-/* The pair of a model: given, else tokenizer_config.json, else its name,
- * else "und" (unknown). */
+/* The pair of an Argos Translate package: metadata.json's from_code and
+ * to_code (refused there when absent or malformed). */
+static int langs_from_package(const char *dir, char *src, char *tgt)
+{
+    srv_argos_meta meta;
+    char err[256];
+    if (srv_argos_meta_read(dir, &meta, err, sizeof err) != 0) {
+        fprintf(stderr, "transformerd: %s: %s\n", dir, err);
+        return -1;
+    }
+    if (strlen(meta.from_code) >= 16 || strlen(meta.to_code) >= 16) {
+        fprintf(stderr, "transformerd: %s: metadata.json: language codes of more than 15 "
+                "bytes\n", dir);
+        return -1;
+    }
+    snprintf(src, 16, "%.15s", meta.from_code);
+    snprintf(tgt, 16, "%.15s", meta.to_code);
+    return 0;
+}
+
+/* The pair of a model: given, else an Argos package's metadata.json, else
+ * tokenizer_config.json, else its name, else "und" (unknown). */
 static void describe(srv_model *sm, const srv_model_spec *spec)
 {
     snprintf(sm->name, sizeof sm->name, "%s", spec->name);
     snprintf(sm->dir, sizeof sm->dir, "%s", spec->dir);
     snprintf(sm->langs_given, sizeof sm->langs_given, "%s", spec->langs);
+    sm->package = td_tok_argos_package(spec->dir);
     if (spec->langs[0] && split_langs(spec->langs, sm->src_lang, sm->tgt_lang) == 0)
+        return;
+    if (sm->package && langs_from_package(spec->dir, sm->src_lang, sm->tgt_lang) == 0)
         return;
     if (langs_from_tokenizer_config(spec->dir, sm->src_lang, sm->tgt_lang) == 0)
         return;
@@ -269,6 +294,11 @@ static int model_workers(srv_server *s, srv_model *sm, char *err, size_t errlen)
     const srv_opts *o = &s->o;
     const td_config *c = td_model_config(sm->m);
     td_decode_opts_default(sm->m, &sm->defaults);
+    if (sm->package) {
+        /* argos-translate's translate_batch: beam 4, length penalty 0.2 */
+        sm->defaults.beam_size = 4;
+        sm->defaults.length_penalty = 0.2f;
+    }
     if (sm->defaults.beam_size < 1 || sm->defaults.beam_size > TD_MAX_BEAM)
         sm->defaults.beam_size = 4;
     sm->defaults.num_hypotheses = 1;

@@ -36,6 +36,8 @@ typedef struct srv_model_spec {
     char name[128];
     char dir[4096];
     char langs[40]; /* "SRC-TGT" or "" */
+    int scanned;    /* found under --models-dir (not named by --model): a start-up load
+                       that fails leaves it out, said why, instead of stopping the daemon */
 } srv_model_spec;
 
 /* A model's name: 1..127 characters of A-Z a-z 0-9 . _ - (names go into

@@ -115,6 +115,8 @@ typedef struct srv_model {
     char name[128];
     char src_lang[16], tgt_lang[16];
     char langs_given[40];  /* "SRC-TGT" from --model-languages / the load request, or "" */
+    int package;           /* an Argos Translate package (service/argos.h): its pair from
+                              metadata.json, decoded as argos-translate asks CTranslate2 */
     char dtype[16];
     char device[32];
     char dir[4096];        /* where it was loaded from; a reload reads it again */

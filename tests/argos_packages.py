@@ -1,0 +1,196 @@
+"""Argos Translate packages end to end, as a LibreTranslate user has them
+(ctest "argos_packages"; python3's standard library only):
+
+  - the fixture package tests/data/argos/translate-en_de-1_0 (metadata.json,
+    model/ = the CTranslate2 conversion of the Marian test model,
+    sentencepiece.model) zipped into an .argosmodel as argospm's packages
+    are, installed by `transformerd models install FILE --models-dir DIR`
+    (a second time refused, nothing overwritten);
+  - beside it in that folder: a package whose model.bin is cut short and one
+    without a model: `serve --models-dir` serves the good one named by its
+    metadata (/languages en -> de, /v1/models) and says why each other one
+    is not served, the daemon up;
+  - the daemon's answers equal `transformerd translate --model PACKAGE`
+    (CLI = API) on the held-out lines, decoded as argos-translate asks
+    CTranslate2 (beam 4, length penalty 0.2: the model's defaults);
+  - without add_source_eos in model/config.json the source gets no </s>
+    (argos-translate gives CTranslate2 the pieces alone).
+
+usage: argos_packages.py DAEMON TEST_DATA_DIR
+"""
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+import zipfile
+
+FAILED = []
+
+
+def check(cond, what):
+    print(("ok   " if cond else "FAIL ") + what, flush=True)
+    if not cond:
+        FAILED.append(what)
+
+
+def zip_package(src, dest):
+    """src's directory as argospm's archives hold it: one top-level folder
+    (symbolic links followed: the fixture links the shared test files)."""
+    top = os.path.basename(src.rstrip("/"))
+    with zipfile.ZipFile(dest, "w", zipfile.ZIP_DEFLATED) as z:
+        for root, dirs, files in os.walk(src, followlinks=True):
+            rel = os.path.relpath(root, src)
+            arc = top if rel == "." else top + "/" + rel
+            z.writestr(arc + "/", "")
+            for f in sorted(files):
+                z.write(os.path.join(root, f), arc + "/" + f)
+
+
+def run(cmd, inp=None):
+    p = subprocess.run(cmd, input=inp, capture_output=True, text=True, timeout=600)
+    return p.returncode, p.stdout, p.stderr
+
+
+class Daemon:
+    def __init__(self, daemon, *args):
+        self.log = tempfile.NamedTemporaryFile(prefix="td-argos-", suffix=".log", delete=False)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("TRANSFORMERD_")}
+        env["OPENBLAS_NUM_THREADS"] = "1"
+        self.proc = subprocess.Popen(
+            ["setpriv", "--pdeathsig", "KILL", daemon, "serve", "--host", "127.0.0.1",
+             "--port", "0", "--threads", "1", "--cache-bytes", "0", *args],
+            stderr=self.log, stdout=subprocess.DEVNULL, env=env)
+        self.url = None
+        for _ in range(1200):
+            text = self.text()
+            m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", text)
+            if m and "ready:" in text:
+                self.url = "http://127.0.0.1:" + m.group(1)
+                return
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.1)
+        self.stop()
+        sys.exit("the daemon did not get ready:\n" + self.text())
+
+    def text(self):
+        return open(self.log.name, errors="replace").read()
+
+    def get(self, path):
+        with urllib.request.urlopen(self.url + path, timeout=120) as r:
+            return json.loads(r.read())
+
+    def post(self, path, obj):
+        req = urllib.request.Request(self.url + path, data=json.dumps(obj).encode(),
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=600) as r:
+            return json.loads(r.read())
+
+    def stop(self):
+        self.proc.terminate()
+        try:
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def main():
+    daemon, data = sys.argv[1], sys.argv[2]
+    fixture = os.path.join(data, "argos", "translate-en_de-1_0")
+    lines = [l.strip() for l in open(os.path.join(data, "en_de_test", "test.en"), encoding="utf-8")
+             if l.strip()][:12]
+    tmp = tempfile.mkdtemp(prefix="td-argos-")
+    daemon_proc = None
+    try:
+        pkgs = os.path.join(tmp, "packages")
+        os.makedirs(pkgs)
+        archive = os.path.join(tmp, "translate-en_de-1_0.argosmodel")
+        zip_package(fixture, archive)
+        rc, out, err = run([daemon, "models", "install", archive, "--models-dir", pkgs])
+        check(rc == 0 and "installed en -> de" in out, "models install: %s%s" % (out, err))
+        pkg = os.path.join(pkgs, "translate-en_de-1_0")
+        check(open(os.path.join(pkg, "model", "model.bin"), "rb").read() ==
+              open(os.path.join(fixture, "model", "model.bin"), "rb").read(),
+              "the installed model.bin is the package's, byte for byte")
+        rc, out, err = run([daemon, "models", "install", archive, "--models-dir", pkgs])
+        check(rc == 1 and "already installed" in err, "a second install refused: " + err.strip())
+
+        # two packages the daemon must not serve, beside the good one
+        bad = os.path.join(pkgs, "translate-en_fr-1_0")
+        shutil.copytree(pkg, bad)
+        meta = json.load(open(os.path.join(bad, "metadata.json")))
+        meta["to_code"] = "fr"
+        json.dump(meta, open(os.path.join(bad, "metadata.json"), "w"))
+        mb = os.path.join(bad, "model", "model.bin")
+        data_bin = open(mb, "rb").read()
+        open(mb, "wb").write(data_bin[: len(data_bin) // 2])
+        empty = os.path.join(pkgs, "translate-en_es-1_0")
+        os.makedirs(empty)
+        json.dump({"from_code": "en", "to_code": "es"}, open(os.path.join(empty, "metadata.json"), "w"))
+
+        # the command line's translations of the package
+        rc, cli_out, err = run([daemon, "translate", "--model", pkg, "--beam", "4"],
+                               "\n".join(lines) + "\n")
+        check(rc == 0, "transformerd translate --model PACKAGE: " + err[-300:])
+
+        d = daemon_proc = Daemon(daemon, "--models-dir", pkgs)
+        langs = d.get("/languages")
+        check(langs == [{"code": "en", "name": "English", "targets": ["de"]},
+                        {"code": "de", "name": "German", "targets": []}],
+              "/languages: the package's pair only (no fr, no es): %s" % langs)
+        models = d.get("/v1/models")["models"]
+        check([m["name"] for m in models] == ["translate-en_de-1_0"] and
+              models[0]["languages"] == {"source": "en", "target": "de"} and
+              models[0]["defaults"]["beam_size"] == 4 and
+              abs(models[0]["defaults"]["length_penalty"] - 0.2) < 1e-6,
+              "/v1/models: the package, argos-translate's beam 4 and length penalty 0.2")
+        log = d.text()
+        check(re.search(r"model translate-en_fr-1_0: not served: .*model\.bin: truncated", log),
+              "the package with a cut model.bin is left out, its file and reason said")
+        check(re.search(r"translate-en_es-1_0: not served: .* missing", log),
+              "the package without a model is left out, what it lacks said")
+        got = [d.post("/translate", {"q": l, "source": "en", "target": "de"})["translatedText"]
+               for l in lines]
+        # the command line at beam 4 has the model's own length penalty (1);
+        # the daemon's default is argos-translate's 0.2: compare like with like
+        native_text = [d.post("/v1/translate", {"text": l, "source": "en", "target": "de",
+                                                "beam_size": 4, "length_penalty": 1.0})
+                       ["translations"][0]["text"] for l in lines]
+        check(native_text == cli_out.rstrip("\n").split("\n"),
+              "CLI = API on the package (beam 4, length penalty 1)")
+        check(all(isinstance(g, str) for g in got) and len(got) == len(lines),
+              "/translate answers every line with the package's defaults")
+    finally:
+        if daemon_proc:
+            daemon_proc.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+    # no add_source_eos: the pieces alone (as argos-translate gives them)
+    tmp = tempfile.mkdtemp(prefix="td-argos-")
+    try:
+        pkg = os.path.join(tmp, "p")
+        shutil.copytree(fixture, pkg)
+        cfg_path = os.path.join(pkg, "model", "config.json")
+        cfg = json.load(open(cfg_path))
+        rc, with_eos, _ = run([daemon, "tokenize", "--model", pkg, "--pieces"], "Hello world\n")
+        cfg.pop("add_source_eos")
+        os.unlink(cfg_path)
+        json.dump(cfg, open(cfg_path, "w"))
+        rc2, without, _ = run([daemon, "tokenize", "--model", pkg, "--pieces"], "Hello world\n")
+        check(rc == 0 and rc2 == 0 and with_eos.split()[-1] == "</s>" and
+              with_eos.split()[:-1] == without.split(),
+              "add_source_eos decides the source's </s>: %r / %r" % (with_eos, without))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    if FAILED:
+        sys.exit("%d check(s) failed" % len(FAILED))
+
+
+if __name__ == "__main__":
+    main()
