@@ -78,7 +78,8 @@ typedef struct td_config {
     int decoder_start_zero;          /* bool: the decoder starts from a zero vector, row
                                         decoder_vocab_size of its embeddings, which
                                         decoder_start_token_id then names */
-    int weights_int8;                /* bool: the checkpoint's matrices are int8 */
+    int weights_int8;                /* the checkpoint's matrices are int8: 1, 2 when its
+                                        embeddings (and so its output projection) are too */
 
     /* generation (generation_config.json, then config.json, then defaults) */
     int num_beams;                   /* default 4 when unset */

@@ -428,7 +428,8 @@ int td_ct2_config(const td_wsrc *s, const char *dir, td_config *c, char *err, si
         return -1;
     c->decoder_start_zero = zero != 0.0f;
     const td_wt *w = cc_find(&x, "encoder/layer_0/ffn/linear_0/weight");
-    c->weights_int8 = w->dtype == TD_I8;
+    const td_wt *e = cc_find(&x, "decoder/embeddings/weight");
+    c->weights_int8 = w->dtype != TD_I8 ? 0 : e && e->dtype == TD_I8 ? 2 : 1;
     json_t *o = cc_json(&x);
     if (!o)
         return -1;

@@ -120,9 +120,11 @@ static int model_load(td_model **out, const char *dir, const td_device *dev,
         goto fail;
     /* a checkpoint of int8 matrices stays int8 on the CPU unless asked
      * otherwise: requantizing its dequantized rows (per row, absmax / 127)
-     * gives back its integers (test_ct2) */
+     * gives back its integers (test_ct2); with int8 embeddings (CTranslate2
+     * quantizes them too) those and the output projection stay int8 as well,
+     * so that the weights take what the file takes (docs/benchmarks.md) */
     if (m->store == TD_STORE_AUTO && m->cfg.weights_int8 && m->dev.kind == TD_DEVICE_CPU)
-        m->store = TD_STORE_INT8;
+        m->store = m->cfg.weights_int8 == 2 ? TD_STORE_INT8_ALL : TD_STORE_INT8;
     m->be = backend_create(m, opts ? opts->n_threads : 0, err, errlen);
     if (!m->be)
         goto fail;

@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "config.h"
 #include "tokenizer.h"
@@ -165,7 +166,7 @@ START_TEST(test_probe_config)
     ck_assert_int_eq(c.max_position_embeddings, 64);
     ck_assert(fabsf(c.embedding_scale - sqrtf(32.0f)) < 1e-6f);
     ck_assert_msg(td_config_load(&c, CT2 "/marian_int8", err, sizeof err) == 0, "%s", err);
-    ck_assert_int_eq(c.weights_int8, 1);
+    ck_assert_int_eq(c.weights_int8, 2); /* its embeddings int8 too */
     /* separate vocabularies: the end token is the target's */
     ck_assert_msg(td_config_load(&c, CT2 "/prenorm_sep", err, sizeof err) == 0, "%s", err);
     ck_assert_int_eq(c.eos_token_id, 5);
@@ -216,6 +217,14 @@ START_TEST(test_int8_requantize)
     char err[512];
     ck_assert_msg(td_model_load(&m, CT2 "/marian_int8", NULL, err, sizeof err) == 0, "%s", err);
     ck_assert_str_eq(td_model_weight_dtype(m), "int8");
+    /* its embeddings are int8 in the file: they and the output projection
+     * stay int8 too, the weights within 1.3 times model.bin (the position
+     * table and the zero start row are float32) */
+    struct stat sb;
+    ck_assert_int_eq(stat(CT2 "/marian_int8/model.bin", &sb), 0);
+    ck_assert_msg((double)td_model_weight_bytes(m) <= 1.3 * (double)sb.st_size,
+                  "%zu bytes of weights for a model.bin of %lld", td_model_weight_bytes(m),
+                  (long long)sb.st_size);
     td_model_free(m);
 
     td_wsrc s;

@@ -2,7 +2,7 @@
 """Converts a transformerd model directory (Hugging Face Marian layout) to a
 CTranslate2 model, without torch or transformers (numpy + ctranslate2 only).
 
-    convert_ct2.py MODEL_DIR OUT_DIR
+    convert_ct2.py MODEL_DIR OUT_DIR [QUANTIZATION]   (int8, float16, ...: CTranslate2's own)
 
 Why not CTranslate2's own Marian converter: it sets start_from_zero_embedding
 (OPUS-MT's <pad> embedding is all zeros, so the decoder may start from a zero
@@ -151,7 +151,7 @@ def main():
     spec.config.unk_token = "<unk>" if "<unk>" in tokens else tokens[1]
     spec.config.decoder_start_token = tokens[start]
     spec.validate()
-    spec.optimize(quantization=None)
+    spec.optimize(quantization=sys.argv[3] if len(sys.argv) > 3 else None)
     os.makedirs(dst, exist_ok=True)
     spec.save(dst)
     print(f"wrote {dst} (ctranslate2 {ctranslate2.__version__}, start token {tokens[start]!r})")
