@@ -270,6 +270,46 @@ START_TEST(test_int8_requantize)
 }
 END_TEST
 
+/* An Argos Translate package of marian_float32 (tests/data/argos): a model
+ * directory as it is (its model in model/, probed and loaded there), one
+ * SentencePiece model both sides, model/'s vocabulary: the ids of the
+ * converted directory with its </s> (add_source_eos) and without it. */
+START_TEST(test_argos_package)
+{
+    const char *pkg = TD_TEST_DATA "/argos/translate-en_de-1_0";
+    char files[4200], err[512];
+    td_model_files_dir(pkg, files, sizeof files);
+    ck_assert_str_eq(files, TD_TEST_DATA "/argos/translate-en_de-1_0/model");
+    td_model_files_dir(CT2 "/marian_float32", files, sizeof files);
+    ck_assert_str_eq(files, CT2 "/marian_float32");
+    td_probe pr;
+    ck_assert_msg(td_model_probe(pkg, &pr), "%s", pr.missing);
+    ck_assert_str_eq(pr.format, "ctranslate2");
+    ck_assert(strstr(pr.tokenizer, "sentencepiece.model") != NULL);
+    td_model *m = NULL;
+    ck_assert_msg(td_model_load(&m, pkg, NULL, err, sizeof err) == 0, "%s", err);
+    td_tokenizer *a = NULL, *b = NULL;
+    ck_assert_msg(td_model_tokenizer_load(m, pkg, &a, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(td_tok_load(&b, CT2 "/marian_float32", 0, 0, err, sizeof err) == 0, "%s", err);
+    const char *text = "The weather is nice today.";
+    int32_t *ia = NULL, *ib = NULL;
+    int na = 0, nb = 0;
+    ck_assert_int_eq(td_tok_encode(a, TD_TOK_SOURCE, text, strlen(text), &ia, &na), 0);
+    ck_assert_int_eq(td_tok_encode(b, TD_TOK_SOURCE, text, strlen(text), &ib, &nb), 0);
+    ck_assert_int_eq(na, nb);
+    ck_assert(memcmp(ia, ib, (size_t)na * sizeof *ia) == 0);
+    char *out = NULL;
+    ck_assert_int_eq(td_tok_decode(a, ia, na, &out), 0);
+    ck_assert_str_eq(out, "The weather is nice today.");
+    free(out);
+    free(ia);
+    free(ib);
+    td_tok_free(a);
+    td_tok_free(b);
+    td_model_free(m);
+}
+END_TEST
+
 START_TEST(test_refused)
 {
     static const char *const cases[][3] = {
@@ -303,6 +343,7 @@ int main(void)
     tcase_add_test(tc, test_reduced_agree);
     tcase_add_test(tc, test_int8_requantize);
     tcase_add_test(tc, test_refused);
+    tcase_add_test(tc, test_argos_package);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
