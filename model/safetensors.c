@@ -8,6 +8,7 @@
  * (huggingface/safetensors, `Metadata::validate`) requires.
  */
 #include "safetensors.h"
+#include "wfile.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -308,67 +309,20 @@ static int st_check_tiling(const st_errctx *ctx, st_span *spans, size_t n, uint6
  * descriptor is closed before returning either way. */
 static int st_read_file(const st_errctx *ctx, const char *path, void **buf, size_t *size)
 {
-    /* O_NONBLOCK: a FIFO would block the open; refused as not regular below. */
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) {
-        st_fail(ctx, NULL, "cannot open: %s", strerror(errno));
+    char msg[400], *m = NULL;
+    size_t n = 0;
+    if (td_wfile_read(path, &m, &n, msg, sizeof msg) != 0) {
+        st_fail(ctx, NULL, "%s", msg);
         return -1;
     }
-    struct stat sb, after;
-    unsigned char *m = NULL;
-    if (fstat(fd, &sb) != 0) {
-        st_fail(ctx, NULL, "cannot stat: %s", strerror(errno));
-        goto fail;
+    if (n < 8) {
+        st_fail(ctx, NULL, "file is %zu bytes, shorter than the 8-byte header length", n);
+        free(m);
+        return -1;
     }
-    if (!S_ISREG(sb.st_mode)) {
-        st_fail(ctx, NULL, "not a regular file");
-        goto fail;
-    }
-    if (sb.st_size < 8) {
-        st_fail(ctx, NULL, "file is %lld bytes, shorter than the 8-byte header length",
-                (long long)sb.st_size);
-        goto fail;
-    }
-    if ((uintmax_t)sb.st_size >= SIZE_MAX) {
-        st_fail(ctx, NULL, "file of %lld bytes is too large to read", (long long)sb.st_size);
-        goto fail;
-    }
-    size_t n = (size_t)sb.st_size, got = 0;
-    m = malloc(n + 1); /* one byte more: a file that grew shows in the read */
-    if (!m) {
-        st_fail(ctx, NULL, "out of memory reading %zu bytes", n);
-        goto fail;
-    }
-    while (got <= n) {
-        ssize_t r = pread(fd, m + got, n + 1 - got, (off_t)got);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r < 0) {
-            st_fail(ctx, NULL, "read failed at byte %zu: %s", got, strerror(errno));
-            goto fail;
-        }
-        if (r == 0)
-            break;
-        got += (size_t)r;
-    }
-    int same_time = fstat(fd, &after) == 0 && after.st_mtim.tv_sec == sb.st_mtim.tv_sec &&
-                    after.st_mtim.tv_nsec == sb.st_mtim.tv_nsec;
-    if (got != n || after.st_size != sb.st_size || !same_time) {
-        st_fail(ctx, NULL,
-                "the file changed while it was read (%zu bytes read of the %zu it had when "
-                "opened): it is being written; update a model by writing the new file beside "
-                "it and renaming it over the old one",
-                got, n);
-        goto fail;
-    }
-    close(fd);
     *buf = m;
     *size = n;
     return 0;
-fail:
-    free(m);
-    close(fd);
-    return -1;
 }
 
 /* Opens and validates; see safetensors.h. All checks run before *st is

@@ -41,6 +41,7 @@
 
 #include "config.h"
 #include "safetensors.h" /* td_to_f32 */
+#include "wfile.h"
 #include "wformat.h"
 
 #define C2_FILE "model.bin"
@@ -368,48 +369,12 @@ static int c2_parse(wf_ct2 *w)
 
 static int c2_read_file(wf_ct2 *w, const char *path)
 {
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0)
-        return c2_fail(w, "cannot open: %s", strerror(errno));
-    struct stat sb, after;
-    int rc = -1;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        c2_fail(w, "not a regular file");
-        goto done;
-    }
-    if ((uintmax_t)sb.st_size >= SIZE_MAX / 2) {
-        c2_fail(w, "file of %lld bytes is too large", (long long)sb.st_size);
-        goto done;
-    }
-    size_t n = (size_t)sb.st_size, got = 0;
-    w->file = malloc(n + 1);
-    if (!w->file) {
-        c2_fail(w, "out of memory reading %zu bytes", n);
-        goto done;
-    }
-    while (got <= n) {
-        ssize_t r = pread(fd, w->file + got, n + 1 - got, (off_t)got);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r < 0) {
-            c2_fail(w, "read failed at byte %zu: %s", got, strerror(errno));
-            goto done;
-        }
-        if (r == 0)
-            break;
-        got += (size_t)r;
-    }
-    if (got != n || fstat(fd, &after) != 0 || after.st_size != sb.st_size ||
-        after.st_mtim.tv_sec != sb.st_mtim.tv_sec || after.st_mtim.tv_nsec != sb.st_mtim.tv_nsec) {
-        c2_fail(w, "the file changed while it was read: write the new file beside it and "
-                "rename it over the old one");
-        goto done;
-    }
-    w->size = n;
-    rc = 0;
-done:
-    close(fd);
-    return rc;
+    char msg[400];
+    char *buf = NULL;
+    if (td_wfile_read(path, &buf, &w->size, msg, sizeof msg) != 0)
+        return c2_fail(w, "%s", msg);
+    w->file = (uint8_t *)buf;
+    return 0;
 }
 
 static void c2_free(wf_ct2 *w)

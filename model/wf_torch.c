@@ -50,6 +50,7 @@
 
 #include "safetensors.h" /* td_to_f32, td_dtype_size */
 #include "torch_pickle.h"
+#include "wfile.h"
 #include "wformat.h"
 
 #define TW_FILE "pytorch_model.bin"
@@ -607,52 +608,15 @@ done:
 /* ------------------------------------------------------------------ */
 /* the format                                                          */
 
-/* The whole file, as safetensors.c reads it (st_read_file): a regular
- * file, read (not mapped), unchanged while read. */
+/* The whole file (wfile.h). */
 static int tw_read_file(wf_torch *w, const char *path)
 {
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0)
-        return tw_fail(w, "cannot open: %s", strerror(errno));
-    struct stat sb, after;
-    int rc = -1;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        tw_fail(w, "not a regular file");
-        goto done;
-    }
-    if ((uintmax_t)sb.st_size >= SIZE_MAX / 2) {
-        tw_fail(w, "file of %lld bytes is too large", (long long)sb.st_size);
-        goto done;
-    }
-    size_t n = (size_t)sb.st_size, got = 0;
-    w->file = malloc(n + 1);
-    if (!w->file) {
-        tw_fail(w, "out of memory reading %zu bytes", n);
-        goto done;
-    }
-    while (got <= n) {
-        ssize_t r = pread(fd, w->file + got, n + 1 - got, (off_t)got);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r < 0) {
-            tw_fail(w, "read failed at byte %zu: %s", got, strerror(errno));
-            goto done;
-        }
-        if (r == 0)
-            break;
-        got += (size_t)r;
-    }
-    if (got != n || fstat(fd, &after) != 0 || after.st_size != sb.st_size ||
-        after.st_mtim.tv_sec != sb.st_mtim.tv_sec || after.st_mtim.tv_nsec != sb.st_mtim.tv_nsec) {
-        tw_fail(w, "the file changed while it was read: write the new file beside it and "
-                "rename it over the old one");
-        goto done;
-    }
-    w->file_size = n;
-    rc = 0;
-done:
-    close(fd);
-    return rc;
+    char msg[400];
+    char *buf = NULL;
+    if (td_wfile_read(path, &buf, &w->file_size, msg, sizeof msg) != 0)
+        return tw_fail(w, "%s", msg);
+    w->file = (unsigned char *)buf;
+    return 0;
 }
 
 static int tw_probe(const char *dir, char *path, size_t n, uint64_t *bytes)
