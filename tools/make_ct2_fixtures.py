@@ -11,7 +11,8 @@ itself, their goldens, and model.bin files to refuse (tests/test_ct2.c).
   (pre-norm, ReLU, a stored position table, shared embeddings and output
   projection, seeded random weights), float32;
 - prenorm_v3: the same variables written in binary version 3 (types by item
-  size) by this script's own writer, to read the older layout;
+  size) by this script's own writer, to read the older layout, with the
+  directory of those versions: shared_vocabulary.txt, no config.json;
 - bad_*: model.bin files (and one vocabulary) to refuse;
 - golden.json: ctranslate2.Translator(...).translate_batch of each model,
   greedy and beam 4 (max_decoding_length, length_penalty 1, return_scores):
@@ -198,8 +199,11 @@ def bad_files(out, prenorm):
     # the older layout, same model: its goldens are prenorm's
     v3 = os.path.join(out, "prenorm_v3")
     write("prenorm_v3", version=3)
-    for f in ("config.json", "shared_vocabulary.json"):
-        shutil.copy(os.path.join(prenorm, f), os.path.join(v3, f))
+    # as CTranslate2 before binary version 6 left a directory: no config.json
+    # (its defaults: <s>, </s>, <unk>), the vocabulary one token a line
+    toks = json.load(open(os.path.join(prenorm, "shared_vocabulary.json")))
+    with open(os.path.join(v3, "shared_vocabulary.txt"), "w", encoding="utf-8") as f:
+        f.write("".join(t + "\n" for t in toks))
 
     write("bad_version", version=7)
     write("bad_alias", aliases=aliases[:-1] + [(aliases[-1][0], "decoder/nothing/weight")])
