@@ -43,6 +43,13 @@ static void selection(const td_decode_opts *o, int *nl, int *nh)
     *nh = o->return_attention && o->attn_heads ? o->n_attn_heads : 0;
 }
 
+/* The forced target prefix a key holds: a multilingual model's target
+ * language (two targets of one source never share an entry). */
+static int prefix_len(const td_decode_opts *o)
+{
+    return o->n_prefix > 0 ? o->n_prefix : 0;
+}
+
 static uint64_t mix(uint64_t h, const void *p, size_t n)
 {
     const unsigned char *b = p;
@@ -63,9 +70,10 @@ static uint64_t key_hash(const srv_cache_key *k)
     h = mix(h, v, sizeof v);
     h = mix(h, &o->length_penalty, sizeof o->length_penalty);
     h = mix(h, k->src, (size_t)k->n_src * sizeof *k->src);
-    h = mix(h, &o->n_prefix, sizeof o->n_prefix);
-    if (o->n_prefix > 0)
-        h = mix(h, o->prefix, (size_t)o->n_prefix * sizeof *o->prefix);
+    const int np = prefix_len(o);
+    h = mix(h, &np, sizeof np);
+    if (np)
+        h = mix(h, o->prefix, (size_t)np * sizeof *o->prefix);
     if (nl)
         h = mix(h, o->attn_layers, (size_t)nl * sizeof *o->attn_layers);
     if (nh)
@@ -83,7 +91,7 @@ static int key_equal(const entry *e, uint64_t hash, const srv_cache_key *k)
         e->max_length != o->max_length || e->return_attention != !!o->return_attention ||
         memcmp(&e->length_penalty, &o->length_penalty, sizeof e->length_penalty) != 0 ||
         e->n_src != k->n_src || e->n_layers != nl || e->n_heads != nh ||
-        e->n_prefix != (o->n_prefix > 0 ? o->n_prefix : 0))
+        e->n_prefix != prefix_len(o))
         return 0;
     if (memcmp(e->ids, k->src, (size_t)k->n_src * sizeof *k->src) != 0)
         return 0;
@@ -264,7 +272,7 @@ void srv_cache_put(srv_cache *c, const srv_cache_key *k, const td_result *res)
         return;
     int nl, nh;
     selection(k->opts, &nl, &nh);
-    const int np = k->opts->n_prefix > 0 ? k->opts->n_prefix : 0;
+    const int np = prefix_len(k->opts);
     size_t tail = (size_t)(k->n_src + nl + nh + np) * sizeof(int32_t);
     entry *e = calloc(1, sizeof *e + tail);
     size_t rb = 0;
