@@ -11,6 +11,8 @@
  */
 #define _DEFAULT_SOURCE
 #include <check.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -330,6 +332,90 @@ START_TEST(test_unknown_code)
 }
 END_TEST
 
+/* A streamed answer of a multilingual model: each sentence's event names
+ * the pair it is of. */
+START_TEST(test_stream_target)
+{
+    char json[512];
+    snprintf(json, sizeof json,
+             "{\"text\":\"%s\",\"source\":\"en\",\"target\":\"fr\",\"stream\":true}",
+             k_text_en);
+    tc_resp r;
+    ck_assert_int_eq(tc_request(g_port, "POST", "/v1/translate",
+                                "Content-Type: application/json\r\nAccept: text/event-stream\r\n",
+                                json, strlen(json), &r),
+                     0);
+    ck_assert_msg(r.status == 200, "%d %s", r.status, r.body);
+    const char *ev = strstr(r.body, "event: sentence");
+    ck_assert_msg(ev != NULL, "%s", r.body);
+    const char *end = strstr(ev, "\n\n");
+    ck_assert_ptr_nonnull(end);
+    char *e = strndup(ev, (size_t)(end - ev));
+    ck_assert_msg(strstr(e, "\"target\":\"fr\"") && strstr(e, "\"source\":\"en\""), "%s", e);
+    free(e);
+    tc_resp_free(&r);
+}
+END_TEST
+
+typedef struct batch_client {
+    int port;
+    const char *tgt;
+    char *got;
+} batch_client;
+
+static void *batch_main(void *arg)
+{
+    batch_client *c = arg;
+    char json[512];
+    snprintf(json, sizeof json,
+             "{\"text\":\"%s\",\"source\":\"en\",\"target\":\"%s\",\"split_sentences\":false"
+             GREEDY "}",
+             k_text_en, c->tgt);
+    tc_resp r;
+    if (tc_post_json(c->port, "/v1/translate", json, &r) == 0) {
+        json_t *v = r.status == 200 ? json_loads(r.body, 0, NULL) : NULL;
+        const char *t = json_string_value(
+            json_object_get(json_array_get(json_object_get(v, "translations"), 0), "text"));
+        c->got = t ? strdup(t) : NULL;
+        json_decref(v);
+        tc_resp_free(&r);
+    }
+    return NULL;
+}
+
+/* --scheduler batch, a long batch delay: two targets queued together run
+ * in batches of their own (a forced prefix is a batch's), each the
+ * engine's answer. */
+START_TEST(test_batch_targets)
+{
+    char m2m[512];
+    snprintf(m2m, sizeof m2m, "%s/m2m/m2m100", TD_TEST_DATA);
+    const char *args[] = {"--scheduler", "batch", "--batch-delay-ms", "300", "--cache-bytes", "0",
+                          NULL};
+    pid_t pid;
+    int port = tc_daemon_start_model(TD_DAEMON, m2m, g_tmp, "batch", args, &pid);
+    ck_assert_int_gt(port, 0);
+    batch_client c[2] = {{port, "fr", NULL}, {port, "es", NULL}};
+    pthread_t th[2];
+    int started[2];
+    for (int i = 0; i < 2; i++)
+        started[i] = pthread_create(&th[i], NULL, batch_main, &c[i]) == 0;
+    for (int i = 0; i < 2; i++)
+        if (started[i])
+            pthread_join(th[i], NULL);
+    kill(pid, SIGTERM); /* before any assertion: the daemon ends on every path */
+    ck_assert_int_eq(tc_daemon_wait(pid, 30 * tc_slowness()), 0);
+    ck_assert(started[0] && started[1]);
+    for (int i = 0; i < 2; i++) {
+        ck_assert_msg(c[i].got != NULL, "target %s: no answer", c[i].tgt);
+        char *e = engine("m2m100", "en", c[i].tgt, k_text_en);
+        ck_assert_str_eq(c[i].got, e);
+        free(e);
+        free(c[i].got);
+    }
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("pairs");
@@ -342,6 +428,8 @@ static Suite *suite(void)
     tcase_add_test(tc, test_cache_targets);
     tcase_add_test(tc, test_code_map);
     tcase_add_test(tc, test_unknown_code);
+    tcase_add_test(tc, test_stream_target);
+    tcase_add_test(tc, test_batch_targets);
     suite_add_tcase(s, tc);
     return s;
 }

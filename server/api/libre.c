@@ -969,7 +969,9 @@ static void answer_settings(srv_req *r)
     int key = s->o.api_key && *s->o.api_key;
     srv_langs L;
     srv_langs_now(s, &L);
-    const char *tgt = L.np > 0 ? L.p[0].tgt : "und";
+    /* a bilingual first model's target, else the first language (a
+     * multilingual model's "mul" is no language) */
+    const char *tgt = L.np > 0 && !L.p[0].n_langs ? L.p[0].tgt : L.n > 0 ? L.codes[0] : "und";
     json_t *o = json_pack(
         "{s:i,s:i,s:b,s:b,s:b,s:b,s:[s,s,s,s,s,s,s,s,s,s,s,s,s,s,s,s,s,s],s:{s:{s:s,s:s},s:{s:s,s:s}}}", "charLimit", -1,
         "frontendTimeout", 500, "apiKeys", key, "keyRequired", key, "suggestions", 0,
