@@ -143,8 +143,18 @@ srv_langid *srv_detector_new(const srv_server *s, char *err, size_t errlen)
     srv_langs_now(s, &L);
     const char *codes[SRV_LANGS_MAX + 80];
     int n = 0;
-    for (int i = 0; i < L.n; i++)
-        codes[n++] = L.codes[i];
+    for (int i = 0; i < L.n; i++) {
+        /* a multilingual model's language without a fingerprint is not
+         * detected, quietly (NLLB has 200); a bilingual model's is named */
+        int own = 0;
+        for (int m = 0; m < L.np && !own; m++)
+            own = !L.p[m].n_langs &&
+                  (!strcmp(L.p[m].src, L.codes[i]) || !strcmp(L.p[m].tgt, L.codes[i]));
+        char path[1024];
+        snprintf(path, sizeof path, "%s/%s.lm", s->o.textcat_dir, L.codes[i]);
+        if (own || access(path, R_OK) == 0)
+            codes[n++] = L.codes[i];
+    }
     char lerr[512];
     li = srv_langid_new(s->o.textcat_dir, codes, n, lerr, sizeof lerr);
     if (li && srv_langid_count(li) > 0) {
