@@ -226,7 +226,7 @@ static int run_file(srv_server *s, const srv_call_handler *h, void *ud)
     srv_langs L;
     srv_langs_now(s, &L);
     if (!target)
-        target = L.np > 0 ? L.p[0].tgt : "en";
+        target = L.np > 0 && !L.p[0].n_langs ? L.p[0].tgt : "en";
     local_io io = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
     size_t len;
     char *body = multipart(j, target, io.ctype, sizeof io.ctype, &len);

@@ -192,6 +192,20 @@ def run(d, dm, shots):
          "the served-by line never named the model")
     served = d.find_element(By.ID, "served").text
     check(" cpu" in served, "the served-by line names no device: " + served)
+    # From and Into: every source of /languages, and the targets of the one picked
+    with urllib.request.urlopen(dm.base + "/languages", timeout=10) as r:
+        langs = {l["code"]: l["targets"] for l in json.loads(r.read()) if l["targets"]}
+
+    def options(sel_id):
+        return [o.get_attribute("value") for o in Select(d.find_element(By.ID, sel_id)).options]
+
+    wait(d, lambda: len(options("source")) == len(langs) + 1, "From never listed the sources")
+    check(options("source") == [""] + list(langs), "From: %s" % options("source"))
+    first = list(langs)[0]
+    pick(d, "source", first)
+    wait(d, lambda: options("target") == [""] + sorted(langs[first]),
+         "Into after %s: %s, not %s" % (first, options("target"), langs[first]))
+    pick(d, "source", "")
     links = [a.get_attribute("href") for a in d.find_elements(By.CSS_SELECTOR, "footer a")]
     check(dm.base + "/openapi.json" in links and dm.base + "/metrics" in links,
           "footer links: %s" % links)

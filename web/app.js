@@ -92,6 +92,55 @@ function showError(err) {
 // page shows (lang attributes, so that browsers and screen readers read each
 // text in its own language)
 const MODELS = {};
+// source code -> its targets (LibreTranslate's GET /languages): every pair
+// the daemon serves, a multilingual model's included
+const PAIRS = {};
+
+// The From and Into choices: every source, and the targets of the one
+// picked (every target when none is).
+function fillPairs() {
+  const src = $('source'), tgt = $('target');
+  const keep = tgt.value;
+  const into = src.value ? PAIRS[src.value] || [] :
+    [...new Set(Object.values(PAIRS).flat())].sort();
+  tgt.textContent = '';
+  const any = document.createElement('option');
+  any.value = '';
+  any.textContent = 'the model\u2019s';
+  tgt.append(any);
+  for (const c of into) {
+    const o = document.createElement('option');
+    o.value = o.textContent = c;
+    tgt.append(o);
+  }
+  if (into.includes(keep)) tgt.value = keep;
+}
+
+async function loadPairs() {
+  try {
+    const langs = await api('/languages');
+    const src = $('source');
+    for (const l of langs) {
+      PAIRS[l.code] = l.targets;
+      if (!l.targets.length) continue;
+      const o = document.createElement('option');
+      o.value = l.code;
+      o.textContent = l.name === l.code ? l.code : l.name + ' (' + l.code + ')';
+      src.append(o);
+    }
+    fillPairs();
+    // a file goes into any served target too
+    const ft = $('ftarget');
+    for (const c of [...new Set(Object.values(PAIRS).flat())].sort())
+      if (![...ft.options].some((o) => o.value === c)) {
+        const o = document.createElement('option');
+        o.value = o.textContent = c;
+        ft.append(o);
+      }
+  } catch (err) {
+    // the pairs are optional: the model choice alone still translates
+  }
+}
 
 async function loadModels() {
   try {
@@ -109,14 +158,16 @@ async function loadModels() {
     targets.textContent = '';
     for (const m of data.models) {
       MODELS[m.name] = m.languages;
-      if (![...targets.options].some((o) => o.value === m.languages.target)) {
+      if (!m.languages.codes &&
+          ![...targets.options].some((o) => o.value === m.languages.target)) {
         const t = document.createElement('option');
         t.value = t.textContent = m.languages.target;
         targets.append(t);
       }
       const o = document.createElement('option');
       o.value = m.name;
-      o.textContent = m.name + ' (' + m.languages.source + ' \u2192 ' + m.languages.target + ')';
+      o.textContent = m.name + ' (' + (m.languages.codes ? m.languages.codes.length + ' languages' :
+        m.languages.source + ' \u2192 ' + m.languages.target) + ')';
       sel.append(o);
     }
     const m = data.models[0];
@@ -183,6 +234,12 @@ async function translate() {
   if (texts.length === 0) { $('status').textContent = 'Type something to translate.'; return; }
   const req = { text: texts, model: $('model').value || undefined, beam_size: intOf('beam'),
                 num_hypotheses: intOf('nhyp'), return_tokens: true };
+  // a pair picked: for a multilingual model, or for the daemon to route
+  const named = MODELS[req.model];
+  if ($('target').value && (!named || named.codes)) {
+    req.target = $('target').value;
+    if ($('source').value) req.source = $('source').value;
+  }
   $('go').disabled = true;
   $('status').textContent = 'Translating ' + texts.length + (texts.length > 1 ? ' texts…' : ' text…');
   const t0 = performance.now();
@@ -588,10 +645,13 @@ function chooseFile(f) {
 async function translateFile() {
   if (!chosenFile) return;
   showError(null);
-  const m = MODELS[$('model').value];
+  // a bilingual model gives the pair; otherwise the pair picked, or the
+  // file's detected language into the file's target
+  const named = MODELS[$('model').value];
+  const m = named && !named.codes ? named : null;
   const form = new FormData();
   form.append('file', chosenFile, chosenFile.name);
-  form.append('source', m ? m.source : 'auto');
+  form.append('source', m ? m.source : $('source').value || 'auto');
   form.append('target', m ? m.target : $('ftarget').value);
   const headers = {};
   const key = sessionStorage.getItem(KEY);
@@ -669,14 +729,16 @@ function init() {
     chooseFile(e.dataTransfer.files[0]);
   });
   $('fgo').addEventListener('click', translateFile);
+  $('source').addEventListener('change', fillPairs);
   $('keysave').addEventListener('click', () => {
     sessionStorage.setItem(KEY, $('key').value);
     $('key').value = '';
     $('keybox').hidden = true;
     showError(null);
     loadModels();
+    loadPairs();
   });
-  loadModels();
+  loadModels().then(loadPairs);
   window.addEventListener('load', () => setTimeout(reportWeight, 0));
 }
 

@@ -38,7 +38,7 @@ json_t *srv_admin_model_json(const srv_server *s, const srv_model *sm)
         (unsigned)c->position_encoding < 5 ? pe[c->position_encoding] : "unknown",
         "normalize_before", c->normalize_before);
     const char *failed = srv_model_failed(sm);
-    return json_pack(
+    json_t *o = json_pack(
         "{s:s,s:{s:s,s:s},s:o,s:s,s:s,s:I,s:{s:I,s:I,s:i,s:I,s:I},s:i,s:s,s:b,"
         "s:{s:i,s:i,s:f},s:{s:i,s:i,s:i,s:i}}",
         "name", sm->name, "languages", "source", sm->src_lang, "target", sm->tgt_lang,
@@ -52,6 +52,13 @@ json_t *srv_admin_model_json(const srv_server *s, const srv_model *sm)
         (double)sm->defaults.length_penalty, "limits", "max_input_tokens", sm->max_input_tokens,
         "max_length", sm->max_length, "max_batch_texts", s->o.max_batch_texts, "max_beam_size",
         sm->max_beam);
+    /* a multilingual model: its languages, in its tokenizer's codes */
+    json_t *codes = sm->n_langs > 0 && o ? json_array() : NULL;
+    for (int i = 0; codes && i < sm->n_langs; i++)
+        json_array_append_new(codes, json_string(td_tok_lang(sm->tok, i)));
+    if (codes)
+        json_object_set_new(json_object_get(o, "languages"), "codes", codes);
+    return o;
 }
 
 /* Where the process's resident memory is (memstat.h): the resident set,

@@ -277,7 +277,7 @@ static int route_segments(srv_req *r, srv_libre_req *lr, const char *src, const 
     for (int i = 0; i < lr->n_items; i++) {
         const libre_item *it = &lr->items[i];
         const char *from = lr->autodetect ? it->lang : src;
-        if (strcmp(from, tgt) != 0) {
+        if (!srv_lang_same(from, tgt)) {
             srv_model *sm = srv_models_get_pair(r->s->models, from, tgt);
             if (!sm) {
                 char pairs[512];
@@ -288,20 +288,23 @@ static int route_segments(srv_req *r, srv_libre_req *lr, const char *src, const 
                               srv_lang_name(tgt), tgt, srv_lang_name(from), from, pairs);
                 return -1;
             }
-            if (r->model && r->model != sm) {
+            if (r->model && (r->model != sm || (sm->n_langs && !srv_lang_same(from, r->src_lang)))) {
                 srv_model_put(sm);
                 srv_req_error(r, 400, "unsupported_language", "source",
                               "Invalid request: texts in several source languages");
                 return -1;
             }
-            if (r->model)
+            if (r->model) {
                 srv_model_put(sm); /* the request holds it already */
-            else
+            } else {
                 r->model = sm;
+                snprintf(r->src_lang, sizeof r->src_lang, "%s", from);
+                snprintf(r->tgt_lang, sizeof r->tgt_lang, "%s", tgt);
+            }
         }
         for (int k = 0; k < it->n_segs; k++) {
             libre_seg *sg = &lr->segs[it->seg0 + k];
-            if (strcmp(from, tgt) != 0 && !sg->keep) {
+            if (!srv_lang_same(from, tgt) && !sg->keep) {
                 sg->text_idx = *n;
                 (*texts)[*n] = sg->text;
                 (*lens)[*n] = sg->len;
@@ -950,22 +953,8 @@ static void answer_languages(srv_req *r)
     for (int i = 0; list && i < L.n; i++) {
         const char *code = L.codes[i];
         json_t *targets = json_array();
-        /* sorted, as LibreTranslate sorts them */
-        const char *t[64];
-        int nt = 0;
-        for (int m = 0; m < L.np; m++) {
-            int seen = 0;
-            for (int k = 0; k < nt; k++)
-                seen |= !strcmp(t[k], L.p[m].tgt);
-            if (!strcmp(L.p[m].src, code) && !seen)
-                t[nt++] = L.p[m].tgt;
-        }
-        for (int a = 1; a < nt; a++)
-            for (int b = a; b > 0 && strcmp(t[b - 1], t[b]) > 0; b--) {
-                const char *x = t[b];
-                t[b] = t[b - 1];
-                t[b - 1] = x;
-            }
+        const char *t[SRV_LANGS_MAX];
+        int nt = srv_langs_targets(&L, code, t);
         for (int k = 0; k < nt; k++)
             json_array_append_new(targets, json_string(t[k]));
         json_array_append_new(list, json_pack("{s:s,s:s,s:o}", "code", code, "name",
@@ -980,7 +969,9 @@ static void answer_settings(srv_req *r)
     int key = s->o.api_key && *s->o.api_key;
     srv_langs L;
     srv_langs_now(s, &L);
-    const char *tgt = L.np > 0 ? L.p[0].tgt : "und";
+    /* a bilingual first model's target, else the first language (a
+     * multilingual model's "mul" is no language) */
+    const char *tgt = L.np > 0 && !L.p[0].n_langs ? L.p[0].tgt : L.n > 0 ? L.codes[0] : "und";
     json_t *o = json_pack(
         "{s:i,s:i,s:b,s:b,s:b,s:b,s:[s,s,s,s,s,s,s,s,s,s,s,s,s,s,s,s,s,s],s:{s:{s:s,s:s},s:{s:s,s:s}}}", "charLimit", -1,
         "frontendTimeout", 500, "apiKeys", key, "keyRequired", key, "suggestions", 0,

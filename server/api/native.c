@@ -273,9 +273,16 @@ static srv_model *model_from(srv_models *ms, const char *src, const char *tgt)
     srv_pair p[64];
     int np = srv_models_pairs(ms, p, 64);
     for (int i = 0; i < np && i < 64; i++)
-        if (!strcmp(p[i].src, src))
+        if (!p[i].n_langs && srv_lang_same(p[i].src, src))
             return srv_models_get_pair(ms, src, p[i].tgt);
     return NULL;
+}
+
+/* The languages r was routed by (NULL: not named). */
+static void route_langs(srv_req *r, const char *src, const char *tgt)
+{
+    snprintf(r->src_lang, sizeof r->src_lang, "%s", src ? src : "");
+    snprintf(r->tgt_lang, sizeof r->tgt_lang, "%s", tgt ? tgt : "");
 }
 
 /* The model a request is for, with the request's reference (r->model):
@@ -302,15 +309,32 @@ static int route_native(srv_req *r, json_t *root, const char *const *texts, cons
                           "no model named '%s' is loaded; the models: %s", name, pairs);
             return -1;
         }
-        if ((!autodetect && strcmp(src, r->model->src_lang)) ||
-            (tgt && strcmp(tgt, r->model->tgt_lang))) {
-            int bad_src = !autodetect && strcmp(src, r->model->src_lang);
+        char detected[16];
+        if (r->model->n_langs > 0 && autodetect) {
+            if (detect_source(r, texts, lens, n, tgt, detected) != 0)
+                return -1;
+            src = detected;
+            autodetect = 0;
+        }
+        int bad_src = r->model->n_langs > 0
+                          ? srv_model_lang(r->model, src) < 0
+                          : !autodetect && !srv_lang_same(src, r->model->src_lang);
+        int bad_tgt = tgt && (r->model->n_langs > 0 ? srv_model_lang(r->model, tgt) < 0
+                                                    : !srv_lang_same(tgt, r->model->tgt_lang));
+        if (r->model->n_langs > 0 && (bad_src || bad_tgt)) {
+            srv_req_error(r, 400, "unsupported_language", bad_src ? "source" : "target",
+                          "model %s has no language '%s'", r->model->name,
+                          bad_src ? src : tgt);
+            return -1;
+        }
+        if (bad_src || bad_tgt) {
             srv_req_error(r, 400, "unsupported_language", bad_src ? "source" : "target",
                           "model %s translates %s to %s, not %s to %s", r->model->name,
                           r->model->src_lang, r->model->tgt_lang, bad_src ? src : "...",
                           bad_src ? "..." : tgt);
             return -1;
         }
+        route_langs(r, autodetect ? NULL : src, tgt);
         return 0;
     }
     srv_pair one[2];
@@ -329,12 +353,15 @@ static int route_native(srv_req *r, json_t *root, const char *const *texts, cons
         src = detected;
     }
     r->model = model_from(ms, src, tgt);
+    route_langs(r, src, tgt);
     if (!r->model) {
         /* which field is wrong: the target when no model translates into it */
-        srv_pair p[64];
-        int np = srv_models_pairs(ms, p, 64), tgt_known = 0;
-        for (int i = 0; i < np && i < 64; i++)
-            tgt_known |= tgt && !strcmp(p[i].tgt, tgt);
+        srv_langs L;
+        srv_langs_now(r->s, &L);
+        int tgt_known = 0;
+        for (int i = 0; i < L.np; i++)
+            for (int k = 0; k < L.n && tgt && !tgt_known; k++)
+                tgt_known = srv_langs_pair(&L, i, L.codes[k], tgt);
         no_pair(r, tgt && !tgt_known ? "target" : "source", src, tgt);
         return -1;
     }
@@ -649,6 +676,10 @@ static void native_event(srv_req *r, const srv_job *j)
     json_object_set_new(o, "sentence_index", json_integer(r->job_sent[k]));
     if (r->parent) /* texts routed each by its language: which model this is */
         json_object_set_new(o, "model", json_string(r->model->name));
+    if (r->model->n_langs > 0) { /* a multilingual model: which pair this is */
+        json_object_set_new(o, "source", json_string(r->src_lang));
+        json_object_set_new(o, "target", json_string(r->tgt_lang));
+    }
     char *s = json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(9));
     json_decref(o);
     if (s)
@@ -883,7 +914,7 @@ static int route_parts(srv_req *r, json_t *root, const char *const *texts, const
         return 0;
     srv_langs L;
     srv_langs_now(r->s, &L);
-    const char *codes[64];
+    const char *codes[SRV_LANGS_MAX];
     int nc = srv_langs_sources(&L, tgt, codes);
     if (nc < 2 || !srv_langid_profiles_cover(r->s->langid, codes, nc))
         return 0;

@@ -66,6 +66,21 @@ static json_t *pair(const char *src, const char *also, const char *tgt)
                      "enum", tgt);
 }
 
+/* A multilingual model's pairs: any of its languages (and also) into any
+ * of them. */
+static json_t *pairs_of(const srv_model *sm, const char *also)
+{
+    json_t *se = json_array(), *te = json_array();
+    for (int i = 0; i < sm->n_langs; i++) {
+        json_array_append_new(se, json_string(td_tok_lang(sm->tok, i)));
+        json_array_append_new(te, json_string(td_tok_lang(sm->tok, i)));
+    }
+    if (also)
+        json_array_append_new(se, json_string(also));
+    return json_pack("{s:{s:{s:o},s:{s:o}}}", "properties", "source", "enum", se, "target",
+                     "enum", te);
+}
+
 #define TR "components/schemas/TranslateRequest"
 #define LR "components/schemas/LibreRequest"
 #define LF "components/schemas/LibreFileRequest"
@@ -80,8 +95,12 @@ static void fill_models(json_t *d, srv_model *const *all, int n)
         const srv_model *sm = all[i];
         const td_config *c = td_model_config(sm->m);
         add_unique(names, sm->name);
-        add_unique(langs, sm->src_lang);
-        add_unique(langs, sm->tgt_lang);
+        for (int k = 0; k < sm->n_langs; k++)
+            add_unique(langs, td_tok_lang(sm->tok, k));
+        if (sm->n_langs == 0) {
+            add_unique(langs, sm->src_lang);
+            add_unique(langs, sm->tgt_lang);
+        }
         /* the widest model for the native API (a request names its model);
          * /translate's alternatives are held to the narrowest (libre.c) */
         if (sm->max_beam > max_beam)
@@ -92,13 +111,16 @@ static void fill_models(json_t *d, srv_model *const *all, int n)
         max_in = i == 0 || sm->max_input_tokens < max_in ? sm->max_input_tokens : max_in;
         layers = i == 0 || c->decoder_layers < layers ? c->decoder_layers : layers;
         heads = i == 0 || c->decoder_attention_heads < heads ? c->decoder_attention_heads : heads;
-        json_array_append_new(lr_any, pair(sm->src_lang, "auto", sm->tgt_lang));
+        const int multi = sm->n_langs > 0;
+        json_array_append_new(lr_any, multi ? pairs_of(sm, "auto")
+                                            : pair(sm->src_lang, "auto", sm->tgt_lang));
         /* the native API: a model, and its languages when they are given */
-        json_t *tp = pair(sm->src_lang, "auto", sm->tgt_lang);
+        json_t *tp = multi ? pairs_of(sm, "auto") : pair(sm->src_lang, "auto", sm->tgt_lang);
         json_object_set_new(json_object_get(tp, "properties"), "model",
                             json_pack("{s:[s]}", "enum", sm->name));
         json_array_append_new(tr_pairs, tp);
-        json_array_append_new(lf_any, pair(sm->src_lang, "auto", sm->tgt_lang));
+        json_array_append_new(lf_any, multi ? pairs_of(sm, "auto")
+                                            : pair(sm->src_lang, "auto", sm->tgt_lang));
     }
     /* a language to itself: returned as it is */
     for (size_t i = 0; i < json_array_size(langs); i++) {

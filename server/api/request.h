@@ -117,6 +117,12 @@ struct srv_req {
     int raw_unknown;
     srv_unk_text **unk;
     td_decode_opts copy_opts;
+    /* the languages the request was routed by, as the client wrote them
+     * ("" when not named): a multilingual model (srv_model.n_langs) needs
+     * both; its jobs start with the source's token and force the
+     * target's (lang_prefix, r->opts.prefix) */
+    char src_lang[16], tgt_lang[16];
+    int32_t lang_prefix[1];
     /* the dialect's own state behind one pointer (LibreTranslate's items and
      * segments, a model operation), freed by dialect_free with the request */
     void *state;

@@ -13,6 +13,7 @@
 #include <jansson.h>
 
 #include "cache.h"
+#include "langcodes.h"
 #include "models.h"
 #include "translate.h"
 
@@ -131,7 +132,9 @@ static int split_texts(srv_req *r, const char *const *texts, const size_t *lens,
     for (int i = 0; i < n; i++) {
         td_sentence *sent = NULL;
         char err[256];
-        int ns = td_segment(r->model->src_lang, texts[i], lens[i], &sent, err, sizeof err);
+        char sl[16];
+        srv_lang_canon(r->model->n_langs ? r->src_lang : r->model->src_lang, sl, sizeof sl);
+        int ns = td_segment(sl, texts[i], lens[i], &sent, err, sizeof err);
         if (ns < 0) {
             srv_req_error(r, 500, "internal", NULL, "text %d: %s", text_no(r, i), err);
             return -1;
@@ -201,10 +204,42 @@ static int unknown_texts(srv_req *r, int k, const char *text, size_t len)
     return 0;
 }
 
+/* A multilingual model's languages for r: the source's number into *ls
+ * and the target's token forced first (r->opts.prefix); -1 for a bilingual
+ * model. Returns 0, or -1 with a 400 naming a code the model lacks. */
+static int job_languages(srv_req *r, int *ls)
+{
+    srv_model *sm = r->model;
+    *ls = -1;
+    if (sm->n_langs == 0)
+        return 0;
+    const char *bad = !r->src_lang[0] || srv_model_lang(sm, r->src_lang) < 0 ? "source"
+                      : !r->tgt_lang[0] || srv_model_lang(sm, r->tgt_lang) < 0 ? "target"
+                                                                             : NULL;
+    if (bad) {
+        const char *code = !strcmp(bad, "source") ? r->src_lang : r->tgt_lang;
+        if (!code[0])
+            srv_req_error(r, 400, "unsupported_language", bad,
+                          "model %s is multilingual: name the %s language", sm->name, bad);
+        else
+            srv_req_error(r, 400, "unsupported_language", bad,
+                          "model %s has no language '%s'", sm->name, code);
+        return -1;
+    }
+    *ls = srv_model_lang(sm, r->src_lang);
+    r->lang_prefix[0] = td_tok_lang_token(sm->tok, srv_model_lang(sm, r->tgt_lang));
+    r->opts.prefix = r->lang_prefix;
+    r->opts.n_prefix = 1;
+    return 0;
+}
+
 int srv_api_make_jobs(srv_req *r, const char *const *texts, const size_t *lens, int n,
                       const char *param)
 {
     srv_model *sm = r->model;
+    int lang = -1;
+    if (job_languages(r, &lang) != 0)
+        return 0;
     r->n_texts = n;
     r->n_jobs = 0;
     r->tokens_in = 0;
@@ -251,8 +286,8 @@ int srv_api_make_jobs(srv_req *r, const char *const *texts, const size_t *lens, 
     }
     int bad = -1;
     char msg[256];
-    rc = td_tok_encode_batch(sm->tok, ut, ul, units, sm->max_input_tokens, TD_LONG_SOURCE_ERROR,
-                             ids, &bad, msg, sizeof msg);
+    rc = td_tok_encode_batch_lang(sm->tok, lang, ut, ul, units, sm->max_input_tokens,
+                                  TD_LONG_SOURCE_ERROR, ids, &bad, msg, sizeof msg);
     if (rc == TD_TOK_ETOOLONG && u_sent[bad] < 0) {
         srv_req_error(r, 422, "text_too_long", param,
                       "text %d has %d tokens; the limit is %d (including </s>)",
@@ -279,7 +314,7 @@ int srv_api_make_jobs(srv_req *r, const char *const *texts, const size_t *lens, 
             srv_split *sp = u_sent[u] >= 0 ? &r->split[i] : NULL;
             int k = -1;
             /* an empty or whitespace-only text is not run (td_tok_is_empty) */
-            if (td_tok_is_empty(ids[u].n_full)) {
+            if (td_tok_is_empty(ids[u].n_full - (lang >= 0))) {
                 td_tok_ids_free(&ids[u], 1);
             } else {
                 k = r->n_jobs++;

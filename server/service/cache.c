@@ -18,7 +18,7 @@ typedef struct entry {
     unsigned generation;
     int beam_size, num_hypotheses, max_length, return_attention;
     float length_penalty;
-    int n_src, n_layers, n_heads;
+    int n_src, n_layers, n_heads, n_prefix; /* ids: src, layers, heads, prefix */
     size_t bytes;              /* what it counts against the bound */
     td_result res;
     int32_t ids[];             /* n_src source ids, then the layers, then the heads */
@@ -43,6 +43,13 @@ static void selection(const td_decode_opts *o, int *nl, int *nh)
     *nh = o->return_attention && o->attn_heads ? o->n_attn_heads : 0;
 }
 
+/* The forced target prefix a key holds: a multilingual model's target
+ * language (two targets of one source never share an entry). */
+static int prefix_len(const td_decode_opts *o)
+{
+    return o->n_prefix > 0 ? o->n_prefix : 0;
+}
+
 static uint64_t mix(uint64_t h, const void *p, size_t n)
 {
     const unsigned char *b = p;
@@ -63,6 +70,10 @@ static uint64_t key_hash(const srv_cache_key *k)
     h = mix(h, v, sizeof v);
     h = mix(h, &o->length_penalty, sizeof o->length_penalty);
     h = mix(h, k->src, (size_t)k->n_src * sizeof *k->src);
+    const int np = prefix_len(o);
+    h = mix(h, &np, sizeof np);
+    if (np)
+        h = mix(h, o->prefix, (size_t)np * sizeof *o->prefix);
     if (nl)
         h = mix(h, o->attn_layers, (size_t)nl * sizeof *o->attn_layers);
     if (nh)
@@ -79,7 +90,8 @@ static int key_equal(const entry *e, uint64_t hash, const srv_cache_key *k)
         e->beam_size != o->beam_size || e->num_hypotheses != o->num_hypotheses ||
         e->max_length != o->max_length || e->return_attention != !!o->return_attention ||
         memcmp(&e->length_penalty, &o->length_penalty, sizeof e->length_penalty) != 0 ||
-        e->n_src != k->n_src || e->n_layers != nl || e->n_heads != nh)
+        e->n_src != k->n_src || e->n_layers != nl || e->n_heads != nh ||
+        e->n_prefix != prefix_len(o))
         return 0;
     if (memcmp(e->ids, k->src, (size_t)k->n_src * sizeof *k->src) != 0)
         return 0;
@@ -88,6 +100,10 @@ static int key_equal(const entry *e, uint64_t hash, const srv_cache_key *k)
             return 0;
     for (int i = 0; i < nh; i++)
         if (e->ids[e->n_src + nl + i] != o->attn_heads[i])
+            return 0;
+    /* the forced target prefix: a multilingual model's target language */
+    for (int i = 0; i < e->n_prefix; i++)
+        if (e->ids[e->n_src + nl + nh + i] != o->prefix[i])
             return 0;
     return 1;
 }
@@ -256,7 +272,8 @@ void srv_cache_put(srv_cache *c, const srv_cache_key *k, const td_result *res)
         return;
     int nl, nh;
     selection(k->opts, &nl, &nh);
-    size_t tail = (size_t)(k->n_src + nl + nh) * sizeof(int32_t);
+    const int np = prefix_len(k->opts);
+    size_t tail = (size_t)(k->n_src + nl + nh + np) * sizeof(int32_t);
     entry *e = calloc(1, sizeof *e + tail);
     size_t rb = 0;
     if (!e)
@@ -282,6 +299,9 @@ void srv_cache_put(srv_cache *c, const srv_cache_key *k, const td_result *res)
         e->ids[k->n_src + i] = o->attn_layers[i];
     for (int i = 0; i < nh; i++)
         e->ids[k->n_src + nl + i] = o->attn_heads[i];
+    e->n_prefix = np;
+    for (int i = 0; i < np; i++)
+        e->ids[k->n_src + nl + nh + i] = o->prefix[i];
     e->bytes = sizeof *e + tail + rb;
     pthread_mutex_lock(&c->mu);
     entry *old = e->bytes <= c->max_bytes ? find(c, e->hash, k) : NULL;

@@ -8,7 +8,8 @@
  * freed, before its address can be reused, with its generation as a second
  * check), every decoding option that changes the result (beam size,
  * hypotheses, length penalty, max length, the attention asked and its
- * layers and heads), and the sentence's source token ids. The value: the
+ * layers and heads, the forced target prefix: a multilingual model's target
+ * language), and the sentence's source token ids. The value: the
  * engine's whole result (every hypothesis, the attention when it was
  * asked), copied. Exact: a hit returns those bytes, and the engine gives a
  * sentence the same result whatever runs beside it.

@@ -14,27 +14,38 @@
 
 #include <stddef.h>
 
+#include "langcodes.h"
 #include "langid.h"
 #include "models.h"
 #include "state.h"
 
-/* The languages of the serving models at one moment: their pairs, and
- * every language once, sources first. */
+/* The languages of the serving models at one moment: their pairs (a
+ * multilingual model's: every two different languages of it), and every
+ * language once, sources first. Codes are canonical (langcodes.h: "de"
+ * for NLLB's "deu_Latn"). About 25 KB: fine on a thread's stack. */
+#define SRV_LANGS_MAX 640
 typedef struct srv_langs {
-    srv_pair p[64];
+    srv_pair p[64];          /* one per serving model */
     int np;
-    const char *codes[128]; /* into p */
+    char ml[512][16];        /* the multilingual models' languages, model after model */
+    int nml;
+    int ml0[64], mln[64];    /* p[i]'s languages: ml[ml0[i] .. ml0[i] + mln[i]) */
+    const char *codes[SRV_LANGS_MAX]; /* into p and ml */
     int n;
 } srv_langs;
 
 void srv_langs_now(const srv_server *s, srv_langs *L);
-/* Whether code is one of L's languages. */
+/* Whether code (either form) is one of L's languages. */
 int srv_langs_has(const srv_langs *L, const char *code);
+/* Whether model i of L translates src to tgt (either form). */
+int srv_langs_pair(const srv_langs *L, int i, const char *src, const char *tgt);
 /* The source languages of the models that translate into tgt (any target
- * when tgt is NULL), each once, into codes; returns how many. */
+ * when tgt is NULL), each once, into codes (SRV_LANGS_MAX); returns how
+ * many. */
 int srv_langs_sources(const srv_langs *L, const char *tgt, const char **codes);
-/* "German" for "de"; the code itself for a language without a name here. */
-const char *srv_lang_name(const char *code);
+/* The targets of src (either form), each once, sorted, into codes
+ * (SRV_LANGS_MAX); returns how many. */
+int srv_langs_targets(const srv_langs *L, const char *src, const char **codes);
 
 /* The detector over the serving models' languages and every named one
  * that has a fingerprint under --textcat-dir (a model loaded at run time

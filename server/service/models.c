@@ -28,6 +28,7 @@
 #include <jansson.h>
 
 #include "device.h"
+#include "langcodes.h"
 #include "cache.h"
 #include "clock.h"
 #include "argos.h"
@@ -430,6 +431,13 @@ static int model_load(srv_models *ms, const srv_model_spec *spec, srv_model **ou
         snprintf(err, errlen, "%.400s: %s", spec->dir, e2);
         goto fail;
     }
+    /* a multilingual model (its tokenizer has language tokens) serves
+     * every pair of its languages, each request naming both */
+    sm->n_langs = td_tok_n_langs(sm->tok);
+    if (sm->n_langs > 0) {
+        snprintf(sm->src_lang, sizeof sm->src_lang, "mul");
+        snprintf(sm->tgt_lang, sizeof sm->tgt_lang, "mul");
+    }
     /* what is resident, not what the checkpoint says */
     snprintf(sm->dtype, sizeof sm->dtype, "%s", td_model_weight_dtype(sm->m));
     if (model_workers(s, sm, err, errlen) != 0)
@@ -599,11 +607,27 @@ srv_model *srv_models_get_pair(srv_models *ms, const char *src, const char *tgt)
 {
     srv_model *sm = NULL;
     pthread_mutex_lock(&ms->mu);
-    for (int i = 0; i < ms->n_serving && !sm; i++)
-        if (!strcmp(ms->serving[i]->src_lang, src) && !strcmp(ms->serving[i]->tgt_lang, tgt))
-            sm = take(ms->serving[i]);
+    /* a model made for the pair before one that knows many */
+    for (int pass = 0; pass < 2 && !sm; pass++)
+        for (int i = 0; i < ms->n_serving && !sm; i++)
+            if ((ms->serving[i]->n_langs > 0) == pass &&
+                srv_model_serves(ms->serving[i], src, tgt))
+                sm = take(ms->serving[i]);
     pthread_mutex_unlock(&ms->mu);
     return sm;
+}
+
+int srv_model_lang(const srv_model *sm, const char *code)
+{
+    return sm->n_langs > 0 ? srv_lang_in_tok(sm->tok, code) : -1;
+}
+
+int srv_model_serves(const srv_model *sm, const char *src, const char *tgt)
+{
+    if (sm->n_langs == 0)
+        return srv_lang_same(sm->src_lang, src) && srv_lang_same(sm->tgt_lang, tgt);
+    int s = srv_model_lang(sm, src), t = srv_model_lang(sm, tgt);
+    return s >= 0 && t >= 0 && s != t;
 }
 
 void srv_model_put(srv_model *sm)
@@ -627,6 +651,7 @@ int srv_models_pairs(srv_models *ms, srv_pair *out, int max)
         snprintf(out[i].name, sizeof out[i].name, "%s", sm->name);
         snprintf(out[i].src, sizeof out[i].src, "%s", sm->src_lang);
         snprintf(out[i].tgt, sizeof out[i].tgt, "%s", sm->tgt_lang);
+        out[i].n_langs = sm->n_langs;
         out[i].max_beam = sm->max_beam;
     }
     pthread_mutex_unlock(&ms->mu);
@@ -640,8 +665,12 @@ void srv_models_pairs_text(srv_models *ms, char *out, size_t n)
     pthread_mutex_lock(&ms->mu);
     for (int i = 0; i < ms->n_serving && k < n; i++) {
         const srv_model *sm = ms->serving[i];
-        k += (size_t)snprintf(out + k, n - k, "%s%s (%s->%s)", i ? ", " : "", sm->name,
-                              sm->src_lang, sm->tgt_lang);
+        if (sm->n_langs > 0)
+            k += (size_t)snprintf(out + k, n - k, "%s%s (%d languages)", i ? ", " : "",
+                                  sm->name, sm->n_langs);
+        else
+            k += (size_t)snprintf(out + k, n - k, "%s%s (%s->%s)", i ? ", " : "", sm->name,
+                                  sm->src_lang, sm->tgt_lang);
     }
     pthread_mutex_unlock(&ms->mu);
 }

@@ -67,8 +67,18 @@ int srv_models_adopt(srv_models *ms, srv_model *sm);
 srv_model *srv_models_get(srv_models *ms, const char *name);
 
 /* The model from src to tgt, with a reference; NULL when no model
- * translates that pair. */
+ * translates that pair. Codes compare by language (langcodes.h: "de" and
+ * "deu_Latn" are one): a bilingual model of the pair first, in the set's
+ * order, then a multilingual one that has both languages. */
 srv_model *srv_models_get_pair(srv_models *ms, const char *src, const char *tgt);
+
+/* The number of sm's tokenizer language that code names (langcodes.h),
+ * or -1 (always for a bilingual model). */
+int srv_model_lang(const srv_model *sm, const char *code);
+
+/* Whether sm translates src to tgt: its pair, or (multilingual) two
+ * different languages it has. */
+int srv_model_serves(const srv_model *sm, const char *src, const char *tgt);
 
 /* Drops a reference taken by _get, _get_pair or _snapshot. Accepts NULL. */
 void srv_model_put(srv_model *sm);
@@ -76,7 +86,9 @@ void srv_model_put(srv_model *sm);
 /* A copy of what routing needs of one serving model. */
 typedef struct srv_pair {
     char name[128];
-    char src[16], tgt[16];
+    char src[16], tgt[16];  /* "mul" for a multilingual model */
+    int n_langs;            /* its languages when multilingual (languages.h lists
+                               them), else 0 */
     int max_beam;
 } srv_pair;
 

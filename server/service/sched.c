@@ -42,6 +42,13 @@ static int int_arrays_equal(const int *a, int na, const int *b, int nb)
     return na == 0 || !a || memcmp(a, b, (size_t)na * sizeof(int)) == 0;
 }
 
+static int int32_arrays_equal(const int32_t *a, int na, const int32_t *b, int nb)
+{
+    if (na != nb)
+        return 0;
+    return na == 0 || (a && b && memcmp(a, b, (size_t)na * sizeof(int32_t)) == 0);
+}
+
 /* Two jobs may share a batch exactly when their options are equal. */
 static int decode_opts_equal(const td_decode_opts *a, const td_decode_opts *b)
 {
@@ -49,8 +56,9 @@ static int decode_opts_equal(const td_decode_opts *a, const td_decode_opts *b)
         return 1;
     if (a->beam_size != b->beam_size || a->num_hypotheses != b->num_hypotheses ||
         a->max_length != b->max_length || a->return_attention != b->return_attention ||
-        memcmp(&a->length_penalty, &b->length_penalty, sizeof(float)) != 0)
-        return 0;
+        memcmp(&a->length_penalty, &b->length_penalty, sizeof(float)) != 0 ||
+        !int32_arrays_equal(a->prefix, a->n_prefix, b->prefix, b->n_prefix))
+        return 0; /* a forced prefix (a multilingual model's target) is the batch's */
     if (!a->return_attention)
         return 1;
     return int_arrays_equal(a->attn_layers, a->n_attn_layers, b->attn_layers, b->n_attn_layers) &&

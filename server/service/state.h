@@ -114,6 +114,9 @@ struct srv_models;
 typedef struct srv_model {
     char name[128];
     char src_lang[16], tgt_lang[16];
+    int n_langs;           /* its tokenizer's languages (td_tok_n_langs): > 0 for a
+                              multilingual model, which serves every pair of them
+                              (src_lang and tgt_lang are then "mul") */
     char langs_given[40];  /* "SRC-TGT" from --model-languages / the load request, or "" */
     int package;           /* an Argos Translate package (service/argos.h): its pair from
                               metadata.json, decoded as argos-translate asks CTranslate2 */
