@@ -126,6 +126,13 @@ int td_translate_text(td_worker *w, const td_tokenizer *tok, const char *const *
                       td_text_result *results, char *err, size_t errlen)
 {
     memset(results, 0, (size_t)(n > 0 ? n : 0) * sizeof *results);
+    /* an Argos package's target_prefix forced first, as argos-translate does */
+    int32_t pkg_prefix = td_tok_target_prefix(tok);
+    td_decode_opts o = *opts;
+    if (pkg_prefix >= 0 && o.n_prefix == 0) {
+        o.prefix = &pkg_prefix;
+        o.n_prefix = 1;
+    }
     td_tok_ids *src = calloc((size_t)(n > 0 ? n : 1), sizeof *src);
     if (!src) {
         snprintf(err, errlen, "out of memory");
@@ -133,7 +140,7 @@ int td_translate_text(td_worker *w, const td_tokenizer *tok, const char *const *
     }
     int rc = td_tok_encode_batch(tok, texts, lens, n, w->o.max_src_len, TD_LONG_SOURCE_ERROR,
                                  src, NULL, err, errlen) == 0
-                 ? td_translate_tokenized(w, tok, src, n, opts, results, err, errlen)
+                 ? td_translate_tokenized(w, tok, src, n, &o, results, err, errlen)
                  : -1;
     free(src);
     return rc;

@@ -388,6 +388,12 @@ static int cmd_translate(int argc, char **argv)
     }
     td_decode_opts o;
     td_decode_opts_default(m, &o);
+    /* an Argos package's target_prefix, forced as the daemon forces it */
+    int32_t pkg_prefix = td_tok_target_prefix(tok);
+    if (pkg_prefix >= 0) {
+        o.prefix = &pkg_prefix;
+        o.n_prefix = 1;
+    }
     if (c.beam)
         o.beam_size = c.beam;
     if (c.max_length)

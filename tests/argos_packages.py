@@ -14,7 +14,9 @@
     (CLI = API) on the held-out lines, decoded as argos-translate asks
     CTranslate2 (beam 4, length penalty 0.2: the model's defaults);
   - without add_source_eos in model/config.json the source gets no </s>
-    (argos-translate gives CTranslate2 the pieces alone).
+    (argos-translate gives CTranslate2 the pieces alone);
+  - metadata.json's target_prefix forced first and left out of the text
+    (CLI = API), one the vocabulary lacks refused.
 
 usage: argos_packages.py DAEMON TEST_DATA_DIR
 """
@@ -162,7 +164,7 @@ def main():
         native_text = [d.post("/v1/translate", {"text": l, "source": "en", "target": "de",
                                                 "beam_size": 4, "length_penalty": 1.0})
                        ["translations"][0]["text"] for l in lines]
-        check(native_text == cli_out.rstrip("\n").split("\n"),
+        check(native_text == cli_out.split("\n")[:-1],
               "CLI = API on the package (beam 4, length penalty 1)")
         check(all(isinstance(g, str) for g in got) and len(got) == len(lines),
               "/translate answers every line with the package's defaults")
@@ -186,6 +188,34 @@ def main():
         check(rc == 0 and rc2 == 0 and with_eos.split()[-1] == "</s>" and
               with_eos.split()[:-1] == without.split(),
               "add_source_eos decides the source's </s>: %r / %r" % (with_eos, without))
+        # target_prefix: forced first, left out of the text, CLI = API
+        cfg["add_source_eos"] = True
+        os.unlink(cfg_path)
+        json.dump(cfg, open(cfg_path, "w"))
+        meta_path = os.path.join(pkg, "metadata.json")
+        meta = json.load(open(meta_path))
+        meta["target_prefix"] = "\u2581invalid"
+        os.unlink(meta_path)
+        json.dump(meta, open(meta_path, "w"))
+        rc, cli_out, err = run([daemon, "translate", "--model", pkg, "--beam", "4"],
+                               "\n".join(lines) + "\n")
+        d = Daemon(daemon, "--model", pkg)
+        try:
+            res = [d.post("/v1/translate", {"text": l, "beam_size": 4, "length_penalty": 1.0,
+                                            "return_tokens": True})["translations"][0]
+                   for l in lines]
+        finally:
+            d.stop()
+        check(rc == 0 and all(r["tokens"][0] == "\u2581invalid" for r in res) and
+              not any("invalid" in r["text"] for r in res) and
+              [r["text"] for r in res] == cli_out.split("\n")[:-1],
+              "target_prefix forced first and left out of the text, CLI = API")
+        meta["target_prefix"] = "__xx__"
+        os.unlink(meta_path)
+        json.dump(meta, open(meta_path, "w"))
+        rc, _, err = run([daemon, "translate", "--model", pkg], "Hello\n")
+        check(rc != 0 and "target_prefix '__xx__' is not a token" in err,
+              "a target_prefix the vocabulary lacks refused: " + err.strip()[-200:])
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     if FAILED:

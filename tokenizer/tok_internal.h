@@ -48,6 +48,8 @@ struct td_tokenizer {
     vocab src, tgt;     /* tgt aliases src when the vocabulary is shared */
     int separate;
     char list_file[2][64]; /* CTranslate2's vocabulary files (source, target), for messages */
+    int32_t target_prefix; /* an Argos package's metadata.json target_prefix: the token
+                              forced first and left out of the text; -1 none */
     int no_eos;         /* no </s> after the text: an Argos package whose model does not
                            add one (config.json's add_source_eos; argos-translate gives
                            CTranslate2 the pieces alone) */

@@ -170,6 +170,44 @@ static int is_fairseq_dir(const char *dir)
     return stat(path, &sb) == 0;
 }
 
+/* metadata.json's target_prefix (multilingual packages: the target's
+ * token, which argos-translate gives translate_batch as the target prefix
+ * and cuts from the text): its id in the target vocabulary, decoded as
+ * nothing. */
+static int argos_target_prefix(td_tokenizer *t, const char *dir, char *err, size_t errlen)
+{
+    char path[4200];
+    struct stat sb;
+    snprintf(path, sizeof path, "%s/metadata.json", dir);
+    json_error_t je;
+    json_t *meta = stat(path, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size <= 65536
+                       ? json_load_file(path, 0, &je)
+                       : NULL;
+    const json_t *v = json_object_get(meta, "target_prefix");
+    int rc = 0;
+    if (json_is_string(v) && json_string_length(v) > 0) {
+        const char *p = json_string_value(v);
+        int id = tok_vocab_find(&t->tgt, p, strlen(p));
+        if (id < 0) {
+            snprintf(err, errlen, "metadata.json: target_prefix '%.64s' is not a token of %s", p,
+                     t->list_file[1]);
+            rc = -1;
+        } else {
+            t->special = malloc(sizeof *t->special);
+            if (!t->special) {
+                snprintf(err, errlen, "out of memory");
+                rc = -1;
+            } else {
+                t->special[0] = id;
+                t->n_special = 1;
+                t->target_prefix = id;
+            }
+        }
+    }
+    json_decref(meta);
+    return rc;
+}
+
 /* An Argos Translate package (td_tok_argos_package): argos-translate
  * encodes the source with sentencepiece.model into pieces and decodes the
  * target's pieces with it (joined, U+2581 a space), CTranslate2 maps pieces
@@ -205,12 +243,19 @@ static int load_argos(td_tokenizer *t, const char *dir, int src_vocab_size, int 
     snprintf(path, sizeof path, "%s/model", dir);
     if (load_lists(t, path, src_vocab_size, tgt_vocab_size, err, errlen) != 0)
         return -1;
+    if (argos_target_prefix(t, dir, err, errlen) != 0)
+        return -1;
     if (vocab_check(&t->src, t->spm_src, t->list_file[0], "sentencepiece.model", err,
                     errlen) != 0 ||
         vocab_check(&t->tgt, t->spm_tgt, t->list_file[1], "sentencepiece.model", err,
                     errlen) != 0)
         return -1;
     return 0;
+}
+
+int td_tok_target_prefix(const td_tokenizer *t)
+{
+    return t->target_prefix;
 }
 
 int td_tok_argos_package(const char *dir)
@@ -258,6 +303,7 @@ int td_tok_load(td_tokenizer **out, const char *dir, int src_vocab_size, int tgt
         snprintf(err, errlen, "out of memory");
         return -1;
     }
+    t->target_prefix = -1;
     if (td_tok_argos_package(dir)) {
         if (load_argos(t, dir, src_vocab_size, tgt_vocab_size, err, errlen) != 0) {
             if (!t->separate)

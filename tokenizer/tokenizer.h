@@ -62,6 +62,9 @@ int td_tok_files(const char *const **files, int *n_required);
  * model/ holding a CTranslate2 model): td_tok_load then reads
  * dir/sentencepiece.model (both sides) and model/'s vocabularies. */
 int td_tok_argos_package(const char *dir);
+/* The token a package forces first (metadata.json's target_prefix, e.g. a
+ * multilingual package's target language), decoded as nothing; -1 none. */
+int td_tok_target_prefix(const td_tokenizer *t);
 /* The same for the layout dir holds (the fairseq layouts' files when it
  * has sentencepiece.bpe.model, else td_tok_files'). */
 int td_tok_files_in(const char *dir, const char *const **files, int *n_required);

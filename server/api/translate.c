@@ -211,8 +211,16 @@ static int job_languages(srv_req *r, int *ls)
 {
     srv_model *sm = r->model;
     *ls = -1;
-    if (sm->n_langs == 0)
+    if (sm->n_langs == 0) {
+        /* an Argos package's target_prefix, forced as argos-translate does */
+        int pid = td_tok_target_prefix(sm->tok);
+        if (pid >= 0) {
+            r->lang_prefix[0] = pid;
+            r->opts.prefix = r->lang_prefix;
+            r->opts.n_prefix = 1;
+        }
         return 0;
+    }
     const char *bad = !r->src_lang[0] || srv_model_lang(sm, r->src_lang) < 0 ? "source"
                       : !r->tgt_lang[0] || srv_model_lang(sm, r->tgt_lang) < 0 ? "target"
                                                                              : NULL;
