@@ -16,7 +16,9 @@
 #     engine's forced target prefix as `translate --target de` uses it);
 #   - the cases: beam 4 and greedy, batch 32 (LINES lines) and batch 1 (the
 #     first LINES1), intra threads 1 and 2 (CTranslate2 intra_threads,
-#     transformerd --threads), float32 and int8 each;
+#     transformerd --threads), float32 and int8 each (transformerd's int8
+#     keeps the embeddings and the output projection float32; int8-all,
+#     like CTranslate2's int8, quantizes the output projection too);
 #   - the length: every hypothesis up to MAXLEN tokens (the language token
 #     included; transformerd --max-length MAXLEN, CTranslate2
 #     max_decoding_length MAXLEN: both give the same count). A random model
@@ -79,7 +81,7 @@ r=1
 while [ "$r" -le "$ROUNDS" ]; do
     echo "$CASES" | while read -r ids batch beam; do
         for th in 2 1; do
-            for eng in td:float32 ct2:float32 td:int8 ct2:int8; do
+            for eng in td:float32 ct2:float32 td:int8 td:int8-all ct2:int8; do
                 e=${eng%%:*}; dt=${eng#*:}
                 o=/dev/null
                 [ "$r" = 1 ] && o=$OUT/ids/$e.$dt.b$batch.k$beam.t$th
@@ -103,10 +105,11 @@ done
 # peak RSS: the translate command on text, the CTranslate2 script on ids
 RSS=$OUT/rss.tsv
 : > "$RSS"
-for dt in float32 int8; do
+for dt in float32 int8 int8-all; do
     "$PY" bench/peers/maxrss.py "$RSS" "td.$dt" "$TD" translate --model "$M/hf" --source en \
         --target de --beam 4 --batch 32 --threads 2 --dtype "$dt" --no-split \
         --max-length "$MAXLEN" < "$M/src.en" > "$OUT/td.$dt.de"
+    [ "$dt" != int8-all ] || continue
     "$PY" bench/peers/maxrss.py "$RSS" "ct2.$dt" "$PY" bench/m2m/peer_ct2_m2m.py \
         --model "$M/ct2-$dt" --ids "$OUT/src.ids" --prefix __de__ --batch 32 --beam 4 --threads 2 \
         --compute-type "$dt" --max-length "$MAXLEN" --out "$OUT/ct2.$dt.rss.ids" >/dev/null
@@ -135,27 +138,30 @@ def same(a, b):
     return f"{sum(p == q for p, q in zip(x, y))}/{len(x)}"
 print(f"\n{rounds} interleaved rounds; en->de, {lines} lines at batch 32, the first {lines1} at "
       f"batch 1, up to {maxlen} tokens each; tokens/s best / median\n")
-print("| batch | beam | threads | td f32 | CT2 f32 | td int8 | CT2 int8 | td/CT2 f32 | td/CT2 int8 "
-      "| identical f32 | identical int8 |")
-print("|---|---|---|---|---|---|---|---|---|---|---|")
+print("| batch | beam | threads | td f32 | CT2 f32 | td int8 | td int8-all | CT2 int8 | td/CT2 f32 "
+      "| td int8/CT2 int8 | td int8-all/CT2 int8 | identical f32 | identical int8 | identical int8-all |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 for (b, bm, th) in sorted({k[:3] for k in acc}, key=lambda k: (-k[0], -k[1], -k[2])):
     g = lambda e, d: acc.get((b, bm, th, e, d))
     tf, cf, ti, ci = g("td", "float32"), g("ct2", "float32"), g("td", "int8"), g("ct2", "int8")
+    ta = g("td", "int8-all")
     ids = lambda e, d: f"{out}/ids/{e}.{d}.b{b}.k{bm}.t{th}"
-    print(f"| {b} | {bm} | {th} | {cell(tf)} | {cell(cf)} | {cell(ti)} | {cell(ci)} | "
-          f"{ratio(tf, cf)} | {ratio(ti, ci)} | {same(ids('td', 'float32'), ids('ct2', 'float32'))} | "
-          f"{same(ids('td', 'int8'), ids('ct2', 'int8'))} |")
+    print(f"| {b} | {bm} | {th} | {cell(tf)} | {cell(cf)} | {cell(ti)} | {cell(ta)} | {cell(ci)} | "
+          f"{ratio(tf, cf)} | {ratio(ti, ci)} | {ratio(ta, ci)} | "
+          f"{same(ids('td', 'float32'), ids('ct2', 'float32'))} | "
+          f"{same(ids('td', 'int8'), ids('ct2', 'int8'))} | {same(ids('td', 'int8-all'), ids('ct2', 'int8'))} |")
 tok = M2M100Tokenizer.from_pretrained(f"{out}/model/hf")
 rss = dict(l.rstrip("\n").split("\t") for l in open(f"{out}/rss.tsv"))
 print(f"\nPeak RSS (MiB, model loading included), beam 4, batch 32, 2 threads, {lines} lines; "
       "transformerd: `translate --source en --target de` on the text; its text against "
       "CTranslate2's ids decoded by transformers' tokenizer\n")
 print("| dtype | transformerd | CTranslate2 | td text = CT2 decoded |\n|---|---|---|---|")
-for dt in ("float32", "int8"):
+for dt in ("float32", "int8", "int8-all"):
+    cdt = "int8" if dt == "int8-all" else dt
     td = open(f"{out}/td.{dt}.de").read().splitlines()
     ct = [tok.decode([int(t) for t in l.split()], skip_special_tokens=True)
-          for l in open(f"{out}/ct2.{dt}.rss.ids").read().splitlines()]
-    print(f"| {dt} | {rss.get('td.' + dt, '-')} | {rss.get('ct2.' + dt, '-')} | "
+          for l in open(f"{out}/ct2.{cdt}.rss.ids").read().splitlines()]
+    print(f"| {dt} | {rss.get('td.' + dt, '-')} | {rss.get('ct2.' + cdt, '-')} | "
           f"{sum(a == b for a, b in zip(td, ct))}/{len(td)} |")
 print(f"\nCTranslate2's floor: Python with ctranslate2 imported and no model, {rss.get('ct2.import', '-')} MiB")
 PY
