@@ -119,6 +119,7 @@ typedef struct cli_run {
     const td_tokenizer *tok;
     const td_decode_opts *o;
     const char *lang;  /* NULL: --no-split */
+    int src_lang;      /* a multilingual model's source language, else -1 */
     cli_line *lines;   /* lines[line - first] for the lines not yet written */
     long first, n_lines, cap_lines;
     cli_unit *queue;   /* waiting units, oldest first */
@@ -194,8 +195,9 @@ static int add_line(cli_run *r, char *text, size_t len)
         ut[k] = l->sent ? text + l->sent[k].start : text;
         ul[k] = l->sent ? l->sent[k].end - l->sent[k].start : len;
     }
-    if (td_tok_encode_batch(r->tok, ut, ul, l->n_units, td_worker_max_src_len(r->w),
-                            TD_LONG_SOURCE_TRUNCATE, ids, NULL, err, sizeof err) != 0) {
+    if (td_tok_encode_batch_lang(r->tok, r->src_lang, ut, ul, l->n_units,
+                                 td_worker_max_src_len(r->w), TD_LONG_SOURCE_TRUNCATE, ids, NULL,
+                                 err, sizeof err) != 0) {
         fprintf(stderr, "transformerd: line %ld: %s\n", no + 1, err);
         goto out;
     }
@@ -211,7 +213,8 @@ static int add_line(cli_run *r, char *text, size_t len)
         if (ids[k].n_full > ids[k].n)
             fprintf(stderr, "transformerd: line %ld: %d tokens, cut to %d\n", no + 1,
                     ids[k].n_full, ids[k].n);
-        if (td_tok_is_empty(ids[k].n_full)) { /* nothing to run: "" */
+        /* nothing to run (the language token aside): "" */
+        if (td_tok_is_empty(ids[k].n_full - (r->src_lang >= 0))) {
             td_tok_ids_free(&ids[k], 1);
             char *e = calloc(1, 1);
             if (!e)
@@ -345,9 +348,9 @@ static int write_ready(cli_run *r)
 }
 
 int cli_translate_stream(td_worker *w, const td_tokenizer *tok, const td_decode_opts *o,
-                         const char *lang, int batch, int progress)
+                         const char *lang, int src_lang, int batch, int progress)
 {
-    cli_run r = {.w = w, .tok = tok, .o = o, .lang = lang};
+    cli_run r = {.w = w, .tok = tok, .o = o, .lang = lang, .src_lang = src_lang};
     int free_slots;
     td_run_free(w, &free_slots, &r.rows_total);
     r.live = calloc((size_t)free_slots, sizeof *r.live);

@@ -9,12 +9,15 @@
  *       between them, one line per input line, in order.
  *   transformerd translate --model DIR [--beam N] [--max-length N] [--threads N]
  *                          [--batch N] [--device D] [--dtype T] [--precision P]
+ *                          [--source LANG --target LANG]
  *       reads one text per line from stdin and writes its translation,
  *       one line per input line, in order; a line of several sentences is
  *       translated sentence by sentence (tokenizer/segment.h) and put back
  *       together with its own separators (--no-split: each line one
  *       unit); each line is written as soon as it is done
- *       (cli_translate.c).
+ *       (cli_translate.c). A multilingual model (M2M100, NLLB-200) needs
+ *       --source and --target (its language codes: en, de; eng_Latn): the
+ *       source language's token first, the target's forced first.
  *   transformerd translate-file IN OUT [--format EXT] [--source LANG]
  *                               [--target LANG] [--overwrite] [serve's options]
  *       translates a file (every format of POST /translate_file: .txt,
@@ -61,6 +64,7 @@ typedef struct cli_opts {
     int beam, max_length, threads, batch;
     int target, pieces; /* tokenize */
     int no_split;       /* translate: each line one unit, not split into sentences */
+    const char *src_lang, *tgt_lang; /* translate: a multilingual model's languages */
 } cli_opts;
 
 static void usage(FILE *f)
@@ -70,6 +74,7 @@ static void usage(FILE *f)
             "                              [--threads N] [--batch N] [--device cpu|cuda[:N]]\n"
             "                              [--dtype auto|float32|float16|bfloat16|int8|int8-all]\n"
             "                              [--precision full|half] [--no-split]\n"
+            "                              [--source LANG --target LANG]\n"
             "       transformerd tokenize [--model DIR] [--target] [--pieces]\n"
             "       transformerd translate-ids [--model DIR] ... (the options of translate)\n"
             "       transformerd translate-file IN OUT [--format EXT] [--source L] [--target L] "
@@ -116,10 +121,15 @@ static void cmd_usage(FILE *f, const char *cmd, int tokenize)
             "auto | float32 | float16 (cuda) | bfloat16 (cuda, cpu with AVX512-BF16 or AMX) | "
             "int8 | int8-all (cpu) (default: auto, the checkpoint's)",
             "--precision P", "full | half, cuda GEMMs with half weights (default: full)");
-    if (!strcmp(cmd, "translate"))
+    if (!strcmp(cmd, "translate")) {
         fprintf(f, "  %-16s %s\n", "--no-split",
                 "each line one input (default: a line's sentences are translated one by one "
                 "and put back between its separators)");
+        fprintf(f, "  %-16s %s\n  %-16s %s\n", "--source LANG",
+                "a multilingual model's source language code: en, eng_Latn (default: none; "
+                "required by M2M100 and NLLB models)",
+                "--target LANG", "its target language code (default: none; required with --source)");
+    }
 }
 
 static void print_version(void)
@@ -299,6 +309,10 @@ static int parse_cli(int argc, char **argv, cli_opts *o, int tokenize, const cha
             o->dtype = v;
         else if (!tokenize && !strcmp(a, "--precision"))
             o->precision = v;
+        else if (!strcmp(cmd, "translate") && !strcmp(a, "--source"))
+            o->src_lang = v;
+        else if (!strcmp(cmd, "translate") && !strcmp(a, "--target"))
+            o->tgt_lang = v;
         else if (!tokenize && !strcmp(a, "--beam")) {
             if (parse_int(a, v, 1, TD_MAX_BEAM, &o->beam))
                 return -1;
@@ -363,6 +377,37 @@ static void model_source_lang(const char *dir, char *out, size_t outn)
         snprintf(out, outn, "%.*s", (int)la, dash - la);
 }
 
+/* translate's --source / --target against the model's languages: both
+ * for a multilingual model (*src its number, *tgt_token its target's
+ * token), neither for one without. Returns 0 or -1 (a message printed). */
+static int cli_languages(const td_tokenizer *tok, const cli_opts *c, int *src, int32_t *tgt_token)
+{
+    const int n = td_tok_n_langs(tok);
+    if (n == 0) {
+        if (c->src_lang || c->tgt_lang) {
+            fprintf(stderr, "transformerd: %s: this model has no language tokens: translate "
+                            "without --source or --target\n", c->model);
+            return -1;
+        }
+        return 0;
+    }
+    if (!c->src_lang || !c->tgt_lang) {
+        fprintf(stderr, "transformerd: %s: a multilingual model (%d languages, e.g. %s): name "
+                        "them with --source LANG --target LANG\n", c->model, n, td_tok_lang(tok, 0));
+        return -1;
+    }
+    const int s = td_tok_lang_find(tok, c->src_lang), t = td_tok_lang_find(tok, c->tgt_lang);
+    if (s < 0 || t < 0) {
+        fprintf(stderr, "transformerd: %s: no language '%s' in this model (its codes: %s, %s, "
+                        "...)\n", c->model, s < 0 ? c->src_lang : c->tgt_lang, td_tok_lang(tok, 0),
+                n > 1 ? td_tok_lang(tok, 1) : "");
+        return -1;
+    }
+    *src = s;
+    *tgt_token = td_tok_lang_token(tok, t);
+    return 0;
+}
+
 static int cmd_translate(int argc, char **argv)
 {
     cli_opts c;
@@ -398,6 +443,19 @@ static int cmd_translate(int argc, char **argv)
         o.beam_size = c.beam;
     if (c.max_length)
         o.max_length = c.max_length;
+    /* a multilingual model: the source language's token first in every
+     * source, the target's forced first in every hypothesis */
+    int src_lang = -1;
+    int32_t tgt_token = -1;
+    if (cli_languages(tok, &c, &src_lang, &tgt_token) != 0) {
+        td_tok_free(tok);
+        td_model_free(m);
+        return 2;
+    }
+    if (src_lang >= 0) {
+        o.prefix = &tgt_token;
+        o.n_prefix = 1;
+    }
     /* memory as the lines need it (td_worker_opts.grow), not for the
      * largest batch at once */
     td_worker_opts wo = {.max_batch = c.batch, .max_length = o.max_length,
@@ -413,8 +471,12 @@ static int cmd_translate(int argc, char **argv)
      * line longer than the model's positions is cut (with a warning)
      * rather than failing the whole run: every line gets an output line. */
     char lang[16];
-    model_source_lang(c.model, lang, sizeof lang);
-    int rc = cli_translate_stream(w, tok, &o, c.no_split ? NULL : lang, c.batch, progress);
+    if (src_lang >= 0) /* the sentence split's language: "eng" of "eng_Latn" */
+        snprintf(lang, sizeof lang, "%.*s", (int)strcspn(c.src_lang, "_-"), c.src_lang);
+    else
+        model_source_lang(c.model, lang, sizeof lang);
+    int rc = cli_translate_stream(w, tok, &o, c.no_split ? NULL : lang, src_lang, c.batch,
+                                  progress);
     td_worker_free(w);
     td_tok_free(tok);
     td_model_free(m);

@@ -137,4 +137,45 @@ cut -f1 "$T/got" >"$T/got_ids"
 [ "$(wc -l <"$T/want")" -ge 20 ] || fail "translate-ids: too few golden cases"
 cmp -s "$T/got_ids" "$T/want" || { diff "$T/got_ids" "$T/want" | head -n 6 >"$T/out"; fail "translate-ids: ids differ from the golden"; }
 echo "cli: translate-ids ok ($(wc -l <"$T/want") golden lines, batches of 16)"
+# translate --source --target: a multilingual model (tests/data/m2m, both
+# layouts) gives transformers' text of every golden case, greedy and beam 4,
+# each language pair a run; both flags required there, refused for a model
+# without languages, an unknown code named
+G=$SRC/tests/data/m2m
+python3 - "$D" "$G" <<'PY' >"$T/out" 2>&1 || fail "translate --source --target"
+import json, subprocess, sys
+d, g = sys.argv[1:]
+gold = json.load(open(g + "/golden.json"))
+n = 0
+for name, lay in gold["layouts"].items():
+    pairs = {}
+    for c in lay["cases"]:
+        pairs.setdefault((c["src_lang"], c["tgt_lang"]), []).append(c)
+    for (sl, tl), cs in pairs.items():
+        for mode, beam in (("greedy", "1"), ("beam4", "4")):
+            src = "".join(c["text"] + "\n" for c in cs).encode()
+            got = subprocess.run([d, "translate", "--model", f"{g}/{lay['dir']}", "--source", sl,
+                                  "--target", tl, "--beam", beam, "--no-split", "--threads", "1",
+                                  "--max-length", str(gold["max_length"] - 1)],
+                                 input=src, capture_output=True, check=True).stdout
+            want = [c[mode]["text"] for c in cs]
+            if got.decode().splitlines() != want:
+                sys.exit(f"{name} {sl}->{tl} {mode}: {got.decode().splitlines()} != {want}")
+            n += len(cs)
+print(n)
+PY
+n_m2m=$(tail -n 1 "$T/out")
+[ "$n_m2m" -ge 20 ] || fail "translate --source --target: $n_m2m golden cases"
+echo hi | "$D" translate --model "$G/m2m100" >"$T/o" 2>"$T/out" && fail "m2m100 without --source: exit 0"
+grep -q -- "--source LANG --target LANG" "$T/out" || fail "m2m100 without --source: no hint"
+echo hi | "$D" translate --model "$G/m2m100" --source en --target xx >"$T/o" 2>"$T/out" &&
+    fail "--target xx: exit 0"
+grep -q "no language 'xx'" "$T/out" || fail "--target xx: not named"
+echo hi | "$D" translate --model "$MODEL" --source en --target de >"$T/o" 2>"$T/out" &&
+    fail "--source on a model without languages: exit 0"
+grep -q "no language tokens" "$T/out" || fail "--source on a model without languages: no message"
+printf '\n' | "$D" translate --model "$G/m2m100" --source en --target de >"$T/o" 2>"$T/out" ||
+    fail "m2m100 empty line: exit $?"
+[ "$(cat "$T/o")" = "" ] && [ "$(wc -l <"$T/o")" = 1 ] || fail "m2m100 empty line: not one empty line"
+echo "cli: translate --source --target ok ($n_m2m golden cases of M2M100 and NLLB)"
 exit 0

@@ -14,6 +14,9 @@
  *       (--max-length: generated tokens incl. </s>, else the model's default);
  *       prints one JSON line: generated tokens (without </s>) per second of
  *       td_translate_batch time, best of R passes (bench/peers/run.sh).
+ *       --prefix ID forces ID first in every hypothesis (a multilingual
+ *       model's target language, bench/m2m/run.sh; it counts as a token);
+ *       --out FILE writes the first pass's best hypotheses as ids, a line each.
  *
  * Random weights never emit </s>, so every hypothesis runs to max_length and
  * the token count is exact. bench/engine/run.sh runs this and transformers'
@@ -196,7 +199,7 @@ static double now(void)
 
 /* --ids mode: the sentences of path in batches of `batch`. */
 static int run_ids(td_model *m, const char *path, int batch, int beam, int threads, int repeat,
-                   const char *dtype, int max_length)
+                   const char *dtype, int max_length, int prefix, const char *out)
 {
     FILE *f = fopen(path, "r");
     if (!f) {
@@ -245,6 +248,16 @@ static int run_ids(td_model *m, const char *path, int batch, int beam, int threa
     o.beam_size = beam;
     if (max_length > 0)
         o.max_length = max_length;
+    const int32_t forced = prefix;
+    if (prefix >= 0) {
+        o.prefix = &forced;
+        o.n_prefix = 1;
+    }
+    FILE *fo = NULL;
+    if (out && !(fo = fopen(out, "w"))) {
+        fprintf(stderr, "bench_engine: cannot write %s\n", out);
+        return 1;
+    }
     td_result *res = calloc((size_t)batch, sizeof *res);
     const int eos = td_model_config(m)->eos_token_id;
     double best = 1e30;
@@ -264,6 +277,10 @@ static int run_ids(td_model *m, const char *path, int batch, int beam, int threa
             for (int j = 0; j < b; j++) {
                 const td_hypothesis *h = &res[j].hyps[0];
                 toks += h->n_tokens - (h->n_tokens > 0 && h->tokens[h->n_tokens - 1] == eos);
+                for (int k = 0; fo && r == 0 && k < h->n_tokens; k++)
+                    fprintf(fo, k ? " %d" : "%d", h->tokens[k]);
+                if (fo && r == 0)
+                    fputc('\n', fo);
                 td_result_free(&res[j]);
             }
         }
@@ -273,6 +290,8 @@ static int run_ids(td_model *m, const char *path, int batch, int beam, int threa
            "\"threads\": %d, \"sentences\": %d, \"tokens\": %ld, \"seconds\": %.4f, "
            "\"tokens_per_s\": %.1f}\n",
            dtype ? dtype : "auto", batch, beam, threads, n, toks, best, (double)toks / best);
+    if (fo)
+        fclose(fo);
     td_worker_free(w);
     for (int i = 0; i < n; i++)
         free(src[i]);
@@ -285,7 +304,8 @@ int main(int argc, char **argv)
     const char *model = NULL, *device = "cpu", *dtype = NULL, *precision = NULL;
     const char *ids = NULL;
     int threads = 0, src_len = 24, max_length = 32, repeat = 3, batch = 32, beam = 4;
-    int max_length_set = 0;
+    int max_length_set = 0, prefix = -1;
+    const char *out = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--make-model") && i + 1 < argc)
             return make_model(argv[i + 1]);
@@ -311,10 +331,15 @@ int main(int argc, char **argv)
             batch = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--beam") && i + 1 < argc)
             beam = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--prefix") && i + 1 < argc)
+            prefix = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--out") && i + 1 < argc)
+            out = argv[++i];
         else {
             fprintf(stderr, "usage: bench_engine --make-model DIR | --model DIR [--device D] [--threads N] "
                             "[--src-len N] [--max-length N] [--repeat N] [--dtype T] "
-                            "[--precision P] [--ids FILE --batch N --beam N]\n");
+                            "[--precision P] [--ids FILE --batch N --beam N [--prefix ID] "
+                            "[--out FILE]]\n");
             return 2;
         }
     }
@@ -335,7 +360,8 @@ int main(int argc, char **argv)
             fprintf(stderr, "bench_engine: --batch, --beam and --repeat must be >= 1\n");
             return 2;
         }
-        int rc = run_ids(m, ids, batch, beam, threads, repeat, dtype, max_length_set ? max_length : 0);
+        int rc = run_ids(m, ids, batch, beam, threads, repeat, dtype, max_length_set ? max_length : 0,
+                         prefix, out);
         td_model_free(m);
         return rc;
     }
