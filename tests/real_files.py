@@ -51,9 +51,6 @@ KNOWN = {
     ("catalogs/polib-test_iso-8859-15.po", "translate"):
         "refused, 400 \"file is not valid UTF-8\": a catalogue in ISO-8859-15 that says so in its"
         " header (msgfmt --check accepts it)",
-    ("catalogs/retext_pt.ts", "answer"):
-        "no answer (the request hangs) when the daemon has just translated retext_de.ts with its"
-        " default cache; alone, after other files, or with --cache-bytes 0 it is answered in 1 s",
     ("html/base-passwd-users-and-groups.html", "elements"):
         "one <b class=\"COMMAND\"> of 36 lost, and a <meta charset=\"utf-8\"> added to <head>",
     ("html/base-passwd-users-and-groups.html", "attributes"):

@@ -114,6 +114,41 @@ START_TEST(test_short_request_first)
 }
 END_TEST
 
+/* POST /translate_file of a .txt of text; its status. */
+static int post_file(const char *name, const char *text, size_t n)
+{
+    static char body[1 << 15];
+    const char *kv[] = {"source", "en", "target", "de"};
+    size_t bn = tc_multipart(body, sizeof body, kv, 2, name, text, n);
+    char h[128];
+    snprintf(h, sizeof h, "Content-Type: %s\r\n", TC_MULTIPART);
+    tc_resp r = {0};
+    int rc = tc_request(g_port, "POST", "/translate_file", h, body, bn, &r);
+    int st = rc == 0 ? r.status : -1;
+    tc_resp_free(&r);
+    return st;
+}
+
+/* A file whose sentences past its first part (--file-queue-texts 4 not in
+ * the cache) are all in the cache: they finish at the submit like the
+ * first part's (they were left unfinished, and the answer never came). */
+START_TEST(test_cached_tail)
+{
+    char a[1024], b[2048];
+    size_t na = 0, nb = 0;
+    for (int i = 0; i < 6; i++)
+        na += (size_t)snprintf(a + na, sizeof a - na, "The red car number %d is parked outside.\n",
+                               i + 1);
+    ck_assert_int_eq(post_file("first.txt", a, na), 200);
+    for (int i = 0; i < 4; i++)
+        nb += (size_t)snprintf(b + nb, sizeof b - nb, "The blue house number %d has a garden.\n",
+                               i + 1);
+    memcpy(b + nb, a, na);
+    nb += na;
+    ck_assert_int_eq(post_file("second.txt", b, nb), 200);
+}
+END_TEST
+
 /* A JSON /translate body of exactly n bytes. */
 static int translate_of_size(size_t n)
 {
@@ -190,6 +225,7 @@ int main(void)
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, test_short_request_first);
     tcase_add_test(tc, test_size_suffixes);
+    tcase_add_test(tc, test_cached_tail);
     suite_add_tcase(s, tc);
     return tc_run_suite(s, pid, g_tmp);
 }

@@ -406,7 +406,7 @@ static void feed_next(srv_req *r, srv_job_status st)
             return;
         srv_job *j = &r->jobs[k];
         if (j->cached)
-            continue; /* finished at the submit */
+            continue; /* finished at the submit (srv_api_submit) */
         srv_submit_rc sr = st != SRV_JOB_DONE ? SRV_SUBMIT_DRAINING
                            : srv_batcher_feed(r->model->b, j, 1, r->feed_deadline, &r->feed_c);
         if (sr == SRV_SUBMIT_OK)
@@ -495,7 +495,9 @@ srv_call_next srv_api_submit(srv_req *r)
     srv_submit_rc sr = srv_batcher_submit(r->model->b, r->jobs, out,
                                           r->call->t0 + srv_req_timeout_s(r), &done);
     if (sr == SRV_SUBMIT_OK) {
-        for (int i = 0; i < out; i++)
+        /* every cached job finishes now, those past the first part too:
+         * feed_next passes over them */
+        for (int i = 0; i < r->n_jobs; i++)
             if (r->jobs[i].cached)
                 job_done(&r->jobs[i], r);
         return SRV_NEXT_PENDING;
