@@ -152,7 +152,7 @@ static int cc_refuse_options(c2cfg *x)
  * Activation). */
 static int cc_activation(c2cfg *x, td_config *c)
 {
-    float a;
+    float a = 0.0f; /* set by cc_both (-O3 cannot tell that a failure returns first) */
     if (cc_both(x, "activation", 0.0f, &a))
         return -1;
     switch ((int)a) {
@@ -410,11 +410,11 @@ int td_ct2_config(const td_wsrc *s, const char *dir, td_config *c, char *err, si
     if (cc_refuse_options(&x) || cc_shapes(&x, c) || cc_positions(&x, c) ||
         cc_heads(&x, c) || cc_activation(&x, c))
         return -1;
-    float pre;
+    float pre = 1.0f;
     if (cc_both(&x, "pre_norm", 1.0f, &pre))
         return -1;
     c->normalize_before = pre != 0.0f;
-    float se, sd;
+    float se = 1.0f, sd = 1.0f;
     if (cc_embed_scale(&x, "encoder", c->d_model, &se) ||
         cc_embed_scale(&x, "decoder", c->d_model, &sd))
         return -1;
