@@ -19,6 +19,8 @@ ROUNDS=${ROUNDS:-3}
 LINES=${LINES:-320}
 LINES1=${LINES1:-64}
 OUT=${OUT:-/tmp/transformerd-same-int8}
+# CTranslate2's libgomp: a short spin, as bench/peers/run.sh runs it
+[ -n "${OMP_WAIT_POLICY:-}" ] || export GOMP_SPINCOUNT=${GOMP_SPINCOUNT:-1000}
 BE=build/bench/engine/bench_engine
 TD=build/transformerd
 if [ -z "${PY:-}" ]; then
