@@ -2,11 +2,13 @@
 """Argos Translate packages of the bundled models, as LibreTranslate installs
 them (bench/libre/run.sh, also a user's first package):
 
-    make_packages.py OUT_DIR [MODEL_DIR ...]     (default: models/en-de models/de-en)
+    make_packages.py [--quantization int8|none] OUT_DIR [MODEL_DIR ...]
+                                  (default: int8; models/en-de models/de-en)
 
 Each model becomes OUT_DIR/translate-SRC_TGT-1_0/ with
   - model/: the CTranslate2 conversion of bench/peers/convert_ct2.py (the
-    learned <pad> start embedding kept), add_source_eos true: argos-translate
+    learned <pad> start embedding kept), quantized to int8 as the packages
+    argospm installs are (--quantization none keeps float32), add_source_eos true: argos-translate
     gives CTranslate2 the source pieces without </s>, as OPUS-MT packages get
     them, and the converter's config.json adds it;
   - sentencepiece.model: the model's source.spm (argos-translate encodes with
@@ -25,11 +27,16 @@ NAMES = {"en": "English", "de": "German", "fr": "French", "es": "Spanish"}
 
 
 def main():
-    if len(sys.argv) < 2:
+    args = sys.argv[1:]
+    quant = "int8"
+    if args[:1] == ["--quantization"] and len(args) > 1:
+        quant = args[1]
+        args = args[2:]
+    if not args or quant not in ("int8", "none"):
         sys.exit(__doc__)
-    out = sys.argv[1]
+    out = args[0]
     root = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-    models = sys.argv[2:] or [os.path.join(root, "models", "en-de"),
+    models = args[1:] or [os.path.join(root, "models", "en-de"),
                               os.path.join(root, "models", "de-en")]
     os.makedirs(out, exist_ok=True)
     import spacy
@@ -39,7 +46,8 @@ def main():
         shutil.rmtree(pkg, ignore_errors=True)
         os.makedirs(pkg)
         subprocess.run([sys.executable, os.path.join(root, "bench", "peers", "convert_ct2.py"),
-                        model, os.path.join(pkg, "model")], check=True)
+                        model, os.path.join(pkg, "model")] + ([quant] if quant != "none" else []),
+                       check=True)
         cfg_path = os.path.join(pkg, "model", "config.json")
         cfg = json.load(open(cfg_path))
         cfg["add_source_eos"] = True
