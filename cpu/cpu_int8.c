@@ -26,6 +26,8 @@
 #include "cpu_kernels.h"
 
 #include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -412,8 +414,9 @@ Q_AMX static void q_gemm_amx(float *y, int64_t ld_y, const uint8_t *u, const flo
  * each pair is at most 2 * 127 * 127 = 32258, so nothing saturates, and
  * vpmaddwd by ones sums each feature's four products into int32. Exact,
  * so the float32 epilogue (the same expression as the others') gives the
- * same bits. 4 rows x 16 features of accumulators per pass over a half
- * panel. */
+ * same bits. |v| and v are made once per call for every row (q_prep2:
+ * per group of 4 inputs an int32 of |v| then one of v), not once per
+ * panel; 4 rows x 16 features of accumulators per pass over a half panel. */
 #define Q_MR2 4
 
 /* Lane mask of the first n of 8 floats (none for n <= 0, all for n >= 8). */
@@ -422,15 +425,47 @@ Q_AVX2 static inline __m256i q_mask8(int n)
     return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
+/* The m rows of u as q_kern2 reads them: row i at t + 2*K4*i, group g's
+ * |v| bytes at [2g], its v bytes at [2g + 1]. */
+Q_AVX2 static void q_prep2(int32_t *t, const uint8_t *u, int64_t m, int64_t K4)
+{
+    const __m256i flip = _mm256_set1_epi8((char)0x80);
+    for (int64_t i = 0; i < m; i++) {
+        const uint8_t *ur = u + i * 4 * K4;
+        int32_t *tr = t + i * 2 * K4;
+        int64_t g = 0;
+        for (; g + 8 <= K4; g += 8) {
+            const __m256i v =
+                _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(const void *)(ur + 4 * g)), flip);
+            const __m256i a = _mm256_abs_epi8(v);
+            const __m256i lo = _mm256_unpacklo_epi32(a, v), hi = _mm256_unpackhi_epi32(a, v);
+            _mm256_storeu_si256((__m256i *)(void *)(tr + 2 * g), _mm256_permute2x128_si256(lo, hi, 0x20));
+            _mm256_storeu_si256((__m256i *)(void *)(tr + 2 * g + 8),
+                                _mm256_permute2x128_si256(lo, hi, 0x31));
+        }
+        for (; g < K4; g++) {
+            uint8_t av[4];
+            int8_t sv[4];
+            for (int b = 0; b < 4; b++) {
+                const int x = (int)ur[4 * g + b] - 128;
+                sv[b] = (int8_t)x;
+                av[b] = (uint8_t)(x < 0 ? -x : x);
+            }
+            memcpy(tr + 2 * g, av, 4);
+            memcpy(tr + 2 * g + 1, sv, 4);
+        }
+    }
+}
+
 /* mr rows x 16 features (nj of them inside n_out; k0, k1 their lane
  * masks) over K4 groups of 4 inputs, then the float32 epilogue. */
 Q_AVX2 static inline __attribute__((always_inline)) void
-q_kern2(const int mr, int64_t K4, const uint8_t *A, int64_t lda, const int8_t *B, float *C,
-        int64_t ldc, const float *xs, __m256 ws0, __m256 ws1, __m256 b0, __m256 b1, int nj,
-        __m256i k0, __m256i k1)
+q_kern2(const int mr, int64_t K4, const int32_t *T, const int8_t *B, float *C, int64_t ldc,
+        const float *xs, __m256 ws0, __m256 ws1, __m256 b0, __m256 b1, int nj, __m256i k0,
+        __m256i k1)
 {
     __m256i c0[Q_MR2], c1[Q_MR2];
-    const __m256i ones = _mm256_set1_epi16(1), flip = _mm256_set1_epi8((char)0x80);
+    const __m256i ones = _mm256_set1_epi16(1);
 #pragma GCC unroll 4
     for (int i = 0; i < mr; i++) {
         c0[i] = _mm256_setzero_si256();
@@ -441,10 +476,8 @@ q_kern2(const int mr, int64_t K4, const uint8_t *A, int64_t lda, const int8_t *B
         const __m256i w1 = _mm256_loadu_si256((const __m256i *)(const void *)(B + g * 128 + 32));
 #pragma GCC unroll 4
         for (int i = 0; i < mr; i++) {
-            int32_t a4;
-            memcpy(&a4, A + i * lda + 4 * g, 4);
-            const __m256i v = _mm256_xor_si256(_mm256_set1_epi32(a4), flip);
-            const __m256i av = _mm256_abs_epi8(v);
+            const __m256i av = _mm256_set1_epi32(T[i * 2 * K4 + 2 * g]);
+            const __m256i v = _mm256_set1_epi32(T[i * 2 * K4 + 2 * g + 1]);
             const __m256i p0 = _mm256_maddubs_epi16(av, _mm256_sign_epi8(w0, v));
             const __m256i p1 = _mm256_maddubs_epi16(av, _mm256_sign_epi8(w1, v));
             c0[i] = _mm256_add_epi32(c0[i], _mm256_madd_epi16(p0, ones));
@@ -468,16 +501,62 @@ q_kern2(const int mr, int64_t K4, const uint8_t *A, int64_t lda, const int8_t *B
     }
 }
 
-#define Q_CASE2(R)                                                                      \
-    case R:                                                                             \
-        q_kern2(R, K4, A, 4 * K4, B, C, ld_y, xs + i0, ws0, ws1, b0, b1, nh, k0, k1);   \
+#define Q_CASE2(R)                                                                          \
+    case R:                                                                                 \
+        q_kern2(R, K4, T + i0 * 2 * K4, B, C, ld_y, xs + i0, ws0, ws1, b0, b1, nh, k0, k1); \
         break;
+
+/* The calling thread's buffer for q_prep2, freed when the thread ends. */
+static pthread_key_t q_tls_key;
+static pthread_once_t q_tls_once = PTHREAD_ONCE_INIT;
+typedef struct q_tls {
+    void *p;
+    size_t cap;
+} q_tls;
+
+static void q_tls_free(void *arg)
+{
+    q_tls *t = arg;
+    free(t->p);
+    free(t);
+}
+
+static void q_tls_init(void) { (void)pthread_key_create(&q_tls_key, q_tls_free); }
+
+/* bytes of the calling thread's buffer, or NULL when memory is short */
+static void *q_tls_get(size_t bytes)
+{
+    (void)pthread_once(&q_tls_once, q_tls_init);
+    q_tls *t = pthread_getspecific(q_tls_key);
+    if (!t) {
+        t = calloc(1, sizeof *t);
+        if (!t || pthread_setspecific(q_tls_key, t) != 0) {
+            free(t);
+            return NULL;
+        }
+    }
+    if (bytes > t->cap) {
+        free(t->p);
+        t->cap = 0;
+        t->p = aligned_alloc(64, (bytes + 63) / 64 * 64);
+        if (!t->p)
+            return NULL;
+        t->cap = bytes;
+    }
+    return t->p;
+}
 
 Q_AVX2 static void q_gemm_avx2(float *y, int64_t ld_y, const uint8_t *u, const float *xs,
                                int64_t m, const void *P, int64_t n_out, int64_t k,
                                const float *bias, int64_t p0, int64_t p1)
 {
     const int64_t K4 = td_cpu_q8_k4(k);
+    int32_t *T = q_tls_get((size_t)m * 2 * (size_t)K4 * sizeof(int32_t));
+    if (!T) { /* the same bits, slower */
+        q_gemm_c(y, ld_y, u, xs, m, P, n_out, k, bias, p0, p1);
+        return;
+    }
+    q_prep2(T, u, m, K4);
     const int8_t *q = P;
     const float *ws = q_scales(P, n_out, k);
     for (int64_t p = p0; p < p1; p++)
@@ -494,7 +573,6 @@ Q_AVX2 static void q_gemm_avx2(float *y, int64_t ld_y, const uint8_t *u, const f
             const int8_t *B = q + p * K4 * 128 + 64 * h;
             for (int64_t i0 = 0; i0 < m; i0 += Q_MR2) {
                 const int mr = m - i0 < Q_MR2 ? (int)(m - i0) : Q_MR2;
-                const uint8_t *A = u + i0 * 4 * K4;
                 float *C = y + i0 * ld_y + j0;
                 switch (mr) {
                     Q_CASE2(1)
