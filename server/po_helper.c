@@ -407,24 +407,31 @@ static int recode_message(const recoder *rc, po_message_t m, int idx)
         const char *name;
         const char *(*get)(po_message_t);
         void (*set)(po_message_t, const char *);
+        int joined; /* the getter's answer is a new string, "" when none */
     } k_fields[] = {
-        {"msgctxt", po_message_msgctxt, po_message_set_msgctxt},
-        {"msgid", po_message_msgid, po_message_set_msgid},
-        {"msgid_plural", po_message_msgid_plural, po_message_set_msgid_plural},
-        {"msgstr", po_message_msgstr, po_message_set_msgstr},
-        {"a comment", po_message_comments, po_message_set_comments},
-        {"an extracted comment", po_message_extracted_comments, po_message_set_extracted_comments},
-        {"a previous msgctxt", po_message_prev_msgctxt, po_message_set_prev_msgctxt},
-        {"a previous msgid", po_message_prev_msgid, po_message_set_prev_msgid},
-        {"a previous msgid_plural", po_message_prev_msgid_plural, po_message_set_prev_msgid_plural},
+        {"msgctxt", po_message_msgctxt, po_message_set_msgctxt, 0},
+        {"msgid", po_message_msgid, po_message_set_msgid, 0},
+        {"msgid_plural", po_message_msgid_plural, po_message_set_msgid_plural, 0},
+        {"msgstr", po_message_msgstr, po_message_set_msgstr, 0},
+        {"a comment", po_message_comments, po_message_set_comments, 1},
+        {"an extracted comment", po_message_extracted_comments, po_message_set_extracted_comments, 1},
+        {"a previous msgctxt", po_message_prev_msgctxt, po_message_set_prev_msgctxt, 0},
+        {"a previous msgid", po_message_prev_msgid, po_message_set_prev_msgid, 0},
+        {"a previous msgid_plural", po_message_prev_msgid_plural, po_message_set_prev_msgid_plural, 0},
     };
     char *t;
     int r = 0;
     for (size_t i = 0; r == 0 && i < sizeof k_fields / sizeof k_fields[0]; i++) {
-        r = recode_field(rc, m, idx, k_fields[i].name, k_fields[i].get(m), &t);
+        const char *v = k_fields[i].get(m);
+        r = recode_field(rc, m, idx, k_fields[i].name, v, &t);
         if (t)
             k_fields[i].set(m, t);
         free(t);
+        /* libgettextpo joins a message's comment lines into a new string
+         * at each call (gettext-po.c: string_list_join, "" for none) that
+         * gettext-po.h calls const: freed here, as nothing else holds it */
+        if (k_fields[i].joined && v && *v)
+            free((char *)v);
     }
     const char *s;
     for (int k = 0; r == 0 && po_message_msgid_plural(m) && (s = po_message_msgstr_plural(m, k)); k++) {
