@@ -10,25 +10,32 @@
  *   read PO     prints {"header": S, "entries": [{"msgid": S,
  *               "msgid_plural": S|null, "msgstr": S, "msgstr_plural": [S],
  *               "fuzzy": B, "obsolete": B}]} (every message of the default
- *               domain but the header, in the file's order); refuses a
- *               string that is not UTF-8 (an escape such as \377 makes
- *               any byte) and, in a catalogue whose header names no
- *               charset (or that has no header), one that is not ASCII,
- *               as gettext reads such a catalogue as ASCII (msgcat
- *               refuses it too): "line N: FIELD ..."
+ *               domain but the header, in the file's order), in UTF-8: a
+ *               catalogue whose header names another charset is read in
+ *               it (iconv) and its header made to say UTF-8; refuses a
+ *               charset iconv does not know, a string that is not in the
+ *               charset named (an escape such as \377 makes any byte)
+ *               and, in a catalogue whose header names no charset (or
+ *               that has no header), one that is not ASCII, as gettext
+ *               reads such a catalogue as ASCII (msgcat refuses it too):
+ *               "line N: FIELD ..."
  *   write PO SET  reads PO again, sets what SET (a JSON file: {"set":
  *               [{"i": N, "msgstr": S} | {"i": N, "msgstr_plural": [S]}],
  *               "header": {FIELD: VALUE}}) says, each set message fuzzy,
  *               the header's fields (a header entry made first when the
- *               catalogue has none), and prints the catalogue
+ *               catalogue has none), and prints the catalogue (in UTF-8,
+ *               as read)
  *
  * Any error of libgettextpo, or a string refused, ends the process with
  * status 3 and the reason on stderr; the process limits its own memory and
  * CPU time first.
  */
+#include <errno.h>
+#include <iconv.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/resource.h>
 
 #include <gettext-po.h>
@@ -319,10 +326,198 @@ static int names_charset(const char *header)
     return named;
 }
 
+/* ---- a catalogue in another charset ------------------------------------------ */
+
+/* The charset the header's Content-Type names into cs ("" when none, or
+ * xgettext's placeholder "CHARSET"). */
+static void header_charset(const char *header, char *cs, size_t cssize)
+{
+    char *ct = header ? po_header_field(header, "Content-Type") : NULL;
+    const char *c = ct ? strstr(ct, "charset=") : NULL;
+    cs[0] = 0;
+    if (c) {
+        c += strlen("charset=");
+        size_t n = strcspn(c, " \t;");
+        if (n > 0 && n < cssize && !(n == 7 && !strncmp(c, "CHARSET", 7)))
+            snprintf(cs, cssize, "%.*s", (int)n, c);
+    }
+    free(ct);
+}
+
+static int names_utf8(const char *cs)
+{
+    return !strcasecmp(cs, "UTF-8") || !strcasecmp(cs, "UTF8");
+}
+
+/* s (NUL-terminated) converted by cd into a new string; NULL with errno
+ * EILSEQ or EINVAL when s is not in cd's charset, ENOMEM. */
+static char *convert(iconv_t cd, const char *s)
+{
+    size_t in_left = strlen(s), cap = 4 * in_left + 16;
+    char *out = malloc(cap), *in = (char *)s, *o = out;
+    size_t out_left = cap - 1;
+    iconv(cd, NULL, NULL, NULL, NULL);
+    if (!out || iconv(cd, &in, &in_left, &o, &out_left) == (size_t)-1 ||
+        iconv(cd, NULL, NULL, &o, &out_left) == (size_t)-1) {
+        int e = out ? errno : ENOMEM;
+        free(out);
+        errno = e == E2BIG ? ENOMEM : e;
+        return NULL;
+    }
+    *o = 0;
+    return out;
+}
+
+typedef struct recoder {
+    iconv_t cd;
+    const char *cs; /* the charset the header names */
+    const reader *rd;
+} recoder;
+
+/* A field of message m (the idx'th) converted to UTF-8 and set again: 0,
+ * -2 (not in the charset: rd->err) or -1 (out of memory). A string of
+ * ASCII is the same in UTF-8: left as it is. */
+static int recode_field(const recoder *rc, po_message_t m, int idx, const char *field,
+                        const char *s, char **out)
+{
+    *out = NULL;
+    if (!s || ascii(s))
+        return 0;
+    if ((*out = convert(rc->cd, s)))
+        return 0;
+    if (errno == ENOMEM)
+        return -1;
+    size_t ln = field_line(rc->rd->text, rc->rd->len, message_line(m), field);
+    char where[64];
+    if (ln)
+        snprintf(where, sizeof where, "line %zu", ln);
+    else
+        snprintf(where, sizeof where, "message %d", idx + 1);
+    snprintf(rc->rd->err, rc->rd->errlen,
+             "%s: %s is not valid %s, the charset the catalogue's header names", where, field,
+             rc->cs);
+    return -2;
+}
+
+/* Every string of message m (the idx'th) in UTF-8: its fields, comments,
+ * previous strings and file names. 0, -2 (rd->err) or -1. */
+static int recode_message(const recoder *rc, po_message_t m, int idx)
+{
+    static const struct {
+        const char *name;
+        const char *(*get)(po_message_t);
+        void (*set)(po_message_t, const char *);
+        int joined; /* the getter's answer is a new string, "" when none */
+    } k_fields[] = {
+        {"msgctxt", po_message_msgctxt, po_message_set_msgctxt, 0},
+        {"msgid", po_message_msgid, po_message_set_msgid, 0},
+        {"msgid_plural", po_message_msgid_plural, po_message_set_msgid_plural, 0},
+        {"msgstr", po_message_msgstr, po_message_set_msgstr, 0},
+        {"a comment", po_message_comments, po_message_set_comments, 1},
+        {"an extracted comment", po_message_extracted_comments, po_message_set_extracted_comments, 1},
+        {"a previous msgctxt", po_message_prev_msgctxt, po_message_set_prev_msgctxt, 0},
+        {"a previous msgid", po_message_prev_msgid, po_message_set_prev_msgid, 0},
+        {"a previous msgid_plural", po_message_prev_msgid_plural, po_message_set_prev_msgid_plural, 0},
+    };
+    char *t;
+    int r = 0;
+    for (size_t i = 0; r == 0 && i < sizeof k_fields / sizeof k_fields[0]; i++) {
+        const char *v = k_fields[i].get(m);
+        r = recode_field(rc, m, idx, k_fields[i].name, v, &t);
+        if (t)
+            k_fields[i].set(m, t);
+        free(t);
+        /* libgettextpo joins a message's comment lines into a new string
+         * at each call (gettext-po.c: string_list_join, "" for none) that
+         * gettext-po.h calls const: freed here, as nothing else holds it */
+        if (k_fields[i].joined && v && *v)
+            free((char *)v);
+    }
+    const char *s;
+    for (int k = 0; r == 0 && po_message_msgid_plural(m) && (s = po_message_msgstr_plural(m, k)); k++) {
+        char field[32];
+        snprintf(field, sizeof field, "msgstr[%d]", k);
+        r = recode_field(rc, m, idx, field, s, &t);
+        if (t)
+            po_message_set_msgstr_plural(m, k, t);
+        free(t);
+    }
+    /* a file name of a reference: all of them again, in their order */
+    int n = 0, any = 0;
+    po_filepos_t fp;
+    for (; r == 0 && (fp = po_message_filepos(m, n)); n++)
+        any |= !ascii(po_filepos_file(fp));
+    if (r != 0 || !any)
+        return r;
+    char **names = calloc((size_t)n, sizeof *names);
+    size_t *lines = calloc((size_t)n, sizeof *lines);
+    r = names && lines ? 0 : -1;
+    for (int k = 0; r == 0 && k < n; k++) {
+        fp = po_message_filepos(m, k);
+        lines[k] = po_filepos_start_line(fp);
+        r = recode_field(rc, m, idx, "a reference", po_filepos_file(fp), &names[k]);
+        if (r == 0 && !names[k] && !(names[k] = strdup(po_filepos_file(fp))))
+            r = -1;
+    }
+    for (int k = n - 1; r == 0 && k >= 0; k--)
+        po_message_remove_filepos(m, k);
+    for (int k = 0; r == 0 && k < n; k++)
+        po_message_add_filepos(m, names[k], lines[k]);
+    for (int k = 0; names && k < n; k++)
+        free(names[k]);
+    free(names);
+    free(lines);
+    return r;
+}
+
+/* A catalogue whose header names a charset other than UTF-8 read in that
+ * charset: every string converted to UTF-8 and the header's charset made
+ * UTF-8 (docs/decisions.md, "gettext catalogues in other charsets"). 0, -2
+ * (err: a charset iconv does not know, a string not in the charset) or -1
+ * (out of memory). */
+static int to_utf8(po_file_t f, const char *text, size_t len, char *err, size_t errlen)
+{
+    char cs[64];
+    header_charset(header_of(f), cs, sizeof cs);
+    if (!cs[0] || names_utf8(cs))
+        return 0;
+    iconv_t cd = iconv_open("UTF-8", cs);
+    if (cd == (iconv_t)-1) {
+        snprintf(err, errlen,
+                 "the catalogue's header names the charset \"%s\", which is not one this "
+                 "server can read",
+                 cs);
+        return -2;
+    }
+    reader rd = {text, len, 1, err, errlen};
+    recoder rc = {cd, cs, &rd};
+    int r = 0, idx = 0;
+    po_message_iterator_t it = po_message_iterator(f, NULL);
+    for (po_message_t m; r == 0 && (m = po_next_message(it)); idx++) {
+        r = recode_message(&rc, m, idx);
+        if (r == 0 && is_header(m) && !po_message_is_obsolete(m)) {
+            char *h = po_header_set_field(po_message_msgstr(m), "Content-Type",
+                                          "text/plain; charset=UTF-8");
+            if (h)
+                po_message_set_msgstr(m, h);
+            r = h ? 0 : -1;
+            free(h);
+        }
+    }
+    po_message_iterator_free(it);
+    iconv_close(cd);
+    if (r == -1)
+        snprintf(err, errlen, "out of memory");
+    return r;
+}
+
 int po_helper_json(po_file_t f, const char *text, size_t len, json_t **out, char *err,
                    size_t errlen)
 {
     *out = NULL;
+    int cv = to_utf8(f, text, len, err, errlen);
+    if (cv != 0)
+        return cv;
     const char *header = header_of(f);
     reader rd = {text, len, names_charset(header), err, errlen};
     json_t *entries = json_array();
@@ -416,6 +611,12 @@ static int cmd_write(po_file_t f, const char *set_path)
         return 3;
     }
     const json_t *items = json_object_get(set, "set"), *fields = json_object_get(set, "header");
+    char why[512];
+    if (to_utf8(f, NULL, 0, why, sizeof why) != 0) { /* as the reading did */
+        fprintf(stderr, "%s\n", why);
+        json_decref(set);
+        return 3;
+    }
     if (!header_of(f)) { /* a header entry first, to name the charset */
         po_message_t hm = po_message_create();
         char *h = hm ? header_with("MIME-Version: 1.0\n", fields) : NULL;
@@ -475,6 +676,27 @@ static int cmd_write(po_file_t f, const char *set_path)
     return fflush(stdout) == 0 ? 0 : 3;
 }
 
+/* The charset the header of the catalogue at path names, read from its
+ * text (libgettextpo refused it: no header to ask), into cs; "" when none
+ * is found in its first 64 KiB. */
+static void file_charset(const char *path, char *cs, size_t cssize)
+{
+    char buf[65536];
+    FILE *in = fopen(path, "rb");
+    size_t n = in ? fread(buf, 1, sizeof buf - 1, in) : 0;
+    if (in)
+        fclose(in);
+    buf[n] = 0;
+    const char *c = memchr(buf, 0, n) ? NULL : strstr(buf, "charset=");
+    cs[0] = 0;
+    if (c) {
+        c += strlen("charset=");
+        size_t k = strcspn(c, " \t;\"\\\r\n");
+        if (k > 0 && k < cssize)
+            snprintf(cs, cssize, "%.*s", (int)k, c);
+    }
+}
+
 int cli_po_helper(int argc, char **argv)
 {
     /* a catalogue of a few megabytes needs far less (not under a sanitizer,
@@ -497,8 +719,12 @@ int cli_po_helper(int argc, char **argv)
     po_helper_reset();
     po_file_t f = po_file_read(argv[1], &po_helper_xerror);
     if (!f || po_helper_error()[0]) {
-        fprintf(stderr, "%s\n", po_helper_error()[0] ? po_helper_error()
-                                                     : "cannot read the catalogue");
+        char cs[64] = "";
+        if (strstr(po_helper_error(), "multibyte sequence")) /* libgettextpo read it in cs */
+            file_charset(argv[1], cs, sizeof cs);
+        fprintf(stderr, "%s%s%s%s\n", po_helper_error()[0] ? po_helper_error()
+                                                           : "cannot read the catalogue",
+                cs[0] ? " in the charset \"" : "", cs, cs[0] ? "\" the catalogue's header names" : "");
         if (f)
             po_file_free(f);
         return 3;

@@ -28,9 +28,12 @@ void po_helper_reset(void);
 
 /* The reading of a catalogue libgettextpo read without error (text: its
  * bytes, for the lines of the fields; NULL: a message's line only):
- * *out = {"header": S, "entries": [...]} (po_helper.c). 0; -2 when a
- * string is not UTF-8, or is not ASCII in a catalogue whose header names
- * no charset (err: "line N: FIELD ..."); -1 when out of memory. */
+ * *out = {"header": S, "entries": [...]} (po_helper.c), in UTF-8 (f's
+ * strings converted when its header names another charset). 0; -2 when
+ * the header names a charset iconv does not know, a string is not in the
+ * charset named (UTF-8 when none), or is not ASCII in a catalogue whose
+ * header names no charset (err: "line N: FIELD ..."); -1 when out of
+ * memory. */
 int po_helper_json(po_file_t f, const char *text, size_t len, json_t **out, char *err,
                    size_t errlen);
 

@@ -17,7 +17,8 @@
  *   - gettext catalogues through the helper: units, refusals with their
  *     line and field (strings that are not UTF-8, not ASCII without a
  *     charset), a header written where there was none, and the helper's
- *     answer malformed.
+ *     answer malformed; a catalogue in another charset its header names
+ *     read in it and written in UTF-8, an unknown or lying charset refused.
  */
 #include <check.h>
 #include <stdio.h>
@@ -410,6 +411,56 @@ START_TEST(test_po_strings)
 }
 END_TEST
 
+/* A catalogue in the charset its header names (ISO-8859-15 here: "\xa4"
+ * is the euro sign, "\xe9" e acute) is read in it and written in UTF-8,
+ * the header saying so, every string converted (the untouched translation,
+ * the comment, the reference's file name); a charset iconv does not know,
+ * or a string that is not in the one named, refused naming the charset. */
+START_TEST(test_po_charset)
+{
+    srv_po_helper(TD_TRANSFORMERD);
+    static const char latin[] =
+        "# Fran\347ais\nmsgid \"\"\nmsgstr \"\"\n\"Project-Id-Version: Vim(Fran\347ais)\\n\"\n"
+        "\"Content-Type: text/plain; charset=ISO_8859-15\\n\"\n\n"
+        "# co\373t en \244\n#: caf\351.c:3\nmsgid \"Price\"\nmsgstr \"Prix \244\"\n\n"
+        "msgid \"Caf\351 open\"\nmsgstr \"\"\n";
+    srv_catalog *c = parse(latin, 0);
+    ck_assert_int_eq(srv_catalog_n(c), 1);
+    ck_assert_str_eq(srv_catalog_source(c, 0), "Caf\303\251 open");
+    ck_assert_int_eq(srv_catalog_set(c, 0, "Caf\303\251 ge\303\266ffnet \342\200\2361\342\200\234"), 1);
+    srv_catalog_target(c, "de");
+    char *t = render(c);
+    ck_assert_msg(strstr(t, "\"Content-Type: text/plain; charset=UTF-8\\n\"") && !strstr(t, "8859") &&
+                      strstr(t, "Vim(Fran\303\247ais)") && strstr(t, "# co\303\273t en \342\202\254\n") &&
+                      strstr(t, "#: caf\303\251.c:3\n") &&
+                      strstr(t, "msgid \"Price\"\nmsgstr \"Prix \342\202\254\"") &&
+                      strstr(t, "msgstr \"Caf\303\251 ge\303\266ffnet \342\200\2361\342\200\234\""),
+                  "%s", t);
+    free(t);
+    srv_catalog_free(c);
+    /* a charset iconv does not know, one the file's bytes are not in
+     * (libgettextpo's refusal, or ours for a string made by an escape) */
+    static const char *const bad[][2] = {
+        {"msgid \"\"\nmsgstr \"Content-Type: text/plain; charset=KLINGON-8\\n\"\n\n"
+         "msgid \"x\"\nmsgstr \"\351\"\n",
+         "\"KLINGON-8\""},
+        {"msgid \"\"\nmsgstr \"Content-Type: text/plain; charset=SHIFT_JIS\\n\"\n\n"
+         "msgid \"x\"\nmsgstr \"\202\"\n",
+         "line 5: invalid multibyte sequence in the charset \"SHIFT_JIS\""},
+        {"msgid \"\"\nmsgstr \"Content-Type: text/plain; charset=EUC-JP\\n\"\n\n"
+         "msgid \"x\"\nmsgstr \"\\244\"\n",
+         "line 5: msgstr is not valid EUC-JP"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char err[256] = "";
+        c = NULL;
+        ck_assert_int_eq(srv_catalog_parse(bad[i][0], strlen(bad[i][0]), 0, &c, err, sizeof err), -2);
+        ck_assert_ptr_null(c);
+        ck_assert_msg(strstr(err, bad[i][1]), "'%s' for '%s'", err, bad[i][1]);
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("catalog");
@@ -421,6 +472,7 @@ int main(void)
     tcase_add_test(tc, test_refused);
     tcase_add_test(tc, test_po);
     tcase_add_test(tc, test_po_strings);
+    tcase_add_test(tc, test_po_charset);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -11,7 +11,12 @@
  *     added when it had none; one it had set to utf-8, never two);
  *   - LibreTranslate's format=html (html.c): the same elements' text is no
  *     segment, script and style's neither, and the rendered document keeps
- *     them byte for byte.
+ *     them byte for byte;
+ *   - formatting by attention (scripted alignments) writes each source
+ *     element at most once: two that look the same are two, each placed
+ *     alone, one no word takes counted in lostSpans; a part that attention
+ *     moves away from the rest of its element is written without it, not
+ *     in a copy; the plain text is the base, not the link of most bytes.
  * The example is libffi's manual's, whose `if` came back `falls`.
  */
 #include <check.h>
@@ -151,6 +156,153 @@ START_TEST(test_libre_html)
 }
 END_TEST
 
+/* ---- formatting by attention: each source element at most once ---- */
+
+/* An alignment of src and tgt (a token a word, split at spaces): target
+ * word t attends 0.6 to source word t (when there is one) and nothing
+ * else, then set[k] = {t, s, weight} overrides. */
+static srv_align *align(const char *src, const char *tgt, const float (*set)[3], int n_set)
+{
+    size_t so[64][2], to[64][2];
+    int ns = 0, nt = 0;
+    for (int side = 0; side < 2; side++) {
+        const char *t = side ? tgt : src;
+        size_t(*o)[2] = side ? to : so;
+        int *n = side ? &nt : &ns;
+        for (size_t i = 0; t[i];) {
+            if (t[i] == ' ') {
+                i++;
+                continue;
+            }
+            size_t a = i;
+            while (t[i] && t[i] != ' ')
+                i++;
+            o[*n][0] = *n ? o[*n - 1][1] : 0; /* a piece's space is before it */
+            o[(*n)++][1] = i;
+            (void)a;
+        }
+    }
+    srv_align *al = calloc(1, sizeof *al);
+    *al = (srv_align){nt, ns, malloc(2 * (size_t)nt * sizeof(size_t)),
+                      malloc(2 * (size_t)ns * sizeof(size_t)), calloc((size_t)(nt * ns), sizeof(float))};
+    for (int i = 0; i < nt; i++) {
+        al->t_off[2 * i] = to[i][0];
+        al->t_off[2 * i + 1] = to[i][1];
+        if (i < ns)
+            al->w[i * ns + i] = 0.6f;
+    }
+    for (int j = 0; j < ns; j++) {
+        al->s_off[2 * j] = so[j][0];
+        al->s_off[2 * j + 1] = so[j][1];
+    }
+    for (int k = 0; k < n_set; k++)
+        al->w[(int)set[k][0] * ns + (int)set[k][1]] = set[k][2];
+    return al;
+}
+
+/* The .html page with its one segment translated as tgt by the alignment
+ * (set: align's overrides); *lost: the answer's lostSpans. */
+static char *translate_para(const char *page, const char *want_src, const char *tgt,
+                            const float (*set)[3], int n_set, int *lost)
+{
+    srv_office *d = NULL;
+    char err[256] = "";
+    ck_assert_msg(srv_office_parse(page, strlen(page), ".html", &d, err, sizeof err) == 0, "%s", err);
+    ck_assert_int_eq(srv_office_n(d), 1);
+    const char *src = srv_office_source(d, 0);
+    ck_assert_str_eq(src, want_src);
+    ck_assert_int_eq(srv_office_styled(d, 0), 1);
+    srv_align *al = align(src, tgt, set, n_set);
+    ck_assert_int_eq(srv_office_set(d, 0, tgt, al, 1), 0);
+    srv_align_free(al, 1);
+    *lost = srv_office_lost(d);
+    size_t len = 0;
+    char *out = srv_office_render(d, &len, err, sizeof err);
+    ck_assert_msg(out != NULL, "%s", err);
+    srv_office_free(d);
+    return out;
+}
+
+/* Two elements that look the same (base-passwd's "<b class="COMMAND">pon</b>,
+ * and <b class="COMMAND">poff</b>") are two, each carried alone: "poff"'s
+ * word linked one way only still takes its own element while "pon" is
+ * linked both ways; one that no word takes is counted in lostSpans. */
+START_TEST(test_same_look_elements)
+{
+    static const char page[] = "<html><body><p>Use <b class=\"C\">pon</b>, and <b class=\"C\">poff"
+                               "</b> now.</p></body></html>";
+    /* "jetzt." pays "poff" more than "poff" does: "poff" links one way */
+    static const float one_way[][3] = {{4, 3, 0.65f}, {4, 4, 0.7f}};
+    int lost = -1;
+    char *out = translate_para(page, "Use pon, and poff now.", "Nutze pon und poff jetzt.",
+                               one_way, 2, &lost);
+    ck_assert_msg(strstr(out, "<p>Nutze <b class=\"C\">pon</b> und <b class=\"C\">poff</b> jetzt.</p>") &&
+                      lost == 0,
+                  "lost %d: %s", lost, out);
+    free(out);
+    /* "poff" dropped by the model: its element is lost, and said so */
+    static const float dropped[][3] = {{3, 3, 0.0f}, {3, 4, 0.7f}};
+    out = translate_para(page, "Use pon, and poff now.", "Nutze pon und jetzt.", dropped, 2, &lost);
+    ck_assert_msg(count(out, "<b class=\"C\">") == 1 && lost == 1, "lost %d: %s", lost, out);
+    free(out);
+}
+END_TEST
+
+/* libffi's "<dt><span class="category">Data type: </span><span><strong>
+ * ffi_type</strong><a> ¶</a></span></dt>" with its words reordered: the
+ * second span is not copied again when attention puts the category between
+ * its two parts (the pilcrow's link is written without it). */
+START_TEST(test_element_once)
+{
+    static const char page[] =
+        "<html><body><dl><dt><span class=\"category\">Data type: </span><span><strong>ffi_type"
+        "</strong><a href=\"#x\" class=\"copiable-anchor\"> \xc2\xb6</a></span></dt></dl>"
+        "</body></html>";
+    static const float moved[][3] = {{0, 0, 0.0f}, {0, 2, 0.6f}, {1, 1, 0.6f}, {2, 2, 0.0f},
+                                     {2, 3, 0.6f}};
+    int lost = -1;
+    char *out = translate_para(page, "Data type: ffi_type \xc2\xb6", "ffi_type Datentyp: \xc2\xb6",
+                               moved, 5, &lost);
+    ck_assert_msg(count(out, "<span") == 2 && count(out, "<strong>") == 1 &&
+                      count(out, "<a ") == 1 && strstr(out, "<strong>ffi_type</strong>") &&
+                      strstr(out, "Datentyp:") && strstr(out, "\xc2\xb6</a>") && lost == 0,
+                  "lost %d: %s", lost, out);
+    free(out);
+    /* in their order: as the source was, the space before the pilcrow the
+     * link's (the source's space between the two) */
+    static const float kept[][3] = {{0, 0, 0.0f}, {0, 1, 0.6f}, {1, 1, 0.0f}, {1, 2, 0.6f},
+                                    {2, 2, 0.0f}, {2, 3, 0.6f}};
+    out = translate_para(page, "Data type: ffi_type \xc2\xb6", "Datentyp: ffi_type \xc2\xb6", kept, 6,
+                         &lost);
+    ck_assert_msg(strstr(out, "<dt><span class=\"category\">Datentyp: </span><span><strong>ffi_type"
+                              "</strong><a href=\"#x\" class=\"copiable-anchor\"> \xc2\xb6</a></span></dt>"),
+                  "%s", out);
+    free(out);
+}
+END_TEST
+
+/* The plain text of a paragraph is the base even when a link has more
+ * bytes (libxslt's FAQ: "Yes for example <a>xmlwrapp</a>, see <a>the
+ * related pages about bindings</a>"): "zum", linked one way, stays plain
+ * and the link holds its own words, once. */
+START_TEST(test_plain_is_base)
+{
+    static const char page[] = "<html><body><p>Yes for example <a href=\"x\">xmlwrapp</a>, see "
+                               "<a href=\"p.html\">the related pages about bindings</a></p>"
+                               "</body></html>";
+    static const float set[][3] = {{2, 1, 0.65f}, {2, 2, 0.7f}};
+    int lost = -1;
+    char *out = translate_para(page, "Yes for example xmlwrapp, see the related pages about bindings",
+                               "Ja, zum Beispiel xmlwrapp, siehe die entsprechenden Seiten zu Bindungen",
+                               set, 2, &lost);
+    ck_assert_msg(strstr(out, "<p>Ja, zum Beispiel <a href=\"x\">xmlwrapp</a>, siehe <a href=\"p.html\">"
+                              "die entsprechenden Seiten zu Bindungen</a></p>") &&
+                      lost == 0,
+                  "lost %d: %s", lost, out);
+    free(out);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("markup-code");
@@ -160,6 +312,11 @@ int main(void)
     tcase_add_test(tc, test_charset_declared);
     tcase_add_test(tc, test_libre_html);
     suite_add_tcase(s, tc);
+    TCase *te = tcase_create("elements");
+    tcase_add_test(te, test_same_look_elements);
+    tcase_add_test(te, test_element_once);
+    tcase_add_test(te, test_plain_is_base);
+    suite_add_tcase(s, te);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);

@@ -15,7 +15,11 @@
  *     (after the word before them when they touched it), at the start or
  *     the end when they were there, in their order, a space after one
  *     where the source had it;
- *   - a styled word's full stop or comma is not styled;
+ *   - a styled run's last full stop or comma is not styled, one inside it
+ *     is ("DocBook: The Definitive Guide" stays one link); the space
+ *     between two styles is the one of them the source gave it;
+ *   - a segment's plain style, named, is the base: a word linked one way
+ *     only stays plain rather than taking the link of most bytes;
  *   - the pieces cover the target exactly, in order;
  *   - several sentences (blocks), each aligned within itself.
  */
@@ -252,6 +256,70 @@ START_TEST(test_blocks)
 }
 END_TEST
 
+/* [a, b) of src: the bytes of its first occurrence of piece. */
+static srv_span piece_of(const char *src, const char *piece, int style)
+{
+    const char *at = strstr(src, piece);
+    ck_assert_ptr_nonnull(at);
+    return (srv_span){(size_t)(at - src), (size_t)(at - src) + strlen(piece), style, 0};
+}
+
+/* One element stays one: the punctuation inside a styled run stays in it
+ * (only a run's edges give theirs to the base), and the space between two
+ * styles is the style the source's space between them had. */
+START_TEST(test_one_element)
+{
+    const char *src = "Please see DocBook: The Guide now and then.";
+    const srv_span in[] = {{0, 11, 0, 0}, piece_of(src, "DocBook: The Guide", 1),
+                           piece_of(src, " now and then.", 0)};
+    const int link[] = {0, 1, 2, 3, 4, 5, 6, 7};
+    map1(src, in, 3, "Bitte siehe DocBook: Die Anleitung, jetzt und dann.", link,
+         "[0:Bitte siehe ][1:DocBook: Die Anleitung][0:, jetzt und dann.]", 0);
+    /* libffi's "<span>Data type: </span><span><strong>ffi_type</strong><a>
+     * ¶</a></span>": the space before the pilcrow is the link's */
+    const char *src2 = "Data type: ffi_type \xc2\xb6";
+    const srv_span in2[] = {{0, 11, 0, 0}, {11, 19, 1, 0}, {19, 22, 2, 0}};
+    const int link2[] = {0, 1, 2, 3};
+    map1(src2, in2, 3, "Daten typ: ffi_type \xc2\xb6", link2,
+         "[0:Daten typ: ][1:ffi_type][2: \xc2\xb6]", 0);
+}
+END_TEST
+
+/* A segment whose caller names its plain style (srv_seg's plain): that is
+ * the base even with fewer bytes than a link, so a word attention links
+ * one way only ("zum") stays plain instead of taking the link, which
+ * would be a link in two places. */
+START_TEST(test_plain_base)
+{
+    const char *text[] = {"Yes for example ", "xmlwrapp", ", see ", "the related pages about bindings"};
+    const int id[] = {0, 1, 0, 3};
+    srv_seg sg;
+    ck_assert_int_eq(srv_seg_make(&sg, text, id, 4), 1);
+    ck_assert_int_eq(sg.plain, -1);
+    const char *tgt = "Ja, zum Beispiel xmlwrapp, siehe die entsprechenden Seiten \xc3\xbc" "ber Bindungen";
+    const int link[] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9};
+    for (int plain = -1; plain <= 0; plain++) {
+        srv_align *al = one_block(sg.src, tgt, link);
+        al[0].w[2 * 10 + 1] = 0.75f; /* "Beispiel" pays "for" more than "zum" does */
+        al[0].w[2 * 10 + 2] = 0.8f;
+        sg.plain = plain;
+        int lost = -1;
+        ck_assert_int_eq(srv_seg_set(&sg, tgt, al, 1, &lost), 0);
+        srv_align_free(al, 1);
+        ck_assert_int_eq(lost, 0);
+        const char *got = show(sg.tgt, sg.out, sg.n_out);
+        if (plain < 0) { /* the link of most bytes the base: in more places than one */
+            const char *first = strstr(got, "[3:");
+            ck_assert_msg(first && strstr(first + 1, "[3:"), "%s", got);
+            continue;
+        }
+        ck_assert_str_eq(got, "[0:Ja, zum Beispiel ][1:xmlwrapp][0:, siehe ]"
+                              "[3:die entsprechenden Seiten \xc3\xbc" "ber Bindungen]");
+    }
+    srv_seg_free(&sg);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("spans");
@@ -261,6 +329,8 @@ int main(void)
     tcase_add_test(tc, test_fallback_and_lost);
     tcase_add_test(tc, test_objects);
     tcase_add_test(tc, test_blocks);
+    tcase_add_test(tc, test_one_element);
+    tcase_add_test(tc, test_plain_base);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -678,9 +678,12 @@ static int parse_translate_file(srv_req *r, json_t *f, const srv_form_file *file
                       "Invalid request: file format not supported");
         return -1;
     }
-    /* a zip archive is bytes; every text format (.md, .xhtml among them) UTF-8 */
-    json_t *chk = office && !strstr(office, "charset=") ? json_true()
-                                                        : json_stringn(file->data, file->len);
+    /* a zip archive is bytes; a gettext catalogue is in the charset its
+     * header names (the helper reads it: po.h); every other text format
+     * (.md, .xhtml among them) UTF-8 */
+    json_t *chk = (office && !strstr(office, "charset=")) || po
+                      ? json_true()
+                      : json_stringn(file->data, file->len);
     if (!chk) {
         srv_req_error(r, 400, "invalid_request", "file", "Invalid request: file is not valid UTF-8");
         return -1;

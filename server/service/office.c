@@ -368,6 +368,11 @@ static int add_segment(srv_office *d, int pi, int p0, int p1)
     free(id);
     if (rc <= 0)
         return rc;
+    /* (X)HTML: the text outside the inline elements is the base (the words
+     * attention does not place, the spaces between two elements) */
+    for (int k = p0; d->f->never && k < p1 && sg.s.plain < 0; k++)
+        if (p->pc[k].kind == P_TEXT && p->pc[k].depth == 0)
+            sg.s.plain = p->pc[k].style;
     if (d->n_segs >= SRV_XML_MAX_SEGMENTS) {
         srv_seg_free(&sg.s);
         snprintf(d->err, d->errlen, "more than %d segments to translate (the limit per document)",
@@ -421,11 +426,23 @@ static int read_para(srv_office *d, xmlNodePtr n)
         piece *pc = &p->pc[k];
         if (pc->kind != P_TEXT)
             continue;
+        pc->style = k;
+        /* (X)HTML: a style is one chain of elements (two links to the same
+         * page are two elements, each carried alone, never merged into
+         * one); the other formats: of one look (Word splits a run where
+         * it likes) */
+        for (int j = 0; d->f->never && j < k; j++)
+            if (p->pc[j].kind == P_TEXT && p->pc[j].depth == pc->depth &&
+                !memcmp(p->pc[j].chain, pc->chain, (size_t)pc->depth * sizeof *pc->chain)) {
+                pc->style = p->pc[j].style;
+                break;
+            }
+        if (d->f->never)
+            continue;
         if (!(keys[k] = style_key(d->f, pc))) {
             rc = -1;
             break;
         }
-        pc->style = k;
         for (int j = 0; j < k; j++)
             if (keys[j] && !strcmp(keys[j], keys[k])) {
                 pc->style = j;
@@ -776,6 +793,10 @@ typedef struct writer {
     xmlNodePtr src[MAX_DEPTH];  /* the open chain: the elements copied... */
     xmlNodePtr dst[MAX_DEPTH];  /* ...and their copies */
     int depth;
+    /* (X)HTML: the elements whose copy was written and closed, never
+     * copied again (each source element at most once in the answer) */
+    xmlNodePtr *closed;
+    int n_closed, cap_closed;
 } writer;
 
 static xmlNodePtr add_to(writer *w, xmlNodePtr parent, xmlNodePtr n)
@@ -785,14 +806,49 @@ static xmlNodePtr add_to(writer *w, xmlNodePtr parent, xmlNodePtr n)
     return xmlAddChild(parent, n);
 }
 
-/* Opens chain (depth deep) on the writer: the common part stays, the rest
- * is copied. The element to write into, or NULL. */
-static xmlNodePtr open_chain(writer *w, xmlNodePtr *chain, int depth)
+static int was_closed(const writer *w, xmlNodePtr e)
 {
+    for (int i = 0; i < w->n_closed; i++)
+        if (w->closed[i] == e)
+            return 1;
+    return 0;
+}
+
+/* The writer's open chain cut to its first same elements; in (X)HTML the
+ * ones closed are remembered. 0 or -1. */
+static int close_to(writer *w, int same)
+{
+    for (; w->f->never && w->depth > same; w->depth--) {
+        if (w->n_closed == w->cap_closed) {
+            int cap = w->cap_closed ? 2 * w->cap_closed : 16;
+            xmlNodePtr *q = realloc(w->closed, (size_t)cap * sizeof *q);
+            if (!q)
+                return -1;
+            w->closed = q;
+            w->cap_closed = cap;
+        }
+        w->closed[w->n_closed++] = w->src[w->depth - 1];
+    }
+    w->depth = same;
+    return 0;
+}
+
+/* Opens chain (depth deep) on the writer: the common part stays, the rest
+ * is copied; in (X)HTML an element closed before is left out (a piece that
+ * attention put apart from the rest of its element is written without it,
+ * rather than in a second copy). The element to write into, or NULL. */
+static xmlNodePtr open_chain(writer *w, xmlNodePtr *in_chain, int in_depth)
+{
+    xmlNodePtr chain[MAX_DEPTH];
+    int depth = 0;
+    for (int d = 0; d < in_depth; d++)
+        if (!w->f->never || !was_closed(w, in_chain[d]))
+            chain[depth++] = in_chain[d];
     int same = 0;
     while (same < w->depth && same < depth && w->src[same] == chain[same])
         same++;
-    w->depth = same;
+    if (close_to(w, same) != 0)
+        return NULL;
     for (; w->depth < depth; w->depth++) {
         xmlNodePtr c = copy_shell(w->f, chain[w->depth]);
         xmlNodePtr parent = w->depth ? w->dst[w->depth - 1] : w->p;
@@ -884,6 +940,7 @@ static int write_para(srv_office *d, para *p, const segment *segs, int n_segs)
         if (!old[i]->parent)
             xmlFreeNode(old[i]);
     free(old);
+    free(w.closed);
     return rc;
 }
 

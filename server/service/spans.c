@@ -215,14 +215,18 @@ static int keeps_punct(const char *src, const srv_span *in, int n_in, int st)
 }
 
 /* Word [a, b) of t in style st: the punctuation at its edges in base
- * unless the style has its own. */
-static int push_word(out_buf *o, const char *t, size_t a, size_t b, int st, int base, int punct)
+ * unless the style has its own, and only at the edges of the style's run
+ * (lead: the word begins it, trail: ends it; the colon of a link's
+ * "DocBook: The Definitive Guide" stays in the link, which would be two
+ * links else). */
+static int push_word(out_buf *o, const char *t, size_t a, size_t b, int st, int base, int punct,
+                     int lead, int trail)
 {
     size_t x = a, y = b;
     if (st != base && !punct) {
-        while (y > x && is_punct(t[y - 1]))
+        while (trail && y > x && is_punct(t[y - 1]))
             y--;
-        while (x < y && (t[x] == '(' || t[x] == '[' || t[x] == '"' || t[x] == '\''))
+        while (lead && x < y && (t[x] == '(' || t[x] == '[' || t[x] == '"' || t[x] == '\''))
             x++;
         if (x == y) /* all punctuation: one piece */
             x = a, y = b;
@@ -448,9 +452,32 @@ static int style_at(const srv_span *in, int n_in, size_t at, int base)
     return base;
 }
 
-int srv_spans_map(const char *src, size_t src_n, const srv_span *in, int n_in, const char *tgt,
-                  size_t tgt_n, const srv_align *blocks, int n_blocks, srv_span **out,
-                  int *n_out, char **text, int *lost)
+/* The style of the spaces between a target word of style l and one of
+ * style r (l != r): the style the source gave the spaces between its
+ * first word of l followed by a word of r, when they all had one of the
+ * two (the space at the start of a link after a bold word,
+ * "<strong>ffi_type</strong><a> ¶</a>": a base space there would be an
+ * element of the base's between two parts of one element); else the
+ * base's. */
+static int gap_style(const srv_span *in, int n_in, const word *sw, int nsw, const int *s_style,
+                     int l, int r, int base)
+{
+    for (int j = 0; j + 1 < nsw; j++) {
+        if (s_style[j] != l || s_style[j + 1] != r)
+            continue;
+        int st = style_at(in, n_in, sw[j].b, base);
+        for (size_t p = sw[j].b + 1; p < sw[j + 1].a; p++)
+            if (style_at(in, n_in, p, base) != st)
+                st = base;
+        return st == l || st == r ? st : base;
+    }
+    return base;
+}
+
+/* srv_spans_map with the base style plain (-1: the style of most bytes). */
+static int map_spans(const char *src, size_t src_n, const srv_span *in, int n_in, const char *tgt,
+                     size_t tgt_n, const srv_align *blocks, int n_blocks, int plain,
+                     srv_span **out, int *n_out, char **text, int *lost)
 {
     word *sw = NULL, *tw = NULL;
     int nsw = words_of(src, src_n, &sw), ntw = nsw < 0 ? -1 : words_of(tgt, tgt_n, &tw);
@@ -482,7 +509,15 @@ int srv_spans_map(const char *src, size_t src_n, const srv_span *in, int n_in, c
                        s_bw) != 0)
             goto done;
     word_styles(sw, nsw, in, n_in, s_style);
-    const int base = base_style(src, in, n_in);
+    /* the plain text is the base when it has a word (a non-breaking space
+     * alone between two links is none: the style of most bytes then) */
+    int base = base_style(src, in, n_in);
+    for (int k = 0; plain >= 0 && k < n_in; k++)
+        for (size_t i = in[k].a, sp; !in[k].obj && in[k].style == plain && i < in[k].b; i += sp)
+            if (!(sp = space_at(src, i, in[k].b))) {
+                base = plain;
+                break;
+            }
     *lost = target_styles(in, n_in, base, s_style, nsw, t_best, s_best, ntw, t_style);
     object_places(src, tgt, in, n_in, sw, nsw, tw, ntw, t_best, s_best, tgt_n, pos);
     size_t *nb = pos + n_in; /* the gaps that get a non-breaking space */
@@ -497,7 +532,8 @@ int srv_spans_map(const char *src, size_t src_n, const srv_span *in, int n_in, c
          * own: a link around nothing) */
         int gs = !ntw || i == 0 || i == ntw    ? base
                  : t_style[i - 1] == t_style[i] ? t_style[i]
-                                                : base;
+                                                : gap_style(in, n_in, sw, nsw, s_style,
+                                                            t_style[i - 1], t_style[i], base);
         for (int pass = 0; pass < 2; pass++) {
             size_t a = pass ? gb : ga, b = pass ? (i < ntw ? tw[i].b : gb) : gb;
             int st = pass ? (i < ntw ? t_style[i] : gs) : gs;
@@ -521,7 +557,9 @@ int srv_spans_map(const char *src, size_t src_n, const srv_span *in, int n_in, c
              * style it had */
             int nbsp = !pass && i > 0 && i < ntw && nb[i] && b == a + 1 && tgt[a] == ' ';
             int r = pass && i < ntw ? push_word(&o, tgt, a, b, st, base,
-                                                keeps_punct(src, in, n_in, st))
+                                                keeps_punct(src, in, n_in, st),
+                                                i == 0 || t_style[i - 1] != st,
+                                                i + 1 == ntw || t_style[i + 1] != st)
                     : nbsp ? push(&o, "\xC2\xA0", 0, 2, style_at(in, n_in, nb[i] - 1, base), 0)
                            : push(&o, tgt, a, b, st, 0);
             if (r != 0)
@@ -546,6 +584,14 @@ done:
     return rc;
 }
 
+int srv_spans_map(const char *src, size_t src_n, const srv_span *in, int n_in, const char *tgt,
+                  size_t tgt_n, const srv_align *blocks, int n_blocks, srv_span **out,
+                  int *n_out, char **text, int *lost)
+{
+    return map_spans(src, src_n, in, n_in, tgt, tgt_n, blocks, n_blocks, -1, out, n_out, text,
+                     lost);
+}
+
 /* ---- a document's segment --------------------------------------------------- */
 
 static int has_letter(const char *t)
@@ -559,6 +605,7 @@ static int has_letter(const char *t)
 int srv_seg_make(srv_seg *s, const char *const *text, const int *id, int n)
 {
     memset(s, 0, sizeof *s);
+    s->plain = -1;
     size_t len = 0;
     int first_obj = -1, last_text = -1, styles = 0;
     for (int k = 0; k < n; k++)
@@ -636,8 +683,8 @@ int srv_seg_set(srv_seg *s, const char *t, const srv_align *al, int n_al, int *l
     int no = 0;
     *lost = 0;
     if (rc == 0)
-        rc = srv_spans_map(s->full, strlen(s->full), s->in, s->n_in, tgt, strlen(tgt), sh, n_al,
-                           &o, &no, &text, lost);
+        rc = map_spans(s->full, strlen(s->full), s->in, s->n_in, tgt, strlen(tgt), sh, n_al,
+                       s->plain, &o, &no, &text, lost);
     for (int b = 0; sh && b < n_al; b++) {
         free(sh[b].t_off);
         free(sh[b].s_off);

@@ -13,8 +13,10 @@
  *   the attention between their tokens; each target word links to the
  *   source word it weighs most with, each source word to the target word
  *   it weighs most with; a source word's style is the style of most of
- *   its bytes; the base style is the style of most of the source's
- *   non-space bytes, and every target word has it unless:
+ *   its bytes; the base style is the plain one (srv_seg's plain: the
+ *   text outside any element) when the caller names one that has a word,
+ *   else the style of most of the source's non-space bytes, and every
+ *   target word has it unless:
  * - a style other than the base goes to the target words linked both ways
  *   with its source words; when there is none, to those linked one way
  *   (target to source); when there is none either, to the target words its
@@ -30,9 +32,13 @@
  *   weakest (fewest words linked both ways, then fewest words, then the
  *   later) go back to the base style;
  * - the spaces between two words of one style have that style, others (and
- *   the spaces before the first word and after the last) the base style; a styled word's edge punctuation (a comma or full stop
- *   after it, a bracket or quote around it) takes the base style unless
- *   the style's source text ends in punctuation itself;
+ *   the spaces before the first word and after the last) the base style,
+ *   but that the spaces between a word of one style and a word of another
+ *   have the style the source's spaces between two such words had, when
+ *   that was one of the two; the edge punctuation of a styled run (a comma
+ *   or full stop after its last word, a bracket or quote before its
+ *   first) takes the base style unless the style's source text ends in
+ *   punctuation itself;
  * - an object goes before the target word that weighs most with the
  *   source word after it (the end when none follows), never before an
  *   earlier object of the source (one that touched the word before it,
@@ -86,6 +92,9 @@ typedef struct srv_seg {
     size_t lead, len; /* src's place in full */
     srv_span *in;     /* full's pieces: texts (their style) and objects (their id) */
     int n_in, styled; /* styled: more than one style, or an object inside */
+    int plain;        /* the style of the text outside any element, the base (the
+                       * style of unaligned words and of the spaces between two
+                       * styles); -1 (srv_seg_make's): the style of most bytes */
     char *tgt;        /* the translation, full's whitespace around it, once set */
     srv_span *out;    /* its pieces (srv_spans_map) */
     int n_out;

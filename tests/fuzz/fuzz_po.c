@@ -195,9 +195,12 @@ static void fuzz_po(const uint8_t *data, size_t n, int overwrite)
     FUZZ_CHECK(rc == 0 || rc == -2);
     if (rc != 0) {
         FUZZ_CHECK(!root);
+        if (!strncmp(err, "the catalogue's header names the charset ", 41))
+            return; /* one iconv does not know */
         FUZZ_CHECK(!strncmp(err, "line ", 5) || !strncmp(err, "message ", 8));
-        FUZZ_CHECK(strstr(err, ": msg") && (strstr(err, " is not valid UTF-8") ||
-                                            strstr(err, " is not ASCII")));
+        FUZZ_CHECK((strstr(err, ": msg") && (strstr(err, " is not valid UTF-8") ||
+                                             strstr(err, " is not ASCII"))) ||
+                   strstr(err, ", the charset the catalogue's header names"));
         return;
     }
     char *reply = json_dumps(root, JSON_COMPACT);
