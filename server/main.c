@@ -14,8 +14,10 @@
  *       one line per input line, in order; a line of several sentences is
  *       translated sentence by sentence (tokenizer/segment.h) and put back
  *       together with its own separators (--no-split: each line one
- *       unit); each line is written as soon as it is done
- *       (cli_translate.c). A multilingual model (M2M100, NLLB-200) needs
+ *       unit); symbols the model cannot write are copied from the source
+ *       as the API copies them (--no-copy-unknown: the model's raw
+ *       output); each line is written as soon as it is done
+ *       (cli_translate.c, through the daemon's text pipeline). A multilingual model (M2M100, NLLB-200) needs
  *       --source and --target (its language codes: en, de; eng_Latn): the
  *       source language's token first, the target's forced first.
  *   transformerd translate-file IN OUT [--format EXT] [--source LANG]
@@ -64,6 +66,7 @@ typedef struct cli_opts {
     int beam, max_length, threads, batch;
     int target, pieces; /* tokenize */
     int no_split;       /* translate: each line one unit, not split into sentences */
+    int raw_unknown;    /* translate: no unknown symbol copied (the API's copy_unknown false) */
     const char *src_lang, *tgt_lang; /* translate: a multilingual model's languages */
 } cli_opts;
 
@@ -73,7 +76,7 @@ static void usage(FILE *f)
             "usage: transformerd translate [--model DIR] [--beam N] [--max-length N]\n"
             "                              [--threads N] [--batch N] [--device cpu|cuda[:N]]\n"
             "                              [--dtype auto|float32|float16|bfloat16|int8|int8-all]\n"
-            "                              [--precision full|half] [--no-split]\n"
+            "                              [--precision full|half] [--no-split] [--no-copy-unknown]\n"
             "                              [--source LANG --target LANG]\n"
             "       transformerd tokenize [--model DIR] [--target] [--pieces]\n"
             "       transformerd translate-ids [--model DIR] ... (the options of translate)\n"
@@ -125,6 +128,9 @@ static void cmd_usage(FILE *f, const char *cmd, int tokenize)
         fprintf(f, "  %-16s %s\n", "--no-split",
                 "each line one input (default: a line's sentences are translated one by one "
                 "and put back between its separators)");
+        fprintf(f, "  %-16s %s\n", "--no-copy-unknown",
+                "the model's raw output: symbols it cannot write (<unk>) left out (default: "
+                "copied from the source by the attention, as the API's copy_unknown)");
         fprintf(f, "  %-16s %s\n  %-16s %s\n", "--source LANG",
                 "a multilingual model's source language code: en, eng_Latn (default: none; "
                 "required by M2M100 and NLLB models)",
@@ -294,6 +300,10 @@ static int parse_cli(int argc, char **argv, cli_opts *o, int tokenize, const cha
         }
         if (!tokenize && !strcmp(a, "--no-split")) {
             o->no_split = 1;
+            continue;
+        }
+        if (!tokenize && !strcmp(a, "--no-copy-unknown")) {
+            o->raw_unknown = 1;
             continue;
         }
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -475,8 +485,8 @@ static int cmd_translate(int argc, char **argv)
         snprintf(lang, sizeof lang, "%.*s", (int)strcspn(c.src_lang, "_-"), c.src_lang);
     else
         model_source_lang(c.model, lang, sizeof lang);
-    int rc = cli_translate_stream(w, tok, &o, c.no_split ? NULL : lang, src_lang, c.batch,
-                                  progress);
+    int rc = cli_translate_stream(w, tok, &o, c.no_split ? NULL : lang, src_lang, c.raw_unknown,
+                                  c.batch, progress);
     td_worker_free(w);
     td_tok_free(tok);
     td_model_free(m);

@@ -325,9 +325,9 @@ static void span_job(srv_req *r, srv_libre_req *lr, const libre_item *it, int k)
         return;
     const srv_split *sp = srv_api_split_of(r, t);
     for (int s = 0; s < (sp ? sp->n : 1); s++) {
-        int j = sp ? sp->job[s] : r->text_job[t];
+        int j = sp ? sp->job[s] : r->pipe.text_job[t];
         if (j >= 0)
-            r->jobs[j].opts = &lr->span_opts;
+            r->pipe.jobs[j].opts = &lr->span_opts;
     }
 }
 
@@ -386,7 +386,7 @@ static int make_jobs(srv_req *r, srv_libre_req *lr, const char *src, const char 
         rc = 0;
     if (!rc && r->call->status == 422)
         r->call->status = 400; /* LibreTranslate answers its length limits with 400 */
-    if (rc == 1 && r->n_jobs == 0 && !lr->is_file) { /* a file: rendered (libre_respond) */
+    if (rc == 1 && r->pipe.n_jobs == 0 && !lr->is_file) { /* a file: rendered (libre_respond) */
         libre_answer(r);
         rc = 0;
     }
@@ -651,7 +651,7 @@ static int file_parsed(srv_req *r)
     if (make_jobs(r, lr, lr->src, lr->tgt) != 1)
         return 0;
     lr->step = LIBRE_STEP_JOBS;
-    return r->n_jobs > 0 ? 1 : doc_step(r, LIBRE_STEP_RENDER);
+    return r->pipe.n_jobs > 0 ? 1 : doc_step(r, LIBRE_STEP_RENDER);
 }
 
 static int parse_translate_file(srv_req *r, json_t *f, const srv_form_file *file)
@@ -935,8 +935,8 @@ static void libre_answer(srv_req *r)
     json_decref(alts);
     json_decref(det);
     long tout = 0;
-    for (int i = 0; i < r->n_jobs; i++)
-        tout += r->jobs[i].res.hyps[0].n_tokens;
+    for (int i = 0; i < r->pipe.n_jobs; i++)
+        tout += r->pipe.jobs[i].res.hyps[0].n_tokens;
     r->tokens_out = tout;
     respond_json(r, 200, o);
 }

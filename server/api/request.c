@@ -173,28 +173,19 @@ int srv_api_key_ok(const srv_server *s, const char *given)
 }
 void srv_req_free(srv_req *r)
 {
-    for (int i = 0; r->jobs && i < r->n_jobs; i++)
-        td_result_free(&r->jobs[i].res);
     /* the arena holds the arrays; their elements from the tokenizer are freed */
-    for (int i = 0; r->src && i < r->n_jobs; i++)
-        free(r->src[i]);
-    for (int i = 0; r->src_offsets && i < r->n_jobs; i++)
+    for (int i = 0; r->src_offsets && i < r->pipe.n_jobs; i++)
         free(r->src_offsets[i]);
+    srv_pipe_free(&r->pipe);
     r->src_offsets = NULL;
     r->text_chars = NULL;
     r->attn_layers = r->attn_heads = NULL;
-    r->text_job = NULL;
-    for (int i = 0; r->split && i < r->n_texts; i++)
-        free(r->split[i].sent);
-    r->split = NULL;
     if (r->dialect_free)
         r->dialect_free(r);
     r->state = NULL;
     r->dialect_free = NULL;
     srv_model_put(r->model); /* the request's reference (models.h) */
     r->model = NULL;
-    r->jobs = NULL;
-    r->src = NULL;
     r->attn_layers = r->attn_heads = NULL;
 }
 

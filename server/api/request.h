@@ -26,6 +26,7 @@
 #include "batcher.h"
 #include "call.h"
 #include "metrics.h"
+#include "pipeline.h"
 #include "segment.h"
 #include "state.h"
 #include "translator.h"
@@ -64,24 +65,6 @@ int srv_routes_copy(const srv_route *rows, int n, srv_route *out, int max);
 
 /* ---- one request ---------------------------------------------------------- */
 
-/* A text of more than one sentence (tokenizer/segment.h): each sentence is
- * a job of its own; the answer puts their translations back between the
- * text's own separators. */
-/* The text of a source's unknown piece (translate.h): at pos, len bytes. */
-typedef struct srv_unk_text {
-    int pos;             /* the source position; -1 ends a job's list */
-    const char *text;
-    size_t len;
-} srv_unk_text;
-
-typedef struct srv_split {
-    int n;                   /* sentences (> 1); 0: the text is one job (or empty) */
-    char *text;              /* a copy of the text (its separators), owned */
-    size_t len;
-    td_sentence *sent;       /* n: bytes of each sentence in text, owned */
-    int *job;                /* n: each sentence's job, -1 when empty (not run), owned */
-} srv_split;
-
 struct srv_req {
     srv_server *s;
     srv_call *call;          /* the HTTP side: what came in, the answer going out */
@@ -94,14 +77,11 @@ struct srv_req {
     size_t body_len;
     /* a translation */
     srv_model *model;        /* routed to, with the request's reference (models.h) */
-    int n_texts;             /* texts of the request, in input order */
-    int *text_job;           /* per text: its job, or -1 for an empty text (not run)
-                                or a text of several sentences (split[text]) */
-    srv_split *split;        /* per text, or NULL when no text was split; owned */
+    /* the texts through the text pipeline (pipeline.h): their sentences,
+     * jobs (one per text or sentence that runs, in input order), unknown
+     * symbols and results; in the call's arena */
+    srv_pipe pipe;
     int no_split;            /* native "split_sentences": false: every text one job */
-    srv_job *jobs;           /* one per text (or sentence) that runs, in input order */
-    int n_jobs;
-    int32_t **src;           /* per job, owned */
     size_t **src_offsets;    /* per job with return_tokens: [start, end) in characters
                                 of each source token, owned */
     size_t *text_chars;      /* per text with return_tokens: its length in characters
@@ -109,14 +89,6 @@ struct srv_req {
     td_decode_opts opts;     /* this request's own copy of the defaults */
     int *attn_layers, *attn_heads;
     int return_tokens, return_attention;
-    /* symbols the model cannot write (translate.h, "copy_unknown"): 1 when
-     * the request asked for the model's raw output ("copy_unknown": false);
-     * per job the source's unknown pieces' text (NULL: none), owned; the
-     * options of a job that has some and asked no attention (captured for
-     * the copy, not answered) */
-    int raw_unknown;
-    srv_unk_text **unk;
-    td_decode_opts copy_opts;
     /* the languages the request was routed by, as the client wrote them
      * ("" when not named): a multilingual model (srv_model.n_langs) needs
      * both; its jobs start with the source's token and force the
@@ -127,7 +99,7 @@ struct srv_req {
      * segments, a model operation), freed by dialect_free with the request */
     void *state;
     void (*dialect_free)(srv_req *r);
-    long tokens_in, tokens_out;
+    long tokens_out;
     /* a streamed answer (docs/api.md, "Streaming"): its framing, whether it
      * is out (errors become an event), and each finished job's event
      * (called on the scheduler thread that finished it: no arena there) */

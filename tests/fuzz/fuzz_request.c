@@ -118,15 +118,15 @@ static void check_jobs(srv_req *r)
     /* a text of several sentences has a job per sentence (at most
      * --max-queue jobs in all); a translated file's lines are its texts,
      * not bounded by --max-batch-texts */
-    if (r->n_texts < 1 || r->n_texts > (1 << 20) || r->n_jobs < 1 ||
-        r->n_jobs > g_s.o.max_queue || (!r->split && r->n_jobs > r->n_texts))
+    if (r->pipe.n_texts < 1 || r->pipe.n_texts > (1 << 20) || r->pipe.n_jobs < 1 ||
+        r->pipe.n_jobs > g_s.o.max_queue || (!r->pipe.split && r->pipe.n_jobs > r->pipe.n_texts))
         die("accepted", "bad text or job count");
     int vocab = td_model_config(g_m.m)->vocab_size;
-    for (int i = 0; i < r->n_texts; i++)
-        if (r->text_job[i] < -1 || r->text_job[i] >= r->n_jobs)
+    for (int i = 0; i < r->pipe.n_texts; i++)
+        if (r->pipe.text_job[i] < -1 || r->pipe.text_job[i] >= r->pipe.n_jobs)
             die("accepted", "text_job out of range");
-    for (int k = 0; k < r->n_jobs; k++) {
-        const srv_job *j = &r->jobs[k];
+    for (int k = 0; k < r->pipe.n_jobs; k++) {
+        const srv_job *j = &r->pipe.jobs[k];
         if (j->n_src < 1 || j->n_src > g_m.max_input_tokens)
             die("accepted", "source length out of range");
         for (int t = 0; t < j->n_src; t++)

@@ -1,0 +1,18 @@
+/*
+ * errors.h - what a service operation's failure is, as a kind: each door
+ * (an HTTP dialect, the command line) says it in its own words and status
+ * (server/api/request.c maps them for the dialects). The service itself
+ * speaks no protocol.
+ */
+#ifndef SRV_ERRORS_H
+#define SRV_ERRORS_H
+
+typedef enum srv_err {
+    SRV_OK = 0,
+    SRV_ERR_NOMEM,       /* out of memory */
+    SRV_ERR_INTERNAL,    /* a library's or the engine's failure, with its message */
+    SRV_ERR_TOO_LONG,    /* a text or sentence over the token limit */
+    SRV_ERR_TOO_MANY,    /* more sentences to translate than the limit */
+} srv_err;
+
+#endif /* SRV_ERRORS_H */
