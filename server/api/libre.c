@@ -126,15 +126,12 @@ static void libre_req_free(srv_req *r)
     srv_libre_req *lr = r->state;
     if (!lr)
         return;
-    for (int i = 0; i < lr->n_items; i++) {
+    for (int i = 0; i < lr->n_items; i++)
         srv_html_free(lr->items[i].doc);
-        srv_catalog_free(lr->items[i].cat);
-        srv_office_free(lr->items[i].office);
-    }
     free(lr->items);
     free(lr->segs);
     free(lr->out);
-    srv_subtitles_free(lr->subs, lr->n_subs);
+    srv_doc_free(lr->file);
     json_decref(lr->fields);
     free(lr);
 }
@@ -320,8 +317,7 @@ static int route_segments(srv_req *r, srv_libre_req *lr, const char *src, const 
 static void span_job(srv_req *r, srv_libre_req *lr, const libre_item *it, int k)
 {
     int t = lr->segs[it->seg0 + k].text_idx;
-    if (t < 0 || !(it->office ? srv_office_styled(it->office, k)
-                              : it->sub && srv_subtitles_styled(it->sub)))
+    if (t < 0 || !lr->file || !srv_doc_styled(lr->file, it->seg0 + k))
         return;
     const srv_split *sp = srv_api_split_of(r, t);
     for (int s = 0; s < (sp ? sp->n : 1); s++) {
@@ -332,8 +328,9 @@ static void span_job(srv_req *r, srv_libre_req *lr, const libre_item *it, int k)
 }
 
 
-/* A document's segments of several styles (office.h) and a subtitle
- * file's cues with tags inside (subtitles.h) capture the
+/* A file's segments that need the alignment (documents.h: a document's
+ * segments of several styles, a subtitle file's cues with tags inside)
+ * capture the
  * attention of the model's last decoder layer, every head: their words'
  * alignment (srv_api_text_align). */
 static void span_jobs(srv_req *r, srv_libre_req *lr)
@@ -380,7 +377,7 @@ static int make_jobs(srv_req *r, srv_libre_req *lr, const char *src, const char 
             r->opts.beam_size = lr->alternatives + 1;
     }
     rc = srv_api_make_jobs(r, texts, lens, n, "q");
-    if (rc == 1 && ((lr->n_items == 1 && lr->items[0].office) || lr->srt || lr->vtt))
+    if (rc == 1 && lr->file)
         span_jobs(r, lr);
     if (rc == 1 && !srv_limits_check(r, &k_limit_fields))
         rc = 0;
@@ -669,31 +666,22 @@ static int parse_translate_file(srv_req *r, json_t *f, const srv_form_file *file
         return -1;
     }
     const char *ext = srv_files_ext(file->name);
-    int srt = !strcasecmp(ext, ".srt"), vtt = !strcasecmp(ext, ".vtt");
-    int po = !strcasecmp(ext, ".po") || !strcasecmp(ext, ".pot");
-    int cat = po || !strcasecmp(ext, ".ts") || !strcasecmp(ext, ".xlf") || !strcasecmp(ext, ".xliff");
-    const char *office = srv_office_mime(ext);
-    if (!srt && !vtt && !cat && !office && strcasecmp(ext, ".txt") != 0) {
+    const srv_doc_format *fmt = srv_doc_format_of(ext);
+    if (!fmt) {
         srv_req_error(r, 400, "invalid_request", "file",
                       "Invalid request: file format not supported");
         return -1;
     }
     /* a zip archive is bytes; every text format (.md, .xhtml among them) UTF-8 */
-    json_t *chk = office && !strstr(office, "charset=") ? json_true()
-                                                        : json_stringn(file->data, file->len);
+    json_t *chk = fmt->binary ? json_true() : json_stringn(file->data, file->len);
     if (!chk) {
         srv_req_error(r, 400, "invalid_request", "file", "Invalid request: file is not valid UTF-8");
         return -1;
     }
     json_decref(chk);
     lr->is_file = 1;
-    lr->file_ctype = office ? office
-                     : po  ? "text/x-gettext-translation; charset=utf-8"
-                     : cat ? "application/xml; charset=utf-8"
-                     : srt ? "application/x-subrip; charset=utf-8"
-                     : vtt ? "text/vtt; charset=utf-8"
-                           : "text/plain; charset=utf-8";
-    if (srv_files_new_name(file->name, office ? ext : ".txt", lr->safe, sizeof lr->safe,
+    lr->file_ctype = srv_doc_ctype(fmt, ext);
+    if (srv_files_new_name(file->name, fmt->own_ext ? ext : ".txt", lr->safe, sizeof lr->safe,
                            lr->file_name, sizeof lr->file_name) != 0) {
         srv_req_error(r, 500, "internal", NULL, "no randomness for the file name");
         return -1;
@@ -701,10 +689,7 @@ static int parse_translate_file(srv_req *r, json_t *f, const srv_form_file *file
     lr->data = file->data;
     lr->len = file->len;
     lr->ext = ext;
-    lr->office = office;
-    lr->srt = srt;
-    lr->vtt = vtt;
-    lr->cat = cat;
+    lr->format = fmt;
     lr->overwrite = !falsy(json_object_get(f, "overwrite"));
     lr->src = src;
     lr->tgt = tgt;
@@ -852,7 +837,6 @@ static void file_answer(srv_req *r)
     }
     char *out = lr->out;
     size_t len = lr->out_len;
-    int office = lr->n_items == 1 && lr->items[0].office;
     lr->out = NULL; /* the store's */
     if (srv_files_put(r->s->libre, lr->file_name, out, len, lr->file_ctype) != 0) {
         srv_req_error(r, 500, "internal", NULL,
@@ -871,12 +855,10 @@ static void file_answer(srv_req *r)
         sprintf(url, "http://%s/download_file/%s%s%s", r->host ? r->host : "localhost", rid,
                 rid[0] ? "/" : "", lr->file_name);
     json_object_set_new(root, "translatedFileUrl", take_string(url));
-    if (lr->n_items == 1 && lr->items[0].cat) /* units left for a person (catalog.h) */
-        json_object_set_new(root, "keptUnits", json_integer(srv_catalog_kept(lr->items[0].cat)));
-    if (office) /* formatting that found no word (spans.h) */
-        json_object_set_new(root, "lostSpans", json_integer(srv_office_lost(lr->items[0].office)));
-    else if (lr->srt || lr->vtt) /* a cue's tags that found no word (cuetext.h) */
-        json_object_set_new(root, "lostSpans", json_integer(lr->lost_spans));
+    if (lr->format->counts_kept) /* units left for a person (catalog.h) */
+        json_object_set_new(root, "keptUnits", json_integer(srv_doc_kept(lr->file)));
+    if (lr->format->counts_lost) /* formatting, a cue's tags, that found no word (spans.h) */
+        json_object_set_new(root, "lostSpans", json_integer(srv_doc_lost(lr->file)));
     if (lr->autodetect && lr->n_items > 0) /* the file's language, detected once over its text:
                                             * the target's when nothing was translated */
         json_object_set_new(root, "detectedLanguage",
@@ -972,12 +954,16 @@ static void answer_settings(srv_req *r)
     /* a bilingual first model's target, else the first language (a
      * multilingual model's "mul" is no language) */
     const char *tgt = L.np > 0 && !L.p[0].n_langs ? L.p[0].tgt : L.n > 0 ? L.codes[0] : "und";
+    /* the documents table's extensions (documents.h) */
+    const char *ext[64];
+    int n_ext = srv_doc_exts(ext, 64);
+    json_t *formats = json_array();
+    for (int i = 0; formats && i < n_ext && i < 64; i++)
+        json_array_append_new(formats, json_string(ext[i]));
     json_t *o = json_pack(
-        "{s:i,s:i,s:b,s:b,s:b,s:b,s:[s,s,s,s,s,s,s,s,s,s,s,s,s,s,s,s,s,s],s:{s:{s:s,s:s},s:{s:s,s:s}}}", "charLimit", -1,
+        "{s:i,s:i,s:b,s:b,s:b,s:b,s:o,s:{s:{s:s,s:s},s:{s:s,s:s}}}", "charLimit", -1,
         "frontendTimeout", 500, "apiKeys", key, "keyRequired", key, "suggestions", 0,
-        "filesTranslation", 1, "supportedFilesFormat", ".txt", ".html", ".htm", ".srt", ".vtt",
-        ".ts", ".xlf", ".xliff", ".po", ".pot", ".docx", ".pptx", ".odt", ".odp", ".epub",
-        ".md", ".markdown", ".xhtml", "language",
+        "filesTranslation", 1, "supportedFilesFormat", formats, "language",
         "source", "code", "auto", "name", "Auto Detect", "target", "code", tgt, "name",
         srv_lang_name(tgt));
     respond_json(r, 200, o);

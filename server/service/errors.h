@@ -13,6 +13,7 @@ typedef enum srv_err {
     SRV_ERR_INTERNAL,    /* a library's or the engine's failure, with its message */
     SRV_ERR_TOO_LONG,    /* a text or sentence over the token limit */
     SRV_ERR_TOO_MANY,    /* more sentences to translate than the limit */
+    SRV_ERR_INVALID,     /* the input is not what it must be (a file of another format) */
 } srv_err;
 
 #endif /* SRV_ERRORS_H */
