@@ -24,7 +24,6 @@
  */
 #include <errno.h>
 #include <poll.h>
-#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -102,19 +101,13 @@ static char *lr_next(line_reader *lr, size_t *len)
     return line;
 }
 
-/* A block of a line's arena (the pipeline's memory for the line). */
-typedef union line_block {
-    union line_block *next;
-    max_align_t align;
-} line_block;
-
 /* An input line on its way, through the text pipeline: its units' results
  * as they come. Each line is its own allocation (its pipeline points into
  * itself). */
 typedef struct cli_line {
     char *text;
     size_t len;
-    line_block *arena; /* what the pipeline allocated for the line */
+    srv_heap arena;    /* what the pipeline allocated for the line */
     srv_pipe p;
     int n_done;        /* jobs done of p.n_jobs */
 } cli_line;
@@ -153,32 +146,12 @@ static cli_line *line_at(cli_run *r, long line)
     return r->lines[line - r->first];
 }
 
-/* The line's arena for its pipeline: count x size zeroed bytes. */
-static void *line_alloc(void *ud, size_t count, size_t size)
-{
-    cli_line *l = ud;
-    if (count == 0)
-        count = 1;
-    if (size && count > ((size_t)-1 - sizeof(line_block)) / size)
-        return NULL;
-    line_block *b = calloc(1, sizeof *b + count * size);
-    if (!b)
-        return NULL;
-    b->next = l->arena;
-    l->arena = b;
-    return b + 1;
-}
-
 static void line_free(cli_line *l)
 {
     if (!l)
         return;
     srv_pipe_free(&l->p);
-    while (l->arena) {
-        line_block *n = l->arena->next;
-        free(l->arena);
-        l->arena = n;
-    }
+    srv_heap_free(&l->arena);
     free(l->text);
     free(l);
 }
@@ -204,7 +177,7 @@ static int add_line(cli_run *r, char *text, size_t len)
     l->len = len;
     srv_pipe *p = &l->p;
     p->tok = r->tok;
-    p->arena = (srv_arena){line_alloc, l};
+    p->arena = (srv_arena){srv_heap_alloc, &l->arena};
     p->seg_lang = r->lang;
     p->src_lang = r->src_lang;
     p->max_tokens = td_worker_max_src_len(r->w);

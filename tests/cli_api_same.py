@@ -10,7 +10,10 @@ symbols the model has no piece for (EUR, (c), emoji), placeholders,
 several sentences and blank ones, under four sets of options: the
 defaults, greedy (--beam 1 / "beam_size": 1), no sentence split
 (--no-split / "split_sentences": false) and the raw output
-(--no-copy-unknown / "copy_unknown": false). The special set must also hold
+(--no-copy-unknown / "copy_unknown": false). And documents: `transformerd
+translate-file` (the documents' entry point, server/service/docrun.c) and
+LibreTranslate's POST /translate_file answer the same bytes for a .txt,
+.srt, .vtt, .po, .md and .html file with the same symbols. The special set must also hold
 its symbols in the translation (the copy happened, not only the same
 loss on both sides).
 
@@ -105,6 +108,53 @@ def cli(daemon, texts, args):
     return out[:-1]
 
 
+FILES = {
+    "notes.txt": "The price is 50 € per month 😀.\n  Save {0} files?  \r\n\nOpen the menu. Then click Save.\n",
+    "film.srt": "1\n00:00:01,000 --> 00:00:02,000\n<i>The price is 50 €.</i>\n\n"
+                "2\n00:00:03,000 --> 00:00:04,000\n- Open the window.\n- Close the door.\n",
+    "film.vtt": "WEBVTT\n\n00:00:01.000 --> 00:00:02.000\n<v Anna>Hello <b>world</b> 😀.\n",
+    "app.po": 'msgid ""\nmsgstr ""\n"Content-Type: text/plain; charset=UTF-8\\n"\n\n'
+              'msgid "Save %s files?"\nmsgstr ""\n\nmsgid "Copyright © 2024"\nmsgstr ""\n',
+    "guide.md": "# The price\n\nIt costs **50 €** per month. See [the menu](https://example.org).\n",
+    "page.html": "<html><body><p>The price is <b>50 €</b> per month 😀.</p></body></html>\n",
+}
+
+
+def api_file(port, name, data):
+    """LibreTranslate's /translate_file, then the file it links to."""
+    b = "cliapisame0boundary"
+    body = b"".join(("--%s\r\nContent-Disposition: form-data; name=\"%s\"\r\n\r\n%s\r\n" %
+                     (b, k, v)).encode() for k, v in (("source", "en"), ("target", "de")))
+    body += ("--%s\r\nContent-Disposition: form-data; name=\"file\"; filename=\"%s\"\r\n"
+             "Content-Type: application/octet-stream\r\n\r\n" % (b, name)).encode()
+    body += data + ("\r\n--%s--\r\n" % b).encode()
+    req = urllib.request.Request("http://127.0.0.1:%d/translate_file" % port, data=body,
+                                 headers={"Content-Type": "multipart/form-data; boundary=" + b})
+    with urllib.request.urlopen(req, timeout=300) as r:
+        url = json.load(r)["translatedFileUrl"]
+    path = url[url.index("/download_file/"):]
+    with urllib.request.urlopen("http://127.0.0.1:%d%s" % (port, path), timeout=60) as r:
+        return r.read()
+
+
+def cli_file(daemon, tmp, name, data):
+    src, out = os.path.join(tmp, name), os.path.join(tmp, "out-" + name)
+    with open(src, "wb") as f:
+        f.write(data)
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
+    env.pop("TRANSFORMERD_MODEL", None)
+    p = subprocess.run(["setpriv", "--pdeathsig", "KILL", daemon, "translate-file", src, out,
+                        "--source", "en", "--target", "de", "--model", MODEL, "--threads", "1",
+                        "--workers", "1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       env=env, timeout=600)
+    if p.returncode != 0:
+        print("cli_api_same: translate-file %s: exit %d: %s" %
+              (name, p.returncode, p.stderr.decode(errors="replace")))
+        return None
+    with open(out, "rb") as f:
+        return f.read()
+
+
 def compare(name, texts, a, c):
     bad = [i for i in range(len(texts)) if a[i] != c[i]]
     for i in bad[:5]:
@@ -139,6 +189,21 @@ def main():
                 if lost:
                     print("cli_api_same: %s: symbols not copied: %s" % (name, " ".join(lost)))
                     ok = False
+        same = 0
+        for name, text in FILES.items():
+            data = text.encode()
+            a, c = api_file(port, name, data), cli_file(daemon, tmp, name, data)
+            if c is None or b"Preis" not in c and b"Fenster" not in c and b"Hallo" not in c \
+                    and b"speichern" not in c:
+                print("cli_api_same: %s: not translated: %r" % (name, c))
+                ok = False
+            elif a != c:
+                print("cli_api_same: %s: translate-file and /translate_file differ:\n  api: %r\n"
+                      "  cli: %r" % (name, a, c))
+                ok = False
+            else:
+                same += 1
+        print("cli_api_same: files: %d of %d the same" % (same, len(FILES)))
         proc.terminate()
         rc = proc.wait(timeout=60)
         proc = None

@@ -6,6 +6,7 @@
  * Text <-> tokens happens here (and in the native API's token lists);
  * the engine and the batcher see token ids only.
  */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,38 @@
 static void *pa(const srv_pipe *p, size_t count, size_t size)
 {
     return p->arena.alloc(p->arena.ud, count, size);
+}
+
+/* A heap arena's block: its link, then the bytes. */
+typedef union heap_block {
+    union heap_block *next;
+    max_align_t align;
+} heap_block;
+
+void *srv_heap_alloc(void *heap, size_t count, size_t size)
+{
+    srv_heap *h = heap;
+    if (count == 0)
+        count = 1;
+    if (size && count > ((size_t)-1 - sizeof(heap_block)) / size)
+        return NULL;
+    heap_block *b = calloc(1, sizeof *b + count * size);
+    if (!b)
+        return NULL;
+    b->next = h->blocks;
+    h->blocks = b;
+    return b + 1;
+}
+
+void srv_heap_free(srv_heap *h)
+{
+    heap_block *b = h->blocks;
+    while (b) {
+        heap_block *n = b->next;
+        free(b);
+        b = n;
+    }
+    h->blocks = NULL;
 }
 
 /* ---- the finished jobs -> text ------------------------------------------- */

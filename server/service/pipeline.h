@@ -50,6 +50,14 @@ typedef struct srv_arena {
     void *ud;
 } srv_arena;
 
+/* An arena on the heap for a caller without one (the command line):
+ * srv_arena{srv_heap_alloc, &heap}; srv_heap_free frees every block. */
+typedef struct srv_heap {
+    void *blocks;
+} srv_heap;
+void *srv_heap_alloc(void *heap, size_t count, size_t size);
+void srv_heap_free(srv_heap *h);
+
 /* The text of a source's unknown piece: at pos, len bytes. */
 typedef struct srv_unk_text {
     int pos;             /* the source position; -1 ends a job's list */
