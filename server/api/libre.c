@@ -1028,17 +1028,18 @@ static srv_call_next libre_respond(srv_req *r)
 #define LIBRE_POST SRV_ROUTE_LIBRE | SRV_ROUTE_SERVING
 
 static const srv_route k_libre_routes[] = {
-    {"POST", "/translate", SRV_EP_LIBRE, LIBRE_POST, NULL, libre_body, libre_respond},
-    {"POST", "/detect", SRV_EP_DETECT, LIBRE_POST, NULL, libre_body, libre_respond},
-    {"GET", "/languages", SRV_EP_LANGUAGES, SRV_ROUTE_LIBRE, libre_get, NULL, NULL},
+    {"POST", "/translate", SRV_EP_LIBRE, LIBRE_POST, NULL, libre_body, libre_respond, "/translate"},
+    {"POST", "/detect", SRV_EP_DETECT, LIBRE_POST, NULL, libre_body, libre_respond, "/detect"},
+    {"GET", "/languages", SRV_EP_LANGUAGES, SRV_ROUTE_LIBRE, libre_get, NULL, NULL, "/languages"},
     /* as libretranslatepy may send it: answered as the GET, the body unread */
-    {"POST", "/languages", SRV_EP_LANGUAGES, SRV_ROUTE_LIBRE, libre_get, NULL, NULL},
+    {"POST", "/languages", SRV_EP_LANGUAGES, SRV_ROUTE_LIBRE, libre_get, NULL, NULL, "/languages"},
     {"POST", "/translate_file", SRV_EP_TRANSLATE_FILE, LIBRE_POST | SRV_ROUTE_FILE, NULL, libre_body,
-     libre_respond},
-    {"POST", "/suggest", SRV_EP_SUGGEST, LIBRE_POST, NULL, libre_body, libre_respond},
-    {"GET", "/frontend/settings", SRV_EP_SETTINGS, SRV_ROUTE_LIBRE, libre_get, NULL, NULL},
-    {"GET", "/health", SRV_EP_HEALTH, SRV_ROUTE_LIBRE, libre_get, NULL, NULL},
-    {"GET", DOWNLOAD_PREFIX "*", SRV_EP_DOWNLOAD, SRV_ROUTE_LIBRE, libre_get, NULL, NULL},
+     libre_respond, "/translate_file"},
+    {"POST", "/suggest", SRV_EP_SUGGEST, LIBRE_POST, NULL, libre_body, libre_respond, "/suggest"},
+    {"GET", "/frontend/settings", SRV_EP_SETTINGS, SRV_ROUTE_LIBRE, libre_get, NULL, NULL, "/frontend/settings"},
+    {"GET", "/health", SRV_EP_HEALTH, SRV_ROUTE_LIBRE, libre_get, NULL, NULL, "/health"},
+    {"GET", DOWNLOAD_PREFIX "*", SRV_EP_DOWNLOAD, SRV_ROUTE_LIBRE, libre_get, NULL, NULL,
+     "/download_file"},
 };
 
 int srv_libre_routes(srv_route *out, int max)

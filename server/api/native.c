@@ -1029,7 +1029,7 @@ static srv_call_next native_resumed(srv_req *r)
 
 static const srv_route k_native_routes[] = {
     {"POST", "/v1/translate", SRV_EP_TRANSLATE, SRV_ROUTE_SERVING | SRV_ROUTE_KEY, NULL,
-     native_body, native_resumed},
+     native_body, native_resumed, "/v1/translate"},
 };
 
 int srv_native_routes(srv_route *out, int max)

@@ -38,6 +38,30 @@ int srv_req_event(srv_req *r, const char *name, const char *json)
     return rc;
 }
 
+int srv_req_status(srv_err e)
+{
+    switch (e) {
+    case SRV_OK:
+        return 200;
+    case SRV_ERR_INVALID:
+        return 400;
+    case SRV_ERR_NOT_FOUND:
+        return 404;
+    case SRV_ERR_CONFLICT:
+        return 409;
+    case SRV_ERR_TOO_LONG:
+    case SRV_ERR_TOO_MANY:
+    case SRV_ERR_UNUSABLE:
+        return 422;
+    case SRV_ERR_UNAVAILABLE:
+        return 503;
+    case SRV_ERR_NO_ROOM:
+        return 507;
+    default:
+        return 500;
+    }
+}
+
 void *srv_req_alloc(const srv_req *r, size_t count, size_t size)
 {
     if (count == 0)

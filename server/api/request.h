@@ -35,6 +35,30 @@ typedef struct srv_req srv_req;
 
 /* ---- a route -------------------------------------------------------------- */
 
+/* The API's endpoints, for a dialect that serves several from one handler
+ * (libre.c's) to tell them apart. The metrics label is the row's own
+ * (srv_route.label), not this. */
+typedef enum srv_endpoint {
+    SRV_EP_TRANSLATE = 0,  /* POST /v1/translate */
+    SRV_EP_LIBRE,          /* POST /translate */
+    SRV_EP_LANGUAGES,      /* GET /languages */
+    SRV_EP_MODELS,         /* GET /v1/models; POST /v1/models (a load) */
+    SRV_EP_LIVE,           /* /health/live, /v2/health/live */
+    SRV_EP_READY,          /* /health/ready, /v2/health/ready */
+    SRV_EP_METRICS,
+    SRV_EP_OPENAPI,
+    SRV_EP_WEB,            /* the page: / and /web/NAME */
+    SRV_EP_DETECT,         /* POST /detect (LibreTranslate, as the rest) */
+    SRV_EP_TRANSLATE_FILE, /* POST /translate_file */
+    SRV_EP_DOWNLOAD,       /* GET /download_file/NAME */
+    SRV_EP_SUGGEST,        /* POST /suggest */
+    SRV_EP_SETTINGS,       /* GET /frontend/settings */
+    SRV_EP_HEALTH,         /* GET /health */
+    SRV_EP_VERSION,        /* GET /version */
+    SRV_EP_MODEL_ADMIN,    /* DELETE /v1/models/NAME, POST /v1/models/NAME/reload */
+    SRV_EP_UNKNOWN,        /* 404s */
+} srv_endpoint;
+
 /* A row of the route table: {method, path pattern, handler}. method is
  * "GET" (HEAD too), "POST" or "DELETE"; path is exact or holds one '*' (a
  * non-empty run of any characters). A path's rows are those of the first
@@ -42,7 +66,7 @@ typedef struct srv_req srv_req;
 typedef struct srv_route {
     const char *method;
     const char *path;
-    srv_endpoint ep;    /* the metrics' label */
+    srv_endpoint ep;    /* which endpoint, for its dialect */
     unsigned flags;     /* SRV_ROUTE_* */
     /* exactly one of answer and body: */
     void (*answer)(srv_req *r);         /* answers at the head, the body unread */
@@ -50,6 +74,8 @@ typedef struct srv_route {
                                            (SRV_NEXT_PENDING) */
     srv_call_next (*respond)(srv_req *r); /* the work handed out finished: answers, or
                                              hands the next step out (SRV_NEXT_PENDING) */
+    const char *label;  /* the metrics' label of its requests (metrics.h): the path, or
+                           what a pattern's paths count as ("/v1/models/{name}") */
 } srv_route;
 
 #define SRV_ROUTE_LIBRE 1u    /* LibreTranslate's: {"error": msg}, a body of any type */
@@ -143,6 +169,12 @@ void srv_req_error(srv_req *r, int status, const char *code, const char *param,
     __attribute__((format(printf, 5, 6)))
 #endif
     ;
+
+/* The HTTP status of a service error kind (errors.h), as every dialect
+ * answers it unless it says otherwise: SRV_OK 200, SRV_ERR_INVALID 400,
+ * NOT_FOUND 404, CONFLICT 409, TOO_LONG / TOO_MANY / UNUSABLE 422, NOMEM
+ * and INTERNAL 500, UNAVAILABLE 503, NO_ROOM 507. */
+int srv_req_status(srv_err e);
 
 /* count x size zeroed bytes in the call's arena, freed with the call (NULL
  * when out of memory or on overflow; 0 items are 1). Everything a request

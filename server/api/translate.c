@@ -118,33 +118,35 @@ int srv_api_make_jobs(srv_req *r, const char *const *texts, const size_t *lens, 
     p->max_jobs = file ? r->s->o.max_file_texts : r->s->o.max_queue;
     p->opts = &r->opts;
     srv_pipe_fail f;
-    switch (srv_pipe_make(p, texts, lens, n, &f)) {
+    const srv_err e = srv_pipe_make(p, texts, lens, n, &f);
+    const int st = srv_req_status(e); /* the kind's status, as every dialect's */
+    switch (e) {
     case SRV_OK:
         return 1;
     case SRV_ERR_TOO_LONG:
         if (f.sentence < 0)
-            srv_req_error(r, 422, "text_too_long", param,
+            srv_req_error(r, st, "text_too_long", param,
                           "text %d has %d tokens; the limit is %d (including </s>)",
                           text_no(r, f.text), f.n_tokens, f.limit);
         else
-            srv_req_error(r, 422, "text_too_long", param,
+            srv_req_error(r, st, "text_too_long", param,
                           "text %d, sentence %d (characters %zu..%zu) has %d tokens; the limit "
                           "is %d (including </s>)",
                           text_no(r, f.text), f.sentence, f.c0, f.c1, f.n_tokens, f.limit);
         return 0;
     case SRV_ERR_TOO_MANY:
-        srv_req_error(r, 422, "too_many_sentences", param,
+        srv_req_error(r, st, "too_many_sentences", param,
                       "the texts have %d sentences to translate; the limit is %d (%s)",
                       f.n_tokens, f.limit, file ? "--max-file-texts" : "--max-queue");
         return 0;
     case SRV_ERR_INTERNAL:
         if (f.text >= 0)
-            srv_req_error(r, 500, "internal", NULL, "text %d: %s", text_no(r, f.text), f.msg);
+            srv_req_error(r, st, "internal", NULL, "text %d: %s", text_no(r, f.text), f.msg);
         else
-            srv_req_error(r, 500, "internal", NULL, "%s", f.msg);
+            srv_req_error(r, st, "internal", NULL, "%s", f.msg);
         return 0;
     default:
-        srv_req_error(r, 500, "internal", NULL, "out of memory");
+        srv_req_error(r, st, "internal", NULL, "out of memory");
         return 0;
     }
 }

@@ -14,6 +14,12 @@ typedef enum srv_err {
     SRV_ERR_TOO_LONG,    /* a text or sentence over the token limit */
     SRV_ERR_TOO_MANY,    /* more sentences to translate than the limit */
     SRV_ERR_INVALID,     /* the input is not what it must be (a file of another format) */
+    SRV_ERR_NOT_FOUND,   /* what it names does not exist (a model) */
+    SRV_ERR_CONFLICT,    /* the state forbids it (a name taken, the last model, a change
+                            while it ran) */
+    SRV_ERR_NO_ROOM,     /* over the memory budget (--max-memory) */
+    SRV_ERR_UNUSABLE,    /* well-formed but unusable (a model directory that does not load) */
+    SRV_ERR_UNAVAILABLE, /* the service is shutting down */
 } srv_err;
 
 #endif /* SRV_ERRORS_H */

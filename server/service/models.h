@@ -25,6 +25,7 @@
 
 #include <stddef.h>
 
+#include "errors.h"
 #include "state.h"
 
 typedef struct srv_models srv_models;
@@ -144,7 +145,7 @@ struct srv_model_op {
                                   _stop for operations that never ran) */
     void *ud;
     /* the outcome */
-    int status;        /* HTTP status: 200, 4xx, 5xx */
+    srv_err err;       /* SRV_OK, or the kind of failure (errors.h) */
     char code[32];     /* the error object's code ("" on success) */
     char param[16];    /* the field an error is about, or "" */
     char msg[1024];    /* the error's message, or the loaded model's summary */
@@ -162,13 +163,14 @@ void srv_models_submit(srv_models *ms, srv_model_op *op);
 
 /* Unloads the model named name: it takes no new request from now on (a
  * request naming it gets 400), the requests that hold it finish on it,
- * and it is freed after the last. Returns 200 (*inflight: the requests
- * still holding it), 404 (no such model) or 409 (the last model: the
- * daemon would serve nothing), with msg. */
-int srv_models_unload(srv_models *ms, const char *name, int *inflight, char *msg, size_t n);
+ * and it is freed after the last. Returns SRV_OK (*inflight: the requests
+ * still holding it), SRV_ERR_NOT_FOUND (no such model), SRV_ERR_CONFLICT
+ * (the last model: the daemon would serve nothing) or SRV_ERR_NOMEM, with
+ * msg. */
+srv_err srv_models_unload(srv_models *ms, const char *name, int *inflight, char *msg, size_t n);
 
 /* Stops the manager thread: the operation it runs finishes, queued ones
- * are answered 503. */
+ * are answered SRV_ERR_UNAVAILABLE. */
 void srv_models_stop(srv_models *ms);
 
 /* srv_batcher_drain of every loaded model (serving and finishing). */
