@@ -10,7 +10,9 @@ symbols the model has no piece for (EUR, (c), emoji), placeholders,
 several sentences and blank ones, under four sets of options: the
 defaults, greedy (--beam 1 / "beam_size": 1), no sentence split
 (--no-split / "split_sentences": false) and the raw output
-(--no-copy-unknown / "copy_unknown": false). And documents: `transformerd
+(--no-copy-unknown / "copy_unknown": false); and an Argos Translate
+package's (its language from metadata.json) on 100 lines and the set. And
+documents: `transformerd
 translate-file` (the documents' entry point, server/service/docrun.c) and
 LibreTranslate's POST /translate_file answer the same bytes for a .txt,
 .srt, .vtt, .po, .md and .html file with the same symbols. The special set must also hold
@@ -31,6 +33,8 @@ import urllib.request
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODEL = os.path.join(ROOT, "models", "en-de")
+# an Argos Translate package: its languages from metadata.json, not its name
+PACKAGE = os.path.join(ROOT, "tests", "data", "argos", "translate-en_de-1_0")
 HELD_OUT = os.path.join(ROOT, "tests", "data", "en_de_test", "test.en")
 
 # Texts with what a plain pipeline loses: symbols without a piece in the
@@ -53,13 +57,13 @@ SPECIAL = [
 COPIED = ["€", "😀", "©", "📬", "🌡"]
 
 
-def start(daemon, tmp):
+def start(daemon, tmp, model=MODEL):
     log = open(os.path.join(tmp, "log"), "w+")
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
     for k in list(env):
         if k.startswith("TRANSFORMERD_"):
             del env[k]
-    args = ["setpriv", "--pdeathsig", "KILL", daemon, "serve", "--model", MODEL,
+    args = ["setpriv", "--pdeathsig", "KILL", daemon, "serve", "--model", model,
             "--host", "127.0.0.1", "--port", "0", "--threads", "1", "--workers", "1",
             "--max-beam", "16"]
     proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=log, env=env)
@@ -91,11 +95,11 @@ def api(port, texts, extra):
     return out
 
 
-def cli(daemon, texts, args):
+def cli(daemon, texts, args, model=MODEL):
     """The command line's translations of texts, one a line."""
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
     env.pop("TRANSFORMERD_MODEL", None)
-    p = subprocess.run([daemon, "translate", "--model", MODEL, "--threads", "1"] + args,
+    p = subprocess.run([daemon, "translate", "--model", model, "--threads", "1"] + args,
                        input=("".join(t + "\n" for t in texts)).encode(),
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, timeout=600)
     if p.returncode != 0:
@@ -204,6 +208,17 @@ def main():
             else:
                 same += 1
         print("cli_api_same: files: %d of %d the same" % (same, len(FILES)))
+        proc.terminate()
+        rc = proc.wait(timeout=60)
+        proc = None
+        if rc != 0:
+            print("cli_api_same: FAIL: daemon exit status %d after SIGTERM" % rc)
+            ok = False
+        # the package: the sentence split in the language its metadata names
+        proc, port = start(daemon, tmp, PACKAGE)
+        texts = held[:100] + SPECIAL
+        ok &= compare("package, defaults", texts, api(port, texts, {}),
+                      cli(daemon, texts, [], PACKAGE))
         proc.terminate()
         rc = proc.wait(timeout=60)
         proc = None

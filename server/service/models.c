@@ -189,24 +189,29 @@ static int langs_from_package(const char *dir, char *src, char *tgt)
     return 0;
 }
 
-/* The pair of a model: given, else an Argos package's metadata.json, else
- * tokenizer_config.json, else its name, else "und" (unknown). */
+void srv_model_dir_langs(const char *dir, const char *name, const char *given, char *src,
+                         char *tgt)
+{
+    if (given[0] && split_langs(given, src, tgt) == 0)
+        return;
+    if (td_tok_argos_package(dir) && langs_from_package(dir, src, tgt) == 0)
+        return;
+    if (langs_from_tokenizer_config(dir, src, tgt) == 0)
+        return;
+    if (langs_from_name(name, src, tgt) == 0)
+        return;
+    snprintf(src, 16, "und");
+    snprintf(tgt, 16, "und");
+}
+
+/* The model's names and pair (srv_model_dir_langs). */
 static void describe(srv_model *sm, const srv_model_spec *spec)
 {
     snprintf(sm->name, sizeof sm->name, "%s", spec->name);
     snprintf(sm->dir, sizeof sm->dir, "%s", spec->dir);
     snprintf(sm->langs_given, sizeof sm->langs_given, "%s", spec->langs);
     sm->package = td_tok_argos_package(spec->dir);
-    if (spec->langs[0] && split_langs(spec->langs, sm->src_lang, sm->tgt_lang) == 0)
-        return;
-    if (sm->package && langs_from_package(spec->dir, sm->src_lang, sm->tgt_lang) == 0)
-        return;
-    if (langs_from_tokenizer_config(spec->dir, sm->src_lang, sm->tgt_lang) == 0)
-        return;
-    if (langs_from_name(sm->name, sm->src_lang, sm->tgt_lang) == 0)
-        return;
-    snprintf(sm->src_lang, sizeof sm->src_lang, "und");
-    snprintf(sm->tgt_lang, sizeof sm->tgt_lang, "und");
+    srv_model_dir_langs(spec->dir, spec->name, spec->langs, sm->src_lang, sm->tgt_lang);
 }
 
 /* ---- a model's device failure ---------------------------------------------- */
@@ -289,20 +294,25 @@ static void pool_scratch(long delta, void *ud)
     srv_metrics_scratch(ud, delta);
 }
 
+void srv_model_defaults(const td_model *m, int package, td_decode_opts *o)
+{
+    td_decode_opts_default(m, o);
+    if (package) {
+        /* argos-translate's translate_batch: beam 4, length penalty 0.2 */
+        o->beam_size = 4;
+        o->length_penalty = 0.2f;
+    }
+    if (o->beam_size < 1 || o->beam_size > TD_MAX_BEAM)
+        o->beam_size = 4;
+    o->num_hypotheses = 1;
+}
+
 /* The limits and the batcher of a loaded model, as the options say. */
 static int model_workers(srv_server *s, srv_model *sm, char *err, size_t errlen)
 {
     const srv_opts *o = &s->o;
     const td_config *c = td_model_config(sm->m);
-    td_decode_opts_default(sm->m, &sm->defaults);
-    if (sm->package) {
-        /* argos-translate's translate_batch: beam 4, length penalty 0.2 */
-        sm->defaults.beam_size = 4;
-        sm->defaults.length_penalty = 0.2f;
-    }
-    if (sm->defaults.beam_size < 1 || sm->defaults.beam_size > TD_MAX_BEAM)
-        sm->defaults.beam_size = 4;
-    sm->defaults.num_hypotheses = 1;
+    srv_model_defaults(sm->m, sm->package, &sm->defaults);
     /* Each worker is allocated for max_batch x max_beam rows of max_length
      * tokens, so the beam limit is a flag rather than always TD_MAX_BEAM. */
     sm->max_beam = o->max_beam > 0 ? o->max_beam : sm->defaults.beam_size;

@@ -73,6 +73,20 @@ srv_model *srv_models_get(srv_models *ms, const char *name);
  * order, then a multilingual one that has both languages. */
 srv_model *srv_models_get_pair(srv_models *ms, const char *src, const char *tgt);
 
+/* A model's default decoding options, the daemon's and `transformerd
+ * translate`'s: its generation config's (td_decode_opts_default), an Argos
+ * package's (package: td_tok_argos_package) as argos-translate decodes
+ * (beam 4, length penalty 0.2), one hypothesis. */
+void srv_model_defaults(const td_model *m, int package, td_decode_opts *o);
+
+/* A model directory's language pair (src, tgt: 16 bytes each) as the
+ * daemon names it: given ("src-tgt", or ""), else an Argos package's
+ * metadata.json, else tokenizer_config.json, else the model's name's last
+ * two parts ("opus-mt-en-de"), else "und". `transformerd translate` splits
+ * sentences in the same source language as the daemon. */
+void srv_model_dir_langs(const char *dir, const char *name, const char *given, char *src,
+                         char *tgt);
+
 /* The number of sm's tokenizer language that code names (langcodes.h),
  * or -1 (always for a bilingual model). */
 int srv_model_lang(const srv_model *sm, const char *code);
