@@ -53,6 +53,8 @@ int srv_req_status(srv_err e)
     case SRV_ERR_TOO_MANY:
     case SRV_ERR_UNUSABLE:
         return 422;
+    case SRV_ERR_BUSY:
+        return 429;
     case SRV_ERR_UNAVAILABLE:
         return 503;
     case SRV_ERR_NO_ROOM:

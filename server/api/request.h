@@ -172,8 +172,8 @@ void srv_req_error(srv_req *r, int status, const char *code, const char *param,
 
 /* The HTTP status of a service error kind (errors.h), as every dialect
  * answers it unless it says otherwise: SRV_OK 200, SRV_ERR_INVALID 400,
- * NOT_FOUND 404, CONFLICT 409, TOO_LONG / TOO_MANY / UNUSABLE 422, NOMEM
- * and INTERNAL 500, UNAVAILABLE 503, NO_ROOM 507. */
+ * NOT_FOUND 404, CONFLICT 409, TOO_LONG / TOO_MANY / UNUSABLE 422, BUSY
+ * 429, NOMEM and INTERNAL 500, UNAVAILABLE 503, NO_ROOM 507. */
 int srv_req_status(srv_err e);
 
 /* count x size zeroed bytes in the call's arena, freed with the call (NULL

@@ -19,6 +19,7 @@ typedef enum srv_err {
                             while it ran) */
     SRV_ERR_NO_ROOM,     /* over the memory budget (--max-memory) */
     SRV_ERR_UNUSABLE,    /* well-formed but unusable (a model directory that does not load) */
+    SRV_ERR_BUSY,        /* a queue is full: retry later */
     SRV_ERR_UNAVAILABLE, /* the service is shutting down */
 } srv_err;
 
