@@ -23,17 +23,17 @@ typedef struct doc_row {
 
 /* The table, in the order LibreTranslate's settings list the extensions. */
 static const doc_row k_rows[] = {
-    {{"text", ".txt ", "text/plain; charset=utf-8", 0, 0, 0, 0}, DOC_TEXT},
-    {{"html", ".html .htm ", "text/html; charset=utf-8", 0, 1, 1, 0}, DOC_OFFICE},
-    {{"subrip", ".srt ", "application/x-subrip; charset=utf-8", 0, 0, 1, 0}, DOC_SUBTITLES},
-    {{"webvtt", ".vtt ", "text/vtt; charset=utf-8", 0, 0, 1, 0}, DOC_SUBTITLES},
-    {{"catalogue", ".ts .xlf .xliff ", "application/xml; charset=utf-8", 0, 0, 0, 1},
+    {{"text", {".txt"}, "text/plain; charset=utf-8", 0, 0, 0, 0}, DOC_TEXT},
+    {{"html", {".html", ".htm"}, "text/html; charset=utf-8", 0, 1, 1, 0}, DOC_OFFICE},
+    {{"subrip", {".srt"}, "application/x-subrip; charset=utf-8", 0, 0, 1, 0}, DOC_SUBTITLES},
+    {{"webvtt", {".vtt"}, "text/vtt; charset=utf-8", 0, 0, 1, 0}, DOC_SUBTITLES},
+    {{"catalogue", {".ts", ".xlf", ".xliff"}, "application/xml; charset=utf-8", 0, 0, 0, 1},
      DOC_CATALOGUE},
-    {{"gettext", ".po .pot ", "text/x-gettext-translation; charset=utf-8", 0, 0, 0, 1},
+    {{"gettext", {".po", ".pot"}, "text/x-gettext-translation; charset=utf-8", 0, 0, 0, 1},
      DOC_CATALOGUE},
-    {{"office", ".docx .pptx .odt .odp .epub ", NULL, 1, 1, 1, 0}, DOC_OFFICE},
-    {{"markdown", ".md .markdown ", "text/markdown; charset=utf-8", 0, 1, 1, 0}, DOC_OFFICE},
-    {{"xhtml", ".xhtml ", "application/xhtml+xml; charset=utf-8", 0, 1, 1, 0}, DOC_OFFICE},
+    {{"office", {".docx", ".pptx", ".odt", ".odp", ".epub"}, NULL, 1, 1, 1, 0}, DOC_OFFICE},
+    {{"markdown", {".md", ".markdown"}, "text/markdown; charset=utf-8", 0, 1, 1, 0}, DOC_OFFICE},
+    {{"xhtml", {".xhtml"}, "application/xhtml+xml; charset=utf-8", 0, 1, 1, 0}, DOC_OFFICE},
 };
 #define N_ROWS ((int)(sizeof k_rows / sizeof k_rows[0]))
 
@@ -64,12 +64,11 @@ struct srv_document {
 
 const srv_doc_format *srv_doc_format_of(const char *ext)
 {
-    size_t n = ext ? strlen(ext) : 0;
-    if (n < 2 || ext[0] != '.')
+    if (!ext || ext[0] != '.')
         return NULL;
     for (int i = 0; i < N_ROWS; i++)
-        for (const char *p = k_rows[i].f.exts; *p; p = strchr(p, ' ') + 1)
-            if ((size_t)(strchr(p, ' ') - p) == n && !strncasecmp(p, ext, n))
+        for (int k = 0; k < 6 && k_rows[i].f.exts[k]; k++)
+            if (!strcasecmp(k_rows[i].f.exts[k], ext))
                 return &k_rows[i].f;
     return NULL;
 }
@@ -81,26 +80,12 @@ const char *srv_doc_ctype(const srv_doc_format *f, const char *ext)
 
 int srv_doc_exts(const char **out, int max)
 {
-    static char split[256];
-    static const char *each[64];
-    static int n_each;
-    if (!n_each) { /* the table's extensions as strings of their own, once */
-        size_t w = 0;
-        for (int i = 0; i < N_ROWS; i++)
-            for (const char *p = k_rows[i].f.exts; *p && n_each < 64;) {
-                size_t k = (size_t)(strchr(p, ' ') - p);
-                if (w + k + 1 > sizeof split)
-                    break;
-                memcpy(split + w, p, k);
-                split[w + k] = 0;
-                each[n_each++] = split + w;
-                w += k + 1;
-                p += k + 1;
-            }
-    }
-    for (int i = 0; i < n_each && i < max; i++)
-        out[i] = each[i];
-    return n_each;
+    int n = 0;
+    for (int i = 0; i < N_ROWS; i++)
+        for (int k = 0; k < 6 && k_rows[i].f.exts[k]; k++, n++)
+            if (n < max)
+                out[n] = k_rows[i].f.exts[k];
+    return n;
 }
 
 static int add_seg(srv_document *d, const char *t, size_t n, int keep)

@@ -36,7 +36,7 @@ typedef struct srv_document srv_document;
 typedef struct srv_doc_format {
     const char *name;     /* "text", "subrip", "webvtt", "catalogue", "gettext", "office",
                              "markdown", "html" */
-    const char *exts;     /* its extensions, lower case, each followed by a space */
+    const char *exts[6];  /* its extensions, lower case, NULL after the last */
     const char *ctype;    /* the translated file's Content-Type (NULL: by extension,
                              srv_office_mime) */
     int binary;           /* bytes (a zip archive), not UTF-8 text */
