@@ -50,7 +50,7 @@ json_t *srv_admin_model_json(const srv_server *s, const srv_model *sm)
         failed ? "device_error" : "ready", "resident", atomic_load(&sm->resident), "defaults", "beam_size", sm->defaults.beam_size,
         "max_length", sm->defaults.max_length, "length_penalty",
         (double)sm->defaults.length_penalty, "limits", "max_input_tokens", sm->max_input_tokens,
-        "max_length", sm->max_length, "max_batch_texts", s->o.max_batch_texts, "max_beam_size",
+        "max_length", sm->max_length, "max_batch_texts", s->api->max_batch_texts, "max_beam_size",
         sm->max_beam);
     /* a multilingual model: its languages, in its tokenizer's codes */
     json_t *codes = sm->n_langs > 0 && o ? json_array() : NULL;

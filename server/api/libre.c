@@ -91,7 +91,7 @@ static int falsy(json_t *v)
 /* LibreTranslate's access check: 0 to go on, -1 with the error recorded. */
 static int access_check(srv_req *r, json_t *fields, const char *auth_key)
 {
-    const char *k = r->s->o.api_key;
+    const char *k = r->s->api->api_key;
     json_t *ak = json_object_get(fields, "api_key");
     if (ak && !json_is_string(ak) && !json_is_null(ak)) { /* null: as absent, as Flask */
         srv_req_error(r, 400, "invalid_type", "api_key",
@@ -449,10 +449,10 @@ static int parse_translate(srv_req *r, json_t *f, int is_json)
         normalize_eol(f, "q");
     lr->list = json_is_array(q);
     size_t nq = lr->list ? json_array_size(q) : 1;
-    if (lr->list && nq > (size_t)r->s->o.max_batch_texts) {
+    if (lr->list && nq > (size_t)r->s->api->max_batch_texts) {
         srv_req_error(r, 400, "out_of_range", "q",
                       "Invalid request: request (%zu) exceeds text limit (%d)", nq,
-                      r->s->o.max_batch_texts);
+                      r->s->api->max_batch_texts);
         return -1;
     }
     for (size_t i = 0; i < nq; i++)
@@ -842,13 +842,13 @@ static void file_answer(srv_req *r)
         srv_req_error(r, 500, "internal", NULL,
                       "the translated file (%zu bytes) does not fit the file store "
                       "(--max-files-bytes %ld)",
-                      len, r->s->o.max_files_bytes);
+                      len, r->s->api->max_files_bytes);
         return;
     }
     json_t *root = json_object();
     /* Behind a balancer the link names the replica holding the file
      * (files.h): /download_file/REPLICA/NAME. */
-    const char *rid = r->s->o.replica_id ? r->s->o.replica_id : "";
+    const char *rid = r->s->api->replica_id ? r->s->api->replica_id : "";
     char *url = malloc(strlen(r->host ? r->host : "localhost") + strlen(rid) +
                        strlen(lr->file_name) + 64);
     if (url)
@@ -879,7 +879,7 @@ static void libre_answer(srv_req *r)
      * --libre-html-answer unescaped: its serialized HTML writes a text's
      * '<' as &lt;, which html.unescape would make live markup
      * (docs/decisions.md, "Escaped markup stays escaped") */
-    const int escaped = lr->html && r->s->o.libre_html == SRV_HTML_ESCAPED;
+    const int escaped = lr->html && r->s->api->libre_html == SRV_HTML_ESCAPED;
     for (int i = 0; !oom && i < lr->n_items; i++) {
         char why[256];
         char *tr = srv_libre_item_translation(r, i, 0, why, sizeof why);
@@ -948,7 +948,7 @@ static void answer_languages(srv_req *r)
 static void answer_settings(srv_req *r)
 {
     const srv_server *s = r->s;
-    int key = s->o.api_key && *s->o.api_key;
+    int key = s->api->api_key && *s->api->api_key;
     srv_langs L;
     srv_langs_now(s, &L);
     /* a bilingual first model's target, else the first language (a

@@ -187,7 +187,7 @@ static int get_int_array(srv_req *r, json_t *root, const char *key, int **out, i
 static int get_texts(srv_req *r, json_t *v, const char *key, const char ***texts, size_t **lens,
                      int *n, int *is_list)
 {
-    int max = r->s->o.max_batch_texts;
+    int max = r->s->api->max_batch_texts;
     if (!v) {
         srv_req_error(r, 400, "missing_field", key, "%s is required", key);
         return -1;

@@ -54,11 +54,11 @@ int srv_limits_check(srv_req *r, const srv_limit_fields *f)
 {
     srv_cost c;
     srv_cost_estimate(r, f, &c);
-    long lim = r->s->o.max_response_bytes;
+    long lim = r->s->api->max_response_bytes;
     /* an uploaded file's markup comes back in its translation: its bytes
      * are bounded by --max-file-bytes, its texts by this */
     if (r->route && (r->route->flags & SRV_ROUTE_FILE))
-        lim += r->s->o.max_file_bytes;
+        lim += r->s->api->max_file_bytes;
     if (lim <= 0 || c.resp_bytes <= (double)lim)
         return 1;
     /* param: the field whose reduction helps most */

@@ -184,7 +184,7 @@ int srv_req_opt_string(srv_req *r, json_t *root, const char *key, const char **o
 }
 int srv_api_key_ok(const srv_server *s, const char *given)
 {
-    const char *k = s->o.api_key;
+    const char *k = s->api->api_key;
     if (!k || !*k)
         return 1;
     if (!given)

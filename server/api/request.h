@@ -33,6 +33,27 @@
 
 typedef struct srv_req srv_req;
 
+/* format=html answers of the LibreTranslate endpoints (--libre-html-answer). */
+typedef enum srv_html_answer {
+    SRV_HTML_ESCAPED = 0, /* the HTML as serialized: &lt;script&gt; stays text */
+    SRV_HTML_UNESCAPED,   /* through html.unescape, as LibreTranslate 1.x: live markup */
+} srv_html_answer;
+
+/* The API's options of `transformerd serve` (serve.c parses them beside
+ * the service's, state.h, and the transport's, transport/http.h); the
+ * server's api points at them (srv_server.api). */
+typedef struct srv_api_opts {
+    const char *api_key;      /* NULL or "" = no key */
+    int max_batch_texts;      /* texts per request */
+    long max_file_bytes;      /* --max-file-bytes: a /translate_file upload's body */
+    long max_response_bytes;  /* estimated response of one request (reqlimits.h) */
+    srv_html_answer libre_html; /* --libre-html-answer: escaped (default) | unescaped */
+    long max_files_bytes;     /* translated files kept for /download_file, in all */
+    int file_ttl_s;           /* how long a translated file is kept */
+    const char *replica_id;   /* --replica-id: this replica's name behind a balancer
+                                 (download links, request ids); NULL/"": none */
+} srv_api_opts;
+
 /* ---- a route -------------------------------------------------------------- */
 
 /* The API's endpoints, for a dialect that serves several from one handler

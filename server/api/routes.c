@@ -257,7 +257,7 @@ static srv_call_next api_head(void *ctx, srv_call *c)
     r->route = rt;
     r->ep = rt->ep;
     if (rt->flags & SRV_ROUTE_FILE) { /* a whole file: its own limits */
-        c->max_body = r->s->o.max_file_bytes;
+        c->max_body = r->s->api->max_file_bytes;
         c->timeout_s = r->s->o.file_timeout_s;
     }
     if ((rt->flags & SRV_ROUTE_SERVING) && not_serving(r))

@@ -49,16 +49,16 @@ static void setup(void)
     static char err[512];
     const char *dir = TD_TEST_DATA "/text/marian_en_de";
     srv_opts *o = &g_s.o;
+    static srv_api_opts api; /* the API's part of the options */
+    g_s.api = &api;
     o->model_dir = dir;
-    o->max_batch_texts = 64;
-    o->max_response_bytes = 1L << 20; /* small: the limit is reached often */
-    o->max_body_bytes = 1L << 20;
-    o->max_files_bytes = 1L << 20;
-    o->file_ttl_s = 60;
+    api.max_batch_texts = 64;
+    api.max_response_bytes = 1L << 20; /* small: the limit is reached often */
+    api.max_files_bytes = 1L << 20;
+    api.file_ttl_s = 60;
     o->max_queue = 1024;
     o->request_timeout_s = 60;
     o->textcat_dir = TD_TEXTCAT_DIR;
-    o->cors_origins = "*";
     g_mp = calloc(1, sizeof *g_mp);
     if (!g_mp)
         die("model", "out of memory");
@@ -142,7 +142,7 @@ static void check_jobs(srv_req *r)
     srv_cost c;
     const srv_limit_fields f = {NULL, "", "", r->ep != SRV_EP_TRANSLATE};
     srv_cost_estimate(r, &f, &c);
-    if (!(c.resp_bytes <= (double)g_s.o.max_response_bytes))
+    if (!(c.resp_bytes <= (double)g_s.api->max_response_bytes))
         die("accepted", "estimate over --max-response-bytes");
 }
 
