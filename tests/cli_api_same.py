@@ -52,6 +52,9 @@ SPECIAL = [
     "",
     "The café costs 3 € — cheap! Isn't it? Yes.",
     "Use <b>bold</b> and &amp; entities ™ ®.",
+    # abbreviations: where English's sentence rules do not break (the split's language)
+    "Mr. Smith met Dr. Brown at 5 p.m. on Monday. They talked e.g. about the weather.",
+    "The U.S. Army and Prof. Jones arrived. Approx. 20 people came, i.e. not many.",
 ]
 # symbols the model cannot write that the copy must bring back
 COPIED = ["€", "😀", "©", "📬", "🌡"]

@@ -595,9 +595,9 @@ static json_t *native_split(srv_req *r, int i)
 /* Text i's translation (r: the request, or the part, that ran it). */
 static json_t *native_text(srv_req *r, int i)
 {
-    return srv_api_split_of(r, i) ? native_split(r, i)
-           : r->pipe.text_job[i] < 0   ? native_empty(r, i)
-                                  : native_translation(r, &r->pipe.jobs[r->pipe.text_job[i]]);
+    return srv_api_split_of(r, i)     ? native_split(r, i)
+           : r->pipe.text_job[i] < 0 ? native_empty(r, i)
+                                     : native_translation(r, &r->pipe.jobs[r->pipe.text_job[i]]);
 }
 
 /* The answer's JSON (malloc'd), every job finished; NULL when out of memory.
