@@ -342,8 +342,11 @@ typedef struct td_text_result {
  * detokenizes the best hypothesis of each. A text longer than the worker's
  * max_src_len tokens is an error naming its index (nothing is returned).
  * It is td_tok_encode_batch(TD_LONG_SOURCE_ERROR) + td_translate_tokenized:
- * a caller that cuts long texts instead (`transformerd translate`) calls the
- * two itself. Free each result with td_text_result_free. */
+ * the engine's text in, text out, without sentences or the copy of symbols
+ * the model cannot write (the reference the engine's tests hold to
+ * transformers). The daemon and `transformerd translate` translate text
+ * through server/service/pipeline.c, which adds both. Free each result
+ * with td_text_result_free. */
 int td_translate_text(td_worker *w, const struct td_tokenizer *tok, const char *const *texts,
                       const size_t *lens, int n, const td_decode_opts *opts,
                       td_text_result *results, char *err, size_t errlen);

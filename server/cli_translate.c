@@ -3,21 +3,24 @@
  * their translations out, each line written (in input order) as soon as
  * its sentences are done.
  *
- * One running decode (td_run_*, as a daemon worker keeps): a line is split
- * into sentences (td_segment; a line of one sentence, or --no-split, is its
- * own unit), tokenized, and its units queue for the decode; between two
- * decoding steps queued units join it (all that fit when it is idle, else
- * in groups by the daemon's rule, srv_inflight_admit_now), and every
- * finished unit is detokenized at once. The oldest unwritten line is
- * written the moment its last unit is done, and with it every complete
- * line behind it. Input is read ahead while the decode runs, never waited
+ * Each line goes through the daemon's text pipeline (service/pipeline.h,
+ * the same code as POST /v1/translate): split into sentences (a line of one
+ * sentence, or --no-split, is its own unit), tokenized, the symbols the
+ * model cannot write copied from the source by its attention. Its units
+ * queue for one running decode (td_run_*, as a daemon worker keeps);
+ * between two decoding steps queued units join it (all that fit when it is
+ * idle, else in groups by the daemon's rule, srv_inflight_admit_now). The
+ * oldest unwritten line is written the moment its last unit is done, and
+ * with it every complete line behind it. Input is read ahead while the decode runs, never waited
  * for: with a file on stdin the queue fills to a few batches (long and
  * short sentences of nearby lines decode together), while a person typing
  * a line, or a pipe that trickles, gets each line back as soon as it is
  * translated, without waiting for more input or its end.
  *
  * What each sentence gets does not depend on its company (docs/decisions.md,
- * the running decode), so the output is what td_translate_text gives.
+ * the running decode), so the output is the API's for the same options
+ * (tests/cli_api_same.py holds them to it byte for byte), but for a line
+ * over the model's positions: cut (with a warning), where the API refuses.
  */
 #include <errno.h>
 #include <poll.h>
@@ -29,6 +32,7 @@
 #include "batcher.h"
 #include "cli_translate.h"
 #include "clock.h"
+#include "pipeline.h"
 #include "segment.h"
 #include "tokenizer.h"
 
@@ -97,20 +101,22 @@ static char *lr_next(line_reader *lr, size_t *len)
     return line;
 }
 
-/* An input line on its way: its units' translations as they come. */
+/* An input line on its way, through the text pipeline: its units' results
+ * as they come. Each line is its own allocation (its pipeline points into
+ * itself). */
 typedef struct cli_line {
     char *text;
     size_t len;
-    td_sentence *sent; /* its sentences when it has more than one */
-    int n_units, n_done;
-    char **parts;      /* (n_units) each unit's translation */
+    srv_heap arena;    /* what the pipeline allocated for the line */
+    srv_pipe p;
+    int n_done;        /* jobs done of p.n_jobs */
 } cli_line;
 
-/* A unit waiting to join the decode, or running in it. */
+/* A unit (a job of a line's pipeline) waiting to join the decode, or
+ * running in it. */
 typedef struct cli_unit {
     long line;         /* its line's number, from 0 */
-    int k;             /* its place in the line */
-    td_tok_ids ids;
+    int k;             /* its job in the line's pipeline */
     td_seq seq;        /* running: its handle */
 } cli_unit;
 
@@ -120,7 +126,8 @@ typedef struct cli_run {
     const td_decode_opts *o;
     const char *lang;  /* NULL: --no-split */
     int src_lang;      /* a multilingual model's source language, else -1 */
-    cli_line *lines;   /* lines[line - first] for the lines not yet written */
+    int raw_unknown;   /* --no-copy-unknown */
+    cli_line **lines;  /* lines[line - first] for the lines not yet written */
     long first, n_lines, cap_lines;
     cli_unit *queue;   /* waiting units, oldest first */
     int n_queue, cap_queue;
@@ -136,105 +143,76 @@ typedef struct cli_run {
 
 static cli_line *line_at(cli_run *r, long line)
 {
-    return &r->lines[line - r->first];
+    return r->lines[line - r->first];
 }
 
 static void line_free(cli_line *l)
 {
-    for (int k = 0; l->parts && k < l->n_units; k++)
-        free(l->parts[k]);
-    free(l->parts);
-    free(l->sent);
+    if (!l)
+        return;
+    srv_pipe_free(&l->p);
+    srv_heap_free(&l->arena);
     free(l->text);
+    free(l);
 }
 
-/* A unit's translation is in: its line counts it. */
-static void unit_done(cli_run *r, long line, int k, char *text)
-{
-    cli_line *l = line_at(r, line);
-    l->parts[k] = text;
-    l->n_done++;
-}
-
-/* Takes a line (text owned from here): its units to the queue, an empty
- * one done at once. Returns 0, or -1 out of memory. */
+/* Takes a line (text owned from here): through the pipeline, its jobs to
+ * the queue (none for an empty line). Returns 0, or -1 out of memory. */
 static int add_line(cli_run *r, char *text, size_t len)
 {
-    char err[512];
     long no = r->first + r->n_lines;
     if (r->n_lines == r->cap_lines) {
         long cap = r->cap_lines ? r->cap_lines * 2 : 64;
-        cli_line *n = realloc(r->lines, (size_t)cap * sizeof *n);
+        cli_line **n = realloc(r->lines, (size_t)cap * sizeof *n);
         if (!n)
             return free(text), -1;
         r->lines = n;
         r->cap_lines = cap;
     }
-    cli_line *l = &r->lines[r->n_lines++];
-    memset(l, 0, sizeof *l);
+    cli_line *l = calloc(1, sizeof *l);
+    if (!l)
+        return free(text), -1;
+    r->lines[r->n_lines++] = l;
     l->text = text;
     l->len = len;
-    int ns = r->lang ? td_segment(r->lang, text, len, &l->sent, err, sizeof err) : 0;
-    if (ns < 0) {
-        fprintf(stderr, "transformerd: line %ld: %s\n", no + 1, err);
-        ns = 0;
+    srv_pipe *p = &l->p;
+    p->tok = r->tok;
+    p->arena = (srv_arena){srv_heap_alloc, &l->arena};
+    p->seg_lang = r->lang;
+    p->src_lang = r->src_lang;
+    p->max_tokens = td_worker_max_src_len(r->w);
+    p->cut_long = 1; /* every line gets an output line */
+    p->raw_unknown = r->raw_unknown;
+    p->opts = r->o;
+    srv_pipe_fail f;
+    const char *const t = text;
+    srv_err e = srv_pipe_make(p, &t, &len, 1, &f);
+    if (e == SRV_ERR_INTERNAL && f.text >= 0) {
+        /* the segmenter's failure: the line as one unit */
+        fprintf(stderr, "transformerd: line %ld: %s\n", no + 1, f.msg);
+        srv_pipe_free(p);
+        p->seg_lang = NULL;
+        e = srv_pipe_make(p, &t, &len, 1, &f);
     }
-    l->n_units = ns > 1 ? ns : 1;
-    if (ns <= 1) { /* the line as it is, one unit */
-        free(l->sent);
-        l->sent = NULL;
+    if (e != SRV_OK) {
+        if (e == SRV_ERR_INTERNAL)
+            fprintf(stderr, "transformerd: line %ld: %s\n", no + 1, f.msg);
+        return -1;
     }
-    l->parts = calloc((size_t)l->n_units, sizeof *l->parts);
-    const char **ut = malloc((size_t)l->n_units * sizeof *ut);
-    size_t *ul = malloc((size_t)l->n_units * sizeof *ul);
-    td_tok_ids *ids = calloc((size_t)l->n_units, sizeof *ids);
-    int rc = -1;
-    if (!l->parts || !ut || !ul || !ids)
-        goto out;
-    for (int k = 0; k < l->n_units; k++) {
-        ut[k] = l->sent ? text + l->sent[k].start : text;
-        ul[k] = l->sent ? l->sent[k].end - l->sent[k].start : len;
-    }
-    if (td_tok_encode_batch_lang(r->tok, r->src_lang, ut, ul, l->n_units,
-                                 td_worker_max_src_len(r->w), TD_LONG_SOURCE_TRUNCATE, ids, NULL,
-                                 err, sizeof err) != 0) {
-        fprintf(stderr, "transformerd: line %ld: %s\n", no + 1, err);
-        goto out;
-    }
-    if (r->n_queue + l->n_units > r->cap_queue) {
-        int cap = (r->n_queue + l->n_units) * 2;
+    if (p->n_cut)
+        fprintf(stderr, "transformerd: line %ld: %d tokens, cut to %d\n", no + 1, p->cut_full,
+                p->cut_to);
+    if (r->n_queue + p->n_jobs > r->cap_queue) {
+        int cap = (r->n_queue + p->n_jobs) * 2;
         cli_unit *q = realloc(r->queue, (size_t)cap * sizeof *q);
         if (!q)
-            goto out;
+            return -1;
         r->queue = q;
         r->cap_queue = cap;
     }
-    for (int k = 0; k < l->n_units; k++) {
-        if (ids[k].n_full > ids[k].n)
-            fprintf(stderr, "transformerd: line %ld: %d tokens, cut to %d\n", no + 1,
-                    ids[k].n_full, ids[k].n);
-        /* nothing to run (the language token aside): "" */
-        if (td_tok_is_empty(ids[k].n_full - (r->src_lang >= 0))) {
-            td_tok_ids_free(&ids[k], 1);
-            char *e = calloc(1, 1);
-            if (!e)
-                goto out;
-            unit_done(r, no, k, e);
-            continue;
-        }
-        r->queue[r->n_queue++] = (cli_unit){.line = no, .k = k, .ids = ids[k]};
-        ids[k].ids = NULL;
-    }
-    rc = 0;
-out:
-    if (ids)
-        td_tok_ids_free(ids, l->n_units);
-    free(ids);
-    free(ut);
-    free(ul);
-    if (rc != 0)
-        fprintf(stderr, "transformerd: out of memory\n");
-    return rc;
+    for (int k = 0; k < p->n_jobs; k++)
+        r->queue[r->n_queue++] = (cli_unit){.line = no, .k = k};
+    return 0;
 }
 
 /* Queued units join the decode: all that fit when it is idle, else by the
@@ -257,9 +235,10 @@ static int admit(cli_run *r)
     }
     r->deferred = 0;
     for (int i = 0; i < fit; i++) {
-        r->src[i] = r->queue[i].ids.ids;
-        r->len[i] = r->queue[i].ids.n;
-        r->op[i] = r->o;
+        const srv_job *j = &line_at(r, r->queue[i].line)->p.jobs[r->queue[i].k];
+        r->src[i] = j->src;
+        r->len[i] = j->n_src;
+        r->op[i] = j->opts; /* a job that copies captures attention */
     }
     char err[512];
     if (td_run_add(r->w, r->src, r->len, fit, r->op, r->seq, err, sizeof err) != 0) {
@@ -296,16 +275,15 @@ static int step(cli_run *r)
         }
         cli_unit u = r->live[i];
         r->live[i] = r->live[--r->n_live];
-        char *text = NULL;
-        if (t < 0 || td_tok_decode(r->tok, res.hyps[0].tokens, res.hyps[0].n_tokens, &text)) {
+        cli_line *l = line_at(r, u.line);
+        if (t < 0) {
             td_result_free(&res);
-            td_tok_ids_free(&u.ids, 1);
             fprintf(stderr, "transformerd: out of memory\n");
             return -1;
         }
-        td_result_free(&res);
-        td_tok_ids_free(&u.ids, 1);
-        unit_done(r, u.line, u.k, text);
+        l->p.jobs[u.k].res = res; /* the line's pipeline frees it */
+        l->p.jobs[u.k].status = SRV_JOB_DONE;
+        l->n_done++;
     }
     return 0;
 }
@@ -314,27 +292,15 @@ static int step(cli_run *r)
 static int write_ready(cli_run *r)
 {
     int n = 0;
-    while (r->n_lines > 0 && r->lines[0].n_done == r->lines[0].n_units) {
-        cli_line *l = &r->lines[0];
-        if (!l->sent) {
-            puts(l->parts[0]);
-        } else {
-            size_t *pl = malloc((size_t)l->n_units * sizeof *pl);
-            char *t = NULL;
-            size_t tl;
-            for (int k = 0; pl && k < l->n_units; k++)
-                pl[k] = strlen(l->parts[k]);
-            if (!pl || td_segment_join(l->text, l->len, l->sent, l->n_units,
-                                       (const char *const *)l->parts, pl, &t, &tl, NULL)) {
-                fprintf(stderr, "transformerd: line %ld: out of memory\n", r->first + 1);
-                r->failed = 1;
-                puts("");
-            } else {
-                puts(t);
-            }
-            free(t);
-            free(pl);
+    while (r->n_lines > 0 && r->lines[0]->n_done == r->lines[0]->p.n_jobs) {
+        cli_line *l = r->lines[0];
+        char *t = srv_pipe_text(&l->p, 0, 0);
+        if (!t) {
+            fprintf(stderr, "transformerd: line %ld: out of memory\n", r->first + 1);
+            r->failed = 1;
         }
+        puts(t ? t : "");
+        free(t);
         line_free(l);
         memmove(r->lines, r->lines + 1, (size_t)(r->n_lines - 1) * sizeof *r->lines);
         r->n_lines--;
@@ -348,9 +314,11 @@ static int write_ready(cli_run *r)
 }
 
 int cli_translate_stream(td_worker *w, const td_tokenizer *tok, const td_decode_opts *o,
-                         const char *lang, int src_lang, int batch, int progress)
+                         const char *lang, int src_lang, int raw_unknown, int batch,
+                         int progress)
 {
-    cli_run r = {.w = w, .tok = tok, .o = o, .lang = lang, .src_lang = src_lang};
+    cli_run r = {.w = w, .tok = tok, .o = o, .lang = lang, .src_lang = src_lang,
+                 .raw_unknown = raw_unknown};
     int free_slots;
     td_run_free(w, &free_slots, &r.rows_total);
     r.live = calloc((size_t)free_slots, sizeof *r.live);
@@ -399,12 +367,8 @@ int cli_translate_stream(td_worker *w, const td_tokenizer *tok, const td_decode_
                 dt, dt > 0 ? r.written / dt : 0.0);
     }
     td_run_reset(w);
-    for (int i = 0; i < r.n_live; i++)
-        td_tok_ids_free(&r.live[i].ids, 1);
-    for (int i = 0; i < r.n_queue; i++)
-        td_tok_ids_free(&r.queue[i].ids, 1);
     for (long i = 0; i < r.n_lines; i++)
-        line_free(&r.lines[i]);
+        line_free(r.lines[i]);
     free(r.live);
     free(r.src);
     free(r.len);

@@ -14,8 +14,10 @@
  *       one line per input line, in order; a line of several sentences is
  *       translated sentence by sentence (tokenizer/segment.h) and put back
  *       together with its own separators (--no-split: each line one
- *       unit); each line is written as soon as it is done
- *       (cli_translate.c). A multilingual model (M2M100, NLLB-200) needs
+ *       unit); symbols the model cannot write are copied from the source
+ *       as the API copies them (--no-copy-unknown: the model's raw
+ *       output); each line is written as soon as it is done
+ *       (cli_translate.c, through the daemon's text pipeline). A multilingual model (M2M100, NLLB-200) needs
  *       --source and --target (its language codes: en, de; eng_Latn): the
  *       source language's token first, the target's forced first.
  *   transformerd translate-file IN OUT [--format EXT] [--source LANG]
@@ -51,6 +53,8 @@
 #include "buildinfo.h"
 #include "cli_file.h"
 #include "cli_models.h"
+#include "langcodes.h"
+#include "models.h"
 #include "po.h"
 #include "po_helper.h"
 #include "cli_translate.h"
@@ -64,6 +68,7 @@ typedef struct cli_opts {
     int beam, max_length, threads, batch;
     int target, pieces; /* tokenize */
     int no_split;       /* translate: each line one unit, not split into sentences */
+    int raw_unknown;    /* translate: no unknown symbol copied (the API's copy_unknown false) */
     const char *src_lang, *tgt_lang; /* translate: a multilingual model's languages */
 } cli_opts;
 
@@ -73,7 +78,7 @@ static void usage(FILE *f)
             "usage: transformerd translate [--model DIR] [--beam N] [--max-length N]\n"
             "                              [--threads N] [--batch N] [--device cpu|cuda[:N]]\n"
             "                              [--dtype auto|float32|float16|bfloat16|int8|int8-all]\n"
-            "                              [--precision full|half] [--no-split]\n"
+            "                              [--precision full|half] [--no-split] [--no-copy-unknown]\n"
             "                              [--source LANG --target LANG]\n"
             "       transformerd tokenize [--model DIR] [--target] [--pieces]\n"
             "       transformerd translate-ids [--model DIR] ... (the options of translate)\n"
@@ -125,6 +130,9 @@ static void cmd_usage(FILE *f, const char *cmd, int tokenize)
         fprintf(f, "  %-16s %s\n", "--no-split",
                 "each line one input (default: a line's sentences are translated one by one "
                 "and put back between its separators)");
+        fprintf(f, "  %-16s %s\n", "--no-copy-unknown",
+                "the model's raw output: symbols it cannot write (<unk>) left out (default: "
+                "copied from the source by the attention, as the API's copy_unknown)");
         fprintf(f, "  %-16s %s\n  %-16s %s\n", "--source LANG",
                 "a multilingual model's source language code: en, eng_Latn (default: none; "
                 "required by M2M100 and NLLB models)",
@@ -296,6 +304,10 @@ static int parse_cli(int argc, char **argv, cli_opts *o, int tokenize, const cha
             o->no_split = 1;
             continue;
         }
+        if (!tokenize && !strcmp(a, "--no-copy-unknown")) {
+            o->raw_unknown = 1;
+            continue;
+        }
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!v) {
             fprintf(stderr, "transformerd: %s needs a value\n", a);
@@ -354,27 +366,23 @@ static ssize_t read_line(char **line, size_t *cap, FILE *f)
     return n;
 }
 
-/* The source language of a model directory named like "en-de" or
- * "opus-mt-en-de" (as the daemon reads it), else "und". */
+/* The sentence split's language of a bilingual model: the daemon's
+ * source language of the directory (srv_model_dir_langs, its name as serve
+ * names it), canonical as the API splits in it. */
 static void model_source_lang(const char *dir, char *out, size_t outn)
 {
-    size_t n = strlen(dir);
-    while (n > 1 && dir[n - 1] == '/')
-        n--;
-    size_t b = n;
-    while (b > 0 && dir[b - 1] != '/')
-        b--;
-    const char *name = dir + b, *dash = NULL;
-    for (const char *q = name; q < dir + n; q++)
-        if (*q == '-' || *q == '_')
-            dash = q;
-    size_t la = 0;
-    while (dash && dash - la > name && dash[-(ptrdiff_t)la - 1] >= 'a' &&
-           dash[-(ptrdiff_t)la - 1] <= 'z')
-        la++;
-    snprintf(out, outn, "und");
-    if (dash && la >= 2 && la <= 3 && la < outn)
-        snprintf(out, outn, "%.*s", (int)la, dash - la);
+    char tmp[4096], name[128], src[16], tgt[16];
+    snprintf(tmp, sizeof tmp, "%s", dir);
+    size_t k = strlen(tmp);
+    while (k > 1 && tmp[k - 1] == '/')
+        tmp[--k] = 0;
+    const char *base = strrchr(tmp, '/') ? strrchr(tmp, '/') + 1 : tmp;
+    snprintf(name, sizeof name, "%.127s", base);
+    for (char *p = name; *p; p++)
+        if (!srv_model_name_char(*p))
+            *p = '_';
+    srv_model_dir_langs(dir, name, "", src, tgt);
+    srv_lang_canon(src, out, outn);
 }
 
 /* translate's --source / --target against the model's languages: both
@@ -431,8 +439,10 @@ static int cmd_translate(int argc, char **argv)
         td_model_free(m);
         return 1;
     }
+    /* the model's defaults as the daemon's (an Argos package's as
+     * argos-translate decodes) */
     td_decode_opts o;
-    td_decode_opts_default(m, &o);
+    srv_model_defaults(m, td_tok_argos_package(c.model), &o);
     /* an Argos package's target_prefix, forced as the daemon forces it */
     int32_t pkg_prefix = td_tok_target_prefix(tok);
     if (pkg_prefix >= 0) {
@@ -471,12 +481,12 @@ static int cmd_translate(int argc, char **argv)
      * line longer than the model's positions is cut (with a warning)
      * rather than failing the whole run: every line gets an output line. */
     char lang[16];
-    if (src_lang >= 0) /* the sentence split's language: "eng" of "eng_Latn" */
-        snprintf(lang, sizeof lang, "%.*s", (int)strcspn(c.src_lang, "_-"), c.src_lang);
+    if (src_lang >= 0) /* the sentence split's language, as the API's: canonical */
+        srv_lang_canon(c.src_lang, lang, sizeof lang);
     else
         model_source_lang(c.model, lang, sizeof lang);
-    int rc = cli_translate_stream(w, tok, &o, c.no_split ? NULL : lang, src_lang, c.batch,
-                                  progress);
+    int rc = cli_translate_stream(w, tok, &o, c.no_split ? NULL : lang, src_lang, c.raw_unknown,
+                                  c.batch, progress);
     td_worker_free(w);
     td_tok_free(tok);
     td_model_free(m);

@@ -40,6 +40,7 @@
 #include "libre.h"
 #include "metrics.h"
 #include "models.h"
+#include "request.h"
 #include "routes.h"
 #include "serve.h"
 #include "signals.h"
@@ -67,144 +68,152 @@ typedef struct opt_def {
     const char *help;
 } opt_def;
 
-#define OFF(f) offsetof(srv_opts, f)
+/* Every option of serve, each part its layer's: the service's (state.h),
+ * the API's (api/request.h), the transport's (transport/http.h). */
+typedef struct serve_opts {
+    srv_opts svc;
+    srv_api_opts api;
+    srv_http_opts http;
+} serve_opts;
+
+#define OFF(f) offsetof(serve_opts, f)
 static const opt_def k_opts[] = {
-    {"--model", OPT_MODEL, OFF(model_specs), 0, 0,
+    {"--model", OPT_MODEL, OFF(svc.model_specs), 0, 0,
      "[NAME=]DIR: a model directory (Hugging Face Marian layout), named NAME (default: the "
      "directory's name); repeat for several models"},
-    {"--models-dir", OPT_STR, OFF(models_dir), 0, 0,
+    {"--models-dir", OPT_STR, OFF(svc.models_dir), 0, 0,
      "serve every model directory below DIR (config.json + weights); "
      "POST /v1/models loads from it at run time"},
-    {"--model-languages", OPT_LANGS, OFF(lang_specs), 0, 0,
+    {"--model-languages", OPT_LANGS, OFF(svc.lang_specs), 0, 0,
      "NAME=SRC-TGT: the language pair of model NAME (default: tokenizer_config.json's "
      "source_lang/target_lang, else the directory's name, e.g. opus-mt-en-de)"},
-    {"--max-memory", OPT_BYTES, OFF(max_memory), 0, 1L << 50,
+    {"--max-memory", OPT_BYTES, OFF(svc.max_memory), 0, 1L << 50,
      "bytes the models' weights and the shared workers (at their limits) may take on the "
      "device (K, M, G, T suffixes; 0: no limit); a runtime load or reload past it is refused "
      "(507)"},
-    {"--cache-bytes", OPT_BYTES, OFF(cache_bytes), 0, 1L << 50,
+    {"--cache-bytes", OPT_BYTES, OFF(svc.cache_bytes), 0, 1L << 50,
      "the translation cache: finished sentences kept for their next request, in bytes (K, M, "
      "G, T suffixes; 0: off)"},
-    {"--device", OPT_STR, OFF(device), 0, 0, "cpu | cuda[:N]"},
-    {"--dtype", OPT_STR, OFF(dtype), 0, 0,
+    {"--device", OPT_STR, OFF(svc.device), 0, 0, "cpu | cuda[:N]"},
+    {"--dtype", OPT_STR, OFF(svc.dtype), 0, 0,
      "weight storage: auto (the checkpoint's) | float32 | float16 (cuda) | bfloat16 (cuda, cpu "
      "with AVX512-BF16 or AMX) | int8 | int8-all (cpu)"},
-    {"--precision", OPT_STR, OFF(precision), 0, 0,
+    {"--precision", OPT_STR, OFF(svc.precision), 0, 0,
      "cuda GEMMs with half weights: full (float32-accurate activations) | half"},
-    {"--host", OPT_STR, OFF(host), 0, 0, "address to listen on"},
-    {"--port", OPT_INT, OFF(port), 0, 65535, "port (0: any free port, printed)"},
-    {"--threads", OPT_INT, OFF(threads), 0, 1024, "engine CPU threads (0: all cores)"},
-    {"--http-threads", OPT_INT, OFF(http_threads), 1, 256, "HTTP thread pool size"},
-    {"--workers", OPT_INT, OFF(workers), 0, 64,
+    {"--host", OPT_STR, OFF(http.host), 0, 0, "address to listen on"},
+    {"--port", OPT_INT, OFF(http.port), 0, 65535, "port (0: any free port, printed)"},
+    {"--threads", OPT_INT, OFF(svc.threads), 0, 1024, "engine CPU threads (0: all cores)"},
+    {"--http-threads", OPT_INT, OFF(http.http_threads), 1, 256, "HTTP thread pool size"},
+    {"--workers", OPT_INT, OFF(svc.workers), 0, 64,
      "engine workers shared by every model (threads with their own memory; 0: 2 of half the "
      "cores each on a CPU of 2 or more cores, else 1)"},
-    {"--scheduler", OPT_SCHED, OFF(scheduler), 0, 0,
+    {"--scheduler", OPT_SCHED, OFF(svc.scheduler), 0, 0,
      "inflight: texts join and leave a worker's running decode between steps | batch: "
      "a batch runs to its end before the next forms"},
-    {"--fair-share", OPT_SHARE, OFF(fair_share), 0, 0,
+    {"--fair-share", OPT_SHARE, OFF(svc.fair_share), 0, 0,
      "whose share of a model's queue a request takes (a large request never holds the model "
      "for the others): request: its own | client: one per client address, for a daemon that "
      "sees its clients' own addresses (not behind a proxy)"},
-    {"--scratch", OPT_SCRATCH, OFF(scratch_full), 0, 0,
+    {"--scratch", OPT_SCRATCH, OFF(svc.scratch_full), 0, 0,
      "the workers' memory: on-demand: small at start, grown as requests need it (between two "
      "decodes) and given back after --scratch-idle-s idle | full: allocated for the largest "
      "request at start"},
-    {"--model-idle-unload", OPT_INT, OFF(model_idle_unload), 0, 604800,
+    {"--model-idle-unload", OPT_INT, OFF(svc.model_idle_unload), 0, 604800,
      "seconds without a request after which a model's weights and workers are freed; the next "
      "request loads them again (and waits for it) (0: never)"},
-    {"--preload", OPT_STR, OFF(preload), 0, 0,
+    {"--preload", OPT_STR, OFF(svc.preload), 0, 0,
      "comma-separated model names that --model-idle-unload never puts away"},
-    {"--scratch-idle-s", OPT_INT, OFF(scratch_idle_s), 0, 86400,
+    {"--scratch-idle-s", OPT_INT, OFF(svc.scratch_idle_s), 0, 86400,
      "on-demand: seconds a worker is idle before it gives back the memory it grew (0: never)"},
-    {"--worker-nice", OPT_INT, OFF(worker_nice), 0, 19,
+    {"--worker-nice", OPT_INT, OFF(svc.worker_nice), 0, 19,
      "nice value of the model workers' threads, so that the HTTP threads run first on a "
      "busy CPU (0: the process's own)"},
-    {"--short-steps", OPT_INT, OFF(short_steps), 0, 8,
+    {"--short-steps", OPT_INT, OFF(svc.short_steps), 0, 8,
      "inflight: steps of only the texts with the shortest sources (a quarter of the rows) "
      "after each step of every row, once a worker runs 16 rows or more (0: off)"},
-    {"--urgent-steps", OPT_INT, OFF(urgent_steps), 0, 16,
+    {"--urgent-steps", OPT_INT, OFF(svc.urgent_steps), 0, 16,
      "inflight: steps of only a streamed answer's first sentences after each step of every "
      "row, so that they arrive sooner (0: off)"},
-    {"--max-batch-tokens", OPT_INT, OFF(max_batch_tokens), 1, 1 << 24,
+    {"--max-batch-tokens", OPT_INT, OFF(svc.max_batch_tokens), 1, 1 << 24,
      "padded source tokens per batch"},
-    {"--max-batch-size", OPT_INT, OFF(max_batch_size), 1, 1024, "sentences per batch"},
-    {"--max-beam", OPT_INT, OFF(max_beam), 0, TD_MAX_BEAM,
+    {"--max-batch-size", OPT_INT, OFF(svc.max_batch_size), 1, 1024, "sentences per batch"},
+    {"--max-beam", OPT_INT, OFF(svc.max_beam), 0, TD_MAX_BEAM,
      "largest beam_size a request may ask (0: the model's num_beams); sizes the workers"},
-    {"--batch-delay-ms", OPT_INT, OFF(batch_delay_ms), 0, 60000,
+    {"--batch-delay-ms", OPT_INT, OFF(svc.batch_delay_ms), 0, 60000,
      "longest wait of the oldest text for a fuller batch"},
-    {"--max-queue", OPT_INT, OFF(max_queue), 1, 1 << 20, "queued texts before 429"},
-    {"--document-threads", OPT_INT, OFF(document_threads), 1, 256,
+    {"--max-queue", OPT_INT, OFF(svc.max_queue), 1, 1 << 20, "queued texts before 429"},
+    {"--document-threads", OPT_INT, OFF(svc.document_threads), 1, 256,
      "threads that parse uploaded documents and render their translations (/translate_file), "
      "off the HTTP threads"},
-    {"--document-queue", OPT_INT, OFF(document_queue), 1, 1 << 16,
+    {"--document-queue", OPT_INT, OFF(svc.document_queue), 1, 1 << 16,
      "documents waiting for a document thread before 503"},
-    {"--max-input-tokens", OPT_INT, OFF(max_input_tokens), 0, 1 << 20,
+    {"--max-input-tokens", OPT_INT, OFF(svc.max_input_tokens), 0, 1 << 20,
      "tokens per text incl. </s> (0: the model's max positions)"},
-    {"--max-batch-texts", OPT_INT, OFF(max_batch_texts), 1, 1 << 16, "texts per request"},
-    {"--max-body-bytes", OPT_BYTES, OFF(max_body_bytes), 1, 1L << 30,
+    {"--max-batch-texts", OPT_INT, OFF(api.max_batch_texts), 1, 1 << 16, "texts per request"},
+    {"--max-body-bytes", OPT_BYTES, OFF(http.max_body_bytes), 1, 1L << 30,
      "request body limit (K, M, G suffixes; /translate_file: --max-file-bytes)"},
-    {"--max-file-bytes", OPT_BYTES, OFF(max_file_bytes), 1, 1L << 34,
+    {"--max-file-bytes", OPT_BYTES, OFF(api.max_file_bytes), 1, 1L << 34,
      "a /translate_file upload's body (K, M, G suffixes)"},
-    {"--max-file-texts", OPT_INT, OFF(max_file_texts), 1, 1 << 22,
+    {"--max-file-texts", OPT_INT, OFF(svc.max_file_texts), 1, 1 << 22,
      "sentences of one file (/translate_file): a file with more is refused (400)"},
-    {"--file-queue-texts", OPT_INT, OFF(file_queue_texts), 1, 1 << 20,
+    {"--file-queue-texts", OPT_INT, OFF(svc.file_queue_texts), 1, 1 << 20,
      "a file's sentences in a model's queue at once; the others join as those finish, so "
      "that other requests are answered between them and the file never fills --max-queue"},
-    {"--file-timeout-s", OPT_INT, OFF(file_timeout_s), 1, 7 * 86400,
+    {"--file-timeout-s", OPT_INT, OFF(svc.file_timeout_s), 1, 7 * 86400,
      "a /translate_file request's deadline (its upload, translation and render)"},
-    {"--max-response-bytes", OPT_BYTES, OFF(max_response_bytes), 1, 1L << 40,
+    {"--max-response-bytes", OPT_BYTES, OFF(api.max_response_bytes), 1, 1L << 40,
      "estimated response size one request may ask for (422 response_too_large; K, M, G "
      "suffixes)"},
-    {"--request-timeout-s", OPT_INT, OFF(request_timeout_s), 1, 86400,
+    {"--request-timeout-s", OPT_INT, OFF(svc.request_timeout_s), 1, 86400,
      "whole-request deadline (504)"},
-    {"--idle-timeout-s", OPT_INT, OFF(idle_timeout_s), 1, 86400, "idle connection timeout"},
-    {"--max-connections", OPT_INT, OFF(max_connections), 1, 1 << 20, "connections in all"},
-    {"--max-connections-per-ip", OPT_INT, OFF(max_connections_per_ip), 0, 1 << 20,
+    {"--idle-timeout-s", OPT_INT, OFF(http.idle_timeout_s), 1, 86400, "idle connection timeout"},
+    {"--max-connections", OPT_INT, OFF(http.max_connections), 1, 1 << 20, "connections in all"},
+    {"--max-connections-per-ip", OPT_INT, OFF(http.max_connections_per_ip), 0, 1 << 20,
      "connections per client address (0: no limit)"},
-    {"--header-timeout-s", OPT_INT, OFF(header_timeout_s), 1, 86400,
+    {"--header-timeout-s", OPT_INT, OFF(http.header_timeout_s), 1, 86400,
      "time for a request's whole header block, however it trickles in"},
-    {"--log-format", OPT_STR, OFF(log_format), 0, 0, "access log: text | json (JSON lines)"},
-    {"--drain-timeout-s", OPT_INT, OFF(drain_timeout_s), 0, 86400,
+    {"--log-format", OPT_STR, OFF(http.log_format), 0, 0, "access log: text | json (JSON lines)"},
+    {"--drain-timeout-s", OPT_INT, OFF(svc.drain_timeout_s), 0, 86400,
      "SIGTERM: time to finish queued and running work; then running work is cut (503)"},
-    {"--drain-delay-s", OPT_INT, OFF(drain_delay_s), 0, 3600,
+    {"--drain-delay-s", OPT_INT, OFF(svc.drain_delay_s), 0, 3600,
      "SIGTERM: /health/ready answers 503 this long while requests are still served, so that a "
      "load balancer's health check takes the replica out before the drain refuses new ones "
      "(Kubernetes: the preStop sleep does it; 0)"},
-    {"--api-key", OPT_STR, OFF(api_key), 0, 0, "require this key (Bearer or X-API-Key)"},
-    {"--cors-origins", OPT_STR, OFF(cors_origins), 0, 0,
+    {"--api-key", OPT_STR, OFF(api.api_key), 0, 0, "require this key (Bearer or X-API-Key)"},
+    {"--cors-origins", OPT_STR, OFF(http.cors_origins), 0, 0,
      "CORS: * (any origin), a comma-separated list of origins, or \"\" (no CORS headers)"},
-    {"--libre-html-answer", OPT_HTML, OFF(libre_html), 0, 0,
+    {"--libre-html-answer", OPT_HTML, OFF(api.libre_html), 0, 0,
      "LibreTranslate format=html answers: escaped (the HTML as written: a text's &lt;script&gt; "
      "stays text) | unescaped (through html.unescape as LibreTranslate 1.x, which makes it live "
      "markup)"},
-    {"--max-files-bytes", OPT_BYTES, OFF(max_files_bytes), 1, 1L << 40,
+    {"--max-files-bytes", OPT_BYTES, OFF(api.max_files_bytes), 1, 1L << 40,
      "translated files kept in memory for /download_file, in all (K, M, G suffixes)"},
-    {"--file-ttl-s", OPT_INT, OFF(file_ttl_s), 1, 7 * 86400,
+    {"--file-ttl-s", OPT_INT, OFF(api.file_ttl_s), 1, 7 * 86400,
      "how long a translated file can be downloaded"},
-    {"--replica-id", OPT_STR, OFF(replica_id), 0, 0,
+    {"--replica-id", OPT_STR, OFF(api.replica_id), 0, 0,
      "this replica's name behind a load balancer (1-40 of A-Z a-z 0-9 . _ -; Kubernetes: the "
      "pod's name): in /translate_file's download links (/download_file/ID/...), which the "
      "balancer routes to it, and in the X-Request-Id it makes up (\"\": none)"},
-    {"--textcat-dir", OPT_STR, OFF(textcat_dir), 0, 0,
+    {"--textcat-dir", OPT_STR, OFF(svc.textcat_dir), 0, 0,
      "libexttextcat's language fingerprints (<code>.lm), for /detect and source=auto"},
-    {"--langid-dir", OPT_STR, OFF(langid_dir), 0, 0,
+    {"--langid-dir", OPT_STR, OFF(svc.langid_dir), 0, 0,
      "word and character profiles (<code>.lid.gz) that detect short texts' language "
      "(default: the langid folder beside the first model's directory; \"\": none)"},
-    {"--test-fail-batches", OPT_FAULT, OFF(test_fault), 0, 0,
+    {"--test-fail-batches", OPT_FAULT, OFF(svc.test_fault), 0, 0,
      "FOR TESTS ONLY: engine | device: every batch after the warm-up fails with that error"},
-    {"--test-step-delay-ms", OPT_INT, OFF(test_step_delay_ms), 0, 10000,
+    {"--test-step-delay-ms", OPT_INT, OFF(svc.test_step_delay_ms), 0, 10000,
      "FOR TESTS ONLY: a worker sleeps this long after each decoding step (or batch)"},
-    {"--test-document-gate", OPT_STR, OFF(test_document_gate), 0, 0,
+    {"--test-document-gate", OPT_STR, OFF(svc.test_document_gate), 0, 0,
      "FOR TESTS ONLY: a document thread that took a document waits until this file exists"},
 };
 #define N_OPTS (sizeof k_opts / sizeof k_opts[0])
 
-static void defaults(srv_opts *o);
+static void defaults(serve_opts *all);
 
 /* An option's default, as usage prints it. */
 static void default_text(const opt_def *d, char *out, size_t n)
 {
-    srv_opts o;
+    serve_opts o;
     defaults(&o);
     const char *base = (const char *)&o + d->off;
     switch (d->kind) {
@@ -252,16 +261,19 @@ static void usage(FILE *f)
     }
 }
 
-static void defaults(srv_opts *o)
+static void defaults(serve_opts *all)
 {
-    memset(o, 0, sizeof *o);
+    memset(all, 0, sizeof *all);
+    srv_opts *o = &all->svc;
+    srv_api_opts *a = &all->api;
+    srv_http_opts *h = &all->http;
     o->model_dir = srv_default_model_dir(); /* TRANSFORMERD_MODEL, source tree, installed */
     o->device = "cpu";
     o->dtype = "auto";
     o->precision = "full";
-    o->host = "127.0.0.1";
-    o->port = 8080;
-    o->http_threads = 4;
+    h->host = "127.0.0.1";
+    h->port = 8080;
+    h->http_threads = 4;
     o->workers = 0; /* resolve_workers(): docs/decisions.md, "CPU threads" */
     o->worker_nice = 5; /* docs/decisions.md, "Worker threads at nice 5" */
     o->short_steps = 0; /* docs/decisions.md, "Steps of the shortest texts only" */
@@ -273,27 +285,27 @@ static void defaults(srv_opts *o)
     o->max_queue = 1024;
     o->document_threads = 2;
     o->document_queue = 32;
-    o->max_batch_texts = 64;
-    o->max_body_bytes = 1L << 20;
+    a->max_batch_texts = 64;
+    h->max_body_bytes = 1L << 20;
     /* a 50 MB office file; a feature film's 3,000 cues and an EPUB novel's
      * tens of thousands of sentences; an hour of one CPU worker for them
      * (docs/api.md, "Limits that fit files") */
-    o->max_file_bytes = 64L << 20;
+    a->max_file_bytes = 64L << 20;
     o->max_file_texts = 100000;
     o->file_queue_texts = 64;
     o->file_timeout_s = 3600;
-    o->max_response_bytes = 64L << 20;
+    a->max_response_bytes = 64L << 20;
     o->request_timeout_s = 60;
-    o->idle_timeout_s = 30;
-    o->max_connections = 1024;
-    o->max_connections_per_ip = 64; /* one address cannot take every slot */
-    o->header_timeout_s = 10;
-    o->log_format = "text";
+    h->idle_timeout_s = 30;
+    h->max_connections = 1024;
+    h->max_connections_per_ip = 64; /* one address cannot take every slot */
+    h->header_timeout_s = 10;
+    h->log_format = "text";
     o->drain_timeout_s = 30;
-    o->cors_origins = "*"; /* as LibreTranslate */
-    o->max_files_bytes = 64L << 20;
+    h->cors_origins = "*"; /* as LibreTranslate */
+    a->max_files_bytes = 64L << 20;
     o->cache_bytes = 64L << 20;
-    o->file_ttl_s = 1800;
+    a->file_ttl_s = 1800;
     o->textcat_dir = TD_TEXTCAT_DIR;
 }
 
@@ -321,9 +333,10 @@ static long parse_bytes(const char *v)
     return (long)x;
 }
 
-static int set_opt(srv_opts *o, const opt_def *d, const char *v, const char *from)
+static int set_opt(serve_opts *all, const opt_def *d, const char *v, const char *from)
 {
-    char *base = (char *)o + d->off;
+    srv_opts *o = &all->svc;
+    char *base = (char *)all + d->off;
     if (d->kind == OPT_STR) {
         *(const char **)(void *)base = v;
         return 0;
@@ -429,7 +442,7 @@ static void env_name(const char *flag, char *out, size_t n)
 
 /* A list variable (TRANSFORMERD_MODEL=a,b=dir2): each item set in turn;
  * the copies live as long as the process (the options point into them). */
-static int set_list_env(srv_opts *o, const opt_def *d, const char *v, const char *name)
+static int set_list_env(serve_opts *o, const opt_def *d, const char *v, const char *name)
 {
     char *copy = strdup(v);
     if (!copy)
@@ -460,15 +473,16 @@ static void resolve_workers(srv_opts *o)
         o->threads = (int)(cores / 2 < 1024 ? cores / 2 : 1024);
 }
 
-static int parse_opts(srv_opts *o, int argc, char **argv)
+static int parse_opts(serve_opts *all, int argc, char **argv)
 {
-    defaults(o);
+    srv_opts *o = &all->svc;
+    defaults(all);
     for (size_t i = 0; i < N_OPTS; i++) {
         char name[64];
         env_name(k_opts[i].flag, name, sizeof name);
         const char *v = getenv(name);
         int list = k_opts[i].kind == OPT_MODEL || k_opts[i].kind == OPT_LANGS;
-        if (v && (list ? set_list_env(o, &k_opts[i], v, name) : set_opt(o, &k_opts[i], v, name)))
+        if (v && (list ? set_list_env(all, &k_opts[i], v, name) : set_opt(all, &k_opts[i], v, name)))
             return -1;
     }
     /* a repeatable flag replaces its variable's list (flags win) */
@@ -505,7 +519,7 @@ static int parse_opts(srv_opts *o, int argc, char **argv)
             o->n_model_specs = 0;
         if (d->kind == OPT_LANGS && !flag_langs++)
             o->n_lang_specs = 0;
-        if (set_opt(o, d, v, d->flag))
+        if (set_opt(all, d, v, d->flag))
             return -1;
     }
     if (o->models_dir && !*o->models_dir)
@@ -524,9 +538,9 @@ static int parse_opts(srv_opts *o, int argc, char **argv)
         fprintf(stderr, "transformerd: %s\n", nerr); /* names --dtype / --precision's value */
         return -1;
     }
-    if (o->max_batch_texts > o->max_queue) {
+    if (all->api.max_batch_texts > o->max_queue) {
         fprintf(stderr, "transformerd: --max-batch-texts (%d) exceeds --max-queue (%d)\n",
-                o->max_batch_texts, o->max_queue);
+                all->api.max_batch_texts, o->max_queue);
         return -1;
     }
     return 0;
@@ -806,27 +820,26 @@ static void stop_all(srv_server *s, srv_http *http, srv_api *api)
 }
 
 /* The transport's settings, from the command line's. */
-static srv_http_opts http_opts(const srv_server *s)
+static srv_http_opts http_opts(const srv_server *s, const serve_opts *all)
 {
-    const srv_opts *o = &s->o;
-    srv_http_opts h = {
-        .host = o->host, .port = o->port, .http_threads = o->http_threads,
-        .max_connections = o->max_connections, .max_connections_per_ip = o->max_connections_per_ip,
-        .idle_timeout_s = o->idle_timeout_s, .header_timeout_s = o->header_timeout_s,
-        .request_timeout_s = o->request_timeout_s, .max_body_bytes = o->max_body_bytes,
-        .log_format = o->log_format, .cors_origins = o->cors_origins,
-        .replica_id = o->replica_id, .draining = &s->draining};
+    srv_http_opts h = all->http;
+    h.request_timeout_s = s->o.request_timeout_s;
+    h.replica_id = all->api.replica_id;
+    h.draining = &s->draining;
     return h;
 }
 
 /* The options and the models they name (specs, *n): -1 to go on, or the
  * exit status (0 after --help, 2 for a bad option, 1 for a model
  * directory that is not one). */
-static int read_opts(srv_server *s, int argc, char **argv, srv_model_spec *specs, int *n)
+static int read_opts(srv_server *s, serve_opts *all, int argc, char **argv,
+                     srv_model_spec *specs, int *n)
 {
-    int prc = parse_opts(&s->o, argc, argv);
+    int prc = parse_opts(all, argc, argv);
     if (prc)
         return prc > 0 ? 0 : 2;
+    s->o = all->svc;
+    s->api = &all->api;
     *n = model_specs(&s->o, specs, SRV_MAX_MODEL_SPECS);
     if (*n < 0)
         return 2;
@@ -891,8 +904,9 @@ int srv_run_local(int argc, char **argv, srv_local_fn run, void *ud)
     json_object_seed(0);
     srv_server s;
     memset(&s, 0, sizeof s);
+    serve_opts all; /* the service's part copied into s.o, the API's pointed at */
     static srv_model_spec specs[SRV_MAX_MODEL_SPECS];
-    int n_specs, st = read_opts(&s, argc, argv, specs, &n_specs);
+    int n_specs, st = read_opts(&s, &all, argc, argv, specs, &n_specs);
     if (st >= 0)
         return st;
     if (new_service(&s) != 0) {
@@ -936,10 +950,11 @@ int srv_main(int argc, char **argv)
     json_object_seed(0);
     srv_server s;
     memset(&s, 0, sizeof s);
+    serve_opts all; /* the service's part copied into s.o, the API's pointed at */
     srv_http *http = NULL;
     srv_api *api = NULL;
     static srv_model_spec specs[SRV_MAX_MODEL_SPECS];
-    int n_specs, st = read_opts(&s, argc, argv, specs, &n_specs);
+    int n_specs, st = read_opts(&s, &all, argc, argv, specs, &n_specs);
     if (st >= 0)
         return st;
 
@@ -956,14 +971,14 @@ int srv_main(int argc, char **argv)
     }
     /* the APIs' routes over the service, then the transport that calls them */
     api = srv_api_new(&s, err, sizeof err);
-    const srv_http_opts ho = http_opts(&s);
+    const srv_http_opts ho = http_opts(&s, &all);
     const srv_call_handler handler = api ? srv_api_handler(api) : (srv_call_handler){0};
     if (!api || srv_http_start(&http, &ho, &handler, err, sizeof err) != 0) {
         fprintf(stderr, "transformerd: %s\n", err);
         stop_all(&s, NULL, api);
         return 1;
     }
-    fprintf(stderr, "transformerd: listening on http://%s:%u\n", s.o.host,
+    fprintf(stderr, "transformerd: listening on http://%s:%u\n", all.http.host,
             (unsigned)srv_http_port(http));
     double t0 = srv_now();
     /* signals during start-up: SIGTERM/SIGINT stop it after the model

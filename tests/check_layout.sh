@@ -19,7 +19,10 @@
 #   - an include names no unique file (two headers of the same name);
 #   - the files' include graph has a cycle;
 #   - a C or CUDA file has more than 1,200 lines, or a function more than
-#     150 (the exceptions below, each with its reason).
+#     150 (the exceptions below, each with its reason);
+#   - server/service/ speaks HTTP: an HTTP status (MHD_HTTP_*, a 4xx/5xx
+#     literal used as a status) or a list of the API's paths in its code
+#     (tests/check_layout_self.sh plants each).
 # With BUILD (the build tree, after a build), also the modules' graph: a
 # module is a source file's object (X.c or X.cu, with its X.h), an edge a
 # symbol one object uses and another defines (nm); fails on a circle.
@@ -170,6 +173,88 @@ END {
     }
     if (bad) exit 1
     print "check_layout: files within " maxf " lines, functions within " maxfn
+}' || status=1
+
+# No HTTP in the service: server/service/ is the daemon's library without a
+# protocol (its failures are error kinds, errors.h; each dialect makes its
+# status of them). In its code -- comments, string and character literals
+# left out -- fails on MHD_HTTP_*, on a 4xx/5xx literal used as a status
+# (on a line that names a status, returned, a case, compared with == or
+# !=, an operand of ?:, an argument of an error or reply call), and on a
+# list of the API's paths (a string literal that is a route's path or
+# metrics label in server/api/, "/" aside, or any "/v<digit>/..."): a route
+# row carries its own label.
+# shellcheck disable=SC2086
+awk -v files="$(for f in $files; do case $f in server/service/*) printf '%s ' "$f" ;; esac; done)" \
+    -v api="$(for f in $files; do case $f in server/api/*.c) printf '%s ' "$f" ;; esac; done)" '
+# the line without comments (state: inside /* */) and literals
+function code_of(line,   out, i, c, q) {
+    out = ""
+    for (i = 1; i <= length(line); i++) {
+        c = substr(line, i, 1)
+        if (incomment) {
+            if (c == "*" && substr(line, i + 1, 1) == "/") { incomment = 0; i++ }
+            continue
+        }
+        if (c == "/" && substr(line, i + 1, 1) == "*") { incomment = 1; i++; continue }
+        if (c == "/" && substr(line, i + 1, 1) == "/") break
+        if (c == "\"" || c == "\047") {
+            q = c; lit = ""
+            for (i++; i <= length(line) && substr(line, i, 1) != q; i++) {
+                if (substr(line, i, 1) == "\\") { lit = lit substr(line, i, 2); i++ }
+                else lit = lit substr(line, i, 1)
+            }
+            if (q == "\"") lits[++nlits] = lit
+            out = out q q
+            continue
+        }
+        out = out c
+    }
+    return out
+}
+function fail(f, no, msg) { print "check_layout: " f ":" no ": " msg; bad++ }
+BEGIN {
+    # the API'"'"'s paths and labels: the string literals of its route rows
+    na = split(api, al, " ")
+    for (k = 1; k <= na; k++) {
+        while ((getline line < al[k]) > 0)
+            while (match(line, /\{"(GET|POST|DELETE|PUT|PATCH)", "[^"]*"/)) {
+                row = substr(line, RSTART, RLENGTH); sub(/.*, "/, "", row); sub(/"$/, "", row)
+                if (row != "/") path[row] = 1
+                rest = substr(line, RSTART + RLENGTH)
+                if (match(rest, /"\/[^"]*"\}/)) { lab = substr(rest, RSTART + 1, RLENGTH - 3); if (lab != "/") path[lab] = 1 }
+                line = rest
+            }
+        close(al[k])
+    }
+    n = split(files, list, " ")
+    for (k = 1; k <= n; k++) {
+        f = list[k]; no = 0; incomment = 0
+        while ((getline line < f) > 0) {
+            no++; nlits = 0
+            c = code_of(line)
+            if (c ~ /MHD_HTTP_/) fail(f, no, "an HTTP status (MHD_HTTP_*) in the service")
+            s = c; lc = tolower(c)
+            while (match(s, /(^|[^A-Za-z0-9_.])[45][0-9][0-9]([^A-Za-z0-9_.]|$)/)) {
+                num = substr(s, RSTART, RLENGTH); gsub(/[^0-9]/, "", num)
+                if (lc ~ /status/ ||
+                    c ~ ("(return|case)[ \t(]+" num "([^0-9]|$)") ||
+                    c ~ ("(==|!=)[ \t]*" num "([^0-9]|$)") || c ~ ("(^|[^0-9])" num "[ \t]*(==|!=)") ||
+                    c ~ ("[?:][ \t]*" num "([^0-9]|$)") ||
+                    lc ~ ("(error|reply|answer|respond)[a-z_]*[ \t]*\\(.*(^|[^0-9])" num "([^0-9]|$)")) {
+                    fail(f, no, "an HTTP status (" num ") in the service: answer an error kind (errors.h)")
+                    break
+                }
+                s = substr(s, RSTART + RLENGTH - 1)
+            }
+            for (i = 1; i <= nlits; i++)
+                if ((lits[i] in path) || lits[i] ~ /^\/v[0-9]+\//)
+                    fail(f, no, "an API path (\"" lits[i] "\") in the service: a route row carries its label")
+        }
+        close(f)
+    }
+    if (bad) exit 1
+    print "check_layout: " n " service files, no HTTP status or API path"
 }' || status=1
 
 # The modules' graph from the objects' symbols (nm -P: name, type).

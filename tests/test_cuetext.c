@@ -1,5 +1,5 @@
 /*
- * test_cuetext.c - a subtitle cue's markup (server/api/cuetext.c) without
+ * test_cuetext.c - a subtitle cue's markup (server/service/cuetext.c) without
  * a model:
  *   - the text the model is given: every tag out, WebVTT's character
  *     references read (&amp; &lt; &gt; &lrm; &rlm; &nbsp;, numeric),

@@ -1,6 +1,6 @@
 /*
  * test_subtitles.c - .srt and .vtt files through LibreTranslate's
- * /translate_file (server/api/subtitles.c) on the bundled model:
+ * /translate_file (server/service/subtitles.c) on the bundled model:
  *   - cue numbers, timing lines (with their settings), the WEBVTT header,
  *     NOTE blocks and the blank lines between come back byte for byte, the
  *     cue count and the line endings (CRLF or LF) too;

@@ -129,9 +129,10 @@ int td_tok_decode_as(const td_tokenizer *t, const int32_t *ids, int n, const cha
                      char **text);
 
 /* ---- the tokenizer side of the text pipeline ----------------------------
- * One pipeline for `transformerd translate` (td_translate_text,
- * model/translator.h) and the daemon: td_tok_encode_batch, the engine, then
- * td_tok_decode of each best hypothesis. */
+ * td_tok_encode_batch, the engine, then td_tok_decode of each best
+ * hypothesis: the engine's td_translate_text (model/translator.h), and
+ * the daemon's and `transformerd translate`'s one text pipeline
+ * (server/service/pipeline.c) with td_tok_decode_as for the copies. */
 
 /* What a source text longer than the limit gets. */
 typedef enum td_long_source {

@@ -50,7 +50,7 @@ json_t *srv_admin_model_json(const srv_server *s, const srv_model *sm)
         failed ? "device_error" : "ready", "resident", atomic_load(&sm->resident), "defaults", "beam_size", sm->defaults.beam_size,
         "max_length", sm->defaults.max_length, "length_penalty",
         (double)sm->defaults.length_penalty, "limits", "max_input_tokens", sm->max_input_tokens,
-        "max_length", sm->max_length, "max_batch_texts", s->o.max_batch_texts, "max_beam_size",
+        "max_length", sm->max_length, "max_batch_texts", s->api->max_batch_texts, "max_beam_size",
         sm->max_beam);
     /* a multilingual model: its languages, in its tokenizer's codes */
     json_t *codes = sm->n_langs > 0 && o ? json_array() : NULL;
@@ -142,10 +142,11 @@ static void admin_unload(srv_req *r)
         srv_req_error(r, 404, "model_not_found", "model", "no such model path");
         return;
     }
-    int status = srv_models_unload(r->s->models, name, &inflight, msg, sizeof msg);
-    if (status != 200) {
-        srv_req_error(r, status, status == 404 ? "model_not_found" : status == 409 ? "conflict"
-                                                                                  : "internal",
+    srv_err e = srv_models_unload(r->s->models, name, &inflight, msg, sizeof msg);
+    if (e != SRV_OK) {
+        srv_req_error(r, srv_req_status(e), e == SRV_ERR_NOT_FOUND  ? "model_not_found"
+                                            : e == SRV_ERR_CONFLICT ? "conflict"
+                                                                    : "internal",
                       "model", "%s", msg);
         return;
     }
@@ -302,8 +303,9 @@ out:
 static srv_call_next admin_respond(srv_req *r)
 {
     const srv_model_op *op = r->state;
-    if (op->status != 200) {
-        srv_req_error(r, op->status, op->code, op->param[0] ? op->param : NULL, "%s", op->msg);
+    if (op->err != SRV_OK) {
+        srv_req_error(r, srv_req_status(op->err), op->code, op->param[0] ? op->param : NULL, "%s",
+                      op->msg);
         return SRV_NEXT_ANSWERED;
     }
     srv_model *sm = srv_models_get(r->s->models, op->name);
@@ -319,13 +321,14 @@ static srv_call_next admin_respond(srv_req *r)
 
 /* The reload's pattern comes first: a path matching both is a reload's. */
 static const srv_route k_admin_routes[] = {
-    {"GET", "/v1/models", SRV_EP_MODELS, 0, admin_list, NULL, NULL},
+    {"GET", "/v1/models", SRV_EP_MODELS, 0, admin_list, NULL, NULL, "/v1/models"},
     {"POST", "/v1/models", SRV_EP_MODELS, SRV_ROUTE_SERVING | SRV_ROUTE_KEY, NULL, admin_load,
-     admin_respond},
+     admin_respond, "/v1/models"},
     {"POST", SRV_MODELS_PREFIX "*/reload", SRV_EP_MODEL_ADMIN,
-     SRV_ROUTE_SERVING | SRV_ROUTE_KEY | SRV_ROUTE_ANY_BODY, NULL, admin_reload, admin_respond},
+     SRV_ROUTE_SERVING | SRV_ROUTE_KEY | SRV_ROUTE_ANY_BODY, NULL, admin_reload, admin_respond,
+     "/v1/models/{name}"},
     {"DELETE", SRV_MODELS_PREFIX "*", SRV_EP_MODEL_ADMIN, SRV_ROUTE_SERVING | SRV_ROUTE_KEY,
-     admin_unload, NULL, NULL},
+     admin_unload, NULL, NULL, "/v1/models/{name}"},
 };
 
 int srv_admin_routes(srv_route *out, int max)

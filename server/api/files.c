@@ -38,8 +38,8 @@ srv_libre *srv_libre_new(const srv_server *s, char *err, size_t errlen)
         return NULL;
     }
     pthread_mutex_init(&l->mu, NULL);
-    l->max_bytes = (size_t)s->o.max_files_bytes;
-    l->ttl_s = s->o.file_ttl_s;
+    l->max_bytes = (size_t)s->api->max_files_bytes;
+    l->ttl_s = s->api->file_ttl_s;
     return l;
 }
 
@@ -185,7 +185,7 @@ void srv_files_answer_download(srv_req *r, const char *prefix)
      * that a balancer's misrouting is told apart from an expired file
      * (404). Without --replica-id, or when the first part is no replica's
      * name (".."), a '/' makes an invalid file name below (400). */
-    const char *rid = r->s->o.replica_id ? r->s->o.replica_id : "";
+    const char *rid = r->s->api->replica_id ? r->s->api->replica_id : "";
     const char *slash = rid[0] ? strchr(name, '/') : NULL;
     size_t rl = slash ? (size_t)(slash - name) : 0;
     if (slash && rl > 0 && rl <= 40 && name[0] != '.' &&
@@ -219,7 +219,7 @@ void srv_files_answer_download(srv_req *r, const char *prefix)
     if (rc != 0) {
         srv_req_error(r, 404, "not_found", NULL,
                       "no such file: it expired (--file-ttl-s %d) or never existed",
-                      r->s->o.file_ttl_s);
+                      r->s->api->file_ttl_s);
         return;
     }
     /* the name the client saves: without the random prefix */

@@ -91,7 +91,7 @@ static int falsy(json_t *v)
 /* LibreTranslate's access check: 0 to go on, -1 with the error recorded. */
 static int access_check(srv_req *r, json_t *fields, const char *auth_key)
 {
-    const char *k = r->s->o.api_key;
+    const char *k = r->s->api->api_key;
     json_t *ak = json_object_get(fields, "api_key");
     if (ak && !json_is_string(ak) && !json_is_null(ak)) { /* null: as absent, as Flask */
         srv_req_error(r, 400, "invalid_type", "api_key",
@@ -126,15 +126,12 @@ static void libre_req_free(srv_req *r)
     srv_libre_req *lr = r->state;
     if (!lr)
         return;
-    for (int i = 0; i < lr->n_items; i++) {
+    for (int i = 0; i < lr->n_items; i++)
         srv_html_free(lr->items[i].doc);
-        srv_catalog_free(lr->items[i].cat);
-        srv_office_free(lr->items[i].office);
-    }
     free(lr->items);
     free(lr->segs);
     free(lr->out);
-    srv_subtitles_free(lr->subs, lr->n_subs);
+    srv_doc_free(lr->file);
     json_decref(lr->fields);
     free(lr);
 }
@@ -320,20 +317,20 @@ static int route_segments(srv_req *r, srv_libre_req *lr, const char *src, const 
 static void span_job(srv_req *r, srv_libre_req *lr, const libre_item *it, int k)
 {
     int t = lr->segs[it->seg0 + k].text_idx;
-    if (t < 0 || !(it->office ? srv_office_styled(it->office, k)
-                              : it->sub && srv_subtitles_styled(it->sub)))
+    if (t < 0 || !lr->file || !srv_doc_styled(lr->file, it->seg0 + k))
         return;
     const srv_split *sp = srv_api_split_of(r, t);
     for (int s = 0; s < (sp ? sp->n : 1); s++) {
-        int j = sp ? sp->job[s] : r->text_job[t];
+        int j = sp ? sp->job[s] : r->pipe.text_job[t];
         if (j >= 0)
-            r->jobs[j].opts = &lr->span_opts;
+            r->pipe.jobs[j].opts = &lr->span_opts;
     }
 }
 
 
-/* A document's segments of several styles (office.h) and a subtitle
- * file's cues with tags inside (subtitles.h) capture the
+/* A file's segments that need the alignment (documents.h: a document's
+ * segments of several styles, a subtitle file's cues with tags inside)
+ * capture the
  * attention of the model's last decoder layer, every head: their words'
  * alignment (srv_api_text_align). */
 static void span_jobs(srv_req *r, srv_libre_req *lr)
@@ -380,13 +377,13 @@ static int make_jobs(srv_req *r, srv_libre_req *lr, const char *src, const char 
             r->opts.beam_size = lr->alternatives + 1;
     }
     rc = srv_api_make_jobs(r, texts, lens, n, "q");
-    if (rc == 1 && ((lr->n_items == 1 && lr->items[0].office) || lr->srt || lr->vtt))
+    if (rc == 1 && lr->file)
         span_jobs(r, lr);
     if (rc == 1 && !srv_limits_check(r, &k_limit_fields))
         rc = 0;
     if (!rc && r->call->status == 422)
         r->call->status = 400; /* LibreTranslate answers its length limits with 400 */
-    if (rc == 1 && r->n_jobs == 0 && !lr->is_file) { /* a file: rendered (libre_respond) */
+    if (rc == 1 && r->pipe.n_jobs == 0 && !lr->is_file) { /* a file: rendered (libre_respond) */
         libre_answer(r);
         rc = 0;
     }
@@ -452,10 +449,10 @@ static int parse_translate(srv_req *r, json_t *f, int is_json)
         normalize_eol(f, "q");
     lr->list = json_is_array(q);
     size_t nq = lr->list ? json_array_size(q) : 1;
-    if (lr->list && nq > (size_t)r->s->o.max_batch_texts) {
+    if (lr->list && nq > (size_t)r->s->api->max_batch_texts) {
         srv_req_error(r, 400, "out_of_range", "q",
                       "Invalid request: request (%zu) exceeds text limit (%d)", nq,
-                      r->s->o.max_batch_texts);
+                      r->s->api->max_batch_texts);
         return -1;
     }
     for (size_t i = 0; i < nq; i++)
@@ -651,7 +648,7 @@ static int file_parsed(srv_req *r)
     if (make_jobs(r, lr, lr->src, lr->tgt) != 1)
         return 0;
     lr->step = LIBRE_STEP_JOBS;
-    return r->n_jobs > 0 ? 1 : doc_step(r, LIBRE_STEP_RENDER);
+    return r->pipe.n_jobs > 0 ? 1 : doc_step(r, LIBRE_STEP_RENDER);
 }
 
 static int parse_translate_file(srv_req *r, json_t *f, const srv_form_file *file)
@@ -669,11 +666,8 @@ static int parse_translate_file(srv_req *r, json_t *f, const srv_form_file *file
         return -1;
     }
     const char *ext = srv_files_ext(file->name);
-    int srt = !strcasecmp(ext, ".srt"), vtt = !strcasecmp(ext, ".vtt");
-    int po = !strcasecmp(ext, ".po") || !strcasecmp(ext, ".pot");
-    int cat = po || !strcasecmp(ext, ".ts") || !strcasecmp(ext, ".xlf") || !strcasecmp(ext, ".xliff");
-    const char *office = srv_office_mime(ext);
-    if (!srt && !vtt && !cat && !office && strcasecmp(ext, ".txt") != 0) {
+    const srv_doc_format *fmt = srv_doc_format_of(ext);
+    if (!fmt) {
         srv_req_error(r, 400, "invalid_request", "file",
                       "Invalid request: file format not supported");
         return -1;
@@ -681,22 +675,15 @@ static int parse_translate_file(srv_req *r, json_t *f, const srv_form_file *file
     /* a zip archive is bytes; a gettext catalogue is in the charset its
      * header names (the helper reads it: po.h); every other text format
      * (.md, .xhtml among them) UTF-8 */
-    json_t *chk = (office && !strstr(office, "charset=")) || po
-                      ? json_true()
-                      : json_stringn(file->data, file->len);
+    json_t *chk = fmt->binary ? json_true() : json_stringn(file->data, file->len);
     if (!chk) {
         srv_req_error(r, 400, "invalid_request", "file", "Invalid request: file is not valid UTF-8");
         return -1;
     }
     json_decref(chk);
     lr->is_file = 1;
-    lr->file_ctype = office ? office
-                     : po  ? "text/x-gettext-translation; charset=utf-8"
-                     : cat ? "application/xml; charset=utf-8"
-                     : srt ? "application/x-subrip; charset=utf-8"
-                     : vtt ? "text/vtt; charset=utf-8"
-                           : "text/plain; charset=utf-8";
-    if (srv_files_new_name(file->name, office ? ext : ".txt", lr->safe, sizeof lr->safe,
+    lr->file_ctype = srv_doc_ctype(fmt, ext);
+    if (srv_files_new_name(file->name, fmt->own_ext ? ext : ".txt", lr->safe, sizeof lr->safe,
                            lr->file_name, sizeof lr->file_name) != 0) {
         srv_req_error(r, 500, "internal", NULL, "no randomness for the file name");
         return -1;
@@ -704,10 +691,7 @@ static int parse_translate_file(srv_req *r, json_t *f, const srv_form_file *file
     lr->data = file->data;
     lr->len = file->len;
     lr->ext = ext;
-    lr->office = office;
-    lr->srt = srt;
-    lr->vtt = vtt;
-    lr->cat = cat;
+    lr->format = fmt;
     lr->overwrite = !falsy(json_object_get(f, "overwrite"));
     lr->src = src;
     lr->tgt = tgt;
@@ -855,31 +839,28 @@ static void file_answer(srv_req *r)
     }
     char *out = lr->out;
     size_t len = lr->out_len;
-    int office = lr->n_items == 1 && lr->items[0].office;
     lr->out = NULL; /* the store's */
     if (srv_files_put(r->s->libre, lr->file_name, out, len, lr->file_ctype) != 0) {
         srv_req_error(r, 500, "internal", NULL,
                       "the translated file (%zu bytes) does not fit the file store "
                       "(--max-files-bytes %ld)",
-                      len, r->s->o.max_files_bytes);
+                      len, r->s->api->max_files_bytes);
         return;
     }
     json_t *root = json_object();
     /* Behind a balancer the link names the replica holding the file
      * (files.h): /download_file/REPLICA/NAME. */
-    const char *rid = r->s->o.replica_id ? r->s->o.replica_id : "";
+    const char *rid = r->s->api->replica_id ? r->s->api->replica_id : "";
     char *url = malloc(strlen(r->host ? r->host : "localhost") + strlen(rid) +
                        strlen(lr->file_name) + 64);
     if (url)
         sprintf(url, "http://%s/download_file/%s%s%s", r->host ? r->host : "localhost", rid,
                 rid[0] ? "/" : "", lr->file_name);
     json_object_set_new(root, "translatedFileUrl", take_string(url));
-    if (lr->n_items == 1 && lr->items[0].cat) /* units left for a person (catalog.h) */
-        json_object_set_new(root, "keptUnits", json_integer(srv_catalog_kept(lr->items[0].cat)));
-    if (office) /* formatting that found no word (spans.h) */
-        json_object_set_new(root, "lostSpans", json_integer(srv_office_lost(lr->items[0].office)));
-    else if (lr->srt || lr->vtt) /* a cue's tags that found no word (cuetext.h) */
-        json_object_set_new(root, "lostSpans", json_integer(lr->lost_spans));
+    if (lr->format->counts_kept) /* units left for a person (catalog.h) */
+        json_object_set_new(root, "keptUnits", json_integer(srv_doc_kept(lr->file)));
+    if (lr->format->counts_lost) /* formatting, a cue's tags, that found no word (spans.h) */
+        json_object_set_new(root, "lostSpans", json_integer(srv_doc_lost(lr->file)));
     if (lr->autodetect && lr->n_items > 0) /* the file's language, detected once over its text:
                                             * the target's when nothing was translated */
         json_object_set_new(root, "detectedLanguage",
@@ -900,7 +881,7 @@ static void libre_answer(srv_req *r)
      * --libre-html-answer unescaped: its serialized HTML writes a text's
      * '<' as &lt;, which html.unescape would make live markup
      * (docs/decisions.md, "Escaped markup stays escaped") */
-    const int escaped = lr->html && r->s->o.libre_html == SRV_HTML_ESCAPED;
+    const int escaped = lr->html && r->s->api->libre_html == SRV_HTML_ESCAPED;
     for (int i = 0; !oom && i < lr->n_items; i++) {
         char why[256];
         char *tr = srv_libre_item_translation(r, i, 0, why, sizeof why);
@@ -938,8 +919,8 @@ static void libre_answer(srv_req *r)
     json_decref(alts);
     json_decref(det);
     long tout = 0;
-    for (int i = 0; i < r->n_jobs; i++)
-        tout += r->jobs[i].res.hyps[0].n_tokens;
+    for (int i = 0; i < r->pipe.n_jobs; i++)
+        tout += r->pipe.jobs[i].res.hyps[0].n_tokens;
     r->tokens_out = tout;
     respond_json(r, 200, o);
 }
@@ -969,18 +950,22 @@ static void answer_languages(srv_req *r)
 static void answer_settings(srv_req *r)
 {
     const srv_server *s = r->s;
-    int key = s->o.api_key && *s->o.api_key;
+    int key = s->api->api_key && *s->api->api_key;
     srv_langs L;
     srv_langs_now(s, &L);
     /* a bilingual first model's target, else the first language (a
      * multilingual model's "mul" is no language) */
     const char *tgt = L.np > 0 && !L.p[0].n_langs ? L.p[0].tgt : L.n > 0 ? L.codes[0] : "und";
+    /* the documents table's extensions (documents.h) */
+    const char *ext[64];
+    int n_ext = srv_doc_exts(ext, 64);
+    json_t *formats = json_array();
+    for (int i = 0; formats && i < n_ext && i < 64; i++)
+        json_array_append_new(formats, json_string(ext[i]));
     json_t *o = json_pack(
-        "{s:i,s:i,s:b,s:b,s:b,s:b,s:[s,s,s,s,s,s,s,s,s,s,s,s,s,s,s,s,s,s],s:{s:{s:s,s:s},s:{s:s,s:s}}}", "charLimit", -1,
+        "{s:i,s:i,s:b,s:b,s:b,s:b,s:o,s:{s:{s:s,s:s},s:{s:s,s:s}}}", "charLimit", -1,
         "frontendTimeout", 500, "apiKeys", key, "keyRequired", key, "suggestions", 0,
-        "filesTranslation", 1, "supportedFilesFormat", ".txt", ".html", ".htm", ".srt", ".vtt",
-        ".ts", ".xlf", ".xliff", ".po", ".pot", ".docx", ".pptx", ".odt", ".odp", ".epub",
-        ".md", ".markdown", ".xhtml", "language",
+        "filesTranslation", 1, "supportedFilesFormat", formats, "language",
         "source", "code", "auto", "name", "Auto Detect", "target", "code", tgt, "name",
         srv_lang_name(tgt));
     respond_json(r, 200, o);
@@ -1045,17 +1030,18 @@ static srv_call_next libre_respond(srv_req *r)
 #define LIBRE_POST SRV_ROUTE_LIBRE | SRV_ROUTE_SERVING
 
 static const srv_route k_libre_routes[] = {
-    {"POST", "/translate", SRV_EP_LIBRE, LIBRE_POST, NULL, libre_body, libre_respond},
-    {"POST", "/detect", SRV_EP_DETECT, LIBRE_POST, NULL, libre_body, libre_respond},
-    {"GET", "/languages", SRV_EP_LANGUAGES, SRV_ROUTE_LIBRE, libre_get, NULL, NULL},
+    {"POST", "/translate", SRV_EP_LIBRE, LIBRE_POST, NULL, libre_body, libre_respond, "/translate"},
+    {"POST", "/detect", SRV_EP_DETECT, LIBRE_POST, NULL, libre_body, libre_respond, "/detect"},
+    {"GET", "/languages", SRV_EP_LANGUAGES, SRV_ROUTE_LIBRE, libre_get, NULL, NULL, "/languages"},
     /* as libretranslatepy may send it: answered as the GET, the body unread */
-    {"POST", "/languages", SRV_EP_LANGUAGES, SRV_ROUTE_LIBRE, libre_get, NULL, NULL},
+    {"POST", "/languages", SRV_EP_LANGUAGES, SRV_ROUTE_LIBRE, libre_get, NULL, NULL, "/languages"},
     {"POST", "/translate_file", SRV_EP_TRANSLATE_FILE, LIBRE_POST | SRV_ROUTE_FILE, NULL, libre_body,
-     libre_respond},
-    {"POST", "/suggest", SRV_EP_SUGGEST, LIBRE_POST, NULL, libre_body, libre_respond},
-    {"GET", "/frontend/settings", SRV_EP_SETTINGS, SRV_ROUTE_LIBRE, libre_get, NULL, NULL},
-    {"GET", "/health", SRV_EP_HEALTH, SRV_ROUTE_LIBRE, libre_get, NULL, NULL},
-    {"GET", DOWNLOAD_PREFIX "*", SRV_EP_DOWNLOAD, SRV_ROUTE_LIBRE, libre_get, NULL, NULL},
+     libre_respond, "/translate_file"},
+    {"POST", "/suggest", SRV_EP_SUGGEST, LIBRE_POST, NULL, libre_body, libre_respond, "/suggest"},
+    {"GET", "/frontend/settings", SRV_EP_SETTINGS, SRV_ROUTE_LIBRE, libre_get, NULL, NULL, "/frontend/settings"},
+    {"GET", "/health", SRV_EP_HEALTH, SRV_ROUTE_LIBRE, libre_get, NULL, NULL, "/health"},
+    {"GET", DOWNLOAD_PREFIX "*", SRV_EP_DOWNLOAD, SRV_ROUTE_LIBRE, libre_get, NULL, NULL,
+     "/download_file"},
 };
 
 int srv_libre_routes(srv_route *out, int max)

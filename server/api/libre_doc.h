@@ -1,7 +1,8 @@
 /*
  * libre_doc.h - a LibreTranslate request's state (libre.c's): its items
  * and their segments; and its documents: an uploaded file made into items
- * (the parse) and the translated file written back (the render).
+ * through the documents table (service/documents.h: the parse) and the
+ * translated file written back (the render).
  *
  * The parse and the render run on a document thread (docpool.h) while the
  * call is held (libre.c hands them out and answers after them): they touch
@@ -15,12 +16,10 @@
 
 #include <jansson.h>
 
-#include "catalog.h"
 #include "docpool.h"
+#include "documents.h"
 #include "html.h"
-#include "office.h"
 #include "request.h"
-#include "subtitles.h"
 
 typedef struct libre_seg {
     const char *text;  /* its source text (alive as long as the request) */
@@ -31,15 +30,9 @@ typedef struct libre_seg {
 
 typedef struct libre_item {
     srv_html *doc;     /* format html: the parsed document, else NULL */
-    int seg0, n_segs;
-    const char *eol;   /* a .txt file's line: its line ending */
-    const char *lead, *trail; /* a .txt line: the whitespace around its text */
-    size_t lead_n, trail_n;
+    int seg0, n_segs;  /* a file's one item: every segment of its document */
     char lang[16];     /* source=auto: the detected language */
     double confidence;
-    srv_sub_piece *sub; /* a subtitle file's piece (verbatim, or a cue's text) */
-    srv_catalog *cat;  /* a .ts/.xlf/.xliff catalogue: its units the segments */
-    srv_office *office; /* a document in a zip archive: its segments (office.h) */
 } libre_item;
 
 /* What the document threads do for a /translate_file request now. */
@@ -56,15 +49,15 @@ typedef struct srv_libre_req {
     int n_segs, cap_segs;
     char file_name[128];   /* /translate_file: the stored name */
     const char *file_ctype;
-    srv_sub_piece *subs;   /* a .srt or .vtt file's pieces (subtitles.h) */
-    int n_subs;
-    int lost_spans;        /* the render: a subtitle file's tags no word took */
     td_decode_opts span_opts; /* a document's styled segments: the attention they align by */
-    /* /translate_file: the upload (its bytes in the body), its kind */
+    /* /translate_file: the upload (its bytes in the body), its format's
+     * row and the document parsed (documents.h) */
     const char *data;
     size_t len;
-    const char *ext, *office; /* office: a document's media type (office.h), or NULL */
-    int srt, vtt, cat, overwrite;
+    const char *ext;
+    const srv_doc_format *format;
+    srv_document *file;
+    int overwrite;
     const char *src, *tgt;
     char safe[80];         /* the file's name as messages say it */
     /* its steps on the document threads */
@@ -80,12 +73,12 @@ typedef struct srv_libre_req {
 /* A segment of text t (n bytes) after the others. 0, or -1 out of memory. */
 int srv_libre_add_seg(srv_libre_req *lr, const char *t, size_t n);
 
-/* The upload (lr->data, its kind) into items and segments: 0; -1 out of
- * memory or a failure (why, or empty); -2 refused (why). */
+/* The upload (lr->data, its format) into a document and its segments, one
+ * item: 0; -1 out of memory or a failure (why, or empty); -2 refused (why). */
 int srv_libre_file_items(srv_libre_req *lr, char *why, size_t whylen);
 
-/* Item i's translated text (malloc'd, NUL-terminated), or NULL with why
- * ("out of memory", or a catalogue writer's own reason). hyp > 0: an
+/* Item i's translated text (malloc'd, NUL-terminated) of a request's
+ * texts (not a file), or NULL with why ("out of memory"). hyp > 0: an
  * alternative (plain text only). */
 char *srv_libre_item_translation(srv_req *r, int i, int hyp, char *why, size_t whylen);
 

@@ -75,7 +75,7 @@ static json_t *hyp_text_json(const srv_req *r, int k, int hyp, json_t **offsets)
     char *t = srv_api_decode_job(r, k, hyp, r->return_tokens ? &off : NULL);
     *offsets = NULL;
     if (t && off) {
-        int n = r->jobs[k].res.hyps[hyp].n_tokens;
+        int n = r->pipe.jobs[k].res.hyps[hyp].n_tokens;
         offsets_to_chars(t, off, n);
         *offsets = offsets_json(off, n);
     }
@@ -88,28 +88,28 @@ static json_t *hyp_text_json(const srv_req *r, int k, int hyp, json_t **offsets)
 static int source_offsets(srv_req *r, const char *const *texts, const size_t *lens, int n)
 {
     /* per job (the texts that run; an empty text has none) */
-    r->src_offsets = srv_req_alloc(r, (size_t)r->n_jobs, sizeof *r->src_offsets);
+    r->src_offsets = srv_req_alloc(r, (size_t)r->pipe.n_jobs, sizeof *r->src_offsets);
     r->text_chars = srv_req_alloc(r, (size_t)n, sizeof *r->text_chars);
     if (!r->src_offsets || !r->text_chars)
         goto oom;
     for (int i = 0; i < n; i++) {
         for (size_t b = 0; b < lens[i]; b++)
             r->text_chars[i] += ((unsigned char)texts[i][b] & 0xC0) != 0x80;
-        const srv_split *sp = r->split && r->split[i].n ? &r->split[i] : NULL;
+        const srv_split *sp = r->pipe.split && r->pipe.split[i].n ? &r->pipe.split[i] : NULL;
         for (int s = 0; s < (sp ? sp->n : 1); s++) {
-            int k = sp ? sp->job[s] : r->text_job[i];
+            int k = sp ? sp->job[s] : r->pipe.text_job[i];
             if (k < 0)
                 continue;
             /* a sentence's tokens: where they are in the whole text */
             size_t b0 = sp ? sp->sent[s].start : 0, *off;
             size_t bl = sp ? sp->sent[s].end - b0 : lens[i];
-            if (td_tok_source_offsets(r->model->tok, texts[i] + b0, bl, r->src[k],
-                                      r->jobs[k].n_src, &r->src_offsets[k]) != 0)
+            if (td_tok_source_offsets(r->model->tok, texts[i] + b0, bl, r->pipe.src[k],
+                                      r->pipe.jobs[k].n_src, &r->src_offsets[k]) != 0)
                 goto oom;
             off = r->src_offsets[k];
-            for (int t = 0; t < 2 * r->jobs[k].n_src; t++)
+            for (int t = 0; t < 2 * r->pipe.jobs[k].n_src; t++)
                 off[t] += b0;
-            offsets_to_chars(texts[i], off, r->jobs[k].n_src);
+            offsets_to_chars(texts[i], off, r->pipe.jobs[k].n_src);
         }
     }
     return 1;
@@ -187,7 +187,7 @@ static int get_int_array(srv_req *r, json_t *root, const char *key, int **out, i
 static int get_texts(srv_req *r, json_t *v, const char *key, const char ***texts, size_t **lens,
                      int *n, int *is_list)
 {
-    int max = r->s->o.max_batch_texts;
+    int max = r->s->api->max_batch_texts;
     if (!v) {
         srv_req_error(r, 400, "missing_field", key, "%s is required", key);
         return -1;
@@ -494,7 +494,7 @@ static json_t *native_translation(srv_req *r, const srv_job *j)
     json_t *o = json_object();
     if (!o)
         return NULL;
-    const int job = (int)(j - r->jobs);
+    const int job = (int)(j - r->pipe.jobs);
     json_t *offsets;
     json_object_set_new(o, "text", hyp_text_json(r, job, 0, &offsets));
     json_object_set_new(o, "score", real_or_null(best->score));
@@ -506,7 +506,7 @@ static json_t *native_translation(srv_req *r, const srv_job *j)
         json_object_set_new(o, "offsets", offsets);
         if (r->src_offsets)
             json_object_set_new(o, "source_offsets",
-                                offsets_json(r->src_offsets[j - r->jobs], j->n_src));
+                                offsets_json(r->src_offsets[j - r->pipe.jobs], j->n_src));
     }
     if (r->return_attention && res->attention)
         json_object_set_new(o, "attention", attention_json(res));
@@ -558,7 +558,7 @@ static json_t *native_split(srv_req *r, int i)
         json_t *sents = json_array();
         for (int s = 0; sents && s < sp->n; s++) {
             int k = sp->job[s];
-            json_t *so = k >= 0 ? native_translation(r, &r->jobs[k]) : native_empty(r, i);
+            json_t *so = k >= 0 ? native_translation(r, &r->pipe.jobs[k]) : native_empty(r, i);
             if (!so)
                 continue;
             if (k >= 0) {
@@ -595,9 +595,9 @@ static json_t *native_split(srv_req *r, int i)
 /* Text i's translation (r: the request, or the part, that ran it). */
 static json_t *native_text(srv_req *r, int i)
 {
-    return srv_api_split_of(r, i) ? native_split(r, i)
-           : r->text_job[i] < 0   ? native_empty(r, i)
-                                  : native_translation(r, &r->jobs[r->text_job[i]]);
+    return srv_api_split_of(r, i)     ? native_split(r, i)
+           : r->pipe.text_job[i] < 0 ? native_empty(r, i)
+                                     : native_translation(r, &r->pipe.jobs[r->pipe.text_job[i]]);
 }
 
 /* The answer's JSON (malloc'd), every job finished; NULL when out of memory.
@@ -606,14 +606,14 @@ static json_t *native_text(srv_req *r, int i)
 static char *native_answer(srv_req *r)
 {
     const native_parts *np = r->parent == NULL && r->dialect_free == parts_free ? r->state : NULL;
-    long tin = r->tokens_in, tout = r->tokens_out;
+    long tin = r->pipe.tokens_in, tout = r->tokens_out;
     json_t *tr = json_array();
     const char *model = r->model ? r->model->name : NULL;
     for (int p = 0; np && p < np->n; p++) {
-        tin += np->part[p]->tokens_in;
+        tin += np->part[p]->pipe.tokens_in;
         tout += np->part[p]->tokens_out;
     }
-    for (int i = 0; i < r->n_texts; i++) {
+    for (int i = 0; i < r->pipe.n_texts; i++) {
         if (!np) {
             json_array_append_new(tr, native_text(r, i));
             continue;
@@ -668,7 +668,7 @@ static void native_respond(srv_req *r)
  * indexes of its text and of the sentence in it. */
 static void native_event(srv_req *r, const srv_job *j)
 {
-    int k = (int)(j - r->jobs);
+    int k = (int)(j - r->pipe.jobs);
     json_t *o = native_translation(r, j);
     if (!o)
         return; /* out of memory: the event is lost, the answer at the end has it */
@@ -691,16 +691,16 @@ static void native_event(srv_req *r, const srv_job *j)
  * HTTP thread. 0, or -1 when out of memory (recorded). */
 static int map_jobs(srv_req *r)
 {
-    r->job_text = srv_req_alloc(r, (size_t)r->n_jobs, sizeof *r->job_text);
-    r->job_sent = srv_req_alloc(r, (size_t)r->n_jobs, sizeof *r->job_sent);
+    r->job_text = srv_req_alloc(r, (size_t)r->pipe.n_jobs, sizeof *r->job_text);
+    r->job_sent = srv_req_alloc(r, (size_t)r->pipe.n_jobs, sizeof *r->job_sent);
     if (!r->job_text || !r->job_sent) {
         srv_req_error(r, 500, "internal", NULL, "out of memory");
         return -1;
     }
-    for (int i = 0; i < r->n_texts; i++) {
+    for (int i = 0; i < r->pipe.n_texts; i++) {
         const srv_split *sp = srv_api_split_of(r, i);
         for (int s = 0; s < (sp ? sp->n : 1); s++) {
-            int k = sp ? sp->job[s] : r->text_job[i];
+            int k = sp ? sp->job[s] : r->pipe.text_job[i];
             if (k >= 0) {
                 r->job_text[k] = i;
                 r->job_sent[k] = s;
@@ -778,7 +778,7 @@ static int parse_root(srv_req *r, json_t *root, int parts)
     if (get_bool(r, root, "split_sentences", &split) || get_bool(r, root, "stream", &stream) ||
         get_bool(r, root, "copy_unknown", &copy_unknown))
         goto out;
-    r->raw_unknown = !copy_unknown;
+    r->pipe.raw_unknown = !copy_unknown;
     r->no_split = !split;
     r->stream = stream_kind(r, stream, json_object_get(root, "stream") != NULL);
     /* Without beam_size the model's beam widens to num_hypotheses (within
@@ -852,7 +852,7 @@ static int parse_root(srv_req *r, json_t *root, int parts)
         if (map_jobs(r) != 0)
             rc = 0;
     }
-    if (rc == 1 && r->n_jobs == 0 && !r->parent) {
+    if (rc == 1 && r->pipe.n_jobs == 0 && !r->parent) {
         /* every text is empty: nothing to run (streamed: the last event alone) */
         native_respond(r);
         rc = 0;
@@ -956,7 +956,7 @@ static int route_parts(srv_req *r, json_t *root, const char *const *texts, const
     np->text_local = local;
     r->state = np;
     r->dialect_free = parts_free;
-    r->n_texts = n;
+    r->pipe.n_texts = n;
     for (int p = 0; p < k; p++) {
         srv_req *c = srv_req_alloc(r, 1, sizeof *c);
         int *index = srv_req_alloc(r, (size_t)n, sizeof *index);
@@ -987,7 +987,7 @@ static int route_parts(srv_req *r, json_t *root, const char *const *texts, const
         if (rc != 1)
             return -1;
         r->stream = c->stream;
-        for (int j = 0; c->job_text && j < c->n_jobs; j++) /* events carry the request's index */
+        for (int j = 0; c->job_text && j < c->pipe.n_jobs; j++) /* events carry the request's index */
             c->job_text[j] = c->text_index[c->job_text[j]];
     }
     return 1;
@@ -1029,7 +1029,7 @@ static srv_call_next native_resumed(srv_req *r)
 
 static const srv_route k_native_routes[] = {
     {"POST", "/v1/translate", SRV_EP_TRANSLATE, SRV_ROUTE_SERVING | SRV_ROUTE_KEY, NULL,
-     native_body, native_resumed},
+     native_body, native_resumed, "/v1/translate"},
 };
 
 int srv_native_routes(srv_route *out, int max)

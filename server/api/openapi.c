@@ -14,6 +14,7 @@
 #include "buildinfo.h"
 #include "models.h"
 #include "openapi.h"
+#include "request.h"
 
 /* The object at a '/'-separated path of object keys (array indices as
  * digits), or NULL. */
@@ -195,8 +196,8 @@ char *srv_openapi_render(const srv_server *s)
         return NULL;
     put(d, "info", "version", json_string(srv_version));
     /* texts per request: --max-batch-texts */
-    put(d, TR "/properties/text/oneOf/1", "maxItems", json_integer(s->o.max_batch_texts));
-    put(d, LR "/properties/q/oneOf/1", "maxItems", json_integer(s->o.max_batch_texts));
+    put(d, TR "/properties/text/oneOf/1", "maxItems", json_integer(s->api->max_batch_texts));
+    put(d, LR "/properties/q/oneOf/1", "maxItems", json_integer(s->api->max_batch_texts));
     srv_model *all[64];
     int n = atomic_load(&s->ready) ? srv_models_snapshot(s->models, all, 64) : 0;
     if (n > 0)

@@ -67,14 +67,14 @@ static void probe_openapi(srv_req *r)
 }
 
 static const srv_route k_probe_routes[] = {
-    {"GET", "/health/live", SRV_EP_LIVE, 0, probe_live, NULL, NULL},
-    {"GET", "/v2/health/live", SRV_EP_LIVE, 0, probe_live, NULL, NULL},
-    {"GET", "/health/ready", SRV_EP_READY, 0, probe_ready, NULL, NULL},
-    {"GET", "/v2/health/ready", SRV_EP_READY, 0, probe_ready, NULL, NULL},
-    {"GET", "/metrics", SRV_EP_METRICS, 0, probe_metrics, NULL, NULL},
-    {"GET", "/openapi.json", SRV_EP_OPENAPI, 0, probe_openapi, NULL, NULL},
-    {"GET", "/spec", SRV_EP_OPENAPI, 0, probe_openapi, NULL, NULL}, /* LibreTranslate's name */
-    {"GET", "/version", SRV_EP_VERSION, 0, probe_version, NULL, NULL},
+    {"GET", "/health/live", SRV_EP_LIVE, 0, probe_live, NULL, NULL, "/health/live"},
+    {"GET", "/v2/health/live", SRV_EP_LIVE, 0, probe_live, NULL, NULL, "/health/live"},
+    {"GET", "/health/ready", SRV_EP_READY, 0, probe_ready, NULL, NULL, "/health/ready"},
+    {"GET", "/v2/health/ready", SRV_EP_READY, 0, probe_ready, NULL, NULL, "/health/ready"},
+    {"GET", "/metrics", SRV_EP_METRICS, 0, probe_metrics, NULL, NULL, "/metrics"},
+    {"GET", "/openapi.json", SRV_EP_OPENAPI, 0, probe_openapi, NULL, NULL, "/openapi.json"},
+    {"GET", "/spec", SRV_EP_OPENAPI, 0, probe_openapi, NULL, NULL, "/openapi.json"}, /* LibreTranslate's name */
+    {"GET", "/version", SRV_EP_VERSION, 0, probe_version, NULL, NULL, "/version"},
 };
 
 int srv_probes_routes(srv_route *out, int max)

@@ -29,12 +29,12 @@ void srv_cost_estimate(const srv_req *r, const srv_limit_fields *f, srv_cost *c)
         L = o->n_attn_layers > 0 ? o->n_attn_layers : cfg->decoder_layers;
         H = o->n_attn_heads > 0 ? o->n_attn_heads : cfg->decoder_attention_heads;
     }
-    for (int i = 0; i < r->n_texts; i++) {
+    for (int i = 0; i < r->pipe.n_texts; i++) {
         bytes += SRV_COST_TEXT_BYTES + (N > 1 ? N * SRV_COST_HYP_BYTES : 0);
-        int k = r->text_job ? r->text_job[i] : -1;
+        int k = r->pipe.text_job ? r->pipe.text_job[i] : -1;
         if (k < 0)
             continue; /* empty: "" without tokens */
-        double S = r->jobs[k].n_src;
+        double S = r->pipe.jobs[k].n_src;
         double toks = shown * M;
         c->decode_rows += B * M;
         c->hyp_tokens += toks;
@@ -54,11 +54,11 @@ int srv_limits_check(srv_req *r, const srv_limit_fields *f)
 {
     srv_cost c;
     srv_cost_estimate(r, f, &c);
-    long lim = r->s->o.max_response_bytes;
+    long lim = r->s->api->max_response_bytes;
     /* an uploaded file's markup comes back in its translation: its bytes
      * are bounded by --max-file-bytes, its texts by this */
     if (r->route && (r->route->flags & SRV_ROUTE_FILE))
-        lim += r->s->o.max_file_bytes;
+        lim += r->s->api->max_file_bytes;
     if (lim <= 0 || c.resp_bytes <= (double)lim)
         return 1;
     /* param: the field whose reduction helps most */
@@ -73,7 +73,7 @@ int srv_limits_check(srv_req *r, const srv_limit_fields *f)
                   "the response would be about %.0f bytes (%d texts, %.0f tokens of up to "
                   "%d hypotheses of max_length %d, %.0f attention values); the limit is %ld "
                   "bytes (--max-response-bytes%s)",
-                  c.resp_bytes, r->n_texts, c.hyp_tokens,
+                  c.resp_bytes, r->pipe.n_texts, c.hyp_tokens,
                   r->opts.num_hypotheses > 1 ? r->opts.num_hypotheses : 1, r->opts.max_length,
                   c.attn_cells, lim,
                   r->route && (r->route->flags & SRV_ROUTE_FILE) ? " + --max-file-bytes" : "");

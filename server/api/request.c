@@ -38,6 +38,32 @@ int srv_req_event(srv_req *r, const char *name, const char *json)
     return rc;
 }
 
+int srv_req_status(srv_err e)
+{
+    switch (e) {
+    case SRV_OK:
+        return 200;
+    case SRV_ERR_INVALID:
+        return 400;
+    case SRV_ERR_NOT_FOUND:
+        return 404;
+    case SRV_ERR_CONFLICT:
+        return 409;
+    case SRV_ERR_TOO_LONG:
+    case SRV_ERR_TOO_MANY:
+    case SRV_ERR_UNUSABLE:
+        return 422;
+    case SRV_ERR_BUSY:
+        return 429;
+    case SRV_ERR_UNAVAILABLE:
+        return 503;
+    case SRV_ERR_NO_ROOM:
+        return 507;
+    default:
+        return 500;
+    }
+}
+
 void *srv_req_alloc(const srv_req *r, size_t count, size_t size)
 {
     if (count == 0)
@@ -158,7 +184,7 @@ int srv_req_opt_string(srv_req *r, json_t *root, const char *key, const char **o
 }
 int srv_api_key_ok(const srv_server *s, const char *given)
 {
-    const char *k = s->o.api_key;
+    const char *k = s->api->api_key;
     if (!k || !*k)
         return 1;
     if (!given)
@@ -173,28 +199,19 @@ int srv_api_key_ok(const srv_server *s, const char *given)
 }
 void srv_req_free(srv_req *r)
 {
-    for (int i = 0; r->jobs && i < r->n_jobs; i++)
-        td_result_free(&r->jobs[i].res);
     /* the arena holds the arrays; their elements from the tokenizer are freed */
-    for (int i = 0; r->src && i < r->n_jobs; i++)
-        free(r->src[i]);
-    for (int i = 0; r->src_offsets && i < r->n_jobs; i++)
+    for (int i = 0; r->src_offsets && i < r->pipe.n_jobs; i++)
         free(r->src_offsets[i]);
+    srv_pipe_free(&r->pipe);
     r->src_offsets = NULL;
     r->text_chars = NULL;
     r->attn_layers = r->attn_heads = NULL;
-    r->text_job = NULL;
-    for (int i = 0; r->split && i < r->n_texts; i++)
-        free(r->split[i].sent);
-    r->split = NULL;
     if (r->dialect_free)
         r->dialect_free(r);
     r->state = NULL;
     r->dialect_free = NULL;
     srv_model_put(r->model); /* the request's reference (models.h) */
     r->model = NULL;
-    r->jobs = NULL;
-    r->src = NULL;
     r->attn_layers = r->attn_heads = NULL;
 }
 

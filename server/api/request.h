@@ -26,13 +26,59 @@
 #include "batcher.h"
 #include "call.h"
 #include "metrics.h"
+#include "pipeline.h"
 #include "segment.h"
 #include "state.h"
 #include "translator.h"
 
 typedef struct srv_req srv_req;
 
+/* format=html answers of the LibreTranslate endpoints (--libre-html-answer). */
+typedef enum srv_html_answer {
+    SRV_HTML_ESCAPED = 0, /* the HTML as serialized: &lt;script&gt; stays text */
+    SRV_HTML_UNESCAPED,   /* through html.unescape, as LibreTranslate 1.x: live markup */
+} srv_html_answer;
+
+/* The API's options of `transformerd serve` (serve.c parses them beside
+ * the service's, state.h, and the transport's, transport/http.h); the
+ * server's api points at them (srv_server.api). */
+typedef struct srv_api_opts {
+    const char *api_key;      /* NULL or "" = no key */
+    int max_batch_texts;      /* texts per request */
+    long max_file_bytes;      /* --max-file-bytes: a /translate_file upload's body */
+    long max_response_bytes;  /* estimated response of one request (reqlimits.h) */
+    srv_html_answer libre_html; /* --libre-html-answer: escaped (default) | unescaped */
+    long max_files_bytes;     /* translated files kept for /download_file, in all */
+    int file_ttl_s;           /* how long a translated file is kept */
+    const char *replica_id;   /* --replica-id: this replica's name behind a balancer
+                                 (download links, request ids); NULL/"": none */
+} srv_api_opts;
+
 /* ---- a route -------------------------------------------------------------- */
+
+/* The API's endpoints, for a dialect that serves several from one handler
+ * (libre.c's) to tell them apart. The metrics label is the row's own
+ * (srv_route.label), not this. */
+typedef enum srv_endpoint {
+    SRV_EP_TRANSLATE = 0,  /* POST /v1/translate */
+    SRV_EP_LIBRE,          /* POST /translate */
+    SRV_EP_LANGUAGES,      /* GET /languages */
+    SRV_EP_MODELS,         /* GET /v1/models; POST /v1/models (a load) */
+    SRV_EP_LIVE,           /* /health/live, /v2/health/live */
+    SRV_EP_READY,          /* /health/ready, /v2/health/ready */
+    SRV_EP_METRICS,
+    SRV_EP_OPENAPI,
+    SRV_EP_WEB,            /* the page: / and /web/NAME */
+    SRV_EP_DETECT,         /* POST /detect (LibreTranslate, as the rest) */
+    SRV_EP_TRANSLATE_FILE, /* POST /translate_file */
+    SRV_EP_DOWNLOAD,       /* GET /download_file/NAME */
+    SRV_EP_SUGGEST,        /* POST /suggest */
+    SRV_EP_SETTINGS,       /* GET /frontend/settings */
+    SRV_EP_HEALTH,         /* GET /health */
+    SRV_EP_VERSION,        /* GET /version */
+    SRV_EP_MODEL_ADMIN,    /* DELETE /v1/models/NAME, POST /v1/models/NAME/reload */
+    SRV_EP_UNKNOWN,        /* 404s */
+} srv_endpoint;
 
 /* A row of the route table: {method, path pattern, handler}. method is
  * "GET" (HEAD too), "POST" or "DELETE"; path is exact or holds one '*' (a
@@ -41,7 +87,7 @@ typedef struct srv_req srv_req;
 typedef struct srv_route {
     const char *method;
     const char *path;
-    srv_endpoint ep;    /* the metrics' label */
+    srv_endpoint ep;    /* which endpoint, for its dialect */
     unsigned flags;     /* SRV_ROUTE_* */
     /* exactly one of answer and body: */
     void (*answer)(srv_req *r);         /* answers at the head, the body unread */
@@ -49,6 +95,8 @@ typedef struct srv_route {
                                            (SRV_NEXT_PENDING) */
     srv_call_next (*respond)(srv_req *r); /* the work handed out finished: answers, or
                                              hands the next step out (SRV_NEXT_PENDING) */
+    const char *label;  /* the metrics' label of its requests (metrics.h): the path, or
+                           what a pattern's paths count as ("/v1/models/{name}") */
 } srv_route;
 
 #define SRV_ROUTE_LIBRE 1u    /* LibreTranslate's: {"error": msg}, a body of any type */
@@ -64,24 +112,6 @@ int srv_routes_copy(const srv_route *rows, int n, srv_route *out, int max);
 
 /* ---- one request ---------------------------------------------------------- */
 
-/* A text of more than one sentence (tokenizer/segment.h): each sentence is
- * a job of its own; the answer puts their translations back between the
- * text's own separators. */
-/* The text of a source's unknown piece (translate.h): at pos, len bytes. */
-typedef struct srv_unk_text {
-    int pos;             /* the source position; -1 ends a job's list */
-    const char *text;
-    size_t len;
-} srv_unk_text;
-
-typedef struct srv_split {
-    int n;                   /* sentences (> 1); 0: the text is one job (or empty) */
-    char *text;              /* a copy of the text (its separators), owned */
-    size_t len;
-    td_sentence *sent;       /* n: bytes of each sentence in text, owned */
-    int *job;                /* n: each sentence's job, -1 when empty (not run), owned */
-} srv_split;
-
 struct srv_req {
     srv_server *s;
     srv_call *call;          /* the HTTP side: what came in, the answer going out */
@@ -94,14 +124,11 @@ struct srv_req {
     size_t body_len;
     /* a translation */
     srv_model *model;        /* routed to, with the request's reference (models.h) */
-    int n_texts;             /* texts of the request, in input order */
-    int *text_job;           /* per text: its job, or -1 for an empty text (not run)
-                                or a text of several sentences (split[text]) */
-    srv_split *split;        /* per text, or NULL when no text was split; owned */
+    /* the texts through the text pipeline (pipeline.h): their sentences,
+     * jobs (one per text or sentence that runs, in input order), unknown
+     * symbols and results; in the call's arena */
+    srv_pipe pipe;
     int no_split;            /* native "split_sentences": false: every text one job */
-    srv_job *jobs;           /* one per text (or sentence) that runs, in input order */
-    int n_jobs;
-    int32_t **src;           /* per job, owned */
     size_t **src_offsets;    /* per job with return_tokens: [start, end) in characters
                                 of each source token, owned */
     size_t *text_chars;      /* per text with return_tokens: its length in characters
@@ -109,14 +136,6 @@ struct srv_req {
     td_decode_opts opts;     /* this request's own copy of the defaults */
     int *attn_layers, *attn_heads;
     int return_tokens, return_attention;
-    /* symbols the model cannot write (translate.h, "copy_unknown"): 1 when
-     * the request asked for the model's raw output ("copy_unknown": false);
-     * per job the source's unknown pieces' text (NULL: none), owned; the
-     * options of a job that has some and asked no attention (captured for
-     * the copy, not answered) */
-    int raw_unknown;
-    srv_unk_text **unk;
-    td_decode_opts copy_opts;
     /* the languages the request was routed by, as the client wrote them
      * ("" when not named): a multilingual model (srv_model.n_langs) needs
      * both; its jobs start with the source's token and force the
@@ -127,7 +146,7 @@ struct srv_req {
      * segments, a model operation), freed by dialect_free with the request */
     void *state;
     void (*dialect_free)(srv_req *r);
-    long tokens_in, tokens_out;
+    long tokens_out;
     /* a streamed answer (docs/api.md, "Streaming"): its framing, whether it
      * is out (errors become an event), and each finished job's event
      * (called on the scheduler thread that finished it: no arena there) */
@@ -171,6 +190,12 @@ void srv_req_error(srv_req *r, int status, const char *code, const char *param,
     __attribute__((format(printf, 5, 6)))
 #endif
     ;
+
+/* The HTTP status of a service error kind (errors.h), as every dialect
+ * answers it unless it says otherwise: SRV_OK 200, SRV_ERR_INVALID 400,
+ * NOT_FOUND 404, CONFLICT 409, TOO_LONG / TOO_MANY / UNUSABLE 422, BUSY
+ * 429, NOMEM and INTERNAL 500, UNAVAILABLE 503, NO_ROOM 507. */
+int srv_req_status(srv_err e);
 
 /* count x size zeroed bytes in the call's arena, freed with the call (NULL
  * when out of memory or on overflow; 0 items are 1). Everything a request

@@ -19,6 +19,10 @@ struct srv_routes {
     int n, cap;
 };
 
+/* The statuses the request series count one by one (metrics.h): the ones
+ * the API answers; another counts as "other". */
+static const int k_statuses[] = {200, 204, 400, 401, 403, 404, 405, 408, 413, 415, 422, 429, 500, 503, 504};
+
 int srv_routes_add(srv_routes *t, const srv_route *rows, int n)
 {
     if (t->n + n > t->cap) {
@@ -91,7 +95,32 @@ static const srv_route *first_of(const srv_routes *t, const char *path)
 struct srv_api {
     srv_server *s;
     srv_routes routes;
+    int *label;        /* per row: its metrics label's number (metrics.h) */
+    int other;         /* the label of a request no row took */
 };
+
+/* Each row's label and the statuses, registered with the metrics. 0, or
+ * -1 when a row has no label. */
+static int metrics_labels(srv_api *a, char *err, size_t errlen)
+{
+    srv_metrics *m = a->s->metrics;
+    srv_metrics_statuses(m, k_statuses, (int)(sizeof k_statuses / sizeof k_statuses[0]));
+    a->label = calloc((size_t)(a->routes.n ? a->routes.n : 1), sizeof *a->label);
+    if (!a->label) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    for (int i = 0; i < a->routes.n; i++) {
+        const srv_route *rt = &a->routes.rows[i];
+        if (!rt->label) {
+            snprintf(err, errlen, "route %s %s: no metrics label", rt->method, rt->path);
+            return -1;
+        }
+        a->label[i] = srv_metrics_label(m, rt->label);
+    }
+    a->other = srv_metrics_label(m, "other");
+    return 0;
+}
 
 srv_api *srv_api_new(srv_server *s, char *err, size_t errlen)
 {
@@ -118,6 +147,10 @@ srv_api *srv_api_new(srv_server *s, char *err, size_t errlen)
             return NULL;
         }
     }
+    if (metrics_labels(a, err, errlen) != 0) {
+        srv_api_free(a);
+        return NULL;
+    }
     return a;
 }
 
@@ -126,6 +159,7 @@ void srv_api_free(srv_api *a)
     if (!a)
         return;
     free(a->routes.rows);
+    free(a->label);
     free(a);
 }
 
@@ -223,7 +257,7 @@ static srv_call_next api_head(void *ctx, srv_call *c)
     r->route = rt;
     r->ep = rt->ep;
     if (rt->flags & SRV_ROUTE_FILE) { /* a whole file: its own limits */
-        c->max_body = r->s->o.max_file_bytes;
+        c->max_body = r->s->api->max_file_bytes;
         c->timeout_s = r->s->o.file_timeout_s;
     }
     if ((rt->flags & SRV_ROUTE_SERVING) && not_serving(r))
@@ -277,14 +311,16 @@ static void api_done(void *ctx, srv_call *c, int status, double seconds)
 {
     srv_api *a = ctx;
     srv_req *r = c->api;
-    srv_metrics_request(a->s->metrics, r ? r->ep : SRV_EP_UNKNOWN, status, seconds);
+    /* the label of the row that took the call (or of its path's first) */
+    const int row = r && r->route ? (int)(r->route - a->routes.rows) : -1;
+    srv_metrics_request(a->s->metrics, row >= 0 ? a->label[row] : a->other, status, seconds);
     if (!r)
         return;
     /* what the access log says, kept past the model's reference */
     if (r->model)
         c->log_model = srv_call_strndup(c, r->model->name, strlen(r->model->name));
-    c->log_texts = r->n_jobs;
-    c->tokens_in = r->tokens_in;
+    c->log_texts = r->pipe.n_jobs;
+    c->tokens_in = r->pipe.tokens_in;
     c->tokens_out = r->tokens_out;
     srv_req_free(r);
 }

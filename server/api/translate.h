@@ -1,9 +1,10 @@
 /*
- * translate.h - what both translation dialects (native.c, libre.c) share:
- * texts into sentences and tokenized jobs, the jobs handed to the model's
- * batcher under the call's holds, the outcome of the finished jobs, and
- * each text's translation put back together (hypothesis k of every
- * sentence in the text's layout).
+ * translate.h - what the translation dialects (native.c, libre.c) share:
+ * a request's texts through the text pipeline (service/pipeline.h: the
+ * sentences, tokenized jobs, unknown symbols, the texts put back together)
+ * with the pipeline's error kinds said as the dialects' errors, the jobs
+ * handed to the model's batcher under the call's holds, and the outcome of
+ * the finished jobs.
  *
  * Threads: the HTTP thread that owns the request, but for the jobs'
  * completion (a scheduler thread), which touches only its job and the
@@ -19,13 +20,11 @@
 #include "request.h"
 #include "spans.h"
 
-/* Splits n texts into sentences (unless r->no_split; a text of one
- * sentence stays one job, exactly as it is) and tokenizes them into
- * r->jobs (r->text_job maps each text to its job, r->split a text of
- * several sentences to theirs; an empty or whitespace-only text or sentence
- * gets none, td_tok_is_empty); 422 for a text or sentence over
- * --max-input-tokens, or more sentences than --max-queue (param names the
- * field). Returns 1 (submit the jobs; when there are none, respond at once)
+/* r's texts through srv_pipe_make into r->pipe (split into sentences
+ * unless r->no_split, in the model's source language, a multilingual
+ * model's the request's): 422 for a text or sentence over
+ * --max-input-tokens (refused, not cut), or more sentences than
+ * --max-queue (param names the field). Returns 1 (submit the jobs; when there are none, respond at once)
  * or 0 (an error was recorded). r->model and r->opts must be set. */
 int srv_api_make_jobs(srv_req *r, const char *const *texts, const size_t *lens, int n,
                       const char *param);
@@ -77,15 +76,8 @@ int srv_api_text_align(const srv_req *r, int text, const char *src, size_t src_n
 /* The detokenized text of target ids (malloc'd), or NULL when out of memory. */
 char *srv_api_decode(const srv_model *sm, const int32_t *ids, int n);
 
-/* copy_unknown (docs/api.md): hypothesis hyp of job as text (malloc'd),
- * each unknown target token (<unk>, which detokenizes to nothing) replaced
- * by the text of the unknown source piece it copies: for hypothesis 0 the
- * one it attends to most (the captured attention averaged over layers and
- * heads), for the others the one of the same rank when the counts agree.
- * Without unknown source pieces (or with "copy_unknown": false), exactly
- * srv_api_decode. *offsets (when not NULL): each token's [start, end) in
- * bytes of the text returned, as td_tok_target_offsets gives them for the
- * raw text (a copy is its token's span). NULL when out of memory. */
+/* srv_pipe_decode of r's pipe: hypothesis hyp of job with the unknown
+ * symbols copied (docs/api.md, copy_unknown). */
 char *srv_api_decode_job(const srv_req *r, int job, int hyp, size_t **offsets);
 
 /* JSON string of a detokenized text (taken); invalid UTF-8 (byte pieces

@@ -77,7 +77,7 @@ int srv_web_routes(srv_route *out, int max)
 {
     for (int i = 0; i < srv_web_n_assets && i < max; i++) {
         const srv_route row = {"GET", srv_web_assets[i].path, SRV_EP_WEB, 0, web_answer, NULL,
-                               NULL};
+                               NULL, "/"}; /* the page's files: one label */
         out[i] = row;
     }
     return srv_web_n_assets;

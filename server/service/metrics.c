@@ -24,8 +24,7 @@
 #include "memstat.h"
 #include "metrics.h"
 
-static const int k_statuses[] = {200, 204, 400, 401, 403, 404, 405, 408, 413, 415, 422, 429, 500, 503, 504};
-#define N_STATUS ((int)(sizeof k_statuses / sizeof k_statuses[0]) + 1) /* + "other" */
+#define N_STATUS (SRV_METRICS_MAX_STATUSES + 1) /* + "other" */
 
 static const double k_lat_buckets[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
                                        0.25,  0.5,    1,     2.5,  5,     10,   30};
@@ -48,8 +47,13 @@ typedef struct hist {
 } hist;
 
 struct srv_metrics {
-    atomic_ullong requests[SRV_EP_COUNT][N_STATUS];
-    hist latency[SRV_EP_COUNT];
+    /* the request series: labels and statuses the caller registered */
+    char *labels[SRV_METRICS_MAX_LABELS];
+    int n_labels;
+    int statuses[SRV_METRICS_MAX_STATUSES];
+    int n_statuses;
+    atomic_ullong requests[SRV_METRICS_MAX_LABELS][N_STATUS];
+    hist latency[SRV_METRICS_MAX_LABELS];
     hist queue_wait;
     hist batch_size;
     hist batch_tokens;
@@ -88,16 +92,24 @@ struct srv_metrics {
     struct srv_metrics *parent;
 };
 
-static const char *k_ep_names[SRV_EP_COUNT] = {
-    "/v1/translate", "/translate", "/languages", "/v1/models", "/health/live",
-    "/health/ready", "/metrics",   "/openapi.json", "/", "/detect", "/translate_file",
-    "/download_file", "/suggest", "/frontend/settings", "/health", "/version",
-    "/v1/models/{name}", "other",
-};
-
-const char *srv_endpoint_name(srv_endpoint ep)
+int srv_metrics_label(srv_metrics *m, const char *label)
 {
-    return ep >= 0 && ep < SRV_EP_COUNT ? k_ep_names[ep] : "other";
+    if (!m)
+        return -1;
+    for (int i = 0; i < m->n_labels; i++)
+        if (!strcmp(m->labels[i], label))
+            return i;
+    if (m->n_labels == SRV_METRICS_MAX_LABELS || !(m->labels[m->n_labels] = strdup(label)))
+        return -1;
+    return m->n_labels++;
+}
+
+void srv_metrics_statuses(srv_metrics *m, const int *statuses, int n)
+{
+    if (!m)
+        return;
+    m->n_statuses = n < SRV_METRICS_MAX_STATUSES ? n : SRV_METRICS_MAX_STATUSES;
+    memcpy(m->statuses, statuses, (size_t)m->n_statuses * sizeof *statuses);
 }
 
 srv_metrics *srv_metrics_new(void)
@@ -138,6 +150,8 @@ void srv_metrics_free(srv_metrics *m)
         return;
     for (int i = 0; i < m->n_children; i++)
         srv_metrics_free(m->children[i]);
+    for (int i = 0; i < m->n_labels; i++)
+        free(m->labels[i]);
     free(m->info_line);
     pthread_mutex_destroy(&m->mu);
     free(m);
@@ -241,18 +255,16 @@ static void hist_add(hist *h, const double *bounds, int nb, double v)
                                   memory_order_relaxed);
 }
 
-void srv_metrics_request(srv_metrics *m, srv_endpoint ep, int status, double seconds)
+void srv_metrics_request(srv_metrics *m, int label, int status, double seconds)
 {
-    if (!m)
+    if (!m || label < 0 || label >= m->n_labels)
         return;
-    if (ep < 0 || ep >= SRV_EP_COUNT)
-        ep = SRV_EP_UNKNOWN;
     int si = N_STATUS - 1;
-    for (int i = 0; i < N_STATUS - 1; i++)
-        if (k_statuses[i] == status)
+    for (int i = 0; i < m->n_statuses; i++)
+        if (m->statuses[i] == status)
             si = i;
-    atomic_fetch_add_explicit(&m->requests[ep][si], 1, memory_order_relaxed);
-    hist_add(&m->latency[ep], k_lat_buckets, N_LAT, seconds);
+    atomic_fetch_add_explicit(&m->requests[label][si], 1, memory_order_relaxed);
+    hist_add(&m->latency[label], k_lat_buckets, N_LAT, seconds);
 }
 
 void srv_metrics_queue_wait(srv_metrics *m, double seconds)
@@ -633,27 +645,27 @@ char *srv_metrics_render(srv_metrics *m, int ready)
     b.p[0] = 0;
     sb_printf(&b, "# HELP transformerd_requests_total HTTP requests by endpoint and status.\n"
                   "# TYPE transformerd_requests_total counter\n");
-    for (int e = 0; e < SRV_EP_COUNT; e++)
+    for (int e = 0; e < m->n_labels; e++)
         for (int i = 0; i < N_STATUS; i++) {
             unsigned long long v = ld(&m->requests[e][i]);
             if (!v)
                 continue;
-            if (i < N_STATUS - 1)
+            if (i < m->n_statuses)
                 sb_printf(&b, "transformerd_requests_total{endpoint=\"%s\",status=\"%d\"} %llu\n",
-                          k_ep_names[e], k_statuses[i], v);
+                          m->labels[e], m->statuses[i], v);
             else
                 sb_printf(&b,
                           "transformerd_requests_total{endpoint=\"%s\",status=\"other\"} %llu\n",
-                          k_ep_names[e], v);
+                          m->labels[e], v);
         }
     sb_printf(&b, "# HELP transformerd_request_duration_seconds Time from the request's first "
                   "byte to its response.\n"
                   "# TYPE transformerd_request_duration_seconds histogram\n");
-    for (int e = 0; e < SRV_EP_COUNT; e++) {
+    for (int e = 0; e < m->n_labels; e++) {
         if (!ld(&m->latency[e].count))
             continue;
-        char lab[64];
-        snprintf(lab, sizeof lab, "endpoint=\"%s\"", k_ep_names[e]);
+        char lab[160];
+        snprintf(lab, sizeof lab, "endpoint=\"%.128s\"", m->labels[e]);
         render_hist(&b, "transformerd_request_duration_seconds", lab, &m->latency[e],
                     k_lat_buckets, N_LAT);
     }

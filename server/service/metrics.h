@@ -12,38 +12,14 @@
  * name (srv_metrics_model), which that model's batcher records into; the
  * series the batchers record (queue, batches, steps, tokens, drops,
  * failures) are rendered once per child with a model label. The request
- * series (per endpoint) are the server's own.
+ * series are the server's own, by label and status, both the caller's:
+ * a route row carries its label (server/api/routes.c registers them and
+ * the statuses its protocol answers); no path or status is known here.
  */
 #ifndef SRV_METRICS_H
 #define SRV_METRICS_H
 
 #include <stddef.h>
-
-/* The endpoints, as the label of the request series. */
-typedef enum srv_endpoint {
-    SRV_EP_TRANSLATE = 0,  /* POST /v1/translate */
-    SRV_EP_LIBRE,          /* POST /translate */
-    SRV_EP_LANGUAGES,      /* GET /languages */
-    SRV_EP_MODELS,         /* GET /v1/models; POST /v1/models (a load) */
-    SRV_EP_LIVE,           /* /health/live, /v2/health/live */
-    SRV_EP_READY,          /* /health/ready, /v2/health/ready */
-    SRV_EP_METRICS,
-    SRV_EP_OPENAPI,
-    SRV_EP_WEB,            /* the page: / and /web/NAME */
-    SRV_EP_DETECT,         /* POST /detect (LibreTranslate, as the rest) */
-    SRV_EP_TRANSLATE_FILE, /* POST /translate_file */
-    SRV_EP_DOWNLOAD,       /* GET /download_file/NAME */
-    SRV_EP_SUGGEST,        /* POST /suggest */
-    SRV_EP_SETTINGS,       /* GET /frontend/settings */
-    SRV_EP_HEALTH,         /* GET /health */
-    SRV_EP_VERSION,        /* GET /version */
-    SRV_EP_MODEL_ADMIN,    /* DELETE /v1/models/NAME, POST /v1/models/NAME/reload */
-    SRV_EP_UNKNOWN,        /* 404s */
-    SRV_EP_COUNT
-} srv_endpoint;
-
-/* The endpoint's path as its label ("other" for SRV_EP_UNKNOWN). */
-const char *srv_endpoint_name(srv_endpoint ep);
 
 typedef struct srv_metrics srv_metrics;
 
@@ -54,7 +30,19 @@ void srv_metrics_free(srv_metrics *m); /* accepts NULL */
  * is recorded (the main thread, at start-up). */
 void srv_metrics_set_limits(srv_metrics *m, int max_batch_size, long max_batch_tokens);
 
-void srv_metrics_request(srv_metrics *m, srv_endpoint ep, int status, double seconds);
+/* The request series' labels (an endpoint's, e.g. a route's path) and the
+ * statuses counted one by one (any other counts as "other"): registered
+ * at start-up, before any request is recorded (they are read without a
+ * lock). srv_metrics_label returns the label's number (the same for the
+ * same label, copied at its first call), or -1 when full or out of
+ * memory. */
+#define SRV_METRICS_MAX_LABELS 40
+#define SRV_METRICS_MAX_STATUSES 24
+int srv_metrics_label(srv_metrics *m, const char *label);
+void srv_metrics_statuses(srv_metrics *m, const int *statuses, int n);
+/* One request of the label's number (none when out of range) answered
+ * with status after seconds. */
+void srv_metrics_request(srv_metrics *m, int label, int status, double seconds);
 void srv_metrics_queue_wait(srv_metrics *m, double seconds);
 void srv_metrics_batch(srv_metrics *m, int n_sentences, long padded_tokens, double seconds);
 void srv_metrics_tokens(srv_metrics *m, long in, long out);

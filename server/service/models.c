@@ -189,24 +189,29 @@ static int langs_from_package(const char *dir, char *src, char *tgt)
     return 0;
 }
 
-/* The pair of a model: given, else an Argos package's metadata.json, else
- * tokenizer_config.json, else its name, else "und" (unknown). */
+void srv_model_dir_langs(const char *dir, const char *name, const char *given, char *src,
+                         char *tgt)
+{
+    if (given[0] && split_langs(given, src, tgt) == 0)
+        return;
+    if (td_tok_argos_package(dir) && langs_from_package(dir, src, tgt) == 0)
+        return;
+    if (langs_from_tokenizer_config(dir, src, tgt) == 0)
+        return;
+    if (langs_from_name(name, src, tgt) == 0)
+        return;
+    snprintf(src, 16, "und");
+    snprintf(tgt, 16, "und");
+}
+
+/* The model's names and pair (srv_model_dir_langs). */
 static void describe(srv_model *sm, const srv_model_spec *spec)
 {
     snprintf(sm->name, sizeof sm->name, "%s", spec->name);
     snprintf(sm->dir, sizeof sm->dir, "%s", spec->dir);
     snprintf(sm->langs_given, sizeof sm->langs_given, "%s", spec->langs);
     sm->package = td_tok_argos_package(spec->dir);
-    if (spec->langs[0] && split_langs(spec->langs, sm->src_lang, sm->tgt_lang) == 0)
-        return;
-    if (sm->package && langs_from_package(spec->dir, sm->src_lang, sm->tgt_lang) == 0)
-        return;
-    if (langs_from_tokenizer_config(spec->dir, sm->src_lang, sm->tgt_lang) == 0)
-        return;
-    if (langs_from_name(sm->name, sm->src_lang, sm->tgt_lang) == 0)
-        return;
-    snprintf(sm->src_lang, sizeof sm->src_lang, "und");
-    snprintf(sm->tgt_lang, sizeof sm->tgt_lang, "und");
+    srv_model_dir_langs(spec->dir, spec->name, spec->langs, sm->src_lang, sm->tgt_lang);
 }
 
 /* ---- a model's device failure ---------------------------------------------- */
@@ -289,20 +294,25 @@ static void pool_scratch(long delta, void *ud)
     srv_metrics_scratch(ud, delta);
 }
 
+void srv_model_defaults(const td_model *m, int package, td_decode_opts *o)
+{
+    td_decode_opts_default(m, o);
+    if (package) {
+        /* argos-translate's translate_batch: beam 4, length penalty 0.2 */
+        o->beam_size = 4;
+        o->length_penalty = 0.2f;
+    }
+    if (o->beam_size < 1 || o->beam_size > TD_MAX_BEAM)
+        o->beam_size = 4;
+    o->num_hypotheses = 1;
+}
+
 /* The limits and the batcher of a loaded model, as the options say. */
 static int model_workers(srv_server *s, srv_model *sm, char *err, size_t errlen)
 {
     const srv_opts *o = &s->o;
     const td_config *c = td_model_config(sm->m);
-    td_decode_opts_default(sm->m, &sm->defaults);
-    if (sm->package) {
-        /* argos-translate's translate_batch: beam 4, length penalty 0.2 */
-        sm->defaults.beam_size = 4;
-        sm->defaults.length_penalty = 0.2f;
-    }
-    if (sm->defaults.beam_size < 1 || sm->defaults.beam_size > TD_MAX_BEAM)
-        sm->defaults.beam_size = 4;
-    sm->defaults.num_hypotheses = 1;
+    srv_model_defaults(sm->m, sm->package, &sm->defaults);
     /* Each worker is allocated for max_batch x max_beam rows of max_length
      * tokens, so the beam limit is a flag rather than always TD_MAX_BEAM. */
     sm->max_beam = o->max_beam > 0 ? o->max_beam : sm->defaults.beam_size;
@@ -716,20 +726,23 @@ int srv_models_failed(srv_models *ms, char *why, size_t n)
     return found;
 }
 
-int srv_models_unload(srv_models *ms, const char *name, int *inflight, char *msg, size_t n)
+srv_err srv_models_unload(srv_models *ms, const char *name, int *inflight, char *msg, size_t n)
 {
     *inflight = 0;
     pthread_mutex_lock(&ms->mu);
     int i = find_serving(ms, name);
-    int status = i < 0 ? 404 : ms->n_serving == 1 ? 409 : grow(ms) != 0 ? 500 : 200;
-    if (status == 404)
+    srv_err status = i < 0                 ? SRV_ERR_NOT_FOUND
+                     : ms->n_serving == 1  ? SRV_ERR_CONFLICT
+                     : grow(ms) != 0       ? SRV_ERR_NOMEM
+                                           : SRV_OK;
+    if (status == SRV_ERR_NOT_FOUND)
         snprintf(msg, n, "no model named '%s' is loaded", name);
-    else if (status == 409)
+    else if (status == SRV_ERR_CONFLICT)
         snprintf(msg, n, "model %s is the only model: unloading it would leave nothing to serve",
                  name);
-    else if (status == 500)
+    else if (status == SRV_ERR_NOMEM)
         snprintf(msg, n, "out of memory");
-    srv_model *sm = status == 200 ? ms->serving[i] : NULL;
+    srv_model *sm = status == SRV_OK ? ms->serving[i] : NULL;
     /* its name's series (the server's metrics own them): sm itself may be
      * freed by the manager as soon as the lock is released */
     srv_metrics *series = sm ? sm->metrics : NULL;
@@ -753,10 +766,10 @@ int srv_models_unload(srv_models *ms, const char *name, int *inflight, char *msg
 
 /* ---- the manager thread ------------------------------------------------------ */
 
-static void op_error(srv_model_op *op, int status, const char *code, const char *param,
+static void op_error(srv_model_op *op, srv_err err, const char *code, const char *param,
                      const char *msg)
 {
-    op->status = status;
+    op->err = err;
     snprintf(op->code, sizeof op->code, "%s", code);
     snprintf(op->param, sizeof op->param, "%s", param ? param : "");
     snprintf(op->msg, sizeof op->msg, "%s", msg);
@@ -784,12 +797,12 @@ static void load_and_publish(srv_models *ms, srv_model_op *op, const srv_model_s
                               "at least its weight file", msg, sizeof msg);
     pthread_mutex_unlock(&ms->mu);
     if (refused) {
-        op_error(op, 507, "insufficient_memory", NULL, msg);
+        op_error(op, SRV_ERR_NO_ROOM, "insufficient_memory", NULL, msg);
         return;
     }
     srv_model *sm = NULL;
     if (model_load(ms, spec, &sm, msg, sizeof msg) != 0) {
-        op_error(op, 422, "load_failed", NULL, msg);
+        op_error(op, SRV_ERR_UNUSABLE, "load_failed", NULL, msg);
         return;
     }
     pthread_mutex_lock(&ms->mu);
@@ -797,19 +810,19 @@ static void load_and_publish(srv_models *ms, srv_model_op *op, const srv_model_s
     snprintf(what, sizeof what, "weights %zu; the %d shared worker(s) at %zu each when larger",
              sm->weight_bytes, sm->workers, sm->worker_bytes);
     int i = find_serving(ms, spec->name);
-    int status = over_budget(ms, sm->name, sm->bytes, sm->worker_bytes, what, msg, sizeof msg)
-                     ? 507
-                 : old && (i < 0 || ms->serving[i] != old)
-                     ? 409 /* unloaded (or replaced) while this one loaded */
-                 : !old && i >= 0 ? 409
-                 : grow(ms) != 0  ? 500
-                                  : 200;
-    if (status == 409)
+    srv_err status = over_budget(ms, sm->name, sm->bytes, sm->worker_bytes, what, msg, sizeof msg)
+                         ? SRV_ERR_NO_ROOM
+                     : old && (i < 0 || ms->serving[i] != old)
+                         ? SRV_ERR_CONFLICT /* unloaded (or replaced) while this one loaded */
+                     : !old && i >= 0 ? SRV_ERR_CONFLICT
+                     : grow(ms) != 0  ? SRV_ERR_NOMEM
+                                      : SRV_OK;
+    if (status == SRV_ERR_CONFLICT)
         snprintf(msg, sizeof msg, "model %s changed while this one was loading (unloaded, or "
                                   "loaded by another request)", spec->name);
-    if (status == 500)
+    if (status == SRV_ERR_NOMEM)
         snprintf(msg, sizeof msg, "out of memory");
-    if (status == 200) {
+    if (status == SRV_OK) {
         sm->generation = old ? old->generation + 1 : 1;
         publish(ms, sm, old ? i : -1);
     }
@@ -817,19 +830,20 @@ static void load_and_publish(srv_models *ms, srv_model_op *op, const srv_model_s
     /* an old generation put away is never loaded again: what waits on it
      * is answered (its texts were tokenized for the old files); the name's
      * series is resident again */
-    if (status == 200 && old && !atomic_load(&old->resident) && old->b) {
+    if (status == SRV_OK && old && !atomic_load(&old->resident) && old->b) {
         srv_metrics_model_resident(sm->metrics, 1); /* loaded again, whole */
         (void)srv_batcher_retire(old->b);
     }
-    if (status != 200) {
+    if (status != SRV_OK) {
         model_free(sm);
-        op_error(op, status, status == 507 ? "insufficient_memory" : status == 409 ? "conflict"
-                                                                                  : "internal",
+        op_error(op, status, status == SRV_ERR_NO_ROOM    ? "insufficient_memory"
+                             : status == SRV_ERR_CONFLICT ? "conflict"
+                                                          : "internal",
                  NULL, msg);
         return;
     }
     model_series(sm, 1);
-    op->status = 200;
+    op->err = SRV_OK;
     snprintf(op->name, sizeof op->name, "%s", sm->name);
     op->generation = sm->generation;
     op->bytes = sm->bytes;
@@ -858,11 +872,11 @@ int srv_models_load_initial(srv_models *ms, const srv_model_spec *spec, char *er
     srv_model_op op;
     memset(&op, 0, sizeof op);
     load_and_publish(ms, &op, spec, NULL);
-    if (op.status == 200)
+    if (op.err == SRV_OK)
         return 0;
-    snprintf(err, errlen, "%s", op.status == 409 ? "two models have this name (name one with "
-                                                   "--model NAME=DIR)"
-                                                 : op.msg);
+    snprintf(err, errlen, "%s", op.err == SRV_ERR_CONFLICT ? "two models have this name (name "
+                                                             "one with --model NAME=DIR)"
+                                                           : op.msg);
     return -1;
 }
 
@@ -880,13 +894,13 @@ static void run_reload(srv_models *ms, srv_model_op *op, const char *name)
     if (!old) {
         char msg[256];
         snprintf(msg, sizeof msg, "no model named '%s' is loaded", name);
-        op_error(op, 404, "model_not_found", "model", msg);
+        op_error(op, SRV_ERR_NOT_FOUND, "model_not_found", "model", msg);
         return;
     }
     srv_model_spec spec;
     spec_of(&spec, old);
     load_and_publish(ms, op, &spec, old);
-    if (op->status != 200)
+    if (op->err != SRV_OK)
         fprintf(stderr, "transformerd: model %s: reload failed, the loaded one keeps serving: %s\n",
                 name, op->msg);
     srv_model_put(old);
@@ -894,7 +908,7 @@ static void run_reload(srv_models *ms, srv_model_op *op, const char *name)
 
 static void run_op(srv_models *ms, srv_model_op *op)
 {
-    op->status = 500;
+    op->err = SRV_ERR_INTERNAL;
     switch (op->kind) {
     case SRV_OP_LOAD: {
         char msg[256];
@@ -902,7 +916,7 @@ static void run_op(srv_models *ms, srv_model_op *op)
         srv_model_put(have);
         if (have) {
             snprintf(msg, sizeof msg, "a model named '%s' is already loaded", op->spec.name);
-            op_error(op, 409, "model_exists", "name", msg);
+            op_error(op, SRV_ERR_CONFLICT, "model_exists", "name", msg);
             return;
         }
         load_and_publish(ms, op, &op->spec, NULL);
@@ -916,9 +930,9 @@ static void run_op(srv_models *ms, srv_model_op *op)
         int n = srv_models_pairs(ms, pairs, 64), failed = 0;
         for (int i = 0; i < n && i < 64; i++) {
             run_reload(ms, op, pairs[i].name);
-            failed += op->status != 200;
+            failed += op->err != SRV_OK;
         }
-        op->status = failed ? 500 : 200;
+        op->err = failed ? SRV_ERR_INTERNAL : SRV_OK;
         snprintf(op->msg, sizeof op->msg, "%d of %d model(s) reloaded", n - failed, n);
         return;
     }
@@ -997,7 +1011,7 @@ static void reload_changed(srv_models *ms, srv_model *sm)
     op.kind = SRV_OP_RELOAD;
     spec_of(&op.spec, sm);
     load_and_publish(ms, &op, &op.spec, sm);
-    if (op.status == 200)
+    if (op.err == SRV_OK)
         return;
     char msg[600];
     snprintf(msg, sizeof msg, "loading it again from its changed files: %.500s", op.msg);
@@ -1110,7 +1124,7 @@ void srv_models_submit(srv_models *ms, srv_model_op *op)
     }
     pthread_mutex_unlock(&ms->mu);
     if (refused) {
-        op_error(op, 503, "draining", NULL, "the server is shutting down");
+        op_error(op, SRV_ERR_UNAVAILABLE, "draining", NULL, "the server is shutting down");
         op->done(op, op->ud);
     }
 }
@@ -1130,7 +1144,7 @@ void srv_models_stop(srv_models *ms)
     ms->thread_on = 0;
     while (q) {
         srv_model_op *next = q->next;
-        op_error(q, 503, "draining", NULL, "the server is shutting down");
+        op_error(q, SRV_ERR_UNAVAILABLE, "draining", NULL, "the server is shutting down");
         q->done(q, q->ud);
         q = next;
     }

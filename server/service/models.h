@@ -25,6 +25,7 @@
 
 #include <stddef.h>
 
+#include "errors.h"
 #include "state.h"
 
 typedef struct srv_models srv_models;
@@ -71,6 +72,20 @@ srv_model *srv_models_get(srv_models *ms, const char *name);
  * "deu_Latn" are one): a bilingual model of the pair first, in the set's
  * order, then a multilingual one that has both languages. */
 srv_model *srv_models_get_pair(srv_models *ms, const char *src, const char *tgt);
+
+/* A model's default decoding options, the daemon's and `transformerd
+ * translate`'s: its generation config's (td_decode_opts_default), an Argos
+ * package's (package: td_tok_argos_package) as argos-translate decodes
+ * (beam 4, length penalty 0.2), one hypothesis. */
+void srv_model_defaults(const td_model *m, int package, td_decode_opts *o);
+
+/* A model directory's language pair (src, tgt: 16 bytes each) as the
+ * daemon names it: given ("src-tgt", or ""), else an Argos package's
+ * metadata.json, else tokenizer_config.json, else the model's name's last
+ * two parts ("opus-mt-en-de"), else "und". `transformerd translate` splits
+ * sentences in the same source language as the daemon. */
+void srv_model_dir_langs(const char *dir, const char *name, const char *given, char *src,
+                         char *tgt);
 
 /* The number of sm's tokenizer language that code names (langcodes.h),
  * or -1 (always for a bilingual model). */
@@ -144,7 +159,7 @@ struct srv_model_op {
                                   _stop for operations that never ran) */
     void *ud;
     /* the outcome */
-    int status;        /* HTTP status: 200, 4xx, 5xx */
+    srv_err err;       /* SRV_OK, or the kind of failure (errors.h) */
     char code[32];     /* the error object's code ("" on success) */
     char param[16];    /* the field an error is about, or "" */
     char msg[1024];    /* the error's message, or the loaded model's summary */
@@ -162,13 +177,14 @@ void srv_models_submit(srv_models *ms, srv_model_op *op);
 
 /* Unloads the model named name: it takes no new request from now on (a
  * request naming it gets 400), the requests that hold it finish on it,
- * and it is freed after the last. Returns 200 (*inflight: the requests
- * still holding it), 404 (no such model) or 409 (the last model: the
- * daemon would serve nothing), with msg. */
-int srv_models_unload(srv_models *ms, const char *name, int *inflight, char *msg, size_t n);
+ * and it is freed after the last. Returns SRV_OK (*inflight: the requests
+ * still holding it), SRV_ERR_NOT_FOUND (no such model), SRV_ERR_CONFLICT
+ * (the last model: the daemon would serve nothing) or SRV_ERR_NOMEM, with
+ * msg. */
+srv_err srv_models_unload(srv_models *ms, const char *name, int *inflight, char *msg, size_t n);
 
 /* Stops the manager thread: the operation it runs finishes, queued ones
- * are answered 503. */
+ * are answered SRV_ERR_UNAVAILABLE. */
 void srv_models_stop(srv_models *ms);
 
 /* srv_batcher_drain of every loaded model (serving and finishing). */

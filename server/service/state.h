@@ -26,15 +26,11 @@
 #include "tokenizer.h"
 #include "translator.h"
 
-/* The options of `transformerd serve` (flags and TRANSFORMERD_* variables,
- * docs/api.md "Command line and environment"). */
+/* The service's options of `transformerd serve` (flags and TRANSFORMERD_*
+ * variables, docs/api.md "Command line and environment"); the API's are
+ * its own (srv_api_opts, api/request.h), the transport's too
+ * (srv_http_opts, transport/http.h): serve.c parses the three parts. */
 #define SRV_MAX_MODEL_SPECS 64
-
-/* format=html answers of the LibreTranslate endpoints (--libre-html-answer). */
-typedef enum srv_html_answer {
-    SRV_HTML_ESCAPED = 0, /* the HTML as serialized: &lt;script&gt; stays text */
-    SRV_HTML_UNESCAPED,   /* through html.unescape, as LibreTranslate 1.x: live markup */
-} srv_html_answer;
 
 typedef struct srv_opts {
     const char *model_dir;    /* the default model, when no --model or --models-dir is given */
@@ -49,10 +45,7 @@ typedef struct srv_opts {
     const char *device;       /* "cpu" | "cuda[:N]" */
     const char *dtype;        /* weight storage: auto | float32 | float16 | bfloat16 */
     const char *precision;    /* half-weight GEMMs on cuda: full | half */
-    const char *host;         /* numeric address or "localhost" */
-    int port;                 /* 0: any free port (printed on stderr) */
     int threads;              /* engine CPU threads; 0 = all cores */
-    int http_threads;         /* MHD thread pool size */
     int workers;              /* td_workers (scheduler threads) per model */
     srv_scheduler scheduler;  /* inflight (default) | batch */
     srv_fair_share fair_share; /* --fair-share: request (default) | client */
@@ -76,28 +69,12 @@ typedef struct srv_opts {
     int batch_delay_ms;       /* longest wait of the oldest job for company */
     int max_queue;            /* texts waiting in a model's queue */
     int max_input_tokens;     /* per text, incl. </s>; 0 = max positions */
-    int max_batch_texts;      /* texts per request */
-    long max_body_bytes;
-    long max_file_bytes;      /* --max-file-bytes: a /translate_file upload's body */
     int max_file_texts;       /* --max-file-texts: sentences of one file */
     int file_queue_texts;     /* --file-queue-texts: a file's sentences queued at once */
     int file_timeout_s;       /* --file-timeout-s: a /translate_file request's deadline */
-    long max_response_bytes;  /* estimated response of one request (reqlimits.h) */
     int request_timeout_s;    /* whole-request deadline */
-    int idle_timeout_s;       /* MHD connection (idle) timeout */
-    int max_connections;
-    int max_connections_per_ip; /* 0 = no per-IP limit */
-    int header_timeout_s;     /* whole header phase of a request (slow senders) */
-    const char *log_format;   /* access log: "text" | "json" */
     int drain_timeout_s;      /* SIGTERM: time to finish queued work */
     int drain_delay_s;        /* SIGTERM: unready but serving this long before the drain */
-    const char *api_key;      /* NULL or "" = no key */
-    const char *cors_origins; /* "*", "" (no CORS headers) or a comma-separated list */
-    srv_html_answer libre_html; /* --libre-html-answer: escaped (default) | unescaped */
-    long max_files_bytes;     /* translated files kept for /download_file, in all */
-    int file_ttl_s;           /* how long a translated file is kept */
-    const char *replica_id;   /* --replica-id: this replica's name behind a balancer
-                                 (download links, request ids); NULL/"": none */
     const char *textcat_dir;  /* libexttextcat's fingerprints (<code>.lm) */
     const char *langid_dir;   /* our profiles (<code>.lid.gz); NULL: beside the models */
     srv_fault test_fault;     /* --test-fail-batches: tests only */
@@ -155,6 +132,7 @@ typedef struct srv_model {
 
 typedef struct srv_server {
     srv_opts o;
+    const struct srv_api_opts *api; /* the API's options (api/request.h), opaque here */
     struct srv_models *models; /* the model set (models.h), made before any thread starts */
     srv_metrics *metrics;
     struct srv_langid *langid; /* the language detector (languages.h), made before

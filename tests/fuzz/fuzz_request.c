@@ -49,16 +49,16 @@ static void setup(void)
     static char err[512];
     const char *dir = TD_TEST_DATA "/text/marian_en_de";
     srv_opts *o = &g_s.o;
+    static srv_api_opts api; /* the API's part of the options */
+    g_s.api = &api;
     o->model_dir = dir;
-    o->max_batch_texts = 64;
-    o->max_response_bytes = 1L << 20; /* small: the limit is reached often */
-    o->max_body_bytes = 1L << 20;
-    o->max_files_bytes = 1L << 20;
-    o->file_ttl_s = 60;
+    api.max_batch_texts = 64;
+    api.max_response_bytes = 1L << 20; /* small: the limit is reached often */
+    api.max_files_bytes = 1L << 20;
+    api.file_ttl_s = 60;
     o->max_queue = 1024;
     o->request_timeout_s = 60;
     o->textcat_dir = TD_TEXTCAT_DIR;
-    o->cors_origins = "*";
     g_mp = calloc(1, sizeof *g_mp);
     if (!g_mp)
         die("model", "out of memory");
@@ -118,15 +118,15 @@ static void check_jobs(srv_req *r)
     /* a text of several sentences has a job per sentence (at most
      * --max-queue jobs in all); a translated file's lines are its texts,
      * not bounded by --max-batch-texts */
-    if (r->n_texts < 1 || r->n_texts > (1 << 20) || r->n_jobs < 1 ||
-        r->n_jobs > g_s.o.max_queue || (!r->split && r->n_jobs > r->n_texts))
+    if (r->pipe.n_texts < 1 || r->pipe.n_texts > (1 << 20) || r->pipe.n_jobs < 1 ||
+        r->pipe.n_jobs > g_s.o.max_queue || (!r->pipe.split && r->pipe.n_jobs > r->pipe.n_texts))
         die("accepted", "bad text or job count");
     int vocab = td_model_config(g_m.m)->vocab_size;
-    for (int i = 0; i < r->n_texts; i++)
-        if (r->text_job[i] < -1 || r->text_job[i] >= r->n_jobs)
+    for (int i = 0; i < r->pipe.n_texts; i++)
+        if (r->pipe.text_job[i] < -1 || r->pipe.text_job[i] >= r->pipe.n_jobs)
             die("accepted", "text_job out of range");
-    for (int k = 0; k < r->n_jobs; k++) {
-        const srv_job *j = &r->jobs[k];
+    for (int k = 0; k < r->pipe.n_jobs; k++) {
+        const srv_job *j = &r->pipe.jobs[k];
         if (j->n_src < 1 || j->n_src > g_m.max_input_tokens)
             die("accepted", "source length out of range");
         for (int t = 0; t < j->n_src; t++)
@@ -142,7 +142,7 @@ static void check_jobs(srv_req *r)
     srv_cost c;
     const srv_limit_fields f = {NULL, "", "", r->ep != SRV_EP_TRANSLATE};
     srv_cost_estimate(r, &f, &c);
-    if (!(c.resp_bytes <= (double)g_s.o.max_response_bytes))
+    if (!(c.resp_bytes <= (double)g_s.api->max_response_bytes))
         die("accepted", "estimate over --max-response-bytes");
 }
 
