@@ -9,6 +9,7 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
+#include <errno.h>
 #include <malloc.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -108,8 +109,14 @@ static void *seat_main(void *arg)
     srv_seat *s = arg;
     srv_pool *p = s->pool;
 #ifdef __linux__
-    if (p->o.nice > 0) /* Linux gives a nice value to the calling thread alone */
-        (void)setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), p->o.nice);
+    if (p->o.nice > 0) { /* Linux gives a nice value to the calling thread alone */
+        /* above the process's own (a daemon started under nice keeps its
+         * workers below its HTTP threads); the kernel caps it at 19 */
+        errno = 0;
+        const int base = getpriority(PRIO_PROCESS, 0);
+        (void)setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid),
+                          (errno ? 0 : base) + p->o.nice);
+    }
 #endif
     double idle_since = 0;
     pthread_mutex_lock(&p->mu);
