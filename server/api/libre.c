@@ -501,6 +501,17 @@ static int parse_translate(srv_req *r, json_t *f, int is_json)
         }
         lr->alternatives = (int)a;
     }
+    /* an extension: a glossary's id (docs/api.md, "Glossaries") */
+    json_t *gl = json_object_get(f, "glossary");
+    if (gl && !json_is_null(gl) && !(json_is_string(gl) && falsy(gl))) {
+        if (!json_is_string(gl)) {
+            srv_req_error(r, 400, "invalid_type", "glossary",
+                          "Invalid request: glossary must be a glossary's id");
+            return -1;
+        }
+        if (srv_api_use_glossary(r, json_string_value(gl), "glossary") != 0)
+            return -1;
+    }
     lr->autodetect = !strcmp(src, "auto");
     lr->items = calloc(nq, sizeof *lr->items);
     if (!lr->items) {

@@ -191,6 +191,10 @@ void srv_req_free(srv_req *r)
         r->dialect_free(r);
     r->state = NULL;
     r->dialect_free = NULL;
+    srv_glossary_put(r->glossary);
+    r->glossary = NULL;
+    r->gloss_dict = NULL;
+    r->gloss = NULL;
     srv_model_put(r->model); /* the request's reference (models.h) */
     r->model = NULL;
     r->jobs = NULL;

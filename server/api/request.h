@@ -25,6 +25,7 @@
 
 #include "batcher.h"
 #include "call.h"
+#include "glossary.h"
 #include "metrics.h"
 #include "segment.h"
 #include "state.h"
@@ -73,6 +74,15 @@ typedef struct srv_unk_text {
     const char *text;
     size_t len;
 } srv_unk_text;
+
+/* A job's glossary terms (translate.h): those found in its source unit
+ * (a copy, in the arena), placed in its best hypothesis. */
+typedef struct srv_gloss_job {
+    srv_gloss_hit *hits; /* n, in the arena */
+    int n;
+    const char *unit;    /* the source the job was tokenized from */
+    size_t unit_n;
+} srv_gloss_job;
 
 typedef struct srv_split {
     int n;                   /* sentences (> 1); 0: the text is one job (or empty) */
@@ -123,6 +133,13 @@ struct srv_req {
      * target's (lang_prefix, r->opts.prefix) */
     char src_lang[16], tgt_lang[16];
     int32_t lang_prefix[1];
+    /* a glossary the request applies (srv_api_use_glossary): its reference,
+     * the field that named it, its dictionary for the request's pair, per
+     * job the terms found (NULL until one is) */
+    srv_glossary *glossary;
+    const char *gloss_param;
+    const srv_gloss_dict *gloss_dict;
+    srv_gloss_job *gloss;
     /* the dialect's own state behind one pointer (LibreTranslate's items and
      * segments, a model operation), freed by dialect_free with the request */
     void *state;

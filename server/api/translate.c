@@ -66,6 +66,37 @@ static int copy_source(const td_result *res, int hyp, int t, int m, const srv_un
     return best;
 }
 
+static int fill_block(const srv_req *r, int k, const size_t *soff, const size_t *toff, size_t s0,
+                      size_t t0, srv_align *b);
+
+/* The glossary's terms of job placed in t, its best hypothesis's text with
+ * its tokens' offsets toff (moved with the text): the one call where a
+ * sentence's translation and its alignment meet before the text is put
+ * together (glossary.h, docs/decisions.md "Glossaries"). Returns the new
+ * text (t freed), or NULL when out of memory (t freed). */
+static char *place_terms(const srv_req *r, int job, char *t, size_t *toff)
+{
+    const srv_gloss_job *g = &r->gloss[job];
+    const srv_job *j = &r->jobs[job];
+    size_t *soff = NULL, n = strlen(t);
+    srv_align b = {0};
+    srv_gloss_edit *ed = NULL;
+    char *out = NULL;
+    int ne = -1;
+    if (td_tok_source_offsets(r->model->tok, g->unit, g->unit_n, j->src, j->n_src, &soff) == 0 &&
+        fill_block(r, job, soff, toff, 0, 0, &b) == 0)
+        ne = srv_gloss_place(g->unit, g->unit_n, t, n, g->hits, g->n, &b, 1, &ed);
+    if (ne >= 0)
+        out = srv_gloss_apply(t, n, ed, ne, toff, j->res.hyps[0].n_tokens, &n);
+    free(ed);
+    free(soff);
+    free(b.t_off);
+    free(b.s_off);
+    free(b.w);
+    free(t);
+    return out;
+}
+
 char *srv_api_decode_job(const srv_req *r, int job, int hyp, size_t **offsets)
 {
     const td_result *res = &r->jobs[job].res;
@@ -87,12 +118,21 @@ char *srv_api_decode_job(const srv_req *r, int job, int hyp, size_t **offsets)
             }
     }
     char *t = NULL;
+    size_t *toff = NULL;
+    const int glossed = hyp == 0 && r->gloss && r->gloss[job].n > 0 && res->attention;
     if (td_tok_decode_as(tok, h->tokens, h->n_tokens, repl, &t) != 0 ||
-        (offsets && td_tok_target_offsets_as(tok, h->tokens, h->n_tokens, repl, offsets) != 0)) {
+        ((offsets || glossed) &&
+         td_tok_target_offsets_as(tok, h->tokens, h->n_tokens, repl, &toff) != 0)) {
         free(t);
         t = NULL;
     }
     free(repl);
+    if (t && glossed)
+        t = place_terms(r, job, t, toff);
+    if (offsets && t)
+        *offsets = toff;
+    else
+        free(toff);
     return t;
 }
 
@@ -204,6 +244,69 @@ static int unknown_texts(srv_req *r, int k, const char *text, size_t len)
     return 0;
 }
 
+int srv_api_use_glossary(srv_req *r, const char *id, const char *param)
+{
+    srv_glossary *g = r->s->glossaries ? srv_glossaries_get(r->s->glossaries, id) : NULL;
+    if (!g) {
+        srv_req_error(r, 400, "glossary_not_found", param, "no glossary '%.64s'", id);
+        return -1;
+    }
+    srv_glossary_put(r->glossary);
+    r->glossary = g;
+    r->gloss_param = param;
+    return 0;
+}
+
+/* The request's glossary's dictionary for the pair it translates
+ * (r->gloss_dict); -1 with a 400 naming the glossary's field when it has
+ * none. */
+static int glossary_pair(srv_req *r)
+{
+    const srv_model *sm = r->model;
+    char s[16], t[16];
+    srv_lang_canon(sm->n_langs ? r->src_lang : sm->src_lang, s, sizeof s);
+    srv_lang_canon(sm->n_langs ? r->tgt_lang : sm->tgt_lang, t, sizeof t);
+    r->gloss_dict = srv_glossary_dict(r->glossary, s, t);
+    if (r->gloss_dict)
+        return 0;
+    char pairs[200] = "";
+    size_t at = 0;
+    for (int i = 0; i < r->glossary->n_dicts && at < sizeof pairs; i++)
+        at += (size_t)snprintf(pairs + at, sizeof pairs - at, "%s%s->%s", i ? ", " : "",
+                               r->glossary->d[i].src_lang, r->glossary->d[i].tgt_lang);
+    srv_req_error(r, 400, "glossary_language_mismatch", r->gloss_param,
+                  "glossary %s translates %s; the request translates %s->%s", r->glossary->id,
+                  pairs, s, t);
+    return -1;
+}
+
+/* The glossary's terms in job k's source (text, len: its unit) into
+ * r->gloss[k]; a job with some captures attention to place them (as
+ * copy_unknown's do). 0, or -1 when out of memory. */
+static int glossary_terms(srv_req *r, int k, const char *text, size_t len)
+{
+    srv_gloss_hit *h = NULL;
+    int n = srv_gloss_match(r->gloss_dict, text, len, &h);
+    if (n <= 0)
+        return n;
+    srv_gloss_job *g = &r->gloss[k];
+    char *unit = srv_req_alloc(r, len + 1, 1);
+    g->hits = srv_req_alloc(r, (size_t)n, sizeof *g->hits);
+    if (!unit || !g->hits) {
+        free(h);
+        return -1;
+    }
+    memcpy(unit, text, len);
+    memcpy(g->hits, h, (size_t)n * sizeof *h);
+    free(h);
+    g->n = n;
+    g->unit = unit;
+    g->unit_n = len;
+    if (!r->opts.return_attention)
+        r->jobs[k].opts = &r->copy_opts;
+    return 0;
+}
+
 /* A multilingual model's languages for r: the source's number into *ls
  * and the target's token forced first (r->opts.prefix); -1 for a bilingual
  * model. Returns 0, or -1 with a 400 naming a code the model lacks. */
@@ -246,7 +349,7 @@ int srv_api_make_jobs(srv_req *r, const char *const *texts, const size_t *lens, 
 {
     srv_model *sm = r->model;
     int lang = -1;
-    if (job_languages(r, &lang) != 0)
+    if (job_languages(r, &lang) != 0 || (r->glossary && glossary_pair(r) != 0))
         return 0;
     r->n_texts = n;
     r->n_jobs = 0;
@@ -267,6 +370,7 @@ int srv_api_make_jobs(srv_req *r, const char *const *texts, const size_t *lens, 
     r->jobs = srv_req_alloc(r, nu, sizeof *r->jobs);
     r->src = srv_req_alloc(r, nu, sizeof *r->src);
     r->unk = r->raw_unknown ? NULL : srv_req_alloc(r, nu, sizeof *r->unk);
+    r->gloss = r->gloss_dict ? srv_req_alloc(r, nu, sizeof *r->gloss) : NULL;
     /* a job with unknown pieces and no attention asked: every layer and
      * head captured for the copy, not answered */
     r->copy_opts = r->opts;
@@ -278,7 +382,7 @@ int srv_api_make_jobs(srv_req *r, const char *const *texts, const size_t *lens, 
     td_tok_ids *ids = srv_req_alloc(r, nu, sizeof *ids);
     int rc = -1;
     if (!ut || !ul || !u_text || !u_sent || !r->jobs || !r->src || !ids ||
-        (!r->raw_unknown && !r->unk)) {
+        (!r->raw_unknown && !r->unk) || (r->gloss_dict && !r->gloss)) {
         srv_req_error(r, 500, "internal", NULL, "out of memory");
         goto out;
     }
@@ -333,7 +437,8 @@ int srv_api_make_jobs(srv_req *r, const char *const *texts, const size_t *lens, 
                 j->n_src = ids[u].n;
                 j->opts = &r->opts;
                 r->tokens_in += ids[u].n;
-                if (!r->raw_unknown && unknown_texts(r, k, ut[u], ul[u]) != 0) {
+                if ((!r->raw_unknown && unknown_texts(r, k, ut[u], ul[u]) != 0) ||
+                    (r->gloss && glossary_terms(r, k, ut[u], ul[u]) != 0)) {
                     srv_req_error(r, 500, "internal", NULL, "out of memory");
                     rc = -1;
                     break;
@@ -630,6 +735,37 @@ json_t *srv_api_text_value(const srv_req *r, int text, int hyp)
 /* Sentence k's block: tokens' bytes shifted by s0 (source) and t0
  * (target), the last captured layer's attention over its heads. 1 when
  * made, 0 when the job has none to give, -1 when out of memory. */
+/* Job k's block from its source and best hypothesis's token offsets
+ * (shifted by s0 and t0): the last captured layer's attention averaged
+ * over its heads. 0, or -1 when out of memory. */
+static int fill_block(const srv_req *r, int k, const size_t *soff, const size_t *toff, size_t s0,
+                      size_t t0, srv_align *b)
+{
+    const srv_job *j = &r->jobs[k];
+    const td_result *res = &j->res;
+    const int nt = res->attn_n_t < res->hyps[0].n_tokens ? res->attn_n_t : res->hyps[0].n_tokens;
+    const int ns = res->attn_n_s < j->n_src ? res->attn_n_s : j->n_src;
+    const int nh = res->attn_n_heads, l = res->attn_n_layers - 1;
+    *b = (srv_align){nt, ns, malloc(2 * (size_t)(nt ? nt : 1) * sizeof(size_t)),
+                     malloc(2 * (size_t)(ns ? ns : 1) * sizeof(size_t)),
+                     calloc((size_t)(nt ? nt : 1) * (size_t)(ns ? ns : 1), sizeof(float))};
+    if (!b->t_off || !b->s_off || !b->w)
+        return -1;
+    for (int i = 0; i < 2 * nt; i++)
+        b->t_off[i] = toff[i] + t0;
+    for (int i = 0; i < 2 * ns; i++)
+        b->s_off[i] = soff[i] + s0;
+    for (int h = 0; h < nh; h++)
+        for (int ti = 0; ti < nt; ti++)
+            for (int si = 0; si < ns; si++)
+                b->w[(size_t)ti * (size_t)ns + (size_t)si] +=
+                    res->attention[((size_t)(l * nh + h) * (size_t)res->attn_n_t + (size_t)ti) *
+                                       (size_t)res->attn_n_s +
+                                   (size_t)si] /
+                    (float)nh;
+    return 0;
+}
+
 static int align_block(const srv_req *r, int k, const char *unit, size_t unit_n, size_t s0,
                        size_t t0, size_t t_len, srv_align *b)
 {
@@ -645,29 +781,7 @@ static int align_block(const srv_req *r, int k, const char *unit, size_t unit_n,
     rc = 0;
     if (strlen(t) != t_len) /* not the text the answer has: no alignment */
         goto out;
-    const int nt = res->attn_n_t < res->hyps[0].n_tokens ? res->attn_n_t : res->hyps[0].n_tokens;
-    const int ns = res->attn_n_s < j->n_src ? res->attn_n_s : j->n_src;
-    const int nh = res->attn_n_heads, l = res->attn_n_layers - 1;
-    *b = (srv_align){nt, ns, malloc(2 * (size_t)(nt ? nt : 1) * sizeof(size_t)),
-                     malloc(2 * (size_t)(ns ? ns : 1) * sizeof(size_t)),
-                     calloc((size_t)(nt ? nt : 1) * (size_t)(ns ? ns : 1), sizeof(float))};
-    if (!b->t_off || !b->s_off || !b->w) {
-        rc = -1;
-        goto out;
-    }
-    for (int i = 0; i < 2 * nt; i++)
-        b->t_off[i] = toff[i] + t0;
-    for (int i = 0; i < 2 * ns; i++)
-        b->s_off[i] = soff[i] + s0;
-    for (int h = 0; h < nh; h++)
-        for (int ti = 0; ti < nt; ti++)
-            for (int si = 0; si < ns; si++)
-                b->w[(size_t)ti * (size_t)ns + (size_t)si] +=
-                    res->attention[((size_t)(l * nh + h) * (size_t)res->attn_n_t + (size_t)ti) *
-                                       (size_t)res->attn_n_s +
-                                   (size_t)si] /
-                    (float)nh;
-    rc = 1;
+    rc = fill_block(r, k, soff, toff, s0, t0, b) == 0 ? 1 : -1;
 out:
     free(t);
     free(soff);

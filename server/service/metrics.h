@@ -38,6 +38,7 @@ typedef enum srv_endpoint {
     SRV_EP_HEALTH,         /* GET /health */
     SRV_EP_VERSION,        /* GET /version */
     SRV_EP_MODEL_ADMIN,    /* DELETE /v1/models/NAME, POST /v1/models/NAME/reload */
+    SRV_EP_GLOSSARIES,     /* /v2/glossaries..., /v3/glossaries..., /v2/glossary-language-pairs */
     SRV_EP_UNKNOWN,        /* 404s */
     SRV_EP_COUNT
 } srv_endpoint;
