@@ -364,6 +364,17 @@ START_TEST(test_place)
     /* a verbatim term is placed even over a form of it */
     CHECK_PLACED(d, "The engine runs.", "Das Triebwerke läuft.", ((int[]){0, 1, 2}),
                  "Das Triebwerk läuft.");
+    /* the term inside the model's compound stays; a verbatim term's
+     * inflection becomes the term, lower case inside a word */
+    CHECK_PLACED(d, "The engine block.", "Der Triebwerksblock.", ((int[]){0, 1}),
+                 "Der Triebwerksblock.");
+    CHECK_PLACED(d, "The engine block.", "Der Haupttriebwerke.", ((int[]){0, 1}),
+                 "Der Haupttriebwerk.");
+    /* the term elsewhere in the translation: the links pointed a word off */
+    CHECK_PLACED(d, "The engine is old.", "Das alte Triebwerk.", ((int[]){0, 1, 3}),
+                 "Das alte Triebwerk.");
+    CHECK_PLACED(d, "The engine is old.", "Das alte Ding.", ((int[]){0, 1, 3}),
+                 "Das Triebwerk Ding.");
     /* the first word's capital */
     CHECK_PLACED(d, "Fast cars.", "Schnelle Autos.", ((int[]){0, 1}), "Schnell Autos.");
     CHECK_PLACED(d, "Very fast.", "Sehr rasch.", ((int[]){0, 1}), "Sehr schnell.");
@@ -371,7 +382,8 @@ START_TEST(test_place)
     CHECK_PLACED(d, "The engine is fast.", "Der Motor ist rasant.", ((int[]){0, 1, 2, 3}),
                  "Der Triebwerk ist schnell.");
     /* a term whose target word another term took is not placed twice */
-    CHECK_PLACED(d, "Engine oil.", "Motoröl.", ((int[]){0}), "Triebwerk.");
+    /* a word that is another source word's strongest is not taken from it */
+    CHECK_PLACED(d, "Engine oil.", "Motoröl.", ((int[]){0}), "Motoröl.");
     srv_glossary_put(g);
     srv_glossaries_close(st);
 }

@@ -155,12 +155,19 @@ typedef struct srv_gloss_edit {
  * the alignment: a term's target words are those linked both ways with its
  * source words, else those linked to them, else those they link to (made
  * one run; never wider than its source words plus two, else the one most
- * weighed); their bytes, less the punctuation at the run's ends, become
- * the target term (its first letter upper case when it replaces the
- * capitalized first word), unless the entry may be inflected and the
- * model's word starts with the term less its last letter. A term whose
- * words are another's, or that has no link, is not placed. Edits in tgt
- * order into *out (malloc'd). The count, or -1 when out of memory. */
+ * weighed), less the punctuation at the run's ends. There, in order:
+ *   - the run holds the target term (case-insensitively; an inflectable
+ *     entry's: the term less its last letter): kept when it ends the word
+ *     or 3 letters or more follow (a compound: "Dateiname" has "Datei");
+ *     1 or 2 letters after a verbatim term are its inflection, made the
+ *     term ("Dateien" -> "Datei", lower case inside a word);
+ *   - the term is elsewhere in the translation, not yet another hit's: kept
+ *     there (the links pointed a word off);
+ *   - else the run becomes the target term (its first letter upper case
+ *     when it replaces the capitalized first word).
+ * A run whose words another hit took, or none, leaves the hit unplaced.
+ * Edits in tgt order into *out (malloc'd). The count, or -1 when out of
+ * memory. */
 int srv_gloss_place(const char *src, size_t src_n, const char *tgt, size_t tgt_n,
                     const srv_gloss_hit *hits, int n_hits, const srv_align *blocks, int n_blocks,
                     srv_gloss_edit **out);

@@ -10,13 +10,13 @@
 #include "glossary.h"
 #include "glossary_impl.h"
 
-/* Whether code point c is part of a word (a letter or digit, roughly:
- * ASCII alphanumerics and the letters of the other scripts; punctuation,
- * symbols, spaces and emoji are not). */
+/* Whether code point c is part of a word (a letter, digit or '_', roughly:
+ * ASCII alphanumerics, '_' as in identifiers, and the letters of the other
+ * scripts; punctuation, symbols, spaces and emoji are not). */
 static int word_cp(unsigned c)
 {
     if (c < 0x80)
-        return (c >= '0' && c <= '9') || ((c | 0x20) >= 'a' && (c | 0x20) <= 'z');
+        return (c >= '0' && c <= '9') || ((c | 0x20) >= 'a' && (c | 0x20) <= 'z') || c == '_';
     if (c < 0xC0)
         return c == 0xAA || c == 0xB5 || c == 0xBA;
     if (c == 0xD7 || c == 0xF7 || (c >= 0x2000 && c <= 0x2BFF) || (c >= 0x3000 && c <= 0x303F) ||
@@ -132,25 +132,18 @@ static size_t stem_len(const char *t, size_t n)
     return i >= 3 ? i : n;
 }
 
-/* Whether the model's word w (n bytes) is a form of e's target term: it
- * starts with the term's stem, case-insensitively. */
-static int inflected_form(const srv_gloss_entry *e, const char *w, size_t n)
+/* Whether target word t is the strongest of a source word outside [s0,
+ * s1]: putting the term over it would take that word's translation. */
+static int others_word(const srv_word_links *l, int t, int s0, int s1)
 {
-    size_t s = stem_len(e->tgt, e->tgt_n);
-    if (n < s)
-        return 0;
-    char *a = malloc(2 * s + 1);
-    if (!a)
-        return 0;
-    srv_gloss_fold(w, s, a);
-    srv_gloss_fold(e->tgt, s, a + s);
-    int same = !memcmp(a, a + s, s);
-    free(a);
-    return same;
+    for (int s = 0; s < l->nsw; s++)
+        if ((s < s0 || s > s1) && l->s_best[s] == t)
+            return 1;
+    return 0;
 }
 
-/* The target words [*lo, *hi] of source words [s0, s1] by the links; 0
- * when none. */
+/* The target words [*lo, *hi] of source words [s0, s1] by the links, none
+ * of them another source word's strongest; 0 when none. */
 static int target_run(const srv_word_links *l, int s0, int s1, int *lo, int *hi)
 {
     for (int pass = 0; pass < 3; pass++) {
@@ -158,6 +151,8 @@ static int target_run(const srv_word_links *l, int s0, int s1, int *lo, int *hi)
         *hi = -1;
         int best = -1;
         for (int t = 0; t < l->ntw; t++) {
+            if (others_word(l, t, s0, s1))
+                continue;
             int in = 0;
             if (pass < 2 && l->t_best[t] >= s0 && l->t_best[t] <= s1)
                 in = pass == 1 || l->s_best[l->t_best[t]] == t;
@@ -179,36 +174,129 @@ static int target_run(const srv_word_links *l, int s0, int s1, int *lo, int *hi)
     return 0;
 }
 
-/* The replacement of [a, b) of tgt by e's term into ed: the term, its
- * first letter raised when it replaces the sentence's capitalized first
- * word. 0 when nothing changes (the same text, or a form the entry
- * allows). */
-static int make_edit(const char *tgt, size_t a, size_t b, int first, const srv_gloss_entry *e,
-                     srv_gloss_edit *ed)
+/* The placement's state over one translation: its folded bytes, the
+ * bytes already holding a term (used), the words a term took (claimed),
+ * the edits. */
+typedef struct placing {
+    const char *tgt;
+    size_t n;
+    char *fold, *used, *claimed;
+    const srv_word_links *l;
+    srv_gloss_edit *ed;
+    int ne;
+} placing;
+
+/* The first unused occurrence of key (k bytes, folded) in [a, b), or -1. */
+static long find_unused(const placing *p, size_t a, size_t b, const char *key, size_t k)
 {
-    if (e->inflect && inflected_form(e, tgt + a, b - a))
-        return 0;
+    for (size_t i = a; k && i + k <= b; i++)
+        if (!memcmp(p->fold + i, key, k) && !memchr(p->used + i, 1, k))
+            return (long)i;
+    return -1;
+}
+
+/* Claims the words holding bytes [a, b) and marks them used. */
+static void take(placing *p, size_t a, size_t b)
+{
+    memset(p->used + a, 1, b - a);
+    for (int t = 0; t < p->l->ntw; t++)
+        if (p->l->tw[2 * t] < b && p->l->tw[2 * t + 1] > a)
+            p->claimed[t] = 1;
+}
+
+/* Adds the edit [a, b) -> e's term; its first letter raised when it
+ * replaces a capitalized sentence start (first), lowered inside a word
+ * (inner), else as written. */
+static void add_edit(placing *p, size_t a, size_t b, const srv_gloss_entry *e, int first,
+                     int inner)
+{
+    srv_gloss_edit *ed = &p->ed[p->ne];
     memcpy(ed->rep, e->tgt, e->tgt_n);
     ed->rep_n = e->tgt_n;
-    unsigned c0, t0;
-    const unsigned char *r = (const unsigned char *)ed->rep;
-    int kr = srv_gloss_utf8(r, ed->rep_n, &c0);
-    int kt = srv_gloss_utf8((const unsigned char *)tgt + a, b - a, &t0);
-    char low[4];
-    if (first && kr && kt && kr <= 2 && kt <= 2) {
-        /* the model's first letter is upper case, the term's lower: raise it */
-        srv_gloss_fold(tgt + a, (size_t)kt, low);
-        int t_upper = memcmp(low, tgt + a, (size_t)kt) != 0;
-        if (t_upper && kr == 1 && c0 >= 'a' && c0 <= 'z')
-            ed->rep[0] = (char)(c0 - 32);
-        else if (t_upper && kr == 2 && c0 >= 0xE0 && c0 <= 0xFE && c0 != 0xF7) {
-            ed->rep[0] = (char)(0xC0 | (c0 - 32) >> 6);
-            ed->rep[1] = (char)(0x80 | ((c0 - 32) & 0x3F));
-        }
-    }
     ed->a = a;
     ed->b = b;
-    return !(b - a == ed->rep_n && !memcmp(tgt + a, ed->rep, ed->rep_n));
+    unsigned c0, t0;
+    int kr = srv_gloss_utf8((const unsigned char *)ed->rep, ed->rep_n, &c0);
+    int kt = srv_gloss_utf8((const unsigned char *)p->tgt + a, b - a, &t0);
+    if (kr && kt && kr <= 2) {
+        char low[4];
+        srv_gloss_fold(ed->rep, (size_t)kr, low);
+        int t_upper = p->fold[a] != p->tgt[a];
+        if (inner) { /* inside a compound: lower case */
+            memcpy(ed->rep, low, (size_t)kr);
+        } else if (first && t_upper && !memcmp(low, ed->rep, (size_t)kr)) {
+            if (kr == 1 && c0 >= 'a' && c0 <= 'z') {
+                ed->rep[0] = (char)(c0 - 32);
+            } else if (kr == 2 && c0 >= 0xE0 && c0 <= 0xFE && c0 != 0xF7) {
+                ed->rep[0] = (char)(0xC0 | (c0 - 32) >> 6);
+                ed->rep[1] = (char)(0x80 | ((c0 - 32) & 0x3F));
+            }
+        }
+    }
+    if (!(b - a == ed->rep_n && !memcmp(p->tgt + a, ed->rep, ed->rep_n)))
+        p->ne++;
+    take(p, a, b);
+}
+
+/* The letters right after byte i up to the word's end (its size in bytes
+ * and characters). */
+static size_t word_tail(const placing *p, size_t i, size_t b, int *chars)
+{
+    size_t j = i;
+    *chars = 0;
+    while (j < b && word_at(p->tgt, p->n, j)) {
+        unsigned c;
+        int k = srv_gloss_utf8((const unsigned char *)p->tgt + j, p->n - j, &c);
+        j += (size_t)(k ? k : 1);
+        (*chars)++;
+    }
+    return j - i;
+}
+
+/* One hit: the model's own word kept where it holds the term (inflected,
+ * or a compound's part), its inflection made the term's for a verbatim
+ * one, else the term put over the words the links give. */
+static void place_hit(placing *p, const srv_gloss_hit *h, const char *key, size_t k)
+{
+    const srv_word_links *l = p->l;
+    const srv_gloss_entry *e = h->e;
+    int s0 = -1, s1 = -1, lo = 0, hi = -1, run = 0;
+    for (int s = 0; s < l->nsw; s++)
+        if (l->sw[2 * s] < h->b && l->sw[2 * s + 1] > h->a) {
+            s0 = s0 < 0 ? s : s0;
+            s1 = s;
+        }
+    size_t a = 0, b = 0, q;
+    if (s0 >= 0 && target_run(l, s0, s1, &lo, &hi)) {
+        run = 1;
+        for (int t = lo; t <= hi; t++)
+            run &= !p->claimed[t];
+        a = l->tw[2 * lo];
+        b = l->tw[2 * hi + 1];
+        while (a < b && (q = punct_len(p->tgt, a, b, 1)) > 0)
+            a += q;
+        while (b > a && (q = punct_len(p->tgt, a, b, 0)) > 0)
+            b -= q;
+        run &= a < b && !memchr(p->used + a, 1, b - a);
+    }
+    long at = run ? find_unused(p, a, b, key, k) : -1;
+    if (at >= 0) {
+        int chars;
+        size_t tail = word_tail(p, (size_t)at + k, b, &chars);
+        if (e->inflect || chars == 0 || chars >= 3) /* the term, a form, or a compound */
+            take(p, a, b);
+        else /* a verbatim term's inflection: the term itself */
+            add_edit(p, (size_t)at, (size_t)at + k + tail, e, lo == 0 && (size_t)at == a,
+                     word_before(p->tgt, (size_t)at));
+        return;
+    }
+    /* elsewhere in the translation (the attention pointing a word off) */
+    if ((at = find_unused(p, 0, p->n, key, k)) >= 0) {
+        take(p, (size_t)at, (size_t)at + k);
+        return;
+    }
+    if (run)
+        add_edit(p, a, b, e, lo == 0, 0);
 }
 
 static int by_start(const void *x, const void *y)
@@ -225,48 +313,33 @@ int srv_gloss_place(const char *src, size_t src_n, const char *tgt, size_t tgt_n
     *out = NULL;
     if (srv_word_links_make(src, src_n, tgt, tgt_n, blocks, n_blocks, &l) != 0)
         return -1;
-    char *claimed = calloc((size_t)l.ntw + 1, 1);
-    srv_gloss_edit *ed = malloc((size_t)(n_hits ? n_hits : 1) * sizeof *ed);
-    int ne = 0;
-    if (!claimed || !ed) {
-        free(claimed);
-        free(ed);
-        srv_word_links_free(&l);
-        return -1;
-    }
+    placing p = {tgt, tgt_n, malloc(tgt_n + 1), calloc(tgt_n + 1, 1),
+                 calloc((size_t)l.ntw + 1, 1), &l,
+                 malloc((size_t)(n_hits ? n_hits : 1) * sizeof *p.ed), 0};
+    char key[SRV_GLOSS_MAX_TERM];
+    int rc = -1;
+    if (!p.fold || !p.used || !p.claimed || !p.ed)
+        goto out;
+    srv_gloss_fold(tgt, tgt_n, p.fold);
     for (int h = 0; h < n_hits; h++) {
-        /* the source words the term touches */
-        int s0 = -1, s1 = -1;
-        for (int s = 0; s < l.nsw; s++)
-            if (l.sw[2 * s] < hits[h].b && l.sw[2 * s + 1] > hits[h].a) {
-                s0 = s0 < 0 ? s : s0;
-                s1 = s;
-            }
-        int lo, hi, taken = 0;
-        if (s0 < 0 || !target_run(&l, s0, s1, &lo, &hi))
-            continue;
-        for (int t = lo; t <= hi; t++)
-            taken |= claimed[t];
-        if (taken)
-            continue; /* another term's words */
-        memset(claimed + lo, 1, (size_t)(hi - lo + 1));
-        size_t a = l.tw[2 * lo], b = l.tw[2 * hi + 1], k;
-        while (a < b && (k = punct_len(tgt, a, b, 1)) > 0)
-            a += k;
-        while (b > a && (k = punct_len(tgt, a, b, 0)) > 0)
-            b -= k;
-        if (a < b && make_edit(tgt, a, b, lo == 0, hits[h].e, &ed[ne]))
-            ne++;
+        const srv_gloss_entry *e = hits[h].e;
+        size_t k = e->inflect ? stem_len(e->tgt, e->tgt_n) : e->tgt_n;
+        srv_gloss_fold(e->tgt, k, key);
+        place_hit(&p, &hits[h], key, k);
     }
-    free(claimed);
+    rc = p.ne;
+    if (p.ne) {
+        qsort(p.ed, (size_t)p.ne, sizeof *p.ed, by_start);
+        *out = p.ed;
+        p.ed = NULL;
+    }
+out:
+    free(p.fold);
+    free(p.used);
+    free(p.claimed);
+    free(p.ed);
     srv_word_links_free(&l);
-    if (!ne) {
-        free(ed);
-        return 0;
-    }
-    qsort(ed, (size_t)ne, sizeof *ed, by_start);
-    *out = ed;
-    return ne;
+    return rc;
 }
 
 char *srv_gloss_apply(const char *tgt, size_t tgt_n, const srv_gloss_edit *ed, int n_ed,
