@@ -302,8 +302,9 @@ static int glossary_terms(srv_req *r, int k, const char *text, size_t len)
     g->n = n;
     g->unit = unit;
     g->unit_n = len;
-    if (!r->opts.return_attention)
-        r->jobs[k].opts = &r->copy_opts;
+    srv_job *j = &r->jobs[k];
+    if (!r->opts.return_attention) /* captured to place the terms, not answered */
+        j->opts = &r->copy_opts;
     return 0;
 }
 
