@@ -9,7 +9,8 @@
  *   - create, get, list, delete; the stored file reloaded by a new store
  *     (a restart), a deleted one gone after it, a broken file skipped;
  *   - a dictionary found by its pair in any case or variant, not another;
- *   - terms found case-insensitively at word bounds, longest first;
+ *   - terms found case-insensitively at word bounds (a letter, digit or '_'
+ *     before or after is not one), longest first;
  *   - a term placed at the target words its source words are linked to
  *     (scripted alignments as in test_spans), punctuation kept, the first
  *     word's capital kept, an inflectable term's form kept, others placed
@@ -256,6 +257,11 @@ START_TEST(test_match)
     ck_assert_str_eq(h[2].e->tgt, "Oil");
     ck_assert_str_eq(h[3].e->src, "engine");
     ck_assert_str_eq(h[4].e->src, "C++");
+    free(h);
+    /* a letter or '_' before the term: not it either */
+    n = srv_gloss_match(&g->d[0], "turboengine my_engine engine", 28, &h);
+    ck_assert_int_eq(n, 1);
+    ck_assert_uint_eq(h[0].a, 22);
     free(h);
     n = srv_gloss_match(&g->d[0], "no term", 7, &h);
     ck_assert_int_eq(n, 0);

@@ -920,13 +920,14 @@ srv_gloss_status srv_glossaries_create(srv_glossaries *st, const char *name,
             snprintf(path, sizeof path, "%s/%s.json", st->dir, g->id);
             unlink(path);
         }
+    } else {
+        atomic_fetch_add(&g->refs, 1); /* the caller's, before a delete can drop the store's */
     }
     pthread_mutex_unlock(&st->mu);
     if (rc != SRV_GLOSS_OK) {
         srv_glossary_put(g);
         return rc;
     }
-    atomic_fetch_add(&g->refs, 1);
     *out = g;
     return SRV_GLOSS_OK;
 }
