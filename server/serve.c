@@ -35,6 +35,7 @@
 #include "clock.h"
 #include "device.h"
 #include "docpool.h"
+#include "glossary.h"
 #include "http.h"
 #include "languages.h"
 #include "libre.h"
@@ -179,7 +180,8 @@ static const opt_def k_opts[] = {
      "SIGTERM: /health/ready answers 503 this long while requests are still served, so that a "
      "load balancer's health check takes the replica out before the drain refuses new ones "
      "(Kubernetes: the preStop sleep does it; 0)"},
-    {"--api-key", OPT_STR, OFF(api.api_key), 0, 0, "require this key (Bearer or X-API-Key)"},
+    {"--api-key", OPT_STR, OFF(api.api_key), 0, 0,
+     "require this key (Bearer, X-API-Key or DeepL-Auth-Key)"},
     {"--cors-origins", OPT_STR, OFF(http.cors_origins), 0, 0,
      "CORS: * (any origin), a comma-separated list of origins, or \"\" (no CORS headers)"},
     {"--libre-html-answer", OPT_HTML, OFF(api.libre_html), 0, 0,
@@ -199,6 +201,15 @@ static const opt_def k_opts[] = {
     {"--langid-dir", OPT_STR, OFF(svc.langid_dir), 0, 0,
      "word and character profiles (<code>.lid.gz) that detect short texts' language "
      "(default: the langid folder beside the first model's directory; \"\": none)"},
+    {"--state-dir", OPT_STR, OFF(svc.state_dir), 0, 0,
+     "where the daemon keeps what outlives a restart: the glossaries (DIR/glossaries/, made at "
+     "the first one; \"\": none, glossaries kept in memory only)"},
+    {"--max-glossaries", OPT_INT, OFF(svc.max_glossaries), 1, 1 << 20,
+     "glossaries the daemon keeps; one more is refused until one is deleted"},
+    {"--max-glossary-bytes", OPT_BYTES, OFF(svc.max_glossary_bytes), 1, 1L << 32,
+     "one glossary's entries as sent, in bytes (K, M, G suffixes)"},
+    {"--max-glossary-entries", OPT_INT, OFF(svc.max_glossary_entries), 1, 1 << 24,
+     "entries of one glossary (all its dictionaries)"},
     {"--test-fail-batches", OPT_FAULT, OFF(svc.test_fault), 0, 0,
      "FOR TESTS ONLY: engine | device: every batch after the warm-up fails with that error"},
     {"--test-step-delay-ms", OPT_INT, OFF(svc.test_step_delay_ms), 0, 10000,
@@ -261,6 +272,21 @@ static void usage(FILE *f)
     }
 }
 
+/* $XDG_DATA_HOME/transformerd, else $HOME/.local/share/transformerd, else
+ * "" (no state directory). */
+static const char *default_state_dir(void)
+{
+    static char dir[4096];
+    const char *x = getenv("XDG_DATA_HOME"), *h = getenv("HOME");
+    if (x && x[0] == '/')
+        snprintf(dir, sizeof dir, "%s/transformerd", x);
+    else if (h && h[0] == '/')
+        snprintf(dir, sizeof dir, "%s/.local/share/transformerd", h);
+    else
+        dir[0] = 0;
+    return dir;
+}
+
 static void defaults(serve_opts *all)
 {
     memset(all, 0, sizeof *all);
@@ -307,6 +333,10 @@ static void defaults(serve_opts *all)
     o->cache_bytes = 64L << 20;
     a->file_ttl_s = 1800;
     o->textcat_dir = TD_TEXTCAT_DIR;
+    o->state_dir = default_state_dir(); /* docs/decisions.md, "Glossaries" */
+    o->max_glossaries = 1000;
+    o->max_glossary_bytes = 10L << 20; /* DeepL's bound of one glossary */
+    o->max_glossary_entries = 100000;
 }
 
 /* "8G", "512MiB", "1000": bytes (binary multiples); -1 when malformed. */
@@ -816,6 +846,7 @@ static void stop_all(srv_server *s, srv_http *http, srv_api *api)
     srv_cache_free(s->cache); /* after the models, which drop their entries */
     srv_libre_free(s->libre);
     srv_langid_free(s->langid);
+    srv_glossaries_close(s->glossaries); /* requests hold their own references */
     srv_metrics_free(s->metrics);
 }
 
@@ -862,6 +893,18 @@ static int new_service(srv_server *s)
         fprintf(stderr, "transformerd: out of memory\n");
         return -1;
     }
+    const srv_gloss_limits gl = {s->o.max_glossaries, s->o.max_glossary_bytes,
+                                 s->o.max_glossary_entries};
+    char warn[600], err[600];
+    s->glossaries = srv_glossaries_open(s->o.state_dir, &gl, warn, sizeof warn, err, sizeof err);
+    if (!s->glossaries) {
+        fprintf(stderr, "transformerd: --state-dir: %s\n", err);
+        return -1;
+    }
+    if (warn[0])
+        fprintf(stderr, "transformerd: %s\n", warn);
+    if (!srv_glossaries_persistent(s->glossaries))
+        fprintf(stderr, "transformerd: no --state-dir: glossaries are kept in memory only\n");
     return 0;
 }
 

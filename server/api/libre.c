@@ -436,6 +436,21 @@ static int get_langs(srv_req *r, json_t *f, int allow_auto, const char **src, co
     return 0;
 }
 
+/* An extension: "glossary", a glossary's id (docs/api.md, "Glossaries");
+ * absent, null or "": none. 0, or -1 with a 400 naming it. */
+static int libre_glossary(srv_req *r, json_t *f)
+{
+    json_t *gl = json_object_get(f, "glossary");
+    if (!gl || json_is_null(gl) || (json_is_string(gl) && falsy(gl)))
+        return 0;
+    if (!json_is_string(gl)) {
+        srv_req_error(r, 400, "invalid_type", "glossary",
+                      "Invalid request: glossary must be a glossary's id");
+        return -1;
+    }
+    return srv_api_use_glossary(r, json_string_value(gl), "glossary");
+}
+
 static int parse_translate(srv_req *r, json_t *f, int is_json)
 {
     srv_libre_req *lr = r->state;
@@ -498,6 +513,8 @@ static int parse_translate(srv_req *r, json_t *f, int is_json)
         }
         lr->alternatives = (int)a;
     }
+    if (libre_glossary(r, f) != 0)
+        return -1;
     lr->autodetect = !strcmp(src, "auto");
     lr->items = calloc(nq, sizeof *lr->items);
     if (!lr->items) {
@@ -659,7 +676,7 @@ static int parse_translate_file(srv_req *r, json_t *f, const srv_form_file *file
     const char *src, *tgt;
     /* source=auto: the file's language, detected once over all its text
      * (LibreTranslate 1.9's web page sends it by default) */
-    if (get_langs(r, f, 1, &src, &tgt) != 0)
+    if (get_langs(r, f, 1, &src, &tgt) != 0 || libre_glossary(r, f) != 0)
         return -1;
     if (!file->name || !file->name[0]) {
         srv_req_error(r, 400, "invalid_request", "file", "Invalid request: empty file");

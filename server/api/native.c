@@ -227,7 +227,7 @@ static const char *const k_fields[] = {
     "text",           "beam_size",        "num_hypotheses",   "length_penalty",
     "max_length",     "return_tokens",    "return_attention", "attention_layers",
     "attention_heads", "model",            "split_sentences",  "source",
-    "target",         "stream",           "copy_unknown",
+    "target",         "stream",           "copy_unknown",     "glossary",
 };
 /* A 400 for a pair no model translates, naming the field and the pairs. */
 static void no_pair(srv_req *r, const char *param, const char *src, const char *tgt)
@@ -780,6 +780,10 @@ static int parse_root(srv_req *r, json_t *root, int parts)
         goto out;
     r->pipe.raw_unknown = !copy_unknown;
     r->no_split = !split;
+    const char *glossary = NULL;
+    if (srv_req_opt_string(r, root, "glossary", &glossary) ||
+        (glossary && srv_api_use_glossary(r, glossary, "glossary") != 0))
+        goto out;
     r->stream = stream_kind(r, stream, json_object_get(root, "stream") != NULL);
     /* Without beam_size the model's beam widens to num_hypotheses (within
      * --max-beam): asking for 3 hypotheses of a model with num_beams 2 is

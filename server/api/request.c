@@ -210,6 +210,8 @@ void srv_req_free(srv_req *r)
         r->dialect_free(r);
     r->state = NULL;
     r->dialect_free = NULL;
+    srv_glossary_put(r->glossary);
+    r->glossary = NULL;
     srv_model_put(r->model); /* the request's reference (models.h) */
     r->model = NULL;
     r->attn_layers = r->attn_heads = NULL;

@@ -25,6 +25,7 @@
 
 #include "batcher.h"
 #include "call.h"
+#include "glossary.h"
 #include "metrics.h"
 #include "pipeline.h"
 #include "segment.h"
@@ -77,6 +78,7 @@ typedef enum srv_endpoint {
     SRV_EP_HEALTH,         /* GET /health */
     SRV_EP_VERSION,        /* GET /version */
     SRV_EP_MODEL_ADMIN,    /* DELETE /v1/models/NAME, POST /v1/models/NAME/reload */
+    SRV_EP_GLOSSARIES,     /* /v2/glossaries..., /v3/glossaries..., /v2/glossary-language-pairs */
     SRV_EP_UNKNOWN,        /* 404s */
 } srv_endpoint;
 
@@ -142,6 +144,11 @@ struct srv_req {
      * target's (lang_prefix, r->opts.prefix) */
     char src_lang[16], tgt_lang[16];
     int32_t lang_prefix[1];
+    /* a glossary the request applies (srv_api_use_glossary): its reference
+     * and the field that named it; its dictionary for the request's pair
+     * and the terms found go to the pipeline (pipe.gloss_dict, pipe.gloss) */
+    srv_glossary *glossary;
+    const char *gloss_param;
     /* the dialect's own state behind one pointer (LibreTranslate's items and
      * segments, a model operation), freed by dialect_free with the request */
     void *state;

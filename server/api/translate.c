@@ -95,6 +95,36 @@ static void *req_arena(void *ud, size_t count, size_t size)
     return srv_req_alloc(ud, count, size);
 }
 
+int srv_api_use_glossary(srv_req *r, const char *id, const char *param)
+{
+    srv_glossary *g = r->s->glossaries ? srv_glossaries_get(r->s->glossaries, id) : NULL;
+    if (!g) {
+        srv_req_error(r, 400, "glossary_not_found", param, "no glossary '%.64s'", id);
+        return -1;
+    }
+    srv_glossary_put(r->glossary);
+    r->glossary = g;
+    r->gloss_param = param;
+    return 0;
+}
+
+/* The request's glossary's dictionary for the pair it translates, into
+ * the pipeline (none without a glossary); -1 with a 400 naming the
+ * glossary's field when it has none. */
+static int glossary_pair(srv_req *r)
+{
+    const srv_model *sm = r->model;
+    char s[16], t[16], pairs[200];
+    srv_lang_canon(sm->n_langs ? r->src_lang : sm->src_lang, s, sizeof s);
+    srv_lang_canon(sm->n_langs ? r->tgt_lang : sm->tgt_lang, t, sizeof t);
+    if (srv_pipe_glossary(&r->pipe, r->glossary, s, t, pairs, sizeof pairs) == SRV_OK)
+        return 0;
+    srv_req_error(r, 400, "glossary_language_mismatch", r->gloss_param,
+                  "glossary %s translates %s; the request translates %s->%s", r->glossary->id,
+                  pairs, s, t);
+    return -1;
+}
+
 int srv_api_make_jobs(srv_req *r, const char *const *texts, const size_t *lens, int n,
                       const char *param)
 {
@@ -117,6 +147,8 @@ int srv_api_make_jobs(srv_req *r, const char *const *texts, const size_t *lens, 
     p->cut_long = 0; /* refused, not cut */
     p->max_jobs = file ? r->s->o.max_file_texts : r->s->o.max_queue;
     p->opts = &r->opts;
+    if (glossary_pair(r) != 0)
+        return 0;
     srv_pipe_fail f;
     const srv_err e = srv_pipe_make(p, texts, lens, n, &f);
     const int st = srv_req_status(e); /* the kind's status, as every dialect's */

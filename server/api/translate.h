@@ -29,6 +29,11 @@
 int srv_api_make_jobs(srv_req *r, const char *const *texts, const size_t *lens, int n,
                       const char *param);
 
+/* The glossary of id (glossary.h) for r's translation, its terms placed in
+ * every text (srv_api_make_jobs checks its pair, param naming the field).
+ * 0, or -1 with a 400 naming param when there is no such glossary. */
+int srv_api_use_glossary(srv_req *r, const char *id, const char *param);
+
 /* A model whose device failed refuses work (503) instead of queueing it
  * for a batch that would fail too. Returns 1 when an error was recorded. */
 int srv_api_model_failed(srv_req *r, const srv_model *sm);

@@ -90,6 +90,37 @@ static int copy_source(const td_result *res, int hyp, int t, int m, const srv_un
     return best;
 }
 
+static int fill_block(const srv_pipe *p, int k, const size_t *soff, const size_t *toff,
+                      size_t s0, size_t t0, srv_align *b);
+
+/* The glossary's terms of job placed in t, its best hypothesis's text with
+ * its tokens' offsets toff (moved with the text): the one call where a
+ * sentence's translation and its alignment meet before the text is put
+ * together (glossary.h, docs/decisions.md "Glossaries"). Returns the new
+ * text (t freed), or NULL when out of memory (t freed). */
+static char *place_terms(const srv_pipe *p, int job, char *t, size_t *toff)
+{
+    const srv_gloss_job *g = &p->gloss[job];
+    const srv_job *j = &p->jobs[job];
+    size_t *soff = NULL, n = strlen(t);
+    srv_align b = {0};
+    srv_gloss_edit *ed = NULL;
+    char *out = NULL;
+    int ne = -1;
+    if (td_tok_source_offsets(p->tok, g->unit, g->unit_n, j->src, j->n_src, &soff) == 0 &&
+        fill_block(p, job, soff, toff, 0, 0, &b) == 0)
+        ne = srv_gloss_place(g->unit, g->unit_n, t, n, g->hits, g->n, &b, 1, &ed);
+    if (ne >= 0)
+        out = srv_gloss_apply(t, n, ed, ne, toff, j->res.hyps[0].n_tokens, &n);
+    free(ed);
+    free(soff);
+    free(b.t_off);
+    free(b.s_off);
+    free(b.w);
+    free(t);
+    return out;
+}
+
 char *srv_pipe_decode(const srv_pipe *p, int job, int hyp, size_t **offsets)
 {
     const td_result *res = &p->jobs[job].res;
@@ -111,12 +142,21 @@ char *srv_pipe_decode(const srv_pipe *p, int job, int hyp, size_t **offsets)
             }
     }
     char *t = NULL;
+    size_t *toff = NULL;
+    const int glossed = hyp == 0 && p->gloss && p->gloss[job].n > 0 && res->attention;
     if (td_tok_decode_as(tok, h->tokens, h->n_tokens, repl, &t) != 0 ||
-        (offsets && td_tok_target_offsets_as(tok, h->tokens, h->n_tokens, repl, offsets) != 0)) {
+        ((offsets || glossed) &&
+         td_tok_target_offsets_as(tok, h->tokens, h->n_tokens, repl, &toff) != 0)) {
         free(t);
         t = NULL;
     }
     free(repl);
+    if (t && glossed)
+        t = place_terms(p, job, t, toff);
+    if (offsets && t)
+        *offsets = toff;
+    else
+        free(toff);
     return t;
 }
 
@@ -203,6 +243,49 @@ static int unknown_texts(srv_pipe *p, int k, const char *text, size_t len)
     return 0;
 }
 
+srv_err srv_pipe_glossary(srv_pipe *p, const srv_glossary *g, const char *src, const char *tgt,
+                          char *pairs, size_t n)
+{
+    p->gloss_dict = g ? srv_glossary_dict(g, src, tgt) : NULL;
+    if (!g || p->gloss_dict)
+        return SRV_OK;
+    size_t at = 0;
+    if (n)
+        pairs[0] = 0;
+    for (int i = 0; i < g->n_dicts && at < n; i++)
+        at += (size_t)snprintf(pairs + at, n - at, "%s%s->%s", i ? ", " : "", g->d[i].src_lang,
+                               g->d[i].tgt_lang);
+    return SRV_ERR_INVALID;
+}
+
+/* The glossary's terms in job k's source (text, len: its unit) into
+ * p->gloss[k]; a job with some captures attention to place them (as
+ * unknown_texts's do). 0, or -1 when out of memory. */
+static int glossary_terms(srv_pipe *p, int k, const char *text, size_t len)
+{
+    srv_gloss_hit *h = NULL;
+    int n = srv_gloss_match(p->gloss_dict, text, len, &h);
+    if (n <= 0)
+        return n;
+    srv_gloss_job *g = &p->gloss[k];
+    char *unit = pa(p, len + 1, 1);
+    g->hits = pa(p, (size_t)n, sizeof *g->hits);
+    if (!unit || !g->hits) {
+        free(h);
+        return -1;
+    }
+    memcpy(unit, text, len);
+    memcpy(g->hits, h, (size_t)n * sizeof *h);
+    free(h);
+    g->n = n;
+    g->unit = unit;
+    g->unit_n = len;
+    srv_job *j = &p->jobs[k];
+    if (!p->opts->return_attention) /* captured to place the terms, not answered */
+        j->opts = &p->copy_opts;
+    return 0;
+}
+
 /* Where unit u (a sentence of its text) is, in characters of the text. */
 static void unit_chars(const char *text, const char *unit, size_t unit_n, srv_pipe_fail *f)
 {
@@ -242,7 +325,8 @@ static int units_to_jobs(srv_pipe *p, td_tok_ids *ids, int units, const char *co
             j->n_src = ids[u].n;
             j->opts = p->opts;
             p->tokens_in += ids[u].n;
-            if (!p->raw_unknown && unknown_texts(p, k, ut[u], ul[u]) != 0)
+            if ((!p->raw_unknown && unknown_texts(p, k, ut[u], ul[u]) != 0) ||
+                (p->gloss && glossary_terms(p, k, ut[u], ul[u]) != 0))
                 return -1;
         }
         if (sp) {
@@ -277,12 +361,13 @@ srv_err srv_pipe_make(srv_pipe *p, const char *const *texts, const size_t *lens,
     p->jobs = pa(p, nu, sizeof *p->jobs);
     p->src = pa(p, nu, sizeof *p->src);
     p->unk = p->raw_unknown ? NULL : pa(p, nu, sizeof *p->unk);
+    p->gloss = p->gloss_dict ? pa(p, nu, sizeof *p->gloss) : NULL;
     p->copy_opts = *p->opts;
     p->copy_opts.return_attention = 1;
     p->copy_opts.attn_layers = p->copy_opts.attn_heads = NULL;
     p->copy_opts.n_attn_layers = p->copy_opts.n_attn_heads = 0;
     if (!ut || !ul || !u_text || !u_sent || !ids || !p->jobs || !p->src ||
-        (!p->raw_unknown && !p->unk))
+        (!p->raw_unknown && !p->unk) || (p->gloss_dict && !p->gloss))
         return SRV_ERR_NOMEM;
     int u = 0;
     for (int i = 0; i < n; i++) {
@@ -334,6 +419,7 @@ void srv_pipe_free(srv_pipe *p)
     p->split = NULL;
     p->text_job = NULL;
     p->unk = NULL;
+    p->gloss = NULL;
     p->n_jobs = 0;
 }
 
@@ -410,6 +496,37 @@ char *srv_pipe_text(const srv_pipe *p, int text, int hyp)
 
 /* ---- word alignment --------------------------------------------------------- */
 
+/* Job k's block from its source and best hypothesis's token offsets
+ * (shifted by s0 and t0): the last captured layer's attention averaged
+ * over its heads. 0, or -1 when out of memory. */
+static int fill_block(const srv_pipe *p, int k, const size_t *soff, const size_t *toff,
+                      size_t s0, size_t t0, srv_align *b)
+{
+    const srv_job *j = &p->jobs[k];
+    const td_result *res = &j->res;
+    const int nt = res->attn_n_t < res->hyps[0].n_tokens ? res->attn_n_t : res->hyps[0].n_tokens;
+    const int ns = res->attn_n_s < j->n_src ? res->attn_n_s : j->n_src;
+    const int nh = res->attn_n_heads, l = res->attn_n_layers - 1;
+    *b = (srv_align){nt, ns, malloc(2 * (size_t)(nt ? nt : 1) * sizeof(size_t)),
+                     malloc(2 * (size_t)(ns ? ns : 1) * sizeof(size_t)),
+                     calloc((size_t)(nt ? nt : 1) * (size_t)(ns ? ns : 1), sizeof(float))};
+    if (!b->t_off || !b->s_off || !b->w)
+        return -1;
+    for (int i = 0; i < 2 * nt; i++)
+        b->t_off[i] = toff[i] + t0;
+    for (int i = 0; i < 2 * ns; i++)
+        b->s_off[i] = soff[i] + s0;
+    for (int h = 0; h < nh; h++)
+        for (int ti = 0; ti < nt; ti++)
+            for (int si = 0; si < ns; si++)
+                b->w[(size_t)ti * (size_t)ns + (size_t)si] +=
+                    res->attention[((size_t)(l * nh + h) * (size_t)res->attn_n_t + (size_t)ti) *
+                                       (size_t)res->attn_n_s +
+                                   (size_t)si] /
+                    (float)nh;
+    return 0;
+}
+
 /* Sentence k's block: tokens' bytes shifted by s0 (source) and t0
  * (target), the last captured layer's attention over its heads. 1 when
  * made, 0 when the job has none to give, -1 when out of memory. */
@@ -428,29 +545,7 @@ static int align_block(const srv_pipe *p, int k, const char *unit, size_t unit_n
     rc = 0;
     if (strlen(t) != t_len) /* not the text the answer has: no alignment */
         goto out;
-    const int nt = res->attn_n_t < res->hyps[0].n_tokens ? res->attn_n_t : res->hyps[0].n_tokens;
-    const int ns = res->attn_n_s < j->n_src ? res->attn_n_s : j->n_src;
-    const int nh = res->attn_n_heads, l = res->attn_n_layers - 1;
-    *b = (srv_align){nt, ns, malloc(2 * (size_t)(nt ? nt : 1) * sizeof(size_t)),
-                     malloc(2 * (size_t)(ns ? ns : 1) * sizeof(size_t)),
-                     calloc((size_t)(nt ? nt : 1) * (size_t)(ns ? ns : 1), sizeof(float))};
-    if (!b->t_off || !b->s_off || !b->w) {
-        rc = -1;
-        goto out;
-    }
-    for (int i = 0; i < 2 * nt; i++)
-        b->t_off[i] = toff[i] + t0;
-    for (int i = 0; i < 2 * ns; i++)
-        b->s_off[i] = soff[i] + s0;
-    for (int h = 0; h < nh; h++)
-        for (int ti = 0; ti < nt; ti++)
-            for (int si = 0; si < ns; si++)
-                b->w[(size_t)ti * (size_t)ns + (size_t)si] +=
-                    res->attention[((size_t)(l * nh + h) * (size_t)res->attn_n_t + (size_t)ti) *
-                                       (size_t)res->attn_n_s +
-                                   (size_t)si] /
-                    (float)nh;
-    rc = 1;
+    rc = fill_block(p, k, soff, toff, s0, t0, b) == 0 ? 1 : -1;
 out:
     free(t);
     free(soff);

@@ -10,14 +10,17 @@
  *                    unit, exactly as it is), the units tokenized under
  *                    the limit (refused, or cut for the command line),
  *                    the text of each unknown source piece kept for the
- *                    copy (such a job captures attention, copy_opts);
+ *                    copy, and a glossary's terms found in each unit
+ *                    (such a job captures attention, copy_opts);
  *   (the caller)     runs p->jobs[0 .. n_jobs) through the engine, however
  *                    it likes (a batcher, its own running decode), and
  *                    fills each job's res;
  *   srv_pipe_text    a text's translation: its sentences' hypotheses, each
  *                    unknown target token replaced by the source symbol
- *                    its attention points at, joined between the text's
- *                    own separators;
+ *                    its attention points at, a glossary's terms placed
+ *                    in the best hypothesis by the attention's word links
+ *                    (glossary.h), joined between the text's own
+ *                    separators;
  *   srv_pipe_align   the word alignment of a text for inline formatting.
  *
  * It knows no HTTP and no request: its errors are kinds (errors.h) with
@@ -37,6 +40,7 @@
 
 #include "batcher.h"
 #include "errors.h"
+#include "glossary.h"
 #include "segment.h"
 #include "spans.h"
 #include "tokenizer.h"
@@ -64,6 +68,15 @@ typedef struct srv_unk_text {
     const char *text;
     size_t len;
 } srv_unk_text;
+
+/* A job's glossary terms: those found in its source unit (a copy, in the
+ * arena), placed in its best hypothesis. */
+typedef struct srv_gloss_job {
+    srv_gloss_hit *hits; /* n, in the arena */
+    int n;
+    const char *unit;    /* the source the job was tokenized from */
+    size_t unit_n;
+} srv_gloss_job;
 
 /* A text of more than one sentence (tokenizer/segment.h): each sentence is
  * a job of its own; its translation puts theirs back between the text's
@@ -97,6 +110,8 @@ typedef struct srv_pipe {
     int raw_unknown;             /* 1: the model's raw output, no unknown symbol copied */
     int max_jobs;                /* more jobs than this: SRV_ERR_TOO_MANY (0: no bound) */
     const td_decode_opts *opts;  /* every job's, but for those that copy (copy_opts) */
+    const srv_gloss_dict *gloss_dict; /* a glossary's dictionary for the pair translated
+                                         (srv_pipe_glossary), or NULL: none */
     /* made by srv_pipe_make */
     int n_texts;
     int *text_job;          /* per text: its job, or -1 for an empty text (not run) or
@@ -107,12 +122,22 @@ typedef struct srv_pipe {
     int32_t **src;          /* per job, malloc'd by the tokenizer */
     srv_unk_text **unk;     /* per job: its unknown pieces' text (NULL: none); NULL
                                with raw_unknown */
-    td_decode_opts copy_opts; /* a job with unknown pieces whose opts ask no attention:
-                                 every layer and head captured for the copy */
+    srv_gloss_job *gloss;   /* per job: the glossary's terms in it; NULL without
+                               gloss_dict */
+    td_decode_opts copy_opts; /* a job with unknown pieces or glossary terms whose opts
+                                 ask no attention: every layer and head captured for
+                                 the copy or the placement */
     long tokens_in;
     int n_cut;              /* units cut (cut_long), and the first one's counts: */
     int cut_text, cut_full, cut_to;
 } srv_pipe;
+
+/* Sets p->gloss_dict: g's dictionary from src to tgt (canonical codes,
+ * langcodes.h). SRV_OK (g NULL: none), or SRV_ERR_INVALID when g has no
+ * dictionary for the pair: pairs (n bytes) then lists those it has
+ * ("en->de, de->en"), for the door's message. */
+srv_err srv_pipe_glossary(srv_pipe *p, const srv_glossary *g, const char *src, const char *tgt,
+                          char *pairs, size_t n);
 
 /* Splits and tokenizes n texts into p's jobs (the fields "made by" above).
  * Returns SRV_OK, or SRV_ERR_TOO_LONG (a unit over max_tokens, not
@@ -138,8 +163,10 @@ int srv_pipe_split_n_hyps(const srv_pipe *p, const srv_split *sp);
  * (<unk>, which detokenizes to nothing) replaced by the text of the unknown
  * source piece it copies: for hypothesis 0 the one it attends to most (the
  * captured attention summed over layers and heads), for the others the one
- * of the same rank when the counts agree. Without unknown source pieces
- * (or raw_unknown), exactly the detokenized ids. *offsets (when not NULL):
+ * of the same rank when the counts agree; for hypothesis 0 of a job with
+ * glossary terms and attention, the terms placed (srv_gloss_place). Without
+ * unknown source pieces (or raw_unknown) nor terms, exactly the detokenized
+ * ids. *offsets (when not NULL):
  * each token's [start, end) in bytes of the text returned (a copy is its
  * token's span). NULL when out of memory. */
 char *srv_pipe_decode(const srv_pipe *p, int job, int hyp, size_t **offsets);

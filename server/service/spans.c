@@ -710,3 +710,58 @@ void srv_seg_free(srv_seg *s)
     free(s->out);
     memset(s, 0, sizeof *s);
 }
+
+/* ---- word links for other modules (glossary placement) -------------------- */
+
+void srv_word_links_free(srv_word_links *l)
+{
+    if (!l)
+        return;
+    free(l->sw);
+    free(l->tw);
+    free(l->s_best);
+    free(l->t_bw);
+    *l = (srv_word_links){0};
+}
+
+int srv_word_links_make(const char *src, size_t src_n, const char *tgt, size_t tgt_n,
+                        const srv_align *blocks, int n_blocks, srv_word_links *l)
+{
+    word *sw = NULL, *tw = NULL;
+    *l = (srv_word_links){0};
+    int nsw = words_of(src, src_n, &sw), ntw = nsw < 0 ? -1 : words_of(tgt, tgt_n, &tw);
+    if (nsw < 0 || ntw < 0)
+        goto oom;
+    l->nsw = nsw;
+    l->ntw = ntw;
+    l->sw = malloc(2 * (size_t)(nsw + 1) * sizeof *l->sw);
+    l->tw = malloc(2 * (size_t)(ntw + 1) * sizeof *l->tw);
+    l->s_best = malloc((size_t)(nsw + ntw + 1) * sizeof *l->s_best);
+    l->t_bw = calloc((size_t)(nsw + ntw + 1), sizeof *l->t_bw);
+    if (!l->sw || !l->tw || !l->s_best || !l->t_bw)
+        goto oom;
+    l->t_best = l->s_best + nsw;
+    l->s_bw = l->t_bw + ntw;
+    for (int i = 0; i < nsw; i++) {
+        l->sw[2 * i] = sw[i].a;
+        l->sw[2 * i + 1] = sw[i].b;
+        l->s_best[i] = -1;
+    }
+    for (int i = 0; i < ntw; i++) {
+        l->tw[2 * i] = tw[i].a;
+        l->tw[2 * i + 1] = tw[i].b;
+        l->t_best[i] = -1;
+    }
+    for (int b = 0; b < n_blocks; b++)
+        if (link_block(&blocks[b], src, src_n, sw, nsw, tgt, tgt_n, tw, ntw, l->t_best, l->t_bw,
+                       l->s_best, l->s_bw) != 0)
+            goto oom;
+    free(sw);
+    free(tw);
+    return 0;
+oom:
+    free(sw);
+    free(tw);
+    srv_word_links_free(l);
+    return -1;
+}

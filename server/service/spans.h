@@ -83,6 +83,25 @@ int srv_spans_map(const char *src, size_t src_n, const srv_span *in, int n_in, c
                   size_t tgt_n, const srv_align *blocks, int n_blocks, srv_span **out,
                   int *n_out, char **text, int *lost);
 
+/* The word links srv_spans_map decides by, for other uses of the
+ * alignment (glossary.h places a term by them): the words of src and tgt
+ * (runs of non-space bytes, [sw[2i], sw[2i+1]) and [tw[2i], tw[2i+1])),
+ * for each target word the source word it weighs most with (t_best, -1:
+ * none, its weight t_bw) and for each source word the target word (s_best,
+ * s_bw). */
+typedef struct srv_word_links {
+    int nsw, ntw;
+    size_t *sw, *tw;
+    int *s_best, *t_best; /* one allocation: s_best's */
+    float *t_bw, *s_bw;   /* one allocation: t_bw's */
+} srv_word_links;
+
+/* Fills *l from the blocks (as srv_spans_map reads them). 0, or -1 when out
+ * of memory (*l empty). */
+int srv_word_links_make(const char *src, size_t src_n, const char *tgt, size_t tgt_n,
+                        const srv_align *blocks, int n_blocks, srv_word_links *l);
+void srv_word_links_free(srv_word_links *l); /* accepts NULL and an empty one */
+
 /* A segment of a document's paragraph (office.c, markdown.c): its pieces'
  * text joined and their spans, what the model is given, and once
  * translated, the translation's pieces. */

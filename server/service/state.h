@@ -78,6 +78,11 @@ typedef struct srv_opts {
     const char *textcat_dir;  /* libexttextcat's fingerprints (<code>.lm) */
     const char *langid_dir;   /* our profiles (<code>.lid.gz); NULL: beside the models */
     srv_fault test_fault;     /* --test-fail-batches: tests only */
+    const char *state_dir;    /* --state-dir: what the daemon keeps across restarts (the
+                                 glossaries); NULL or "": nothing, kept in memory only */
+    int max_glossaries;       /* --max-glossaries: glossaries stored */
+    long max_glossary_bytes;  /* --max-glossary-bytes: one glossary's entries as sent */
+    int max_glossary_entries; /* --max-glossary-entries: one glossary's entries */
 } srv_opts;
 
 /* One loaded model: a name, a language pair, its engine objects and its
@@ -141,6 +146,8 @@ typedef struct srv_server {
                                   before any thread, freed after the models */
     struct srv_libre *libre; /* the LibreTranslate API's file store (api/libre.h), opaque
                                 here; written before ready is set */
+    struct srv_glossaries *glossaries; /* the glossary store (glossary.h), opened before the
+                                          daemon serves; its own lock */
     struct srv_docpool *docs; /* the document threads (docpool.h), made before the daemon
                                  serves; NULL: documents are parsed on the caller's thread */
     atomic_int ready;      /* every configured model loaded and warmed (set once by the

@@ -87,6 +87,8 @@ const char *srv_call_key(const srv_call *c)
     const char *a = srv_call_header(c, "Authorization");
     if (a && !strncasecmp(a, "Bearer ", 7))
         return a + 7;
+    if (a && !strncasecmp(a, "DeepL-Auth-Key ", 15)) /* DeepL's clients */
+        return a + 15;
     return srv_call_header(c, "X-API-Key");
 }
 

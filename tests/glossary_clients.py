@@ -1,0 +1,246 @@
+"""Glossaries against `transformerd serve`: the store through the official
+DeepL client (tests/requirements-deepl.txt: deepl, pinned) and raw HTTP,
+and a glossary applied by /v1/translate and LibreTranslate's /translate.
+
+Run by ctest "glossary_clients" (tests/venv_run.sh) with the bundled en-de
+model:
+  - create_glossary, create_glossary_from_csv, list_glossaries,
+    get_glossary, get_glossary_entries, delete_glossary, the language
+    pairs, and the v3 calls (create/get/list/entries/delete of a
+    multilingual glossary) answer as the client expects, with the daemon's
+    API key sent as DeepL-Auth-Key;
+  - a bad TSV line is refused (400) naming its line; the bounds
+    (--max-glossaries: QuotaExceededException, --max-glossary-bytes and
+    --max-glossary-entries: 413); a deleted or unknown id:
+    GlossaryNotFoundException;
+  - the glossaries and their entries survive a restart on the same
+    --state-dir; a deleted one does not come back;
+  - a translation with a glossary has the target term where the source
+    term is, takes no other source word's translation, and a text without
+    a term is translated exactly as without the glossary; a glossary of another language pair, or an unknown id,
+    is a 400 naming the field.
+
+usage: glossary_clients.py DAEMON MODEL_DIR
+"""
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import deepl
+import deepl.http_client
+import deepl.util
+from deepl.api_data import MultilingualGlossaryDictionaryEntries
+
+deepl.http_client.max_network_retries = 0
+KEY = "gl0ssary-key"
+failures = 0
+
+
+def check(cond, what):
+    global failures
+    if cond:
+        print(f"ok   {what}")
+    else:
+        failures += 1
+        print(f"FAIL {what}")
+
+
+class Daemon:
+    def __init__(self, daemon, model, *args):
+        self.log = tempfile.NamedTemporaryFile(prefix="td-gloss-", suffix=".log", delete=False)
+        env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
+        for k in list(env):
+            if k.startswith("TRANSFORMERD_"):
+                del env[k]
+        self.proc = subprocess.Popen(
+            ["setpriv", "--pdeathsig", "KILL", daemon, "serve", "--model", model,
+             "--host", "127.0.0.1", "--port", "0", "--threads", "1", "--api-key", KEY, *args],
+            stderr=self.log, stdout=subprocess.DEVNULL, env=env)
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            text = Path(self.log.name).read_text(errors="replace")
+            m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", text)
+            if m and "ready:" in text:
+                self.url = f"http://127.0.0.1:{m.group(1)}"
+                return
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.1)
+        self.proc.kill()
+        raise SystemExit(f"the daemon did not start:\n{Path(self.log.name).read_text()}")
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(timeout=40)
+        os.unlink(self.log.name)
+
+
+def http(url, method="GET", body=None, ctype="application/json", key=KEY):
+    data = body.encode() if isinstance(body, str) else body
+    req = urllib.request.Request(url, data=data, method=method)
+    if data is not None:
+        req.add_header("Content-Type", ctype)
+    if key:
+        req.add_header("Authorization", f"DeepL-Auth-Key {key}")
+    try:
+        with urllib.request.urlopen(req, timeout=60) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+def translate(d, texts, **extra):
+    st, body = http(d.url + "/v1/translate", "POST", json.dumps({"text": texts, **extra}))
+    return st, json.loads(body)
+
+
+def store_calls(d, tr, cl):
+    entries = {"engine": "Triebwerk", "weather": "Witterung", "beach": "Strandbad"}
+    g = tr.create_glossary("cars", "EN", "DE", entries)
+    check(g.ready and g.name == "cars" and g.source_lang == "EN" and g.target_lang == "DE"
+          and g.entry_count == 3 and len(g.glossary_id) == 36, "create_glossary: its information")
+    check(tr.get_glossary(g.glossary_id).creation_time == g.creation_time, "get_glossary")
+    check([x.glossary_id for x in tr.list_glossaries()] == [g.glossary_id], "list_glossaries")
+    check(tr.get_glossary_entries(g) == entries, "get_glossary_entries: the entries as given")
+    c = tr.create_glossary_from_csv("csv", "en", "de", 'tyre,Reifen\n"wheel, front",Vorderrad\n')
+    check(tr.get_glossary_entries(c.glossary_id) == {"tyre": "Reifen", "wheel, front": "Vorderrad"},
+          "create_glossary_from_csv: quoted fields")
+    pairs = [(p.source_lang, p.target_lang) for p in tr.get_glossary_languages()]
+    check(("en", "de") in pairs, f"glossary-language-pairs: {pairs}")
+    tr.delete_glossary(c)
+    try:
+        tr.get_glossary(c.glossary_id)
+        check(False, "a deleted glossary is gone")
+    except deepl.GlossaryNotFoundException:
+        check(True, "a deleted glossary is gone (GlossaryNotFoundException)")
+    m = cl.create_multilingual_glossary("multi", [
+        MultilingualGlossaryDictionaryEntries("EN", "DE", {"car": "Wagen"}),
+        MultilingualGlossaryDictionaryEntries("DE", "EN", {"Wagen": "car"})])
+    check(len(m.dictionaries) == 2 and m.dictionaries[0].entry_count == 1,
+          "v3 create_multilingual_glossary: two dictionaries")
+    check(cl.get_multilingual_glossary(m.glossary_id).name == "multi", "v3 get_multilingual_glossary")
+    check(sorted(x.glossary_id for x in cl.list_multilingual_glossaries())
+          == sorted([g.glossary_id, m.glossary_id]), "v3 list_multilingual_glossaries")
+    e = cl.get_multilingual_glossary_entries(m, "DE", "EN")
+    check(deepl.util.convert_tsv_to_dict(e.dictionaries[0].entries) == {"Wagen": "car"},
+          "v3 get_multilingual_glossary_entries (TSV, as the client passes it on)")
+    return g, m
+
+
+def store_faults(d, tr):
+    bad = json.dumps({"name": "bad", "source_lang": "en", "target_lang": "de",
+                      "entries": "a\tb\nno tab\n", "entries_format": "tsv"})
+    st, body = http(d.url + "/v2/glossaries", "POST", bad)
+    check(st == 400 and "entries line 2" in body, f"a bad TSV line: 400 naming it ({st} {body})")
+    st, body = http(d.url + "/v2/glossaries", "POST",
+                    "name=form&source_lang=en&target_lang=de&entries_format=tsv&entries=x%09%0A",
+                    "application/x-www-form-urlencoded")
+    check(st == 400 and "entries line 1: the target term is empty" in body,
+          f"a form body is read, its empty term refused ({st} {body})")
+    st, body = http(d.url + "/v2/glossaries", "POST", json.dumps(
+        {"name": "x", "source_lang": "en", "target_lang": "de",
+         "entries": "".join(f"w{i}\tx\n" for i in range(60))}))
+    check(st == 413 and "--max-glossary-entries" in body, f"--max-glossary-entries: 413 ({st})")
+    st, body = http(d.url + "/v2/glossaries", "POST", json.dumps(
+        {"name": "x", "source_lang": "en", "target_lang": "de", "entries": "a\t" + "b" * 3000}))
+    check(st == 413 and "--max-glossary-bytes" in body, f"--max-glossary-bytes: 413 ({st})")
+    st, _ = http(d.url + "/v2/glossaries", "GET", key="wrong")
+    check(st == 401, f"a wrong key is refused ({st})")
+    try:
+        tr.create_glossary("third", "EN", "DE", {"x": "y"})
+        tr.create_glossary("fourth", "EN", "DE", {"x": "y"})
+        check(False, "--max-glossaries")
+    except deepl.QuotaExceededException:
+        check(True, "--max-glossaries: QuotaExceededException (456)")
+    for g in tr.list_glossaries():
+        if g.name == "third":
+            tr.delete_glossary(g)
+
+
+def application(d, g, m):
+    text = ["The engine of the car is broken.", "I like the weather today.",
+            "Nothing here is in it.", "The weather is nice today and we are going to the beach."]
+    st, plain = translate(d, text)
+    st2, glossed = translate(d, text, glossary=g.glossary_id)
+    check(st == 200 and st2 == 200, "translations with and without the glossary")
+    p = [t["text"] for t in plain["translations"]]
+    o = [t["text"] for t in glossed["translations"]]
+    print("     without:", p, "\n     with:   ", o)
+    check("Triebwerk" in o[0] and "Triebwerk" not in p[0], "the term placed: engine -> Triebwerk")
+    check("Witterung" in o[1] and "Wetter" not in o[1], "weather -> Witterung, not also Wetter")
+    check(o[2] == p[2], "a text without a term: the same translation")
+    # "beach" has no word of its own in this translation ("wir gehen"): the
+    # term does not take the word of "going"
+    check("Witterung" in o[3] and "gehen" in o[3] and "Strandbad" not in o[3],
+          "a term whose translation the model left out takes no other word")
+    # the same texts split into sentences by another door: LibreTranslate's
+    st, body = http(d.url + "/translate", "POST", json.dumps(
+        {"q": text[0], "source": "en", "target": "de", "glossary": g.glossary_id}))
+    check(st == 200 and json.loads(body)["translatedText"] == o[0], "LibreTranslate's /translate")
+    st, body = translate(d, text[:1], glossary=m.glossary_id)
+    check(st == 200, "a v3 glossary: its en->de dictionary")
+    only_de_en = json.dumps({"name": "de-en", "source_lang": "de", "target_lang": "en",
+                             "entries": "Motor\tengine\n"})
+    st, body = http(d.url + "/v2/glossaries", "POST", only_de_en)
+    gid = json.loads(body)["glossary_id"]
+    st, body = translate(d, text[:1], glossary=gid)
+    check(st == 400 and body["error"]["param"] == "glossary"
+          and "de->en" in body["error"]["message"], f"another language pair: 400 ({body})")
+    http(d.url + f"/v2/glossaries/{gid}", "DELETE")
+    st, body = translate(d, text[:1], glossary="00000000-0000-4000-8000-000000000000")
+    check(st == 400 and body["error"]["param"] == "glossary", "an unknown glossary: 400")
+    return o
+
+
+def main():
+    daemon, model = sys.argv[1], sys.argv[2]
+    state = tempfile.mkdtemp(prefix="td-gloss-state-")
+    args = ["--state-dir", state, "--max-glossaries", "3", "--max-glossary-bytes", "2K",
+            "--max-glossary-entries", "50"]
+    d = Daemon(daemon, model, *args)
+    try:
+        tr = deepl.Translator(KEY, server_url=d.url)
+        cl = deepl.DeepLClient(KEY, server_url=d.url)
+        g, m = store_calls(d, tr, cl)
+        store_faults(d, tr)
+        before = application(d, g, m)
+        listed = sorted((x.glossary_id, x.name, x.entry_count) for x in tr.list_glossaries())
+    finally:
+        d.stop()
+    d = Daemon(daemon, model, *args)
+    try:
+        tr = deepl.Translator(KEY, server_url=d.url)
+        after = sorted((x.glossary_id, x.name, x.entry_count) for x in tr.list_glossaries())
+        check(after == listed, f"after a restart: the same glossaries ({after})")
+        check(tr.get_glossary_entries(g.glossary_id)["engine"] == "Triebwerk",
+              "after a restart: the entries")
+        st, body = translate(d, ["The engine of the car is broken."], glossary=g.glossary_id)
+        check(body["translations"][0]["text"] == before[0], "after a restart: the same translation")
+        tr.delete_glossary(g)
+        deepl.DeepLClient(KEY, server_url=d.url).delete_multilingual_glossary(m)
+        check(tr.list_glossaries() == [], "every glossary deleted")
+    finally:
+        d.stop()
+    d = Daemon(daemon, model, *args)
+    try:
+        check(deepl.Translator(KEY, server_url=d.url).list_glossaries() == [],
+              "deleted ones stay deleted across a restart")
+    finally:
+        d.stop()
+    shutil.rmtree(state, ignore_errors=True)
+    print(f"{failures} failure(s)")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
