@@ -57,6 +57,7 @@ typedef struct srv_route {
 #define SRV_ROUTE_ANY_BODY 8u /* no 415 for a body that is not JSON */
 #define SRV_ROUTE_FILE 16u    /* an uploaded file: the file limits (--max-file-bytes,
                                * --file-timeout-s) instead of the request's */
+#define SRV_ROUTE_MESSAGE 32u /* errors as {"message": msg} (DeepL's shape) */
 
 /* A dialect's static rows into out (up to max): returns n, the rows it has
  * (its srv_X_routes, which routes.c calls twice: to count, to fill). */
@@ -162,7 +163,8 @@ void srv_req_reply(srv_req *r, int status, const char *ctype, char *body, size_t
 void srv_req_object(srv_req *r, int status, json_t *o);
 
 /* Records an error object {"error":{code,message,param}} (a LibreTranslate
- * route: {"error":message}) as the answer, with WWW-Authenticate for a
+ * route: {"error":message}; a SRV_ROUTE_MESSAGE one: {"message":message}) as
+ * the answer, with WWW-Authenticate for a
  * 401; out of memory makes it a 500, never a 200. Once a streamed answer is
  * out (r->stream_live) the object is its last event, "error". */
 void srv_req_error(srv_req *r, int status, const char *code, const char *param,

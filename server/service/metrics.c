@@ -92,7 +92,8 @@ static const char *k_ep_names[SRV_EP_COUNT] = {
     "/v1/translate", "/translate", "/languages", "/v1/models", "/health/live",
     "/health/ready", "/metrics",   "/openapi.json", "/", "/detect", "/translate_file",
     "/download_file", "/suggest", "/frontend/settings", "/health", "/version",
-    "/v1/models/{name}", "other",
+    "/v1/models/{name}", "/v2/translate", "/v2/languages", "/v2/usage", "/v2/document",
+    "other",
 };
 
 const char *srv_endpoint_name(srv_endpoint ep)

@@ -38,6 +38,10 @@ typedef enum srv_endpoint {
     SRV_EP_HEALTH,         /* GET /health */
     SRV_EP_VERSION,        /* GET /version */
     SRV_EP_MODEL_ADMIN,    /* DELETE /v1/models/NAME, POST /v1/models/NAME/reload */
+    SRV_EP_DEEPL_TRANSLATE, /* POST /v2/translate (DeepL's API, as the rest) */
+    SRV_EP_DEEPL_LANGUAGES, /* /v2/languages */
+    SRV_EP_DEEPL_USAGE,     /* /v2/usage */
+    SRV_EP_DEEPL_DOCUMENT,  /* /v2/document, /v2/document/ID[/result] */
     SRV_EP_UNKNOWN,        /* 404s */
     SRV_EP_COUNT
 } srv_endpoint;

@@ -96,6 +96,8 @@ typedef struct srv_opts {
     srv_html_answer libre_html; /* --libre-html-answer: escaped (default) | unescaped */
     long max_files_bytes;     /* translated files kept for /download_file, in all */
     int file_ttl_s;           /* how long a translated file is kept */
+    int deepl_char_limit;     /* --deepl-character-limit: characters the DeepL API
+                                 translates before 456 (0: no limit) */
     const char *replica_id;   /* --replica-id: this replica's name behind a balancer
                                  (download links, request ids); NULL/"": none */
     const char *textcat_dir;  /* libexttextcat's fingerprints (<code>.lm) */

@@ -1,0 +1,829 @@
+/*
+ * deepl.c - the DeepL API v2 dialect (deepl.h).
+ *
+ * Fields come as LibreTranslate's do (form.h: JSON, a form, multipart, the
+ * query string), so a repeated form key "text" is a list as a JSON array
+ * is. Languages are DeepL's codes: a target's variant (EN-GB, PT-BR) names
+ * the language the models serve ("en", "pt"), ZH-HANT is "zt"; answers
+ * give DeepL's codes back (detected_source_language "EN").
+ *
+ * /v2/translate: each text is a unit (tag_handling: each text node of its
+ * markup outside ignore_tags), source_lang given or detected per text, the
+ * units that need the model the request's texts (translate.h) as for the
+ * other dialects; split_sentences 0 makes each unit one job, nonewlines
+ * joins a unit's lines before it is split into sentences, 1 (the default
+ * without tag_handling) splits at sentences and line breaks.
+ *
+ * Documents are deepl_doc.c's.
+ *
+ * Usage: the characters of every text and document translated (their
+ * source, markup included, as DeepL bills them) counted for the daemon's
+ * key (it has one), refused with 456 past --deepl-character-limit, given
+ * back when the translation fails.
+ */
+#include <ctype.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <jansson.h>
+#include <libxml/parser.h>
+#include <libxml/tree.h>
+
+#include "deepl.h"
+#include "files.h"
+#include "form.h"
+#include "languages.h"
+#include "libre_doc.h"
+#include "models.h"
+#include "translate.h"
+
+#define DL_MAX_TEXTS 50        /* texts of one /v2/translate, as DeepL */
+#define DL_MAX_TAGS 256        /* names of one of the tag lists */
+#define DL_UNLIMITED 1000000000000LL /* character_limit without a limit, as DeepL's */
+
+/* ---- the daemon's usage --------------------------------------------------------------- */
+
+static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
+static long long g_chars;      /* characters translated */
+
+/* Takes n characters of the quota: 0, or -1 when they would pass the limit. */
+int srv_deepl_usage_take(const srv_server *s, long n)
+{
+    pthread_mutex_lock(&g_mu);
+    long long lim = s->o.deepl_char_limit;
+    int ok = !lim || g_chars + n <= lim;
+    if (ok)
+        g_chars += n;
+    pthread_mutex_unlock(&g_mu);
+    return ok ? 0 : -1;
+}
+
+void srv_deepl_usage_give_back(long n)
+{
+    pthread_mutex_lock(&g_mu);
+    g_chars -= n;
+    pthread_mutex_unlock(&g_mu);
+}
+
+/* Whether the quota is spent already. */
+int srv_deepl_usage_spent(const srv_server *s)
+{
+    pthread_mutex_lock(&g_mu);
+    int spent = s->o.deepl_char_limit && g_chars >= s->o.deepl_char_limit;
+    pthread_mutex_unlock(&g_mu);
+    return spent;
+}
+
+/* The characters (not bytes) of n bytes of UTF-8. */
+long srv_deepl_chars(const char *t, size_t n)
+{
+    long c = 0;
+    for (size_t i = 0; i < n; i++)
+        c += ((unsigned char)t[i] & 0xC0) != 0x80;
+    return c;
+}
+
+/* ---- a request's state ------------------------------------------------------ */
+
+
+void srv_deepl_free(srv_req *r)
+{
+    dl_req *d = r->state;
+    if (!d)
+        return;
+    srv_libre_req *lr = &d->lr;
+    for (int i = 0; i < lr->n_items; i++) {
+        srv_html_free(lr->items[i].doc);
+        srv_catalog_free(lr->items[i].cat);
+        srv_office_free(lr->items[i].office);
+    }
+    free(lr->items);
+    free(lr->segs);
+    free(lr->out);
+    srv_subtitles_free(lr->subs, lr->n_subs);
+    for (int i = 0; i < d->n_texts; i++) {
+        srv_html_free(d->texts[i].html);
+        if (d->texts[i].xml)
+            xmlFreeDoc(d->texts[i].xml);
+    }
+    free(d->texts);
+    free(d->segs);
+    free(d->upload);
+    json_decref(d->fields);
+    free(d);
+}
+
+static dl_req *new_state(srv_req *r, json_t *fields)
+{
+    dl_req *d = calloc(1, sizeof *d);
+    if (!d) {
+        json_decref(fields);
+        dl_error(r, 500, "out of memory");
+        return NULL;
+    }
+    d->fields = fields;
+    r->state = d;
+    r->dialect_free = srv_deepl_free;
+    return d;
+}
+
+/* ---- fields ------------------------------------------------------------------- */
+
+/* "Authorization: DeepL-Auth-Key KEY" against the daemon's key: 1, or 0
+ * with DeepL's 403 recorded. */
+static int auth_ok(srv_req *r)
+{
+    const char *a = srv_call_header(r->call, "Authorization");
+    const char *given = NULL;
+    if (a && !strncasecmp(a, "DeepL-Auth-Key ", 15)) {
+        given = a + 15;
+        while (*given == ' ')
+            given++;
+    }
+    if (srv_api_key_ok(r->s, given))
+        return 1;
+    dl_error(r, 403, "Authorization failure: %s",
+             given ? "the DeepL-Auth-Key is not this server's key"
+                   : "send Authorization: DeepL-Auth-Key KEY");
+    return 0;
+}
+
+/* A string field (a one-element list as its element), NULL when absent:
+ * 0, or -1 with a 400 naming it. */
+int srv_deepl_field_str(srv_req *r, json_t *f, const char *key, const char **out)
+{
+    json_t *v = json_object_get(f, key);
+    *out = NULL;
+    if (json_is_array(v) && json_array_size(v) == 1)
+        v = json_array_get(v, 0);
+    if (!v || json_is_null(v))
+        return 0;
+    if (!json_is_string(v) || strlen(json_string_value(v)) != json_string_length(v)) {
+        dl_error(r, 400, "Value for '%s' not supported.", key);
+        return -1;
+    }
+    *out = json_string_value(v);
+    return 0;
+}
+
+/* A boolean field: JSON's, 0/1, or a form's "0", "1", "true", "false":
+ * 0 or 1, dflt when absent, -1 with a 400 naming it. */
+static int field_bool(srv_req *r, json_t *f, const char *key, int dflt)
+{
+    json_t *v = json_object_get(f, key);
+    if (!v || json_is_null(v))
+        return dflt;
+    if (json_is_boolean(v))
+        return json_is_true(v);
+    if (json_is_integer(v) && (json_integer_value(v) == 0 || json_integer_value(v) == 1))
+        return (int)json_integer_value(v);
+    const char *s = json_is_string(v) ? json_string_value(v) : "?";
+    if (!strcmp(s, "1") || !strcasecmp(s, "true"))
+        return 1;
+    if (!strcmp(s, "0") || !strcasecmp(s, "false"))
+        return 0;
+    dl_error(r, 400, "Value for '%s' not supported.", key);
+    return -1;
+}
+
+/* A list of tag names: a JSON array of strings or strings of names
+ * separated by commas, into *out (the arena). 0, or -1 with a 400. */
+static int field_tags(srv_req *r, json_t *f, const char *key, char ***out, int *n)
+{
+    json_t *v = json_object_get(f, key);
+    *out = NULL;
+    *n = 0;
+    if (!v || json_is_null(v))
+        return 0;
+    size_t nv = json_is_array(v) ? json_array_size(v) : 1;
+    char **names = srv_req_alloc(r, DL_MAX_TAGS, sizeof *names);
+    if (!names) {
+        dl_error(r, 500, "out of memory");
+        return -1;
+    }
+    for (size_t i = 0; i < nv; i++) {
+        json_t *e = json_is_array(v) ? json_array_get(v, i) : v;
+        if (!json_is_string(e) || strlen(json_string_value(e)) != json_string_length(e)) {
+            dl_error(r, 400, "Value for '%s' not supported.", key);
+            return -1;
+        }
+        for (const char *p = json_string_value(e); *p;) {
+            size_t k = strcspn(p, ",");
+            const char *a = p, *b = p + k;
+            while (a < b && isspace((unsigned char)*a))
+                a++;
+            while (b > a && isspace((unsigned char)b[-1]))
+                b--;
+            if (b > a && *n == DL_MAX_TAGS) {
+                dl_error(r, 400, "Value for '%s' not supported: more than %d tags.", key,
+                         DL_MAX_TAGS);
+                return -1;
+            }
+            if (b > a && !(names[(*n)++] = srv_call_strndup(r->call, a, (size_t)(b - a)))) {
+                dl_error(r, 500, "out of memory");
+                return -1;
+            }
+            p += k + (p[k] == ',');
+        }
+    }
+    *out = names;
+    return 0;
+}
+
+/* ---- languages ------------------------------------------------------------------ */
+
+/* DeepL's code as ours ("EN-GB" -> "en", "PT-BR" -> "pt", "ZH-HANT" ->
+ * "zt", "DE" -> "de"). */
+static void lang_in(const char *code, char *out, size_t n)
+{
+    char low[32];
+    size_t k = 0;
+    for (; code[k] && k + 1 < sizeof low; k++)
+        low[k] = (char)tolower((unsigned char)code[k]);
+    low[k] = 0;
+    if (!strcmp(low, "zh-hant")) {
+        snprintf(out, n, "zt");
+        return;
+    }
+    char *dash = strchr(low, '-');
+    if (dash)
+        *dash = 0;
+    srv_lang_canon(low, out, n);
+}
+
+/* Our code as DeepL's source code ("de" -> "DE", "zt" -> "ZH"). */
+static void lang_out(const char *code, char *out, size_t n)
+{
+    char c[16];
+    srv_lang_canon(code, c, sizeof c);
+    if (!strcmp(c, "zt"))
+        snprintf(c, sizeof c, "zh");
+    size_t k = 0;
+    for (; c[k] && k + 1 < n; k++)
+        out[k] = (char)toupper((unsigned char)c[k]);
+    out[k] = 0;
+}
+
+/* source_lang (optional) and target_lang into ours: 0, or -1 with a 400. */
+int srv_deepl_langs(srv_req *r, json_t *f, char *src, char *tgt)
+{
+    const char *s, *t;
+    if (srv_deepl_field_str(r, f, "source_lang", &s) || srv_deepl_field_str(r, f, "target_lang", &t))
+        return -1;
+    if (!t || !*t) {
+        dl_error(r, 400, "Parameter 'target_lang' not specified.");
+        return -1;
+    }
+    srv_langs L;
+    srv_langs_now(r->s, &L);
+    src[0] = 0;
+    if (s && *s) {
+        lang_in(s, src, 16);
+        if (!srv_langs_has(&L, src)) {
+            dl_error(r, 400, "Value for 'source_lang' not supported.");
+            return -1;
+        }
+    }
+    lang_in(t, tgt, 16);
+    const char *any[SRV_LANGS_MAX];
+    if (!srv_langs_has(&L, tgt) || srv_langs_sources(&L, tgt, any) == 0) {
+        dl_error(r, 400, "Value for 'target_lang' not supported.");
+        return -1;
+    }
+    return 0;
+}
+
+/* formality: every target here is one without it, where DeepL takes
+ * default and the prefer_ values and refuses more and less. */
+int srv_deepl_formality_ok(srv_req *r, json_t *f)
+{
+    const char *v;
+    if (srv_deepl_field_str(r, f, "formality", &v))
+        return 0;
+    if (!v || !strcmp(v, "default") || !strcmp(v, "prefer_more") || !strcmp(v, "prefer_less"))
+        return 1;
+    if (!strcmp(v, "more") || !strcmp(v, "less"))
+        dl_error(r, 400, "'formality' is not supported for given 'target_lang'.");
+    else
+        dl_error(r, 400, "Value for 'formality' not supported.");
+    return 0;
+}
+
+/* glossary_id: carried in the request; no glossary exists here yet, so
+ * any id is DeepL's unknown glossary. 1 to go on, 0 with the error. */
+int srv_deepl_glossary_ok(srv_req *r, dl_req *d, json_t *f, const char *src)
+{
+    if (srv_deepl_field_str(r, f, "glossary_id", &d->glossary_id))
+        return 0;
+    if (!d->glossary_id)
+        return 1;
+    if (!src[0]) {
+        dl_error(r, 400, "Use of a glossary requires the source_lang parameter to be specified.");
+        return 0;
+    }
+    dl_error(r, 404, "Glossary not found: %s", d->glossary_id);
+    return 0;
+}
+
+/* ---- /v2/translate: texts into units -------------------------------------------- */
+
+/* A unit after the others; its line breaks made spaces (nonewlines). */
+static int add_seg(srv_req *r, dl_req *d, xmlNode *node, const char *t, size_t n)
+{
+    if (d->n_segs == d->cap_segs) {
+        int cap = d->cap_segs ? d->cap_segs * 2 : 16;
+        dl_seg *p = realloc(d->segs, (size_t)cap * sizeof *p);
+        if (!p)
+            return -1;
+        d->segs = p;
+        d->cap_segs = cap;
+    }
+    if (d->split == SPLIT_NONEWLINES && (memchr(t, '\n', n) || memchr(t, '\r', n))) {
+        char *c = srv_call_strndup(r->call, t, n);
+        if (!c)
+            return -1;
+        for (size_t i = 0; i < n; i++)
+            if (c[i] == '\n' || c[i] == '\r')
+                c[i] = ' ';
+        t = c;
+    }
+    d->segs[d->n_segs++] = (dl_seg){.node = node, .text = t, .len = n, .text_idx = -1};
+    return 0;
+}
+
+static int ignored(const dl_req *d, const xmlChar *name, int html)
+{
+    if (html && (!xmlStrcasecmp(name, BAD_CAST "script") || !xmlStrcasecmp(name, BAD_CAST "style")))
+        return 1;
+    for (int i = 0; i < d->n_ignore; i++)
+        if (html ? !xmlStrcasecmp(name, BAD_CAST d->ignore[i])
+                 : !xmlStrcmp(name, BAD_CAST d->ignore[i]))
+            return 1;
+    return 0;
+}
+
+/* Every text node under n (and its siblings) outside the ignored
+ * elements, without the white space around it, a unit. */
+static int walk(srv_req *r, dl_req *d, xmlNode *n, int html)
+{
+    for (; n; n = n->next) {
+        if (n->type == XML_ELEMENT_NODE && !ignored(d, n->name, html)) {
+            if (walk(r, d, n->children, html) != 0)
+                return -1;
+        } else if ((n->type == XML_TEXT_NODE || n->type == XML_CDATA_SECTION_NODE) && n->content) {
+            const char *a = (const char *)n->content, *b = a + strlen(a);
+            while (a < b && isspace((unsigned char)*a))
+                a++;
+            while (b > a && isspace((unsigned char)b[-1]))
+                b--;
+            if (b > a && add_seg(r, d, n, a, (size_t)(b - a)) != 0)
+                return -1;
+        }
+    }
+    return 0;
+}
+
+/* A text's XML under a root element of ours (a text may hold several
+ * elements and text between them): 0, -2 when it is no XML. */
+static int xml_parse(dl_text *x)
+{
+    static const char k_open[] = "<deepl-root>", k_close[] = "</deepl-root>";
+    size_t n = sizeof k_open - 1 + x->n + sizeof k_close - 1;
+    char *buf = malloc(n + 1);
+    if (!buf)
+        return -1;
+    memcpy(buf, k_open, sizeof k_open - 1);
+    memcpy(buf + sizeof k_open - 1, x->src, x->n);
+    memcpy(buf + sizeof k_open - 1 + x->n, k_close, sizeof k_close);
+    x->xml = xmlReadMemory(buf, (int)n, NULL, "UTF-8",
+                           XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING);
+    free(buf);
+    return x->xml && xmlDocGetRootElement(x->xml) ? 0 : -2;
+}
+
+/* Text i's units: the text itself, or its markup's text nodes. 0; -1
+ * with the error recorded. */
+static int text_units(srv_req *r, dl_req *d, int i)
+{
+    dl_text *x = &d->texts[i];
+    x->seg0 = d->n_segs;
+    int rc = 0;
+    if (d->tags == TAGS_NONE) {
+        rc = add_seg(r, d, NULL, x->src, x->n);
+    } else if (x->n > 0x7fffffff) {
+        rc = -2;
+    } else if (d->tags == TAGS_HTML) {
+        char why[256];
+        rc = srv_html_parse_tree(x->src, x->n, &x->html, why, sizeof why);
+        if (rc == 0)
+            rc = walk(r, d, srv_html_top(x->html), 1);
+    } else {
+        rc = xml_parse(x);
+        if (rc == 0)
+            rc = walk(r, d, xmlDocGetRootElement(x->xml)->children, 0);
+    }
+    x->n_segs = d->n_segs - x->seg0;
+    if (rc == -2)
+        dl_error(r, 400, "Tag handling parsing failed, please check input (text %d).", i);
+    else if (rc != 0)
+        dl_error(r, 500, "out of memory");
+    return rc ? -1 : 0;
+}
+
+/* Each text's source language: the one given, else detected among the
+ * sources of the models into tgt; a text in tgt is copied. The model of
+ * the others (one source language). 0, or -1 with the error. */
+static int route_texts(srv_req *r, dl_req *d, const char *src, const char *tgt)
+{
+    for (int i = 0; i < d->n_texts; i++) {
+        dl_text *x = &d->texts[i];
+        if (src[0])
+            snprintf(x->lang, sizeof x->lang, "%s", src);
+        else if (srv_detect_source(r->s, x->src, x->n, tgt, x->lang, sizeof x->lang) != 0) {
+            dl_error(r, 400, "Value for 'target_lang' not supported.");
+            return -1;
+        }
+        x->copy = srv_lang_same(x->lang, tgt);
+        if (x->copy)
+            continue;
+        if (r->model && !srv_lang_same(x->lang, r->src_lang)) {
+            dl_error(r, 400, "The texts are in several languages (%s, %s): give source_lang.",
+                     r->src_lang, x->lang);
+            return -1;
+        }
+        if (r->model)
+            continue;
+        r->model = srv_models_get_pair(r->s->models, x->lang, tgt);
+        if (!r->model) {
+            dl_error(r, 400, "No model translates %s into %s.", x->lang, tgt);
+            return -1;
+        }
+        snprintf(r->src_lang, sizeof r->src_lang, "%s", x->lang);
+        snprintf(r->tgt_lang, sizeof r->tgt_lang, "%s", tgt);
+    }
+    return 0;
+}
+
+/* The units of the texts not copied into the model's jobs: 1 to submit
+ * them, 0 answered (an error, or nothing for the model). */
+static int text_jobs(srv_req *r, dl_req *d)
+{
+    const char **texts = malloc((size_t)(d->n_segs + 1) * sizeof *texts);
+    size_t *lens = malloc((size_t)(d->n_segs + 1) * sizeof *lens);
+    int n = 0;
+    if (!texts || !lens) {
+        free(texts);
+        free(lens);
+        dl_error(r, 500, "out of memory");
+        return 0;
+    }
+    for (int i = 0; i < d->n_texts; i++)
+        for (int k = 0; !d->texts[i].copy && k < d->texts[i].n_segs; k++) {
+            dl_seg *sg = &d->segs[d->texts[i].seg0 + k];
+            sg->text_idx = n;
+            texts[n] = sg->text;
+            lens[n++] = sg->len;
+        }
+    int rc = 1;
+    if (r->model && !srv_api_model_failed(r, r->model)) {
+        r->opts = r->model->defaults;
+        r->opts.num_hypotheses = 1;
+        r->no_split = d->split == SPLIT_NONE;
+        rc = srv_api_make_jobs(r, texts, lens, n, "text");
+        if (!rc && r->call->status == 422)
+            r->call->status = 413; /* DeepL's status for a request too large */
+    } else if (r->model) {
+        rc = 0;
+    }
+    free(texts);
+    free(lens);
+    return rc;
+}
+
+static int parse_options(srv_req *r, dl_req *d, json_t *f)
+{
+    const char *th, *ss;
+    if (srv_deepl_field_str(r, f, "tag_handling", &th) || srv_deepl_field_str(r, f, "split_sentences", &ss))
+        return -1;
+    d->tags = !th ? TAGS_NONE : !strcmp(th, "xml") ? TAGS_XML : !strcmp(th, "html") ? TAGS_HTML : -1;
+    if (d->tags < 0) {
+        dl_error(r, 400, "Value for 'tag_handling' not supported.");
+        return -1;
+    }
+    json_t *sv = json_object_get(f, "split_sentences");
+    if (json_is_integer(sv))
+        ss = json_integer_value(sv) == 0 ? "0" : json_integer_value(sv) == 1 ? "1" : "?";
+    d->split = !ss ? (d->tags ? SPLIT_NONEWLINES : SPLIT_ALL)
+               : !strcmp(ss, "0") ? SPLIT_NONE
+               : !strcmp(ss, "1") ? SPLIT_ALL
+               : !strcmp(ss, "nonewlines") ? SPLIT_NONEWLINES : -1;
+    if (d->split < 0) {
+        dl_error(r, 400, "Value for 'split_sentences' not supported.");
+        return -1;
+    }
+    /* accepted: what they ask is what happens here anyway (docs/api.md) */
+    static const char *const k_bools[] = {"preserve_formatting", "outline_detection"};
+    for (size_t i = 0; i < sizeof k_bools / sizeof k_bools[0]; i++)
+        if (field_bool(r, f, k_bools[i], 0) < 0)
+            return -1;
+    d->show_billed = field_bool(r, f, "show_billed_characters", 0);
+    char **unused;
+    int n_unused;
+    const char *context;
+    if (d->show_billed < 0 || field_tags(r, f, "ignore_tags", &d->ignore, &d->n_ignore) ||
+        field_tags(r, f, "non_splitting_tags", &unused, &n_unused) ||
+        field_tags(r, f, "splitting_tags", &unused, &n_unused) ||
+        srv_deepl_field_str(r, f, "context", &context))
+        return -1;
+    return srv_deepl_formality_ok(r, f) ? 0 : -1;
+}
+
+/* POST /v2/translate: 1 to submit the jobs, 0 answered. */
+static void translate_answer(srv_req *r);
+
+static int parse_translate(srv_req *r, dl_req *d, json_t *f)
+{
+    json_t *tv = json_object_get(f, "text");
+    if (!tv || json_is_null(tv) || (json_is_array(tv) && json_array_size(tv) == 0)) {
+        dl_error(r, 400, "Parameter 'text' not specified.");
+        return 0;
+    }
+    size_t n = json_is_array(tv) ? json_array_size(tv) : 1;
+    if (n > DL_MAX_TEXTS || n > (size_t)r->s->o.max_batch_texts) {
+        dl_error(r, 413, "Too many texts: %zu (at most %d).", n,
+                 r->s->o.max_batch_texts < DL_MAX_TEXTS ? r->s->o.max_batch_texts : DL_MAX_TEXTS);
+        return 0;
+    }
+    char src[16], tgt[16];
+    if (srv_deepl_langs(r, f, src, tgt) || parse_options(r, d, f) || !srv_deepl_glossary_ok(r, d, f, src))
+        return 0;
+    d->texts = calloc(n, sizeof *d->texts);
+    if (!d->texts) {
+        dl_error(r, 500, "out of memory");
+        return 0;
+    }
+    d->n_texts = (int)n;
+    for (size_t i = 0; i < n; i++) {
+        json_t *e = json_is_array(tv) ? json_array_get(tv, i) : tv;
+        if (!json_is_string(e)) {
+            dl_error(r, 400, "Value for 'text' not supported.");
+            return 0;
+        }
+        d->texts[i].src = json_string_value(e);
+        d->texts[i].n = json_string_length(e);
+        d->billed += srv_deepl_chars(d->texts[i].src, d->texts[i].n);
+        if (text_units(r, d, (int)i) != 0)
+            return 0;
+    }
+    if (route_texts(r, d, src, tgt) != 0)
+        return 0;
+    if (srv_deepl_usage_take(r->s, d->billed) != 0) {
+        d->billed = 0;
+        dl_error(r, 456, "Quota exceeded. The character limit has been reached.");
+        return 0;
+    }
+    if (!text_jobs(r, d)) {
+        srv_deepl_usage_give_back(d->billed);
+        d->billed = 0;
+        return 0;
+    }
+    if (r->n_jobs == 0) {
+        translate_answer(r);
+        return 0;
+    }
+    return 1;
+}
+
+/* ---- /v2/translate: the answer ------------------------------------------------------ */
+
+/* Unit k's translation (its source when copied) as a JSON string. */
+static json_t *seg_value(srv_req *r, const dl_seg *sg)
+{
+    return sg->text_idx >= 0 ? srv_api_text_value(r, sg->text_idx, 0)
+                             : json_stringn(sg->text, sg->len);
+}
+
+/* A text of markup with its units' translations in place (malloc'd). */
+static char *markup_text(srv_req *r, dl_req *d, dl_text *x)
+{
+    for (int k = 0; k < x->n_segs; k++) {
+        const dl_seg *sg = &d->segs[x->seg0 + k];
+        if (sg->text_idx < 0)
+            continue;
+        json_t *v = seg_value(r, sg);
+        const char *c = (const char *)sg->node->content;
+        /* the white space around the unit's text stays */
+        size_t lead = (size_t)(sg->text - c), tail = strlen(c) - lead - sg->len;
+        size_t vn = v ? json_string_length(v) : 0;
+        char *t = v ? malloc(lead + vn + tail + 1) : NULL;
+        if (t) {
+            memcpy(t, c, lead);
+            memcpy(t + lead, json_string_value(v), vn);
+            memcpy(t + lead + vn, c + lead + sg->len, tail + 1);
+            xmlNodeSetContent(sg->node, BAD_CAST t);
+        }
+        free(t);
+        json_decref(v);
+        if (!t)
+            return NULL;
+    }
+    if (x->html)
+        return srv_html_render(x->html);
+    xmlBuffer *b = xmlBufferCreate();
+    for (xmlNode *c = b ? xmlDocGetRootElement(x->xml)->children : NULL; c; c = c->next)
+        xmlNodeDump(b, x->xml, c, 0, 0);
+    char *out = b ? strdup((const char *)xmlBufferContent(b)) : NULL;
+    if (b)
+        xmlBufferFree(b);
+    return out;
+}
+
+static void translate_answer(srv_req *r)
+{
+    dl_req *d = r->state;
+    json_t *list = json_array();
+    int oom = !list;
+    for (int i = 0; !oom && i < d->n_texts; i++) {
+        dl_text *x = &d->texts[i];
+        json_t *v;
+        if (x->copy && d->tags == TAGS_NONE)
+            v = json_stringn(x->src, x->n);
+        else if (d->tags == TAGS_NONE)
+            v = seg_value(r, &d->segs[x->seg0]);
+        else
+            v = srv_api_text_json(x->copy ? strndup(x->src, x->n) : markup_text(r, d, x));
+        char code[16];
+        lang_out(x->lang, code, sizeof code);
+        json_t *o = v ? json_pack("{s:s,s:o}", "detected_source_language", code, "text", v) : NULL;
+        if (o && d->show_billed)
+            json_object_set_new(o, "billed_characters", json_integer(srv_deepl_chars(x->src, x->n)));
+        oom = !o || json_array_append_new(list, o) != 0;
+    }
+    if (oom) {
+        json_decref(list);
+        dl_error(r, 500, "out of memory building the response");
+        return;
+    }
+    long tout = 0;
+    for (int i = 0; i < r->n_jobs; i++)
+        tout += r->jobs[i].res.hyps[0].n_tokens;
+    r->tokens_out = tout;
+    srv_req_object(r, 200, json_pack("{s:o}", "translations", list));
+}
+
+/* ---- /v2/languages, /v2/usage ---------------------------------------------------- */
+
+static json_t *lang_entry(const char *code, const char *name, int target)
+{
+    return target ? json_pack("{s:s,s:s,s:b}", "language", code, "name", name,
+                              "supports_formality", 0)
+                  : json_pack("{s:s,s:s}", "language", code, "name", name);
+}
+
+/* A target language's entries: its variants as DeepL lists them. */
+static void target_entries(json_t *list, const char *c)
+{
+    char up[16], name[96];
+    if (!strcmp(c, "en") || !strcmp(c, "pt")) {
+        int en = c[0] == 'e';
+        snprintf(name, sizeof name, "%s (%s)", srv_lang_name(c), en ? "British" : "Brazilian");
+        json_array_append_new(list, lang_entry(en ? "EN-GB" : "PT-BR", name, 1));
+        snprintf(name, sizeof name, "%s (%s)", srv_lang_name(c), en ? "American" : "European");
+        json_array_append_new(list, lang_entry(en ? "EN-US" : "PT-PT", name, 1));
+        return;
+    }
+    if (!strcmp(c, "zt")) {
+        json_array_append_new(list, lang_entry("ZH-HANT", srv_lang_name(c), 1));
+        return;
+    }
+    lang_out(c, up, sizeof up);
+    json_array_append_new(list, lang_entry(up, srv_lang_name(c), 1));
+}
+
+static void answer_languages(srv_req *r, json_t *f)
+{
+    const char *type;
+    if (srv_deepl_field_str(r, f, "type", &type))
+        return;
+    if (type && strcmp(type, "source") && strcmp(type, "target")) {
+        dl_error(r, 400, "Value for 'type' not supported.");
+        return;
+    }
+    int target = type && !strcmp(type, "target");
+    srv_langs L;
+    srv_langs_now(r->s, &L);
+    json_t *list = json_array();
+    const char *codes[SRV_LANGS_MAX], *tmp[SRV_LANGS_MAX];
+    int n = srv_langs_sources(&L, NULL, codes);
+    if (target) /* every language some model translates into */
+        for (int i = n = 0; i < L.n; i++)
+            if (srv_langs_sources(&L, L.codes[i], tmp) > 0)
+                codes[n++] = L.codes[i];
+    char seen[SRV_LANGS_MAX][16];
+    int n_seen = 0;
+    for (int i = 0; list && i < n; i++) {
+        char up[16];
+        lang_out(codes[i], up, sizeof up);
+        int dup = 0;
+        for (int k = 0; k < n_seen; k++)
+            dup |= !strcmp(seen[k], up);
+        if (target) {
+            target_entries(list, codes[i]);
+        } else if (!dup) { /* zh and zt are one source, ZH */
+            snprintf(seen[n_seen++], sizeof seen[0], "%s", up);
+            json_array_append_new(list, lang_entry(up, srv_lang_name(codes[i]), 0));
+        }
+    }
+    srv_req_object(r, 200, list);
+}
+
+static void answer_usage(srv_req *r)
+{
+    pthread_mutex_lock(&g_mu);
+    long long count = g_chars;
+    pthread_mutex_unlock(&g_mu);
+    long long lim = r->s->o.deepl_char_limit ? r->s->o.deepl_char_limit : DL_UNLIMITED;
+    srv_req_object(r, 200, json_pack("{s:I,s:I}", "character_count", (json_int_t)count,
+                                     "character_limit", (json_int_t)lim));
+}
+
+/* ---- the routes ------------------------------------------------------------------------ */
+
+/* Every row's body: the key, then the endpoint; 1 when jobs are to be
+ * submitted. */
+static int dl_parse(srv_req *r)
+{
+    if (!auth_ok(r))
+        return 0;
+    if (r->ep != SRV_EP_DEEPL_USAGE && !atomic_load(&r->s->ready)) {
+        dl_error(r, 503, "The models are loading.");
+        srv_req_header(r, "Retry-After", "1");
+        return 0;
+    }
+    srv_form_file file;
+    int is_json;
+    json_t *f = srv_form_fields(r, srv_call_header(r->call, "Content-Type"), &file, &is_json);
+    dl_req *d = f ? new_state(r, f) : NULL;
+    if (!d)
+        return 0;
+    switch (r->ep) {
+    case SRV_EP_DEEPL_TRANSLATE:
+        return parse_translate(r, d, f);
+    case SRV_EP_DEEPL_LANGUAGES:
+        answer_languages(r, f);
+        return 0;
+    case SRV_EP_DEEPL_USAGE:
+        answer_usage(r);
+        return 0;
+    default:
+        if (!strcmp(r->path, "/v2/document"))
+            srv_deepl_document_upload(r, f, &file);
+        else
+            srv_deepl_document_status(r, f);
+        return 0;
+    }
+}
+
+static srv_call_next dl_body(srv_req *r)
+{
+    return dl_parse(r) == 1 ? srv_api_submit(r) : SRV_NEXT_ANSWERED;
+}
+
+/* /v2/translate's jobs finished: the answer, or their error (the
+ * characters given back). */
+static srv_call_next dl_respond(srv_req *r)
+{
+    dl_req *d = r->state;
+    if (!srv_api_jobs_failed(r)) {
+        translate_answer(r);
+    } else if (d->billed) {
+        srv_deepl_usage_give_back(d->billed);
+        d->billed = 0;
+    }
+    return SRV_NEXT_ANSWERED;
+}
+
+#define DL_ROW SRV_ROUTE_MESSAGE | SRV_ROUTE_ANY_BODY
+
+static const srv_route k_deepl_routes[] = {
+    {"POST", "/v2/translate", SRV_EP_DEEPL_TRANSLATE, DL_ROW | SRV_ROUTE_SERVING, NULL, dl_body,
+     dl_respond},
+    /* GET with a form body too: the client sends type=target so */
+    {"GET", "/v2/languages", SRV_EP_DEEPL_LANGUAGES, DL_ROW, NULL, dl_body, NULL},
+    {"POST", "/v2/languages", SRV_EP_DEEPL_LANGUAGES, DL_ROW, NULL, dl_body, NULL},
+    {"GET", "/v2/usage", SRV_EP_DEEPL_USAGE, DL_ROW, NULL, dl_body, NULL},
+    {"POST", "/v2/usage", SRV_EP_DEEPL_USAGE, DL_ROW, NULL, dl_body, NULL},
+    {"POST", "/v2/document", SRV_EP_DEEPL_DOCUMENT, DL_ROW | SRV_ROUTE_SERVING | SRV_ROUTE_FILE,
+     NULL, dl_body, NULL},
+    {"POST", DL_DOC_PREFIX "*", SRV_EP_DEEPL_DOCUMENT, DL_ROW, NULL, dl_body, NULL},
+};
+
+int srv_deepl_routes(srv_route *out, int max)
+{
+    return srv_routes_copy(k_deepl_routes, (int)(sizeof k_deepl_routes / sizeof k_deepl_routes[0]),
+                           out, max);
+}

@@ -1,0 +1,113 @@
+/*
+ * deepl.h - the DeepL API v2 dialect (docs/api.md, "The DeepL API"), as the
+ * official client libraries call it with their server_url: POST
+ * /v2/translate (JSON and form bodies), /v2/languages, /v2/usage and the
+ * document API (/v2/document upload, status, result), the key in
+ * "Authorization: DeepL-Auth-Key KEY", errors as {"message": ...} with
+ * DeepL's status codes (400, 403, 404, 413, 429, 456 quota, 503).
+ *
+ * Promise: texts go through the same jobs, limits and batcher as the other
+ * dialects, documents through LibreTranslate's document machinery
+ * (libre_doc.h); an uploaded document is translated after its upload is
+ * answered (its status says how far), its result kept in the file store
+ * (files.h) until it is downloaded once or --file-ttl-s passes.
+ *
+ * Threads: the HTTP threads; a document after its upload on the document
+ * threads, the scheduler threads and one thread of this file that takes
+ * each of its steps in turn; the usage count and the documents' table are
+ * the daemon's, under one lock.
+ */
+#ifndef SRV_DEEPL_H
+#define SRV_DEEPL_H
+
+#include <stddef.h>
+
+#include <jansson.h>
+
+#include "files.h"
+#include "form.h"
+#include "libre_doc.h"
+#include "request.h"
+
+/* DeepL's rows into out (up to max); returns how many there are. */
+int srv_deepl_routes(srv_route *out, int max);
+
+/* ---- between deepl.c (texts, languages, usage) and deepl_doc.c (documents) ---- */
+
+/* An error in DeepL's shape (the rows' SRV_ROUTE_MESSAGE: {"message": ...}). */
+#define dl_error(r, status, ...) srv_req_error(r, status, "deepl", NULL, __VA_ARGS__)
+#define DL_DOC_PREFIX "/v2/document/"
+
+/* A request's state (r->state; srv_deepl_free frees it). */
+typedef struct dl_seg {
+    struct _xmlNode *node;     /* markup: its text node, else NULL */
+    const char *text;  /* what the model translates */
+    size_t len;
+    int text_idx;      /* among the request's texts (translate.h), -1: copied */
+} dl_seg;
+
+typedef struct dl_text {
+    const char *src;   /* as given */
+    size_t n;
+    srv_html *html;    /* tag_handling html: its tree */
+    struct _xmlDoc *xml;       /* tag_handling xml: its tree under a root of ours */
+    int seg0, n_segs;
+    char lang[16];     /* its source language (ours) */
+    int copy;          /* already in the target language */
+} dl_text;
+
+#define SPLIT_NONE 0
+#define SPLIT_ALL 1
+#define SPLIT_NONEWLINES 2
+#define TAGS_NONE 0
+#define TAGS_XML 1
+#define TAGS_HTML 2
+
+typedef struct dl_req {
+    srv_libre_req lr;  /* first: a document's (libre_doc.h reads r->state as one) */
+    json_t *fields;
+    /* /v2/translate */
+    dl_text *texts;
+    int n_texts;
+    dl_seg *segs;
+    int n_segs, cap_segs;
+    int split, tags, show_billed;
+    char **ignore;
+    int n_ignore;
+    long billed;       /* characters taken from the quota */
+    const char *glossary_id; /* carried (no glossary store yet: refused) */
+    /* a document on its detached call */
+    char doc_id[33];
+    char name[SRV_FILE_NAME_MAX];
+    char upload_name[128];
+    char src[16], tgt[16];
+    char *upload;      /* the upload's bytes (malloc'd: the upload's call is gone) */
+    struct dl_req *next; /* the document thread's queue */
+    srv_req *r;
+    int stored;        /* the translated file is in the store */
+} dl_req;
+
+void srv_deepl_free(srv_req *r);
+
+/* A string field, NULL when absent: 0, or -1 with a 400 naming it. */
+int srv_deepl_field_str(srv_req *r, json_t *f, const char *key, const char **out);
+/* source_lang (optional: "" when absent) and target_lang as our codes (16
+ * bytes each): 0, or -1 with a 400. */
+int srv_deepl_langs(srv_req *r, json_t *f, char *src, char *tgt);
+/* formality and glossary_id: 1 to go on, 0 with the error recorded. */
+int srv_deepl_formality_ok(srv_req *r, json_t *f);
+int srv_deepl_glossary_ok(srv_req *r, dl_req *d, json_t *f, const char *src);
+
+/* The daemon's usage: n characters taken (0, or -1 past
+ * --deepl-character-limit), given back, or whether none are left. */
+int srv_deepl_usage_take(const srv_server *s, long n);
+void srv_deepl_usage_give_back(long n);
+int srv_deepl_usage_spent(const srv_server *s);
+/* The characters (not bytes) of n bytes of UTF-8. */
+long srv_deepl_chars(const char *t, size_t n);
+
+/* POST /v2/document (the upload), POST /v2/document/ID[/result]. */
+void srv_deepl_document_upload(srv_req *r, json_t *f, const srv_form_file *file);
+void srv_deepl_document_status(srv_req *r, json_t *f);
+
+#endif /* SRV_DEEPL_H */
