@@ -268,6 +268,32 @@ static void lang_out(const char *code, char *out, size_t n)
     out[k] = 0;
 }
 
+int srv_deepl_detect(srv_req *r, const char *t, size_t n, const char *tgt, char *out,
+                     size_t outn)
+{
+    srv_langs L;
+    srv_langs_now(r->s, &L);
+    const char *codes[SRV_LANGS_MAX + 1];
+    int nc = srv_langs_sources(&L, tgt, codes);
+    if (nc == 0)
+        return -1;
+    int has = 0;
+    for (int i = 0; i < nc; i++)
+        has |= srv_lang_same(codes[i], tgt);
+    if (!has)
+        codes[nc++] = tgt;
+    srv_lang_score *sc = malloc((size_t)nc * sizeof *sc);
+    int k = sc ? srv_langid_detect_among(r->s->langid, t, n, codes, nc, sc) : -1;
+    if (k < 0) {
+        free(sc);
+        return -2;
+    }
+    /* none has a fingerprint: the first source */
+    snprintf(out, outn, "%s", k > 0 ? sc[0].lang : codes[0]);
+    free(sc);
+    return 0;
+}
+
 /* source_lang (optional) and target_lang into ours: 0, or -1 with a 400. */
 int srv_deepl_langs(srv_req *r, json_t *f, char *src, char *tgt)
 {
@@ -439,12 +465,16 @@ static int text_units(srv_req *r, dl_req *d, int i)
  * the others (one source language). 0, or -1 with the error. */
 static int route_texts(srv_req *r, dl_req *d, const char *src, const char *tgt)
 {
+    int rc;
     for (int i = 0; i < d->n_texts; i++) {
         dl_text *x = &d->texts[i];
         if (src[0])
             snprintf(x->lang, sizeof x->lang, "%s", src);
-        else if (srv_detect_source(r->s, x->src, x->n, tgt, x->lang, sizeof x->lang) != 0) {
-            dl_error(r, 400, "Value for 'target_lang' not supported.");
+        else if ((rc = srv_deepl_detect(r, x->src, x->n, tgt, x->lang, sizeof x->lang)) != 0) {
+            if (rc == -2)
+                dl_error(r, 500, "out of memory");
+            else
+                dl_error(r, 400, "Value for 'target_lang' not supported.");
             return -1;
         }
         x->copy = srv_lang_same(x->lang, tgt);

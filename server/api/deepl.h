@@ -94,6 +94,11 @@ int srv_deepl_field_str(srv_req *r, json_t *f, const char *key, const char **out
 /* source_lang (optional: "" when absent) and target_lang as our codes (16
  * bytes each): 0, or -1 with a 400. */
 int srv_deepl_langs(srv_req *r, json_t *f, char *src, char *tgt);
+/* The language of t (n bytes) among the sources of the models into tgt and
+ * tgt itself (a text already in it is copied) into out: 0, -1 when no
+ * model translates into tgt, -2 out of memory. */
+int srv_deepl_detect(srv_req *r, const char *t, size_t n, const char *tgt, char *out,
+                     size_t outn);
 /* formality and glossary_id: 1 to go on, 0 with the error recorded. */
 int srv_deepl_formality_ok(srv_req *r, json_t *f);
 int srv_deepl_glossary_ok(srv_req *r, dl_req *d, json_t *f, const char *src);

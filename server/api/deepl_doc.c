@@ -236,8 +236,10 @@ static int doc_parsed(srv_req *r)
             joined[at++] = '\n';
         }
         joined[at] = 0;
-        if (srv_detect_source(r->s, joined, at, d->tgt, d->src, sizeof d->src) != 0) {
-            dl_error(r, 400, "Value for 'target_lang' not supported.");
+        int drc = srv_deepl_detect(r, joined, at, d->tgt, d->src, sizeof d->src);
+        if (drc != 0) {
+            dl_error(r, drc == -2 ? 500 : 400, "%s",
+                     drc == -2 ? "out of memory" : "Value for 'target_lang' not supported.");
             goto out;
         }
     }
