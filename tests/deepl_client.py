@@ -238,9 +238,12 @@ def documents(url, tr, tmp):
           f"a second download -> 404: the document is gone ({e})")
     h2 = tr.translate_document_upload("I like cats.", target_lang="DE", filename="b.txt")
     wrong = deepl.DocumentHandle(h2.document_id, "0" * 64)
-    e = raises(lambda: tr.translate_document_get_status(wrong), deepl.DeepLException)
-    check(isinstance(e, deepl.DeepLException) and e.http_status_code == 404,
-          f"status with a wrong document_key -> 404 ({e})")
+    e = raises(lambda: tr.translate_document_get_status(wrong), deepl.AuthorizationException)
+    check(isinstance(e, deepl.AuthorizationException) and "document_key" in str(e),
+          f"status with a wrong document_key -> 403 ({e})")
+    e = raises(lambda: tr.translate_document_download(wrong, io.BytesIO()),
+               deepl.AuthorizationException)
+    check(isinstance(e, deepl.AuthorizationException), f"result with a wrong key -> 403 ({e})")
     check(tr.translate_document_wait_until_done(h2).done, "the right key still works")
     e = raises(lambda: tr.translate_document_upload(b"%PDF-1.4", target_lang="DE",
                                                     filename="x.pdf"), deepl.DeepLException)
@@ -270,7 +273,7 @@ def raw(url):
     check(st == 403, f"the key as Bearer is not DeepL's header -> 403 ({st})")
     body = json.dumps({"text": ["a"] * 51, "target_lang": "DE"}).encode()
     st, j = http(url, "/v2/translate", body, dict(auth, **{"Content-Type": "application/json"}))
-    check(st == 413 and "message" in j, f"51 texts -> 413 ({st} {j})")
+    check(st == 400 and "'text'" in j["message"], f"51 texts -> 400 naming text ({st} {j})")
     body = json.dumps({"target_lang": "DE"}).encode()
     st, j = http(url, "/v2/translate", body, dict(auth, **{"Content-Type": "application/json"}))
     check(st == 400 and "text" in j["message"], f"no text -> 400 naming it ({st} {j})")

@@ -182,9 +182,9 @@ static int field_bool(srv_req *r, json_t *f, const char *key, int dflt)
     if (json_is_integer(v) && (json_integer_value(v) == 0 || json_integer_value(v) == 1))
         return (int)json_integer_value(v);
     const char *s = json_is_string(v) ? json_string_value(v) : "?";
-    if (!strcmp(s, "1") || !strcasecmp(s, "true"))
+    if (!strcmp(s, "1") || !strcmp(s, "true"))
         return 1;
-    if (!strcmp(s, "0") || !strcasecmp(s, "false"))
+    if (!strcmp(s, "0") || !strcmp(s, "false"))
         return 0;
     dl_error(r, 400, "Value for '%s' not supported.", key);
     return -1;
@@ -536,15 +536,16 @@ static int text_jobs(srv_req *r, dl_req *d)
 
 static int parse_options(srv_req *r, dl_req *d, json_t *f)
 {
-    const char *th, *ss;
-    if (srv_deepl_field_str(r, f, "tag_handling", &th) || srv_deepl_field_str(r, f, "split_sentences", &ss))
+    const char *th, *ss = NULL;
+    json_t *sv = json_object_get(f, "split_sentences");
+    if (srv_deepl_field_str(r, f, "tag_handling", &th) ||
+        (!json_is_integer(sv) && srv_deepl_field_str(r, f, "split_sentences", &ss)))
         return -1;
     d->tags = !th ? TAGS_NONE : !strcmp(th, "xml") ? TAGS_XML : !strcmp(th, "html") ? TAGS_HTML : -1;
     if (d->tags < 0) {
         dl_error(r, 400, "Value for 'tag_handling' not supported.");
         return -1;
     }
-    json_t *sv = json_object_get(f, "split_sentences");
     if (json_is_integer(sv))
         ss = json_integer_value(sv) == 0 ? "0" : json_integer_value(sv) == 1 ? "1" : "?";
     d->split = !ss ? (d->tags ? SPLIT_NONEWLINES : SPLIT_ALL)
@@ -584,7 +585,7 @@ static int parse_translate(srv_req *r, dl_req *d, json_t *f)
     }
     size_t n = json_is_array(tv) ? json_array_size(tv) : 1;
     if (n > DL_MAX_TEXTS || n > (size_t)r->s->o.max_batch_texts) {
-        dl_error(r, 413, "Too many texts: %zu (at most %d).", n,
+        dl_error(r, 400, "Value for 'text' not supported: %zu texts (at most %d).", n,
                  r->s->o.max_batch_texts < DL_MAX_TEXTS ? r->s->o.max_batch_texts : DL_MAX_TEXTS);
         return 0;
     }
@@ -734,18 +735,11 @@ static void target_entries(json_t *list, const char *c)
     json_array_append_new(list, lang_entry(up, srv_lang_name(c), 1));
 }
 
-static void answer_languages(srv_req *r, json_t *f)
+/* The served languages in DeepL's shapes: sources, or targets. */
+static json_t *languages_list(const srv_server *s, int target)
 {
-    const char *type;
-    if (srv_deepl_field_str(r, f, "type", &type))
-        return;
-    if (type && strcmp(type, "source") && strcmp(type, "target")) {
-        dl_error(r, 400, "Value for 'type' not supported.");
-        return;
-    }
-    int target = type && !strcmp(type, "target");
     srv_langs L;
-    srv_langs_now(r->s, &L);
+    srv_langs_now(s, &L);
     json_t *list = json_array();
     const char *codes[SRV_LANGS_MAX], *tmp[SRV_LANGS_MAX];
     int n = srv_langs_sources(&L, NULL, codes);
@@ -768,7 +762,61 @@ static void answer_languages(srv_req *r, json_t *f)
             json_array_append_new(list, lang_entry(up, srv_lang_name(codes[i]), 0));
         }
     }
-    srv_req_object(r, 200, list);
+    return list;
+}
+
+static void answer_languages(srv_req *r, json_t *f)
+{
+    const char *type;
+    if (srv_deepl_field_str(r, f, "type", &type))
+        return;
+    if (type && strcmp(type, "source") && strcmp(type, "target")) {
+        dl_error(r, 400, "Value for 'type' not supported.");
+        return;
+    }
+    srv_req_object(r, 200, languages_list(r->s, type && !strcmp(type, "target")));
+}
+
+/* The codes of languages_list as an enum (nul: with null, as absent). */
+static json_t *codes_enum(const srv_server *s, int target, int nul)
+{
+    json_t *list = languages_list(s, target), *e = json_array();
+    for (size_t i = 0; e && i < json_array_size(list); i++)
+        json_array_append(e, json_object_get(json_array_get(list, i), "language"));
+    if (nul)
+        json_array_append_new(e, json_null());
+    json_decref(list);
+    return e;
+}
+
+void srv_deepl_openapi(const srv_server *s, json_t *doc)
+{
+    json_t *sc = json_object_get(json_object_get(doc, "components"), "schemas");
+    json_t *tr = json_object_get(json_object_get(sc, "DeepLTranslateRequest"), "properties");
+    json_t *dr = json_object_get(json_object_get(sc, "DeepLDocumentRequest"), "properties");
+    json_t *fr = json_object_get(json_object_get(sc, "DeepLTranslateForm"), "properties");
+    int max = s->o.max_batch_texts < DL_MAX_TEXTS ? s->o.max_batch_texts : DL_MAX_TEXTS;
+    for (int o = 0; o < 2; o++) {
+        json_t *t = json_object_get(o ? fr : tr, "text");
+        json_t *texts = json_array_get(json_object_get(t, "oneOf"), 1);
+        if (texts)
+            json_object_set_new(texts, "maxItems", json_integer(max));
+    }
+    const char *const k_lang[] = {"target_lang", "source_lang"};
+    json_t *objs[] = {tr, dr, fr};
+    srv_langs L;
+    srv_langs_now(s, &L);
+    int ready = atomic_load(&s->ready) && L.n > 0;
+    for (int o = 0; o < 3; o++)
+        for (int k = 0; k < 2 && objs[o]; k++) {
+            json_t *p = json_object_get(objs[o], k_lang[k]);
+            if (!p)
+                continue;
+            if (ready) /* the translation's source may be absent or null */
+                json_object_set_new(p, "enum", codes_enum(s, k == 0, o == 0 && k == 1));
+            else /* an empty enum is not JSON Schema */
+                json_object_del(p, "enum");
+        }
 }
 
 static void answer_usage(srv_req *r)

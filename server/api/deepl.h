@@ -32,6 +32,10 @@
 /* DeepL's rows into out (up to max); returns how many there are. */
 int srv_deepl_routes(srv_route *out, int max);
 
+/* GET /openapi.json: the DeepL schemas' languages (the serving models')
+ * and --max-batch-texts filled into doc. */
+void srv_deepl_openapi(const srv_server *s, json_t *doc);
+
 /* ---- between deepl.c (texts, languages, usage) and deepl_doc.c (documents) ---- */
 
 /* An error in DeepL's shape (the rows' SRV_ROUTE_MESSAGE: {"message": ...}). */

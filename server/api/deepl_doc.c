@@ -38,6 +38,7 @@ typedef struct dl_doc {
     char name[SRV_FILE_NAME_MAX]; /* the translated file in the store */
     long billed;
     double expires;               /* done or failed: forgotten after (--file-ttl-s) */
+    int downloaded;               /* its result was downloaded: not again, as DeepL's */
     char error[200];
 } dl_doc;
 
@@ -623,12 +624,15 @@ void srv_deepl_document_status(srv_req *r, json_t *f)
     id[32] = 0;
     pthread_mutex_lock(&g_dmu);
     dl_doc *d = doc_find(id);
-    dl_doc copy = d && same_secret(d->key, key) ? *d : (dl_doc){.state = DOC_FREE};
+    int key_ok = d && same_secret(d->key, key);
+    dl_doc copy = key_ok ? *d : (dl_doc){.state = DOC_FREE};
     if (result && copy.state == DOC_DONE)
-        d->state = DOC_FREE; /* downloaded once: gone, as DeepL's */
+        d->downloaded = 1; /* once: its status stays, its result is gone */
     pthread_mutex_unlock(&g_dmu);
     static const char *const k_states[] = {"", "queued", "translating", "done", "error"};
-    if (copy.state == DOC_FREE) {
+    if (d && !key_ok) {
+        dl_error(r, 403, "Authorization failure: wrong document_key.");
+    } else if (copy.state == DOC_FREE) {
         dl_error(r, 404, "Document not found.");
     } else if (!result) {
         json_t *o = json_pack("{s:s,s:s}", "document_id", id, "status", k_states[copy.state]);
@@ -639,6 +643,8 @@ void srv_deepl_document_status(srv_req *r, json_t *f)
         srv_req_object(r, 200, o);
     } else if (copy.state != DOC_DONE) {
         dl_error(r, 503, "Document not ready.");
+    } else if (copy.downloaded) {
+        dl_error(r, 404, "Document not found: its result was downloaded already.");
     } else {
         document_result(r, copy.name);
     }
