@@ -507,7 +507,8 @@ static srv_req *detach(srv_req *r, const dl_req *up, const srv_form_file *file)
     c->io = &k_detached_io;
     c->method = "POST";
     c->path = "/v2/document";
-    c->req_id = r->call->req_id;
+    c->req_id = r->call->req_id ? srv_call_strndup(c, r->call->req_id, strlen(r->call->req_id))
+                                : NULL; /* the upload's arena goes with its call */
     c->t0 = srv_now();
     c->timeout_s = r->s->o.file_timeout_s;
     c->api = dr;
@@ -572,15 +573,22 @@ void srv_deepl_document_upload(srv_req *r, json_t *f, const srv_form_file *file)
         doc_finish(dr);
         return;
     }
+    /* once its parse is out, the document is its thread's (it may be
+     * done and freed before this answer): its id copied first */
+    char id[33];
+    memcpy(id, d->doc_id, sizeof id);
     if (!doc_step(dr, LIBRE_STEP_PARSE, SRV_DOC_FIRST)) {
-        /* the refusal is the upload's answer */
+        /* the refusal is the upload's answer; its document never was */
         srv_call_answer(r->call, dr->call->status, "application/json");
         srv_call_take(r->call, dr->call->reply, dr->call->reply_len);
+        if (r->call->status == 429)
+            srv_req_header(r, "Retry-After", "1");
         dr->call->reply = NULL;
         doc_finish(dr);
+        doc_set(r->s, id, DOC_FREE, 0, NULL);
         return;
     }
-    srv_req_object(r, 200, json_pack("{s:s,s:s}", "document_id", d->doc_id, "document_key", key));
+    srv_req_object(r, 200, json_pack("{s:s,s:s}", "document_id", id, "document_key", key));
 }
 
 /* The translated file stored under name, with the upload's own name. */
