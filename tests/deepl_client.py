@@ -178,6 +178,11 @@ def markup(url, tr):
           and ts[0].text == want[0] and ts[1].text.strip() == want[1]
           and ts[1].find("x").get("id") == "1" and ts[1].find("x").tail == want[2],
           f"tag_handling xml: the elements kept, <skip> ignored ({r.text!r})")
+    doc = '<?xml version="1.0" encoding="UTF-8"?>\n<doc><t>I like cats.</t></doc>'
+    r = tr.translate_text(doc, target_lang="DE", tag_handling="xml")
+    want = native(url, ["I like cats."], "en", "de")[0]
+    check(r.text == f'<?xml version="1.0" encoding="UTF-8"?>\n<doc><t>{want}</t></doc>',
+          f"tag_handling xml: a whole document, its declaration kept ({r.text!r})")
     e = raises(lambda: tr.translate_text("<a>broken", target_lang="DE", tag_handling="xml"),
                deepl.DeepLException)
     check(isinstance(e, deepl.DeepLException) and e.http_status_code == 400,

@@ -418,13 +418,17 @@ static int walk(srv_req *r, dl_req *d, xmlNode *n, int html)
 static int xml_parse(dl_text *x)
 {
     static const char k_open[] = "<deepl-root>", k_close[] = "</deepl-root>";
-    size_t n = sizeof k_open - 1 + x->n + sizeof k_close - 1;
+    /* a whole document's declaration stays in front, as it was */
+    const char *end = x->n > 5 && !memcmp(x->src, "<?xml", 5) ? strstr(x->src, "?>") : NULL;
+    x->decl_n = end && (size_t)(end - x->src) + 2 <= x->n ? (size_t)(end - x->src) + 2 : 0;
+    size_t body = x->n - x->decl_n;
+    size_t n = sizeof k_open - 1 + body + sizeof k_close - 1;
     char *buf = malloc(n + 1);
     if (!buf)
         return -1;
     memcpy(buf, k_open, sizeof k_open - 1);
-    memcpy(buf + sizeof k_open - 1, x->src, x->n);
-    memcpy(buf + sizeof k_open - 1 + x->n, k_close, sizeof k_close);
+    memcpy(buf + sizeof k_open - 1, x->src + x->decl_n, body);
+    memcpy(buf + sizeof k_open - 1 + body, k_close, sizeof k_close);
     x->xml = xmlReadMemory(buf, (int)n, NULL, "UTF-8",
                            XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING);
     free(buf);
@@ -665,6 +669,8 @@ static char *markup_text(srv_req *r, dl_req *d, dl_text *x)
     if (x->html)
         return srv_html_render(x->html);
     xmlBuffer *b = xmlBufferCreate();
+    if (b && x->decl_n)
+        xmlBufferAdd(b, (const xmlChar *)x->src, (int)x->decl_n);
     for (xmlNode *c = b ? xmlDocGetRootElement(x->xml)->children : NULL; c; c = c->next)
         xmlNodeDump(b, x->xml, c, 0, 0);
     char *out = b ? strdup((const char *)xmlBufferContent(b)) : NULL;

@@ -55,6 +55,7 @@ typedef struct dl_text {
     size_t n;
     srv_html *html;    /* tag_handling html: its tree */
     struct _xmlDoc *xml;       /* tag_handling xml: its tree under a root of ours */
+    size_t decl_n;             /* xml: its "<?xml ...?>" declaration's bytes (kept) */
     int seg0, n_segs;
     char lang[16];     /* its source language (ours) */
     int copy;          /* already in the target language */
