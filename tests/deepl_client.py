@@ -167,6 +167,10 @@ def markup(url, tr):
     expect = (f'<p>{want[0]} <b>{want[1]}</b>{want[2]}</p><code>x = 1</code>'
               f'<p>{want[3]}</p>')
     check(r.text == expect, f"tag_handling html: each text node, <code> ignored ({r.text!r})")
+    r = tr.translate_text("<p>  The house\nis small. </p>", target_lang="DE", tag_handling="html")
+    want = native(url, ["The house is small."], "en", "de")[0]
+    check(r.text == f"<p>  {want} </p>",
+          f"tag_handling html, nonewlines by default: a node's lines one sentence ({r.text!r})")
     xml = ('<doc><t>The house is small.</t><skip>The house is small.</skip>'
            '<t>I like <x id="1"/>cats.</t></doc>')
     r = tr.translate_text(xml, target_lang="DE", tag_handling="xml", ignore_tags="skip",

@@ -368,6 +368,7 @@ static int add_seg(srv_req *r, dl_req *d, xmlNode *node, const char *t, size_t n
         d->segs = p;
         d->cap_segs = cap;
     }
+    size_t lead = node ? (size_t)(t - (const char *)node->content) : 0;
     if (d->split == SPLIT_NONEWLINES && (memchr(t, '\n', n) || memchr(t, '\r', n))) {
         char *c = srv_call_strndup(r->call, t, n);
         if (!c)
@@ -377,7 +378,8 @@ static int add_seg(srv_req *r, dl_req *d, xmlNode *node, const char *t, size_t n
                 c[i] = ' ';
         t = c;
     }
-    d->segs[d->n_segs++] = (dl_seg){.node = node, .text = t, .len = n, .text_idx = -1};
+    d->segs[d->n_segs++] =
+        (dl_seg){.node = node, .text = t, .len = n, .lead = lead, .text_idx = -1};
     return 0;
 }
 
@@ -652,7 +654,7 @@ static char *markup_text(srv_req *r, dl_req *d, dl_text *x)
         json_t *v = seg_value(r, sg);
         const char *c = (const char *)sg->node->content;
         /* the white space around the unit's text stays */
-        size_t lead = (size_t)(sg->text - c), tail = strlen(c) - lead - sg->len;
+        size_t lead = sg->lead, tail = strlen(c) - lead - sg->len;
         size_t vn = v ? json_string_length(v) : 0;
         char *t = v ? malloc(lead + vn + tail + 1) : NULL;
         if (t) {

@@ -47,6 +47,8 @@ typedef struct dl_seg {
     struct _xmlNode *node;     /* markup: its text node, else NULL */
     const char *text;  /* what the model translates */
     size_t len;
+    size_t lead;       /* markup: where the unit starts in its node's text (the
+                          white space before it stays; text may be a copy) */
     int text_idx;      /* among the request's texts (translate.h), -1: copied */
 } dl_seg;
 
