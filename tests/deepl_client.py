@@ -329,6 +329,38 @@ def quota(daemon, models):
         d.stop()
 
 
+def progress(daemon, models):
+    """A document seen while it translates: its status and seconds_remaining
+    (each decoding step slowed, one sentence a batch)."""
+    d = Daemon(daemon, models, "--test-step-delay-ms", "30", "--max-batch-size", "1")
+    try:
+        tr = deepl.Translator(KEY, server_url=d.url)
+        lines = ["The house is small.", "I like cats.", "Open the window.",
+                 "The weather is nice today.", "The cat is in the house.",
+                 "We are going to the beach.", "The window is open.", "I like the house."]
+        h = tr.translate_document_upload("\n".join(lines), target_lang="DE", filename="p.txt")
+        seen, remaining = [], []
+        while True:
+            s = tr.translate_document_get_status(h)
+            seen.append(s.status.value)
+            if s.status.value == "translating" and s.seconds_remaining is not None:
+                remaining.append(s.seconds_remaining)
+            if s.status.value in ("done", "error"):
+                break
+            time.sleep(0.02)
+        check(seen[-1] == "done" and "translating" in seen
+              and set(seen) <= {"queued", "translating", "done"},
+              f"a document's statuses while it translates: {sorted(set(seen))}")
+        check(remaining and all(isinstance(x, int) and x >= 1 for x in remaining),
+              f"translating: seconds_remaining given once a sentence is done ({remaining[:5]})")
+        out = io.BytesIO()
+        tr.translate_document_download(h, out)
+        check(out.getvalue().decode().split("\n") == native(d.url, lines, "en", "de"),
+              "the slowed document's result")
+    finally:
+        d.stop()
+
+
 def main():
     daemon, models = sys.argv[1], sys.argv[2]
     d = Daemon(daemon, models)
@@ -351,6 +383,7 @@ def main():
     finally:
         d.stop()
     quota(daemon, models)
+    progress(daemon, models)
     print(f"deepl_client: {failures} failure(s)")
     return 1 if failures else 0
 

@@ -39,6 +39,11 @@ typedef struct dl_doc {
     long billed;
     double expires;               /* done or failed: forgotten after (--file-ttl-s) */
     int downloaded;               /* its result was downloaded: not again, as DeepL's */
+    /* translating: its detached call while its jobs are out (their holds
+     * are the jobs not done), how many, since when */
+    srv_call *call;
+    int n_jobs;
+    double t_jobs;
     char error[200];
 } dl_doc;
 
@@ -96,9 +101,39 @@ static void doc_set(const srv_server *s, const char *id, dl_doc_state st, long b
         d->billed = billed;
         if (st == DOC_DONE || st == DOC_ERROR)
             d->expires = srv_now() + s->o.file_ttl_s;
+        d->call = NULL; /* the call goes */
         snprintf(d->error, sizeof d->error, "%s", error ? error : "");
     }
     pthread_mutex_unlock(&g_dmu);
+}
+
+/* Document id's jobs: out on call (n of them, now), or done (call NULL). */
+static void doc_jobs(const char *id, srv_call *call, int n)
+{
+    pthread_mutex_lock(&g_dmu);
+    dl_doc *d = doc_find(id);
+    if (d) {
+        d->call = call;
+        d->n_jobs = n;
+        d->t_jobs = srv_now();
+    }
+    pthread_mutex_unlock(&g_dmu);
+}
+
+/* A translating document's seconds remaining (under g_dmu): its jobs' time
+ * so far times those left over those done; -1 before any is done. After
+ * its jobs, its render: 1. */
+static long doc_remaining(const dl_doc *d)
+{
+    if (!d->call)
+        return d->n_jobs > 0 ? 1 : -1;
+    int left = atomic_load(&d->call->holds);
+    left = left < d->n_jobs ? left : d->n_jobs;
+    int done = d->n_jobs - left;
+    if (done <= 0)
+        return -1;
+    double s = (srv_now() - d->t_jobs) * left / done;
+    return (long)s + 1;
 }
 
 /* ---- documents: the steps of a detached call ---------------------------------------- */
@@ -339,10 +374,11 @@ static void doc_drive(srv_req *r)
     switch (d->lr.step) {
     case LIBRE_STEP_PARSE:
         rc = doc_parsed(r);
-        if (rc == 1)
-            rc = srv_api_submit(r) == SRV_NEXT_PENDING ? 2 : 0;
+        if (rc == 1 && (rc = srv_api_submit(r) == SRV_NEXT_PENDING ? 2 : 0) == 2)
+            doc_jobs(d->doc_id, r->call, r->n_jobs); /* under the step's hold */
         break;
     case LIBRE_STEP_JOBS:
+        doc_jobs(d->doc_id, NULL, r->n_jobs);
         rc = !srv_api_jobs_failed(r) && doc_step(r, LIBRE_STEP_RENDER, SRV_DOC_NEXT) ? 2 : 0;
         break;
     default:
@@ -634,6 +670,7 @@ void srv_deepl_document_status(srv_req *r, json_t *f)
     dl_doc *d = doc_find(id);
     int key_ok = d && same_secret(d->key, key);
     dl_doc copy = key_ok ? *d : (dl_doc){.state = DOC_FREE};
+    long remaining = key_ok && d->state == DOC_TRANSLATING ? doc_remaining(d) : -1;
     if (result && copy.state == DOC_DONE)
         d->downloaded = 1; /* once: its status stays, its result is gone */
     pthread_mutex_unlock(&g_dmu);
@@ -646,6 +683,8 @@ void srv_deepl_document_status(srv_req *r, json_t *f)
         json_t *o = json_pack("{s:s,s:s}", "document_id", id, "status", k_states[copy.state]);
         if (o && copy.state == DOC_DONE)
             json_object_set_new(o, "billed_characters", json_integer(copy.billed));
+        if (o && remaining >= 0)
+            json_object_set_new(o, "seconds_remaining", json_integer(remaining));
         if (o && copy.state == DOC_ERROR)
             json_object_set_new(o, "error_message", json_string(copy.error));
         srv_req_object(r, 200, o);
