@@ -25,6 +25,7 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+from html.parser import HTMLParser
 from xml.etree import ElementTree
 
 import deepl
@@ -107,6 +108,25 @@ def native(url, texts, src, tgt, split=True):
     return [t["text"] for t in j["translations"]]
 
 
+class Parts(HTMLParser):
+    """The elements of an HTML fragment in order, and each top element's text."""
+
+    def __init__(self):
+        super().__init__()
+        self.tags, self.text, self.top = [], {}, []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append(tag)
+        self.top.append(tag)
+
+    def handle_endtag(self, tag):
+        self.top.pop()
+
+    def handle_data(self, data):
+        if self.top:
+            self.text[self.top[0]] = self.text.get(self.top[0], "") + data
+
+
 def texts(url, tr):
     one = "The house is small."
     r = tr.translate_text(one, target_lang="DE")
@@ -160,6 +180,7 @@ def texts(url, tr):
 
 
 def markup(url, tr):
+    # with ignore_tags, each text node alone, the ignored elements as they are
     html = '<p>The house is <b>small</b>.</p><code>x = 1</code><p>I like cats.</p>'
     r = tr.translate_text(html, target_lang="DE", tag_handling="html", ignore_tags=["code"])
     units = ["The house is", "small", ".", "I like cats."]
@@ -167,10 +188,21 @@ def markup(url, tr):
     expect = (f'<p>{want[0]} <b>{want[1]}</b>{want[2]}</p><code>x = 1</code>'
               f'<p>{want[3]}</p>')
     check(r.text == expect, f"tag_handling html: each text node, <code> ignored ({r.text!r})")
-    r = tr.translate_text("<p>  The house\nis small. </p>", target_lang="DE", tag_handling="html")
     want = native(url, ["The house is small."], "en", "de")[0]
-    check(r.text == f"<p>  {want} </p>",
-          f"tag_handling html, nonewlines by default: a node's lines one sentence ({r.text!r})")
+    for th in ("html", "xml"):
+        r = tr.translate_text("<p>  The house\nis small. </p>", target_lang="DE", tag_handling=th)
+        check(r.text == f"<p>  {want} </p>",
+              f"tag_handling {th}, nonewlines by default: a node's lines one sentence ({r.text!r})")
+    # without ignore_tags, HTML as the documents read it: a paragraph's
+    # sentences whole, its inline markup on the words that translate it
+    html = '<p>The house is <b>small</b> and I like <i>cats</i>.</p><code>x = 1</code>'
+    r = tr.translate_text(html, target_lang="DE", tag_handling="html")
+    parts = Parts()
+    parts.feed(r.text)
+    want = native(url, ["The house is small and I like cats."], "en", "de")[0]
+    check(parts.tags == ["p", "b", "i", "code"] and parts.text["p"] == want
+          and parts.text["code"] == "x = 1",
+          f"tag_handling html: a paragraph translated whole, its <b> and <i> kept ({r.text!r})")
     xml = ('<doc><t>The house is small.</t><skip>The house is small.</skip>'
            '<t>I like <x id="1"/>cats.</t></doc>')
     r = tr.translate_text(xml, target_lang="DE", tag_handling="xml", ignore_tags="skip",

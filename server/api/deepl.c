@@ -7,8 +7,10 @@
  * the language the models serve ("en", "pt"), ZH-HANT is "zt"; answers
  * give DeepL's codes back (detected_source_language "EN").
  *
- * /v2/translate: each text is a unit (tag_handling: each text node of its
- * markup outside ignore_tags), source_lang given or detected per text, the
+ * /v2/translate: each text is a unit (tag_handling html: each paragraph,
+ * as an .html document's, its inline markup placed by the alignment; xml,
+ * or html with ignore_tags: each text node outside the ignored elements),
+ * source_lang given or detected per text, the
  * units that need the model the request's texts (translate.h) as for the
  * other dialects; split_sentences 0 makes each unit one job, nonewlines
  * joins a unit's lines before it is split into sentences, 1 (the default
@@ -107,6 +109,7 @@ void srv_deepl_free(srv_req *r)
     srv_subtitles_free(lr->subs, lr->n_subs);
     for (int i = 0; i < d->n_texts; i++) {
         srv_html_free(d->texts[i].html);
+        srv_office_free(d->texts[i].office);
         if (d->texts[i].xml)
             xmlFreeDoc(d->texts[i].xml);
     }
@@ -448,6 +451,17 @@ static int text_units(srv_req *r, dl_req *d, int i)
         rc = add_seg(r, d, NULL, x->src, x->n);
     } else if (x->n > 0x7fffffff) {
         rc = -2;
+    } else if (d->tags == TAGS_HTML && d->n_ignore == 0) {
+        /* as an .html document: each paragraph whole sentences, its inline
+         * markup placed on the words that translate it (office.h) */
+        char why[256];
+        rc = srv_office_parse(x->src, x->n, ".html", &x->office, why, sizeof why);
+        for (int k = 0; rc == 0 && k < srv_office_n(x->office); k++) {
+            const char *u = srv_office_source(x->office, k);
+            rc = add_seg(r, d, NULL, u, strlen(u));
+            if (rc == 0)
+                d->segs[d->n_segs - 1].styled = srv_office_styled(x->office, k);
+        }
     } else if (d->tags == TAGS_HTML) {
         char why[256];
         rc = srv_html_parse_tree(x->src, x->n, &x->html, why, sizeof why);
@@ -504,6 +518,31 @@ static int route_texts(srv_req *r, dl_req *d, const char *src, const char *tgt)
     return 0;
 }
 
+/* The jobs of a paragraph of several styles capture the attention of the
+ * model's last layer: their words' alignment places the markup. */
+static void align_jobs(srv_req *r, dl_req *d)
+{
+    static const int k_last[] = {-1};
+    td_decode_opts *o = &d->lr.span_opts;
+    *o = r->opts;
+    o->return_attention = 1;
+    o->attn_layers = k_last;
+    o->n_attn_layers = 1;
+    o->attn_heads = NULL;
+    o->n_attn_heads = 0;
+    for (int i = 0; i < d->n_segs; i++) {
+        const dl_seg *sg = &d->segs[i];
+        if (!sg->styled || sg->text_idx < 0)
+            continue;
+        const srv_split *sp = srv_api_split_of(r, sg->text_idx);
+        for (int s = 0; s < (sp ? sp->n : 1); s++) {
+            int j = sp ? sp->job[s] : r->text_job[sg->text_idx];
+            if (j >= 0)
+                r->jobs[j].opts = o;
+        }
+    }
+}
+
 /* The units of the texts not copied into the model's jobs: 1 to submit
  * them, 0 answered (an error, or nothing for the model). */
 static int text_jobs(srv_req *r, dl_req *d)
@@ -530,6 +569,8 @@ static int text_jobs(srv_req *r, dl_req *d)
         r->opts.num_hypotheses = 1;
         r->no_split = d->split == SPLIT_NONE;
         rc = srv_api_make_jobs(r, texts, lens, n, "text");
+        if (rc == 1)
+            align_jobs(r, d);
         if (!rc && r->call->status == 422)
             r->call->status = 413; /* DeepL's status for a request too large */
     } else if (r->model) {
@@ -644,9 +685,40 @@ static json_t *seg_value(srv_req *r, const dl_seg *sg)
                              : json_stringn(sg->text, sg->len);
 }
 
+/* An .html text's paragraphs translated, its markup placed (malloc'd,
+ * NUL-terminated), or NULL. */
+static char *office_text(srv_req *r, dl_req *d, dl_text *x)
+{
+    for (int k = 0; k < x->n_segs; k++) {
+        const dl_seg *sg = &d->segs[x->seg0 + k];
+        json_t *v = seg_value(r, sg);
+        srv_align *al = NULL;
+        int nb = v && sg->styled && sg->text_idx >= 0
+                     ? srv_api_text_align(r, sg->text_idx, sg->text, sg->len, &al)
+                     : 0;
+        int rc = v && nb >= 0 ? srv_office_set(x->office, k, json_string_value(v), al, nb) : -1;
+        srv_align_free(al, nb);
+        json_decref(v);
+        if (rc != 0)
+            return NULL;
+    }
+    char why[256];
+    size_t len = 0;
+    char *out = srv_office_render(x->office, &len, why, sizeof why);
+    char *t = out ? malloc(len + 1) : NULL;
+    if (t) {
+        memcpy(t, out, len);
+        t[len] = 0;
+    }
+    free(out);
+    return t;
+}
+
 /* A text of markup with its units' translations in place (malloc'd). */
 static char *markup_text(srv_req *r, dl_req *d, dl_text *x)
 {
+    if (x->office)
+        return office_text(r, d, x);
     for (int k = 0; k < x->n_segs; k++) {
         const dl_seg *sg = &d->segs[x->seg0 + k];
         if (sg->text_idx < 0)

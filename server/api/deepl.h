@@ -50,12 +50,14 @@ typedef struct dl_seg {
     size_t lead;       /* markup: where the unit starts in its node's text (the
                           white space before it stays; text may be a copy) */
     int text_idx;      /* among the request's texts (translate.h), -1: copied */
+    int styled;        /* html: a paragraph of several styles (its jobs align) */
 } dl_seg;
 
 typedef struct dl_text {
     const char *src;   /* as given */
     size_t n;
-    srv_html *html;    /* tag_handling html: its tree */
+    srv_html *html;    /* tag_handling html with ignore_tags: its tree */
+    srv_office *office; /* tag_handling html: its paragraphs (office.h) */
     struct _xmlDoc *xml;       /* tag_handling xml: its tree under a root of ours */
     size_t decl_n;             /* xml: its "<?xml ...?>" declaration's bytes (kept) */
     int seg0, n_segs;
