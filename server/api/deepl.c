@@ -480,6 +480,30 @@ static int text_units(srv_req *r, dl_req *d, int i)
     return rc ? -1 : 0;
 }
 
+/* Text x's language (srv_deepl_detect), over its units' text: markup
+ * is no language. */
+static int detect_text(srv_req *r, const dl_req *d, dl_text *x, const char *tgt)
+{
+    if (d->tags == TAGS_NONE)
+        return srv_deepl_detect(r, x->src, x->n, tgt, x->lang, sizeof x->lang);
+    size_t n = 0;
+    for (int k = 0; k < x->n_segs; k++)
+        n += d->segs[x->seg0 + k].len + 1;
+    char *t = malloc(n + 1), *w = t;
+    if (!t)
+        return -2;
+    for (int k = 0; k < x->n_segs; k++) {
+        const dl_seg *sg = &d->segs[x->seg0 + k];
+        memcpy(w, sg->text, sg->len);
+        w += sg->len;
+        *w++ = '\n';
+    }
+    *w = 0;
+    int rc = srv_deepl_detect(r, t, (size_t)(w - t), tgt, x->lang, sizeof x->lang);
+    free(t);
+    return rc;
+}
+
 /* Each text's source language: the one given, else detected among the
  * sources of the models into tgt; a text in tgt is copied. The model of
  * the others (one source language). 0, or -1 with the error. */
@@ -490,7 +514,7 @@ static int route_texts(srv_req *r, dl_req *d, const char *src, const char *tgt)
         dl_text *x = &d->texts[i];
         if (src[0])
             snprintf(x->lang, sizeof x->lang, "%s", src);
-        else if ((rc = srv_deepl_detect(r, x->src, x->n, tgt, x->lang, sizeof x->lang)) != 0) {
+        else if ((rc = detect_text(r, d, x, tgt)) != 0) {
             if (rc == -2)
                 dl_error(r, 500, "out of memory");
             else
