@@ -393,6 +393,46 @@ def progress(daemon, models):
         d.stop()
 
 
+def full_queue(daemon, models, tmp):
+    """Uploads past --document-queue while the one document thread is held
+    (--test-document-gate): 429 with Retry-After, and the accepted ones
+    translated once the gate opens."""
+    gate = tmp / "gate"
+    d = Daemon(daemon, models, "--document-threads", "1", "--document-queue", "1",
+               "--test-document-gate", str(gate))
+    try:
+        tr = deepl.Translator(KEY, server_url=d.url)
+        auth = {"Authorization": f"DeepL-Auth-Key {KEY}"}
+        accepted, refused = [], None
+        for i in range(6):
+            body = (b"--b\r\nContent-Disposition: form-data; name=\"target_lang\"\r\n\r\nDE\r\n"
+                    b"--b\r\nContent-Disposition: form-data; name=\"file\"; filename=\"q.txt\"\r\n"
+                    b"Content-Type: text/plain\r\n\r\nI like cats.\r\n--b--\r\n")
+            req = urllib.request.Request(d.url + "/v2/document", data=body, headers=dict(
+                auth, **{"Content-Type": "multipart/form-data; boundary=b"}))
+            try:
+                with urllib.request.urlopen(req) as r:
+                    j = json.loads(r.read())
+                    accepted.append(deepl.DocumentHandle(j["document_id"], j["document_key"]))
+            except urllib.error.HTTPError as e:
+                refused = (e.code, e.headers.get("Retry-After"), json.loads(e.read()))
+                break
+        check(refused and refused[0] == 429 and refused[1] == "1" and set(refused[2]) == {"message"},
+              f"an upload past --document-queue -> 429, Retry-After ({refused})")
+        gate.write_text("")
+        want = native(d.url, ["I like cats."], "en", "de")[0]
+        got = []
+        for h in accepted:
+            tr.translate_document_wait_until_done(h)
+            out = io.BytesIO()
+            tr.translate_document_download(h, out)
+            got.append(out.getvalue().decode())
+        check(accepted and got == [want] * len(accepted),
+              f"the {len(accepted)} accepted uploads translated once the thread is free")
+    finally:
+        d.stop()
+
+
 def main():
     daemon, models = sys.argv[1], sys.argv[2]
     d = Daemon(daemon, models)
@@ -416,6 +456,8 @@ def main():
         d.stop()
     quota(daemon, models)
     progress(daemon, models)
+    with tempfile.TemporaryDirectory() as tmp:
+        full_queue(daemon, models, Path(tmp))
     print(f"deepl_client: {failures} failure(s)")
     return 1 if failures else 0
 

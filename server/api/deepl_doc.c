@@ -613,6 +613,7 @@ void srv_deepl_document_upload(srv_req *r, json_t *f, const srv_form_file *file)
      * done and freed before this answer): its id copied first */
     char id[33];
     memcpy(id, d->doc_id, sizeof id);
+    srv_call_hold(dr->call, 1); /* the upload's own: a refused step's release resumes nothing */
     if (!doc_step(dr, LIBRE_STEP_PARSE, SRV_DOC_FIRST)) {
         /* the refusal is the upload's answer; its document never was */
         srv_call_answer(r->call, dr->call->status, "application/json");
@@ -624,6 +625,7 @@ void srv_deepl_document_upload(srv_req *r, json_t *f, const srv_form_file *file)
         doc_set(r->s, id, DOC_FREE, 0, NULL);
         return;
     }
+    srv_call_release(dr->call); /* the parse may be done already: resumed */
     srv_req_object(r, 200, json_pack("{s:s,s:s}", "document_id", id, "document_key", key));
 }
 
