@@ -1,29 +1,15 @@
 /*
- * deepl.c - the DeepL API v2 dialect (deepl.h).
+ * deepl.c - the DeepL API v2 dialect's routes (deepl.h) and its documents: the upload, its
+ * detached call's steps (parse, jobs, render, as libre_doc.h does them for
+ * /translate_file), the table of documents, their status and result.
  *
- * Fields come as LibreTranslate's do (form.h: JSON, a form, multipart, the
- * query string), so a repeated form key "text" is a list as a JSON array
- * is. Languages are DeepL's codes: a target's variant (EN-GB, PT-BR) names
- * the language the models serve ("en", "pt"), ZH-HANT is "zt"; answers
- * give DeepL's codes back (detected_source_language "EN").
- *
- * /v2/translate: each text is a unit (tag_handling html: each paragraph,
- * as an .html document's, its inline markup placed by the alignment; xml,
- * or html with ignore_tags: each text node outside the ignored elements),
- * source_lang given or detected per text, the
- * units that need the model the request's texts (translate.h) as for the
- * other dialects; split_sentences 0 makes each unit one job, nonewlines
- * joins a unit's lines before it is split into sentences, 1 (the default
- * without tag_handling) splits at sentences and line breaks.
- *
- * Documents are deepl_doc.c's.
- *
- * Usage: the characters of every text and document translated (their
- * source, markup included, as DeepL bills them) counted for the daemon's
- * key (it has one), refused with 456 past --deepl-character-limit, given
- * back when the translation fails.
+ * A document runs on a call of its own, made here and never seen by the
+ * transport ("detached"): its upload is answered with its id and key once
+ * its parse is queued, and each step resumes it on this file's document
+ * thread, which takes the next step; the result goes to the file store
+ * and the table says queued, translating, done or error. A document still
+ * running when the daemon drains is lost with it (its steps stop).
  */
-#include <ctype.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -32,905 +18,686 @@
 #include <strings.h>
 
 #include <jansson.h>
-#include <libxml/parser.h>
-#include <libxml/tree.h>
 
+#include "clock.h"
 #include "deepl.h"
 #include "files.h"
 #include "form.h"
 #include "languages.h"
-#include "libre_doc.h"
 #include "models.h"
 #include "translate.h"
 
-#define DL_MAX_TEXTS 50        /* texts of one /v2/translate, as DeepL */
-#define DL_MAX_TAGS 256        /* names of one of the tag lists */
-#define DL_UNLIMITED 1000000000000LL /* character_limit without a limit, as DeepL's */
+#define DL_DOCS 1024 /* documents the table keeps */
 
-/* ---- the daemon's usage --------------------------------------------------------------- */
+/* ---- the table of documents ----------------------------------------------------- */
 
-static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
-static long long g_chars;      /* characters translated */
+typedef enum dl_doc_state { DOC_FREE = 0, DOC_QUEUED, DOC_TRANSLATING, DOC_DONE, DOC_ERROR } dl_doc_state;
 
-/* Takes n characters of the quota: 0, or -1 when they would pass the limit. */
-int srv_deepl_usage_take(const srv_server *s, long n)
+typedef struct dl_doc {
+    dl_doc_state state;
+    char id[33], key[65];
+    char name[SRV_FILE_NAME_MAX]; /* the translated file in the store */
+    long billed;
+    double expires;               /* done or failed: forgotten after (--file-ttl-s) */
+    int downloaded;               /* its result was downloaded: not again, as DeepL's */
+    /* translating: its detached call while its jobs are out (their holds
+     * are the jobs not done), how many, since when */
+    srv_call *call;
+    int n_jobs;
+    double t_jobs;
+    char error[200];
+} dl_doc;
+
+static pthread_mutex_t g_dmu = PTHREAD_MUTEX_INITIALIZER;
+static dl_doc g_docs[DL_DOCS];
+
+/* Whether a and b are equal, in time independent of where they differ. */
+static int same_secret(const char *a, const char *b)
 {
-    pthread_mutex_lock(&g_mu);
-    long long lim = s->o.deepl_char_limit;
-    int ok = !lim || g_chars + n <= lim;
-    if (ok)
-        g_chars += n;
-    pthread_mutex_unlock(&g_mu);
-    return ok ? 0 : -1;
+    size_t al = strlen(a), bl = strlen(b);
+    unsigned char d = al != bl;
+    for (size_t i = 0; i < al; i++)
+        d |= (unsigned char)(a[i] ^ (i < bl ? b[i] : 0));
+    return d == 0;
 }
 
-void srv_deepl_usage_give_back(long n)
+/* A slot for a new document (under g_dmu): a free one, else the oldest
+ * finished one; NULL when every slot's document is in flight. */
+static dl_doc *doc_slot(void)
 {
-    pthread_mutex_lock(&g_mu);
-    g_chars -= n;
-    pthread_mutex_unlock(&g_mu);
+    double now = srv_now();
+    dl_doc *old = NULL;
+    for (int i = 0; i < DL_DOCS; i++) {
+        dl_doc *d = &g_docs[i];
+        if (d->state == DOC_FREE || ((d->state == DOC_DONE || d->state == DOC_ERROR) &&
+                                     d->expires <= now))
+            return d;
+        if ((d->state == DOC_DONE || d->state == DOC_ERROR) && (!old || d->expires < old->expires))
+            old = d;
+    }
+    return old;
 }
 
-/* Whether the quota is spent already. */
-int srv_deepl_usage_spent(const srv_server *s)
+/* The document of id (under g_dmu), or NULL. */
+static dl_doc *doc_find(const char *id)
 {
-    pthread_mutex_lock(&g_mu);
-    int spent = s->o.deepl_char_limit && g_chars >= s->o.deepl_char_limit;
-    pthread_mutex_unlock(&g_mu);
-    return spent;
+    double now = srv_now();
+    for (int i = 0; i < DL_DOCS; i++) {
+        dl_doc *d = &g_docs[i];
+        if (d->state != DOC_FREE && !strcmp(d->id, id) &&
+            !((d->state == DOC_DONE || d->state == DOC_ERROR) && d->expires <= now))
+            return d;
+    }
+    return NULL;
 }
 
-/* The characters (not bytes) of n bytes of UTF-8. */
-long srv_deepl_chars(const char *t, size_t n)
+/* Sets document id's state (any thread); error: its message, or NULL. */
+static void doc_set(const srv_server *s, const char *id, dl_doc_state st, long billed,
+                    const char *error)
 {
-    long c = 0;
-    for (size_t i = 0; i < n; i++)
-        c += ((unsigned char)t[i] & 0xC0) != 0x80;
-    return c;
+    pthread_mutex_lock(&g_dmu);
+    dl_doc *d = doc_find(id);
+    if (d) {
+        d->state = st;
+        d->billed = billed;
+        if (st == DOC_DONE || st == DOC_ERROR)
+            d->expires = srv_now() + s->o.file_ttl_s;
+        d->call = NULL; /* the call goes */
+        snprintf(d->error, sizeof d->error, "%s", error ? error : "");
+    }
+    pthread_mutex_unlock(&g_dmu);
 }
 
-/* ---- a request's state ------------------------------------------------------ */
+/* Document id's jobs: out on call (n of them, now), or done (call NULL). */
+static void doc_jobs(const char *id, srv_call *call, int n)
+{
+    pthread_mutex_lock(&g_dmu);
+    dl_doc *d = doc_find(id);
+    if (d) {
+        d->call = call;
+        d->n_jobs = n;
+        d->t_jobs = srv_now();
+    }
+    pthread_mutex_unlock(&g_dmu);
+}
 
+/* A translating document's seconds remaining (under g_dmu): its jobs' time
+ * so far times those left over those done; -1 before any is done. After
+ * its jobs, its render: 1. */
+static long doc_remaining(const dl_doc *d)
+{
+    if (!d->call)
+        return d->n_jobs > 0 ? 1 : -1;
+    int left = atomic_load(&d->call->holds);
+    left = left < d->n_jobs ? left : d->n_jobs;
+    int done = d->n_jobs - left;
+    if (done <= 0)
+        return -1;
+    double s = (srv_now() - d->t_jobs) * left / done;
+    return (long)s + 1;
+}
 
-void srv_deepl_free(srv_req *r)
+/* ---- documents: the steps of a detached call ---------------------------------------- */
+
+static void doc_enqueue(dl_req *d);
+
+static void detached_resume(srv_call *c)
+{
+    srv_req *r = c->api;
+    doc_enqueue(r->state);
+}
+
+static const srv_call_io k_detached_io = {.resume = detached_resume};
+
+/* The document's own row: DeepL's errors, a file's limits and feed. */
+static const srv_route k_doc_route = {"POST", "/v2/document", SRV_EP_DEEPL_DOCUMENT,
+                                      SRV_ROUTE_MESSAGE | SRV_ROUTE_FILE, NULL, NULL, NULL};
+
+static void doc_run(srv_doc_outcome why, void *ud)
+{
+    srv_req *r = ud;
+    dl_req *d = r->state;
+    srv_libre_req *lr = &d->lr;
+    lr->outcome = why;
+    if (why == SRV_DOC_RUN && lr->step == LIBRE_STEP_PARSE) {
+        doc_set(r->s, d->doc_id, DOC_TRANSLATING, 0, NULL);
+        lr->doc_rc = srv_libre_file_items(lr, lr->why, sizeof lr->why);
+    } else if (why == SRV_DOC_RUN) {
+        lr->out = srv_libre_file_render(r, &lr->out_len, lr->why, sizeof lr->why);
+    }
+    srv_call_release(r->call);
+}
+
+/* Hands step to the document threads under a hold: 1, or 0 with the
+ * refusal recorded. */
+static int doc_step(srv_req *r, int step, int kind)
 {
     dl_req *d = r->state;
-    if (!d)
-        return;
-    srv_libre_req *lr = &d->lr;
-    for (int i = 0; i < lr->n_items; i++) {
-        srv_html_free(lr->items[i].doc);
-        srv_catalog_free(lr->items[i].cat);
-        srv_office_free(lr->items[i].office);
-    }
-    free(lr->items);
-    free(lr->segs);
-    free(lr->out);
-    srv_subtitles_free(lr->subs, lr->n_subs);
-    for (int i = 0; i < d->n_texts; i++) {
-        srv_html_free(d->texts[i].html);
-        srv_office_free(d->texts[i].office);
-        if (d->texts[i].xml)
-            xmlFreeDoc(d->texts[i].xml);
-    }
-    free(d->texts);
-    free(d->segs);
-    free(d->upload);
-    json_decref(d->fields);
-    free(d);
-}
-
-static dl_req *new_state(srv_req *r, json_t *fields)
-{
-    dl_req *d = calloc(1, sizeof *d);
-    if (!d) {
-        json_decref(fields);
-        dl_error(r, 500, "out of memory");
-        return NULL;
-    }
-    d->fields = fields;
-    r->state = d;
-    r->dialect_free = srv_deepl_free;
-    return d;
-}
-
-/* ---- fields ------------------------------------------------------------------- */
-
-/* "Authorization: DeepL-Auth-Key KEY" against the daemon's key: 1, or 0
- * with DeepL's 403 recorded. */
-static int auth_ok(srv_req *r)
-{
-    const char *a = srv_call_header(r->call, "Authorization");
-    const char *given = NULL;
-    if (a && !strncasecmp(a, "DeepL-Auth-Key ", 15)) {
-        given = a + 15;
-        while (*given == ' ')
-            given++;
-    }
-    if (srv_api_key_ok(r->s, given))
+    d->lr.step = step;
+    d->lr.task = (srv_doc_task){.run = doc_run, .ud = r,
+                                .deadline = r->call->t0 + srv_req_timeout_s(r)};
+    srv_call_hold(r->call, 1);
+    srv_doc_submit_rc rc = r->s->docs ? srv_docpool_submit(r->s->docs, &d->lr.task, kind)
+                                      : SRV_DOC_STOPPED;
+    if (rc == SRV_DOC_QUEUED)
         return 1;
-    dl_error(r, 403, "Authorization failure: %s",
-             given ? "the DeepL-Auth-Key is not this server's key"
-                   : "send Authorization: DeepL-Auth-Key KEY");
-    return 0;
-}
-
-/* A string field (a one-element list as its element), NULL when absent:
- * 0, or -1 with a 400 naming it. */
-int srv_deepl_field_str(srv_req *r, json_t *f, const char *key, const char **out)
-{
-    json_t *v = json_object_get(f, key);
-    *out = NULL;
-    if (json_is_array(v) && json_array_size(v) == 1)
-        v = json_array_get(v, 0);
-    if (!v || json_is_null(v))
-        return 0;
-    if (!json_is_string(v) || strlen(json_string_value(v)) != json_string_length(v)) {
-        dl_error(r, 400, "Value for '%s' not supported.", key);
-        return -1;
-    }
-    *out = json_string_value(v);
-    return 0;
-}
-
-/* A boolean field: JSON's, 0/1, or a form's "0", "1", "true", "false":
- * 0 or 1, dflt when absent, -1 with a 400 naming it. */
-static int field_bool(srv_req *r, json_t *f, const char *key, int dflt)
-{
-    json_t *v = json_object_get(f, key);
-    if (!v || json_is_null(v))
-        return dflt;
-    if (json_is_boolean(v))
-        return json_is_true(v);
-    if (json_is_integer(v) && (json_integer_value(v) == 0 || json_integer_value(v) == 1))
-        return (int)json_integer_value(v);
-    const char *s = json_is_string(v) ? json_string_value(v) : "?";
-    if (!strcmp(s, "1") || !strcmp(s, "true"))
-        return 1;
-    if (!strcmp(s, "0") || !strcmp(s, "false"))
-        return 0;
-    dl_error(r, 400, "Value for '%s' not supported.", key);
-    return -1;
-}
-
-/* A list of tag names: a JSON array of strings or strings of names
- * separated by commas, into *out (the arena). 0, or -1 with a 400. */
-static int field_tags(srv_req *r, json_t *f, const char *key, char ***out, int *n)
-{
-    json_t *v = json_object_get(f, key);
-    *out = NULL;
-    *n = 0;
-    if (!v || json_is_null(v))
-        return 0;
-    size_t nv = json_is_array(v) ? json_array_size(v) : 1;
-    char **names = srv_req_alloc(r, DL_MAX_TAGS, sizeof *names);
-    if (!names) {
-        dl_error(r, 500, "out of memory");
-        return -1;
-    }
-    for (size_t i = 0; i < nv; i++) {
-        json_t *e = json_is_array(v) ? json_array_get(v, i) : v;
-        if (!json_is_string(e) || strlen(json_string_value(e)) != json_string_length(e)) {
-            dl_error(r, 400, "Value for '%s' not supported.", key);
-            return -1;
-        }
-        for (const char *p = json_string_value(e); *p;) {
-            size_t k = strcspn(p, ",");
-            const char *a = p, *b = p + k;
-            while (a < b && isspace((unsigned char)*a))
-                a++;
-            while (b > a && isspace((unsigned char)b[-1]))
-                b--;
-            if (b > a && *n == DL_MAX_TAGS) {
-                dl_error(r, 400, "Value for '%s' not supported: more than %d tags.", key,
-                         DL_MAX_TAGS);
-                return -1;
-            }
-            if (b > a && !(names[(*n)++] = srv_call_strndup(r->call, a, (size_t)(b - a)))) {
-                dl_error(r, 500, "out of memory");
-                return -1;
-            }
-            p += k + (p[k] == ',');
-        }
-    }
-    *out = names;
-    return 0;
-}
-
-/* ---- languages ------------------------------------------------------------------ */
-
-/* DeepL's code as ours ("EN-GB" -> "en", "PT-BR" -> "pt", "ZH-HANT" ->
- * "zt", "DE" -> "de"). */
-static void lang_in(const char *code, char *out, size_t n)
-{
-    char low[32];
-    size_t k = 0;
-    for (; code[k] && k + 1 < sizeof low; k++)
-        low[k] = (char)tolower((unsigned char)code[k]);
-    low[k] = 0;
-    if (!strcmp(low, "zh-hant")) {
-        snprintf(out, n, "zt");
-        return;
-    }
-    char *dash = strchr(low, '-');
-    if (dash)
-        *dash = 0;
-    srv_lang_canon(low, out, n);
-}
-
-/* Our code as DeepL's source code ("de" -> "DE", "zt" -> "ZH"). */
-static void lang_out(const char *code, char *out, size_t n)
-{
-    char c[16];
-    srv_lang_canon(code, c, sizeof c);
-    if (!strcmp(c, "zt"))
-        snprintf(c, sizeof c, "zh");
-    size_t k = 0;
-    for (; c[k] && k + 1 < n; k++)
-        out[k] = (char)toupper((unsigned char)c[k]);
-    out[k] = 0;
-}
-
-int srv_deepl_detect(srv_req *r, const char *t, size_t n, const char *tgt, char *out,
-                     size_t outn)
-{
-    srv_langs L;
-    srv_langs_now(r->s, &L);
-    const char *codes[SRV_LANGS_MAX + 1];
-    int nc = srv_langs_sources(&L, tgt, codes);
-    if (nc == 0)
-        return -1;
-    int has = 0;
-    for (int i = 0; i < nc; i++)
-        has |= srv_lang_same(codes[i], tgt);
-    if (!has)
-        codes[nc++] = tgt;
-    srv_lang_score *sc = malloc((size_t)nc * sizeof *sc);
-    int k = sc ? srv_langid_detect_among(r->s->langid, t, n, codes, nc, sc) : -1;
-    if (k < 0) {
-        free(sc);
-        return -2;
-    }
-    /* none has a fingerprint: the first source */
-    snprintf(out, outn, "%s", k > 0 ? sc[0].lang : codes[0]);
-    free(sc);
-    return 0;
-}
-
-/* source_lang (optional) and target_lang into ours: 0, or -1 with a 400. */
-int srv_deepl_langs(srv_req *r, json_t *f, char *src, char *tgt)
-{
-    const char *s, *t;
-    if (srv_deepl_field_str(r, f, "source_lang", &s) || srv_deepl_field_str(r, f, "target_lang", &t))
-        return -1;
-    if (!t || !*t) {
-        dl_error(r, 400, "Parameter 'target_lang' not specified.");
-        return -1;
-    }
-    srv_langs L;
-    srv_langs_now(r->s, &L);
-    src[0] = 0;
-    if (s && *s) {
-        lang_in(s, src, 16);
-        if (!srv_langs_has(&L, src)) {
-            dl_error(r, 400, "Value for 'source_lang' not supported.");
-            return -1;
-        }
-    }
-    lang_in(t, tgt, 16);
-    const char *any[SRV_LANGS_MAX];
-    if (!srv_langs_has(&L, tgt) || srv_langs_sources(&L, tgt, any) == 0) {
-        dl_error(r, 400, "Value for 'target_lang' not supported.");
-        return -1;
-    }
-    return 0;
-}
-
-/* formality: every target here is one without it, where DeepL takes
- * default and the prefer_ values and refuses more and less. */
-int srv_deepl_formality_ok(srv_req *r, json_t *f)
-{
-    const char *v;
-    if (srv_deepl_field_str(r, f, "formality", &v))
-        return 0;
-    if (!v || !strcmp(v, "default") || !strcmp(v, "prefer_more") || !strcmp(v, "prefer_less"))
-        return 1;
-    if (!strcmp(v, "more") || !strcmp(v, "less"))
-        dl_error(r, 400, "'formality' is not supported for given 'target_lang'.");
+    srv_call_release(r->call);
+    if (rc == SRV_DOC_FULL)
+        dl_error(r, 429, "Too many requests: the document queue is full (--document-queue %d).",
+                 r->s->o.document_queue);
     else
-        dl_error(r, 400, "Value for 'formality' not supported.");
+        dl_error(r, 503, "The server is shutting down.");
     return 0;
 }
 
-/* glossary_id: carried in the request; no glossary exists here yet, so
- * any id is DeepL's unknown glossary. 1 to go on, 0 with the error. */
-int srv_deepl_glossary_ok(srv_req *r, dl_req *d, json_t *f, const char *src)
+/* A dropped step's error (1), else 0. */
+static int doc_dropped(srv_req *r)
 {
-    if (srv_deepl_field_str(r, f, "glossary_id", &d->glossary_id))
+    const dl_req *d = r->state;
+    if (d->lr.outcome == SRV_DOC_RUN)
         return 0;
-    if (!d->glossary_id)
-        return 1;
-    if (!src[0]) {
-        dl_error(r, 400, "Use of a glossary requires the source_lang parameter to be specified.");
-        return 0;
-    }
-    dl_error(r, 404, "Glossary not found: %s", d->glossary_id);
-    return 0;
-}
-
-/* ---- /v2/translate: texts into units -------------------------------------------- */
-
-/* A unit after the others; its line breaks made spaces (nonewlines). */
-static int add_seg(srv_req *r, dl_req *d, xmlNode *node, const char *t, size_t n)
-{
-    if (d->n_segs == d->cap_segs) {
-        int cap = d->cap_segs ? d->cap_segs * 2 : 16;
-        dl_seg *p = realloc(d->segs, (size_t)cap * sizeof *p);
-        if (!p)
-            return -1;
-        d->segs = p;
-        d->cap_segs = cap;
-    }
-    size_t lead = node ? (size_t)(t - (const char *)node->content) : 0;
-    if (d->split == SPLIT_NONEWLINES && (memchr(t, '\n', n) || memchr(t, '\r', n))) {
-        char *c = srv_call_strndup(r->call, t, n);
-        if (!c)
-            return -1;
-        for (size_t i = 0; i < n; i++)
-            if (c[i] == '\n' || c[i] == '\r')
-                c[i] = ' ';
-        t = c;
-    }
-    d->segs[d->n_segs++] =
-        (dl_seg){.node = node, .text = t, .len = n, .lead = lead, .text_idx = -1};
-    return 0;
-}
-
-static int ignored(const dl_req *d, const xmlChar *name, int html)
-{
-    if (html && (!xmlStrcasecmp(name, BAD_CAST "script") || !xmlStrcasecmp(name, BAD_CAST "style")))
-        return 1;
-    for (int i = 0; i < d->n_ignore; i++)
-        if (html ? !xmlStrcasecmp(name, BAD_CAST d->ignore[i])
-                 : !xmlStrcmp(name, BAD_CAST d->ignore[i]))
-            return 1;
-    return 0;
-}
-
-/* Every text node under n (and its siblings) outside the ignored
- * elements, without the white space around it, a unit. */
-static int walk(srv_req *r, dl_req *d, xmlNode *n, int html)
-{
-    for (; n; n = n->next) {
-        if (n->type == XML_ELEMENT_NODE && !ignored(d, n->name, html)) {
-            if (walk(r, d, n->children, html) != 0)
-                return -1;
-        } else if ((n->type == XML_TEXT_NODE || n->type == XML_CDATA_SECTION_NODE) && n->content) {
-            const char *a = (const char *)n->content, *b = a + strlen(a);
-            while (a < b && isspace((unsigned char)*a))
-                a++;
-            while (b > a && isspace((unsigned char)b[-1]))
-                b--;
-            if (b > a && add_seg(r, d, n, a, (size_t)(b - a)) != 0)
-                return -1;
-        }
-    }
-    return 0;
-}
-
-/* A text's XML under a root element of ours (a text may hold several
- * elements and text between them): 0, -2 when it is no XML. */
-static int xml_parse(dl_text *x)
-{
-    static const char k_open[] = "<deepl-root>", k_close[] = "</deepl-root>";
-    /* a whole document's declaration stays in front, as it was */
-    const char *end = x->n > 5 && !memcmp(x->src, "<?xml", 5) ? strstr(x->src, "?>") : NULL;
-    x->decl_n = end && (size_t)(end - x->src) + 2 <= x->n ? (size_t)(end - x->src) + 2 : 0;
-    size_t body = x->n - x->decl_n;
-    size_t n = sizeof k_open - 1 + body + sizeof k_close - 1;
-    char *buf = malloc(n + 1);
-    if (!buf)
-        return -1;
-    memcpy(buf, k_open, sizeof k_open - 1);
-    memcpy(buf + sizeof k_open - 1, x->src + x->decl_n, body);
-    memcpy(buf + sizeof k_open - 1 + body, k_close, sizeof k_close);
-    x->xml = xmlReadMemory(buf, (int)n, NULL, "UTF-8",
-                           XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING);
-    free(buf);
-    return x->xml && xmlDocGetRootElement(x->xml) ? 0 : -2;
-}
-
-/* Text i's units: the text itself, or its markup's text nodes. 0; -1
- * with the error recorded. */
-static int text_units(srv_req *r, dl_req *d, int i)
-{
-    dl_text *x = &d->texts[i];
-    x->seg0 = d->n_segs;
-    int rc = 0;
-    if (d->tags == TAGS_NONE) {
-        rc = add_seg(r, d, NULL, x->src, x->n);
-    } else if (x->n > 0x7fffffff) {
-        rc = -2;
-    } else if (d->tags == TAGS_HTML && d->n_ignore == 0) {
-        /* as an .html document: each paragraph whole sentences, its inline
-         * markup placed on the words that translate it (office.h) */
-        char why[256];
-        rc = srv_office_parse(x->src, x->n, ".html", &x->office, why, sizeof why);
-        for (int k = 0; rc == 0 && k < srv_office_n(x->office); k++) {
-            const char *u = srv_office_source(x->office, k);
-            rc = add_seg(r, d, NULL, u, strlen(u));
-            if (rc == 0)
-                d->segs[d->n_segs - 1].styled = srv_office_styled(x->office, k);
-        }
-    } else if (d->tags == TAGS_HTML) {
-        char why[256];
-        rc = srv_html_parse_tree(x->src, x->n, &x->html, why, sizeof why);
-        if (rc == 0)
-            rc = walk(r, d, srv_html_top(x->html), 1);
-    } else {
-        rc = xml_parse(x);
-        if (rc == 0)
-            rc = walk(r, d, xmlDocGetRootElement(x->xml)->children, 0);
-    }
-    x->n_segs = d->n_segs - x->seg0;
-    if (rc == -2)
-        dl_error(r, 400, "Tag handling parsing failed, please check input (text %d).", i);
-    else if (rc != 0)
-        dl_error(r, 500, "out of memory");
-    return rc ? -1 : 0;
-}
-
-/* Text x's language (srv_deepl_detect), over its units' text: markup
- * is no language. */
-static int detect_text(srv_req *r, const dl_req *d, dl_text *x, const char *tgt)
-{
-    if (d->tags == TAGS_NONE)
-        return srv_deepl_detect(r, x->src, x->n, tgt, x->lang, sizeof x->lang);
-    size_t n = 0;
-    for (int k = 0; k < x->n_segs; k++)
-        n += d->segs[x->seg0 + k].len + 1;
-    char *t = malloc(n + 1), *w = t;
-    if (!t)
-        return -2;
-    for (int k = 0; k < x->n_segs; k++) {
-        const dl_seg *sg = &d->segs[x->seg0 + k];
-        memcpy(w, sg->text, sg->len);
-        w += sg->len;
-        *w++ = '\n';
-    }
-    *w = 0;
-    int rc = srv_deepl_detect(r, t, (size_t)(w - t), tgt, x->lang, sizeof x->lang);
-    free(t);
-    return rc;
-}
-
-/* Each text's source language: the one given, else detected among the
- * sources of the models into tgt; a text in tgt is copied. The model of
- * the others (one source language). 0, or -1 with the error. */
-static int route_texts(srv_req *r, dl_req *d, const char *src, const char *tgt)
-{
-    int rc;
-    for (int i = 0; i < d->n_texts; i++) {
-        dl_text *x = &d->texts[i];
-        if (src[0])
-            snprintf(x->lang, sizeof x->lang, "%s", src);
-        else if ((rc = detect_text(r, d, x, tgt)) != 0) {
-            if (rc == -2)
-                dl_error(r, 500, "out of memory");
-            else
-                dl_error(r, 400, "Value for 'target_lang' not supported.");
-            return -1;
-        }
-        x->copy = srv_lang_same(x->lang, tgt);
-        if (x->copy)
-            continue;
-        if (r->model && !srv_lang_same(x->lang, r->src_lang)) {
-            dl_error(r, 400, "The texts are in several languages (%s, %s): give source_lang.",
-                     r->src_lang, x->lang);
-            return -1;
-        }
-        if (r->model)
-            continue;
-        r->model = srv_models_get_pair(r->s->models, x->lang, tgt);
-        if (!r->model) {
-            dl_error(r, 400, "No model translates %s into %s.", x->lang, tgt);
-            return -1;
-        }
-        snprintf(r->src_lang, sizeof r->src_lang, "%s", x->lang);
-        snprintf(r->tgt_lang, sizeof r->tgt_lang, "%s", tgt);
-    }
-    return 0;
-}
-
-/* The jobs of a paragraph of several styles capture the attention of the
- * model's last layer: their words' alignment places the markup. */
-static void align_jobs(srv_req *r, dl_req *d)
-{
-    static const int k_last[] = {-1};
-    td_decode_opts *o = &d->lr.span_opts;
-    *o = r->opts;
-    o->return_attention = 1;
-    o->attn_layers = k_last;
-    o->n_attn_layers = 1;
-    o->attn_heads = NULL;
-    o->n_attn_heads = 0;
-    for (int i = 0; i < d->n_segs; i++) {
-        const dl_seg *sg = &d->segs[i];
-        if (!sg->styled || sg->text_idx < 0)
-            continue;
-        const srv_split *sp = srv_api_split_of(r, sg->text_idx);
-        for (int s = 0; s < (sp ? sp->n : 1); s++) {
-            int j = sp ? sp->job[s] : r->text_job[sg->text_idx];
-            if (j >= 0)
-                r->jobs[j].opts = o;
-        }
-    }
-}
-
-/* The units of the texts not copied into the model's jobs: 1 to submit
- * them, 0 answered (an error, or nothing for the model). */
-static int text_jobs(srv_req *r, dl_req *d)
-{
-    const char **texts = malloc((size_t)(d->n_segs + 1) * sizeof *texts);
-    size_t *lens = malloc((size_t)(d->n_segs + 1) * sizeof *lens);
-    int n = 0;
-    if (!texts || !lens) {
-        free(texts);
-        free(lens);
-        dl_error(r, 500, "out of memory");
-        return 0;
-    }
-    for (int i = 0; i < d->n_texts; i++)
-        for (int k = 0; !d->texts[i].copy && k < d->texts[i].n_segs; k++) {
-            dl_seg *sg = &d->segs[d->texts[i].seg0 + k];
-            sg->text_idx = n;
-            texts[n] = sg->text;
-            lens[n++] = sg->len;
-        }
-    int rc = 1;
-    if (r->model && !srv_api_model_failed(r, r->model)) {
-        r->opts = r->model->defaults;
-        r->opts.num_hypotheses = 1;
-        r->no_split = d->split == SPLIT_NONE;
-        rc = srv_api_make_jobs(r, texts, lens, n, "text");
-        if (rc == 1)
-            align_jobs(r, d);
-        if (!rc && r->call->status == 422)
-            r->call->status = 413; /* DeepL's status for a request too large */
-    } else if (r->model) {
-        rc = 0;
-    }
-    free(texts);
-    free(lens);
-    return rc;
-}
-
-static int parse_options(srv_req *r, dl_req *d, json_t *f)
-{
-    const char *th, *ss = NULL;
-    json_t *sv = json_object_get(f, "split_sentences");
-    if (srv_deepl_field_str(r, f, "tag_handling", &th) ||
-        (!json_is_integer(sv) && srv_deepl_field_str(r, f, "split_sentences", &ss)))
-        return -1;
-    d->tags = !th ? TAGS_NONE : !strcmp(th, "xml") ? TAGS_XML : !strcmp(th, "html") ? TAGS_HTML : -1;
-    if (d->tags < 0) {
-        dl_error(r, 400, "Value for 'tag_handling' not supported.");
-        return -1;
-    }
-    if (json_is_integer(sv))
-        ss = json_integer_value(sv) == 0 ? "0" : json_integer_value(sv) == 1 ? "1" : "?";
-    d->split = !ss ? (d->tags ? SPLIT_NONEWLINES : SPLIT_ALL)
-               : !strcmp(ss, "0") ? SPLIT_NONE
-               : !strcmp(ss, "1") ? SPLIT_ALL
-               : !strcmp(ss, "nonewlines") ? SPLIT_NONEWLINES : -1;
-    if (d->split < 0) {
-        dl_error(r, 400, "Value for 'split_sentences' not supported.");
-        return -1;
-    }
-    /* accepted: what they ask is what happens here anyway (docs/api.md) */
-    static const char *const k_bools[] = {"preserve_formatting", "outline_detection"};
-    for (size_t i = 0; i < sizeof k_bools / sizeof k_bools[0]; i++)
-        if (field_bool(r, f, k_bools[i], 0) < 0)
-            return -1;
-    d->show_billed = field_bool(r, f, "show_billed_characters", 0);
-    char **unused;
-    int n_unused;
-    const char *context;
-    if (d->show_billed < 0 || field_tags(r, f, "ignore_tags", &d->ignore, &d->n_ignore) ||
-        field_tags(r, f, "non_splitting_tags", &unused, &n_unused) ||
-        field_tags(r, f, "splitting_tags", &unused, &n_unused) ||
-        srv_deepl_field_str(r, f, "context", &context))
-        return -1;
-    return srv_deepl_formality_ok(r, f) ? 0 : -1;
-}
-
-/* POST /v2/translate: 1 to submit the jobs, 0 answered. */
-static void translate_answer(srv_req *r);
-
-static int parse_translate(srv_req *r, dl_req *d, json_t *f)
-{
-    json_t *tv = json_object_get(f, "text");
-    if (!tv || json_is_null(tv) || (json_is_array(tv) && json_array_size(tv) == 0)) {
-        dl_error(r, 400, "Parameter 'text' not specified.");
-        return 0;
-    }
-    size_t n = json_is_array(tv) ? json_array_size(tv) : 1;
-    if (n > DL_MAX_TEXTS || n > (size_t)r->s->o.max_batch_texts) {
-        dl_error(r, 400, "Value for 'text' not supported: %zu texts (at most %d).", n,
-                 r->s->o.max_batch_texts < DL_MAX_TEXTS ? r->s->o.max_batch_texts : DL_MAX_TEXTS);
-        return 0;
-    }
-    char src[16], tgt[16];
-    if (srv_deepl_langs(r, f, src, tgt) || parse_options(r, d, f) || !srv_deepl_glossary_ok(r, d, f, src))
-        return 0;
-    d->texts = calloc(n, sizeof *d->texts);
-    if (!d->texts) {
-        dl_error(r, 500, "out of memory");
-        return 0;
-    }
-    d->n_texts = (int)n;
-    for (size_t i = 0; i < n; i++) {
-        json_t *e = json_is_array(tv) ? json_array_get(tv, i) : tv;
-        if (!json_is_string(e)) {
-            dl_error(r, 400, "Value for 'text' not supported.");
-            return 0;
-        }
-        d->texts[i].src = json_string_value(e);
-        d->texts[i].n = json_string_length(e);
-        d->billed += srv_deepl_chars(d->texts[i].src, d->texts[i].n);
-        if (text_units(r, d, (int)i) != 0)
-            return 0;
-    }
-    if (route_texts(r, d, src, tgt) != 0)
-        return 0;
-    if (srv_deepl_usage_take(r->s, d->billed) != 0) {
-        d->billed = 0;
-        dl_error(r, 456, "Quota exceeded. The character limit has been reached.");
-        return 0;
-    }
-    if (!text_jobs(r, d)) {
-        srv_deepl_usage_give_back(d->billed);
-        d->billed = 0;
-        return 0;
-    }
-    if (r->n_jobs == 0) {
-        translate_answer(r);
-        return 0;
-    }
+    if (d->lr.outcome == SRV_DOC_TIMEOUT)
+        dl_error(r, 504, "The document waited longer than %d s.", srv_req_timeout_s(r));
+    else
+        dl_error(r, 503, "The server shut down before the document was translated.");
     return 1;
 }
 
-/* ---- /v2/translate: the answer ------------------------------------------------------ */
-
-/* Unit k's translation (its source when copied) as a JSON string. */
-static json_t *seg_value(srv_req *r, const dl_seg *sg)
+/* A document of several styles and a subtitle file's cues with tags
+ * capture the attention of the last layer (their words' alignment). */
+static void span_jobs(srv_req *r, srv_libre_req *lr)
 {
-    return sg->text_idx >= 0 ? srv_api_text_value(r, sg->text_idx, 0)
-                             : json_stringn(sg->text, sg->len);
-}
-
-/* An .html text's paragraphs translated, its markup placed (malloc'd,
- * NUL-terminated), or NULL. */
-static char *office_text(srv_req *r, dl_req *d, dl_text *x)
-{
-    for (int k = 0; k < x->n_segs; k++) {
-        const dl_seg *sg = &d->segs[x->seg0 + k];
-        json_t *v = seg_value(r, sg);
-        srv_align *al = NULL;
-        int nb = v && sg->styled && sg->text_idx >= 0
-                     ? srv_api_text_align(r, sg->text_idx, sg->text, sg->len, &al)
-                     : 0;
-        int rc = v && nb >= 0 ? srv_office_set(x->office, k, json_string_value(v), al, nb) : -1;
-        srv_align_free(al, nb);
-        json_decref(v);
-        if (rc != 0)
-            return NULL;
-    }
-    char why[256];
-    size_t len = 0;
-    char *out = srv_office_render(x->office, &len, why, sizeof why);
-    char *t = out ? malloc(len + 1) : NULL;
-    if (t) {
-        memcpy(t, out, len);
-        t[len] = 0;
-    }
-    free(out);
-    return t;
-}
-
-/* A text of markup with its units' translations in place (malloc'd). */
-static char *markup_text(srv_req *r, dl_req *d, dl_text *x)
-{
-    if (x->office)
-        return office_text(r, d, x);
-    for (int k = 0; k < x->n_segs; k++) {
-        const dl_seg *sg = &d->segs[x->seg0 + k];
-        if (sg->text_idx < 0)
-            continue;
-        json_t *v = seg_value(r, sg);
-        const char *c = (const char *)sg->node->content;
-        /* the white space around the unit's text stays */
-        size_t lead = sg->lead, tail = strlen(c) - lead - sg->len;
-        size_t vn = v ? json_string_length(v) : 0;
-        char *t = v ? malloc(lead + vn + tail + 1) : NULL;
-        if (t) {
-            memcpy(t, c, lead);
-            memcpy(t + lead, json_string_value(v), vn);
-            memcpy(t + lead + vn, c + lead + sg->len, tail + 1);
-            xmlNodeSetContent(sg->node, BAD_CAST t);
+    static const int k_last[] = {-1};
+    lr->span_opts = r->opts;
+    lr->span_opts.return_attention = 1;
+    lr->span_opts.attn_layers = k_last;
+    lr->span_opts.n_attn_layers = 1;
+    lr->span_opts.attn_heads = NULL;
+    lr->span_opts.n_attn_heads = 0;
+    for (int i = 0; i < lr->n_items; i++) {
+        const libre_item *it = &lr->items[i];
+        for (int k = 0; k < it->n_segs; k++) {
+            int t = lr->segs[it->seg0 + k].text_idx;
+            if (t < 0 || !(it->office ? srv_office_styled(it->office, k)
+                                      : it->sub && srv_subtitles_styled(it->sub)))
+                continue;
+            const srv_split *sp = srv_api_split_of(r, t);
+            for (int s = 0; s < (sp ? sp->n : 1); s++) {
+                int j = sp ? sp->job[s] : r->text_job[t];
+                if (j >= 0)
+                    r->jobs[j].opts = &lr->span_opts;
+            }
         }
-        free(t);
-        json_decref(v);
-        if (!t)
-            return NULL;
     }
-    if (x->html)
-        return srv_html_render(x->html);
-    xmlBuffer *b = xmlBufferCreate();
-    if (b && x->decl_n)
-        xmlBufferAdd(b, (const xmlChar *)x->src, (int)x->decl_n);
-    for (xmlNode *c = b ? xmlDocGetRootElement(x->xml)->children : NULL; c; c = c->next)
-        xmlNodeDump(b, x->xml, c, 0, 0);
-    char *out = b ? strdup((const char *)xmlBufferContent(b)) : NULL;
-    if (b)
-        xmlBufferFree(b);
-    return out;
 }
 
-static void translate_answer(srv_req *r)
+/* The parse done: its units routed (the whole document in one source
+ * language) and billed, its jobs made. 1 to submit them, 2 a render
+ * handed out, 0 an error recorded. */
+static int doc_parsed(srv_req *r)
 {
     dl_req *d = r->state;
-    json_t *list = json_array();
-    int oom = !list;
-    for (int i = 0; !oom && i < d->n_texts; i++) {
-        dl_text *x = &d->texts[i];
-        json_t *v;
-        if (x->copy && d->tags == TAGS_NONE)
-            v = json_stringn(x->src, x->n);
-        else if (d->tags == TAGS_NONE)
-            v = seg_value(r, &d->segs[x->seg0]);
-        else
-            v = srv_api_text_json(x->copy ? strndup(x->src, x->n) : markup_text(r, d, x));
-        char code[16];
-        lang_out(x->lang, code, sizeof code);
-        json_t *o = v ? json_pack("{s:s,s:o}", "detected_source_language", code, "text", v) : NULL;
-        if (o && d->show_billed)
-            json_object_set_new(o, "billed_characters", json_integer(srv_deepl_chars(x->src, x->n)));
-        oom = !o || json_array_append_new(list, o) != 0;
+    srv_libre_req *lr = &d->lr;
+    if (doc_dropped(r))
+        return 0;
+    if (lr->doc_rc != 0) {
+        dl_error(r, lr->doc_rc == -2 ? 400 : 500, "Invalid file data: %s",
+                 lr->why[0] ? lr->why : "out of memory");
+        return 0;
     }
-    if (oom) {
-        json_decref(list);
-        dl_error(r, 500, "out of memory building the response");
-        return;
+    if (lr->n_segs > r->s->o.max_file_texts) {
+        dl_error(r, 413, "The document has %d texts to translate; the limit is %d.", lr->n_segs,
+                 r->s->o.max_file_texts);
+        return 0;
     }
-    long tout = 0;
-    for (int i = 0; i < r->n_jobs; i++)
-        tout += r->jobs[i].res.hyps[0].n_tokens;
-    r->tokens_out = tout;
-    srv_req_object(r, 200, json_pack("{s:o}", "translations", list));
-}
-
-/* ---- /v2/languages, /v2/usage ---------------------------------------------------- */
-
-static json_t *lang_entry(const char *code, const char *name, int target)
-{
-    return target ? json_pack("{s:s,s:s,s:b}", "language", code, "name", name,
-                              "supports_formality", 0)
-                  : json_pack("{s:s,s:s}", "language", code, "name", name);
-}
-
-/* A target language's entries: its variants as DeepL lists them. */
-static void target_entries(json_t *list, const char *c)
-{
-    char up[16], name[96];
-    if (!strcmp(c, "en") || !strcmp(c, "pt")) {
-        int en = c[0] == 'e';
-        snprintf(name, sizeof name, "%s (%s)", srv_lang_name(c), en ? "British" : "Brazilian");
-        json_array_append_new(list, lang_entry(en ? "EN-GB" : "PT-BR", name, 1));
-        snprintf(name, sizeof name, "%s (%s)", srv_lang_name(c), en ? "American" : "European");
-        json_array_append_new(list, lang_entry(en ? "EN-US" : "PT-PT", name, 1));
-        return;
+    const char **texts = malloc((size_t)(lr->n_segs + 1) * sizeof *texts);
+    size_t *lens = malloc((size_t)(lr->n_segs + 1) * sizeof *lens), all = 0;
+    char *joined = NULL;
+    int n = 0, rc = 0;
+    for (int k = 0; texts && lens && k < lr->n_segs; k++)
+        if (!lr->segs[k].keep) {
+            texts[n] = lr->segs[k].text;
+            lens[n++] = lr->segs[k].len;
+            all += lr->segs[k].len + 1;
+            d->billed += srv_deepl_chars(lr->segs[k].text, lr->segs[k].len);
+        }
+    if (!texts || !lens || (!d->src[0] && !(joined = malloc(all + 1)))) {
+        dl_error(r, 500, "out of memory");
+        goto out;
     }
-    if (!strcmp(c, "zt")) {
-        json_array_append_new(list, lang_entry("ZH-HANT", srv_lang_name(c), 1));
-        return;
-    }
-    lang_out(c, up, sizeof up);
-    json_array_append_new(list, lang_entry(up, srv_lang_name(c), 1));
-}
-
-/* The served languages in DeepL's shapes: sources, or targets. */
-static json_t *languages_list(const srv_server *s, int target)
-{
-    srv_langs L;
-    srv_langs_now(s, &L);
-    json_t *list = json_array();
-    const char *codes[SRV_LANGS_MAX], *tmp[SRV_LANGS_MAX];
-    int n = srv_langs_sources(&L, NULL, codes);
-    if (target) /* every language some model translates into */
-        for (int i = n = 0; i < L.n; i++)
-            if (srv_langs_sources(&L, L.codes[i], tmp) > 0)
-                codes[n++] = L.codes[i];
-    char seen[SRV_LANGS_MAX][16];
-    int n_seen = 0;
-    for (int i = 0; list && i < n; i++) {
-        char up[16];
-        lang_out(codes[i], up, sizeof up);
-        int dup = 0;
-        for (int k = 0; k < n_seen; k++)
-            dup |= !strcmp(seen[k], up);
-        if (target) {
-            target_entries(list, codes[i]);
-        } else if (!dup) { /* zh and zt are one source, ZH */
-            snprintf(seen[n_seen++], sizeof seen[0], "%s", up);
-            json_array_append_new(list, lang_entry(up, srv_lang_name(codes[i]), 0));
+    if (!d->src[0]) { /* one language, detected over the whole text */
+        size_t at = 0;
+        for (int i = 0; i < n; i++) {
+            memcpy(joined + at, texts[i], lens[i]);
+            at += lens[i];
+            joined[at++] = '\n';
+        }
+        joined[at] = 0;
+        int drc = srv_deepl_detect(r, joined, at, d->tgt, d->src, sizeof d->src);
+        if (drc != 0) {
+            dl_error(r, drc == -2 ? 500 : 400, "%s",
+                     drc == -2 ? "out of memory" : "Value for 'target_lang' not supported.");
+            goto out;
         }
     }
-    return list;
+    if (srv_lang_same(d->src, d->tgt))
+        n = 0; /* copied as it is */
+    for (int k = 0, i = 0; k < lr->n_segs; k++)
+        lr->segs[k].text_idx = n && !lr->segs[k].keep ? i++ : -1;
+    if (srv_deepl_usage_take(r->s, d->billed) != 0) {
+        d->billed = 0;
+        dl_error(r, 456, "Quota exceeded. The character limit has been reached.");
+        goto out;
+    }
+    if (n == 0) {
+        rc = doc_step(r, LIBRE_STEP_RENDER, SRV_DOC_NEXT) ? 2 : 0;
+        goto out;
+    }
+    r->model = srv_models_get_pair(r->s->models, d->src, d->tgt);
+    if (!r->model) {
+        dl_error(r, 400, "No model translates %s into %s.", d->src, d->tgt);
+        goto out;
+    }
+    snprintf(r->src_lang, sizeof r->src_lang, "%s", d->src);
+    snprintf(r->tgt_lang, sizeof r->tgt_lang, "%s", d->tgt);
+    if (srv_api_model_failed(r, r->model))
+        goto out;
+    r->opts = r->model->defaults;
+    r->opts.num_hypotheses = 1;
+    rc = srv_api_make_jobs(r, texts, lens, n, "file");
+    if (rc == 1)
+        span_jobs(r, lr);
+    lr->step = LIBRE_STEP_JOBS;
+    if (rc == 1 && r->n_jobs == 0)
+        rc = doc_step(r, LIBRE_STEP_RENDER, SRV_DOC_NEXT) ? 2 : 0;
+out:
+    free(texts);
+    free(lens);
+    free(joined);
+    return rc;
 }
 
-static void answer_languages(srv_req *r, json_t *f)
+/* The translated file into the store: d->stored, or an error recorded. */
+static void doc_store(srv_req *r)
 {
-    const char *type;
-    if (srv_deepl_field_str(r, f, "type", &type))
+    dl_req *d = r->state;
+    if (doc_dropped(r))
         return;
-    if (type && strcmp(type, "source") && strcmp(type, "target")) {
-        dl_error(r, 400, "Value for 'type' not supported.");
+    if (!d->lr.out) {
+        dl_error(r, 500, "%s", d->lr.why[0] ? d->lr.why : "out of memory");
         return;
     }
-    srv_req_object(r, 200, languages_list(r->s, type && !strcmp(type, "target")));
-}
-
-/* The codes of languages_list as an enum (nul: with null, as absent). */
-static json_t *codes_enum(const srv_server *s, int target, int nul)
-{
-    json_t *list = languages_list(s, target), *e = json_array();
-    for (size_t i = 0; e && i < json_array_size(list); i++)
-        json_array_append(e, json_object_get(json_array_get(list, i), "language"));
-    if (nul)
-        json_array_append_new(e, json_null());
-    json_decref(list);
-    return e;
-}
-
-void srv_deepl_openapi(const srv_server *s, json_t *doc)
-{
-    json_t *sc = json_object_get(json_object_get(doc, "components"), "schemas");
-    json_t *tr = json_object_get(json_object_get(sc, "DeepLTranslateRequest"), "properties");
-    json_t *dr = json_object_get(json_object_get(sc, "DeepLDocumentRequest"), "properties");
-    json_t *fr = json_object_get(json_object_get(sc, "DeepLTranslateForm"), "properties");
-    int max = s->o.max_batch_texts < DL_MAX_TEXTS ? s->o.max_batch_texts : DL_MAX_TEXTS;
-    for (int o = 0; o < 2; o++) {
-        json_t *t = json_object_get(o ? fr : tr, "text");
-        json_t *texts = json_array_get(json_object_get(t, "oneOf"), 1);
-        if (texts)
-            json_object_set_new(texts, "maxItems", json_integer(max));
+    char *out = d->lr.out;
+    d->lr.out = NULL; /* the store's */
+    if (srv_files_put(r->s->libre, d->name, out, d->lr.out_len, d->lr.file_ctype) != 0) {
+        dl_error(r, 413, "The translated document (%zu bytes) does not fit the file store "
+                 "(--max-files-bytes %ld).", d->lr.out_len, r->s->o.max_files_bytes);
+        return;
     }
-    const char *const k_lang[] = {"target_lang", "source_lang"};
-    json_t *objs[] = {tr, dr, fr};
-    srv_langs L;
-    srv_langs_now(s, &L);
-    int ready = atomic_load(&s->ready) && L.n > 0;
-    for (int o = 0; o < 3; o++)
-        for (int k = 0; k < 2 && objs[o]; k++) {
-            json_t *p = json_object_get(objs[o], k_lang[k]);
-            if (!p)
-                continue;
-            if (ready) /* the translation's source may be absent or null */
-                json_object_set_new(p, "enum", codes_enum(s, k == 0, o == 0 && k == 1));
-            else /* an empty enum is not JSON Schema */
-                json_object_del(p, "enum");
-        }
+    d->stored = 1;
 }
 
-static void answer_usage(srv_req *r)
+/* The document's end: its state in the table, its call freed. */
+static void doc_finish(srv_req *r)
 {
-    pthread_mutex_lock(&g_mu);
-    long long count = g_chars;
-    pthread_mutex_unlock(&g_mu);
-    long long lim = r->s->o.deepl_char_limit ? r->s->o.deepl_char_limit : DL_UNLIMITED;
-    srv_req_object(r, 200, json_pack("{s:I,s:I}", "character_count", (json_int_t)count,
-                                     "character_limit", (json_int_t)lim));
+    dl_req *d = r->state;
+    srv_call *c = r->call;
+    if (d->stored) {
+        doc_set(r->s, d->doc_id, DOC_DONE, d->billed, NULL);
+    } else {
+        char msg[200] = "the translation failed";
+        json_t *e = c->reply ? json_loadb(c->reply, c->reply_len, 0, NULL) : NULL;
+        if (json_is_string(json_object_get(e, "message")))
+            snprintf(msg, sizeof msg, "%s", json_string_value(json_object_get(e, "message")));
+        json_decref(e);
+        if (d->billed)
+            srv_deepl_usage_give_back(d->billed);
+        doc_set(r->s, d->doc_id, DOC_ERROR, 0, msg);
+    }
+    srv_req_free(r);
+    free(c->reply);
+    srv_call_free_arena(c); /* r with it */
+    free(c);
+}
+
+/* The next step of a document whose last one finished (its thread). */
+static void doc_drive(srv_req *r)
+{
+    dl_req *d = r->state;
+    if (atomic_load(&r->s->draining)) {
+        /* the daemon stops: the document is lost with it, its state left
+         * to the exit (the pools it would use are going) */
+        doc_set(r->s, d->doc_id, DOC_ERROR, 0, "the server shut down");
+        return;
+    }
+    srv_call_hold(r->call, 1); /* the step's own: its work may finish at once */
+    int rc = 0;
+    switch (d->lr.step) {
+    case LIBRE_STEP_PARSE:
+        rc = doc_parsed(r);
+        if (rc == 1 && (rc = srv_api_submit(r) == SRV_NEXT_PENDING ? 2 : 0) == 2)
+            doc_jobs(d->doc_id, r->call, r->n_jobs); /* under the step's hold */
+        break;
+    case LIBRE_STEP_JOBS:
+        doc_jobs(d->doc_id, NULL, r->n_jobs);
+        rc = !srv_api_jobs_failed(r) && doc_step(r, LIBRE_STEP_RENDER, SRV_DOC_NEXT) ? 2 : 0;
+        break;
+    default:
+        doc_store(r);
+    }
+    if (rc == 2)
+        srv_call_release(r->call); /* the last one: resumed again */
+    else
+        doc_finish(r);
+}
+
+/* The document thread: takes the documents resumed, one step each. */
+static pthread_mutex_t g_qmu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t g_qcv = PTHREAD_COND_INITIALIZER;
+static dl_req *g_head, *g_tail;
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+static int g_thread_ok;
+
+static void *doc_thread(void *arg)
+{
+    (void)arg;
+    for (;;) {
+        pthread_mutex_lock(&g_qmu);
+        while (!g_head)
+            pthread_cond_wait(&g_qcv, &g_qmu);
+        dl_req *d = g_head;
+        g_head = d->next;
+        if (!g_head)
+            g_tail = NULL;
+        pthread_mutex_unlock(&g_qmu);
+        d->next = NULL;
+        doc_drive(d->r);
+    }
+    return NULL;
+}
+
+static void start_thread(void)
+{
+    pthread_t t;
+    pthread_attr_t at;
+    pthread_attr_init(&at);
+    pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+    g_thread_ok = pthread_create(&t, &at, doc_thread, NULL) == 0;
+    pthread_attr_destroy(&at);
+}
+
+static void doc_enqueue(dl_req *d)
+{
+    pthread_mutex_lock(&g_qmu);
+    if (g_tail)
+        g_tail->next = d;
+    else
+        g_head = d;
+    g_tail = d;
+    pthread_cond_signal(&g_qcv);
+    pthread_mutex_unlock(&g_qmu);
+}
+
+/* ---- documents: the upload ------------------------------------------------------------ */
+
+/* n random bytes as hex into out (2n + 1). 0, or -1. */
+static int random_hex(char *out, size_t n)
+{
+    unsigned char b[32];
+    FILE *f = n <= sizeof b ? fopen("/dev/urandom", "rb") : NULL;
+    size_t got = f ? fread(b, 1, n, f) : 0;
+    if (f)
+        fclose(f);
+    for (size_t i = 0; i < got; i++)
+        sprintf(out + 2 * i, "%02x", b[i]);
+    return got == n ? 0 : -1;
+}
+
+/* What kind of file name is, into lr (LibreTranslate's formats): 0, or -1
+ * when none. */
+static int doc_kind(srv_libre_req *lr, const char *ext)
+{
+    int srt = !strcasecmp(ext, ".srt"), vtt = !strcasecmp(ext, ".vtt");
+    int po = !strcasecmp(ext, ".po") || !strcasecmp(ext, ".pot");
+    int cat = po || !strcasecmp(ext, ".ts") || !strcasecmp(ext, ".xlf") ||
+              !strcasecmp(ext, ".xliff");
+    const char *office = srv_office_mime(ext);
+    if (!srt && !vtt && !cat && !office && strcasecmp(ext, ".txt") != 0)
+        return -1;
+    lr->file_ctype = office ? office
+                     : po  ? "text/x-gettext-translation; charset=utf-8"
+                     : cat ? "application/xml; charset=utf-8"
+                     : srt ? "application/x-subrip; charset=utf-8"
+                     : vtt ? "text/vtt; charset=utf-8"
+                           : "text/plain; charset=utf-8";
+    lr->ext = ext;
+    lr->office = office;
+    lr->srt = srt;
+    lr->vtt = vtt;
+    lr->cat = cat;
+    lr->is_file = 1;
+    return 0;
+}
+
+/* The upload's checks: its name (the field filename, else the part's), its
+ * format, output_format (the same), UTF-8 for a text format. 0, or -1 with
+ * the error. */
+static int upload_ok(srv_req *r, json_t *f, const srv_form_file *file, dl_req *d)
+{
+    const char *fname, *outfmt;
+    if (srv_deepl_field_str(r, f, "filename", &fname) || srv_deepl_field_str(r, f, "output_format", &outfmt))
+        return -1;
+    if (!file->present) {
+        dl_error(r, 400, "Parameter 'file' not specified.");
+        return -1;
+    }
+    if (!fname || !*fname)
+        fname = file->name;
+    if (!fname || !*fname) {
+        dl_error(r, 400, "Parameter 'filename' not specified.");
+        return -1;
+    }
+    snprintf(d->upload_name, sizeof d->upload_name, "%s", fname);
+    const char *ext = srv_files_ext(d->upload_name);
+    if (doc_kind(&d->lr, ext) != 0) {
+        dl_error(r, 400, "Invalid file data: the format %s is not supported.",
+                 ext[0] ? ext : "(no extension)");
+        return -1;
+    }
+    if (outfmt && *outfmt && (!ext[0] || strcasecmp(outfmt, ext + 1) != 0)) {
+        dl_error(r, 400, "Conversion between different document formats is not supported.");
+        return -1;
+    }
+    json_t *chk = d->lr.office && !strstr(d->lr.office, "charset=")
+                      ? json_true()
+                      : json_stringn(file->data, file->len);
+    if (!chk) {
+        dl_error(r, 400, "Invalid file data: the file is not valid UTF-8.");
+        return -1;
+    }
+    json_decref(chk);
+    return 0;
+}
+
+/* The detached call of an upload: its request state holds a copy of the
+ * upload. NULL when out of memory (recorded on r). */
+static srv_req *detach(srv_req *r, const dl_req *up, const srv_form_file *file)
+{
+    srv_call *c = calloc(1, sizeof *c);
+    srv_req *dr = c ? srv_call_alloc(c, sizeof *dr) : NULL;
+    dl_req *d = dr ? calloc(1, sizeof *d) : NULL;
+    char *data = d ? malloc(file->len + 1) : NULL;
+    const char *client = r->call->client ? r->call->client : "-";
+    if (data)
+        c->client = srv_call_strndup(c, client, strlen(client));
+    if (!data || !c->client) {
+        free(data);
+        free(d);
+        if (c)
+            srv_call_free_arena(c);
+        free(c);
+        dl_error(r, 500, "out of memory");
+        return NULL;
+    }
+    memcpy(data, file->data, file->len);
+    data[file->len] = 0;
+    c->io = &k_detached_io;
+    c->method = "POST";
+    c->path = "/v2/document";
+    c->req_id = r->call->req_id ? srv_call_strndup(c, r->call->req_id, strlen(r->call->req_id))
+                                : NULL; /* the upload's arena goes with its call */
+    c->t0 = srv_now();
+    c->timeout_s = r->s->o.file_timeout_s;
+    c->api = dr;
+    *dr = (srv_req){.s = r->s, .call = c, .route = &k_doc_route, .ep = SRV_EP_DEEPL_DOCUMENT,
+                    .path = c->path, .host = "", .state = d, .dialect_free = srv_deepl_free};
+    memcpy(d->upload_name, up->upload_name, sizeof d->upload_name);
+    memcpy(d->src, up->src, sizeof d->src);
+    memcpy(d->tgt, up->tgt, sizeof d->tgt);
+    d->upload = data;
+    d->r = dr;
+    d->lr.data = data;
+    d->lr.len = file->len;
+    d->lr.src = d->src;
+    d->lr.tgt = d->tgt;
+    doc_kind(&d->lr, srv_files_ext(d->upload_name));
+    return dr;
+}
+
+/* POST /v2/document: the upload checked, its document in the table, its
+ * parse queued; answered with its id and key. */
+static void document_upload(srv_req *r, json_t *f, const srv_form_file *file)
+{
+    dl_req *up = r->state;
+    if (srv_deepl_langs(r, f, up->src, up->tgt) || !srv_deepl_formality_ok(r, f) ||
+        !srv_deepl_glossary_ok(r, up, f, up->src) || upload_ok(r, f, file, up))
+        return;
+    if (srv_deepl_usage_spent(r->s)) {
+        dl_error(r, 456, "Quota exceeded. The character limit has been reached.");
+        return;
+    }
+    pthread_once(&g_once, start_thread);
+    if (!g_thread_ok) {
+        dl_error(r, 500, "no thread for the documents");
+        return;
+    }
+    srv_req *dr = detach(r, up, file);
+    if (!dr)
+        return;
+    dl_req *d = dr->state;
+    char safe[80], key[65];
+    if (srv_files_new_name(d->upload_name, d->lr.office ? d->lr.ext : ".txt", safe, sizeof safe,
+                           d->name, sizeof d->name) != 0 ||
+        random_hex(key, 32) != 0) {
+        dl_error(r, 500, "no randomness for the document's id");
+        doc_finish(dr);
+        return;
+    }
+    memcpy(d->doc_id, d->name, 32);
+    d->doc_id[32] = 0;
+    pthread_mutex_lock(&g_dmu);
+    dl_doc *slot = doc_slot();
+    if (slot)
+        *slot = (dl_doc){.state = DOC_QUEUED};
+    if (slot) {
+        memcpy(slot->id, d->doc_id, sizeof slot->id);
+        memcpy(slot->key, key, sizeof slot->key);
+        memcpy(slot->name, d->name, sizeof slot->name);
+    }
+    pthread_mutex_unlock(&g_dmu);
+    if (!slot) {
+        dl_error(r, 429, "Too many requests: %d documents are being translated.", DL_DOCS);
+        doc_finish(dr);
+        return;
+    }
+    /* once its parse is out, the document is its thread's (it may be
+     * done and freed before this answer): its id copied first */
+    char id[33];
+    memcpy(id, d->doc_id, sizeof id);
+    srv_call_hold(dr->call, 1); /* the upload's own: a refused step's release resumes nothing */
+    if (!doc_step(dr, LIBRE_STEP_PARSE, SRV_DOC_FIRST)) {
+        /* the refusal is the upload's answer; its document never was */
+        srv_call_answer(r->call, dr->call->status, "application/json");
+        srv_call_take(r->call, dr->call->reply, dr->call->reply_len);
+        if (r->call->status == 429)
+            srv_req_header(r, "Retry-After", "1");
+        dr->call->reply = NULL;
+        doc_finish(dr);
+        doc_set(r->s, id, DOC_FREE, 0, NULL);
+        return;
+    }
+    srv_call_release(dr->call); /* the parse may be done already: resumed */
+    srv_req_object(r, 200, json_pack("{s:s,s:s}", "document_id", id, "document_key", key));
+}
+
+/* The translated file stored under name, with the upload's own name. */
+static void document_result(srv_req *r, const char *name)
+{
+    char *data = NULL;
+    size_t len = 0;
+    const char *ctype = NULL;
+    int rc = srv_files_get(r->s->libre, name, &data, &len, &ctype);
+    if (rc != 0) {
+        dl_error(r, rc == -2 ? 500 : 404, rc == -2 ? "out of memory" : "Document not found.");
+        return;
+    }
+    const char *dot = strchr(name, '.');
+    char disp[SRV_FILE_NAME_MAX + 32];
+    snprintf(disp, sizeof disp, "attachment; filename=%s", dot ? dot + 1 : name);
+    srv_req_reply(r, 200, ctype, data, len);
+    srv_req_header(r, "Content-Disposition", disp);
+}
+
+/* POST /v2/document/ID and /v2/document/ID/result, document_key in the
+ * body: the status, or the translated file (once: it is gone after). */
+static void document_status(srv_req *r, json_t *f)
+{
+    const char *key;
+    if (srv_deepl_field_str(r, f, "document_key", &key))
+        return;
+    if (!key) {
+        dl_error(r, 400, "Parameter 'document_key' not specified.");
+        return;
+    }
+    char id[33];
+    const char *p = r->path + strlen(DL_DOC_PREFIX);
+    size_t n = strspn(p, "0123456789abcdef");
+    int result = !strcmp(p + n, "/result");
+    if (n != 32 || (p[n] && !result)) {
+        dl_error(r, 404, "Document not found.");
+        return;
+    }
+    memcpy(id, p, 32);
+    id[32] = 0;
+    pthread_mutex_lock(&g_dmu);
+    dl_doc *d = doc_find(id);
+    int key_ok = d && same_secret(d->key, key);
+    dl_doc copy = key_ok ? *d : (dl_doc){.state = DOC_FREE};
+    long remaining = key_ok && d->state == DOC_TRANSLATING ? doc_remaining(d) : -1;
+    if (result && copy.state == DOC_DONE)
+        d->downloaded = 1; /* once: its status stays, its result is gone */
+    pthread_mutex_unlock(&g_dmu);
+    static const char *const k_states[] = {"", "queued", "translating", "done", "error"};
+    if (d && !key_ok) {
+        dl_error(r, 403, "Authorization failure: wrong document_key.");
+    } else if (copy.state == DOC_FREE) {
+        dl_error(r, 404, "Document not found.");
+    } else if (!result) {
+        json_t *o = json_pack("{s:s,s:s}", "document_id", id, "status", k_states[copy.state]);
+        if (o && copy.state == DOC_DONE)
+            json_object_set_new(o, "billed_characters", json_integer(copy.billed));
+        if (o && remaining >= 0)
+            json_object_set_new(o, "seconds_remaining", json_integer(remaining));
+        if (o && copy.state == DOC_ERROR)
+            json_object_set_new(o, "error_message", json_string(copy.error));
+        srv_req_object(r, 200, o);
+    } else if (copy.state != DOC_DONE) {
+        dl_error(r, 503, "Document not ready.");
+    } else if (copy.downloaded) {
+        dl_error(r, 404, "Document not found: its result was downloaded already.");
+    } else {
+        document_result(r, copy.name);
+    }
 }
 
 /* ---- the routes ------------------------------------------------------------------------ */
@@ -939,7 +706,7 @@ static void answer_usage(srv_req *r)
  * submitted. */
 static int dl_parse(srv_req *r)
 {
-    if (!auth_ok(r))
+    if (!srv_deepl_auth_ok(r))
         return 0;
     if (r->ep != SRV_EP_DEEPL_USAGE && !atomic_load(&r->s->ready)) {
         dl_error(r, 503, "The models are loading.");
@@ -949,23 +716,23 @@ static int dl_parse(srv_req *r)
     srv_form_file file;
     int is_json;
     json_t *f = srv_form_fields(r, srv_call_header(r->call, "Content-Type"), &file, &is_json);
-    dl_req *d = f ? new_state(r, f) : NULL;
+    dl_req *d = f ? srv_deepl_state(r, f) : NULL;
     if (!d)
         return 0;
     switch (r->ep) {
     case SRV_EP_DEEPL_TRANSLATE:
-        return parse_translate(r, d, f);
+        return srv_deepl_translate(r, d, f);
     case SRV_EP_DEEPL_LANGUAGES:
-        answer_languages(r, f);
+        srv_deepl_languages(r, f);
         return 0;
     case SRV_EP_DEEPL_USAGE:
-        answer_usage(r);
+        srv_deepl_usage(r);
         return 0;
     default:
         if (!strcmp(r->path, "/v2/document"))
-            srv_deepl_document_upload(r, f, &file);
+            document_upload(r, f, &file);
         else
-            srv_deepl_document_status(r, f);
+            document_status(r, f);
         return 0;
     }
 }
@@ -981,7 +748,7 @@ static srv_call_next dl_respond(srv_req *r)
 {
     dl_req *d = r->state;
     if (!srv_api_jobs_failed(r)) {
-        translate_answer(r);
+        srv_deepl_translate_answer(r);
     } else if (d->billed) {
         srv_deepl_usage_give_back(d->billed);
         d->billed = 0;

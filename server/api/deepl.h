@@ -36,7 +36,7 @@ int srv_deepl_routes(srv_route *out, int max);
  * and --max-batch-texts filled into doc. */
 void srv_deepl_openapi(const srv_server *s, json_t *doc);
 
-/* ---- between deepl.c (texts, languages, usage) and deepl_doc.c (documents) ---- */
+/* ---- between deepl_text.c (texts, languages, usage) and deepl.c (routes, documents) ---- */
 
 /* An error in DeepL's shape (the rows' SRV_ROUTE_MESSAGE: {"message": ...}). */
 #define dl_error(r, status, ...) srv_req_error(r, status, "deepl", NULL, __VA_ARGS__)
@@ -120,8 +120,15 @@ int srv_deepl_usage_spent(const srv_server *s);
 /* The characters (not bytes) of n bytes of UTF-8. */
 long srv_deepl_chars(const char *t, size_t n);
 
-/* POST /v2/document (the upload), POST /v2/document/ID[/result]. */
-void srv_deepl_document_upload(srv_req *r, json_t *f, const srv_form_file *file);
-void srv_deepl_document_status(srv_req *r, json_t *f);
+/* deepl_text.c's endpoints: the request's state over its fields (NULL with
+ * a 500 recorded); the key (0 with DeepL's 403); POST /v2/translate (1 to
+ * submit its jobs, 0 answered) and its answer once they are done;
+ * /v2/languages; /v2/usage. */
+dl_req *srv_deepl_state(srv_req *r, json_t *fields);
+int srv_deepl_auth_ok(srv_req *r);
+int srv_deepl_translate(srv_req *r, dl_req *d, json_t *f);
+void srv_deepl_translate_answer(srv_req *r);
+void srv_deepl_languages(srv_req *r, json_t *f);
+void srv_deepl_usage(srv_req *r);
 
 #endif /* SRV_DEEPL_H */
