@@ -192,6 +192,9 @@ static const opt_def k_opts[] = {
      "translated files kept in memory for /download_file, in all (K, M, G suffixes)"},
     {"--file-ttl-s", OPT_INT, OFF(api.file_ttl_s), 1, 7 * 86400,
      "how long a translated file can be downloaded"},
+    {"--deepl-character-limit", OPT_INT, OFF(api.deepl_char_limit), 0, 2147483647,
+     "characters the DeepL API (/v2/translate, /v2/document) translates before it answers "
+     "456 quota exceeded, as /v2/usage counts them (0: no limit)"},
     {"--replica-id", OPT_STR, OFF(api.replica_id), 0, 0,
      "this replica's name behind a load balancer (1-40 of A-Z a-z 0-9 . _ -; Kubernetes: the "
      "pod's name): in /translate_file's download links (/download_file/ID/...), which the "

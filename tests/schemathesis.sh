@@ -67,7 +67,7 @@ set -- --checks all --max-examples "$MAX" --workers 1 --request-timeout 30 \
     --generation-database none --no-color "$@"
 case " $* " in *" --seed "*) ;; *) set -- "$@" --seed 20240601 ;; esac
 echo "schemathesis.sh: st run http://127.0.0.1:$port/openapi.json $*"
-(cd "$WORK" && "$VENV/bin/st" run "http://127.0.0.1:$port/openapi.json" "$@") >"$WORK/st.out" 2>&1
+(cd "$WORK" && "$VENV/bin/st" --config-file "$here/schemathesis.toml" run "http://127.0.0.1:$port/openapi.json" "$@") >"$WORK/st.out" 2>&1
 rc=$?
 cat "$WORK/st.out"
 # An error inside schemathesis itself (its summary counts errors, no failed
@@ -75,7 +75,7 @@ cat "$WORK/st.out"
 # never retried.
 if [ $rc -ne 0 ] && ! grep -q "failed" "$WORK/st.out" && grep -q " error" "$WORK/st.out"; then
     echo "schemathesis.sh: schemathesis reported an internal error and no failed check: once more"
-    (cd "$WORK" && "$VENV/bin/st" run "http://127.0.0.1:$port/openapi.json" "$@") >"$WORK/st.out" 2>&1
+    (cd "$WORK" && "$VENV/bin/st" --config-file "$here/schemathesis.toml" run "http://127.0.0.1:$port/openapi.json" "$@") >"$WORK/st.out" 2>&1
     rc=$?
     cat "$WORK/st.out"
 fi

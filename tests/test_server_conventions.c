@@ -132,7 +132,9 @@ START_TEST(test_openapi_limits)
                            "/frontend/settings", "/health", "/v1/models", "/version",
                            "/health/live", "/health/ready", "/v2/health/live",
                            "/v2/health/ready", "/metrics", "/openapi.json", "/",
-                           "/web/app.js", "/web/app.css", "/web/icon.svg"};
+                           "/web/app.js", "/web/app.css", "/web/icon.svg", "/v2/translate",
+                           "/v2/languages", "/v2/usage", "/v2/document",
+                           "/v2/document/{document_id}", "/v2/document/{document_id}/result"};
     for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++)
         ck_assert_msg(json_object_get(at(d, "paths"), paths[i]) != NULL, "%s", paths[i]);
     json_t *ps = json_object_get(d, "paths");
@@ -141,6 +143,17 @@ START_TEST(test_openapi_limits)
     const char *codes[] = {"200", "400", "401", "413", "415", "422", "429", "500", "503", "504"};
     for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++)
         ck_assert_msg(json_object_get(tresp, codes[i]) != NULL, "/v1/translate %s", codes[i]);
+    /* DeepL's languages in its codes, from the model (en -> de) */
+    json_t *dl_tgt = at(d, "components/schemas/DeepLTranslateRequest/properties/target_lang/enum");
+    ck_assert_int_eq(json_array_size(dl_tgt), 1);
+    ck_assert_str_eq(json_string_value(json_array_get(dl_tgt, 0)), "DE");
+    json_t *dl_src = at(d, "components/schemas/DeepLTranslateRequest/properties/source_lang/enum");
+    ck_assert_int_eq(json_array_size(dl_src), 2); /* EN, and null: detected */
+    ck_assert_str_eq(json_string_value(json_array_get(dl_src, 0)), "EN");
+    ck_assert(json_is_null(json_array_get(dl_src, 1)));
+    ck_assert_str_eq(json_string_value(at(d, "components/schemas/DeepLDocumentRequest/properties/"
+                                             "source_lang/enum/0")),
+                     "EN");
     ck_assert_ptr_nonnull(at(d, "components/responses/NotFound"));
     ck_assert_ptr_nonnull(at(d, "components/responses/MethodNotAllowed/headers/Allow"));
     ck_assert_ptr_nonnull(at(d, "components/schemas/Error/properties/error/properties/param"));

@@ -1,7 +1,7 @@
 /*
  * openapi.c - GET /openapi.json: the template server/api/openapi.json with the
  * running server's models and limits filled in (openapi.h). Keep the
- * template in step with native.c, libre.c and admin.c: tests/test_server_http.c checks
+ * template in step with native.c, libre.c, deepl.c and admin.c: tests/test_server_http.c checks
  * that every routed path is listed, and ctest `schemathesis` checks the
  * daemon's answers against the document.
  */
@@ -12,6 +12,7 @@
 #include <jansson.h>
 
 #include "buildinfo.h"
+#include "deepl.h"
 #include "models.h"
 #include "openapi.h"
 #include "request.h"
@@ -206,6 +207,7 @@ char *srv_openapi_render(const srv_server *s)
         drop_models(d);
     for (int i = 0; i < n; i++)
         srv_model_put(all[i]);
+    srv_deepl_openapi(s, d);
     char *out = json_dumps(d, JSON_COMPACT);
     json_decref(d);
     return out;

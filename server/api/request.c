@@ -118,9 +118,10 @@ void srv_req_error(srv_req *r, int status, const char *code, const char *param, 
         param = par;
     }
     /* LibreTranslate's endpoints answer LibreTranslate's {"error": message} */
-    json_t *e = r->route && (r->route->flags & SRV_ROUTE_LIBRE)
-                    ? json_pack("{s:s}", "error", msg)
-                    : json_pack("{s:{s:s,s:s,s:o}}", "error", "code", code, "message", msg,
+    unsigned fl = r->route ? r->route->flags : 0;
+    json_t *e = fl & SRV_ROUTE_LIBRE     ? json_pack("{s:s}", "error", msg)
+                : fl & SRV_ROUTE_MESSAGE ? json_pack("{s:s}", "message", msg)
+                                         : json_pack("{s:{s:s,s:s,s:o}}", "error", "code", code, "message", msg,
                                 "param", param ? json_string(param) : json_null());
     char *body = e ? json_dumps(e, JSON_COMPACT) : NULL;
     json_decref(e);

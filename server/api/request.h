@@ -53,6 +53,8 @@ typedef struct srv_api_opts {
     int file_ttl_s;           /* how long a translated file is kept */
     const char *replica_id;   /* --replica-id: this replica's name behind a balancer
                                  (download links, request ids); NULL/"": none */
+    int deepl_char_limit;     /* --deepl-character-limit: characters the DeepL API
+                                 translates before 456 (0: no limit) */
 } srv_api_opts;
 
 /* ---- a route -------------------------------------------------------------- */
@@ -79,6 +81,10 @@ typedef enum srv_endpoint {
     SRV_EP_VERSION,        /* GET /version */
     SRV_EP_MODEL_ADMIN,    /* DELETE /v1/models/NAME, POST /v1/models/NAME/reload */
     SRV_EP_GLOSSARIES,     /* /v2/glossaries..., /v3/glossaries..., /v2/glossary-language-pairs */
+    SRV_EP_DEEPL_TRANSLATE, /* POST /v2/translate (DeepL's API, as the rest) */
+    SRV_EP_DEEPL_LANGUAGES, /* /v2/languages */
+    SRV_EP_DEEPL_USAGE,     /* /v2/usage */
+    SRV_EP_DEEPL_DOCUMENT,  /* /v2/document, /v2/document/ID[/result] */
     SRV_EP_UNKNOWN,        /* 404s */
 } srv_endpoint;
 
@@ -107,6 +113,7 @@ typedef struct srv_route {
 #define SRV_ROUTE_ANY_BODY 8u /* no 415 for a body that is not JSON */
 #define SRV_ROUTE_FILE 16u    /* an uploaded file: the file limits (--max-file-bytes,
                                * --file-timeout-s) instead of the request's */
+#define SRV_ROUTE_MESSAGE 32u /* errors as {"message": msg} (DeepL's shape) */
 
 /* A dialect's static rows into out (up to max): returns n, the rows it has
  * (its srv_X_routes, which routes.c calls twice: to count, to fill). */
@@ -188,7 +195,8 @@ void srv_req_reply(srv_req *r, int status, const char *ctype, char *body, size_t
 void srv_req_object(srv_req *r, int status, json_t *o);
 
 /* Records an error object {"error":{code,message,param}} (a LibreTranslate
- * route: {"error":message}) as the answer, with WWW-Authenticate for a
+ * route: {"error":message}; a SRV_ROUTE_MESSAGE one: {"message":message}) as
+ * the answer, with WWW-Authenticate for a
  * 401; out of memory makes it a 500, never a 200. Once a streamed answer is
  * out (r->stream_live) the object is its last event, "error". */
 void srv_req_error(srv_req *r, int status, const char *code, const char *param,

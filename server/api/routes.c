@@ -7,6 +7,7 @@
 #include <strings.h>
 
 #include "admin.h"
+#include "deepl.h"
 #include "glossaries.h"
 #include "libre.h"
 #include "models.h"
@@ -134,7 +135,7 @@ srv_api *srv_api_new(srv_server *s, char *err, size_t errlen)
     /* the page first (its paths are its own), then each API's rows */
     static int (*const k_dialects[])(srv_route *out, int max) = {
         srv_web_routes, srv_native_routes, srv_admin_routes, srv_probes_routes,
-        srv_libre_routes, srv_glossary_routes,
+        srv_libre_routes, srv_deepl_routes, srv_glossary_routes,
     };
     for (size_t d = 0; d < sizeof k_dialects / sizeof k_dialects[0]; d++) {
         int n = k_dialects[d](NULL, 0);
