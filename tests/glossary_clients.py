@@ -187,6 +187,16 @@ def application(d, g, m):
     st, body = http(d.url + "/translate", "POST", json.dumps(
         {"q": text[0], "source": "en", "target": "de", "glossary": g.glossary_id}))
     check(st == 200 and json.loads(body)["translatedText"] == o[0], "LibreTranslate's /translate")
+    # DeepL's own door, through the official client: glossary_id
+    tr = deepl.Translator(KEY, server_url=d.url)
+    res = tr.translate_text(text[:2], source_lang="EN", target_lang="DE", glossary=g.glossary_id)
+    check([x.text for x in res] == o[:2], f"DeepL's /v2/translate with glossary_id ({res})")
+    try:
+        tr.translate_text(text[0], source_lang="EN", target_lang="DE",
+                          glossary="00000000-0000-4000-8000-000000000000")
+        check(False, "DeepL's /v2/translate with an unknown glossary_id: refused")
+    except deepl.DeepLException as e:
+        check("not found" in str(e).lower(), f"DeepL's /v2/translate, an unknown glossary: {e}")
     st, body = translate(d, text[:1], glossary=m.glossary_id)
     check(st == 200, "a v3 glossary: its en->de dictionary")
     only_de_en = json.dumps({"name": "de-en", "source_lang": "de", "target_lang": "en",

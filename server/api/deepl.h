@@ -85,7 +85,7 @@ typedef struct dl_req {
     char **ignore;
     int n_ignore;
     long billed;       /* characters taken from the quota */
-    const char *glossary_id; /* carried (no glossary store yet: refused) */
+    const char *glossary_id; /* a glossary of the store (srv_api_use_glossary) */
     /* a document on its detached call */
     char doc_id[33];
     char name[SRV_FILE_NAME_MAX];

@@ -340,8 +340,9 @@ int srv_deepl_formality_ok(srv_req *r, json_t *f)
     return 0;
 }
 
-/* glossary_id: carried in the request; no glossary exists here yet, so
- * any id is DeepL's unknown glossary. 1 to go on, 0 with the error. */
+/* glossary_id: a glossary of the store (glossary.h), its dictionary for
+ * the pair checked where the jobs are made (translate.c); an id the store
+ * lacks is DeepL's unknown glossary. 1 to go on, 0 with the error. */
 int srv_deepl_glossary_ok(srv_req *r, dl_req *d, json_t *f, const char *src)
 {
     if (srv_deepl_field_str(r, f, "glossary_id", &d->glossary_id))
@@ -352,8 +353,14 @@ int srv_deepl_glossary_ok(srv_req *r, dl_req *d, json_t *f, const char *src)
         dl_error(r, 400, "Use of a glossary requires the source_lang parameter to be specified.");
         return 0;
     }
-    dl_error(r, 404, "Glossary not found: %s", d->glossary_id);
-    return 0;
+    srv_glossary *g =
+        r->s->glossaries ? srv_glossaries_get(r->s->glossaries, d->glossary_id) : NULL;
+    if (!g) {
+        dl_error(r, 404, "Glossary not found: %s", d->glossary_id);
+        return 0;
+    }
+    srv_glossary_put(g);
+    return srv_api_use_glossary(r, d->glossary_id, "glossary_id") == 0;
 }
 
 /* ---- /v2/translate: texts into units -------------------------------------------- */
