@@ -208,7 +208,11 @@ def application(d, g, m):
           and "de->en" in body["error"]["message"], f"another language pair: 400 ({body})")
     http(d.url + f"/v2/glossaries/{gid}", "DELETE")
     st, body = translate(d, text[:1], glossary="00000000-0000-4000-8000-000000000000")
-    check(st == 400 and body["error"]["param"] == "glossary", "an unknown glossary: 400")
+    check(st == 404 and body["error"]["param"] == "glossary"
+          and body["error"]["code"] == "glossary_not_found", "an unknown glossary: 404")
+    st, body = http(d.url + "/translate", "POST", json.dumps(
+        {"q": text[0], "source": "en", "target": "de", "glossary": "no-such-glossary"}))
+    check(st == 404, f"LibreTranslate's /translate, an unknown glossary: 404 ({st})")
     return o
 
 

@@ -99,7 +99,7 @@ int srv_api_use_glossary(srv_req *r, const char *id, const char *param)
 {
     srv_glossary *g = r->s->glossaries ? srv_glossaries_get(r->s->glossaries, id) : NULL;
     if (!g) {
-        srv_req_error(r, 400, "glossary_not_found", param, "no glossary '%.64s'", id);
+        srv_req_error(r, 404, "glossary_not_found", param, "no glossary '%.64s'", id);
         return -1;
     }
     srv_glossary_put(r->glossary);
