@@ -27,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "batcher.h"
@@ -127,6 +128,7 @@ typedef struct cli_run {
     const char *lang;  /* NULL: --no-split */
     int src_lang;      /* a multilingual model's source language, else -1 */
     int raw_unknown;   /* --no-copy-unknown */
+    const srv_gloss_dict *gloss; /* --glossary's dictionary for the pair, or NULL */
     cli_line **lines;  /* lines[line - first] for the lines not yet written */
     long first, n_lines, cap_lines;
     cli_unit *queue;   /* waiting units, oldest first */
@@ -183,6 +185,7 @@ static int add_line(cli_run *r, char *text, size_t len)
     p->max_tokens = td_worker_max_src_len(r->w);
     p->cut_long = 1; /* every line gets an output line */
     p->raw_unknown = r->raw_unknown;
+    p->gloss_dict = r->gloss;
     p->opts = r->o;
     srv_pipe_fail f;
     const char *const t = text;
@@ -314,11 +317,11 @@ static int write_ready(cli_run *r)
 }
 
 int cli_translate_stream(td_worker *w, const td_tokenizer *tok, const td_decode_opts *o,
-                         const char *lang, int src_lang, int raw_unknown, int batch,
-                         int progress)
+                         const char *lang, int src_lang, int raw_unknown,
+                         const srv_gloss_dict *gloss, int batch, int progress)
 {
     cli_run r = {.w = w, .tok = tok, .o = o, .lang = lang, .src_lang = src_lang,
-                 .raw_unknown = raw_unknown};
+                 .raw_unknown = raw_unknown, .gloss = gloss};
     int free_slots;
     td_run_free(w, &free_slots, &r.rows_total);
     r.live = calloc((size_t)free_slots, sizeof *r.live);
@@ -378,4 +381,50 @@ int cli_translate_stream(td_worker *w, const td_tokenizer *tok, const td_decode_
     free(r.lines);
     free(lr.buf);
     return rc;
+}
+
+srv_glossary *cli_glossary_load(const char *path, const char *src, const char *tgt,
+                                srv_glossaries **store)
+{
+    enum { MAX_BYTES = 10 << 20 }; /* the daemon's --max-glossary-bytes default */
+    *store = NULL;
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        fprintf(stderr, "transformerd: --glossary %s: %s\n", path, strerror(errno));
+        return NULL;
+    }
+    char *buf = malloc((size_t)MAX_BYTES + 1);
+    size_t n = buf ? fread(buf, 1, (size_t)MAX_BYTES + 1, f) : 0;
+    const int bad = !buf || ferror(f);
+    fclose(f);
+    if (bad || n > MAX_BYTES) {
+        fprintf(stderr, "transformerd: --glossary %s: %s\n", path,
+                bad ? "cannot be read" : "more than 10 MiB of entries (a glossary's bound)");
+        free(buf);
+        return NULL;
+    }
+    const srv_gloss_limits lim = {.max_glossaries = 1, .max_bytes = MAX_BYTES,
+                                  .max_entries = 100000};
+    char err[256], warn[256];
+    *store = srv_glossaries_open(NULL, &lim, warn, sizeof warn, err, sizeof err);
+    if (!*store) {
+        fprintf(stderr, "transformerd: --glossary %s: %s\n", path, err);
+        free(buf);
+        return NULL;
+    }
+    const size_t pl = strlen(path);
+    const int csv = pl >= 4 && !strcasecmp(path + pl - 4, ".csv");
+    const srv_gloss_input in = {.src_lang = src, .tgt_lang = tgt, .entries = buf,
+                                .entries_n = n, .format = csv ? "csv" : "tsv"};
+    const char *name = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+    const char *param = NULL;
+    char msg[512];
+    srv_glossary *g = NULL;
+    if (srv_glossaries_create(*store, *name ? name : "glossary", &in, 1, &g, &param, msg,
+                              sizeof msg) != SRV_GLOSS_OK) {
+        fprintf(stderr, "transformerd: --glossary %s (%s->%s): %s\n", path, src, tgt, msg);
+        g = NULL;
+    }
+    free(buf);
+    return g;
 }

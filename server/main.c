@@ -16,7 +16,8 @@
  *       together with its own separators (--no-split: each line one
  *       unit); symbols the model cannot write are copied from the source
  *       as the API copies them (--no-copy-unknown: the model's raw
- *       output); each line is written as soon as it is done
+ *       output); --glossary FILE applies a glossary's entries (TSV, or CSV
+ *       for a .csv) as the API's `glossary` does; each line is written as soon as it is done
  *       (cli_translate.c, through the daemon's text pipeline). A multilingual model (M2M100, NLLB-200) needs
  *       --source and --target (its language codes: en, de; eng_Latn): the
  *       source language's token first, the target's forced first.
@@ -70,6 +71,7 @@ typedef struct cli_opts {
     int no_split;       /* translate: each line one unit, not split into sentences */
     int raw_unknown;    /* translate: no unknown symbol copied (the API's copy_unknown false) */
     const char *src_lang, *tgt_lang; /* translate: a multilingual model's languages */
+    const char *glossary; /* translate: a glossary file (DeepL's TSV or CSV entries) */
 } cli_opts;
 
 static void usage(FILE *f)
@@ -79,7 +81,7 @@ static void usage(FILE *f)
             "                              [--threads N] [--batch N] [--device cpu|cuda[:N]]\n"
             "                              [--dtype auto|float32|float16|bfloat16|int8|int8-all]\n"
             "                              [--precision full|half] [--no-split] [--no-copy-unknown]\n"
-            "                              [--source LANG --target LANG]\n"
+            "                              [--source LANG --target LANG] [--glossary FILE]\n"
             "       transformerd tokenize [--model DIR] [--target] [--pieces]\n"
             "       transformerd translate-ids [--model DIR] ... (the options of translate)\n"
             "       transformerd translate-file IN OUT [--format EXT] [--source L] [--target L] "
@@ -137,6 +139,9 @@ static void cmd_usage(FILE *f, const char *cmd, int tokenize)
                 "a multilingual model's source language code: en, eng_Latn (default: none; "
                 "required by M2M100 and NLLB models)",
                 "--target LANG", "its target language code (default: none; required with --source)");
+        fprintf(f, "  %-16s %s\n", "--glossary FILE",
+                "a glossary's entries, source<TAB>target a line (comma-separated in a .csv), "
+                "applied as the API's glossary (default: none)");
     }
 }
 
@@ -325,6 +330,8 @@ static int parse_cli(int argc, char **argv, cli_opts *o, int tokenize, const cha
             o->src_lang = v;
         else if (!strcmp(cmd, "translate") && !strcmp(a, "--target"))
             o->tgt_lang = v;
+        else if (!strcmp(cmd, "translate") && !strcmp(a, "--glossary"))
+            o->glossary = v;
         else if (!tokenize && !strcmp(a, "--beam")) {
             if (parse_int(a, v, 1, TD_MAX_BEAM, &o->beam))
                 return -1;
@@ -366,10 +373,10 @@ static ssize_t read_line(char **line, size_t *cap, FILE *f)
     return n;
 }
 
-/* The sentence split's language of a bilingual model: the daemon's
- * source language of the directory (srv_model_dir_langs, its name as serve
- * names it), canonical as the API splits in it. */
-static void model_source_lang(const char *dir, char *out, size_t outn)
+/* The languages of a bilingual model: the daemon's of the directory
+ * (srv_model_dir_langs, its name as serve names it), canonical as the API
+ * splits in the source and matches a glossary's pair. */
+static void model_langs(const char *dir, char *out, size_t outn, char *tgt_out, size_t tgt_n)
 {
     char tmp[4096], name[128], src[16], tgt[16];
     snprintf(tmp, sizeof tmp, "%s", dir);
@@ -383,6 +390,7 @@ static void model_source_lang(const char *dir, char *out, size_t outn)
             *p = '_';
     srv_model_dir_langs(dir, name, "", src, tgt);
     srv_lang_canon(src, out, outn);
+    srv_lang_canon(tgt, tgt_out, tgt_n);
 }
 
 /* translate's --source / --target against the model's languages: both
@@ -480,13 +488,23 @@ static int cmd_translate(int argc, char **argv)
     /* Each line written as soon as its sentences are done, in order; a
      * line longer than the model's positions is cut (with a warning)
      * rather than failing the whole run: every line gets an output line. */
-    char lang[16];
-    if (src_lang >= 0) /* the sentence split's language, as the API's: canonical */
+    char lang[16], tgt[16];
+    if (src_lang >= 0) { /* the sentence split's language, as the API's: canonical */
         srv_lang_canon(c.src_lang, lang, sizeof lang);
-    else
-        model_source_lang(c.model, lang, sizeof lang);
-    int rc = cli_translate_stream(w, tok, &o, c.no_split ? NULL : lang, src_lang, c.raw_unknown,
-                                  c.batch, progress);
+        srv_lang_canon(c.tgt_lang, tgt, sizeof tgt);
+    } else {
+        model_langs(c.model, lang, sizeof lang, tgt, sizeof tgt);
+    }
+    /* --glossary: its dictionary for the pair, applied as the API's */
+    srv_glossaries *gstore = NULL;
+    srv_glossary *g = c.glossary ? cli_glossary_load(c.glossary, lang, tgt, &gstore) : NULL;
+    int rc = c.glossary && !g ? 2
+                              : cli_translate_stream(w, tok, &o, c.no_split ? NULL : lang,
+                                                     src_lang, c.raw_unknown,
+                                                     g ? srv_glossary_dict(g, lang, tgt) : NULL,
+                                                     c.batch, progress);
+    srv_glossary_put(g);
+    srv_glossaries_close(gstore);
     td_worker_free(w);
     td_tok_free(tok);
     td_model_free(m);

@@ -10,7 +10,9 @@ symbols the model has no piece for (EUR, (c), emoji), placeholders,
 several sentences and blank ones, under four sets of options: the
 defaults, greedy (--beam 1 / "beam_size": 1), no sentence split
 (--no-split / "split_sentences": false) and the raw output
-(--no-copy-unknown / "copy_unknown": false); and an Argos Translate
+(--no-copy-unknown / "copy_unknown": false), and a glossary (--glossary
+FILE / "glossary": the id of the same entries made through /v2/glossaries)
+on the held-out lines with a term and the set; and an Argos Translate
 package's (its language from metadata.json) on 100 lines and the set. And
 documents: `transformerd
 translate-file` (the documents' entry point, server/service/docrun.c) and
@@ -68,7 +70,7 @@ def start(daemon, tmp, model=MODEL):
             del env[k]
     args = ["setpriv", "--pdeathsig", "KILL", daemon, "serve", "--model", model,
             "--host", "127.0.0.1", "--port", "0", "--threads", "1", "--workers", "1",
-            "--max-beam", "16"]
+            "--max-beam", "16", "--state-dir", os.path.join(tmp, "state")]
     proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=log, env=env)
     deadline = time.time() + 120
     while time.time() < deadline and proc.poll() is None:
@@ -96,6 +98,21 @@ def api(port, texts, extra):
         with urllib.request.urlopen(req, timeout=300) as r:
             out += [t["text"] for t in json.load(r)["translations"]]
     return out
+
+
+# a glossary whose targets the model does not write on its own, so that
+# its placement shows (the CLI's --glossary file, the API's glossary id)
+GLOSSARY = "file\tDokument\nuser\tAnwender\nfolder\tVerzeichnis\nwindow\tFensterchen\n"
+
+
+def make_glossary(port):
+    body = {"name": "cli-api-same", "source_lang": "en", "target_lang": "de",
+            "entries": GLOSSARY, "entries_format": "tsv"}
+    req = urllib.request.Request("http://127.0.0.1:%d/v2/glossaries" % port,
+                                 data=json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=60) as r:
+        return json.load(r)["glossary_id"]
 
 
 def cli(daemon, texts, args, model=MODEL):
@@ -182,15 +199,30 @@ def main():
     ok = True
     try:
         proc, port = start(daemon, tmp)
+        gpath = os.path.join(tmp, "terms.tsv")
+        with open(gpath, "w", encoding="utf-8") as f:
+            f.write(GLOSSARY)
+        termed = [t for t in held if re.search(r"\b(file|user|folder|window)\b", t, re.I)]
+        gl = {"glossary": make_glossary(port)}
         runs = [("held-out, defaults", held, {}, []),
                 ("special, defaults", SPECIAL, {}, []),
                 ("special, greedy", SPECIAL, {"beam_size": 1}, ["--beam", "1"]),
                 ("special, no split", SPECIAL, {"split_sentences": False}, ["--no-split"]),
-                ("special, raw", SPECIAL, {"copy_unknown": False}, ["--no-copy-unknown"])]
+                ("special, raw", SPECIAL, {"copy_unknown": False}, ["--no-copy-unknown"]),
+                ("held-out with terms, glossary", termed, gl, ["--glossary", gpath]),
+                ("special, glossary", SPECIAL, gl, ["--glossary", gpath])]
         for name, texts, extra, args in runs:
             a = api(port, texts, extra)
             c = cli(daemon, texts, args)
             ok &= compare(name, texts, a, c)
+            if "glossary" in extra and texts is termed:
+                # applied, not only the same on both sides
+                placed = sum(any(w in t for w in ("Dokument", "Anwender", "Verzeichnis",
+                                                  "Fensterchen")) for t in c)
+                print("cli_api_same: %s: %d of %d lines hold a glossary term" %
+                      (name, placed, len(c)))
+                if len(termed) < 10 or placed < 5:
+                    ok = False
             if texts is SPECIAL and "copy_unknown" not in extra:
                 lost = [s for s in COPIED if s not in "".join(c)]
                 if lost:

@@ -7,7 +7,8 @@ Both serve LibreTranslate's POST /translate; N clients (each level of
 --levels) keep one request each in flight until every input line was sent
 once (or --max-seconds passed); the input mixes lengths: the held-out lines
 shuffled with a fixed seed, every third one joined with the two after it
-(paragraphs of three sentences). Each round runs every level against both
+(paragraphs of three sentences). Before each timed level a server gets an
+untimed pass at the same concurrency on other lines (two per client). Each round runs every level against both
 servers in turn (the order reversed in every other round). Per server and
 level: lines/s, source characters/s, p50 and p90 latency; then
 transformerd / LibreTranslate: throughput ratio and p50 ratio. Also the
@@ -153,6 +154,7 @@ def main():
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
     texts = make_input(a.input, a.lines, 1)
+    warm = make_input(a.input, 64, 2)
     levels = [int(x) for x in a.levels.split(",")]
     # the answer cache off: every level sends the same lines again
     td_args = (a.td_args.split() if a.td_args else ["--models-dir", a.packages]) + [
@@ -174,6 +176,11 @@ def main():
                     order.reverse()
                 got = {}
                 for name, port in order:
+                    # untimed, at the level's concurrency, on other lines:
+                    # what a server grows for N clients (transformerd's
+                    # worker buffers, a one-time cost of a daemon's life)
+                    # is grown before the clock starts
+                    run_level(port, warm[:max(8, 2 * level)], level, a.max_seconds)
                     res, answers = run_level(port, texts, level, a.max_seconds)
                     res.update(server=name, clients=level, round=r)
                     results[(name, level)].append(res)
