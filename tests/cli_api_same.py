@@ -179,6 +179,12 @@ def cli_file(daemon, tmp, name, data):
         return f.read()
 
 
+def revision_free(data):
+    """A catalogue's bytes less its PO-Revision-Date's value: the time of the
+    translation, which two runs a minute apart write differently."""
+    return re.sub(rb'("PO-Revision-Date: )[^"\\]*', rb"\1", data or b"")
+
+
 def compare(name, texts, a, c):
     bad = [i for i in range(len(texts)) if a[i] != c[i]]
     for i in bad[:5]:
@@ -236,7 +242,7 @@ def main():
                     and b"speichern" not in c:
                 print("cli_api_same: %s: not translated: %r" % (name, c))
                 ok = False
-            elif a != c:
+            elif revision_free(a) != revision_free(c):
                 print("cli_api_same: %s: translate-file and /translate_file differ:\n  api: %r\n"
                       "  cli: %r" % (name, a, c))
                 ok = False

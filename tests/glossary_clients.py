@@ -7,7 +7,8 @@ model:
   - create_glossary, create_glossary_from_csv, list_glossaries,
     get_glossary, get_glossary_entries, delete_glossary, the language
     pairs, and the v3 calls (create/get/list/entries/delete of a
-    multilingual glossary) answer as the client expects, with the daemon's
+    multilingual glossary, and its edits: a dictionary merged, replaced,
+    added and deleted, a new name) answer as the client expects, with the daemon's
     API key sent as DeepL-Auth-Key;
   - a bad TSV line is refused (400) naming its line; the bounds
     (--max-glossaries: QuotaExceededException, --max-glossary-bytes and
@@ -216,6 +217,54 @@ def application(d, g, m):
     return o
 
 
+def entries_of(cl, m, s, t):
+    e = cl.get_multilingual_glossary_entries(m, s, t)
+    return deepl.util.convert_tsv_to_dict(e.dictionaries[0].entries)
+
+
+def edits(d, cl, m):
+    """v3's edits through the client: PATCH (merge, rename, a new pair),
+    PUT (a dictionary replaced), DELETE of a dictionary; refused edits
+    change nothing; the edited glossary applies."""
+    M = MultilingualGlossaryDictionaryEntries
+    info = cl.update_multilingual_glossary_dictionary(m, M("EN", "DE", {"CAR": "Kraftwagen", "wheel": "Rad"}))
+    check(entries_of(cl, m, "EN", "DE") == {"CAR": "Kraftwagen", "wheel": "Rad"}
+          and [x.entry_count for x in info.dictionaries] == [2, 1],
+          "v3 update_multilingual_glossary_dictionary: merged (a term given again, in another "
+          "case, replaced; a new one added)")
+    check(cl.update_multilingual_glossary_name(m, "multi2").name == "multi2"
+          and cl.get_multilingual_glossary(m.glossary_id).name == "multi2",
+          "v3 update_multilingual_glossary_name")
+    di = cl.replace_multilingual_glossary_dictionary(m, M("DE", "EN", {"Rad": "wheel"}))
+    check(di.entry_count == 1 and entries_of(cl, m, "DE", "EN") == {"Rad": "wheel"},
+          "v3 replace_multilingual_glossary_dictionary: the old entries gone")
+    info = cl.update_multilingual_glossary_dictionary(m, M("EN", "FR", {"car": "voiture"}))
+    check(len(info.dictionaries) == 3, "v3 update: a new pair added")
+    cl.delete_multilingual_glossary_dictionary(m, source_lang="EN", target_lang="FR")
+    check(len(cl.get_multilingual_glossary(m.glossary_id).dictionaries) == 2,
+          "v3 delete_multilingual_glossary_dictionary")
+    try:
+        cl.delete_multilingual_glossary_dictionary(m, source_lang="EN", target_lang="FR")
+        check(False, "a missing dictionary")
+    except deepl.GlossaryNotFoundException:
+        check(True, "a missing dictionary: GlossaryNotFoundException")
+    url = d.url + f"/v3/glossaries/{m.glossary_id}"
+    st, body = http(url, "PATCH", json.dumps({"dictionaries": [
+        {"source_lang": "en", "target_lang": "de", "entries": "ok\tgut\nno tab\n"}]}))
+    check(st == 400 and "entries line 2" in body, f"PATCH with a bad line: 400 naming it ({st})")
+    st, body = http(url + "/dictionaries", "PUT", json.dumps(
+        {"source_lang": "en", "target_lang": "de",
+         "entries": "".join(f"w{i}\tx\n" for i in range(60))}))
+    check(st == 413 and "--max-glossary-entries" in body, f"PUT over the bounds: 413 ({st})")
+    st, body = http(url, "PATCH", json.dumps({}))
+    check(st == 400, f"PATCH with nothing to edit: 400 ({st})")
+    check(entries_of(cl, m, "EN", "DE") == {"CAR": "Kraftwagen", "wheel": "Rad"},
+          "refused edits changed nothing")
+    st, body = translate(d, ["The car is red."], glossary=m.glossary_id)
+    out = body["translations"][0]["text"] if st == 200 else ""
+    check("Kraftwagen" in out, f"the edited glossary applies: {out!r}")
+
+
 def main():
     daemon, model = sys.argv[1], sys.argv[2]
     state = tempfile.mkdtemp(prefix="td-gloss-state-")
@@ -228,6 +277,7 @@ def main():
         g, m = store_calls(d, tr, cl)
         store_faults(d, tr)
         before = application(d, g, m)
+        edits(d, cl, m)
         listed = sorted((x.glossary_id, x.name, x.entry_count) for x in tr.list_glossaries())
     finally:
         d.stop()
@@ -240,6 +290,10 @@ def main():
               "after a restart: the entries")
         st, body = translate(d, ["The engine of the car is broken."], glossary=g.glossary_id)
         check(body["translations"][0]["text"] == before[0], "after a restart: the same translation")
+        cl = deepl.DeepLClient(KEY, server_url=d.url)
+        check(cl.get_multilingual_glossary(m.glossary_id).name == "multi2"
+              and entries_of(cl, m, "EN", "DE") == {"CAR": "Kraftwagen", "wheel": "Rad"},
+              "after a restart: the edits kept")
         tr.delete_glossary(g)
         deepl.DeepLClient(KEY, server_url=d.url).delete_multilingual_glossary(m)
         check(tr.list_glossaries() == [], "every glossary deleted")

@@ -8,6 +8,10 @@
  *   - the bounds: glossaries in the store, bytes and entries of one;
  *   - create, get, list, delete; the stored file reloaded by a new store
  *     (a restart), a deleted one gone after it, a broken file skipped;
+ *   - edits (DeepL's v3): a dictionary merged (a source term given again in
+ *     any case replaced, "~" kept on the others), replaced, added, dropped;
+ *     the last one and a missing pair refused; a refused edit changes
+ *     nothing; a reference to the old glossary stays readable; on disk;
  *   - a dictionary found by its pair in any case or variant, not another;
  *   - terms found case-insensitively at word bounds (a letter, digit or '_'
  *     before or after is not one), longest first;
@@ -233,6 +237,97 @@ START_TEST(test_persistence)
 }
 END_TEST
 
+START_TEST(test_edit)
+{
+    char dir[] = "/tmp/td-gloss-XXXXXX", msg[256], warn[512];
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    srv_glossaries *st = srv_glossaries_open(dir, &k_lim, warn, sizeof warn, msg, sizeof msg);
+    srv_glossary *g, *e;
+    const char *param;
+    const char *first = "file\t~Datei\nuser\tBenutzer\nfolder\tOrdner\n";
+    srv_gloss_input in = {"en", "de", first, strlen(first), "tsv"};
+    ck_assert_int_eq(srv_glossaries_create(st, "terms", &in, 1, &g, &param, msg, sizeof msg),
+                     SRV_GLOSS_OK);
+    char id[40];
+    strcpy(id, g->id);
+    /* merged: "USER" replaces "user", the others (with their "~") kept first */
+    srv_gloss_input add = {"EN-GB", "de", "USER,Anwender\nwindow,Fenster\n", 29, "csv"};
+    ck_assert_int_eq(srv_glossaries_edit(st, id, "renamed", &add, 1, SRV_GLOSS_MERGE, &e, &param,
+                                         msg, sizeof msg),
+                     SRV_GLOSS_OK);
+    ck_assert_str_eq(e->d[0].tsv, "file\t~Datei\nfolder\tOrdner\nUSER\tAnwender\nwindow\tFenster\n");
+    ck_assert_str_eq(e->name, "renamed");
+    ck_assert_str_eq(e->id, id);
+    ck_assert_str_eq(e->created, g->created);
+    ck_assert_int_eq(e->d[0].e[0].inflect, 1);
+    /* the old one, still held, as it was */
+    ck_assert_str_eq(g->d[0].tsv, first);
+    ck_assert_str_eq(g->name, "terms");
+    srv_glossary_put(g);
+    srv_glossary_put(e);
+    /* a new pair merged in is added; replaced; dropped */
+    srv_gloss_input fr = {"en", "fr", "file\tfichier\n", 13, "tsv"};
+    ck_assert_int_eq(srv_glossaries_edit(st, id, NULL, &fr, 1, SRV_GLOSS_MERGE, &e, &param, msg,
+                                         sizeof msg),
+                     SRV_GLOSS_OK);
+    ck_assert_int_eq(e->n_dicts, 2);
+    ck_assert_str_eq(e->name, "renamed");
+    srv_glossary_put(e);
+    srv_gloss_input rep = {"en", "de", "disk\tPlatte\n", 12, "tsv"};
+    ck_assert_int_eq(srv_glossaries_edit(st, id, NULL, &rep, 1, SRV_GLOSS_REPLACE, &e, &param,
+                                         msg, sizeof msg),
+                     SRV_GLOSS_OK);
+    ck_assert_str_eq(srv_glossary_dict(e, "en", "de")->tsv, "disk\tPlatte\n");
+    ck_assert_str_eq(srv_glossary_dict(e, "en", "fr")->tsv, "file\tfichier\n");
+    srv_glossary_put(e);
+    ck_assert_int_eq(srv_glossaries_edit(st, id, NULL, &fr, 1, SRV_GLOSS_DROP, &e, &param, msg,
+                                         sizeof msg),
+                     SRV_GLOSS_OK);
+    ck_assert_int_eq(e->n_dicts, 1);
+    srv_glossary_put(e);
+    /* refused, nothing changed: a missing pair, the last one, a bad line,
+     * over the entries' bound, an unknown id */
+    ck_assert_int_eq(srv_glossaries_edit(st, id, NULL, &fr, 1, SRV_GLOSS_DROP, &e, &param, msg,
+                                         sizeof msg),
+                     SRV_GLOSS_NOT_FOUND);
+    ck_assert_ptr_null(e);
+    ck_assert_int_eq(srv_glossaries_edit(st, id, NULL, &rep, 1, SRV_GLOSS_DROP, &e, &param, msg,
+                                         sizeof msg),
+                     SRV_GLOSS_INVALID);
+    ck_assert_ptr_nonnull(strstr(msg, "at least one dictionary"));
+    srv_gloss_input bad = {"en", "de", "ok\tgut\nno tab\n", 14, "tsv"};
+    ck_assert_int_eq(srv_glossaries_edit(st, id, "x", &bad, 1, SRV_GLOSS_MERGE, &e, &param, msg,
+                                         sizeof msg),
+                     SRV_GLOSS_INVALID);
+    ck_assert_ptr_nonnull(strstr(msg, "line 2"));
+    char many[400] = "";
+    for (int i = 0; i < 21; i++)
+        snprintf(many + strlen(many), sizeof many - strlen(many), "w%d\tx\n", i);
+    srv_gloss_input big = {"en", "de", many, strlen(many), "tsv"};
+    ck_assert_int_eq(srv_glossaries_edit(st, id, NULL, &big, 1, SRV_GLOSS_MERGE, &e, &param, msg,
+                                         sizeof msg),
+                     SRV_GLOSS_TOO_LARGE);
+    ck_assert_int_eq(srv_glossaries_edit(st, "00000000-0000-4000-8000-000000000000", NULL, &rep,
+                                         1, SRV_GLOSS_MERGE, &e, &param, msg, sizeof msg),
+                     SRV_GLOSS_NOT_FOUND);
+    srv_glossaries_close(st);
+    /* on disk: a new store reads the edited one */
+    st = srv_glossaries_open(dir, &k_lim, warn, sizeof warn, msg, sizeof msg);
+    g = srv_glossaries_get(st, id);
+    ck_assert_ptr_nonnull(g);
+    ck_assert_str_eq(g->name, "renamed");
+    ck_assert_int_eq(g->n_dicts, 1);
+    ck_assert_str_eq(g->d[0].tsv, "disk\tPlatte\n");
+    srv_glossary_put(g);
+    ck_assert_int_eq(srv_glossaries_delete(st, id), SRV_GLOSS_OK);
+    srv_glossaries_close(st);
+    char path[512];
+    snprintf(path, sizeof path, "%s/glossaries", dir);
+    rmdir(path);
+    rmdir(dir);
+}
+END_TEST
+
 static srv_glossary *dict_of(srv_glossaries **st, const char *entries)
 {
     char msg[256];
@@ -418,6 +513,7 @@ int main(void)
     tcase_add_test(tc, test_parse);
     tcase_add_test(tc, test_fields_and_bounds);
     tcase_add_test(tc, test_persistence);
+    tcase_add_test(tc, test_edit);
     tcase_add_test(tc, test_match);
     tcase_add_test(tc, test_place);
     tcase_add_test(tc, test_apply_offsets);

@@ -2,7 +2,8 @@
  * glossaries.c - the glossary routes every dialect shares, in DeepL's
  * shapes (docs/api.md, "Glossaries"): /v2/glossaries (one language pair a
  * glossary), /v3/glossaries (a glossary of dictionaries, one per pair),
- * /v2/glossary-language-pairs. The store is service/glossary.h's; its
+ * /v2/glossary-language-pairs; v3's edits (PATCH a glossary, PUT and
+ * DELETE a dictionary). The store is service/glossary.h's; its
  * status kinds become DeepL's codes here, errors DeepL's
  * {"message", "detail"} with the field named in detail.
  */
@@ -296,6 +297,108 @@ static void gl_delete(srv_req *r)
         gl_error(r, gl_status(st), "glossary_id: glossary %s could not be deleted", id);
 }
 
+/* ---- edits (v3) ----------------------------------------------------------------- */
+
+/* A store edit's failure as DeepL answers it. */
+static void edit_error(srv_req *r, srv_gloss_status st, const char *param, char *msg, size_t n)
+{
+    if (st == SRV_GLOSS_NOMEM)
+        snprintf(msg, n, "out of memory");
+    if (param && strncmp(msg, param, strlen(param)) != 0 && strncmp(msg, "entries", 7) != 0)
+        gl_error(r, gl_status(st), "%s: %s", param, msg);
+    else
+        gl_error(r, gl_status(st), "%s", msg);
+}
+
+/* PATCH /v3/glossaries/ID: a new name and/or dictionaries merged in (the
+ * entries given replace those of the same source term, the others are
+ * kept; a new pair is added) -> the glossary's information. PUT
+ * /v3/glossaries/ID/dictionaries: one dictionary replaced or added -> its
+ * pair and count. */
+static srv_call_next gl_edit(srv_req *r)
+{
+    const int put = !strcmp(r->call->method, "PUT");
+    srv_form_file file = {0};
+    int is_json = 0;
+    json_t *o = srv_form_fields(r, srv_call_header(r->call, "Content-Type"), &file, &is_json);
+    if (!o)
+        return SRV_NEXT_ANSWERED;
+    srv_glossary *g = path_glossary(r, V3), *done = NULL;
+    srv_gloss_input in[SRV_GLOSS_MAX_DICTS];
+    int n = 0, bad = 0;
+    const char *name = NULL;
+    if (!g)
+        goto out;
+    if (put) {
+        if (dict_input(r, o, &in[n++]) != 0)
+            goto out;
+    } else {
+        name = str_field(r, o, "name", &bad);
+        json_t *ds = json_object_get(o, "dictionaries");
+        if (bad)
+            goto out;
+        if (ds && !json_is_null(ds) &&
+            (!json_is_array(ds) || json_array_size(ds) > SRV_GLOSS_MAX_DICTS)) {
+            gl_error(r, 400, "dictionaries: an array of at most %d dictionaries",
+                     SRV_GLOSS_MAX_DICTS);
+            goto out;
+        }
+        for (size_t i = 0; json_is_array(ds) && i < json_array_size(ds); i++) {
+            json_t *d = json_array_get(ds, i);
+            if (!json_is_object(d)) {
+                gl_error(r, 400, "dictionaries[%zu]: an object is required", i);
+                goto out;
+            }
+            if (dict_input(r, d, &in[n++]) != 0)
+                goto out;
+        }
+        if (!name && n == 0) {
+            gl_error(r, 400, "name, dictionaries: nothing to edit");
+            goto out;
+        }
+    }
+    const char *param = NULL;
+    char msg[512];
+    srv_gloss_status st = srv_glossaries_edit(r->s->glossaries, g->id, name, in, n,
+                                              put ? SRV_GLOSS_REPLACE : SRV_GLOSS_MERGE, &done,
+                                              &param, msg, sizeof msg);
+    if (st != SRV_GLOSS_OK)
+        edit_error(r, st, param, msg, sizeof msg);
+    else if (put)
+        srv_req_object(r, 200, dict_json(srv_glossary_dict(done, in[0].src_lang, in[0].tgt_lang), 0));
+    else
+        srv_req_object(r, 200, info_json(done, 1));
+out:
+    srv_glossary_put(done);
+    srv_glossary_put(g);
+    json_decref(o);
+    return SRV_NEXT_ANSWERED;
+}
+
+/* DELETE /v3/glossaries/ID/dictionaries?source_lang=..&target_lang=..: the
+ * pair's dictionary removed (the glossary keeps at least one). */
+static void gl_drop_dict(srv_req *r)
+{
+    srv_glossary *g = path_glossary(r, V3), *done = NULL;
+    if (!g)
+        return;
+    char s[40], t[40], msg[512];
+    if (query_param(r, "source_lang", s, sizeof s) || query_param(r, "target_lang", t, sizeof t)) {
+        gl_error(r, 400, "source_lang and target_lang: both are required");
+    } else {
+        const srv_gloss_input in = {.src_lang = s, .tgt_lang = t};
+        const char *param = NULL;
+        srv_gloss_status st = srv_glossaries_edit(r->s->glossaries, g->id, NULL, &in, 1,
+                                                  SRV_GLOSS_DROP, &done, &param, msg, sizeof msg);
+        if (st == SRV_GLOSS_OK)
+            srv_req_reply(r, 204, "application/json", strdup(""), 0);
+        else
+            edit_error(r, st, param, msg, sizeof msg);
+    }
+    srv_glossary_put(done);
+    srv_glossary_put(g);
+}
+
 /* The pairs the served models translate: a bilingual model's own, every
  * pair of a multilingual model's languages. */
 static void gl_pairs(srv_req *r)
@@ -330,6 +433,8 @@ static void gl_pairs(srv_req *r)
 static const srv_route k_glossary_routes[] = {
     {"GET", V2 "/*/entries", SRV_EP_GLOSSARIES, GL_FLAGS, gl_entries, NULL, NULL, GL_LABEL},
     {"GET", V3 "/*/entries", SRV_EP_GLOSSARIES, GL_FLAGS, gl_entries, NULL, NULL, GL_LABEL},
+    {"PUT", V3 "/*/dictionaries", SRV_EP_GLOSSARIES, GL_FLAGS, NULL, gl_edit, NULL, GL_LABEL},
+    {"DELETE", V3 "/*/dictionaries", SRV_EP_GLOSSARIES, GL_FLAGS, gl_drop_dict, NULL, NULL, GL_LABEL},
     {"GET", V2, SRV_EP_GLOSSARIES, GL_FLAGS, gl_list, NULL, NULL, GL_LABEL},
     {"POST", V2, SRV_EP_GLOSSARIES, GL_FLAGS | SRV_ROUTE_ANY_BODY, NULL, gl_create, NULL, GL_LABEL},
     {"GET", V3, SRV_EP_GLOSSARIES, GL_FLAGS, gl_list, NULL, NULL, GL_LABEL},
@@ -338,6 +443,7 @@ static const srv_route k_glossary_routes[] = {
     {"DELETE", V2 "/*", SRV_EP_GLOSSARIES, GL_FLAGS, gl_delete, NULL, NULL, GL_LABEL},
     {"GET", V3 "/*", SRV_EP_GLOSSARIES, GL_FLAGS, gl_get, NULL, NULL, GL_LABEL},
     {"DELETE", V3 "/*", SRV_EP_GLOSSARIES, GL_FLAGS, gl_delete, NULL, NULL, GL_LABEL},
+    {"PATCH", V3 "/*", SRV_EP_GLOSSARIES, GL_FLAGS, NULL, gl_edit, NULL, GL_LABEL},
     {"GET", "/v2/glossary-language-pairs", SRV_EP_GLOSSARIES, GL_FLAGS, gl_pairs, NULL, NULL, GL_LABEL},
 };
 

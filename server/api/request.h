@@ -89,7 +89,7 @@ typedef enum srv_endpoint {
 } srv_endpoint;
 
 /* A row of the route table: {method, path pattern, handler}. method is
- * "GET" (HEAD too), "POST" or "DELETE"; path is exact or holds one '*' (a
+ * "GET" (HEAD too), "POST", "PUT", "PATCH" or "DELETE"; path is exact or holds one '*' (a
  * non-empty run of any characters). A path's rows are those of the first
  * pattern that matches it; their methods make the Allow header. */
 typedef struct srv_route {

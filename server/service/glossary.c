@@ -25,6 +25,7 @@
 
 struct srv_glossaries {
     pthread_mutex_t mu;     /* guards g and n */
+    pthread_mutex_t edit_mu; /* one edit at a time: read, rebuild, swap */
     char *dir;              /* DIR/glossaries, or NULL: memory only */
     srv_gloss_limits lim;
     srv_glossary **g;       /* oldest first */
@@ -842,6 +843,7 @@ srv_glossaries *srv_glossaries_open(const char *dir, const srv_gloss_limits *lim
         return NULL;
     }
     pthread_mutex_init(&st->mu, NULL);
+    pthread_mutex_init(&st->edit_mu, NULL);
     st->lim = *lim;
     if (dir && dir[0]) {
         size_t n = strlen(dir) + sizeof "/glossaries";
@@ -870,6 +872,7 @@ void srv_glossaries_close(srv_glossaries *st)
     free(st->g);
     free(st->dir);
     pthread_mutex_destroy(&st->mu);
+    pthread_mutex_destroy(&st->edit_mu);
     free(st);
 }
 
@@ -984,5 +987,181 @@ srv_gloss_status srv_glossaries_delete(srv_glossaries *st, const char *id)
     }
     pthread_mutex_unlock(&st->mu);
     srv_glossary_put(gone);
+    return rc;
+}
+
+/* ---- edits (DeepL's v3: PATCH, PUT and DELETE of dictionaries) ------------- */
+
+static int by_str(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* The TSV of old merged with add: old's entries whose source term
+ * (case-insensitively) add does not have, then add's, in their order.
+ * malloc'd (*n its bytes), or NULL when out of memory. */
+static char *merge_tsv(const srv_gloss_dict *old, const srv_gloss_dict *add, size_t *n)
+{
+    const char **folds = malloc((size_t)(add->n ? add->n : 1) * sizeof *folds);
+    char *out = malloc(old->tsv_n + add->tsv_n + 1);
+    if (!folds || !out) {
+        free(folds);
+        free(out);
+        return NULL;
+    }
+    for (int i = 0; i < add->n; i++)
+        folds[i] = add->e[i].fold;
+    qsort(folds, (size_t)add->n, sizeof *folds, by_str);
+    size_t at = 0;
+    for (int i = 0; i < old->n; i++) {
+        const srv_gloss_entry *e = &old->e[i];
+        const char *key = e->fold;
+        if (bsearch(&key, folds, (size_t)add->n, sizeof *folds, by_str))
+            continue; /* replaced by add's */
+        memcpy(out + at, e->src, e->src_n);
+        at += e->src_n;
+        out[at++] = '\t';
+        if (e->inflect)
+            out[at++] = '~';
+        memcpy(out + at, e->tgt, e->tgt_n);
+        at += e->tgt_n;
+        out[at++] = '\n';
+    }
+    memcpy(out + at, add->tsv, add->tsv_n);
+    at += add->tsv_n;
+    out[at] = 0;
+    free(folds);
+    *n = at;
+    return out;
+}
+
+/* The dictionaries of the edited glossary into all (merged texts into
+ * own, the caller's to free): old's, each one in[] names merged,
+ * replaced or dropped by kind, then in[]'s new pairs. Their count, or -1
+ * with the status in *st. */
+static int edit_inputs(const srv_glossary *old, const srv_gloss_input *in, int n,
+                       srv_gloss_edit_kind kind, int max_entries, srv_gloss_input *all,
+                       char **own, srv_gloss_status *st, const char **param, char *msg,
+                       size_t msg_n)
+{
+    char s[SRV_GLOSS_MAX_DICTS][16], t[SRV_GLOSS_MAX_DICTS][16];
+    int used[SRV_GLOSS_MAX_DICTS] = {0}, na = 0;
+    *st = SRV_GLOSS_INVALID;
+    for (int j = 0; j < n; j++) {
+        *param = srv_gloss_lang(in[j].src_lang ? in[j].src_lang : "", s[j], sizeof s[j])
+                     ? "source_lang"
+                 : srv_gloss_lang(in[j].tgt_lang ? in[j].tgt_lang : "", t[j], sizeof t[j])
+                     ? "target_lang"
+                     : NULL;
+        if (*param) {
+            say(msg, msg_n, "%s is not a language code", *param);
+            return -1;
+        }
+    }
+    for (int i = 0; i < old->n_dicts; i++) {
+        const srv_gloss_dict *d = &old->d[i];
+        int j = 0;
+        while (j < n && (strcmp(s[j], d->src_lang) || strcmp(t[j], d->tgt_lang)))
+            j++;
+        if (j == n) { /* not named: as it is */
+            all[na++] = (srv_gloss_input){d->src_lang, d->tgt_lang, d->tsv, d->tsv_n, "tsv"};
+            continue;
+        }
+        used[j] = 1;
+        if (kind == SRV_GLOSS_DROP)
+            continue;
+        if (kind == SRV_GLOSS_REPLACE) {
+            all[na++] = in[j];
+            continue;
+        }
+        srv_gloss_dict add;
+        if ((*st = make_dict(&in[j], max_entries, &add, param, msg, msg_n)) != SRV_GLOSS_OK)
+            return -1;
+        size_t len = 0;
+        own[j] = merge_tsv(d, &add, &len);
+        srv_gloss_dict_free(&add);
+        if (!own[j]) {
+            *st = SRV_GLOSS_NOMEM;
+            return -1;
+        }
+        all[na++] = (srv_gloss_input){d->src_lang, d->tgt_lang, own[j], len, "tsv"};
+    }
+    for (int j = 0; j < n; j++) {
+        if (used[j])
+            continue;
+        if (kind == SRV_GLOSS_DROP) {
+            *st = SRV_GLOSS_NOT_FOUND;
+            *param = "source_lang";
+            say(msg, msg_n, "glossary %s has no %s->%s dictionary", old->id, s[j], t[j]);
+            return -1;
+        }
+        if (na == SRV_GLOSS_MAX_DICTS) {
+            *param = "dictionaries";
+            say(msg, msg_n, "a glossary has at most %d dictionaries", SRV_GLOSS_MAX_DICTS);
+            return -1;
+        }
+        all[na++] = in[j];
+    }
+    if (na == 0) {
+        *param = "source_lang";
+        say(msg, msg_n, "a glossary keeps at least one dictionary (delete the glossary instead)");
+        return -1;
+    }
+    *st = SRV_GLOSS_OK;
+    return na;
+}
+
+srv_gloss_status srv_glossaries_edit(srv_glossaries *st, const char *id, const char *name,
+                                     const srv_gloss_input *in, int n, srv_gloss_edit_kind kind,
+                                     srv_glossary **out, const char **param, char *msg,
+                                     size_t msg_n)
+{
+    *out = NULL;
+    *param = NULL;
+    if (n < 0 || n > SRV_GLOSS_MAX_DICTS) {
+        *param = "dictionaries";
+        say(msg, msg_n, "at most %d dictionaries", SRV_GLOSS_MAX_DICTS);
+        return SRV_GLOSS_INVALID;
+    }
+    pthread_mutex_lock(&st->edit_mu);
+    srv_glossary *old = srv_glossaries_get(st, id), *g = NULL;
+    srv_gloss_input all[SRV_GLOSS_MAX_DICTS];
+    char *own[SRV_GLOSS_MAX_DICTS] = {0};
+    srv_gloss_status rc = SRV_GLOSS_NOT_FOUND;
+    if (!old) {
+        say(msg, msg_n, "no glossary '%.64s'", id);
+        goto out;
+    }
+    int na = edit_inputs(old, in, n, kind, st->lim.max_entries, all, own, &rc, param, msg, msg_n);
+    if (na < 0 || (rc = build(old->id, name ? name : old->name, old->created, all, na, &st->lim,
+                              &g, param, msg, msg_n)) != SRV_GLOSS_OK)
+        goto out;
+    /* the new one in the old one's place (and file), unless deleted meanwhile */
+    srv_glossary *gone = NULL;
+    pthread_mutex_lock(&st->mu);
+    int at = 0;
+    while (at < st->n && st->g[at] != old)
+        at++;
+    if (at == st->n) {
+        rc = SRV_GLOSS_NOT_FOUND;
+        say(msg, msg_n, "glossary %s was deleted", old->id);
+    } else if (st->dir != NULL && write_file(st->dir, g) != 0) {
+        rc = SRV_GLOSS_STORAGE;
+        say(msg, msg_n, "the glossary could not be stored under %s: %s", st->dir, strerror(errno));
+    } else {
+        gone = old; /* the store's reference */
+        st->g[at] = g;
+        atomic_fetch_add(&g->refs, 1); /* the caller's */
+        *out = g;
+    }
+    pthread_mutex_unlock(&st->mu);
+    srv_glossary_put(gone);
+    if (rc != SRV_GLOSS_OK)
+        srv_glossary_put(g);
+out:
+    srv_glossary_put(old);
+    pthread_mutex_unlock(&st->edit_mu);
+    for (int j = 0; j < n; j++)
+        free(own[j]);
     return rc;
 }

@@ -18,7 +18,8 @@
  *
  * No HTTP here: results are srv_gloss_status kinds, the API maps them.
  *
- * Threads: the store's calls take its mutex; a glossary is immutable once
+ * Threads: the store's calls take its mutex (an edit also its own, so edits
+ * run one at a time); a glossary is immutable once
  * made and reference-counted (srv_glossaries_get / srv_glossary_put), so a
  * request may keep using one that is deleted meanwhile. The matching and
  * placement functions are pure.
@@ -107,6 +108,29 @@ int srv_glossaries_persistent(const srv_glossaries *st);
 srv_gloss_status srv_glossaries_create(srv_glossaries *st, const char *name,
                                        const srv_gloss_input *in, int n, srv_glossary **out,
                                        const char **param, char *msg, size_t msg_n);
+
+/* An edit of a glossary's dictionaries (DeepL's v3): each dictionary
+ * given merged into the one of its pair (its entries replace those of the
+ * same source term, case-insensitively; the others kept) or added
+ * (MERGE, PATCH); the pair's replaced or added (REPLACE, PUT); the pair's
+ * removed (DROP, DELETE; the entries are not read). */
+typedef enum srv_gloss_edit_kind {
+    SRV_GLOSS_MERGE,
+    SRV_GLOSS_REPLACE,
+    SRV_GLOSS_DROP,
+} srv_gloss_edit_kind;
+
+/* Edits glossary id: name (NULL: kept) and the n dictionaries of in by
+ * kind, into a new glossary of the same id and creation time that takes
+ * the old one's place in the store and its file (a request holding the old
+ * one keeps it). Returned with a reference in *out. NOT_FOUND: no such
+ * glossary, or (DROP) no dictionary of a pair; INVALID: a field or entry
+ * (*param, msg; also a glossary left without a dictionary); TOO_LARGE:
+ * over the bounds; STORAGE; NOMEM. Any status but OK changes nothing. */
+srv_gloss_status srv_glossaries_edit(srv_glossaries *st, const char *id, const char *name,
+                                     const srv_gloss_input *in, int n, srv_gloss_edit_kind kind,
+                                     srv_glossary **out, const char **param, char *msg,
+                                     size_t msg_n);
 
 /* The glossary of id with a reference (srv_glossary_put), or NULL. */
 srv_glossary *srv_glossaries_get(srv_glossaries *st, const char *id);
