@@ -3,13 +3,14 @@
  * cmark (CommonMark's reference library, Debian's libcmark-dev).
  *
  * Each paragraph and heading is a block: its inline nodes are pieces
- * (text under its chain of emphasis, strong emphasis and links; code
- * spans, images and inline HTML as objects kept verbatim; hard line breaks
- * as separators between segments). A translated block's inline content is
- * built again as a new paragraph of cmark nodes (the chains copied, the
- * objects moved), rendered by cmark's CommonMark writer, and put in place
- * of the block's own content in the source, found by cmark's source
- * positions; every other byte of the file stays as it was.
+ * (styled.h: text under its chain of emphasis, strong emphasis and links;
+ * code spans, images and inline HTML as objects kept verbatim; hard line
+ * breaks as separators between segments). A translated block's inline
+ * content is built again by styled.c as a new paragraph of cmark nodes
+ * (the chains copied here, the objects moved), rendered by cmark's
+ * CommonMark writer, and put in place of the block's own content in the
+ * source, found by cmark's source positions; every other byte of the file
+ * stays as it was.
  *
  * Source positions are cmark's (0.30, Debian 12's libcmark): a line ends
  * at CR, LF or CRLF; a UTF-8 BOM that starts the text is skipped before
@@ -31,30 +32,13 @@
 #include <cmark.h>
 
 #include "markdown.h"
-
-#define MAX_DEPTH 8
-
-enum { P_TEXT, P_OBJECT, P_SEP };
-
-typedef struct piece {
-    int kind;
-    char *text;          /* P_TEXT (owned) */
-    cmark_node *node;    /* P_OBJECT, P_SEP: the node, moved when rendered */
-    cmark_node *chain[MAX_DEPTH];
-    int depth, style;
-} piece;
+#include "styled.h"
 
 typedef struct block {
     cmark_node *node;
     size_t a, b;         /* its inline content's bytes in the source */
-    piece *pc;
-    int n, cap, dirty;
+    srv_pieces pcs;      /* its pieces (styled.h): nodes are cmark's */
 } block;
-
-typedef struct segment {
-    int block, p0, p1; /* its pieces */
-    srv_seg s;
-} segment;
 
 struct srv_md {
     char *data;          /* the source (owned) */
@@ -65,8 +49,7 @@ struct srv_md {
     int n_lines;
     block *bl;
     int n_bl, cap_bl;
-    segment *sg;
-    int n_sg, cap_sg;
+    srv_styled st;       /* the blocks' segments (styled.h) */
 };
 
 static int grow(void **p, int *cap, int n, size_t size)
@@ -90,48 +73,37 @@ static int is_container(cmark_node *n)
     return t == CMARK_NODE_EMPH || t == CMARK_NODE_STRONG || t == CMARK_NODE_LINK;
 }
 
-static int add_piece(block *b, int kind, cmark_node *node, const char *text, cmark_node **chain,
-                     int depth)
-{
-    if (grow((void **)&b->pc, &b->cap, b->n, sizeof *b->pc) != 0)
-        return -1;
-    piece *p = &b->pc[b->n];
-    memset(p, 0, sizeof *p);
-    p->kind = kind;
-    p->node = node;
-    p->depth = depth;
-    memcpy(p->chain, chain, (size_t)depth * sizeof *chain);
-    if (text && !(p->text = strdup(text)))
-        return -1;
-    b->n++;
-    return 0;
-}
-
-static int collect(block *b, cmark_node *n, cmark_node **chain, int depth)
+/* The pieces of n's children (n: the block, or an element of the chain,
+ * depth deep): text, soft breaks as spaces, hard breaks as separators,
+ * emphasis, strong emphasis and links as chains, the rest objects. */
+static int collect(srv_pieces *p, cmark_node *n, void **chain, int depth)
 {
     for (cmark_node *c = cmark_node_first_child(n); c; c = cmark_node_next(c)) {
         cmark_node_type t = cmark_node_get_type(c);
         int rc;
         if (t == CMARK_NODE_TEXT)
-            rc = add_piece(b, P_TEXT, c, cmark_node_get_literal(c), chain, depth);
+            rc = srv_pieces_add(p, SRV_PIECE_TEXT, c, cmark_node_get_literal(c), chain, depth);
         else if (t == CMARK_NODE_SOFTBREAK)
-            rc = add_piece(b, P_TEXT, c, " ", chain, depth);
+            rc = srv_pieces_add(p, SRV_PIECE_TEXT, c, " ", chain, depth);
         else if (t == CMARK_NODE_LINEBREAK)
-            rc = add_piece(b, P_SEP, c, NULL, chain, depth);
-        else if (is_container(c) && depth < MAX_DEPTH) {
+            rc = srv_pieces_add(p, SRV_PIECE_SEP, c, NULL, chain, depth);
+        else if (is_container(c) && depth < SRV_STYLED_DEPTH) {
             chain[depth] = c;
-            rc = collect(b, c, chain, depth + 1);
+            rc = collect(p, c, chain, depth + 1);
         } else
-            rc = add_piece(b, P_OBJECT, c, NULL, chain, depth);
+            rc = srv_pieces_add(p, SRV_PIECE_OBJECT, c, NULL, chain, depth);
         if (rc != 0)
             return -1;
     }
     return 0;
 }
 
-/* What makes a chain's formatting: each node's type, a link's URL and title. */
-static int same_chain(const piece *x, const piece *y)
+/* What makes a chain's formatting: each node's type, a link's URL and title
+ * (srv_same_style). */
+static int same_chain(const srv_pieces *p, int j, int k, void *ctx)
 {
+    const srv_piece *x = &p->pc[j], *y = &p->pc[k];
+    (void)ctx;
     if (x->depth != y->depth)
         return 0;
     for (int d = 0; d < x->depth; d++) {
@@ -146,30 +118,6 @@ static int same_chain(const piece *x, const piece *y)
             return 0;
     }
     return 1;
-}
-
-static int add_segment(srv_md *m, int bi, int p0, int p1)
-{
-    const block *b = &m->bl[bi];
-    const char **text = malloc((size_t)(p1 - p0 + 1) * sizeof *text);
-    int *id = malloc((size_t)(p1 - p0 + 1) * sizeof *id);
-    segment sg = {.block = bi, .p0 = p0, .p1 = p1};
-    int rc = text && id ? 0 : -1;
-    for (int k = p0; rc == 0 && k < p1; k++) {
-        text[k - p0] = b->pc[k].kind == P_TEXT ? b->pc[k].text : NULL;
-        id[k - p0] = b->pc[k].kind == P_TEXT ? b->pc[k].style : k;
-    }
-    rc = rc == 0 ? srv_seg_make(&sg.s, text, id, p1 - p0) : -1;
-    free(text);
-    free(id);
-    if (rc <= 0)
-        return rc;
-    if (grow((void **)&m->sg, &m->cap_sg, m->n_sg, sizeof *m->sg) != 0) {
-        srv_seg_free(&sg.s);
-        return -1;
-    }
-    m->sg[m->n_sg++] = sg;
-    return 0;
 }
 
 /* cmark's lines of data[from, to): a line ends at CR, LF or CRLF (a NUL
@@ -308,24 +256,13 @@ static int read_block(srv_md *m, cmark_node *n, char *err, size_t errlen)
     bl->node = n;
     bl->a = a;
     bl->b = b;
-    cmark_node *chain[MAX_DEPTH];
-    if (collect(bl, n, chain, 0) != 0)
+    void *chain[SRV_STYLED_DEPTH];
+    if (collect(&bl->pcs, n, chain, 0) != 0)
         return -1;
-    for (int k = 0; k < bl->n; k++) {
-        bl->pc[k].style = k;
-        for (int j = 0; j < k && bl->pc[k].kind == P_TEXT; j++)
-            if (bl->pc[j].kind == P_TEXT && same_chain(&bl->pc[j], &bl->pc[k])) {
-                bl->pc[k].style = j;
-                break;
-            }
-    }
-    for (int k = 0, s0 = 0; k <= bl->n; k++)
-        if (k == bl->n || bl->pc[k].kind == P_SEP) {
-            if (add_segment(m, bi, s0, k) != 0)
-                return -1;
-            s0 = k + 1;
-        }
-    return 0;
+    srv_pieces_style(&bl->pcs, same_chain, NULL);
+    /* a block without a letter stays in the list: the next one's place is
+     * checked after its range */
+    return srv_styled_cut(&m->st, bi, &bl->pcs, 0) < 0 ? -1 : 0;
 }
 
 /* The end of the line that starts at p in d[0, len), its line ending
@@ -403,107 +340,78 @@ int srv_md_parse(const char *data, size_t len, srv_md **out, char *err, size_t e
 
 int srv_md_n(const srv_md *m)
 {
-    return m->n_sg;
+    return m->st.n;
 }
 
 const char *srv_md_source(const srv_md *m, int i)
 {
-    return m->sg[i].s.src;
+    return srv_styled_source(&m->st, i);
 }
 
 int srv_md_styled(const srv_md *m, int i)
 {
-    return m->sg[i].s.styled;
+    return srv_styled_styled(&m->st, i);
 }
 
 int srv_md_set(srv_md *m, int i, const char *t, const srv_align *al, int n_al, int *lost)
 {
-    if (srv_seg_set(&m->sg[i].s, t, al, n_al, lost) != 0)
-        return -1;
-    m->bl[m->sg[i].block].dirty = 1;
-    return 0;
+    return srv_styled_set(&m->st, i, t, al, n_al, lost);
 }
 
 /* ---- writing ---------------------------------------------------------------------- */
 
-typedef struct writer {
-    cmark_node *para;
-    cmark_node *src[MAX_DEPTH], *dst[MAX_DEPTH];
-    int depth;
-} writer;
-
-static cmark_node *open_chain(writer *w, cmark_node *const *chain, int depth)
+/* A copy of emphasis, strong emphasis or link o (its URL and title) as
+ * parent's last child (srv_styled_out's open). */
+static void *open_elem(void *ctx, void *parent, void *e)
 {
-    int same = 0;
-    while (same < w->depth && same < depth && w->src[same] == chain[same])
-        same++;
-    w->depth = same;
-    for (; w->depth < depth; w->depth++) {
-        cmark_node *o = chain[w->depth], *c = cmark_node_new(cmark_node_get_type(o));
-        if (!c)
-            return NULL;
-        if (cmark_node_get_type(o) == CMARK_NODE_LINK) {
-            cmark_node_set_url(c, cmark_node_get_url(o));
-            cmark_node_set_title(c, cmark_node_get_title(o));
-        }
-        cmark_node_append_child(w->depth ? w->dst[w->depth - 1] : w->para, c);
-        w->src[w->depth] = o;
-        w->dst[w->depth] = c;
+    cmark_node *o = e, *c = cmark_node_new(cmark_node_get_type(o));
+    (void)ctx;
+    if (!c)
+        return NULL;
+    if (cmark_node_get_type(o) == CMARK_NODE_LINK) {
+        cmark_node_set_url(c, cmark_node_get_url(o));
+        cmark_node_set_title(c, cmark_node_get_title(o));
     }
-    return depth ? w->dst[depth - 1] : w->para;
+    if (!cmark_node_append_child(parent, c)) {
+        cmark_node_free(c);
+        return NULL;
+    }
+    return c;
 }
 
-static int put_text(writer *w, const piece *pc, const char *t, size_t n)
+static int put_text(void *ctx, void *parent, const srv_piece *pc, const char *t, size_t n)
 {
-    cmark_node *e = open_chain(w, pc->chain, pc->depth);
-    cmark_node *tn = e ? cmark_node_new(CMARK_NODE_TEXT) : NULL;
+    cmark_node *tn = cmark_node_new(CMARK_NODE_TEXT);
     char *s = tn ? strndup(t, n) : NULL;
-    int ok = s && cmark_node_set_literal(tn, s) && cmark_node_append_child(e, tn);
+    int ok = s && cmark_node_set_literal(tn, s) && cmark_node_append_child(parent, tn);
+    (void)ctx;
+    (void)pc;
     free(s);
     if (!ok && tn)
         cmark_node_free(tn);
     return ok ? 0 : -1;
 }
 
-static int put_node(writer *w, const piece *pc)
+static int put_node(void *ctx, void *parent, const srv_piece *pc)
 {
-    cmark_node *e = open_chain(w, pc->chain, pc->depth);
-    if (!e)
-        return -1;
+    (void)ctx;
     cmark_node_unlink(pc->node);
-    return cmark_node_append_child(e, pc->node) ? 0 : -1;
+    return cmark_node_append_child(parent, pc->node) ? 0 : -1;
 }
 
-/* Block b's content again (malloc'd), its translated segments'. */
-static char *write_block(srv_md *m, const block *b, const segment *sg, int n_sg)
+/* Block bi's content again (malloc'd), its translated segments'. */
+static char *write_block(srv_md *m, int bi)
 {
-    writer w = {.para = cmark_node_new(CMARK_NODE_PARAGRAPH)};
-    int rc = w.para ? 0 : -1, si = 0;
-    for (int k = 0; k < b->n && rc == 0;) {
-        while (si < n_sg && sg[si].p1 <= k)
-            si++;
-        const segment *g = si < n_sg && sg[si].p0 <= k && sg[si].s.tgt ? &sg[si] : NULL;
-        const srv_seg *s = g ? &g->s : NULL;
-        if (!s) {
-            const piece *pc = &b->pc[k++];
-            rc = pc->kind == P_TEXT ? put_text(&w, pc, pc->text, strlen(pc->text))
-                                    : put_node(&w, pc);
-            continue;
-        }
-        for (int j = 0; j < s->n_out && rc == 0; j++) {
-            const srv_span *o = &s->out[j];
-            const piece *pc = &b->pc[o->style];
-            rc = o->obj ? put_node(&w, pc) : put_text(&w, pc, s->tgt + o->a, o->b - o->a);
-        }
-        k = g->p1;
-    }
-    char *out = rc == 0 ? cmark_render_commonmark(w.para, CMARK_OPT_DEFAULT, 0) : NULL;
-    if (w.para)
-        cmark_node_free(w.para);
+    cmark_node *para = cmark_node_new(CMARK_NODE_PARAGRAPH);
+    srv_styled_out w = {
+        .root = para, .open = open_elem, .text = put_text, .move = put_node};
+    int rc = para ? srv_styled_write(&m->st, bi, &m->bl[bi].pcs, &w) : -1;
+    char *out = rc == 0 ? cmark_render_commonmark(para, CMARK_OPT_DEFAULT, 0) : NULL;
+    if (para)
+        cmark_node_free(para);
     size_t n = out ? strlen(out) : 0;
     while (n && (out[n - 1] == '\n' || out[n - 1] == '\r'))
         out[--n] = 0;
-    (void)m;
     return out;
 }
 
@@ -556,15 +464,10 @@ char *srv_md_render(srv_md *m, size_t *len, char *err, size_t errlen)
     size_t cap = m->len + 64, n = 0, at = 0;
     char *out = malloc(cap);
     int rc = out ? 0 : -1;
-    for (int i = 0, s0 = 0; rc == 0 && i <= m->n_bl; i++) {
-        int s1 = s0;
-        while (i < m->n_bl && s1 < m->n_sg && m->sg[s1].block == i)
-            s1++;
+    for (int i = 0; rc == 0 && i <= m->n_bl; i++) {
         const block *b = i < m->n_bl ? &m->bl[i] : NULL;
-        if (b && !b->dirty) {
-            s0 = s1;
+        if (b && !srv_styled_translated(&m->st, i))
             continue;
-        }
         /* the bytes kept before it: checked (srv_md_parse made them so) */
         size_t to = b ? b->a : m->len;
         if (to < at || to > m->len || (b && (b->b < b->a || b->b > m->len))) {
@@ -575,13 +478,12 @@ char *srv_md_render(srv_md *m, size_t *len, char *err, size_t errlen)
         }
         rc = put(&out, &n, &cap, m->data + at, to - at, "\n");
         at = to;
-        char *t = rc == 0 && b ? write_block(m, b, m->sg + s0, s1 - s0) : NULL;
+        char *t = rc == 0 && b ? write_block(m, i) : NULL;
         if (b) {
             rc = t ? put(&out, &n, &cap, t, strlen(t), block_eol(m, b)) : -1;
             at = b->b;
         }
         free(t);
-        s0 = s1;
     }
     if (rc != 0) {
         snprintf(err, errlen, "out of memory");
@@ -597,14 +499,9 @@ void srv_md_free(srv_md *m)
 {
     if (!m)
         return;
-    for (int i = 0; i < m->n_sg; i++)
-        srv_seg_free(&m->sg[i].s);
-    free(m->sg);
-    for (int i = 0; i < m->n_bl; i++) {
-        for (int k = 0; k < m->bl[i].n; k++)
-            free(m->bl[i].pc[k].text);
-        free(m->bl[i].pc);
-    }
+    srv_styled_free(&m->st);
+    for (int i = 0; i < m->n_bl; i++)
+        srv_pieces_free(&m->bl[i].pcs);
     free(m->bl);
     if (m->doc)
         cmark_node_free(m->doc);

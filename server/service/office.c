@@ -1,15 +1,15 @@
 /*
  * office.c - documents in zip archives (office.h).
  *
- * A paragraph is read into pieces: text (with the chain of elements it
- * sits in below the paragraph), objects (nodes kept whole) and
+ * A paragraph is read into pieces (styled.h): text (with the chain of
+ * elements it sits in below the paragraph), objects (nodes kept whole) and
  * separators (nodes that end a segment). Rendering a translated
- * paragraph takes its children out (but its own properties), then writes
- * the pieces again: each text piece of the translation inside copies of
- * its style's chain (an element copied without its children but its
- * properties, shared by consecutive pieces of one chain), each object and
- * separator moved back inside copies of its own chain; the old children
- * are freed after.
+ * paragraph takes its children out (but its own properties), then has
+ * styled.c write the pieces again: each text piece of the translation
+ * inside copies of its style's chain (an element copied here without its
+ * children but its properties, shared by consecutive pieces of one
+ * chain), each object and separator moved back inside copies of its own
+ * chain; the old children are freed after.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,9 +23,8 @@
 #include "html.h"
 #include "markdown.h"
 #include "office.h"
+#include "styled.h"
 #include "xmllimits.h"
-
-#define MAX_DEPTH 8 /* a chain deeper than this is an object */
 
 #define NS_W "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
 #define NS_A "http://schemas.openxmlformats.org/drawingml/2006/main"
@@ -127,28 +126,10 @@ static const fmt k_fmts[] = {
      NULL, NULL, "HTML", k_x_never, 1}, /* .htm too (find_fmt) */
 };
 
-enum { P_TEXT, P_OBJECT, P_SEP };
-
-typedef struct piece {
-    int kind;
-    char *text;        /* P_TEXT: its bytes (owned) */
-    xmlNodePtr node;   /* P_OBJECT, P_SEP: the node kept */
-    xmlNodePtr chain[MAX_DEPTH];
-    int depth;
-    int style;         /* P_TEXT: the first text piece of the paragraph with its formatting */
-} piece;
-
 typedef struct para {
     xmlNodePtr node;
-    piece *pc;
-    int n, cap;
-    int dirty;         /* a segment of it was translated */
+    srv_pieces pcs;    /* its pieces (styled.h): nodes are libxml2's */
 } para;
-
-typedef struct segment {
-    int para, p0, p1;  /* its pieces */
-    srv_seg s;
-} segment;
 
 typedef struct part {
     zip_uint64_t idx;
@@ -165,8 +146,7 @@ struct srv_office {
     int n_parts;
     para *paras;
     int n_paras, cap_paras;
-    segment *segs;
-    int n_segs, cap_segs;
+    srv_styled st;     /* the paragraphs' segments (styled.h) */
     int lost;
     /* the bounds in work (xmllimits.h), all parts together: nodes counted
      * before a part is parsed, its text, the paragraphs read; the bytes
@@ -254,60 +234,37 @@ static int mark_paras(const fmt *f, xmlNodePtr n)
 
 /* ---- reading a paragraph ------------------------------------------------------ */
 
-static int add_piece(para *p, int kind, xmlNodePtr node, char *text, xmlNodePtr *chain, int depth)
-{
-    if (p->n == p->cap) {
-        int cap = p->cap ? p->cap * 2 : 8;
-        piece *q = realloc(p->pc, (size_t)cap * sizeof *q);
-        if (!q) {
-            free(text);
-            return -1;
-        }
-        p->pc = q;
-        p->cap = cap;
-    }
-    piece *pc = &p->pc[p->n++];
-    memset(pc, 0, sizeof *pc);
-    pc->kind = kind;
-    pc->node = node;
-    pc->text = text;
-    pc->depth = depth;
-    memcpy(pc->chain, chain, (size_t)depth * sizeof *chain);
-    return 0;
-}
-
 /* The pieces of n's children (n: the paragraph, or an element of the
  * chain, depth deep). 0 or -1. */
-static int collect(const fmt *f, para *p, xmlNodePtr n, xmlNodePtr *chain, int depth)
+static int collect(const fmt *f, srv_pieces *p, xmlNodePtr n, void **chain, int depth)
 {
     int in_leaf = f->leaf ? depth > 0 && is_named(f, chain[depth - 1], f->leaf) : 1;
     for (xmlNodePtr c = n->children; c; c = c->next) {
         int rc = 0;
         if (c->type == XML_TEXT_NODE || c->type == XML_CDATA_SECTION_NODE) {
             if (in_leaf) {
-                char *t = strdup(c->content ? (const char *)c->content : "");
-                rc = t ? add_piece(p, P_TEXT, c, t, chain, depth) : -1;
+                const char *t = c->content ? (const char *)c->content : "";
+                rc = srv_pieces_add(p, SRV_PIECE_TEXT, c, t, chain, depth);
             } else if (!all_space(c->content)) {
-                rc = add_piece(p, P_OBJECT, c, NULL, chain, depth);
+                rc = srv_pieces_add(p, SRV_PIECE_OBJECT, c, NULL, chain, depth);
             }
         } else if (c->type != XML_ELEMENT_NODE) {
-            rc = add_piece(p, P_OBJECT, c, NULL, chain, depth);
+            rc = srv_pieces_add(p, SRV_PIECE_OBJECT, c, NULL, chain, depth);
         } else if (is(f, c, f->drop) || is(f, c, f->props)) {
             continue; /* dropped; properties go with their element */
         } else if (is_named(f, c, f->space)) {
-            char *t = strdup(" ");
-            rc = t ? add_piece(p, P_TEXT, c, t, chain, depth) : -1;
+            rc = srv_pieces_add(p, SRV_PIECE_TEXT, c, " ", chain, depth);
         } else if (c->_private || is(f, c, f->sep)) {
-            rc = add_piece(p, P_SEP, c, NULL, chain, depth);
+            rc = srv_pieces_add(p, SRV_PIECE_SEP, c, NULL, chain, depth);
         } else if (f->never && !c->children) {
             /* an empty (X)HTML element (an anchor <a name>, a bookmark): an
              * object, kept at its place, not a chain with no word to go to */
-            rc = add_piece(p, P_OBJECT, c, NULL, chain, depth);
-        } else if (depth < MAX_DEPTH && (is(f, c, f->inl) || is_named(f, c, f->leaf))) {
+            rc = srv_pieces_add(p, SRV_PIECE_OBJECT, c, NULL, chain, depth);
+        } else if (depth < SRV_STYLED_DEPTH && (is(f, c, f->inl) || is_named(f, c, f->leaf))) {
             chain[depth] = c;
             rc = collect(f, p, c, chain, depth + 1);
         } else {
-            rc = add_piece(p, P_OBJECT, c, NULL, chain, depth);
+            rc = srv_pieces_add(p, SRV_PIECE_OBJECT, c, NULL, chain, depth);
         }
         if (rc != 0)
             return -1;
@@ -317,7 +274,7 @@ static int collect(const fmt *f, para *p, xmlNodePtr n, xmlNodePtr *chain, int d
 
 /* What makes a chain's formatting: each element's name, attributes (but
  * revision ids) and properties. */
-static char *style_key(const fmt *f, const piece *pc)
+static char *style_key(const fmt *f, const srv_piece *pc)
 {
     xmlBufferPtr b = xmlBufferCreate();
     if (!b)
@@ -351,46 +308,36 @@ static int is_ws(char c)
     return c == ' ' || c == '\t' || c == '\n' || c == '\r';
 }
 
-/* Segment of pieces [p0, p1) of paragraph pi, when it has a letter. */
-static int add_segment(srv_office *d, int pi, int p0, int p1)
+/* Text pieces j and k have one look: their keys (srv_same_style; ctx: the
+ * paragraph's keys). */
+static int same_key(const srv_pieces *p, int j, int k, void *ctx)
 {
-    const para *p = &d->paras[pi];
-    const char **text = malloc((size_t)(p1 - p0 + 1) * sizeof *text);
-    int *id = malloc((size_t)(p1 - p0 + 1) * sizeof *id);
-    segment sg = {.para = pi, .p0 = p0, .p1 = p1};
-    int rc = text && id ? 0 : -1;
-    for (int k = p0; rc == 0 && k < p1; k++) {
-        text[k - p0] = p->pc[k].kind == P_TEXT ? p->pc[k].text : NULL;
-        id[k - p0] = p->pc[k].kind == P_TEXT ? p->pc[k].style : k;
+    char **keys = ctx;
+    (void)p;
+    return keys[j] && keys[k] && !strcmp(keys[j], keys[k]);
+}
+
+/* The styles of p's text pieces: in (X)HTML a style is one chain of
+ * elements (two links to the same page are two elements, each carried
+ * alone, never merged into one); in the other formats one look (Word
+ * splits a run where it likes). 0 or -1. */
+static int para_styles(const fmt *f, srv_pieces *p)
+{
+    if (f->never) {
+        srv_pieces_style(p, NULL, NULL);
+        return 0;
     }
-    rc = rc == 0 ? srv_seg_make(&sg.s, text, id, p1 - p0) : -1;
-    free(text);
-    free(id);
-    if (rc <= 0)
-        return rc;
-    /* (X)HTML: the text outside the inline elements is the base (the words
-     * attention does not place, the spaces between two elements) */
-    for (int k = p0; d->f->never && k < p1 && sg.s.plain < 0; k++)
-        if (p->pc[k].kind == P_TEXT && p->pc[k].depth == 0)
-            sg.s.plain = p->pc[k].style;
-    if (d->n_segs >= SRV_XML_MAX_SEGMENTS) {
-        srv_seg_free(&sg.s);
-        snprintf(d->err, d->errlen, "more than %d segments to translate (the limit per document)",
-                 SRV_XML_MAX_SEGMENTS);
-        return -2;
-    }
-    if (d->n_segs == d->cap_segs) {
-        int cap = d->cap_segs ? d->cap_segs * 2 : 32;
-        segment *q = realloc(d->segs, (size_t)cap * sizeof *q);
-        if (!q) {
-            srv_seg_free(&sg.s);
-            return -1;
-        }
-        d->segs = q;
-        d->cap_segs = cap;
-    }
-    d->segs[d->n_segs++] = sg;
-    return 0;
+    char **keys = calloc((size_t)(p->n ? p->n : 1), sizeof *keys);
+    int rc = keys ? 0 : -1;
+    for (int k = 0; k < p->n && rc == 0; k++)
+        if (p->pc[k].kind == SRV_PIECE_TEXT && !(keys[k] = style_key(f, &p->pc[k])))
+            rc = -1;
+    if (rc == 0)
+        srv_pieces_style(p, same_key, keys);
+    for (int k = 0; keys && k < p->n; k++)
+        free(keys[k]);
+    free(keys);
+    return rc;
 }
 
 /* Paragraph node n: its pieces, styles and segments. 0, -1 out of memory,
@@ -415,56 +362,19 @@ static int read_para(srv_office *d, xmlNodePtr n)
     para *p = &d->paras[pi];
     memset(p, 0, sizeof *p);
     p->node = n;
-    xmlNodePtr chain[MAX_DEPTH];
-    if (collect(d->f, p, n, chain, 0) != 0)
+    void *chain[SRV_STYLED_DEPTH];
+    if (collect(d->f, &p->pcs, n, chain, 0) != 0 || para_styles(d->f, &p->pcs) != 0)
         return -1;
-    char **keys = calloc((size_t)(p->n ? p->n : 1), sizeof *keys);
-    if (!keys)
-        return -1;
-    int rc = 0;
-    for (int k = 0; k < p->n && rc == 0; k++) {
-        piece *pc = &p->pc[k];
-        if (pc->kind != P_TEXT)
-            continue;
-        pc->style = k;
-        /* (X)HTML: a style is one chain of elements (two links to the same
-         * page are two elements, each carried alone, never merged into
-         * one); the other formats: of one look (Word splits a run where
-         * it likes) */
-        for (int j = 0; d->f->never && j < k; j++)
-            if (p->pc[j].kind == P_TEXT && p->pc[j].depth == pc->depth &&
-                !memcmp(p->pc[j].chain, pc->chain, (size_t)pc->depth * sizeof *pc->chain)) {
-                pc->style = p->pc[j].style;
-                break;
-            }
-        if (d->f->never)
-            continue;
-        if (!(keys[k] = style_key(d->f, pc))) {
-            rc = -1;
-            break;
-        }
-        for (int j = 0; j < k; j++)
-            if (keys[j] && !strcmp(keys[j], keys[k])) {
-                pc->style = j;
-                break;
-            }
-    }
-    for (int k = 0; k < p->n; k++)
-        free(keys[k]);
-    free(keys);
-    int n_segs = d->n_segs;
-    for (int k = 0, s0 = 0; rc == 0 && k <= p->n; k++)
-        if (k == p->n || p->pc[k].kind == P_SEP) {
-            rc = add_segment(d, pi, s0, k);
-            s0 = k + 1;
-        }
-    if (rc == 0 && d->n_segs == n_segs) { /* nothing to translate: forgotten */
-        for (int k = 0; k < p->n; k++)
-            free(p->pc[k].text);
-        free(p->pc);
+    /* (X)HTML: the text outside the inline elements is the base */
+    int rc = srv_styled_cut(&d->st, pi, &p->pcs, d->f->never != NULL);
+    if (rc == -2)
+        snprintf(d->err, d->errlen, "more than %d segments to translate (the limit per document)",
+                 SRV_XML_MAX_SEGMENTS);
+    if (rc == 0) { /* nothing to translate: forgotten */
+        srv_pieces_free(&p->pcs);
         d->n_paras--;
     }
-    return rc;
+    return rc < 0 ? rc : 0;
 }
 
 /* Every paragraph under n in document order (a nested one after its
@@ -663,6 +573,7 @@ int srv_office_parse(const char *data, size_t len, const char *ext, srv_office *
     }
     memcpy(copy, data, len);
     d->f = f;
+    d->st.max = SRV_XML_MAX_SEGMENTS;
     if (!f->part) { /* one file, no archive: XHTML as one part, or HTML */
         int rc = len > SRV_OFFICE_MAX_PART ? (snprintf(err, errlen, "larger than %u bytes",
                                                        SRV_OFFICE_MAX_PART),
@@ -708,17 +619,17 @@ int srv_office_parse(const char *data, size_t len, const char *ext, srv_office *
 
 int srv_office_n(const srv_office *d)
 {
-    return d->md ? srv_md_n(d->md) : d->n_segs;
+    return d->md ? srv_md_n(d->md) : d->st.n;
 }
 
 const char *srv_office_source(const srv_office *d, int i)
 {
-    return d->md ? srv_md_source(d->md, i) : d->segs[i].s.src;
+    return d->md ? srv_md_source(d->md, i) : srv_styled_source(&d->st, i);
 }
 
 int srv_office_styled(const srv_office *d, int i)
 {
-    return d->md ? srv_md_styled(d->md, i) : d->segs[i].s.styled;
+    return d->md ? srv_md_styled(d->md, i) : srv_styled_styled(&d->st, i);
 }
 
 int srv_office_lost(const srv_office *d)
@@ -734,10 +645,9 @@ int srv_office_set(srv_office *d, int i, const char *t, const srv_align *al, int
         return rc;
     }
     int lost = 0;
-    if (srv_seg_set(&d->segs[i].s, t, al, n_al, &lost) != 0)
+    if (srv_styled_set(&d->st, i, t, al, n_al, &lost) != 0)
         return -1;
     d->lost += lost;
-    d->paras[d->segs[i].para].dirty = 1;
     return 0;
 }
 
@@ -787,16 +697,11 @@ static xmlNodePtr copy_shell(const fmt *f, xmlNodePtr e)
     return c;
 }
 
+/* Where a paragraph is written: new children of p go before anchor (NULL:
+ * last), after its own properties (srv_styled_out's ctx). */
 typedef struct writer {
     const fmt *f;
-    xmlNodePtr p, anchor;       /* the paragraph; new children go before anchor (NULL: last) */
-    xmlNodePtr src[MAX_DEPTH];  /* the open chain: the elements copied... */
-    xmlNodePtr dst[MAX_DEPTH];  /* ...and their copies */
-    int depth;
-    /* (X)HTML: the elements whose copy was written and closed, never
-     * copied again (each source element at most once in the answer) */
-    xmlNodePtr *closed;
-    int n_closed, cap_closed;
+    xmlNodePtr p, anchor;
 } writer;
 
 static xmlNodePtr add_to(writer *w, xmlNodePtr parent, xmlNodePtr n)
@@ -806,92 +711,46 @@ static xmlNodePtr add_to(writer *w, xmlNodePtr parent, xmlNodePtr n)
     return xmlAddChild(parent, n);
 }
 
-static int was_closed(const writer *w, xmlNodePtr e)
+/* A copy of element e without its children but its properties, added to
+ * parent (srv_styled_out's open). */
+static void *open_elem(void *ctx, void *parent, void *e)
 {
-    for (int i = 0; i < w->n_closed; i++)
-        if (w->closed[i] == e)
-            return 1;
-    return 0;
-}
-
-/* The writer's open chain cut to its first same elements; in (X)HTML the
- * ones closed are remembered. 0 or -1. */
-static int close_to(writer *w, int same)
-{
-    for (; w->f->never && w->depth > same; w->depth--) {
-        if (w->n_closed == w->cap_closed) {
-            int cap = w->cap_closed ? 2 * w->cap_closed : 16;
-            xmlNodePtr *q = realloc(w->closed, (size_t)cap * sizeof *q);
-            if (!q)
-                return -1;
-            w->closed = q;
-            w->cap_closed = cap;
-        }
-        w->closed[w->n_closed++] = w->src[w->depth - 1];
-    }
-    w->depth = same;
-    return 0;
-}
-
-/* Opens chain (depth deep) on the writer: the common part stays, the rest
- * is copied; in (X)HTML an element closed before is left out (a piece that
- * attention put apart from the rest of its element is written without it,
- * rather than in a second copy). The element to write into, or NULL. */
-static xmlNodePtr open_chain(writer *w, xmlNodePtr *in_chain, int in_depth)
-{
-    xmlNodePtr chain[MAX_DEPTH];
-    int depth = 0;
-    for (int d = 0; d < in_depth; d++)
-        if (!w->f->never || !was_closed(w, in_chain[d]))
-            chain[depth++] = in_chain[d];
-    int same = 0;
-    while (same < w->depth && same < depth && w->src[same] == chain[same])
-        same++;
-    if (close_to(w, same) != 0)
+    writer *w = ctx;
+    xmlNodePtr c = copy_shell(w->f, e);
+    if (!c || !add_to(w, parent, c)) {
+        xmlFreeNode(c);
         return NULL;
-    for (; w->depth < depth; w->depth++) {
-        xmlNodePtr c = copy_shell(w->f, chain[w->depth]);
-        xmlNodePtr parent = w->depth ? w->dst[w->depth - 1] : w->p;
-        if (!c || !add_to(w, parent, c)) {
-            xmlFreeNode(c);
-            return NULL;
-        }
-        w->src[w->depth] = chain[w->depth];
-        w->dst[w->depth] = c;
     }
-    return depth ? w->dst[depth - 1] : w->p;
+    return c;
 }
 
-static int put_text(writer *w, xmlNodePtr *chain, int depth, const char *t, size_t n)
+static int put_text(void *ctx, void *parent, const srv_piece *pc, const char *t, size_t n)
 {
-    xmlNodePtr e = open_chain(w, chain, depth);
-    xmlNodePtr tn = e ? xmlNewTextLen((const xmlChar *)t, (int)n) : NULL;
+    writer *w = ctx;
+    xmlNodePtr e = parent;
+    xmlNodePtr tn = xmlNewTextLen((const xmlChar *)t, (int)n);
     if (!tn || !add_to(w, e, tn)) {
         xmlFreeNode(tn);
         return -1;
     }
     /* Word drops a w:t's edge spaces unless told to keep them */
-    if (depth && w->f->leaf && is_named(w->f, chain[depth - 1], w->f->leaf) && n &&
+    if (pc->depth && w->f->leaf && is_named(w->f, pc->chain[pc->depth - 1], w->f->leaf) && n &&
         (is_ws(t[0]) || is_ws(t[n - 1])))
         xmlSetProp(e, (const xmlChar *)"xml:space", (const xmlChar *)"preserve");
     return 0;
 }
 
-static int put_node(writer *w, const piece *pc)
+static int put_node(void *ctx, void *parent, const srv_piece *pc)
 {
-    xmlNodePtr e = open_chain(w, (xmlNodePtr *)pc->chain, pc->depth);
-    if (!e)
-        return -1;
     xmlUnlinkNode(pc->node);
-    if (!add_to(w, e, pc->node))
-        return -1;
-    return 0;
+    return add_to(ctx, parent, pc->node) ? 0 : -1;
 }
 
 /* Writes paragraph p's pieces again, its translated segments' instead of
  * theirs. */
-static int write_para(srv_office *d, para *p, const segment *segs, int n_segs)
+static int write_para(srv_office *d, int pi)
 {
+    para *p = &d->paras[pi];
     writer w = {.f = d->f, .p = p->node};
     /* the paragraph's own properties stay; the rest is taken out */
     int n_old = 0, seen_content = 0;
@@ -912,35 +771,16 @@ static int write_para(srv_office *d, para *p, const segment *segs, int n_segs)
         xmlUnlinkNode(c);
         old[n_old++] = c;
     }
-    int si = 0, rc = 0;
-    for (int k = 0; k < p->n && rc == 0;) {
-        while (si < n_segs && segs[si].p1 <= k)
-            si++;
-        const segment *sg = si < n_segs && segs[si].p0 <= k && segs[si].s.tgt ? &segs[si] : NULL;
-        const srv_seg *s = sg ? &sg->s : NULL;
-        if (!s) {
-            const piece *pc = &p->pc[k++];
-            rc = pc->kind == P_TEXT ? put_text(&w, (xmlNodePtr *)pc->chain, pc->depth, pc->text,
-                                               strlen(pc->text))
-                                    : put_node(&w, pc);
-            continue;
-        }
-        for (int j = 0; j < s->n_out && rc == 0; j++) {
-            const srv_span *o = &s->out[j];
-            const piece *pc = &p->pc[o->style];
-            rc = o->obj ? put_node(&w, pc)
-                        : put_text(&w, (xmlNodePtr *)pc->chain, pc->depth, s->tgt + o->a,
-                                   o->b - o->a);
-        }
-        k = sg->p1;
-    }
+    /* (X)HTML: each source element at most once in the answer */
+    srv_styled_out out = {.root = p->node, .once = d->f->never != NULL, .open = open_elem,
+                          .text = put_text, .move = put_node, .ctx = &w};
+    int rc = srv_styled_write(&d->st, pi, &p->pcs, &out);
     /* what was not moved back (an object or separator of the paragraph's
      * own is in the tree again) */
     for (int i = 0; i < n_old; i++)
         if (!old[i]->parent)
             xmlFreeNode(old[i]);
     free(old);
-    free(w.closed);
     return rc;
 }
 
@@ -1004,16 +844,11 @@ char *srv_office_render(srv_office *d, size_t *len, char *err, size_t errlen)
     if (d->md) {
         return srv_md_render(d->md, len, err, errlen);
     }
-    for (int i = 0, s0 = 0; i < d->n_paras; i++) {
-        int s1 = s0;
-        while (s1 < d->n_segs && d->segs[s1].para == i)
-            s1++;
-        if (d->paras[i].dirty && write_para(d, &d->paras[i], d->segs + s0, s1 - s0) != 0) {
+    for (int i = 0; i < d->n_paras; i++)
+        if (srv_styled_translated(&d->st, i) && write_para(d, i) != 0) {
             snprintf(err, errlen, "out of memory");
             return NULL;
         }
-        s0 = s1;
-    }
     if (d->html) {
         char *out = srv_html_declare_utf8(d->html) == 0 ? srv_html_render(d->html) : NULL;
         if (out)
@@ -1081,15 +916,9 @@ void srv_office_free(srv_office *d)
     if (!d)
         return;
     srv_md_free(d->md);
-    for (int i = 0; i < d->n_segs; i++) {
-        srv_seg_free(&d->segs[i].s);
-    }
-    free(d->segs);
-    for (int i = 0; i < d->n_paras; i++) {
-        for (int k = 0; k < d->paras[i].n; k++)
-            free(d->paras[i].pc[k].text);
-        free(d->paras[i].pc);
-    }
+    srv_styled_free(&d->st);
+    for (int i = 0; i < d->n_paras; i++)
+        srv_pieces_free(&d->paras[i].pcs);
     free(d->paras);
     for (int i = 0; i < d->n_parts; i++)
         xmlFreeDoc(d->parts[i].doc);

@@ -47,7 +47,8 @@
  *   target (the only bytes added).
  *
  * Pure functions, no allocation the caller does not free; the decision is
- * documented in docs/decisions.md ("Inline formatting by attention").
+ * documented in docs/decisions.md ("Documents: whole paragraphs,
+ * formatting carried by attention").
  */
 #ifndef SRV_SPANS_H
 #define SRV_SPANS_H
@@ -102,9 +103,10 @@ int srv_word_links_make(const char *src, size_t src_n, const char *tgt, size_t t
                         const srv_align *blocks, int n_blocks, srv_word_links *l);
 void srv_word_links_free(srv_word_links *l); /* accepts NULL and an empty one */
 
-/* A segment of a document's paragraph (office.c, markdown.c): its pieces'
- * text joined and their spans, what the model is given, and once
- * translated, the translation's pieces. */
+/* A segment of a document's paragraph (styled.h, for markdown.c and
+ * office.c; a subtitle cue's, cuetext.c): its pieces' text joined and
+ * their spans, what the model is given, and once translated, the
+ * translation's pieces. */
 typedef struct srv_seg {
     char *full;       /* the pieces' text joined */
     char *src;        /* what is translated: full without the whitespace around it */
