@@ -24,65 +24,29 @@ usage: glossary_clients.py DAEMON MODEL_DIR
 """
 
 import json
-import os
-import re
 import shutil
-import subprocess
 import sys
 import tempfile
-import time
 import urllib.error
 import urllib.request
-from pathlib import Path
 
 import deepl
 import deepl.http_client
 import deepl.util
 from deepl.api_data import MultilingualGlossaryDictionaryEntries
 
+import harness
+from harness import check, finish
+
 deepl.http_client.max_network_retries = 0
 KEY = "gl0ssary-key"
-failures = 0
 
 
-def check(cond, what):
-    global failures
-    if cond:
-        print(f"ok   {what}")
-    else:
-        failures += 1
-        print(f"FAIL {what}")
+class Daemon(harness.Daemon):
+    """The daemon serving model with the API key."""
 
-
-class Daemon:
     def __init__(self, daemon, model, *args):
-        self.log = tempfile.NamedTemporaryFile(prefix="td-gloss-", suffix=".log", delete=False)
-        env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
-        for k in list(env):
-            if k.startswith("TRANSFORMERD_"):
-                del env[k]
-        self.proc = subprocess.Popen(
-            ["setpriv", "--pdeathsig", "KILL", daemon, "serve", "--model", model,
-             "--host", "127.0.0.1", "--port", "0", "--threads", "1", "--api-key", KEY, *args],
-            stderr=self.log, stdout=subprocess.DEVNULL, env=env)
-        deadline = time.time() + 60
-        while time.time() < deadline:
-            text = Path(self.log.name).read_text(errors="replace")
-            m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", text)
-            if m and "ready:" in text:
-                self.url = f"http://127.0.0.1:{m.group(1)}"
-                return
-            if self.proc.poll() is not None:
-                break
-            time.sleep(0.1)
-        self.proc.kill()
-        raise SystemExit(f"the daemon did not start:\n{Path(self.log.name).read_text()}")
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            self.proc.wait(timeout=40)
-        os.unlink(self.log.name)
+        super().__init__(daemon, "--model", model, "--threads", "1", "--api-key", KEY, *args)
 
 
 def http(url, method="GET", body=None, ctype="application/json", key=KEY):
@@ -221,18 +185,14 @@ def main():
     state = tempfile.mkdtemp(prefix="td-gloss-state-")
     args = ["--state-dir", state, "--max-glossaries", "3", "--max-glossary-bytes", "2K",
             "--max-glossary-entries", "50"]
-    d = Daemon(daemon, model, *args)
-    try:
+    with Daemon(daemon, model, *args) as d:
         tr = deepl.Translator(KEY, server_url=d.url)
         cl = deepl.DeepLClient(KEY, server_url=d.url)
         g, m = store_calls(d, tr, cl)
         store_faults(d, tr)
         before = application(d, g, m)
         listed = sorted((x.glossary_id, x.name, x.entry_count) for x in tr.list_glossaries())
-    finally:
-        d.stop()
-    d = Daemon(daemon, model, *args)
-    try:
+    with Daemon(daemon, model, *args) as d:
         tr = deepl.Translator(KEY, server_url=d.url)
         after = sorted((x.glossary_id, x.name, x.entry_count) for x in tr.list_glossaries())
         check(after == listed, f"after a restart: the same glossaries ({after})")
@@ -243,17 +203,11 @@ def main():
         tr.delete_glossary(g)
         deepl.DeepLClient(KEY, server_url=d.url).delete_multilingual_glossary(m)
         check(tr.list_glossaries() == [], "every glossary deleted")
-    finally:
-        d.stop()
-    d = Daemon(daemon, model, *args)
-    try:
+    with Daemon(daemon, model, *args) as d:
         check(deepl.Translator(KEY, server_url=d.url).list_glossaries() == [],
               "deleted ones stay deleted across a restart")
-    finally:
-        d.stop()
     shutil.rmtree(state, ignore_errors=True)
-    print(f"{failures} failure(s)")
-    return 1 if failures else 0
+    return finish()
 
 
 if __name__ == "__main__":
