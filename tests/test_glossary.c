@@ -27,8 +27,8 @@
 
 static const srv_gloss_limits k_lim = {4, 4096, 20};
 
-static srv_gloss_status make(srv_glossaries *st, const char *entries, const char *fmt,
-                             srv_glossary **g, char *msg)
+static srv_err make(srv_glossaries *st, const char *entries, const char *fmt, srv_glossary **g,
+                    char *msg)
 {
     srv_gloss_input in = {"en", "de", entries, strlen(entries), fmt};
     const char *param = NULL;
@@ -41,8 +41,8 @@ static const char *refused(const char *entries, const char *fmt)
     static char msg[256];
     srv_glossaries *st = srv_glossaries_open(NULL, &k_lim, NULL, 0, msg, sizeof msg);
     srv_glossary *g = NULL;
-    srv_gloss_status rc = make(st, entries, fmt, &g, msg);
-    ck_assert_int_eq(rc, SRV_GLOSS_INVALID);
+    srv_err rc = make(st, entries, fmt, &g, msg);
+    ck_assert_int_eq(rc, SRV_ERR_INVALID);
     ck_assert_ptr_null(g);
     srv_glossary **all;
     ck_assert_int_eq(srv_glossaries_list(st, &all), 0);
@@ -57,7 +57,7 @@ START_TEST(test_parse)
     srv_glossaries *st = srv_glossaries_open(NULL, &k_lim, NULL, 0, msg, sizeof msg);
     srv_glossary *g = NULL;
     ck_assert_int_eq(make(st, "engine\tMotor\r\n\nbrake pads\t~Bremsbelag\n", "tsv", &g, msg),
-                     SRV_GLOSS_OK);
+                     SRV_OK);
     const srv_gloss_dict *d = &g->d[0];
     ck_assert_int_eq(d->n, 2);
     ck_assert_str_eq(d->e[0].src, "engine");
@@ -68,7 +68,7 @@ START_TEST(test_parse)
     ck_assert_str_eq(d->tsv, "engine\tMotor\nbrake pads\t~Bremsbelag\n");
     srv_glossary_put(g);
     ck_assert_int_eq(make(st, "\"say \"\"hi\"\"\",\"sag, hallo\"\nwheel,Rad,EN,de\n", "csv", &g, msg),
-                     SRV_GLOSS_OK);
+                     SRV_OK);
     ck_assert_str_eq(g->d[0].e[0].src, "say \"hi\"");
     ck_assert_str_eq(g->d[0].e[0].tgt, "sag, hallo");
     ck_assert_str_eq(g->d[0].e[1].tgt, "Rad");
@@ -108,20 +108,20 @@ START_TEST(test_fields_and_bounds)
     srv_glossary *g = NULL;
     srv_gloss_input in = {"en-GB", "DE", "a\tb\n", 4, NULL};
     ck_assert_int_eq(srv_glossaries_create(st, "", &in, 1, &g, &param, msg, sizeof msg),
-                     SRV_GLOSS_INVALID);
+                     SRV_ERR_INVALID);
     ck_assert_str_eq(param, "name");
     in.src_lang = "english";
     ck_assert_int_eq(srv_glossaries_create(st, "n", &in, 1, &g, &param, msg, sizeof msg),
-                     SRV_GLOSS_INVALID);
+                     SRV_ERR_INVALID);
     ck_assert_str_eq(param, "source_lang");
     in.src_lang = "de";
     ck_assert_int_eq(srv_glossaries_create(st, "n", &in, 1, &g, &param, msg, sizeof msg),
-                     SRV_GLOSS_INVALID);
+                     SRV_ERR_INVALID);
     ck_assert_str_eq(param, "target_lang");
     in.src_lang = "en-GB";
     in.format = "xlsx";
     ck_assert_int_eq(srv_glossaries_create(st, "n", &in, 1, &g, &param, msg, sizeof msg),
-                     SRV_GLOSS_INVALID);
+                     SRV_ERR_INVALID);
     ck_assert_str_eq(param, "entries_format");
     in.format = "tsv";
     /* entries: at most 20; bytes: at most 4096 */
@@ -131,7 +131,7 @@ START_TEST(test_fields_and_bounds)
     in.entries = big;
     in.entries_n = strlen(big);
     ck_assert_int_eq(srv_glossaries_create(st, "n", &in, 1, &g, &param, msg, sizeof msg),
-                     SRV_GLOSS_TOO_LARGE);
+                     SRV_ERR_TOO_LONG);
     ck_assert_str_eq(msg, "entries line 21: a glossary holds at most 20 entries "
                           "(--max-glossary-entries)");
     memset(big, 'a', 4097);
@@ -139,34 +139,40 @@ START_TEST(test_fields_and_bounds)
     big[10] = '\t';
     in.entries_n = 4097;
     ck_assert_int_eq(srv_glossaries_create(st, "n", &in, 1, &g, &param, msg, sizeof msg),
-                     SRV_GLOSS_TOO_LARGE);
+                     SRV_ERR_TOO_LONG);
     ck_assert_str_eq(param, "entries");
     in.entries_n = 4096;
     big[4096] = 0;
     ck_assert_int_eq(srv_glossaries_create(st, "n", &in, 1, &g, &param, msg, sizeof msg),
-                     SRV_GLOSS_INVALID); /* 4096 is allowed: the term is too long */
+                     SRV_ERR_INVALID); /* 4096 is allowed: the term is too long */
     in.entries = "a\tb\n";
     in.entries_n = 4;
     /* glossaries: at most 4 */
     for (int i = 0; i < 4; i++) {
         ck_assert_int_eq(srv_glossaries_create(st, "n", &in, 1, &g, &param, msg, sizeof msg),
-                         SRV_GLOSS_OK);
+                         SRV_OK);
         ck_assert_str_eq(g->d[0].src_lang, "en");
         ck_assert_str_eq(g->d[0].tgt_lang, "de");
         srv_glossary_put(g);
     }
     ck_assert_int_eq(srv_glossaries_create(st, "n", &in, 1, &g, &param, msg, sizeof msg),
-                     SRV_GLOSS_FULL);
+                     SRV_ERR_NO_ROOM);
     srv_glossary **all;
     ck_assert_int_eq(srv_glossaries_list(st, &all), 4);
     ck_assert_ptr_nonnull(srv_glossary_dict(all[0], "EN-us", "de"));
     ck_assert_ptr_null(srv_glossary_dict(all[0], "de", "en"));
     ck_assert_ptr_null(srv_glossary_dict(all[0], "en", "fr"));
-    ck_assert_int_eq(srv_glossaries_delete(st, all[0]->id), SRV_GLOSS_OK);
-    ck_assert_int_eq(srv_glossaries_delete(st, all[0]->id), SRV_GLOSS_NOT_FOUND);
-    ck_assert_ptr_null(srv_glossaries_get(st, all[0]->id));
+    ck_assert_int_eq(srv_glossaries_delete(st, all[0]->id, msg, sizeof msg), SRV_OK);
+    ck_assert_int_eq(srv_glossaries_delete(st, all[0]->id, msg, sizeof msg), SRV_ERR_NOT_FOUND);
+    char want[80];
+    snprintf(want, sizeof want, "no glossary '%s'", all[0]->id);
+    ck_assert_str_eq(msg, want);
+    g = all[0];
+    ck_assert_int_eq(srv_glossaries_get(st, all[0]->id, &g, msg, sizeof msg), SRV_ERR_NOT_FOUND);
+    ck_assert_ptr_null(g);
+    ck_assert_str_eq(msg, want);
     ck_assert_int_eq(srv_glossaries_create(st, "n", &in, 1, &g, &param, msg, sizeof msg),
-                     SRV_GLOSS_OK);
+                     SRV_OK);
     srv_glossary_put(g);
     for (int i = 0; i < 4; i++)
         srv_glossary_put(all[i]); /* the deleted one is freed here */
@@ -187,16 +193,16 @@ START_TEST(test_persistence)
     srv_gloss_input in[2] = {{"en", "de", "engine\tMotor\n", 13, "tsv"},
                              {"de", "en", "Motor\tengine\n", 13, "tsv"}};
     ck_assert_int_eq(srv_glossaries_create(st, "first", in, 2, &a, &param, msg, sizeof msg),
-                     SRV_GLOSS_OK);
+                     SRV_OK);
     ck_assert_int_eq(srv_glossaries_create(st, "second", in, 1, &b, &param, msg, sizeof msg),
-                     SRV_GLOSS_OK);
+                     SRV_OK);
     char ida[40], idb[40], created[40];
     strcpy(ida, a->id);
     strcpy(idb, b->id);
     strcpy(created, a->created);
     srv_glossary_put(a);
     srv_glossary_put(b);
-    ck_assert_int_eq(srv_glossaries_delete(st, idb), SRV_GLOSS_OK);
+    ck_assert_int_eq(srv_glossaries_delete(st, idb, NULL, 0), SRV_OK);
     srv_glossaries_close(st);
     /* a broken file beside them is skipped, named */
     char path[512];
@@ -207,8 +213,9 @@ START_TEST(test_persistence)
     st = srv_glossaries_open(dir, &k_lim, warn, sizeof warn, msg, sizeof msg);
     ck_assert_ptr_nonnull(st);
     ck_assert_ptr_nonnull(strstr(warn, "00000000-0000-4000-8000-000000000000.json skipped"));
-    ck_assert_ptr_null(srv_glossaries_get(st, idb));
-    a = srv_glossaries_get(st, ida);
+    ck_assert_int_eq(srv_glossaries_get(st, idb, &b, NULL, 0), SRV_ERR_NOT_FOUND);
+    ck_assert_ptr_null(b);
+    ck_assert_int_eq(srv_glossaries_get(st, ida, &a, msg, sizeof msg), SRV_OK);
     ck_assert_ptr_nonnull(a);
     ck_assert_str_eq(a->name, "first");
     ck_assert_str_eq(a->created, created);
@@ -216,7 +223,7 @@ START_TEST(test_persistence)
     ck_assert_str_eq(a->d[1].src_lang, "de");
     ck_assert_str_eq(a->d[1].tsv, "Motor\tengine\n");
     srv_glossary_put(a);
-    ck_assert_int_eq(srv_glossaries_delete(st, ida), SRV_GLOSS_OK);
+    ck_assert_int_eq(srv_glossaries_delete(st, ida, NULL, 0), SRV_OK);
     srv_glossaries_close(st);
     unlink(path);
     /* nothing left but the folder: no temporary file either */
@@ -238,7 +245,7 @@ static srv_glossary *dict_of(srv_glossaries **st, const char *entries)
     char msg[256];
     *st = srv_glossaries_open(NULL, &k_lim, NULL, 0, msg, sizeof msg);
     srv_glossary *g = NULL;
-    ck_assert_int_eq(make(*st, entries, "tsv", &g, msg), SRV_GLOSS_OK);
+    ck_assert_int_eq(make(*st, entries, "tsv", &g, msg), SRV_OK);
     return g;
 }
 
