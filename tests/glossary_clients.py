@@ -27,6 +27,7 @@ import json
 import shutil
 import sys
 import tempfile
+import time
 import urllib.error
 import urllib.request
 
@@ -68,9 +69,32 @@ def translate(d, texts, **extra):
     return st, json.loads(body)
 
 
+def counted(d, status):
+    """transformerd_requests_total of the glossary routes with status (a
+    number or "other") in /metrics, 0 when there is no such series."""
+    st, text = http(d.url + "/metrics", key=None)
+    assert st == 200, st
+    series = f'transformerd_requests_total{{endpoint="/v2/glossaries",status="{status}"}} '
+    return next((float(ln[len(series):]) for ln in text.split("\n") if ln.startswith(series)), 0)
+
+
+def counted_once(d, status, before):
+    """Whether the series of status reached before + 1 (a request is counted
+    once its answer is sent, maybe just after the client read it: a bounded
+    count of polls) and stays there."""
+    for _ in range(200):
+        if counted(d, status) >= before + 1:
+            break
+        time.sleep(0.05)
+    return counted(d, status) == before + 1
+
+
 def store_calls(d, tr, cl):
     entries = {"engine": "Triebwerk", "weather": "Witterung", "beach": "Strandbad"}
+    made, other = counted(d, 201), counted(d, "other")
     g = tr.create_glossary("cars", "EN", "DE", entries)
+    check(counted_once(d, 201, made) and counted(d, "other") == other,
+          "/metrics: the create counted with status 201, not \"other\"")
     check(g.ready and g.name == "cars" and g.source_lang == "EN" and g.target_lang == "DE"
           and g.entry_count == 3 and len(g.glossary_id) == 36, "create_glossary: its information")
     check(tr.get_glossary(g.glossary_id).creation_time == g.creation_time, "get_glossary")
@@ -120,12 +144,14 @@ def store_faults(d, tr):
     check(st == 413 and "--max-glossary-bytes" in body, f"--max-glossary-bytes: 413 ({st})")
     st, _ = http(d.url + "/v2/glossaries", "GET", key="wrong")
     check(st == 401, f"a wrong key is refused ({st})")
+    quota = counted(d, 456)
     try:
         tr.create_glossary("third", "EN", "DE", {"x": "y"})
         tr.create_glossary("fourth", "EN", "DE", {"x": "y"})
         check(False, "--max-glossaries")
     except deepl.QuotaExceededException:
         check(True, "--max-glossaries: QuotaExceededException (456)")
+    check(counted_once(d, 456, quota), "/metrics: the refusal counted with status 456")
     for g in tr.list_glossaries():
         if g.name == "third":
             tr.delete_glossary(g)
