@@ -421,7 +421,7 @@ srv_glossary *cli_glossary_load(const char *path, const char *src, const char *t
     char msg[512];
     srv_glossary *g = NULL;
     if (srv_glossaries_create(*store, *name ? name : "glossary", &in, 1, &g, &param, msg,
-                              sizeof msg) != SRV_GLOSS_OK) {
+                              sizeof msg) != SRV_OK) {
         fprintf(stderr, "transformerd: --glossary %s (%s->%s): %s\n", path, src, tgt, msg);
         g = NULL;
     }

@@ -29,10 +29,10 @@ import os
 import re
 import shutil
 import socket
-import subprocess
 import sys
 import tempfile
-import time
+
+from harness import Daemon
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GOLDEN = os.path.join(ROOT, "tests", "data", "api_record.txt")
@@ -302,34 +302,10 @@ def start(daemon, tmp):
     os.makedirs(broken)
     with open(os.path.join(broken, "config.json"), "w") as f:
         f.write("{}")
-    log = open(os.path.join(tmp, "log"), "w+")
-    env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
-    for k in list(env):
-        if k.startswith("TRANSFORMERD_"):
-            del env[k]
-    args = ["setpriv", "--pdeathsig", "KILL", daemon, "serve",
-            "--model", "en-de=" + os.path.join(ROOT, "models", "en-de"),
-            "--model", "de-en=" + os.path.join(ROOT, "models", "de-en"),
-            "--models-dir", mdir, "--model-languages", "extra=de-en",
-            "--host", "127.0.0.1", "--port", "0", "--threads", "1", "--workers", "1",
-            "--api-key", KEY, "--cors-origins", "*"]
-    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=log, env=env)
-    deadline = time.time() + 120
-    port = None
-    while time.time() < deadline and proc.poll() is None:
-        log.seek(0)
-        text = log.read()
-        m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", text)
-        if m and "ready:" in text:
-            port = int(m.group(1))
-            break
-        time.sleep(0.1)
-    if port is None:
-        log.seek(0)
-        sys.stdout.write(log.read())
-        proc.kill()
-        raise SystemExit("api_record: FAIL: the daemon did not get ready")
-    return proc, port, log
+    return Daemon(daemon, "--model", "en-de=" + os.path.join(ROOT, "models", "en-de"),
+                  "--model", "de-en=" + os.path.join(ROOT, "models", "de-en"),
+                  "--models-dir", mdir, "--model-languages", "extra=de-en",
+                  "--threads", "1", "--workers", "1", "--api-key", KEY, "--cors-origins", "*")
 
 
 def main():
@@ -337,9 +313,10 @@ def main():
         raise SystemExit(__doc__)
     daemon, record = sys.argv[1], "--record" in sys.argv[2:]
     tmp = tempfile.mkdtemp(prefix="td-api-record.")
-    proc = None
+    d = None
     try:
-        proc, port, log = start(daemon, tmp)
+        d = start(daemon, tmp)
+        port = d.port
         blocks = []
         download = None
         for req in REQUESTS:
@@ -356,12 +333,9 @@ def main():
             if name == "lt_file_txt" and download:
                 resp = send(port, build("GET", "/download_file/" + download, {}, None))
                 blocks.append("=== lt_download\n%s" % normalize("lt_download", resp, tmp))
-        proc.terminate()
-        rc = proc.wait(timeout=60)
-        proc = None
+        rc = d.stop(wait_s=60)
         if rc != 0:
-            log.seek(0)
-            sys.stdout.write(log.read())
+            sys.stdout.write(d.tail)
             raise SystemExit("api_record: FAIL: exit status %d after SIGTERM" % rc)
         got = "".join(blocks)
         if record:
@@ -380,9 +354,8 @@ def main():
         print("api_record: FAIL: the answers differ from %s (above)" % GOLDEN)
         return 1
     finally:
-        if proc is not None:
-            proc.kill()
-            proc.wait()
+        if d is not None:
+            d.kill()  # nothing when it was stopped
         shutil.rmtree(tmp, ignore_errors=True)
 
 

@@ -27,18 +27,11 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 import urllib.request
 import zipfile
 
-FAILED = []
-
-
-def check(cond, what):
-    print(("ok   " if cond else "FAIL ") + what, flush=True)
-    if not cond:
-        FAILED.append(what)
-
+import harness
+from harness import check, finish
 
 def zip_package(src, dest):
     """src's directory as argospm's archives hold it: one top-level folder
@@ -58,30 +51,11 @@ def run(cmd, inp=None):
     return p.returncode, p.stdout, p.stderr
 
 
-class Daemon:
-    def __init__(self, daemon, *args):
-        self.log = tempfile.NamedTemporaryFile(prefix="td-argos-", suffix=".log", delete=False)
-        env = {k: v for k, v in os.environ.items() if not k.startswith("TRANSFORMERD_")}
-        env["OPENBLAS_NUM_THREADS"] = "1"
-        self.proc = subprocess.Popen(
-            ["setpriv", "--pdeathsig", "KILL", daemon, "serve", "--host", "127.0.0.1",
-             "--port", "0", "--threads", "1", "--cache-bytes", "0", *args],
-            stderr=self.log, stdout=subprocess.DEVNULL, env=env)
-        self.url = None
-        for _ in range(1200):
-            text = self.text()
-            m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", text)
-            if m and "ready:" in text:
-                self.url = "http://127.0.0.1:" + m.group(1)
-                return
-            if self.proc.poll() is not None:
-                break
-            time.sleep(0.1)
-        self.stop()
-        sys.exit("the daemon did not get ready:\n" + self.text())
+class Daemon(harness.Daemon):
+    """The daemon with ARGS (no cache: each answer decoded), its JSON calls."""
 
-    def text(self):
-        return open(self.log.name, errors="replace").read()
+    def __init__(self, daemon, *args):
+        super().__init__(daemon, "--threads", "1", "--cache-bytes", "0", *args)
 
     def get(self, path):
         with urllib.request.urlopen(self.url + path, timeout=120) as r:
@@ -92,14 +66,6 @@ class Daemon:
                                      headers={"Content-Type": "application/json"})
         with urllib.request.urlopen(req, timeout=600) as r:
             return json.loads(r.read())
-
-    def stop(self):
-        self.proc.terminate()
-        try:
-            self.proc.wait(30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
 
 
 def main():
@@ -197,13 +163,10 @@ def main():
         json.dump(meta, open(meta_path, "w"))
         rc, cli_out, err = run([daemon, "translate", "--model", pkg, "--beam", "4"],
                                "\n".join(lines) + "\n")
-        d = Daemon(daemon, "--model", pkg)
-        try:
+        with Daemon(daemon, "--model", pkg) as d:
             res = [d.post("/v1/translate", {"text": l, "beam_size": 4, "return_tokens": True})
                    ["translations"][0]
                    for l in lines]
-        finally:
-            d.stop()
         check(rc == 0 and all(r["tokens"][0] == "\u2581invalid" for r in res) and
               not any("invalid" in r["text"] for r in res) and
               [r["text"] for r in res] == cli_out.split("\n")[:-1],
@@ -216,9 +179,8 @@ def main():
               "a target_prefix the vocabulary lacks refused: " + err.strip()[-200:])
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    if FAILED:
-        sys.exit("%d check(s) failed" % len(FAILED))
+    return finish()
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

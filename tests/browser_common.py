@@ -1,39 +1,17 @@
 """tests/browser_common.py - what the browser tests (web_browser.py,
-libre_page.py) share: their verdicts (skip: exit 77, fail), the daemon on a
-free loopback port that dies with the test, headless chromium through
+libre_page.py) share beyond tests/harness.py (their verdicts: skip exits
+77, a failed check ends the test; the daemon): headless chromium through
 Debian's chromium-driver and python3-selenium, waiting on the page, and the
-console's errors. Messages carry the test's name (its script's).
+console's errors.
 """
 import json
 import os
-import re
 import shutil
-import subprocess
-import sys
-import tempfile
-import time
 import urllib.error
 import urllib.request
 
-SKIP = 77
-TEST = os.path.splitext(os.path.basename(sys.argv[0]))[0]  # the test's name
-
-
-def skip(why):
-    print(TEST + ": SKIPPED: " + why, file=sys.stderr)
-    sys.exit(SKIP)
-
-
-def fail(why):
-    print(TEST + ": FAIL: " + why, file=sys.stderr)
-    raise SystemExit(1)
-
-
-def check(cond, why):
-    if not cond:
-        fail(why)
-
-
+import harness
+from harness import fail, require as check, skip  # noqa: F401 (the tests' verdicts)
 
 try:
     from selenium import webdriver
@@ -43,40 +21,12 @@ except ImportError as e:
     skip("python3-selenium is not installed (%s); `sh tools/bootstrap.sh --with-browser` installs it" % e)
 
 
-class Daemon:
-    def __init__(self, exe, model, extra=()):
-        self.log = tempfile.NamedTemporaryFile(prefix="td-web-", suffix=".log", delete=False)
-        env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
-        for k in ("TRANSFORMERD_API_KEY", "TRANSFORMERD_DEVICE", "TRANSFORMERD_MODEL"):
-            env.pop(k, None)
-        # setpriv: the daemon dies with this test, however it ends
-        self.p = subprocess.Popen(["setpriv", "--pdeathsig", "KILL",
-                                   exe, "serve", "--model", model, "--host", "127.0.0.1",
-                                   "--port", "0", "--threads", "1"] + list(extra),
-                                  stdout=subprocess.DEVNULL, stderr=self.log, env=env)
-        self.port = None
-        for _ in range(600):
-            if self.p.poll() is not None:
-                fail("the daemon exited during start-up:\n" + self.text())
-            m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", self.text())
-            if m:
-                self.port = int(m.group(1))
-                break
-            time.sleep(0.1)
-        check(self.port, "no 'listening on' line within 60 s")
-        self.base = "http://127.0.0.1:%d" % self.port
-        for _ in range(600):
-            try:
-                if self.get("/health/ready")[0] == 200:
-                    return
-            except OSError:
-                pass
-            time.sleep(0.1)
-        fail("the daemon was not ready within 60 s")
+class Daemon(harness.Daemon):
+    """The daemon serving model (extra: more arguments); base is its URL."""
 
-    def text(self):
-        with open(self.log.name, errors="replace") as f:
-            return f.read()
+    def __init__(self, exe, model, extra=()):
+        super().__init__(exe, "--model", model, "--threads", "1", *extra)
+        self.base = self.url
 
     def get(self, path):
         try:
@@ -95,15 +45,6 @@ class Daemon:
                 return r.status, json.load(r)
         except urllib.error.HTTPError as e:
             return e.code, json.load(e)
-
-    def stop(self):
-        if self.p.poll() is None:
-            self.p.terminate()
-            try:
-                self.p.wait(30)
-            except subprocess.TimeoutExpired:
-                self.p.kill()
-        os.unlink(self.log.name)
 
 
 def browser():

@@ -41,7 +41,8 @@ from translate.misc.multistring import multistring
 from lxml import etree
 from translate.storage import po as pofile, ts2, xliff
 
-from lt_files import Daemon, check, fail
+from harness import fail, require as check  # a failed check ends the test
+from lt_files import Daemon
 
 
 PH = re.compile(r"%(?:\([^)]*\))?(?:\d+\$)?[-+#0']*\d*(?:\.\d+)?[hlLqjzt]*[diouxXeEfFgGaAcspn]"

@@ -30,8 +30,9 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 import urllib.request
+
+from harness import Daemon
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODEL = os.path.join(ROOT, "models", "en-de")
@@ -63,28 +64,18 @@ COPIED = ["€", "😀", "©", "📬", "🌡"]
 
 
 def start(daemon, tmp, model=MODEL):
-    log = open(os.path.join(tmp, "log"), "w+")
-    env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
-    for k in list(env):
-        if k.startswith("TRANSFORMERD_"):
-            del env[k]
-    args = ["setpriv", "--pdeathsig", "KILL", daemon, "serve", "--model", model,
-            "--host", "127.0.0.1", "--port", "0", "--threads", "1", "--workers", "1",
-            "--max-beam", "16", "--state-dir", os.path.join(tmp, "state")]
-    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=log, env=env)
-    deadline = time.time() + 120
-    while time.time() < deadline and proc.poll() is None:
-        log.seek(0)
-        text = log.read()
-        m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", text)
-        if m and "ready:" in text:
-            return proc, int(m.group(1))
-        time.sleep(0.1)
-    log.seek(0)
-    sys.stdout.write(log.read())
-    proc.kill()
-    proc.wait()
-    raise SystemExit("cli_api_same: FAIL: the daemon did not get ready")
+    """The daemon serving model (tests/harness.py's): one worker, beams up
+    to 16, its glossaries under tmp."""
+    return Daemon(daemon, "--model", model, "--threads", "1", "--workers", "1", "--max-beam", "16",
+                  "--state-dir", os.path.join(tmp, "state"))
+
+
+def stopped_ok(d):
+    """Ends d; whether it exited 0 (said when not)."""
+    rc = d.stop(wait_s=60)
+    if rc != 0:
+        print("cli_api_same: FAIL: daemon exit status %d after SIGTERM" % rc)
+    return rc == 0
 
 
 def api(port, texts, extra):
@@ -201,10 +192,11 @@ def main():
     with open(HELD_OUT, encoding="utf-8") as f:
         held = [l.rstrip("\n") for l in f][:500]
     tmp = tempfile.mkdtemp(prefix="td-cli-api.")
-    proc = None
+    d = None
     ok = True
     try:
-        proc, port = start(daemon, tmp)
+        d = start(daemon, tmp)
+        port = d.port
         gpath = os.path.join(tmp, "terms.tsv")
         with open(gpath, "w", encoding="utf-8") as f:
             f.write(GLOSSARY)
@@ -249,27 +241,16 @@ def main():
             else:
                 same += 1
         print("cli_api_same: files: %d of %d the same" % (same, len(FILES)))
-        proc.terminate()
-        rc = proc.wait(timeout=60)
-        proc = None
-        if rc != 0:
-            print("cli_api_same: FAIL: daemon exit status %d after SIGTERM" % rc)
-            ok = False
+        ok &= stopped_ok(d)
         # the package: the sentence split in the language its metadata names
-        proc, port = start(daemon, tmp, PACKAGE)
+        d = start(daemon, tmp, PACKAGE)
         texts = held[:100] + SPECIAL
-        ok &= compare("package, defaults", texts, api(port, texts, {}),
+        ok &= compare("package, defaults", texts, api(d.port, texts, {}),
                       cli(daemon, texts, [], PACKAGE))
-        proc.terminate()
-        rc = proc.wait(timeout=60)
-        proc = None
-        if rc != 0:
-            print("cli_api_same: FAIL: daemon exit status %d after SIGTERM" % rc)
-            ok = False
+        ok &= stopped_ok(d)
     finally:
-        if proc is not None:
-            proc.kill()
-            proc.wait()
+        if d is not None:
+            d.kill()  # nothing when it was stopped
         shutil.rmtree(tmp, ignore_errors=True)
     print("cli_api_same: %s" % ("ok" if ok else "FAIL"))
     return 0 if ok else 1

@@ -39,8 +39,8 @@ when set. No wall-clock time is asserted: the waits are bounded counts of
 polls that fail the test when exhausted.
 
 Exit 77 (ctest: skipped) without haproxy, prometheus or PyYAML. Every
-process started here dies with this one (setpriv --pdeathsig) and is
-killed on every way out."""
+process started here (tests/harness.py's spawn: its own process group,
+setpriv --pdeathsig) dies with this one and is killed on every way out."""
 import http.client
 import json
 import math
@@ -50,13 +50,17 @@ import shutil
 import signal
 import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
 import time
 import urllib.parse
 import urllib.request
+
+import harness
+from harness import check
+
+harness.print_passes = False  # each check's message says what failed
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -72,19 +76,6 @@ try:
 except ImportError:
     print("cluster: no PyYAML (python3-yaml): skipped")
     sys.exit(77)
-
-passed = failed = 0
-
-
-def check(ok, what):
-    global passed, failed
-    if ok:
-        passed += 1
-    else:
-        failed += 1
-        print("FAIL: " + what, flush=True)
-    return ok
-
 
 def say(*a):
     print("cluster:", *a, flush=True)
@@ -125,31 +116,6 @@ def poll(what, fn, tries, pause=0.2):
 # ---------------------------------------------------------------------------
 # processes
 
-class Procs:
-    """Everything started here; killed on every way out."""
-
-    def __init__(self):
-        self.all = []
-
-    def start(self, argv, log, env=None):
-        p = subprocess.Popen(["setpriv", "--pdeathsig", "KILL"] + argv, stdout=log, stderr=log,
-                             env=env, start_new_session=True)
-        self.all.append(p)
-        return p
-
-    def kill_all(self):
-        for p in self.all:
-            if p.poll() is None:
-                try:
-                    os.killpg(p.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-                p.wait()
-
-
-PROCS = Procs()
-
-
 class Daemon:
     def __init__(self, exe, name, port, tmp):
         self.exe, self.name, self.port, self.tmp = exe, name, port, tmp
@@ -160,12 +126,12 @@ class Daemon:
         self.starts += 1
         log = open(os.path.join(self.tmp, "%s.%d.log" % (self.name, self.starts)), "wb")
         env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
-        self.proc = PROCS.start([self.exe, "serve", "--host", "127.0.0.1", "--port", str(self.port),
-                                 "--model", "marian_en_de=" + model_dir, "--replica-id", self.name,
-                                 "--workers", "1", "--threads", "1", "--http-threads", "8",
-                                 "--drain-delay-s", str(DRAIN_DELAY_S), "--cache-bytes", "0",
-                                 "--max-connections-per-ip", "0",
-                                 "--log-format", "json"], log, env)
+        self.proc = harness.spawn([self.exe, "serve", "--host", "127.0.0.1", "--port", str(self.port),
+                                   "--model", "marian_en_de=" + model_dir, "--replica-id", self.name,
+                                   "--workers", "1", "--threads", "1", "--http-threads", "8",
+                                   "--drain-delay-s", str(DRAIN_DELAY_S), "--cache-bytes", "0",
+                                   "--max-connections-per-ip", "0",
+                                   "--log-format", "json"], log, log, env)
 
     def ready(self):
         try:
@@ -181,8 +147,9 @@ class Haproxy:
         for d in daemons:
             env["TD_" + d.name.upper()] = "127.0.0.1:%d" % d.port
         self.port = port
-        self.proc = PROCS.start(["haproxy", "-db", "-f", os.path.join(ROOT, "deploy", "haproxy.cfg")],
-                                open(os.path.join(tmp, "haproxy.log"), "wb"), env)
+        log = open(os.path.join(tmp, "haproxy.log"), "wb")
+        self.proc = harness.spawn(["haproxy", "-db", "-f", os.path.join(ROOT, "deploy", "haproxy.cfg")],
+                                  log, log, env)
 
     def stat(self):
         """{(proxy, server): row} of `show stat`, {} when the socket is not up."""
@@ -243,10 +210,11 @@ class Prometheus:
             yaml.safe_dump({"global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
                             "scrape_configs": [job]}, f)
         self.port = port
-        self.proc = PROCS.start(["prometheus", "--config.file=" + cfg,
-                                 "--storage.tsdb.path=" + os.path.join(tmp, "tsdb"),
-                                 "--web.listen-address=127.0.0.1:%d" % port, "--log.level=warn"],
-                                open(os.path.join(tmp, "prometheus.log"), "wb"))
+        log = open(os.path.join(tmp, "prometheus.log"), "wb")
+        self.proc = harness.spawn(["prometheus", "--config.file=" + cfg,
+                                   "--storage.tsdb.path=" + os.path.join(tmp, "tsdb"),
+                                   "--web.listen-address=127.0.0.1:%d" % port, "--log.level=warn"],
+                                  log, log)
 
     def ready(self):
         try:
@@ -400,16 +368,15 @@ TMP = None
 
 
 def finish():
-    PROCS.kill_all()
+    harness.end_all()
     if os.environ.get("CLUSTER_REPORT"):
         with open(os.environ["CLUSTER_REPORT"], "w") as f:
             json.dump(REPORT, f, indent=1)
-    if TMP and failed == 0:
+    if TMP and harness.failed == 0:
         shutil.rmtree(TMP, ignore_errors=True)
     elif TMP:
         say("logs kept in", TMP)
-    print("cluster: %d passed, %d failed" % (passed, failed), flush=True)
-    return 1 if failed else 0
+    return harness.finish()
 
 
 def main():
@@ -604,6 +571,6 @@ if __name__ == "__main__":
     except BaseException:
         import traceback
         traceback.print_exc()
-        failed += 1
+        harness.failed += 1
         rc = finish()
     sys.exit(rc)

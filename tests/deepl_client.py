@@ -16,9 +16,7 @@ usage: deepl_client.py DAEMON MODELS_DIR
 
 import io
 import json
-import os
 import re
-import subprocess
 import sys
 import tempfile
 import time
@@ -31,50 +29,18 @@ from xml.etree import ElementTree
 import deepl
 import docx
 
+import harness
+from harness import check, finish
+
 KEY = "deepl-test-key:fx"
-failures = 0
 
 
-class Daemon:
+class Daemon(harness.Daemon):
+    """The daemon serving the bundled en-de and de-en with the API key."""
+
     def __init__(self, daemon, models, *args):
-        self.log = tempfile.NamedTemporaryFile(prefix="td-deepl-", suffix=".log", delete=False)
-        env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
-        for k in list(env):
-            if k.startswith("TRANSFORMERD_"):
-                del env[k]
-        self.proc = subprocess.Popen(
-            ["setpriv", "--pdeathsig", "KILL",  # dies with this test, however it ends
-             daemon, "serve", "--model", f"{models}/en-de", "--model", f"{models}/de-en",
-             "--host", "127.0.0.1", "--port", "0", "--threads", "1", "--api-key", KEY, *args],
-            stderr=self.log, stdout=subprocess.DEVNULL, env=env)
-        deadline = time.time() + 60
-        self.url = None
-        while time.time() < deadline:
-            text = Path(self.log.name).read_text(errors="replace")
-            m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", text)
-            if m and "ready:" in text:
-                self.url = f"http://127.0.0.1:{m.group(1)}"
-                return
-            if self.proc.poll() is not None:
-                break
-            time.sleep(0.1)
-        self.proc.kill()
-        raise SystemExit(f"the daemon did not start:\n{Path(self.log.name).read_text()}")
-
-    def stop(self):
-        self.proc.terminate()
-        rc = self.proc.wait(timeout=40)
-        os.unlink(self.log.name)
-        assert rc == 0, f"daemon exit status {rc}"
-
-
-def check(cond, what):
-    global failures
-    if cond:
-        print(f"ok   {what}")
-    else:
-        failures += 1
-        print(f"FAIL {what}")
+        super().__init__(daemon, "--model", f"{models}/en-de", "--model", f"{models}/de-en",
+                         "--threads", "1", "--api-key", KEY, *args)
 
 
 def raises(fn, exc):
@@ -330,8 +296,7 @@ def raw(url):
 
 
 def quota(daemon, models):
-    d = Daemon(daemon, models, "--deepl-character-limit", "40")
-    try:
+    with Daemon(daemon, models, "--deepl-character-limit", "40") as d:
         tr = deepl.Translator(KEY, server_url=d.url)
         tr.translate_text("The house is small.", target_lang="DE")  # 19
         e = raises(lambda: tr.translate_text("The weather is nice today.", target_lang="DE"),
@@ -357,15 +322,12 @@ def quota(daemon, models):
         u = tr.get_usage()
         check(u.character.count == 40 and u.any_limit_reached,
               f"get_usage: the limit reached ({u.character.count}/{u.character.limit})")
-    finally:
-        d.stop()
 
 
 def progress(daemon, models):
     """A document seen while it translates: its status and seconds_remaining
     (each decoding step slowed, one sentence a batch)."""
-    d = Daemon(daemon, models, "--test-step-delay-ms", "30", "--max-batch-size", "1")
-    try:
+    with Daemon(daemon, models, "--test-step-delay-ms", "30", "--max-batch-size", "1") as d:
         tr = deepl.Translator(KEY, server_url=d.url)
         lines = ["The house is small.", "I like cats.", "Open the window.",
                  "The weather is nice today.", "The cat is in the house.",
@@ -389,8 +351,6 @@ def progress(daemon, models):
         tr.translate_document_download(h, out)
         check(out.getvalue().decode().split("\n") == native(d.url, lines, "en", "de"),
               "the slowed document's result")
-    finally:
-        d.stop()
 
 
 def full_queue(daemon, models, tmp):
@@ -398,9 +358,8 @@ def full_queue(daemon, models, tmp):
     (--test-document-gate): 429 with Retry-After, and the accepted ones
     translated once the gate opens."""
     gate = tmp / "gate"
-    d = Daemon(daemon, models, "--document-threads", "1", "--document-queue", "1",
-               "--test-document-gate", str(gate))
-    try:
+    with Daemon(daemon, models, "--document-threads", "1", "--document-queue", "1",
+                "--test-document-gate", str(gate)) as d:
         tr = deepl.Translator(KEY, server_url=d.url)
         auth = {"Authorization": f"DeepL-Auth-Key {KEY}"}
         accepted, refused = [], None
@@ -429,14 +388,11 @@ def full_queue(daemon, models, tmp):
             got.append(out.getvalue().decode())
         check(accepted and got == [want] * len(accepted),
               f"the {len(accepted)} accepted uploads translated once the thread is free")
-    finally:
-        d.stop()
 
 
 def main():
     daemon, models = sys.argv[1], sys.argv[2]
-    d = Daemon(daemon, models)
-    try:
+    with Daemon(daemon, models) as d:
         tr = deepl.Translator(KEY, server_url=d.url)
         texts(d.url, tr)
         markup(d.url, tr)
@@ -452,14 +408,11 @@ def main():
                    deepl.AuthorizationException)
         check(isinstance(e, deepl.AuthorizationException),
               f"a wrong key -> AuthorizationException ({e})")
-    finally:
-        d.stop()
     quota(daemon, models)
     progress(daemon, models)
     with tempfile.TemporaryDirectory() as tmp:
         full_queue(daemon, models, Path(tmp))
-    print(f"deepl_client: {failures} failure(s)")
-    return 1 if failures else 0
+    return finish()
 
 
 if __name__ == "__main__":

@@ -59,7 +59,8 @@ from odf.style import MasterPage, PageLayout, PageLayoutProperties, Style, TextP
 from odf.text import H, P, Span
 from PIL import Image
 
-from lt_files import Daemon, check, fail
+from harness import fail, require as check  # a failed check ends the test
+from lt_files import Daemon
 
 SAVE = "Save the file before closing."
 DOCX = []  # check_docx's document and its translation, for the command line's

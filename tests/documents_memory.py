@@ -27,7 +27,8 @@ import sys
 import time
 import zipfile
 
-from lt_files import Daemon, check, fail
+from harness import fail, require as check  # a failed check ends the test
+from lt_files import Daemon
 
 W = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
 CT = ('<?xml version="1.0" encoding="UTF-8" standalone="yes"?>\n<Types xmlns="http://schemas.'
@@ -72,7 +73,7 @@ def status_kib(pid, key):
 
 def peak_of(d, name, data):
     """Uploads data; (status, answer, RSS before, peak during, RSS after) in bytes."""
-    pid = d.p.pid
+    pid = d.proc.pid
     with open("/proc/%d/clear_refs" % pid, "w") as f:
         f.write("5")  # VmHWM := VmRSS
     before = status_kib(pid, "VmRSS") * 1024
@@ -87,7 +88,7 @@ def main():
     d = Daemon(sys.argv[1], sys.argv[2], ("--max-body-bytes", str(4 << 20)))
     try:
         try:
-            with open("/proc/%d/clear_refs" % d.p.pid, "w") as f:
+            with open("/proc/%d/clear_refs" % d.proc.pid, "w") as f:
                 f.write("5")
         except OSError as e:
             print("documents_memory: SKIPPED: cannot reset the peak RSS (%s)" % e)

@@ -25,65 +25,30 @@ usage: glossary_clients.py DAEMON MODEL_DIR
 """
 
 import json
-import os
-import re
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
 import urllib.error
 import urllib.request
-from pathlib import Path
 
 import deepl
 import deepl.http_client
 import deepl.util
 from deepl.api_data import MultilingualGlossaryDictionaryEntries
 
+import harness
+from harness import check, finish
+
 deepl.http_client.max_network_retries = 0
 KEY = "gl0ssary-key"
-failures = 0
 
 
-def check(cond, what):
-    global failures
-    if cond:
-        print(f"ok   {what}")
-    else:
-        failures += 1
-        print(f"FAIL {what}")
+class Daemon(harness.Daemon):
+    """The daemon serving model with the API key."""
 
-
-class Daemon:
     def __init__(self, daemon, model, *args):
-        self.log = tempfile.NamedTemporaryFile(prefix="td-gloss-", suffix=".log", delete=False)
-        env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
-        for k in list(env):
-            if k.startswith("TRANSFORMERD_"):
-                del env[k]
-        self.proc = subprocess.Popen(
-            ["setpriv", "--pdeathsig", "KILL", daemon, "serve", "--model", model,
-             "--host", "127.0.0.1", "--port", "0", "--threads", "1", "--api-key", KEY, *args],
-            stderr=self.log, stdout=subprocess.DEVNULL, env=env)
-        deadline = time.time() + 60
-        while time.time() < deadline:
-            text = Path(self.log.name).read_text(errors="replace")
-            m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", text)
-            if m and "ready:" in text:
-                self.url = f"http://127.0.0.1:{m.group(1)}"
-                return
-            if self.proc.poll() is not None:
-                break
-            time.sleep(0.1)
-        self.proc.kill()
-        raise SystemExit(f"the daemon did not start:\n{Path(self.log.name).read_text()}")
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            self.proc.wait(timeout=40)
-        os.unlink(self.log.name)
+        super().__init__(daemon, "--model", model, "--threads", "1", "--api-key", KEY, *args)
 
 
 def http(url, method="GET", body=None, ctype="application/json", key=KEY):
@@ -105,9 +70,32 @@ def translate(d, texts, **extra):
     return st, json.loads(body)
 
 
+def counted(d, status):
+    """transformerd_requests_total of the glossary routes with status (a
+    number or "other") in /metrics, 0 when there is no such series."""
+    st, text = http(d.url + "/metrics", key=None)
+    assert st == 200, st
+    series = f'transformerd_requests_total{{endpoint="/v2/glossaries",status="{status}"}} '
+    return next((float(ln[len(series):]) for ln in text.split("\n") if ln.startswith(series)), 0)
+
+
+def counted_once(d, status, before):
+    """Whether the series of status reached before + 1 (a request is counted
+    once its answer is sent, maybe just after the client read it: a bounded
+    count of polls) and stays there."""
+    for _ in range(200):
+        if counted(d, status) >= before + 1:
+            break
+        time.sleep(0.05)
+    return counted(d, status) == before + 1
+
+
 def store_calls(d, tr, cl):
     entries = {"engine": "Triebwerk", "weather": "Witterung", "beach": "Strandbad"}
+    made, other = counted(d, 201), counted(d, "other")
     g = tr.create_glossary("cars", "EN", "DE", entries)
+    check(counted_once(d, 201, made) and counted(d, "other") == other,
+          "/metrics: the create counted with status 201, not \"other\"")
     check(g.ready and g.name == "cars" and g.source_lang == "EN" and g.target_lang == "DE"
           and g.entry_count == 3 and len(g.glossary_id) == 36, "create_glossary: its information")
     check(tr.get_glossary(g.glossary_id).creation_time == g.creation_time, "get_glossary")
@@ -157,12 +145,14 @@ def store_faults(d, tr):
     check(st == 413 and "--max-glossary-bytes" in body, f"--max-glossary-bytes: 413 ({st})")
     st, _ = http(d.url + "/v2/glossaries", "GET", key="wrong")
     check(st == 401, f"a wrong key is refused ({st})")
+    quota = counted(d, 456)
     try:
         tr.create_glossary("third", "EN", "DE", {"x": "y"})
         tr.create_glossary("fourth", "EN", "DE", {"x": "y"})
         check(False, "--max-glossaries")
     except deepl.QuotaExceededException:
         check(True, "--max-glossaries: QuotaExceededException (456)")
+    check(counted_once(d, 456, quota), "/metrics: the refusal counted with status 456")
     for g in tr.list_glossaries():
         if g.name == "third":
             tr.delete_glossary(g)
@@ -270,8 +260,7 @@ def main():
     state = tempfile.mkdtemp(prefix="td-gloss-state-")
     args = ["--state-dir", state, "--max-glossaries", "3", "--max-glossary-bytes", "2K",
             "--max-glossary-entries", "50"]
-    d = Daemon(daemon, model, *args)
-    try:
+    with Daemon(daemon, model, *args) as d:
         tr = deepl.Translator(KEY, server_url=d.url)
         cl = deepl.DeepLClient(KEY, server_url=d.url)
         g, m = store_calls(d, tr, cl)
@@ -279,10 +268,7 @@ def main():
         before = application(d, g, m)
         edits(d, cl, m)
         listed = sorted((x.glossary_id, x.name, x.entry_count) for x in tr.list_glossaries())
-    finally:
-        d.stop()
-    d = Daemon(daemon, model, *args)
-    try:
+    with Daemon(daemon, model, *args) as d:
         tr = deepl.Translator(KEY, server_url=d.url)
         after = sorted((x.glossary_id, x.name, x.entry_count) for x in tr.list_glossaries())
         check(after == listed, f"after a restart: the same glossaries ({after})")
@@ -297,17 +283,11 @@ def main():
         tr.delete_glossary(g)
         deepl.DeepLClient(KEY, server_url=d.url).delete_multilingual_glossary(m)
         check(tr.list_glossaries() == [], "every glossary deleted")
-    finally:
-        d.stop()
-    d = Daemon(daemon, model, *args)
-    try:
+    with Daemon(daemon, model, *args) as d:
         check(deepl.Translator(KEY, server_url=d.url).list_glossaries() == [],
               "deleted ones stay deleted across a restart")
-    finally:
-        d.stop()
     shutil.rmtree(state, ignore_errors=True)
-    print(f"{failures} failure(s)")
-    return 1 if failures else 0
+    return finish()
 
 
 if __name__ == "__main__":

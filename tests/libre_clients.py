@@ -15,12 +15,8 @@ usage: libre_clients.py DAEMON MODEL_DIR
 
 import asyncio
 import json
-import os
-import re
-import subprocess
 import sys
 import tempfile
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -34,53 +30,11 @@ from deep_translator import LibreTranslator
 from deep_translator.exceptions import AuthorizationException
 from libretranslatepy import LibreTranslateAPI
 
+from harness import Daemon, check, finish
+
 EN = "The weather is nice today and we are going to the beach."
 DE = "Das Wetter ist heute schön und wir fahren an den Strand."
 KEY = "s3cret-key"
-
-
-class Daemon:
-    def __init__(self, daemon, model, *args):
-        self.log = tempfile.NamedTemporaryFile(prefix="td-clients-", suffix=".log", delete=False)
-        env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
-        for k in list(env):
-            if k.startswith("TRANSFORMERD_"):
-                del env[k]
-        self.proc = subprocess.Popen(
-            ["setpriv", "--pdeathsig", "KILL",  # dies with this test, however it ends
-             daemon, "serve", "--model", model, "--host", "127.0.0.1", "--port", "0",
-             "--threads", "1", *args],
-            stderr=self.log, stdout=subprocess.DEVNULL, env=env)
-        deadline = time.time() + 60
-        self.url = None
-        while time.time() < deadline:
-            text = Path(self.log.name).read_text(errors="replace")
-            m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", text)
-            if m and "ready:" in text:
-                self.url = f"http://127.0.0.1:{m.group(1)}"
-                return
-            if self.proc.poll() is not None:
-                break
-            time.sleep(0.1)
-        raise SystemExit(f"the daemon did not start:\n{Path(self.log.name).read_text()}")
-
-    def stop(self):
-        self.proc.terminate()
-        rc = self.proc.wait(timeout=40)
-        os.unlink(self.log.name)
-        assert rc == 0, f"daemon exit status {rc}"
-
-
-failures = 0
-
-
-def check(cond, what):
-    global failures
-    if cond:
-        print(f"ok   {what}")
-    else:
-        failures += 1
-        print(f"FAIL {what}")
 
 
 def http_error(fn):
@@ -323,27 +277,20 @@ def raw_inputs(url):
 
 def main():
     daemon, model = sys.argv[1], sys.argv[2]
-    d = Daemon(daemon, model, "--max-beam", "4")
-    try:
+    with Daemon(daemon, "--model", model, "--threads", "1", "--max-beam", "4") as d:
         libretranslatepy_calls(d.url)
         aio_sync_calls(d.url)
         asyncio.run(aio_async_calls(d.url))
         deep_translator_calls(d.url)
         html_answer(d.url, unescaped=False)
         raw_inputs(d.url)
-    finally:
-        d.stop()
-    d = Daemon(daemon, model, "--api-key", KEY, "--libre-html-answer", "unescaped")
-    try:
+    with Daemon(daemon, "--model", model, "--threads", "1", "--api-key", KEY,
+                "--libre-html-answer", "unescaped") as d:
         html_answer(d.url, unescaped=True, key=KEY)
         libretranslatepy_keys(d.url)
         aio_keys(d.url)
         deep_translator_keys(d.url)
-    finally:
-        d.stop()
-    print(f"libre_clients: {failures} failure(s)")
-    return 1 if failures else 0
-
+    return finish()
 
 if __name__ == "__main__":
     sys.exit(main())

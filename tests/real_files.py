@@ -462,9 +462,7 @@ def main():
                 # a daemon that hangs: the file again on a fresh one (its
                 # cache empty), the rest of the corpus on that one
                 check(False, rel, "answer", why + " from the daemon that translated the files before it")
-                dm.p.kill()
-                dm.p.wait()
-                os.unlink(dm.log.name)
+                dm.kill()
                 dm = Daemon(exe, model)
                 out, why = translate(dm, rel, data)
             check(out is not None, rel, "translate", why or "")

@@ -16,33 +16,20 @@ build tree without a balancer (tests/cluster.py puts one in front):
   is still answered 200, then the daemon drains and exits 0;
 - a bad --replica-id stops the daemon at start-up.
 
-Python's standard library only; the daemons die with this process
-(setpriv --pdeathsig). Prints "N passed, N failed"."""
+Python's standard library only; the daemons are tests/harness.py's (they
+die with this process). Prints "N passed, N failed"."""
 import http.client
 import json
-import os
 import re
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.parse
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "bench", "load"))
-import td_daemon  # noqa: E402
+import harness
+from harness import Daemon, check, finish
 
-passed = failed = 0
-
-
-def check(ok, what):
-    global passed, failed
-    if ok:
-        passed += 1
-    else:
-        failed += 1
-        print("FAIL: " + what)
-    return ok
+harness.print_passes = False  # each check's message says what failed
 
 
 def request(port, method, path, body=None, headers=None):
@@ -121,16 +108,17 @@ def main():
     daemon, model = sys.argv[1], sys.argv[2]
     common = ["--model", model, "--log-format", "json", "--max-body-bytes", "1024", "--workers", "1",
               "--cors-origins", "*"]
-    r1, p1, log1 = td_daemon.start(daemon, common + ["--replica-id", "r1"], prefix="td-replicas-")
-    r2, p2, log2 = td_daemon.start(daemon, common + ["--replica-id", "r2"], prefix="td-replicas-")
-    r0, p0, log0 = td_daemon.start(daemon, common, prefix="td-replicas-")
+    d1 = Daemon(daemon, *common, "--replica-id", "r1")
+    d2 = Daemon(daemon, *common, "--replica-id", "r2")
+    d0 = Daemon(daemon, *common)
+    p1, p2, p0 = d1.port, d2.port, d0.port
     try:
         made = check_ids(p1, "r1-")
         check_ids(p0, "")
         # the JSON access log's request_id is the header
         st, hd, _ = request(p1, "GET", "/health/ready", None, {"X-Request-Id": "trace-me-42"})
         time.sleep(0.2)
-        logged = [json.loads(ln) for ln in open(log1, errors="replace") if ln.startswith("{")]
+        logged = [json.loads(ln) for ln in open(d1.log.name, errors="replace") if ln.startswith("{")]
         ids = {j.get("request_id") for j in logged}
         check("trace-me-42" in ids and made[0] in ids, "request_id missing from the JSON log (%d lines)" % len(logged))
         check(all(isinstance(j.get("id"), int) for j in logged), "the JSON log's id is no longer the number")
@@ -160,31 +148,31 @@ def main():
         st, _, _ = request(p0, "GET", p)
         check(st == 200, "the link of a daemon without --replica-id: %d" % st)
     finally:
-        for proc, log in ((r1, log1), (r2, log2), (r0, log0)):
-            td_daemon.stop(proc, log)
+        for d in (d1, d2, d0):
+            d.stop()
 
     # --drain-delay-s: after SIGTERM unready (503) but still serving, then
     # the drain and exit 0. 5 s is a bound a broken daemon cannot meet (it
     # answers the next request with 503 at once), not a measurement.
-    rd, pd, logd = td_daemon.start(daemon, common + ["--drain-delay-s", "5"], prefix="td-replicas-")
+    dd = Daemon(daemon, *common, "--drain-delay-s", "5")
+    pd = dd.port
     try:
-        rd.send_signal(15)
+        dd.proc.send_signal(15)
         st_ready = poll_status(pd, "/health/ready", 503)
         check(st_ready == 503, "/health/ready after SIGTERM with --drain-delay-s: %s, want 503" % st_ready)
         st, _, data = request(pd, "POST", "/v1/translate", json.dumps({"text": ["Hello."]}).encode(),
                               {"Content-Type": "application/json"})
         check(st == 200, "a translation during --drain-delay-s: %d %r, want 200" % (st, data[:200]))
-        check(rd.wait(120) == 0, "exit status after the drain")
+        check(dd.proc.wait(120) == 0, "exit status after the drain")
     finally:
-        td_daemon.stop(rd, logd)
+        dd.stop()
 
     for bad in ("a/b", "x" * 41, ".hidden", "sp ace"):
         r = subprocess.run(["setpriv", "--pdeathsig", "KILL", daemon, "serve", "--host", "127.0.0.1", "--port", "0",
                             "--model", model, "--replica-id", bad], capture_output=True, text=True, timeout=120)
         check(r.returncode != 0 and "--replica-id" in r.stderr, "--replica-id %r: exit %d, %s"
               % (bad, r.returncode, r.stderr[-200:]))
-    print("replicas: %d passed, %d failed" % (passed, failed))
-    return 1 if failed else 0
+    return finish()
 
 
 if __name__ == "__main__":

@@ -27,23 +27,6 @@ static char g_model[512];
 static int g_port = -1;    /* --cache-bytes 64M (the default) */
 static pid_t g_pid = -1;
 
-/* A value of /metrics (the first series of that name), or -1. */
-static double metric(int port, const char *name)
-{
-    tc_resp r;
-    if (tc_request(port, "GET", "/metrics", NULL, NULL, 0, &r) != 0)
-        return -1;
-    double v = -1;
-    size_t n = strlen(name);
-    for (const char *p = r.body; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
-        if (!strncmp(p, name, n) && (p[n] == ' ' || p[n] == '{')) {
-            v = strtod(strchr(p, ' ') + 1, NULL);
-            break;
-        }
-    tc_resp_free(&r);
-    return v;
-}
-
 static char *answer(int port, const char *json)
 {
     tc_resp r;
@@ -74,14 +57,14 @@ static const char *const k_requests[] = {
 START_TEST(test_cache_exact)
 {
     for (int i = 0; i < N_REQ; i++) {
-        double h0 = metric(g_port, "transformerd_cache_hits_total");
-        double m0 = metric(g_port, "transformerd_cache_misses_total");
+        double h0 = tc_metric(g_port, "transformerd_cache_hits_total");
+        double m0 = tc_metric(g_port, "transformerd_cache_misses_total");
         char *a = answer(g_port, k_requests[i]);
-        double h1 = metric(g_port, "transformerd_cache_hits_total");
-        double m1 = metric(g_port, "transformerd_cache_misses_total");
+        double h1 = tc_metric(g_port, "transformerd_cache_hits_total");
+        double m1 = tc_metric(g_port, "transformerd_cache_misses_total");
         char *b = answer(g_port, k_requests[i]);
-        double h2 = metric(g_port, "transformerd_cache_hits_total");
-        double m2 = metric(g_port, "transformerd_cache_misses_total");
+        double h2 = tc_metric(g_port, "transformerd_cache_hits_total");
+        double m2 = tc_metric(g_port, "transformerd_cache_misses_total");
         ck_assert_msg(!strcmp(a, b), "request %d: from the cache\n%s\nnot\n%s", i, b, a);
         ck_assert_msg(h1 == h0 && m1 > m0, "request %d: first a miss (hits %g->%g, misses "
                       "%g->%g)", i, h0, h1, m0, m1);
@@ -90,8 +73,8 @@ START_TEST(test_cache_exact)
         free(a);
         free(b);
     }
-    ck_assert_double_gt(metric(g_port, "transformerd_cache_bytes"), 0);
-    ck_assert_double_gt(metric(g_port, "transformerd_cache_entries"), 0);
+    ck_assert_double_gt(tc_metric(g_port, "transformerd_cache_bytes"), 0);
+    ck_assert_double_gt(tc_metric(g_port, "transformerd_cache_entries"), 0);
 }
 END_TEST
 
@@ -108,14 +91,14 @@ START_TEST(test_cache_reload)
     /* the old generation is freed once nothing holds it */
     double e = -1;
     for (int i = 0; i < 400 && e != 0; i++) {
-        e = metric(g_port, "transformerd_cache_entries");
+        e = tc_metric(g_port, "transformerd_cache_entries");
         if (e != 0)
             tc_sleep_ms(25);
     }
     ck_assert_msg(e == 0, "%g entries after the reload", e);
-    double m0 = metric(g_port, "transformerd_cache_misses_total");
+    double m0 = tc_metric(g_port, "transformerd_cache_misses_total");
     char *c = answer(g_port, k_requests[0]);
-    ck_assert_double_gt(metric(g_port, "transformerd_cache_misses_total"), m0);
+    ck_assert_double_gt(tc_metric(g_port, "transformerd_cache_misses_total"), m0);
     ck_assert_str_eq(a, c);
     free(a);
     free(b);
@@ -137,7 +120,7 @@ START_TEST(test_cache_bound)
     int small = tc_daemon_start_model(TD_DAEMON, g_model, g_tmp, "small", a1, &p1);
     int none = tc_daemon_start_model(TD_DAEMON, g_model, g_tmp, "none", a0, &p0);
     ck_assert(small > 0 && none > 0);
-    ck_assert_double_eq(metric(none, "transformerd_cache_hits_total"), -1); /* off: no series */
+    ck_assert_double_eq(tc_metric(none, "transformerd_cache_hits_total"), -1); /* off: no series */
     srand(7);
     for (int i = 0; i < 300; i++) {
         char json[256];
@@ -149,11 +132,11 @@ START_TEST(test_cache_bound)
         ck_assert_msg(!strcmp(a, b), "%s:\n%s\nwithout the cache:\n%s", json, a, b);
         free(a);
         free(b);
-        double bytes = metric(small, "transformerd_cache_bytes");
+        double bytes = tc_metric(small, "transformerd_cache_bytes");
         ck_assert_msg(bytes >= 0 && bytes <= 6 * 1024, "%g bytes (bound 6144)", bytes);
     }
-    ck_assert_double_gt(metric(small, "transformerd_cache_evictions_total"), 0);
-    ck_assert_double_gt(metric(small, "transformerd_cache_hits_total"), 0);
+    ck_assert_double_gt(tc_metric(small, "transformerd_cache_evictions_total"), 0);
+    ck_assert_double_gt(tc_metric(small, "transformerd_cache_hits_total"), 0);
     kill(p1, SIGTERM);
     kill(p0, SIGTERM);
     ck_assert_int_eq(tc_daemon_wait(p1, 60), 0);

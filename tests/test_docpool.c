@@ -102,31 +102,13 @@ static int send_upload(const char *name, const char *data, size_t len)
     return fd;
 }
 
-/* The value of a series of /metrics (its first line starting with name
- * and a space). */
-static double metric(const char *name)
-{
-    tc_resp r = {0};
-    ck_assert_int_eq(tc_request(g_port, "GET", "/metrics", NULL, NULL, 0, &r), 0);
-    ck_assert_int_eq(r.status, 200);
-    double v = -1;
-    size_t nl = strlen(name);
-    for (const char *p = r.body; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
-        if (!strncmp(p, name, nl) && p[nl] == ' ') {
-            v = atof(p + nl + 1);
-            break;
-        }
-    tc_resp_free(&r);
-    return v;
-}
-
 /* Waits (by counting, polling /metrics) until name is want; fails after
  * a generous while. */
 static void wait_metric(const char *name, double want)
 {
     double until = tc_now() + 120, v = -1;
     double last = -2;
-    while (tc_now() < until && (v = metric(name)) != want) {
+    while (tc_now() < until && (v = tc_metric(g_port, name)) != want) {
         if (getenv("TD_DEBUG") && v != last)
             fprintf(stderr, "%.3f %s = %g\n", tc_now(), name, v), last = v;
         tc_sleep_ms(20);
@@ -201,8 +183,8 @@ START_TEST(test_documents_off_http_threads)
     ck_assert_ptr_nonnull(tc_header(&r, "Retry-After", ra, sizeof ra));
     tc_resp_free(&r);
     close(extra);
-    ck_assert(metric("transformerd_documents_refused_total") == 1);
-    ck_assert(metric("transformerd_documents_queued") == 6);
+    ck_assert(tc_metric(g_port, "transformerd_documents_refused_total") == 1);
+    ck_assert(tc_metric(g_port, "transformerd_documents_queued") == 6);
 
     /* the clients leave, the gate opens: the documents are dropped
      * unparsed, every call ends */
@@ -216,12 +198,11 @@ START_TEST(test_documents_off_http_threads)
     /* each call ended: answered 503 (client_gone; the queue-full one), or
      * ended by the transport on finding the client gone (status 0,
      * "other") */
+    const char *s503 = "transformerd_requests_total{endpoint=\"/translate_file\",status=\"503\"}";
+    const char *s0 = "transformerd_requests_total{endpoint=\"/translate_file\",status=\"other\"}";
     double until = tc_now() + 300, ended = 0;
     while (tc_now() < until && ended != N_UPLOADS + 1) {
-        double a =
-            metric("transformerd_requests_total{endpoint=\"/translate_file\",status=\"503\"}");
-        double b =
-            metric("transformerd_requests_total{endpoint=\"/translate_file\",status=\"other\"}");
+        double a = tc_metric(g_port, s503), b = tc_metric(g_port, s0);
         ended = (a > 0 ? a : 0) + (b > 0 ? b : 0);
         tc_sleep_ms(20);
     }

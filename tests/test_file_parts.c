@@ -56,26 +56,6 @@ static void *file_main(void *arg)
     return NULL;
 }
 
-/* The sum of the samples of metric name in /metrics (-1: none). */
-static double metric(const char *name)
-{
-    tc_resp r = {0};
-    if (tc_request(g_port, "GET", "/metrics", NULL, NULL, 0, &r) != 0 || r.status != 200) {
-        tc_resp_free(&r);
-        return -1;
-    }
-    double sum = -1;
-    size_t n = strlen(name);
-    for (const char *p = r.body; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
-        if (strncmp(p, name, n) != 0 || (p[n] != ' ' && p[n] != '{'))
-            continue;
-        const char *v = strchr(p, ' ');
-        sum = (sum < 0 ? 0 : sum) + (v ? atof(v + 1) : 0);
-    }
-    tc_resp_free(&r);
-    return sum;
-}
-
 START_TEST(test_short_request_first)
 {
     static char lines[FILE_LINES * 64];
@@ -89,14 +69,14 @@ START_TEST(test_short_request_first)
     ck_assert_int_eq(pthread_create(&th, NULL, file_main, NULL), 0);
     /* the file is translating once decoding steps run */
     int polls = 0;
-    while (metric("transformerd_decode_steps_total") <= 0 && !atomic_load(&g_file_at)) {
+    while (tc_metric_sum(g_port, "transformerd_decode_steps_total") <= 0 && !atomic_load(&g_file_at)) {
         ck_assert_int_lt(polls++, 6000 * tc_slowness());
         tc_sleep_ms(10);
     }
     ck_assert_msg(!atomic_load(&g_file_at), "the file was answered before it ran: %d",
                   g_file_status);
     /* the file's sentences in the queue: at most --file-queue-texts */
-    double depth = metric("transformerd_queue_depth");
+    double depth = tc_metric_sum(g_port, "transformerd_queue_depth");
     ck_assert_msg(depth >= 0 && depth <= 4, "the queue holds %g of the file's sentences", depth);
     tc_resp r = {0};
     ck_assert_int_eq(tc_post_json(g_port, "/translate",

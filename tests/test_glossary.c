@@ -31,8 +31,8 @@
 
 static const srv_gloss_limits k_lim = {4, 4096, 20};
 
-static srv_gloss_status make(srv_glossaries *st, const char *entries, const char *fmt,
-                             srv_glossary **g, char *msg)
+static srv_err make(srv_glossaries *st, const char *entries, const char *fmt, srv_glossary **g,
+                    char *msg)
 {
     srv_gloss_input in = {"en", "de", entries, strlen(entries), fmt};
     const char *param = NULL;
@@ -45,8 +45,8 @@ static const char *refused(const char *entries, const char *fmt)
     static char msg[256];
     srv_glossaries *st = srv_glossaries_open(NULL, &k_lim, NULL, 0, msg, sizeof msg);
     srv_glossary *g = NULL;
-    srv_gloss_status rc = make(st, entries, fmt, &g, msg);
-    ck_assert_int_eq(rc, SRV_GLOSS_INVALID);
+    srv_err rc = make(st, entries, fmt, &g, msg);
+    ck_assert_int_eq(rc, SRV_ERR_INVALID);
     ck_assert_ptr_null(g);
     srv_glossary **all;
     ck_assert_int_eq(srv_glossaries_list(st, &all), 0);
@@ -61,7 +61,7 @@ START_TEST(test_parse)
     srv_glossaries *st = srv_glossaries_open(NULL, &k_lim, NULL, 0, msg, sizeof msg);
     srv_glossary *g = NULL;
     ck_assert_int_eq(make(st, "engine\tMotor\r\n\nbrake pads\t~Bremsbelag\n", "tsv", &g, msg),
-                     SRV_GLOSS_OK);
+                     SRV_OK);
     const srv_gloss_dict *d = &g->d[0];
     ck_assert_int_eq(d->n, 2);
     ck_assert_str_eq(d->e[0].src, "engine");
@@ -72,7 +72,7 @@ START_TEST(test_parse)
     ck_assert_str_eq(d->tsv, "engine\tMotor\nbrake pads\t~Bremsbelag\n");
     srv_glossary_put(g);
     ck_assert_int_eq(make(st, "\"say \"\"hi\"\"\",\"sag, hallo\"\nwheel,Rad,EN,de\n", "csv", &g, msg),
-                     SRV_GLOSS_OK);
+                     SRV_OK);
     ck_assert_str_eq(g->d[0].e[0].src, "say \"hi\"");
     ck_assert_str_eq(g->d[0].e[0].tgt, "sag, hallo");
     ck_assert_str_eq(g->d[0].e[1].tgt, "Rad");
@@ -112,20 +112,20 @@ START_TEST(test_fields_and_bounds)
     srv_glossary *g = NULL;
     srv_gloss_input in = {"en-GB", "DE", "a\tb\n", 4, NULL};
     ck_assert_int_eq(srv_glossaries_create(st, "", &in, 1, &g, &param, msg, sizeof msg),
-                     SRV_GLOSS_INVALID);
+                     SRV_ERR_INVALID);
     ck_assert_str_eq(param, "name");
     in.src_lang = "english";
     ck_assert_int_eq(srv_glossaries_create(st, "n", &in, 1, &g, &param, msg, sizeof msg),
-                     SRV_GLOSS_INVALID);
+                     SRV_ERR_INVALID);
     ck_assert_str_eq(param, "source_lang");
     in.src_lang = "de";
     ck_assert_int_eq(srv_glossaries_create(st, "n", &in, 1, &g, &param, msg, sizeof msg),
-                     SRV_GLOSS_INVALID);
+                     SRV_ERR_INVALID);
     ck_assert_str_eq(param, "target_lang");
     in.src_lang = "en-GB";
     in.format = "xlsx";
     ck_assert_int_eq(srv_glossaries_create(st, "n", &in, 1, &g, &param, msg, sizeof msg),
-                     SRV_GLOSS_INVALID);
+                     SRV_ERR_INVALID);
     ck_assert_str_eq(param, "entries_format");
     in.format = "tsv";
     /* entries: at most 20; bytes: at most 4096 */
@@ -135,7 +135,7 @@ START_TEST(test_fields_and_bounds)
     in.entries = big;
     in.entries_n = strlen(big);
     ck_assert_int_eq(srv_glossaries_create(st, "n", &in, 1, &g, &param, msg, sizeof msg),
-                     SRV_GLOSS_TOO_LARGE);
+                     SRV_ERR_TOO_LONG);
     ck_assert_str_eq(msg, "entries line 21: a glossary holds at most 20 entries "
                           "(--max-glossary-entries)");
     memset(big, 'a', 4097);
@@ -143,34 +143,40 @@ START_TEST(test_fields_and_bounds)
     big[10] = '\t';
     in.entries_n = 4097;
     ck_assert_int_eq(srv_glossaries_create(st, "n", &in, 1, &g, &param, msg, sizeof msg),
-                     SRV_GLOSS_TOO_LARGE);
+                     SRV_ERR_TOO_LONG);
     ck_assert_str_eq(param, "entries");
     in.entries_n = 4096;
     big[4096] = 0;
     ck_assert_int_eq(srv_glossaries_create(st, "n", &in, 1, &g, &param, msg, sizeof msg),
-                     SRV_GLOSS_INVALID); /* 4096 is allowed: the term is too long */
+                     SRV_ERR_INVALID); /* 4096 is allowed: the term is too long */
     in.entries = "a\tb\n";
     in.entries_n = 4;
     /* glossaries: at most 4 */
     for (int i = 0; i < 4; i++) {
         ck_assert_int_eq(srv_glossaries_create(st, "n", &in, 1, &g, &param, msg, sizeof msg),
-                         SRV_GLOSS_OK);
+                         SRV_OK);
         ck_assert_str_eq(g->d[0].src_lang, "en");
         ck_assert_str_eq(g->d[0].tgt_lang, "de");
         srv_glossary_put(g);
     }
     ck_assert_int_eq(srv_glossaries_create(st, "n", &in, 1, &g, &param, msg, sizeof msg),
-                     SRV_GLOSS_FULL);
+                     SRV_ERR_NO_ROOM);
     srv_glossary **all;
     ck_assert_int_eq(srv_glossaries_list(st, &all), 4);
     ck_assert_ptr_nonnull(srv_glossary_dict(all[0], "EN-us", "de"));
     ck_assert_ptr_null(srv_glossary_dict(all[0], "de", "en"));
     ck_assert_ptr_null(srv_glossary_dict(all[0], "en", "fr"));
-    ck_assert_int_eq(srv_glossaries_delete(st, all[0]->id), SRV_GLOSS_OK);
-    ck_assert_int_eq(srv_glossaries_delete(st, all[0]->id), SRV_GLOSS_NOT_FOUND);
-    ck_assert_ptr_null(srv_glossaries_get(st, all[0]->id));
+    ck_assert_int_eq(srv_glossaries_delete(st, all[0]->id, msg, sizeof msg), SRV_OK);
+    ck_assert_int_eq(srv_glossaries_delete(st, all[0]->id, msg, sizeof msg), SRV_ERR_NOT_FOUND);
+    char want[80];
+    snprintf(want, sizeof want, "no glossary '%s'", all[0]->id);
+    ck_assert_str_eq(msg, want);
+    g = all[0];
+    ck_assert_int_eq(srv_glossaries_get(st, all[0]->id, &g, msg, sizeof msg), SRV_ERR_NOT_FOUND);
+    ck_assert_ptr_null(g);
+    ck_assert_str_eq(msg, want);
     ck_assert_int_eq(srv_glossaries_create(st, "n", &in, 1, &g, &param, msg, sizeof msg),
-                     SRV_GLOSS_OK);
+                     SRV_OK);
     srv_glossary_put(g);
     for (int i = 0; i < 4; i++)
         srv_glossary_put(all[i]); /* the deleted one is freed here */
@@ -191,16 +197,16 @@ START_TEST(test_persistence)
     srv_gloss_input in[2] = {{"en", "de", "engine\tMotor\n", 13, "tsv"},
                              {"de", "en", "Motor\tengine\n", 13, "tsv"}};
     ck_assert_int_eq(srv_glossaries_create(st, "first", in, 2, &a, &param, msg, sizeof msg),
-                     SRV_GLOSS_OK);
+                     SRV_OK);
     ck_assert_int_eq(srv_glossaries_create(st, "second", in, 1, &b, &param, msg, sizeof msg),
-                     SRV_GLOSS_OK);
+                     SRV_OK);
     char ida[40], idb[40], created[40];
     strcpy(ida, a->id);
     strcpy(idb, b->id);
     strcpy(created, a->created);
     srv_glossary_put(a);
     srv_glossary_put(b);
-    ck_assert_int_eq(srv_glossaries_delete(st, idb), SRV_GLOSS_OK);
+    ck_assert_int_eq(srv_glossaries_delete(st, idb, NULL, 0), SRV_OK);
     srv_glossaries_close(st);
     /* a broken file beside them is skipped, named */
     char path[512];
@@ -211,8 +217,9 @@ START_TEST(test_persistence)
     st = srv_glossaries_open(dir, &k_lim, warn, sizeof warn, msg, sizeof msg);
     ck_assert_ptr_nonnull(st);
     ck_assert_ptr_nonnull(strstr(warn, "00000000-0000-4000-8000-000000000000.json skipped"));
-    ck_assert_ptr_null(srv_glossaries_get(st, idb));
-    a = srv_glossaries_get(st, ida);
+    ck_assert_int_eq(srv_glossaries_get(st, idb, &b, NULL, 0), SRV_ERR_NOT_FOUND);
+    ck_assert_ptr_null(b);
+    ck_assert_int_eq(srv_glossaries_get(st, ida, &a, msg, sizeof msg), SRV_OK);
     ck_assert_ptr_nonnull(a);
     ck_assert_str_eq(a->name, "first");
     ck_assert_str_eq(a->created, created);
@@ -220,7 +227,7 @@ START_TEST(test_persistence)
     ck_assert_str_eq(a->d[1].src_lang, "de");
     ck_assert_str_eq(a->d[1].tsv, "Motor\tengine\n");
     srv_glossary_put(a);
-    ck_assert_int_eq(srv_glossaries_delete(st, ida), SRV_GLOSS_OK);
+    ck_assert_int_eq(srv_glossaries_delete(st, ida, NULL, 0), SRV_OK);
     srv_glossaries_close(st);
     unlink(path);
     /* nothing left but the folder: no temporary file either */
@@ -247,14 +254,14 @@ START_TEST(test_edit)
     const char *first = "file\t~Datei\nuser\tBenutzer\nfolder\tOrdner\n";
     srv_gloss_input in = {"en", "de", first, strlen(first), "tsv"};
     ck_assert_int_eq(srv_glossaries_create(st, "terms", &in, 1, &g, &param, msg, sizeof msg),
-                     SRV_GLOSS_OK);
+                     SRV_OK);
     char id[40];
     strcpy(id, g->id);
     /* merged: "USER" replaces "user", the others (with their "~") kept first */
     srv_gloss_input add = {"EN-GB", "de", "USER,Anwender\nwindow,Fenster\n", 29, "csv"};
     ck_assert_int_eq(srv_glossaries_edit(st, id, "renamed", &add, 1, SRV_GLOSS_MERGE, &e, &param,
                                          msg, sizeof msg),
-                     SRV_GLOSS_OK);
+                     SRV_OK);
     ck_assert_str_eq(e->d[0].tsv, "file\t~Datei\nfolder\tOrdner\nUSER\tAnwender\nwindow\tFenster\n");
     ck_assert_str_eq(e->name, "renamed");
     ck_assert_str_eq(e->id, id);
@@ -269,36 +276,36 @@ START_TEST(test_edit)
     srv_gloss_input fr = {"en", "fr", "file\tfichier\n", 13, "tsv"};
     ck_assert_int_eq(srv_glossaries_edit(st, id, NULL, &fr, 1, SRV_GLOSS_MERGE, &e, &param, msg,
                                          sizeof msg),
-                     SRV_GLOSS_OK);
+                     SRV_OK);
     ck_assert_int_eq(e->n_dicts, 2);
     ck_assert_str_eq(e->name, "renamed");
     srv_glossary_put(e);
     srv_gloss_input rep = {"en", "de", "disk\tPlatte\n", 12, "tsv"};
     ck_assert_int_eq(srv_glossaries_edit(st, id, NULL, &rep, 1, SRV_GLOSS_REPLACE, &e, &param,
                                          msg, sizeof msg),
-                     SRV_GLOSS_OK);
+                     SRV_OK);
     ck_assert_str_eq(srv_glossary_dict(e, "en", "de")->tsv, "disk\tPlatte\n");
     ck_assert_str_eq(srv_glossary_dict(e, "en", "fr")->tsv, "file\tfichier\n");
     srv_glossary_put(e);
     ck_assert_int_eq(srv_glossaries_edit(st, id, NULL, &fr, 1, SRV_GLOSS_DROP, &e, &param, msg,
                                          sizeof msg),
-                     SRV_GLOSS_OK);
+                     SRV_OK);
     ck_assert_int_eq(e->n_dicts, 1);
     srv_glossary_put(e);
     /* refused, nothing changed: a missing pair, the last one, a bad line,
      * over the entries' bound, an unknown id */
     ck_assert_int_eq(srv_glossaries_edit(st, id, NULL, &fr, 1, SRV_GLOSS_DROP, &e, &param, msg,
                                          sizeof msg),
-                     SRV_GLOSS_NOT_FOUND);
+                     SRV_ERR_NOT_FOUND);
     ck_assert_ptr_null(e);
     ck_assert_int_eq(srv_glossaries_edit(st, id, NULL, &rep, 1, SRV_GLOSS_DROP, &e, &param, msg,
                                          sizeof msg),
-                     SRV_GLOSS_INVALID);
+                     SRV_ERR_INVALID);
     ck_assert_ptr_nonnull(strstr(msg, "at least one dictionary"));
     srv_gloss_input bad = {"en", "de", "ok\tgut\nno tab\n", 14, "tsv"};
     ck_assert_int_eq(srv_glossaries_edit(st, id, "x", &bad, 1, SRV_GLOSS_MERGE, &e, &param, msg,
                                          sizeof msg),
-                     SRV_GLOSS_INVALID);
+                     SRV_ERR_INVALID);
     ck_assert_ptr_nonnull(strstr(msg, "line 2"));
     char many[400] = "";
     for (int i = 0; i < 21; i++)
@@ -306,20 +313,20 @@ START_TEST(test_edit)
     srv_gloss_input big = {"en", "de", many, strlen(many), "tsv"};
     ck_assert_int_eq(srv_glossaries_edit(st, id, NULL, &big, 1, SRV_GLOSS_MERGE, &e, &param, msg,
                                          sizeof msg),
-                     SRV_GLOSS_TOO_LARGE);
+                     SRV_ERR_TOO_LONG);
     ck_assert_int_eq(srv_glossaries_edit(st, "00000000-0000-4000-8000-000000000000", NULL, &rep,
                                          1, SRV_GLOSS_MERGE, &e, &param, msg, sizeof msg),
-                     SRV_GLOSS_NOT_FOUND);
+                     SRV_ERR_NOT_FOUND);
     srv_glossaries_close(st);
     /* on disk: a new store reads the edited one */
     st = srv_glossaries_open(dir, &k_lim, warn, sizeof warn, msg, sizeof msg);
-    g = srv_glossaries_get(st, id);
+    ck_assert_int_eq(srv_glossaries_get(st, id, &g, msg, sizeof msg), SRV_OK);
     ck_assert_ptr_nonnull(g);
     ck_assert_str_eq(g->name, "renamed");
     ck_assert_int_eq(g->n_dicts, 1);
     ck_assert_str_eq(g->d[0].tsv, "disk\tPlatte\n");
     srv_glossary_put(g);
-    ck_assert_int_eq(srv_glossaries_delete(st, id), SRV_GLOSS_OK);
+    ck_assert_int_eq(srv_glossaries_delete(st, id, NULL, 0), SRV_OK);
     srv_glossaries_close(st);
     char path[512];
     snprintf(path, sizeof path, "%s/glossaries", dir);
@@ -333,7 +340,7 @@ static srv_glossary *dict_of(srv_glossaries **st, const char *entries)
     char msg[256];
     *st = srv_glossaries_open(NULL, &k_lim, NULL, 0, msg, sizeof msg);
     srv_glossary *g = NULL;
-    ck_assert_int_eq(make(*st, entries, "tsv", &g, msg), SRV_GLOSS_OK);
+    ck_assert_int_eq(make(*st, entries, "tsv", &g, msg), SRV_OK);
     return g;
 }
 

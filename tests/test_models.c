@@ -165,24 +165,6 @@ static char which_weights(json_t *a)
  * cores; a fixed number of short sleeps made the test fail under load. */
 #define WAIT_S 120.0
 
-static double metric(const char *text, const char *series)
-{
-    const char *p = strstr(text, series);
-    while (p && p != text && p[-1] != '\n')
-        p = strstr(p + 1, series);
-    return p ? strtod(p + strlen(series), NULL) : -1;
-}
-
-static char *metrics_text(int port)
-{
-    tc_resp r;
-    ck_assert_int_eq(tc_request(port, "GET", "/metrics", NULL, NULL, 0, &r), 0);
-    ck_assert_int_eq(r.status, 200);
-    char *t = strdup(r.body);
-    tc_resp_free(&r);
-    return t;
-}
-
 static int start(const char *name, const char *const *args, pid_t *pid)
 {
     char log[600];
@@ -377,9 +359,10 @@ END_TEST
 START_TEST(test_per_model_metrics)
 {
     char body[2048];
-    char *before = metrics_text(g_port);
-    double de0 = metric(before, "transformerd_tokens_in_total{model=\"de-en\"} ");
-    double en0 = metric(before, "transformerd_tokens_in_total{model=\"en-de\"} ");
+    char *before = tc_metrics_text(g_port);
+    ck_assert_ptr_nonnull(before);
+    double de0 = tc_metric_in(before, "transformerd_tokens_in_total{model=\"de-en\"}");
+    double en0 = tc_metric_in(before, "transformerd_tokens_in_total{model=\"en-de\"}");
     free(before);
     ck_assert(de0 >= 0 && en0 >= 0);
     snprintf(body, sizeof body, "{\"text\":\"%s\",\"model\":\"de-en\"}", g_text[1]);
@@ -388,12 +371,13 @@ START_TEST(test_per_model_metrics)
     long n_src = (long)json_integer_value(
         json_object_get(json_object_get(a, "usage"), "source_tokens"));
     json_decref(a);
-    char *t = metrics_text(g_port);
-    ck_assert(metric(t, "transformerd_tokens_in_total{model=\"de-en\"} ") == de0 + n_src);
-    ck_assert(metric(t, "transformerd_tokens_in_total{model=\"en-de\"} ") == en0);
-    ck_assert(metric(t, "transformerd_model_ready{model=\"de-en\"} ") == 1);
-    ck_assert(metric(t, "transformerd_model_ready{model=\"en-de\"} ") == 1);
-    ck_assert(metric(t, "transformerd_model_weight_bytes{model=\"en-de\"} ") > 0);
+    char *t = tc_metrics_text(g_port);
+    ck_assert_ptr_nonnull(t);
+    ck_assert(tc_metric_in(t, "transformerd_tokens_in_total{model=\"de-en\"}") == de0 + n_src);
+    ck_assert(tc_metric_in(t, "transformerd_tokens_in_total{model=\"en-de\"}") == en0);
+    ck_assert(tc_metric_in(t, "transformerd_model_ready{model=\"de-en\"}") == 1);
+    ck_assert(tc_metric_in(t, "transformerd_model_ready{model=\"en-de\"}") == 1);
+    ck_assert(tc_metric_in(t, "transformerd_model_weight_bytes{model=\"en-de\"}") > 0);
     ck_assert_ptr_nonnull(strstr(t, "transformerd_model_info{model=\"de-en\",source=\"de\","
                                     "target=\"en\""));
     ck_assert_ptr_nonnull(strstr(t, "transformerd_model_info{model=\"en-de\",source=\"en\","
@@ -896,8 +880,9 @@ START_TEST(test_unload_and_load)
      * timed, so that a loaded machine cannot make it late */
     double rows = 0;
     for (double end = tc_now() + WAIT_S; tc_now() < end && !(rows > 0);) {
-        char *t = metrics_text(port);
-        rows = metric(t, "transformerd_running_rows{model=\"de-en\"} ");
+        char *t = tc_metrics_text(port);
+        ck_assert_ptr_nonnull(t);
+        rows = tc_metric_in(t, "transformerd_running_rows{model=\"de-en\"}");
         free(t);
         if (!(rows > 0))
             tc_sleep_ms(10);
@@ -950,8 +935,9 @@ START_TEST(test_unload_and_load)
     ck_assert_int_eq(tc_request(port, "GET", "/languages", NULL, NULL, 0, &r), 0);
     ck_assert_ptr_null(strstr(r.body, "\"targets\":[\"en\"]")); /* nothing from German */
     tc_resp_free(&r);
-    char *t = metrics_text(port);
-    ck_assert(metric(t, "transformerd_model_ready{model=\"de-en\"} ") == 0);
+    char *t = tc_metrics_text(port);
+    ck_assert_ptr_nonnull(t);
+    ck_assert(tc_metric_in(t, "transformerd_model_ready{model=\"de-en\"}") == 0);
     ck_assert_ptr_null(strstr(t, "transformerd_model_info{model=\"de-en\""));
     free(t);
     /* back at run time, from --models-dir */

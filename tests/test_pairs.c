@@ -241,39 +241,22 @@ START_TEST(test_two_targets)
 }
 END_TEST
 
-/* A value of /metrics, or -1. */
-static double metric(const char *name)
-{
-    tc_resp r;
-    if (tc_request(g_port, "GET", "/metrics", NULL, NULL, 0, &r) != 0)
-        return -1;
-    double v = -1;
-    size_t n = strlen(name);
-    for (const char *p = r.body; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
-        if (!strncmp(p, name, n) && (p[n] == ' ' || p[n] == '{')) {
-            v = strtod(strchr(p, ' ') + 1, NULL);
-            break;
-        }
-    tc_resp_free(&r);
-    return v;
-}
-
 /* One source, two targets, the cache on: the second target is a miss and
  * its own answer; each asked again is a hit with its own answer. */
 START_TEST(test_cache_targets)
 {
     const char *text = "There was %d warning (use warn";
     char *a = native(",\"source\":\"en\",\"target\":\"fr\"" GREEDY, text, NULL, 0);
-    double m0 = metric("transformerd_cache_misses_total");
+    double m0 = tc_metric(g_port, "transformerd_cache_misses_total");
     char *b = native(",\"source\":\"en\",\"target\":\"es\"" GREEDY, text, NULL, 0);
-    ck_assert_double_gt(metric("transformerd_cache_misses_total"), m0);
+    ck_assert_double_gt(tc_metric(g_port, "transformerd_cache_misses_total"), m0);
     char *e_es = engine("m2m100", "en", "es", text);
     ck_assert_str_eq(b, e_es);
     ck_assert_str_ne(a, b);
-    double h0 = metric("transformerd_cache_hits_total");
+    double h0 = tc_metric(g_port, "transformerd_cache_hits_total");
     char *a2 = native(",\"source\":\"en\",\"target\":\"fr\"" GREEDY, text, NULL, 0);
     char *b2 = native(",\"source\":\"en\",\"target\":\"es\"" GREEDY, text, NULL, 0);
-    ck_assert_double_eq(metric("transformerd_cache_hits_total"), h0 + 2);
+    ck_assert_double_eq(tc_metric(g_port, "transformerd_cache_hits_total"), h0 + 2);
     ck_assert_str_eq(a, a2);
     ck_assert_str_eq(b, b2);
     free(a);

@@ -57,19 +57,6 @@ static void memory(int port, long *scratch, long *worker)
     tc_resp_free(&r);
 }
 
-/* transformerd_workers_scratch_bytes. */
-static long metric_scratch(int port)
-{
-    tc_resp r;
-    ck_assert_int_eq(tc_request(port, "GET", "/metrics", NULL, NULL, 0, &r), 0);
-    const char *p = strstr(r.body, "\ntransformerd_workers_scratch_bytes ");
-    long v = -1;
-    if (p && (p = strchr(p + 1, ' ')))
-        v = strtol(p + 1, NULL, 10);
-    tc_resp_free(&r);
-    return v;
-}
-
 /* Request k of the script: texts and options that need more each time. */
 static void make_request(int k, char *out, size_t n)
 {
@@ -125,7 +112,7 @@ START_TEST(test_grows_with_the_same_answers)
      * may give its memory back meanwhile) */
     long before, after, w;
     memory(g_grow, &before, &w);
-    long m = metric_scratch(g_grow);
+    long m = (long)tc_metric(g_grow, "transformerd_workers_scratch_bytes");
     memory(g_grow, &after, &w);
     ck_assert_msg(m == before || m == after, "metric %ld, /v1/models %ld then %ld", m, before,
                   after);
@@ -194,7 +181,7 @@ START_TEST(test_concurrent_then_idle)
         tc_sleep_ms(50);
     }
     ck_assert_msg(now < worker / 4, "idle, still %ld of %ld bytes", now, worker);
-    ck_assert_int_eq(metric_scratch(g_grow), now);
+    ck_assert_int_eq((long)tc_metric(g_grow, "transformerd_workers_scratch_bytes"), now);
 #if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
     /* and the C library gave the freed heap back: the resident set is the
      * file-backed part and the heap in use (/proc and mallinfo2 through

@@ -71,17 +71,6 @@ static int has_string(json_t *arr, const char *s)
     return 0;
 }
 
-/* The value of a metric line "NAME VALUE" (series with labels: the whole
- * series text before the value), or -1. */
-static double metric(const char *text, const char *series)
-{
-    size_t n = strlen(series);
-    for (const char *p = text; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
-        if (!strncmp(p, series, n) && p[n] == ' ')
-            return strtod(p + n + 1, NULL);
-    return -1;
-}
-
 START_TEST(test_openapi_limits)
 {
     json_t *models = get_json("/v1/models");
@@ -183,12 +172,13 @@ START_TEST(test_version_and_metrics)
     char series[512];
     snprintf(series, sizeof series, "transformerd_build_info{version=\"%s\",commit=\"%s\"}", ver,
              commit);
-    ck_assert_msg(metric(r.body, series) == 1, "%s missing", series);
-    double cpu = metric(r.body, "process_cpu_seconds_total");
-    double rss = metric(r.body, "process_resident_memory_bytes");
-    double vsz = metric(r.body, "process_virtual_memory_bytes");
-    double start = metric(r.body, "process_start_time_seconds");
-    double fds = metric(r.body, "process_open_fds"), maxfds = metric(r.body, "process_max_fds");
+    ck_assert_msg(tc_metric_in(r.body, series) == 1, "%s missing", series);
+    double cpu = tc_metric_in(r.body, "process_cpu_seconds_total");
+    double rss = tc_metric_in(r.body, "process_resident_memory_bytes");
+    double vsz = tc_metric_in(r.body, "process_virtual_memory_bytes");
+    double start = tc_metric_in(r.body, "process_start_time_seconds");
+    double fds = tc_metric_in(r.body, "process_open_fds");
+    double maxfds = tc_metric_in(r.body, "process_max_fds");
     ck_assert_msg(cpu >= 0, "process_cpu_seconds_total");
     ck_assert_msg(rss > 1e6 && vsz >= rss, "rss %g vsz %g", rss, vsz);
     double now = (double)time(NULL);
@@ -196,11 +186,11 @@ START_TEST(test_version_and_metrics)
     ck_assert_msg(fds >= 3 && fds <= maxfds, "open fds %g max %g", fds, maxfds);
     ck_assert_ptr_nonnull(strstr(r.body, "# TYPE process_cpu_seconds_total counter\n"));
     /* the buckets end at --max-batch-size 48 and --max-batch-tokens 1000 */
-    ck_assert_msg(metric(r.body, "transformerd_batch_size_bucket{model=\"marian_en_de\",le=\"48\"}") >= 1, "le=48");
-    ck_assert_msg(metric(r.body, "transformerd_batch_size_bucket{model=\"marian_en_de\",le=\"32\"}") >= 0, "le=32");
+    ck_assert_msg(tc_metric_in(r.body, "transformerd_batch_size_bucket{model=\"marian_en_de\",le=\"48\"}") >= 1, "le=48");
+    ck_assert_msg(tc_metric_in(r.body, "transformerd_batch_size_bucket{model=\"marian_en_de\",le=\"32\"}") >= 0, "le=32");
     ck_assert_ptr_null(strstr(r.body, "transformerd_batch_size_bucket{model=\"marian_en_de\",le=\"64\"}"));
-    ck_assert_msg(metric(r.body, "transformerd_batch_tokens_bucket{model=\"marian_en_de\",le=\"1000\"}") >= 1, "le=1000");
-    ck_assert_msg(metric(r.body, "transformerd_batch_tokens_bucket{model=\"marian_en_de\",le=\"256\"}") >= 0, "le=256");
+    ck_assert_msg(tc_metric_in(r.body, "transformerd_batch_tokens_bucket{model=\"marian_en_de\",le=\"1000\"}") >= 1, "le=1000");
+    ck_assert_msg(tc_metric_in(r.body, "transformerd_batch_tokens_bucket{model=\"marian_en_de\",le=\"256\"}") >= 0, "le=256");
     ck_assert_ptr_null(strstr(r.body, "transformerd_batch_tokens_bucket{model=\"marian_en_de\",le=\"1024\"}"));
     tc_resp_free(&r);
     json_decref(v);

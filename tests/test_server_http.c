@@ -197,16 +197,6 @@ static int same_response(json_t *a, json_t *b)
     return json_equal(json_object_get(a, "usage"), json_object_get(b, "usage"));
 }
 
-static double metric(const char *text, const char *series)
-{
-    const char *p = strstr(text, series);
-    while (p && p != text && p[-1] != '\n')
-        p = strstr(p + 1, series);
-    if (!p)
-        return -1;
-    return strtod(p + strlen(series), NULL);
-}
-
 /* The value of a series once it reaches at least min: a request's counters
  * are recorded when libmicrohttpd reports it completed, which may be just
  * after the client has read the response. Polls /metrics for up to 5 s;
@@ -215,13 +205,9 @@ static double wait_metric(int port, const char *series, double min)
 {
     double v = -1;
     for (int i = 0; i < 100; i++) {
-        tc_resp r;
-        if (tc_request(port, "GET", "/metrics", NULL, NULL, 0, &r) == 0) {
-            v = metric(r.body, series);
-            tc_resp_free(&r);
-            if (v >= min)
-                break;
-        }
+        v = tc_metric(port, series);
+        if (v >= min)
+            break;
         struct timespec ts = {0, 50 * 1000 * 1000};
         nanosleep(&ts, NULL);
     }
@@ -796,7 +782,7 @@ START_TEST(test_errors)
     /* the errors were counted by status */
     ck_assert_int_eq(tc_request(g_port, "GET", "/metrics", NULL, NULL, 0, &r), 0);
     ck_assert(wait_metric(g_port, "transformerd_requests_total{endpoint=\"/v1/translate\",status=\"400\"}", 20) >= 20);
-    ck_assert(metric(r.body, "transformerd_requests_total{endpoint=\"other\",status=\"404\"}") >= 1);
+    ck_assert(tc_metric_in(r.body, "transformerd_requests_total{endpoint=\"other\",status=\"404\"}") >= 1);
     tc_resp_free(&r);
 }
 END_TEST
@@ -946,7 +932,7 @@ START_TEST(test_queue_full_and_timeout)
     int depth_seen = 0;
     for (int i = 0; i < 100 && !depth_seen; i++) {
         ck_assert_int_eq(tc_request(port, "GET", "/metrics", NULL, NULL, 0, &r), 0);
-        depth_seen = metric(r.body, "transformerd_queue_depth{model=\"marian_en_de\"} ") == 3;
+        depth_seen = tc_metric_in(r.body, "transformerd_queue_depth{model=\"marian_en_de\"}") == 3;
         tc_resp_free(&r);
         if (!depth_seen) {
             struct timespec ts = {0, 5000000L};
@@ -1067,9 +1053,9 @@ START_TEST(test_failing_batches)
     ck_assert_int_eq(r.status, 200);
     tc_resp_free(&r);
     ck_assert_int_eq(tc_request(port, "GET", "/metrics", NULL, NULL, 0, &r), 0);
-    ck_assert(metric(r.body, "transformerd_batches_failed_total{model=\"marian_en_de\"} ") >= 2);
-    ck_assert(wait_metric(port, "transformerd_requests_total{endpoint=\"/v1/translate\",status=\"500\"} ", 1) == 1);
-    ck_assert(metric(r.body, "transformerd_ready ") == 1);
+    ck_assert(tc_metric_in(r.body, "transformerd_batches_failed_total{model=\"marian_en_de\"}") >= 2);
+    ck_assert(wait_metric(port, "transformerd_requests_total{endpoint=\"/v1/translate\",status=\"500\"}", 1) == 1);
+    ck_assert(tc_metric_in(r.body, "transformerd_ready") == 1);
     tc_resp_free(&r);
     kill(pid, SIGTERM);
     ck_assert_int_eq(tc_daemon_wait(pid, 30), 0);
@@ -1101,7 +1087,7 @@ START_TEST(test_failing_batches)
     expect_libre_error(&r, 503, "device");
     tc_resp_free(&r);
     ck_assert_int_eq(tc_request(port, "GET", "/metrics", NULL, NULL, 0, &r), 0);
-    ck_assert(metric(r.body, "transformerd_ready ") == 0);
+    ck_assert(tc_metric_in(r.body, "transformerd_ready") == 0);
     tc_resp_free(&r);
     kill(pid, SIGTERM);
     ck_assert_int_eq(tc_daemon_wait(pid, 30), 0);
@@ -1148,11 +1134,11 @@ static int check_histograms(const char *text)
             const char *brace = strchr(buf, '{');
             int nl = (int)(le - brace - 1);
             if (nl <= 0)
-                snprintf(count, sizeof count, "%.*s_count ", (int)(b - buf), buf);
+                snprintf(count, sizeof count, "%.*s_count", (int)(b - buf), buf);
             else
-                snprintf(count, sizeof count, "%.*s_count{%.*s} ", (int)(b - buf), buf, nl - 1,
+                snprintf(count, sizeof count, "%.*s_count{%.*s}", (int)(b - buf), buf, nl - 1,
                          brace + 1);
-            double want = metric(text, count);
+            double want = tc_metric_in(text, count);
             ck_assert_msg(want == v, "%s: +Inf bucket %g, count %g", buf, v, want);
         }
     }
@@ -1231,8 +1217,8 @@ START_TEST(test_concurrency)
         ck_assert_int_gt(g_conc_port, 0);
     }
     ck_assert_int_eq(tc_request(g_conc_port, "GET", "/metrics", NULL, NULL, 0, &r), 0);
-    double b1_before = metric(r.body, "transformerd_batch_size_bucket{model=\"marian_en_de\",le=\"1\"} ");
-    double n_before = metric(r.body, "transformerd_batch_size_count{model=\"marian_en_de\"} ");
+    double b1_before = tc_metric_in(r.body, "transformerd_batch_size_bucket{model=\"marian_en_de\",le=\"1\"}");
+    double n_before = tc_metric_in(r.body, "transformerd_batch_size_count{model=\"marian_en_de\"}");
     tc_resp_free(&r);
     for (int v = 0; v < N_VARIANTS; v++) {
         char *js = variant(v);
@@ -1255,10 +1241,10 @@ START_TEST(test_concurrency)
     ck_assert_int_eq(fail, 0);
     ck_assert_int_eq(mism, 0);
     ck_assert_int_eq(tc_request(g_conc_port, "GET", "/metrics", NULL, NULL, 0, &r), 0);
-    double b1 = metric(r.body, "transformerd_batch_size_bucket{model=\"marian_en_de\",le=\"1\"} ") - b1_before;
-    double n = metric(r.body, "transformerd_batch_size_count{model=\"marian_en_de\"} ") - n_before;
+    double b1 = tc_metric_in(r.body, "transformerd_batch_size_bucket{model=\"marian_en_de\",le=\"1\"}") - b1_before;
+    double n = tc_metric_in(r.body, "transformerd_batch_size_count{model=\"marian_en_de\"}") - n_before;
     double short_steps =
-        metric(r.body, "transformerd_decode_short_steps_total{model=\"marian_en_de\"} ");
+        tc_metric_in(r.body, "transformerd_decode_short_steps_total{model=\"marian_en_de\"}");
     ck_assert_int_ge(check_histograms(r.body), 2);
     tc_resp_free(&r);
     if (_i == 0) {
@@ -1286,8 +1272,8 @@ START_TEST(test_batch_delay_gathers)
     ck_assert_int_gt(port, 0);
     tc_resp r;
     ck_assert_int_eq(tc_request(port, "GET", "/metrics", NULL, NULL, 0, &r), 0);
-    double n0 = metric(r.body, "transformerd_batch_size_count{model=\"marian_en_de\"} ");
-    double s0 = metric(r.body, "transformerd_batch_size_sum{model=\"marian_en_de\"} ");
+    double n0 = tc_metric_in(r.body, "transformerd_batch_size_count{model=\"marian_en_de\"}");
+    double s0 = tc_metric_in(r.body, "transformerd_batch_size_sum{model=\"marian_en_de\"}");
     tc_resp_free(&r);
     async_req a[2] = {{.port = port, .path = "/v1/translate", .json = strdup("{\"text\":\"Hello world\"}")},
                       {.port = port, .path = "/v1/translate", .json = strdup("{\"text\":\"the test.\"}")}};
@@ -1297,7 +1283,7 @@ START_TEST(test_batch_delay_gathers)
     double depth = 0;
     for (double end = tc_now() + 60; tc_now() < end && depth != 1;) {
         ck_assert_int_eq(tc_request(port, "GET", "/metrics", NULL, NULL, 0, &r), 0);
-        depth = metric(r.body, "transformerd_queue_depth{model=\"marian_en_de\"} ");
+        depth = tc_metric_in(r.body, "transformerd_queue_depth{model=\"marian_en_de\"}");
         tc_resp_free(&r);
         if (depth != 1)
             tc_sleep_ms(5);
@@ -1308,7 +1294,7 @@ START_TEST(test_batch_delay_gathers)
      * to 20 s, so this pause cannot fail it) */
     tc_sleep_ms(300);
     ck_assert_int_eq(tc_request(port, "GET", "/metrics", NULL, NULL, 0, &r), 0);
-    depth = metric(r.body, "transformerd_queue_depth{model=\"marian_en_de\"} ");
+    depth = tc_metric_in(r.body, "transformerd_queue_depth{model=\"marian_en_de\"}");
     tc_resp_free(&r);
     ck_assert_msg(depth == 1, "the first request left the queue alone (depth %g)", depth);
     ck_assert_int_eq(pthread_create(&a[1].th, NULL, async_main, &a[1]), 0);
@@ -1319,8 +1305,8 @@ START_TEST(test_batch_delay_gathers)
         free(a[i].json);
     }
     ck_assert_int_eq(tc_request(port, "GET", "/metrics", NULL, NULL, 0, &r), 0);
-    double n = metric(r.body, "transformerd_batch_size_count{model=\"marian_en_de\"} ") - n0;
-    double sum = metric(r.body, "transformerd_batch_size_sum{model=\"marian_en_de\"} ") - s0;
+    double n = tc_metric_in(r.body, "transformerd_batch_size_count{model=\"marian_en_de\"}") - n0;
+    double sum = tc_metric_in(r.body, "transformerd_batch_size_sum{model=\"marian_en_de\"}") - s0;
     tc_resp_free(&r);
     ck_assert_msg(n == 1 && sum == 2, "%g batches of %g sentences in all, want one of two", n, sum);
     kill(pid, SIGTERM);
@@ -1357,7 +1343,7 @@ static double wait_rows_eq(int port, int want_positive, double exact)
     for (int i = 0; i < 500; i++) {
         tc_resp r;
         if (tc_request(port, "GET", "/metrics", NULL, NULL, 0, &r) == 0) {
-            v = metric(r.body, "transformerd_running_rows{model=\"marian_en_de\"} ");
+            v = tc_metric_in(r.body, "transformerd_running_rows{model=\"marian_en_de\"}");
             tc_resp_free(&r);
             if (exact > 0 ? v == exact : want_positive ? v > 0 : v == 0)
                 break;
@@ -1423,7 +1409,7 @@ START_TEST(test_inflight_short_overtakes_long)
         free(sh.a.json);
         tc_resp r;
         ck_assert_int_eq(tc_request(port, "GET", "/metrics", NULL, NULL, 0, &r), 0);
-        double steps = metric(r.body, "transformerd_decode_steps_total{model=\"marian_en_de\"} ");
+        double steps = tc_metric_in(r.body, "transformerd_decode_steps_total{model=\"marian_en_de\"}");
         ck_assert_msg(mode == 0 ? steps >= 120 : steps == 0, "decode steps %g", steps);
         tc_resp_free(&r);
         kill(pid, SIGTERM);
@@ -1453,7 +1439,7 @@ START_TEST(test_inflight_client_leaves)
     ck_assert(wait_rows_eq(port, 1, 4) == 4);
     close(fd);
     ck_assert_msg(wait_rows(port, 0) == 0, "the rows of a client that left stay");
-    ck_assert(wait_metric(port, "transformerd_jobs_dropped_total{model=\"marian_en_de\",reason=\"gone\"} ", 1) >= 1);
+    ck_assert(wait_metric(port, "transformerd_jobs_dropped_total{model=\"marian_en_de\",reason=\"gone\"}", 1) >= 1);
     json_t *after = translate_ok(port, "{\"text\":[\"the test.\",\"Hello world\"],"
                                        "\"beam_size\":3,\"return_tokens\":true}");
     ck_assert(same_response(before, after));
@@ -1516,7 +1502,7 @@ START_TEST(test_inflight_other_client_stays)
         free(stay.json);
         ck_assert(wait_rows(port, 0) == 0);
     }
-    ck_assert(wait_metric(port, "transformerd_jobs_dropped_total{model=\"marian_en_de\",reason=\"gone\"} ", 2) >= 2);
+    ck_assert(wait_metric(port, "transformerd_jobs_dropped_total{model=\"marian_en_de\",reason=\"gone\"}", 2) >= 2);
     json_decref(alone);
     kill(pid, SIGTERM);
     ck_assert_int_eq(tc_daemon_wait(pid, 30), 0);
@@ -1551,7 +1537,7 @@ START_TEST(test_sigterm_drains)
     int queued = 0;
     for (int i = 0; i < 200 && !queued; i++) {
         ck_assert_int_eq(tc_request(port, "GET", "/metrics", NULL, NULL, 0, &r), 0);
-        queued = metric(r.body, "transformerd_queue_depth{model=\"marian_en_de\"} ") > 0;
+        queued = tc_metric_in(r.body, "transformerd_queue_depth{model=\"marian_en_de\"}") > 0;
         tc_resp_free(&r);
         struct timespec ts = {0, 5000000L};
         nanosleep(&ts, NULL);

@@ -143,20 +143,6 @@ static void *long_main(void *p)
     return NULL;
 }
 
-static double running_rows(int port)
-{
-    tc_resp r;
-    double v = -1;
-    if (tc_request(port, "GET", "/metrics", NULL, NULL, 0, &r) == 0) {
-        const char *key = "transformerd_running_rows{model=\"marian_en_de\"} ";
-        const char *p = strstr(r.body, key);
-        if (p)
-            v = strtod(p + strlen(key), NULL);
-        tc_resp_free(&r);
-    }
-    return v;
-}
-
 /* The daemon's descriptors that are epoll instances. */
 static int count_epoll_fds(pid_t pid)
 {
@@ -197,7 +183,7 @@ START_TEST(test_signals_during_drain)
     ck_assert_int_eq(pthread_create(&th, NULL, long_main, &q), 0);
     double rows = 0;
     for (double end = tc_now() + WAIT_S; tc_now() < end && !(rows > 0);) {
-        rows = running_rows(port);
+        rows = tc_metric(port, "transformerd_running_rows{model=\"marian_en_de\"}");
         if (!(rows > 0))
             tc_sleep_ms(5);
     }

@@ -231,37 +231,20 @@ START_TEST(test_stream_equals_answer)
 }
 END_TEST
 
-/* A metric of the daemon at port (its /metrics), its series summed;
- * prefix: "\nNAME{". */
-static long metric_sum(int port, const char *prefix)
-{
-    tc_resp r;
-    if (tc_request(port, "GET", "/metrics", NULL, NULL, 0, &r) != 0)
-        return -1;
-    long sum = 0;
-    for (const char *p = r.body; (p = strstr(p, prefix)); p++) {
-        const char *sp = strchr(p + 1, ' ');
-        if (sp)
-            sum += strtol(sp + 1, NULL, 10);
-    }
-    tc_resp_free(&r);
-    return sum;
-}
-
 static long running_rows(int port)
 {
-    return metric_sum(port, "\ntransformerd_running_rows{");
+    return (long)tc_metric_sum(port, "transformerd_running_rows");
 }
 
 /* Texts of the daemon at port still to run: running rows and queued. */
 static long unfinished(int port)
 {
-    return running_rows(port) + metric_sum(port, "\ntransformerd_queue_depth{");
+    return running_rows(port) + (long)tc_metric_sum(port, "transformerd_queue_depth");
 }
 
 static long urgent_steps(int port)
 {
-    return metric_sum(port, "\ntransformerd_decode_urgent_steps_total{");
+    return (long)tc_metric_sum(port, "transformerd_decode_urgent_steps_total");
 }
 
 /* Sends a streamed request of 40 sentences on a raw socket and reads until

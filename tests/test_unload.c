@@ -65,16 +65,10 @@ static int resident(const char *name)
 /* A series of the model's metrics, e.g. "transformerd_model_resident". */
 static long metric(const char *family, const char *model)
 {
-    tc_resp r;
-    ck_assert_int_eq(tc_request(g_port, "GET", "/metrics", NULL, NULL, 0, &r), 0);
-    char key[256];
-    snprintf(key, sizeof key, "\n%s{model=\"%s\"} ", family, model);
-    const char *p = strstr(r.body, key);
-    long v = p ? strtol(p + strlen(key), NULL, 10) : -1;
-    tc_resp_free(&r);
-    return v;
+    char series[256];
+    snprintf(series, sizeof series, "%s{model=\"%s\"}", family, model);
+    return (long)tc_metric(g_port, series);
 }
-
 static void wait_put_away(void)
 {
     int i = 0;

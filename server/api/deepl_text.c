@@ -353,10 +353,10 @@ int srv_deepl_glossary_ok(srv_req *r, dl_req *d, json_t *f, const char *src)
         dl_error(r, 400, "Use of a glossary requires the source_lang parameter to be specified.");
         return 0;
     }
-    srv_glossary *g =
-        r->s->glossaries ? srv_glossaries_get(r->s->glossaries, d->glossary_id) : NULL;
-    if (!g) {
-        dl_error(r, 404, "Glossary not found: %s", d->glossary_id);
+    srv_glossary *g = NULL;
+    srv_err e = srv_glossaries_get(r->s->glossaries, d->glossary_id, &g, NULL, 0);
+    if (e != SRV_OK) { /* DeepL's message; srv_req_status: 404 for NOT_FOUND */
+        dl_error(r, srv_req_status(e), "Glossary not found: %s", d->glossary_id);
         return 0;
     }
     srv_glossary_put(g);

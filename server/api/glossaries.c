@@ -4,7 +4,7 @@
  * glossary), /v3/glossaries (a glossary of dictionaries, one per pair),
  * /v2/glossary-language-pairs; v3's edits (PATCH a glossary, PUT and
  * DELETE a dictionary). The store is service/glossary.h's; its
- * status kinds become DeepL's codes here, errors DeepL's
+ * error kinds (errors.h) become DeepL's codes here, errors DeepL's
  * {"message", "detail"} with the field named in detail.
  */
 #include <stdarg.h>
@@ -48,15 +48,16 @@ static void gl_error(srv_req *r, int status, const char *fmt, ...)
     srv_req_object(r, status, o);
 }
 
-/* The status of a store result (DeepL's: 456 for the glossary quota). */
-static int gl_status(srv_gloss_status st)
+/* The status of a store result (glossary.h's kinds; DeepL's 456 for the
+ * glossary quota, 413 for a glossary over its bounds). */
+static int gl_status(srv_err e)
 {
-    switch (st) {
-    case SRV_GLOSS_OK: return 200;
-    case SRV_GLOSS_INVALID: return 400;
-    case SRV_GLOSS_NOT_FOUND: return 404;
-    case SRV_GLOSS_FULL: return 456;
-    case SRV_GLOSS_TOO_LARGE: return 413;
+    switch (e) {
+    case SRV_OK: return 200;
+    case SRV_ERR_INVALID: return 400;
+    case SRV_ERR_NOT_FOUND: return 404;
+    case SRV_ERR_NO_ROOM: return 456;
+    case SRV_ERR_TOO_LONG: return 413;
     default: return 500;
     }
 }
@@ -91,20 +92,18 @@ static json_t *info_json(const srv_glossary *g, int v3)
     return o;
 }
 
-/* The glossary id of a path PREFIX/ID[/entries], or NULL (a 404 answered). */
+/* The glossary of a path PREFIX/ID[/entries], or NULL (its error answered:
+ * 404 for an id the store lacks). */
 static srv_glossary *path_glossary(srv_req *r, const char *prefix)
 {
     const char *p = r->path + strlen(prefix) + 1;
     size_t n = strcspn(p, "/");
-    char id[40];
+    char id[72], msg[128]; /* longer than any id: the store's message names 64 bytes */
+    snprintf(id, sizeof id, "%.*s", (int)(n < sizeof id - 1 ? n : sizeof id - 1), p);
     srv_glossary *g = NULL;
-    if (n < sizeof id) {
-        memcpy(id, p, n);
-        id[n] = 0;
-        g = srv_glossaries_get(r->s->glossaries, id);
-    }
-    if (!g)
-        gl_error(r, 404, "glossary_id: no glossary '%.*s'", (int)(n < 64 ? n : 64), p);
+    srv_err e = srv_glossaries_get(r->s->glossaries, id, &g, msg, sizeof msg);
+    if (e != SRV_OK)
+        gl_error(r, gl_status(e), "glossary_id: %s", msg);
     return g;
 }
 
@@ -188,15 +187,12 @@ static srv_call_next gl_create(srv_req *r)
     const char *param = NULL;
     char msg[512];
     srv_glossary *g = NULL;
-    srv_gloss_status st =
-        srv_glossaries_create(r->s->glossaries, name, in, n, &g, &param, msg, sizeof msg);
-    if (st != SRV_GLOSS_OK) {
-        if (st == SRV_GLOSS_NOMEM)
-            snprintf(msg, sizeof msg, "out of memory");
+    srv_err e = srv_glossaries_create(r->s->glossaries, name, in, n, &g, &param, msg, sizeof msg);
+    if (e != SRV_OK) {
         if (param && strncmp(msg, param, strlen(param)) != 0 && strncmp(msg, "entries", 7) != 0)
-            gl_error(r, gl_status(st), "%s: %s", param, msg);
+            gl_error(r, gl_status(e), "%s: %s", param, msg);
         else
-            gl_error(r, gl_status(st), "%s", msg);
+            gl_error(r, gl_status(e), "%s", msg);
         goto out;
     }
     srv_req_object(r, 201, info_json(g, v3));
@@ -290,19 +286,19 @@ static void gl_delete(srv_req *r)
     char id[40];
     snprintf(id, sizeof id, "%s", g->id);
     srv_glossary_put(g);
-    srv_gloss_status st = srv_glossaries_delete(r->s->glossaries, id);
-    if (st == SRV_GLOSS_OK)
+    srv_err e = srv_glossaries_delete(r->s->glossaries, id, NULL, 0); /* the detail is ours */
+    if (e == SRV_OK)
         srv_req_reply(r, 204, "application/json", strdup(""), 0);
     else
-        gl_error(r, gl_status(st), "glossary_id: glossary %s could not be deleted", id);
+        gl_error(r, gl_status(e), "glossary_id: glossary %s could not be deleted", id);
 }
 
 /* ---- edits (v3) ----------------------------------------------------------------- */
 
 /* A store edit's failure as DeepL answers it. */
-static void edit_error(srv_req *r, srv_gloss_status st, const char *param, char *msg, size_t n)
+static void edit_error(srv_req *r, srv_err st, const char *param, char *msg, size_t n)
 {
-    if (st == SRV_GLOSS_NOMEM)
+    if (st == SRV_ERR_NOMEM)
         snprintf(msg, n, "out of memory");
     if (param && strncmp(msg, param, strlen(param)) != 0 && strncmp(msg, "entries", 7) != 0)
         gl_error(r, gl_status(st), "%s: %s", param, msg);
@@ -359,10 +355,10 @@ static srv_call_next gl_edit(srv_req *r)
     }
     const char *param = NULL;
     char msg[512];
-    srv_gloss_status st = srv_glossaries_edit(r->s->glossaries, g->id, name, in, n,
+    srv_err st = srv_glossaries_edit(r->s->glossaries, g->id, name, in, n,
                                               put ? SRV_GLOSS_REPLACE : SRV_GLOSS_MERGE, &done,
                                               &param, msg, sizeof msg);
-    if (st != SRV_GLOSS_OK)
+    if (st != SRV_OK)
         edit_error(r, st, param, msg, sizeof msg);
     else if (put)
         srv_req_object(r, 200, dict_json(srv_glossary_dict(done, in[0].src_lang, in[0].tgt_lang), 0));
@@ -388,9 +384,9 @@ static void gl_drop_dict(srv_req *r)
     } else {
         const srv_gloss_input in = {.src_lang = s, .tgt_lang = t};
         const char *param = NULL;
-        srv_gloss_status st = srv_glossaries_edit(r->s->glossaries, g->id, NULL, &in, 1,
+        srv_err st = srv_glossaries_edit(r->s->glossaries, g->id, NULL, &in, 1,
                                                   SRV_GLOSS_DROP, &done, &param, msg, sizeof msg);
-        if (st == SRV_GLOSS_OK)
+        if (st == SRV_OK)
             srv_req_reply(r, 204, "application/json", strdup(""), 0);
         else
             edit_error(r, st, param, msg, sizeof msg);

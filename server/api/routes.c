@@ -21,9 +21,15 @@ struct srv_routes {
     int n, cap;
 };
 
-/* The statuses the request series count one by one (metrics.h): the ones
- * the API answers; another counts as "other". */
-static const int k_statuses[] = {200, 204, 400, 401, 403, 404, 405, 408, 413, 415, 422, 429, 500, 503, 504};
+/* The statuses the request series count one by one (metrics.h): every one
+ * a route or the transport answers (those /openapi.json documents, with
+ * 201 of a glossary made, 456 of DeepL's quotas, 507 of --max-memory; 204
+ * of a preflight, 304 of the page's ETag, 405 of a wrong method, 408 of a
+ * slow client, 421 of another replica's file, 501 of an unknown
+ * Transfer-Encoding); another (0: the client left before its answer)
+ * counts as "other". */
+static const int k_statuses[] = {200, 201, 204, 304, 400, 401, 403, 404, 405, 408, 409,
+                                 413, 415, 421, 422, 429, 456, 500, 501, 503, 504, 507};
 
 int srv_routes_add(srv_routes *t, const srv_route *rows, int n)
 {

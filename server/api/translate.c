@@ -97,9 +97,11 @@ static void *req_arena(void *ud, size_t count, size_t size)
 
 int srv_api_use_glossary(srv_req *r, const char *id, const char *param)
 {
-    srv_glossary *g = r->s->glossaries ? srv_glossaries_get(r->s->glossaries, id) : NULL;
-    if (!g) {
-        srv_req_error(r, 404, "glossary_not_found", param, "no glossary '%.64s'", id);
+    srv_glossary *g = NULL;
+    char msg[128];
+    srv_err e = srv_glossaries_get(r->s->glossaries, id, &g, msg, sizeof msg);
+    if (e != SRV_OK) {
+        srv_req_error(r, srv_req_status(e), "glossary_not_found", param, "%s", msg);
         return -1;
     }
     srv_glossary_put(r->glossary);

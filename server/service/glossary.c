@@ -331,16 +331,16 @@ static int split_line(const char *l, size_t n, int csv, const srv_gloss_dict *d,
     return 0;
 }
 
-/* The entries of in into bd; OK, or INVALID / TOO_LARGE with msg. */
-static srv_gloss_status read_entries(const srv_gloss_input *in, const srv_gloss_dict *d,
-                                     int csv, int max_entries, builder *bd, char *msg,
-                                     size_t msg_n)
+/* The entries of in into bd; SRV_OK, or INVALID / TOO_LONG with msg, or
+ * NOMEM. */
+static srv_err read_entries(const srv_gloss_input *in, const srv_gloss_dict *d, int csv,
+                            int max_entries, builder *bd, char *msg, size_t msg_n)
 {
     const char *s = in->entries, *end = s + in->entries_n;
     char *scratch = malloc(in->entries_n + 1);
     if (!scratch)
-        return SRV_GLOSS_NOMEM;
-    srv_gloss_status st = SRV_GLOSS_OK;
+        return SRV_ERR_NOMEM;
+    srv_err st = SRV_OK;
     for (int line = 1; s < end; line++) {
         const char *nl = memchr(s, '\n', (size_t)(end - s));
         size_t n = nl ? (size_t)(nl - s) : (size_t)(end - s);
@@ -355,7 +355,7 @@ static srv_gloss_status read_entries(const srv_gloss_input *in, const srv_gloss_
         size_t sn, tn;
         if (split_line(l, n, csv, d, scratch, &sn, &tn, &src, &tgt, why, sizeof why) != 0) {
             say(msg, msg_n, "entries line %d %s", line, why);
-            st = SRV_GLOSS_INVALID;
+            st = SRV_ERR_INVALID;
             break;
         }
         const char *f = term_fault(src, sn);
@@ -364,24 +364,24 @@ static srv_gloss_status read_entries(const srv_gloss_input *in, const srv_gloss_
             f = term_fault(tgt[0] == '~' && tn > 1 ? tgt + 1 : tgt, tgt[0] == '~' ? tn - 1 : tn);
         if (f) {
             say(msg, msg_n, "entries line %d: the %s term %s", line, side ? "target" : "source", f);
-            st = SRV_GLOSS_INVALID;
+            st = SRV_ERR_INVALID;
             break;
         }
         if (bd->n >= max_entries) {
             say(msg, msg_n, "entries line %d: a glossary holds at most %d entries "
                             "(--max-glossary-entries)", line, max_entries);
-            st = SRV_GLOSS_TOO_LARGE;
+            st = SRV_ERR_TOO_LONG;
             break;
         }
         if (b_entry(bd, src, sn, tgt, tn, line) != 0) {
-            st = SRV_GLOSS_NOMEM;
+            st = SRV_ERR_NOMEM;
             break;
         }
     }
     free(scratch);
-    if (st == SRV_GLOSS_OK && bd->n == 0) {
+    if (st == SRV_OK && bd->n == 0) {
         say(msg, msg_n, "entries: no entry (a glossary needs at least one)");
-        st = SRV_GLOSS_INVALID;
+        st = SRV_ERR_INVALID;
     }
     return st;
 }
@@ -419,9 +419,9 @@ void srv_gloss_dict_free(srv_gloss_dict *d)
     free(d->terms);
 }
 
-/* d's entries, index and TSV from bd (taken). OK, INVALID (a source term
- * twice) or NOMEM. */
-static srv_gloss_status finish_dict(srv_gloss_dict *d, builder *bd, char *msg, size_t msg_n)
+/* d's entries, index and TSV from bd (taken). SRV_OK, INVALID (a source
+ * term twice) or NOMEM. */
+static srv_err finish_dict(srv_gloss_dict *d, builder *bd, char *msg, size_t msg_n)
 {
     d->terms = bd->b;
     bd->b = NULL;
@@ -430,7 +430,7 @@ static srv_gloss_status finish_dict(srv_gloss_dict *d, builder *bd, char *msg, s
     d->by_first = malloc((size_t)d->n * sizeof *d->by_first);
     const srv_gloss_entry **order = malloc((size_t)d->n * sizeof *order);
     size_t tsv = 0;
-    srv_gloss_status st = SRV_GLOSS_NOMEM;
+    srv_err st = SRV_ERR_NOMEM;
     if (!d->e || !d->by_first || !order)
         goto out;
     for (int i = 0; i < d->n; i++) {
@@ -458,7 +458,7 @@ static srv_gloss_status finish_dict(srv_gloss_dict *d, builder *bd, char *msg, s
             int a = bd->e[order[i - 1] - d->e].line, b = bd->e[order[i] - d->e].line;
             say(msg, msg_n, "entries line %d: the source term '%s' is line %d's already",
                 a > b ? a : b, order[i]->src, a < b ? a : b);
-            st = SRV_GLOSS_INVALID;
+            st = SRV_ERR_INVALID;
             goto out;
         }
     if (!(d->tsv = malloc(tsv + 1)))
@@ -473,47 +473,46 @@ static srv_gloss_status finish_dict(srv_gloss_dict *d, builder *bd, char *msg, s
         d->tsv[d->tsv_n++] = '\n';
     }
     d->tsv[d->tsv_n] = 0;
-    st = SRV_GLOSS_OK;
+    st = SRV_OK;
 out:
     free(order);
     return st;
 }
 
 /* One dictionary from in. *param names the field at fault. */
-static srv_gloss_status make_dict(const srv_gloss_input *in, int max_entries, srv_gloss_dict *d,
-                                  const char **param, char *msg, size_t msg_n)
+static srv_err make_dict(const srv_gloss_input *in, int max_entries, srv_gloss_dict *d,
+                         const char **param, char *msg, size_t msg_n)
 {
     memset(d, 0, sizeof *d);
     if (!in->src_lang || srv_gloss_lang(in->src_lang, d->src_lang, sizeof d->src_lang) != 0) {
         *param = "source_lang";
         say(msg, msg_n, "source_lang '%s' is not a language code", in->src_lang ? in->src_lang : "");
-        return SRV_GLOSS_INVALID;
+        return SRV_ERR_INVALID;
     }
     if (!in->tgt_lang || srv_gloss_lang(in->tgt_lang, d->tgt_lang, sizeof d->tgt_lang) != 0) {
         *param = "target_lang";
         say(msg, msg_n, "target_lang '%s' is not a language code", in->tgt_lang ? in->tgt_lang : "");
-        return SRV_GLOSS_INVALID;
+        return SRV_ERR_INVALID;
     }
     if (!strcmp(d->src_lang, d->tgt_lang)) {
         *param = "target_lang";
         say(msg, msg_n, "source_lang and target_lang are both '%s'", d->src_lang);
-        return SRV_GLOSS_INVALID;
+        return SRV_ERR_INVALID;
     }
     const char *fmt = in->format ? in->format : "tsv";
     if (strcmp(fmt, "tsv") != 0 && strcmp(fmt, "csv") != 0) {
         *param = "entries_format";
         say(msg, msg_n, "entries_format must be tsv or csv, not '%s'", fmt);
-        return SRV_GLOSS_INVALID;
+        return SRV_ERR_INVALID;
     }
     builder bd = {0};
     *param = "entries";
-    srv_gloss_status st =
-        read_entries(in, d, !strcmp(fmt, "csv"), max_entries, &bd, msg, msg_n);
-    if (st == SRV_GLOSS_OK)
+    srv_err st = read_entries(in, d, !strcmp(fmt, "csv"), max_entries, &bd, msg, msg_n);
+    if (st == SRV_OK)
         st = finish_dict(d, &bd, msg, msg_n);
     free(bd.e);
     free(bd.b);
-    if (st != SRV_GLOSS_OK)
+    if (st != SRV_OK)
         srv_gloss_dict_free(d);
     return st;
 }
@@ -568,21 +567,21 @@ static int id_ok(const char *id)
 }
 
 /* A glossary made of its parts (not stored). */
-static srv_gloss_status build(const char *id, const char *name, const char *created,
-                              const srv_gloss_input *in, int n, const srv_gloss_limits *lim,
-                              srv_glossary **out, const char **param, char *msg, size_t msg_n)
+static srv_err build(const char *id, const char *name, const char *created,
+                     const srv_gloss_input *in, int n, const srv_gloss_limits *lim,
+                     srv_glossary **out, const char **param, char *msg, size_t msg_n)
 {
     *out = NULL;
     if (!name || !name[0] || term_fault(name, strlen(name)) != NULL) {
         *param = "name";
         say(msg, msg_n, "name must be a non-empty text without control characters or white space "
                         "at its ends");
-        return SRV_GLOSS_INVALID;
+        return SRV_ERR_INVALID;
     }
     if (n < 1 || n > SRV_GLOSS_MAX_DICTS) {
         *param = "dictionaries";
         say(msg, msg_n, "a glossary has 1 to %d dictionaries, not %d", SRV_GLOSS_MAX_DICTS, n);
-        return SRV_GLOSS_INVALID;
+        return SRV_ERR_INVALID;
     }
     long bytes = 0;
     for (int i = 0; i < n; i++)
@@ -591,21 +590,21 @@ static srv_gloss_status build(const char *id, const char *name, const char *crea
         *param = "entries";
         say(msg, msg_n, "the entries have %ld bytes; a glossary holds at most %ld "
                         "(--max-glossary-bytes)", bytes, lim->max_bytes);
-        return SRV_GLOSS_TOO_LARGE;
+        return SRV_ERR_TOO_LONG;
     }
     srv_glossary *g = calloc(1, sizeof *g);
     if (!g || !(g->name = strdup(name)) || !(g->d = calloc((size_t)n, sizeof *g->d))) {
         if (g)
             glossary_free(g);
-        return SRV_GLOSS_NOMEM;
+        return SRV_ERR_NOMEM;
     }
     atomic_init(&g->refs, 1);
     snprintf(g->id, sizeof g->id, "%s", id);
     snprintf(g->created, sizeof g->created, "%s", created);
     int left = lim ? lim->max_entries : 1 << 30;
     for (int i = 0; i < n; i++) {
-        srv_gloss_status st = make_dict(&in[i], left, &g->d[i], param, msg, msg_n);
-        if (st != SRV_GLOSS_OK) {
+        srv_err st = make_dict(&in[i], left, &g->d[i], param, msg, msg_n);
+        if (st != SRV_OK) {
             glossary_free(g);
             return st;
         }
@@ -618,11 +617,11 @@ static srv_gloss_status build(const char *id, const char *name, const char *crea
                 say(msg, msg_n, "two dictionaries for %s -> %s", g->d[i].src_lang,
                     g->d[i].tgt_lang);
                 glossary_free(g);
-                return SRV_GLOSS_INVALID;
+                return SRV_ERR_INVALID;
             }
     }
     *out = g;
-    return SRV_GLOSS_OK;
+    return SRV_OK;
 }
 
 const srv_gloss_dict *srv_glossary_dict(const srv_glossary *g, const char *src, const char *tgt)
@@ -762,7 +761,7 @@ static srv_glossary *from_text(const char *text, char *why, size_t why_n)
             in[i].entries = "";
     }
     const char *param = NULL;
-    if (build(id, name, created, in, (int)n, NULL, &g, &param, why, why_n) != SRV_GLOSS_OK)
+    if (build(id, name, created, in, (int)n, NULL, &g, &param, why, why_n) != SRV_OK)
         g = NULL;
     json_decref(o);
     return g;
@@ -892,32 +891,35 @@ static void now_iso(char *out, size_t n)
     snprintf(out, n, "%.20s.%03dZ", s, (int)(ts.tv_nsec / 1000000) % 1000);
 }
 
-srv_gloss_status srv_glossaries_create(srv_glossaries *st, const char *name,
-                                       const srv_gloss_input *in, int n, srv_glossary **out,
-                                       const char **param, char *msg, size_t msg_n)
+srv_err srv_glossaries_create(srv_glossaries *st, const char *name, const srv_gloss_input *in,
+                              int n, srv_glossary **out, const char **param, char *msg,
+                              size_t msg_n)
 {
     char id[40], created[40];
     *out = NULL;
     *param = NULL;
     if (new_id(id) != 0) {
         say(msg, msg_n, "no random bytes for an id");
-        return SRV_GLOSS_STORAGE;
+        return SRV_ERR_INTERNAL;
     }
     now_iso(created, sizeof created);
     srv_glossary *g = NULL;
-    srv_gloss_status rc = build(id, name, created, in, n, &st->lim, &g, param, msg, msg_n);
-    if (rc != SRV_GLOSS_OK)
+    srv_err rc = build(id, name, created, in, n, &st->lim, &g, param, msg, msg_n);
+    if (rc == SRV_ERR_NOMEM)
+        say(msg, msg_n, "out of memory");
+    if (rc != SRV_OK)
         return rc;
     pthread_mutex_lock(&st->mu);
     if (st->n >= st->lim.max_glossaries) {
-        rc = SRV_GLOSS_FULL;
+        rc = SRV_ERR_NO_ROOM;
         say(msg, msg_n, "the server holds %d glossaries, its most (--max-glossaries); delete one "
                         "first", st->n);
     } else if (st->dir && write_file(st->dir, g) != 0) {
-        rc = SRV_GLOSS_STORAGE;
+        rc = SRV_ERR_INTERNAL;
         say(msg, msg_n, "the glossary could not be stored under %s: %s", st->dir, strerror(errno));
     } else if (add_locked(st, g) != 0) {
-        rc = SRV_GLOSS_NOMEM;
+        rc = SRV_ERR_NOMEM;
+        say(msg, msg_n, "out of memory");
         if (st->dir) { /* not kept: neither is its file */
             char path[4200];
             snprintf(path, sizeof path, "%s/%s.json", st->dir, g->id);
@@ -927,25 +929,32 @@ srv_gloss_status srv_glossaries_create(srv_glossaries *st, const char *name,
         atomic_fetch_add(&g->refs, 1); /* the caller's, before a delete can drop the store's */
     }
     pthread_mutex_unlock(&st->mu);
-    if (rc != SRV_GLOSS_OK) {
+    if (rc != SRV_OK) {
         srv_glossary_put(g);
         return rc;
     }
     *out = g;
-    return SRV_GLOSS_OK;
+    return SRV_OK;
 }
 
-srv_glossary *srv_glossaries_get(srv_glossaries *st, const char *id)
+srv_err srv_glossaries_get(srv_glossaries *st, const char *id, srv_glossary **out, char *msg,
+                           size_t msg_n)
 {
     srv_glossary *g = NULL;
-    pthread_mutex_lock(&st->mu);
-    for (int i = 0; i < st->n && !g; i++)
-        if (!strcmp(st->g[i]->id, id)) {
-            g = st->g[i];
-            atomic_fetch_add(&g->refs, 1);
-        }
-    pthread_mutex_unlock(&st->mu);
-    return g;
+    if (st) {
+        pthread_mutex_lock(&st->mu);
+        for (int i = 0; i < st->n && !g; i++)
+            if (!strcmp(st->g[i]->id, id)) {
+                g = st->g[i];
+                atomic_fetch_add(&g->refs, 1);
+            }
+        pthread_mutex_unlock(&st->mu);
+    }
+    *out = g;
+    if (g)
+        return SRV_OK;
+    say(msg, msg_n, "no glossary '%.64s'", id);
+    return SRV_ERR_NOT_FOUND;
 }
 
 int srv_glossaries_list(srv_glossaries *st, srv_glossary ***out)
@@ -962,9 +971,9 @@ int srv_glossaries_list(srv_glossaries *st, srv_glossary ***out)
     return *out ? n : -1;
 }
 
-srv_gloss_status srv_glossaries_delete(srv_glossaries *st, const char *id)
+srv_err srv_glossaries_delete(srv_glossaries *st, const char *id, char *msg, size_t msg_n)
 {
-    srv_gloss_status rc = SRV_GLOSS_NOT_FOUND;
+    srv_err rc = SRV_ERR_NOT_FOUND;
     srv_glossary *gone = NULL;
     pthread_mutex_lock(&st->mu);
     for (int i = 0; i < st->n; i++) {
@@ -974,7 +983,9 @@ srv_gloss_status srv_glossaries_delete(srv_glossaries *st, const char *id)
             char path[4200];
             snprintf(path, sizeof path, "%s/%s.json", st->dir, id);
             if (unlink(path) != 0 && errno != ENOENT) {
-                rc = SRV_GLOSS_STORAGE;
+                rc = SRV_ERR_INTERNAL;
+                say(msg, msg_n, "the glossary's file %s could not be removed: %s", path,
+                    strerror(errno));
                 break;
             }
             sync_dir(st->dir);
@@ -982,10 +993,12 @@ srv_gloss_status srv_glossaries_delete(srv_glossaries *st, const char *id)
         gone = st->g[i];
         memmove(st->g + i, st->g + i + 1, (size_t)(st->n - i - 1) * sizeof *st->g);
         st->n--;
-        rc = SRV_GLOSS_OK;
+        rc = SRV_OK;
         break;
     }
     pthread_mutex_unlock(&st->mu);
+    if (rc == SRV_ERR_NOT_FOUND)
+        say(msg, msg_n, "no glossary '%.64s'", id);
     srv_glossary_put(gone);
     return rc;
 }
@@ -1041,12 +1054,12 @@ static char *merge_tsv(const srv_gloss_dict *old, const srv_gloss_dict *add, siz
  * with the status in *st. */
 static int edit_inputs(const srv_glossary *old, const srv_gloss_input *in, int n,
                        srv_gloss_edit_kind kind, int max_entries, srv_gloss_input *all,
-                       char **own, srv_gloss_status *st, const char **param, char *msg,
+                       char **own, srv_err *st, const char **param, char *msg,
                        size_t msg_n)
 {
     char s[SRV_GLOSS_MAX_DICTS][16], t[SRV_GLOSS_MAX_DICTS][16];
     int used[SRV_GLOSS_MAX_DICTS] = {0}, na = 0;
-    *st = SRV_GLOSS_INVALID;
+    *st = SRV_ERR_INVALID;
     for (int j = 0; j < n; j++) {
         *param = srv_gloss_lang(in[j].src_lang ? in[j].src_lang : "", s[j], sizeof s[j])
                      ? "source_lang"
@@ -1075,13 +1088,13 @@ static int edit_inputs(const srv_glossary *old, const srv_gloss_input *in, int n
             continue;
         }
         srv_gloss_dict add;
-        if ((*st = make_dict(&in[j], max_entries, &add, param, msg, msg_n)) != SRV_GLOSS_OK)
+        if ((*st = make_dict(&in[j], max_entries, &add, param, msg, msg_n)) != SRV_OK)
             return -1;
         size_t len = 0;
         own[j] = merge_tsv(d, &add, &len);
         srv_gloss_dict_free(&add);
         if (!own[j]) {
-            *st = SRV_GLOSS_NOMEM;
+            *st = SRV_ERR_NOMEM;
             return -1;
         }
         all[na++] = (srv_gloss_input){d->src_lang, d->tgt_lang, own[j], len, "tsv"};
@@ -1090,7 +1103,7 @@ static int edit_inputs(const srv_glossary *old, const srv_gloss_input *in, int n
         if (used[j])
             continue;
         if (kind == SRV_GLOSS_DROP) {
-            *st = SRV_GLOSS_NOT_FOUND;
+            *st = SRV_ERR_NOT_FOUND;
             *param = "source_lang";
             say(msg, msg_n, "glossary %s has no %s->%s dictionary", old->id, s[j], t[j]);
             return -1;
@@ -1107,34 +1120,31 @@ static int edit_inputs(const srv_glossary *old, const srv_gloss_input *in, int n
         say(msg, msg_n, "a glossary keeps at least one dictionary (delete the glossary instead)");
         return -1;
     }
-    *st = SRV_GLOSS_OK;
+    *st = SRV_OK;
     return na;
 }
 
-srv_gloss_status srv_glossaries_edit(srv_glossaries *st, const char *id, const char *name,
-                                     const srv_gloss_input *in, int n, srv_gloss_edit_kind kind,
-                                     srv_glossary **out, const char **param, char *msg,
-                                     size_t msg_n)
+srv_err srv_glossaries_edit(srv_glossaries *st, const char *id, const char *name,
+                            const srv_gloss_input *in, int n, srv_gloss_edit_kind kind,
+                            srv_glossary **out, const char **param, char *msg, size_t msg_n)
 {
     *out = NULL;
     *param = NULL;
     if (n < 0 || n > SRV_GLOSS_MAX_DICTS) {
         *param = "dictionaries";
         say(msg, msg_n, "at most %d dictionaries", SRV_GLOSS_MAX_DICTS);
-        return SRV_GLOSS_INVALID;
+        return SRV_ERR_INVALID;
     }
     pthread_mutex_lock(&st->edit_mu);
-    srv_glossary *old = srv_glossaries_get(st, id), *g = NULL;
+    srv_glossary *old = NULL, *g = NULL;
     srv_gloss_input all[SRV_GLOSS_MAX_DICTS];
     char *own[SRV_GLOSS_MAX_DICTS] = {0};
-    srv_gloss_status rc = SRV_GLOSS_NOT_FOUND;
-    if (!old) {
-        say(msg, msg_n, "no glossary '%.64s'", id);
+    srv_err rc = srv_glossaries_get(st, id, &old, msg, msg_n);
+    if (rc != SRV_OK)
         goto out;
-    }
     int na = edit_inputs(old, in, n, kind, st->lim.max_entries, all, own, &rc, param, msg, msg_n);
     if (na < 0 || (rc = build(old->id, name ? name : old->name, old->created, all, na, &st->lim,
-                              &g, param, msg, msg_n)) != SRV_GLOSS_OK)
+                              &g, param, msg, msg_n)) != SRV_OK)
         goto out;
     /* the new one in the old one's place (and file), unless deleted meanwhile */
     srv_glossary *gone = NULL;
@@ -1143,10 +1153,10 @@ srv_gloss_status srv_glossaries_edit(srv_glossaries *st, const char *id, const c
     while (at < st->n && st->g[at] != old)
         at++;
     if (at == st->n) {
-        rc = SRV_GLOSS_NOT_FOUND;
+        rc = SRV_ERR_NOT_FOUND;
         say(msg, msg_n, "glossary %s was deleted", old->id);
     } else if (st->dir != NULL && write_file(st->dir, g) != 0) {
-        rc = SRV_GLOSS_STORAGE;
+        rc = SRV_ERR_INTERNAL;
         say(msg, msg_n, "the glossary could not be stored under %s: %s", st->dir, strerror(errno));
     } else {
         gone = old; /* the store's reference */
@@ -1156,7 +1166,7 @@ srv_gloss_status srv_glossaries_edit(srv_glossaries *st, const char *id, const c
     }
     pthread_mutex_unlock(&st->mu);
     srv_glossary_put(gone);
-    if (rc != SRV_GLOSS_OK)
+    if (rc != SRV_OK)
         srv_glossary_put(g);
 out:
     srv_glossary_put(old);

@@ -16,7 +16,15 @@
  * invalid UTF-8, a term over 1024 bytes or a source term already given
  * (case-insensitively) is refused naming its line.
  *
- * No HTTP here: results are srv_gloss_status kinds, the API maps them.
+ * No HTTP here: the store's calls return errors.h's kinds with a reason,
+ * each door maps them to its status and shape (server/api/glossaries.c,
+ * DeepL's and the translate paths' glossary ids):
+ *   SRV_ERR_INVALID    a field or an entry is wrong; the reason names it
+ *   SRV_ERR_NOT_FOUND  no glossary of that id
+ *   SRV_ERR_NO_ROOM    the store holds its most glossaries (--max-glossaries)
+ *   SRV_ERR_TOO_LONG   the entries are over the bytes or entries bound
+ *   SRV_ERR_INTERNAL   the state directory could not be written (or no id)
+ *   SRV_ERR_NOMEM      out of memory
  *
  * Threads: the store's calls take its mutex (an edit also its own, so edits
  * run one at a time); a glossary is immutable once
@@ -30,17 +38,8 @@
 #include <stdatomic.h>
 #include <stddef.h>
 
+#include "errors.h"
 #include "spans.h"
-
-typedef enum srv_gloss_status {
-    SRV_GLOSS_OK = 0,
-    SRV_GLOSS_INVALID,   /* a field or an entry is wrong; the message names it */
-    SRV_GLOSS_NOT_FOUND, /* no glossary (or dictionary) of that id */
-    SRV_GLOSS_FULL,      /* the store holds its most glossaries */
-    SRV_GLOSS_TOO_LARGE, /* the entries are over the bytes or entries bound */
-    SRV_GLOSS_STORAGE,   /* the state directory could not be written */
-    SRV_GLOSS_NOMEM,
-} srv_gloss_status;
 
 #define SRV_GLOSS_MAX_TERM 1024 /* bytes of one term */
 #define SRV_GLOSS_MAX_DICTS 32  /* dictionaries of one glossary */
@@ -102,12 +101,13 @@ int srv_glossaries_persistent(const srv_glossaries *st);
 /* Makes a glossary of n dictionaries (1..SRV_GLOSS_MAX_DICTS, pairs
  * distinct) named name (not empty), stores it (atomically: a temporary
  * file renamed over) and returns it with a reference for the caller in
- * *out. Any status but OK leaves the store as it was; msg says why (the
- * field, or "entries line N: ..."), *param the field's name ("name",
- * "source_lang", "target_lang", "entries_format", "entries"). */
-srv_gloss_status srv_glossaries_create(srv_glossaries *st, const char *name,
-                                       const srv_gloss_input *in, int n, srv_glossary **out,
-                                       const char **param, char *msg, size_t msg_n);
+ * *out. SRV_OK, or INVALID, NO_ROOM, TOO_LONG, INTERNAL or NOMEM, which
+ * leave the store as it was, with msg saying why (the field, "entries line
+ * N: ...", "out of memory") and *param the field's name ("name",
+ * "source_lang", "target_lang", "entries_format", "entries") or NULL. */
+srv_err srv_glossaries_create(srv_glossaries *st, const char *name, const srv_gloss_input *in,
+                              int n, srv_glossary **out, const char **param, char *msg,
+                              size_t msg_n);
 
 /* An edit of a glossary's dictionaries (DeepL's v3): each dictionary
  * given merged into the one of its pair (its entries replace those of the
@@ -123,25 +123,30 @@ typedef enum srv_gloss_edit_kind {
 /* Edits glossary id: name (NULL: kept) and the n dictionaries of in by
  * kind, into a new glossary of the same id and creation time that takes
  * the old one's place in the store and its file (a request holding the old
- * one keeps it). Returned with a reference in *out. NOT_FOUND: no such
- * glossary, or (DROP) no dictionary of a pair; INVALID: a field or entry
- * (*param, msg; also a glossary left without a dictionary); TOO_LARGE:
- * over the bounds; STORAGE; NOMEM. Any status but OK changes nothing. */
-srv_gloss_status srv_glossaries_edit(srv_glossaries *st, const char *id, const char *name,
-                                     const srv_gloss_input *in, int n, srv_gloss_edit_kind kind,
-                                     srv_glossary **out, const char **param, char *msg,
-                                     size_t msg_n);
+ * one keeps it). Returned with a reference in *out. SRV_ERR_NOT_FOUND: no
+ * such glossary, or (DROP) no dictionary of a pair; INVALID: a field or
+ * entry (*param, msg; also a glossary left without a dictionary); TOO_LONG:
+ * over the bounds; INTERNAL (storage); NOMEM. Any kind but SRV_OK changes
+ * nothing. */
+srv_err srv_glossaries_edit(srv_glossaries *st, const char *id, const char *name,
+                            const srv_gloss_input *in, int n, srv_gloss_edit_kind kind,
+                            srv_glossary **out, const char **param, char *msg, size_t msg_n);
 
-/* The glossary of id with a reference (srv_glossary_put), or NULL. */
-srv_glossary *srv_glossaries_get(srv_glossaries *st, const char *id);
+/* The glossary of id with a reference (srv_glossary_put) in *out: SRV_OK,
+ * or SRV_ERR_NOT_FOUND (*out NULL; st NULL: no store) with msg "no glossary
+ * 'ID'" (the id's first 64 bytes). msg may be NULL. */
+srv_err srv_glossaries_get(srv_glossaries *st, const char *id, srv_glossary **out, char *msg,
+                           size_t msg_n);
 void srv_glossary_put(srv_glossary *g); /* accepts NULL */
 
 /* Every glossary, oldest first, each with a reference, into *out
  * (malloc'd; put each and free it). The count, or -1 when out of memory. */
 int srv_glossaries_list(srv_glossaries *st, srv_glossary ***out);
 
-/* Removes id from the store and its file. NOT_FOUND, STORAGE or OK. */
-srv_gloss_status srv_glossaries_delete(srv_glossaries *st, const char *id);
+/* Removes id from the store and its file: SRV_OK, or NOT_FOUND or
+ * INTERNAL (the file could not be removed: the glossary stays) with msg
+ * (NULL: none wanted). */
+srv_err srv_glossaries_delete(srv_glossaries *st, const char *id, char *msg, size_t msg_n);
 
 /* g's dictionary for the pair (codes compared by their base, any case),
  * or NULL. */

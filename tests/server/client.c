@@ -344,6 +344,63 @@ int tc_log_has(const char *log_path, const char *needle)
     return hit;
 }
 
+char *tc_metrics_text(int port)
+{
+    tc_resp r;
+    if (tc_request(port, "GET", "/metrics", NULL, NULL, 0, &r) != 0)
+        return NULL;
+    char *text = r.status == 200 ? r.body : NULL;
+    if (text)
+        r.body = NULL;
+    tc_resp_free(&r);
+    return text;
+}
+
+/* The next line of Prometheus text after line (NULL after the last). */
+static const char *next_line(const char *line)
+{
+    const char *nl = strchr(line, '\n');
+    return nl && nl[1] ? nl + 1 : NULL;
+}
+
+double tc_metric_in(const char *text, const char *series)
+{
+    size_t n = strlen(series);
+    for (const char *p = text; p && *p; p = next_line(p))
+        if (!strncmp(p, series, n) && p[n] == ' ')
+            return strtod(p + n + 1, NULL);
+    return -1;
+}
+
+double tc_metric_sum_in(const char *text, const char *name)
+{
+    size_t n = strlen(name);
+    double sum = -1;
+    for (const char *p = text; p && *p; p = next_line(p)) {
+        if (strncmp(p, name, n) != 0 || (p[n] != ' ' && p[n] != '{'))
+            continue;
+        const char *v = p[n] == ' ' ? p + n : strstr(p + n, "} ");
+        sum = (sum < 0 ? 0 : sum) + (v ? strtod(v + (*v == '}' ? 2 : 1), NULL) : 0);
+    }
+    return sum;
+}
+
+double tc_metric(int port, const char *series)
+{
+    char *text = tc_metrics_text(port);
+    double v = text ? tc_metric_in(text, series) : -1;
+    free(text);
+    return v;
+}
+
+double tc_metric_sum(int port, const char *name)
+{
+    char *text = tc_metrics_text(port);
+    double v = text ? tc_metric_sum_in(text, name) : -1;
+    free(text);
+    return v;
+}
+
 int tc_daemon_wait(pid_t pid, double timeout_s)
 {
     double until = tc_now() + timeout_s;

@@ -49,6 +49,21 @@ int tc_read_on(int fd, tc_resp *out);
  * or NULL. */
 const char *tc_header(const tc_resp *r, const char *name, char *buf, size_t n);
 
+/* The daemon's Prometheus text (GET /metrics), malloc'd (the caller frees
+ * it), or NULL when the exchange failed or did not answer 200. */
+char *tc_metrics_text(int port);
+/* The value of one sample of Prometheus text: the line that is series (a
+ * metric's name, or its name and labels exactly as the daemon writes them:
+ * name{a="x",b="y"}) followed by a space; -1 when there is none. */
+double tc_metric_in(const char *text, const char *series);
+/* The sum of the samples of the metric name, whatever their labels; -1 when
+ * there is none. */
+double tc_metric_sum_in(const char *text, const char *name);
+/* tc_metric_in and tc_metric_sum_in of port's /metrics now; -1 when the
+ * exchange failed. */
+double tc_metric(int port, const char *series);
+double tc_metric_sum(int port, const char *name);
+
 /* Starts `daemon serve --port 0 ARGS...` with stderr to log_path and waits
  * (up to timeout_s) until it reports ready; returns its port, or -1. */
 int tc_daemon_start(const char *daemon, const char *const *args, const char *log_path,
