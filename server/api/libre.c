@@ -518,6 +518,16 @@ static void file_done(srv_doc_run *run, void *ud)
     srv_call_release(r->call); /* r is touched no more here */
 }
 
+/* The run's jobs hook (a document thread): the translated file's
+ * estimate held to --max-response-bytes (+ --max-file-bytes), as a text
+ * request's answer is (reqlimits.h). */
+static srv_err file_jobs(srv_doc_run *run, void *ud, const srv_pipe *p, const td_decode_opts *o,
+                         char *why, size_t whylen)
+{
+    (void)run;
+    return srv_limits_file(ud, p, o, why, whylen) == 0 ? SRV_OK : SRV_ERR_TOO_LONG;
+}
+
 /* The run's gone hook (any thread): the client left. */
 static int file_gone(void *ud)
 {
@@ -568,7 +578,8 @@ static int parse_translate_file(srv_req *r, json_t *f, const srv_form_file *file
                                .target = tgt,
                                .overwrite = !falsy(json_object_get(f, "overwrite")),
                                .glossary = r->glossary, .owner = srv_api_owner(r),
-                               .deadline = r->call->t0 + srv_req_timeout_s(r), .gone = file_gone};
+                               .deadline = r->call->t0 + srv_req_timeout_s(r), .gone = file_gone,
+                               .jobs = file_jobs};
     char why[256];
     srv_call_hold(r->call, 1); /* before it is out: it may be done at once */
     srv_err e = srv_doc_start(r->s, &q, file_done, r, &lr->run, why, sizeof why);
@@ -768,6 +779,9 @@ static void file_error(srv_req *r, srv_err e, const srv_doc_result *res)
         srv_api_pipe_error(r, e, &res->fail, "q");
         if (r->call->status == 422)
             r->call->status = 400; /* LibreTranslate answers its length limits with 400 */
+        return;
+    case SRV_DOC_AT_LIMIT: /* LibreTranslate answers its length limits with 400 */
+        srv_req_error(r, 400, "response_too_large", k_limit_fields.texts, "%s", res->why);
         return;
     case SRV_DOC_AT_SUBMIT:
         if (res->submit == SRV_SUBMIT_FULL) {

@@ -469,6 +469,9 @@ static srv_err parse(srv_doc_run *run)
     e = make_jobs(run, r->source, q->target);
     if (e != SRV_OK || run->p.n_jobs == 0)
         return e == SRV_OK ? SRV_ERR_CONFLICT : e;
+    r->stage = SRV_DOC_AT_LIMIT;
+    if (q->jobs && (e = q->jobs(run, run->ud, &run->p, &run->o, r->why, sizeof r->why)) != SRV_OK)
+        return e;
     return submit(run);
 }
 

@@ -34,6 +34,12 @@ typedef struct srv_doc_run srv_doc_run;
 typedef srv_err (*srv_doc_parsed_fn)(srv_doc_run *run, void *ud, const srv_document *d,
                                      char *source, char *why, size_t whylen);
 
+/* A door's look at the jobs made (p, each under o but a styled segment's)
+ * before they go out (a document thread): its own bounds. SRV_OK to go on;
+ * another kind ends the run at SRV_DOC_AT_LIMIT with why. */
+typedef srv_err (*srv_doc_jobs_fn)(srv_doc_run *run, void *ud, const srv_pipe *p,
+                                   const td_decode_opts *o, char *why, size_t whylen);
+
 typedef struct srv_doc_request {
     const char *data;     /* the file's bytes */
     size_t len;
@@ -48,6 +54,7 @@ typedef struct srv_doc_request {
     int (*gone)(void *ud); /* the requester left (any thread): the run is cancelled
                               (SRV_DOC_GONE, SRV_JOB_GONE); NULL: never */
     srv_doc_parsed_fn parsed; /* NULL: none */
+    srv_doc_jobs_fn jobs;     /* NULL: none */
 } srv_doc_request;
 
 /* Where a failed run stopped: the step a door's message names. */
@@ -62,6 +69,7 @@ typedef enum srv_doc_stage {
     SRV_DOC_AT_DEVICE,   /* the pair's model's device failed */
     SRV_DOC_AT_GLOSSARY, /* the glossary has no dictionary for the pair */
     SRV_DOC_AT_JOBS,     /* the text pipeline: fail */
+    SRV_DOC_AT_LIMIT,    /* the jobs hook's refusal */
     SRV_DOC_AT_SUBMIT,   /* the model's queue refused the jobs: submit */
     SRV_DOC_AT_RUN,      /* a job did not finish: job (SRV_JOB_FAILED: the engine's
                             message in why) */
@@ -106,17 +114,18 @@ typedef void (*srv_doc_done_fn)(srv_doc_run *run, void *ud);
 srv_err srv_doc_start(srv_server *s, const srv_doc_request *q, srv_doc_done_fn done, void *ud,
                       srv_doc_run **out, char *why, size_t whylen);
 
-/* The segments' jobs finished so far and in all (0 of 0 before the parse
- * made them); any thread, while the run lives. */
+/* The segments' jobs finished so far (the cache's hits among them) and in
+ * all (0 of 0 before they went out); any thread, while the run lives. */
 void srv_doc_progress(srv_doc_run *run, int *done, int *total);
 
 /* After done: SRV_OK with out->data (taken by the caller: set it to NULL
- * before srv_doc_run_free to keep it), or the kind with out->why:
- * SRV_ERR_INVALID (not valid UTF-8, not such a file, no model for the
- * pair), SRV_ERR_TOO_LONG / SRV_ERR_TOO_MANY (a sentence or the sentences
- * over the limits), SRV_ERR_BUSY (the model's queue is full),
- * SRV_ERR_UNAVAILABLE (the service stopped), SRV_ERR_NOMEM,
- * SRV_ERR_INTERNAL (the engine, a helper, the deadline --file-timeout-s). */
+ * before srv_doc_run_free to keep it), or the kind with out->why and
+ * out->stage (where): SRV_ERR_INVALID (not valid UTF-8, not such a file,
+ * no model for the pair, a glossary of another pair), SRV_ERR_TOO_LONG /
+ * SRV_ERR_TOO_MANY (a sentence or the sentences over the limits),
+ * SRV_ERR_BUSY (the model's queue is full), SRV_ERR_UNAVAILABLE (the
+ * service stopped, the requester left), SRV_ERR_NOMEM, SRV_ERR_INTERNAL
+ * (the engine, the device, a helper, the deadline), or the parsed hook's. */
 srv_err srv_doc_run_result(srv_doc_run *run, srv_doc_result **out);
 
 /* After done: the pair's model (with the run's reference, now the
