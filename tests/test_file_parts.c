@@ -18,7 +18,9 @@
  *   - a file whose answer's estimate (its sentences' max_length 256 tokens
  *     each) passes --max-response-bytes 1M + --max-file-bytes is refused
  *     400 before it is queued (the documents' entry point's jobs hook);
- *     the long file above is within it.
+ *     the long file above is within it;
+ *   - a file's finished sentences go into the translation cache: the same
+ *     sentences in a later file are hits, counted by /metrics.
  */
 #include <check.h>
 #include <pthread.h>
@@ -135,7 +137,9 @@ static int post_file(const char *name, const char *text, size_t n)
 
 /* A file whose sentences past its first part (--file-queue-texts 4 not in
  * the cache) are all in the cache: they finish at the submit like the
- * first part's (they were left unfinished, and the answer never came). */
+ * first part's (they were left unfinished, and the answer never came);
+ * the first file's 6 sentences are answered from the cache the second
+ * time (a file's finished sentences go into it). */
 START_TEST(test_cached_tail)
 {
     char a[1024], b[2048];
@@ -149,7 +153,10 @@ START_TEST(test_cached_tail)
                                i + 1);
     memcpy(b + nb, a, na);
     nb += na;
+    double hits = metric("transformerd_cache_hits_total");
     ck_assert_int_eq(post_file("second.txt", b, nb), 200);
+    double now = metric("transformerd_cache_hits_total");
+    ck_assert_msg(hits >= 0 && now - hits >= 6, "cache hits %g then %g", hits, now);
 }
 END_TEST
 
