@@ -19,11 +19,16 @@ model:
   - a translation with a glossary has the target term where the source
     term is, takes no other source word's translation, and a text without
     a term is translated exactly as without the glossary; a glossary of another language pair, or an unknown id,
-    is a 400 naming the field.
+    is a 400 naming the field;
+  - a document with a glossary (LibreTranslate's /translate_file, DeepL's
+    /v2/document through the official client's translate_document) is
+    translated as its texts are by /v1/translate with it; one of another
+    pair is refused (400, the document's status error).
 
 usage: glossary_clients.py DAEMON MODEL_DIR
 """
 
+import io
 import json
 import shutil
 import sys
@@ -255,6 +260,51 @@ def edits(d, cl, m):
     check("Kraftwagen" in out, f"the edited glossary applies: {out!r}")
 
 
+def lt_file(d, name, data, **fields):
+    """POST /translate_file (multipart, as LibreTranslate's clients send it):
+    (status, the answer's JSON)."""
+    b = "gl0ssb0undary"
+    body = b"".join(('--%s\r\nContent-Disposition: form-data; name="%s"\r\n\r\n%s\r\n'
+                     % (b, k, v)).encode() for k, v in fields.items())
+    body += ('--%s\r\nContent-Disposition: form-data; name="file"; filename="%s"\r\n'
+             'Content-Type: text/plain\r\n\r\n' % (b, name)).encode() + data + b"\r\n"
+    body += ("--%s--\r\n" % b).encode()
+    st, txt = http(d.url + "/translate_file", "POST", body,
+                   ctype="multipart/form-data; boundary=" + b)
+    return st, json.loads(txt)
+
+
+def documents(d, g, o):
+    """A document with a glossary: its lines as /v1/translate's texts with it."""
+    lines = "The engine of the car is broken.\nI like the weather today.\n"
+    st, body = lt_file(d, "car.txt", lines.encode(), source="en", target="de",
+                       glossary=g.glossary_id)
+    check(st == 200, f"/translate_file with a glossary: 200 ({st} {body})")
+    if st == 200:
+        with urllib.request.urlopen(body["translatedFileUrl"], timeout=60) as r:
+            got = r.read().decode()
+        check(got.split("\n")[:2] == o[:2], f"/translate_file with a glossary: {got!r}")
+    tr = deepl.Translator(KEY, server_url=d.url)
+    out = io.BytesIO()
+    tr.translate_document(lines.encode(), out, source_lang="EN", target_lang="DE",
+                          filename="car.txt", glossary=g.glossary_id)
+    got = out.getvalue().decode()
+    check(got.split("\n")[:2] == o[:2], f"DeepL's /v2/document with glossary_id: {got!r}")
+    only_de_en = json.dumps({"name": "de-en doc", "source_lang": "de", "target_lang": "en",
+                             "entries": "Motor\tengine\n"})
+    st, gl = http(d.url + "/v2/glossaries", "POST", only_de_en)
+    gid = json.loads(gl)["glossary_id"]
+    st, body = lt_file(d, "car.txt", lines.encode(), source="en", target="de", glossary=gid)
+    check(st == 400 and "de->en" in body.get("error", ""),
+          f"/translate_file, a glossary of another pair: 400 ({st} {body})")
+    h = tr.translate_document_upload(lines.encode(), source_lang="EN", target_lang="DE",
+                                     filename="car.txt", glossary=gid)
+    s = tr.translate_document_wait_until_done(h)
+    check(s.status.value == "error" and "de->en" in (s.error_message or ""),
+          f"/v2/document, a glossary of another pair: its status error ({s.status} {s.error_message})")
+    http(d.url + f"/v2/glossaries/{gid}", "DELETE")
+
+
 def main():
     daemon, model = sys.argv[1], sys.argv[2]
     state = tempfile.mkdtemp(prefix="td-gloss-state-")
@@ -267,6 +317,7 @@ def main():
         store_faults(d, tr)
         before = application(d, g, m)
         edits(d, cl, m)
+        documents(d, g, before)
         listed = sorted((x.glossary_id, x.name, x.entry_count) for x in tr.list_glossaries())
     with Daemon(daemon, model, *args) as d:
         tr = deepl.Translator(KEY, server_url=d.url)

@@ -16,7 +16,11 @@
  *     unparsed (the client is gone), every call ends (counted by
  *     transformerd_requests_total), the gauges go back to 0;
  *   - a .txt and a .srt file are then translated as before (200, their
- *     file downloadable).
+ *     file downloadable);
+ *   - a 300-line .txt whose client leaves while it waits at the gate is
+ *     dropped: its call ends and the engine runs no step for it
+ *     (transformerd_decode_steps_total; its 300 sentences would take
+ *     hundreds).
  * The daemon dies with the test however it ends (PR_SET_PDEATHSIG,
  * tests/server/client.c), and a drain opens the gate.
  */
@@ -213,6 +217,33 @@ START_TEST(test_documents_off_http_threads)
     small_file("a.txt", "Hello.\nThe house is small.\n");
     small_file("b.srt", "1\n00:00:01,000 --> 00:00:02,000\nHello.\n");
     wait_metric("transformerd_documents_running", 0); /* after the answer: counted */
+
+    /* a client that leaves its document on a document thread: the
+     * document is dropped, its sentences never translated (counted by the
+     * engine's decoding steps, once its call has ended) */
+    ck_assert_int_eq(unlink(g_gate), 0);
+    enum { LINES = 300 };
+    char *txt = malloc(LINES * 64);
+    ck_assert_ptr_nonnull(txt);
+    size_t tn = 0;
+    for (int i = 0; i < LINES; i++)
+        tn += (size_t)snprintf(txt + tn, 64, "Line %d of a long document that nobody reads.\n", i);
+    const double steps0 = tc_metric_sum(g_port, "transformerd_decode_steps_total");
+    const double end0 = tc_metric(g_port, s0) > 0 ? tc_metric(g_port, s0) : 0;
+    int left = send_upload("left.txt", txt, tn);
+    wait_metric("transformerd_documents_running", 1); /* on a thread, at the gate */
+    close(left);
+    g = fopen(g_gate, "w");
+    ck_assert_ptr_nonnull(g);
+    fclose(g);
+    until = tc_now() + 300;
+    while (tc_now() < until && tc_metric(g_port, s0) < end0 + 1)
+        tc_sleep_ms(20);
+    ck_assert_msg(tc_metric(g_port, s0) == end0 + 1, "the left document's call did not end");
+    wait_metric("transformerd_documents_running", 0);
+    const double took = tc_metric_sum(g_port, "transformerd_decode_steps_total") - steps0;
+    ck_assert_msg(took < 20, "%g decoding steps run for a client that left", took);
+    free(txt);
 }
 END_TEST
 

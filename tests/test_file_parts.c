@@ -14,7 +14,13 @@
  *   - sizes with suffixes: --max-body-bytes 2K holds /translate's bodies
  *     (413 at 2,049 bytes), --max-file-bytes 64K /translate_file's (the
  *     5 KB file above passes, 65,537 bytes are 413); a size that is no
- *     size, or out of range, stops the daemon at its start.
+ *     size, or out of range, stops the daemon at its start;
+ *   - a file whose answer's estimate (its sentences' max_length 256 tokens
+ *     each) passes --max-response-bytes 1M + --max-file-bytes is refused
+ *     400 before it is queued (the documents' entry point's jobs hook);
+ *     the long file above is within it;
+ *   - a file's finished sentences go into the translation cache: the same
+ *     sentences in a later file are hits, counted by /metrics.
  */
 #include <check.h>
 #include <pthread.h>
@@ -111,7 +117,9 @@ static int post_file(const char *name, const char *text, size_t n)
 
 /* A file whose sentences past its first part (--file-queue-texts 4 not in
  * the cache) are all in the cache: they finish at the submit like the
- * first part's (they were left unfinished, and the answer never came). */
+ * first part's (they were left unfinished, and the answer never came);
+ * the first file's 6 sentences are answered from the cache the second
+ * time (a file's finished sentences go into it). */
 START_TEST(test_cached_tail)
 {
     char a[1024], b[2048];
@@ -125,7 +133,31 @@ START_TEST(test_cached_tail)
                                i + 1);
     memcpy(b + nb, a, na);
     nb += na;
+    double hits = tc_metric(g_port, "transformerd_cache_hits_total");
     ck_assert_int_eq(post_file("second.txt", b, nb), 200);
+    double now = tc_metric(g_port, "transformerd_cache_hits_total");
+    ck_assert_msg(hits >= 0 && now - hits >= 6, "cache hits %g then %g", hits, now);
+}
+END_TEST
+
+/* 600 one-word sentences: about 600 x 2,112 bytes estimated, over 1M + 64K. */
+START_TEST(test_response_estimate)
+{
+    static char text[600 * 4 + 1];
+    size_t n = 0;
+    for (int i = 0; i < 600; i++)
+        n += (size_t)snprintf(text + n, sizeof text - n, "Hi.\n");
+    static char body[1 << 14];
+    const char *kv[] = {"source", "en", "target", "de"};
+    size_t bn = tc_multipart(body, sizeof body, kv, 2, "many.txt", text, n);
+    char h[128];
+    snprintf(h, sizeof h, "Content-Type: %s\r\n", TC_MULTIPART);
+    tc_resp r = {0};
+    ck_assert_int_eq(tc_request(g_port, "POST", "/translate_file", h, body, bn, &r), 0);
+    ck_assert_msg(r.status == 400 && strstr(r.body, "--max-response-bytes + --max-file-bytes") &&
+                      strstr(r.body, "600 texts"),
+                  "%d %s", r.status, r.body);
+    tc_resp_free(&r);
 }
 END_TEST
 
@@ -193,7 +225,8 @@ int main(void)
     const char *args[] = {"--workers",          "1", "--max-queue",          "8",
                           "--max-batch-texts",  "8", "--file-queue-texts",   "4",
                           "--test-step-delay-ms", "5", "--max-body-bytes", "2K",
-                          "--max-file-bytes", "64K", "--file-timeout-s", deadline, NULL};
+                          "--max-file-bytes", "64K", "--file-timeout-s", deadline,
+                          "--max-response-bytes", "1M", NULL};
     pid_t pid;
     g_port = tc_daemon_start_model(TD_DAEMON, TD_BUNDLED_MODEL, g_tmp, "parts", args, &pid);
     if (g_port <= 0) {
@@ -206,6 +239,7 @@ int main(void)
     tcase_add_test(tc, test_short_request_first);
     tcase_add_test(tc, test_size_suffixes);
     tcase_add_test(tc, test_cached_tail);
+    tcase_add_test(tc, test_response_estimate);
     suite_add_tcase(s, tc);
     return tc_run_suite(s, pid, g_tmp);
 }

@@ -1,14 +1,13 @@
 /*
- * deepl.c - the DeepL API v2 dialect's routes (deepl.h) and its documents: the upload, its
- * detached call's steps (parse, jobs, render, as libre_doc.h does them for
- * /translate_file), the table of documents, their status and result.
+ * deepl.c - the DeepL API v2 dialect's routes (deepl.h) and its documents:
+ * the upload checked and started through the documents' entry point
+ * (service/docrun.h), the table of documents, their status and result.
  *
- * A document runs on a call of its own, made here and never seen by the
- * transport ("detached"): its upload is answered with its id and key once
- * its parse is queued, and each step resumes it on this file's document
- * thread, which takes the next step; the result goes to the file store
- * and the table says queued, translating, done or error. A document still
- * running when the daemon drains is lost with it (its steps stop).
+ * A document's upload is answered with its id and key once its run is
+ * started; the run's parsed hook bills its characters and finds its
+ * language, its done puts the translated file in the file store and says
+ * done or error in the table (queued, translating, done or error). A
+ * document still running when the daemon drains ends with it.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -21,6 +20,7 @@
 
 #include "clock.h"
 #include "deepl.h"
+#include "docrun.h"
 #include "files.h"
 #include "form.h"
 #include "languages.h"
@@ -40,10 +40,8 @@ typedef struct dl_doc {
     long billed;
     double expires;               /* done or failed: forgotten after (--file-ttl-s) */
     int downloaded;               /* its result was downloaded: not again, as DeepL's */
-    /* translating: its detached call while its jobs are out (their holds
-     * are the jobs not done), how many, since when */
-    srv_call *call;
-    int n_jobs;
+    /* translating: its run (from its parse to its done) and since when */
+    srv_doc_run *run;
     double t_jobs;
     char error[200];
 } dl_doc;
@@ -91,7 +89,8 @@ static dl_doc *doc_find(const char *id)
     return NULL;
 }
 
-/* Sets document id's state (any thread); error: its message, or NULL. */
+/* Sets document id's state (any thread), its run forgotten; error: its
+ * message, or NULL. */
 static void doc_set(const srv_server *s, const char *id, dl_doc_state st, long billed,
                     const char *error)
 {
@@ -102,21 +101,9 @@ static void doc_set(const srv_server *s, const char *id, dl_doc_state st, long b
         d->billed = billed;
         if (st == DOC_DONE || st == DOC_ERROR)
             d->expires = srv_now() + s->api->file_ttl_s;
-        d->call = NULL; /* the call goes */
-        snprintf(d->error, sizeof d->error, "%s", error ? error : "");
-    }
-    pthread_mutex_unlock(&g_dmu);
-}
-
-/* Document id's jobs: out on call (n of them, now), or done (call NULL). */
-static void doc_jobs(const char *id, srv_call *call, int n)
-{
-    pthread_mutex_lock(&g_dmu);
-    dl_doc *d = doc_find(id);
-    if (d) {
-        d->call = call;
-        d->n_jobs = n;
-        d->t_jobs = srv_now();
+        d->run = NULL; /* the run goes */
+        snprintf(d->error, sizeof d->error, "%.*s", (int)sizeof d->error - 1, error ? error : "");
+        srv_utf8_sanitize(d->error);
     }
     pthread_mutex_unlock(&g_dmu);
 }
@@ -126,316 +113,173 @@ static void doc_jobs(const char *id, srv_call *call, int n)
  * its jobs, its render: 1. */
 static long doc_remaining(const dl_doc *d)
 {
-    if (!d->call)
-        return d->n_jobs > 0 ? 1 : -1;
-    int left = atomic_load(&d->call->holds);
-    left = left < d->n_jobs ? left : d->n_jobs;
-    int done = d->n_jobs - left;
+    int done = 0, total = 0;
+    if (d->run)
+        srv_doc_progress(d->run, &done, &total);
+    if (total > 0 && done >= total)
+        return 1;
     if (done <= 0)
         return -1;
-    double s = (srv_now() - d->t_jobs) * left / done;
+    double s = (srv_now() - d->t_jobs) * (total - done) / done;
     return (long)s + 1;
 }
 
-/* ---- documents: the steps of a detached call ---------------------------------------- */
+/* ---- documents: the run ---------------------------------------------------------------- */
 
-static void doc_enqueue(dl_req *d);
+/* A document on its way: what its run reads and where its result goes;
+ * made at its upload, freed at its run's done. */
+typedef struct dl_job {
+    srv_server *s;
+    char id[33];
+    char name[SRV_FILE_NAME_MAX]; /* the translated file in the store */
+    char upload_name[128];
+    char src[16], tgt[16];        /* src "": detected over the document's text */
+    const char *ctype;
+    char *data;                   /* the upload's bytes (its call is gone) */
+    size_t len;
+    srv_glossary *glossary;       /* glossary_id's, with a reference, or NULL */
+    long billed;                  /* characters taken from the quota */
+} dl_job;
 
-static void detached_resume(srv_call *c)
+static void job_free(dl_job *j)
 {
-    srv_req *r = c->api;
-    doc_enqueue(r->state);
+    if (!j)
+        return;
+    srv_glossary_put(j->glossary);
+    free(j->data);
+    free(j);
 }
 
-static const srv_call_io k_detached_io = {.resume = detached_resume};
-
-/* The document's own row: DeepL's errors, a file's limits and feed. */
-static const srv_route k_doc_route = {"POST", "/v2/document", SRV_EP_DEEPL_DOCUMENT,
-                                      SRV_ROUTE_MESSAGE | SRV_ROUTE_FILE, NULL, NULL, NULL,
-                                      "/v2/document"};
-
-static void doc_run(srv_doc_outcome why, void *ud)
+/* The run's parsed hook (a document thread): the document translating,
+ * its characters billed, its one language (detected over its whole text
+ * when not given). */
+static srv_err job_parsed(srv_doc_run *run, void *ud, const srv_document *doc, char *source,
+                          char *why, size_t whylen)
 {
-    srv_req *r = ud;
-    dl_req *d = r->state;
-    srv_libre_req *lr = &d->lr;
-    lr->outcome = why;
-    if (why == SRV_DOC_RUN && lr->step == LIBRE_STEP_PARSE) {
-        doc_set(r->s, d->doc_id, DOC_TRANSLATING, 0, NULL);
-        lr->doc_rc = srv_libre_file_items(lr, lr->why, sizeof lr->why);
-    } else if (why == SRV_DOC_RUN) {
-        lr->out = srv_libre_file_render(r, &lr->out_len, lr->why, sizeof lr->why);
+    dl_job *j = ud;
+    pthread_mutex_lock(&g_dmu);
+    dl_doc *d = doc_find(j->id);
+    if (d) {
+        d->state = DOC_TRANSLATING;
+        d->run = run;
+        d->t_jobs = srv_now();
     }
-    srv_call_release(r->call);
-}
-
-/* Hands step to the document threads under a hold: 1, or 0 with the
- * refusal recorded. */
-static int doc_step(srv_req *r, int step, int kind)
-{
-    dl_req *d = r->state;
-    d->lr.step = step;
-    d->lr.task = (srv_doc_task){.run = doc_run, .ud = r,
-                                .deadline = r->call->t0 + srv_req_timeout_s(r)};
-    srv_call_hold(r->call, 1);
-    srv_doc_submit_rc rc = r->s->docs ? srv_docpool_submit(r->s->docs, &d->lr.task, kind)
-                                      : SRV_DOC_STOPPED;
-    if (rc == SRV_DOC_QUEUED)
-        return 1;
-    srv_call_release(r->call);
-    if (rc == SRV_DOC_FULL)
-        dl_error(r, 429, "Too many requests: the document queue is full (--document-queue %d).",
-                 r->s->o.document_queue);
-    else
-        dl_error(r, 503, "The server is shutting down.");
-    return 0;
-}
-
-/* A dropped step's error (1), else 0. */
-static int doc_dropped(srv_req *r)
-{
-    const dl_req *d = r->state;
-    if (d->lr.outcome == SRV_DOC_RUN)
-        return 0;
-    if (d->lr.outcome == SRV_DOC_TIMEOUT)
-        dl_error(r, 504, "The document waited longer than %d s.", srv_req_timeout_s(r));
-    else
-        dl_error(r, 503, "The server shut down before the document was translated.");
-    return 1;
-}
-
-/* A document of several styles and a subtitle file's cues with tags
- * capture the attention of the last layer (their words' alignment). */
-static void span_jobs(srv_req *r, srv_libre_req *lr)
-{
-    static const int k_last[] = {-1};
-    lr->span_opts = r->opts;
-    lr->span_opts.return_attention = 1;
-    lr->span_opts.attn_layers = k_last;
-    lr->span_opts.n_attn_layers = 1;
-    lr->span_opts.attn_heads = NULL;
-    lr->span_opts.n_attn_heads = 0;
-    for (int i = 0; i < lr->n_items; i++) {
-        const libre_item *it = &lr->items[i];
-        for (int k = 0; k < it->n_segs; k++) {
-            int t = lr->segs[it->seg0 + k].text_idx;
-            if (t < 0 || !lr->file || !srv_doc_styled(lr->file, it->seg0 + k))
-                continue;
-            const srv_split *sp = srv_api_split_of(r, t);
-            for (int s = 0; s < (sp ? sp->n : 1); s++) {
-                int j = sp ? sp->job[s] : r->pipe.text_job[t];
-                if (j >= 0)
-                    r->pipe.jobs[j].opts = &lr->span_opts;
-            }
-        }
+    pthread_mutex_unlock(&g_dmu);
+    size_t all = 0;
+    for (int k = 0; k < srv_doc_n(doc); k++) {
+        size_t len;
+        const char *t = srv_doc_seg(doc, k, &len);
+        if (srv_doc_keep(doc, k))
+            continue;
+        all += len + 1;
+        j->billed += srv_deepl_chars(t, len);
     }
-}
-
-/* The parse done: its units routed (the whole document in one source
- * language) and billed, its jobs made. 1 to submit them, 2 a render
- * handed out, 0 an error recorded. */
-static int doc_parsed(srv_req *r)
-{
-    dl_req *d = r->state;
-    srv_libre_req *lr = &d->lr;
-    if (doc_dropped(r))
-        return 0;
-    if (lr->doc_rc != 0) {
-        dl_error(r, lr->doc_rc == -2 ? 400 : 500, "Invalid file data: %s",
-                 lr->why[0] ? lr->why : "out of memory");
-        return 0;
-    }
-    if (lr->n_segs > r->s->o.max_file_texts) {
-        dl_error(r, 413, "The document has %d texts to translate; the limit is %d.", lr->n_segs,
-                 r->s->o.max_file_texts);
-        return 0;
-    }
-    const char **texts = malloc((size_t)(lr->n_segs + 1) * sizeof *texts);
-    size_t *lens = malloc((size_t)(lr->n_segs + 1) * sizeof *lens), all = 0;
-    char *joined = NULL;
-    int n = 0, rc = 0;
-    for (int k = 0; texts && lens && k < lr->n_segs; k++)
-        if (!lr->segs[k].keep) {
-            texts[n] = lr->segs[k].text;
-            lens[n++] = lr->segs[k].len;
-            all += lr->segs[k].len + 1;
-            d->billed += srv_deepl_chars(lr->segs[k].text, lr->segs[k].len);
-        }
-    if (!texts || !lens || (!d->src[0] && !(joined = malloc(all + 1)))) {
-        dl_error(r, 500, "out of memory");
-        goto out;
-    }
-    if (!d->src[0]) { /* one language, detected over the whole text */
+    if (!j->src[0]) { /* one language, detected over the whole text */
+        char *joined = malloc(all + 1);
         size_t at = 0;
-        for (int i = 0; i < n; i++) {
-            memcpy(joined + at, texts[i], lens[i]);
-            at += lens[i];
+        for (int k = 0; joined && k < srv_doc_n(doc); k++) {
+            size_t len;
+            const char *t = srv_doc_seg(doc, k, &len);
+            if (srv_doc_keep(doc, k))
+                continue;
+            memcpy(joined + at, t, len);
+            at += len;
             joined[at++] = '\n';
         }
-        joined[at] = 0;
-        int drc = srv_deepl_detect(r, joined, at, d->tgt, d->src, sizeof d->src);
+        int drc = joined ? (joined[at] = 0, srv_deepl_detect(j->s, joined, at, j->tgt, j->src,
+                                                             sizeof j->src))
+                         : -2;
+        free(joined);
         if (drc != 0) {
-            dl_error(r, drc == -2 ? 500 : 400, "%s",
+            j->src[0] = 0;
+            snprintf(why, whylen, "%s",
                      drc == -2 ? "out of memory" : "Value for 'target_lang' not supported.");
-            goto out;
+            return drc == -2 ? SRV_ERR_NOMEM : SRV_ERR_INVALID;
         }
     }
-    if (srv_lang_same(d->src, d->tgt))
-        n = 0; /* copied as it is */
-    for (int k = 0, i = 0; k < lr->n_segs; k++)
-        lr->segs[k].text_idx = n && !lr->segs[k].keep ? i++ : -1;
-    if (srv_deepl_usage_take(r->s, d->billed) != 0) {
-        d->billed = 0;
-        dl_error(r, 456, "Quota exceeded. The character limit has been reached.");
-        goto out;
+    snprintf(source, 16, "%s", j->src);
+    if (srv_deepl_usage_take(j->s, j->billed) != 0) {
+        j->billed = 0;
+        snprintf(why, whylen, "Quota exceeded. The character limit has been reached.");
+        return SRV_ERR_BUSY;
     }
-    if (n == 0) {
-        rc = doc_step(r, LIBRE_STEP_RENDER, SRV_DOC_NEXT) ? 2 : 0;
-        goto out;
-    }
-    r->model = srv_models_get_pair(r->s->models, d->src, d->tgt);
-    if (!r->model) {
-        dl_error(r, 400, "No model translates %s into %s.", d->src, d->tgt);
-        goto out;
-    }
-    snprintf(r->src_lang, sizeof r->src_lang, "%s", d->src);
-    snprintf(r->tgt_lang, sizeof r->tgt_lang, "%s", d->tgt);
-    if (srv_api_model_failed(r, r->model))
-        goto out;
-    r->opts = r->model->defaults;
-    r->opts.num_hypotheses = 1;
-    rc = srv_api_make_jobs(r, texts, lens, n, "file");
-    if (rc == 1)
-        span_jobs(r, lr);
-    lr->step = LIBRE_STEP_JOBS;
-    if (rc == 1 && r->pipe.n_jobs == 0)
-        rc = doc_step(r, LIBRE_STEP_RENDER, SRV_DOC_NEXT) ? 2 : 0;
-out:
-    free(texts);
-    free(lens);
-    free(joined);
-    return rc;
+    return SRV_OK;
 }
 
-/* The translated file into the store: d->stored, or an error recorded. */
-static void doc_store(srv_req *r)
+/* A run's failure (e at res->stage) as DeepL's message (n bytes). */
+static void job_message(const dl_job *j, srv_model *sm, srv_err e, const srv_doc_result *res,
+                        char *msg, size_t n)
 {
-    dl_req *d = r->state;
-    if (doc_dropped(r))
+    const char *why = res->why[0] ? res->why : "out of memory";
+    switch (res->stage) {
+    case SRV_DOC_AT_WAIT:
+        if (res->dropped == SRV_DOC_TIMEOUT)
+            snprintf(msg, n, "The document waited longer than %d s.", j->s->o.file_timeout_s);
+        else
+            snprintf(msg, n, "The server shut down before the document was translated.");
         return;
-    if (!d->lr.out) {
-        dl_error(r, 500, "%s", d->lr.why[0] ? d->lr.why : "out of memory");
+    case SRV_DOC_AT_PARSE:
+        snprintf(msg, n, "Invalid file data: %s", why);
+        return;
+    case SRV_DOC_AT_TEXTS:
+        snprintf(msg, n, "The document has %d texts to translate; the limit is %d.", res->n_texts,
+                 j->s->o.max_file_texts);
+        return;
+    case SRV_DOC_AT_MODEL:
+        snprintf(msg, n, "No model translates %s into %s.", res->source, j->tgt);
+        return;
+    case SRV_DOC_AT_JOBS:
+        srv_api_pipe_message(e, &res->fail, res->fail.text, 1, msg, n);
+        return;
+    case SRV_DOC_AT_SUBMIT:
+        if (res->submit == SRV_SUBMIT_RETIRED)
+            srv_api_job_message(0, SRV_JOB_RETIRED, NULL, j->s->o.file_timeout_s,
+                                sm ? sm->name : "", msg, n);
+        else
+            snprintf(msg, n, "%s", res->submit == SRV_SUBMIT_FULL
+                                       ? "the queue is full; retry later"
+                                       : "the server is shutting down");
+        return;
+    case SRV_DOC_AT_RUN:
+        srv_api_job_message(0, res->job, res->why, j->s->o.file_timeout_s, sm ? sm->name : "",
+                            msg, n);
+        return;
+    default: /* the language or the quota (the hook's), the device, the glossary, the render */
+        snprintf(msg, n, "%s", why);
         return;
     }
-    char *out = d->lr.out;
-    d->lr.out = NULL; /* the store's */
-    if (srv_files_put(r->s->libre, d->name, out, d->lr.out_len, d->lr.file_ctype) != 0) {
-        dl_error(r, 413, "The translated document (%zu bytes) does not fit the file store "
-                 "(--max-files-bytes %ld).", d->lr.out_len, r->s->api->max_files_bytes);
-        return;
-    }
-    d->stored = 1;
 }
 
-/* The document's end: its state in the table, its call freed. */
-static void doc_finish(srv_req *r)
+/* The run's done (a document or scheduler thread): the translated file
+ * into the store and the document done, or its error (its characters
+ * given back); the run and the document's state freed. */
+static void job_done(srv_doc_run *run, void *ud)
 {
-    dl_req *d = r->state;
-    srv_call *c = r->call;
-    if (d->stored) {
-        doc_set(r->s, d->doc_id, DOC_DONE, d->billed, NULL);
+    dl_job *j = ud;
+    srv_doc_result *res;
+    srv_err e = srv_doc_run_result(run, &res);
+    srv_model *sm = srv_doc_run_take_model(run);
+    char msg[640]; /* the table keeps its first 199 bytes */
+    int stored = 0;
+    if (e == SRV_OK) {
+        char *out = res->data;
+        res->data = NULL; /* the store's */
+        stored = srv_files_put(j->s->libre, j->name, out, res->len, j->ctype) == 0;
+        if (!stored)
+            snprintf(msg, sizeof msg,
+                     "The translated document (%zu bytes) does not fit the file store "
+                     "(--max-files-bytes %ld).",
+                     res->len, j->s->api->max_files_bytes);
     } else {
-        char msg[200] = "the translation failed";
-        json_t *e = c->reply ? json_loadb(c->reply, c->reply_len, 0, NULL) : NULL;
-        if (json_is_string(json_object_get(e, "message")))
-            snprintf(msg, sizeof msg, "%s", json_string_value(json_object_get(e, "message")));
-        json_decref(e);
-        if (d->billed)
-            srv_deepl_usage_give_back(d->billed);
-        doc_set(r->s, d->doc_id, DOC_ERROR, 0, msg);
+        job_message(j, sm, e, res, msg, sizeof msg);
     }
-    srv_req_free(r);
-    free(c->reply);
-    srv_call_free_arena(c); /* r with it */
-    free(c);
-}
-
-/* The next step of a document whose last one finished (its thread). */
-static void doc_drive(srv_req *r)
-{
-    dl_req *d = r->state;
-    if (atomic_load(&r->s->draining)) {
-        /* the daemon stops: the document is lost with it, its state left
-         * to the exit (the pools it would use are going) */
-        doc_set(r->s, d->doc_id, DOC_ERROR, 0, "the server shut down");
-        return;
-    }
-    srv_call_hold(r->call, 1); /* the step's own: its work may finish at once */
-    int rc = 0;
-    switch (d->lr.step) {
-    case LIBRE_STEP_PARSE:
-        rc = doc_parsed(r);
-        if (rc == 1 && (rc = srv_api_submit(r) == SRV_NEXT_PENDING ? 2 : 0) == 2)
-            doc_jobs(d->doc_id, r->call, r->pipe.n_jobs); /* under the step's hold */
-        break;
-    case LIBRE_STEP_JOBS:
-        doc_jobs(d->doc_id, NULL, r->pipe.n_jobs);
-        rc = !srv_api_jobs_failed(r) && doc_step(r, LIBRE_STEP_RENDER, SRV_DOC_NEXT) ? 2 : 0;
-        break;
-    default:
-        doc_store(r);
-    }
-    if (rc == 2)
-        srv_call_release(r->call); /* the last one: resumed again */
-    else
-        doc_finish(r);
-}
-
-/* The document thread: takes the documents resumed, one step each. */
-static pthread_mutex_t g_qmu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t g_qcv = PTHREAD_COND_INITIALIZER;
-static dl_req *g_head, *g_tail;
-static pthread_once_t g_once = PTHREAD_ONCE_INIT;
-static int g_thread_ok;
-
-static void *doc_thread(void *arg)
-{
-    (void)arg;
-    for (;;) {
-        pthread_mutex_lock(&g_qmu);
-        while (!g_head)
-            pthread_cond_wait(&g_qcv, &g_qmu);
-        dl_req *d = g_head;
-        g_head = d->next;
-        if (!g_head)
-            g_tail = NULL;
-        pthread_mutex_unlock(&g_qmu);
-        d->next = NULL;
-        doc_drive(d->r);
-    }
-    return NULL;
-}
-
-static void start_thread(void)
-{
-    pthread_t t;
-    pthread_attr_t at;
-    pthread_attr_init(&at);
-    pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-    g_thread_ok = pthread_create(&t, &at, doc_thread, NULL) == 0;
-    pthread_attr_destroy(&at);
-}
-
-static void doc_enqueue(dl_req *d)
-{
-    pthread_mutex_lock(&g_qmu);
-    if (g_tail)
-        g_tail->next = d;
-    else
-        g_head = d;
-    g_tail = d;
-    pthread_cond_signal(&g_qcv);
-    pthread_mutex_unlock(&g_qmu);
+    srv_model_put(sm);
+    if (!stored && j->billed)
+        srv_deepl_usage_give_back(j->billed);
+    doc_set(j->s, j->id, stored ? DOC_DONE : DOC_ERROR, stored ? j->billed : 0,
+            stored ? NULL : msg);
+    srv_doc_run_free(run);
+    job_free(j);
 }
 
 /* ---- documents: the upload ------------------------------------------------------------ */
@@ -453,168 +297,142 @@ static int random_hex(char *out, size_t n)
     return got == n ? 0 : -1;
 }
 
-/* The format of a file name's extension, into lr (the documents table,
- * documents.h): 0, or -1 when none. */
-static int doc_kind(srv_libre_req *lr, const char *ext)
-{
-    const srv_doc_format *fmt = srv_doc_format_of(ext);
-    if (!fmt)
-        return -1;
-    lr->file_ctype = srv_doc_ctype(fmt, ext);
-    lr->ext = ext;
-    lr->format = fmt;
-    lr->is_file = 1;
-    return 0;
-}
-
 /* The upload's checks: its name (the field filename, else the part's), its
- * format, output_format (the same), UTF-8 for a text format. 0, or -1 with
- * the error. */
-static int upload_ok(srv_req *r, json_t *f, const srv_form_file *file, dl_req *d)
+ * format (the documents table, documents.h), output_format (the same),
+ * UTF-8 for a text format. Its format's row, or NULL with the error. */
+static const srv_doc_format *upload_ok(srv_req *r, json_t *f, const srv_form_file *file,
+                                       dl_req *d)
 {
     const char *fname, *outfmt;
     if (srv_deepl_field_str(r, f, "filename", &fname) || srv_deepl_field_str(r, f, "output_format", &outfmt))
-        return -1;
+        return NULL;
     if (!file->present) {
         dl_error(r, 400, "Parameter 'file' not specified.");
-        return -1;
+        return NULL;
     }
     if (!fname || !*fname)
         fname = file->name;
     if (!fname || !*fname) {
         dl_error(r, 400, "Parameter 'filename' not specified.");
-        return -1;
+        return NULL;
     }
     snprintf(d->upload_name, sizeof d->upload_name, "%s", fname);
     const char *ext = srv_files_ext(d->upload_name);
-    if (doc_kind(&d->lr, ext) != 0) {
+    const srv_doc_format *fmt = srv_doc_format_of(ext);
+    if (!fmt) {
         dl_error(r, 400, "Invalid file data: the format %s is not supported.",
                  ext[0] ? ext : "(no extension)");
-        return -1;
+        return NULL;
     }
     if (outfmt && *outfmt && (!ext[0] || strcasecmp(outfmt, ext + 1) != 0)) {
         dl_error(r, 400, "Conversion between different document formats is not supported.");
-        return -1;
+        return NULL;
     }
     /* a zip archive is bytes; a gettext catalogue in the charset its
      * header names (po.h); every other text format UTF-8 */
-    json_t *chk = d->lr.format->binary ? json_true() : json_stringn(file->data, file->len);
+    json_t *chk = fmt->binary ? json_true() : json_stringn(file->data, file->len);
     if (!chk) {
         dl_error(r, 400, "Invalid file data: the file is not valid UTF-8.");
-        return -1;
+        return NULL;
     }
     json_decref(chk);
-    return 0;
+    return fmt;
 }
 
-/* The detached call of an upload: its request state holds a copy of the
- * upload. NULL when out of memory (recorded on r). */
-static srv_req *detach(srv_req *r, const dl_req *up, const srv_form_file *file)
+/* The document of an upload: its name in the store, a copy of its bytes,
+ * its glossary. NULL with the error recorded. */
+static dl_job *job_new(srv_req *r, const dl_req *up, const srv_doc_format *fmt,
+                       const srv_form_file *file)
 {
-    srv_call *c = calloc(1, sizeof *c);
-    srv_req *dr = c ? srv_call_alloc(c, sizeof *dr) : NULL;
-    dl_req *d = dr ? calloc(1, sizeof *d) : NULL;
-    char *data = d ? malloc(file->len + 1) : NULL;
-    const char *client = r->call->client ? r->call->client : "-";
-    if (data)
-        c->client = srv_call_strndup(c, client, strlen(client));
-    if (!data || !c->client) {
-        free(data);
-        free(d);
-        if (c)
-            srv_call_free_arena(c);
-        free(c);
+    dl_job *j = calloc(1, sizeof *j);
+    char *data = j ? malloc(file->len + 1) : NULL;
+    if (!data) {
+        free(j);
         dl_error(r, 500, "out of memory");
         return NULL;
     }
     memcpy(data, file->data, file->len);
     data[file->len] = 0;
-    c->io = &k_detached_io;
-    c->method = "POST";
-    c->path = "/v2/document";
-    c->req_id = r->call->req_id ? srv_call_strndup(c, r->call->req_id, strlen(r->call->req_id))
-                                : NULL; /* the upload's arena goes with its call */
-    c->t0 = srv_now();
-    c->timeout_s = r->s->o.file_timeout_s;
-    c->api = dr;
-    *dr = (srv_req){.s = r->s, .call = c, .route = &k_doc_route, .ep = SRV_EP_DEEPL_DOCUMENT,
-                    .path = c->path, .host = "", .state = d, .dialect_free = srv_deepl_free};
-    memcpy(d->upload_name, up->upload_name, sizeof d->upload_name);
-    memcpy(d->src, up->src, sizeof d->src);
-    memcpy(d->tgt, up->tgt, sizeof d->tgt);
-    d->upload = data;
-    d->r = dr;
-    d->lr.data = data;
-    d->lr.len = file->len;
-    d->lr.src = d->src;
-    d->lr.tgt = d->tgt;
-    doc_kind(&d->lr, srv_files_ext(d->upload_name));
-    return dr;
+    j->s = r->s;
+    j->data = data;
+    j->len = file->len;
+    memcpy(j->upload_name, up->upload_name, sizeof j->upload_name);
+    memcpy(j->src, up->src, sizeof j->src);
+    memcpy(j->tgt, up->tgt, sizeof j->tgt);
+    const char *ext = srv_files_ext(j->upload_name);
+    j->ctype = srv_doc_ctype(fmt, ext);
+    if (up->glossary_id) /* checked by srv_deepl_glossary_ok: there unless deleted since */
+        (void)srv_glossaries_get(r->s->glossaries, up->glossary_id, &j->glossary, NULL, 0);
+    char safe[80];
+    if (srv_files_new_name(j->upload_name, fmt->own_ext ? ext : ".txt", safe, sizeof safe,
+                           j->name, sizeof j->name) != 0) {
+        dl_error(r, 500, "no randomness for the document's id");
+        job_free(j);
+        return NULL;
+    }
+    memcpy(j->id, j->name, 32);
+    j->id[32] = 0;
+    return j;
 }
 
 /* POST /v2/document: the upload checked, its document in the table, its
- * parse queued; answered with its id and key. */
+ * run started; answered with its id and key. */
 static void document_upload(srv_req *r, json_t *f, const srv_form_file *file)
 {
     dl_req *up = r->state;
+    const srv_doc_format *fmt;
     if (srv_deepl_langs(r, f, up->src, up->tgt) || !srv_deepl_formality_ok(r, f) ||
-        !srv_deepl_glossary_ok(r, up, f, up->src) || upload_ok(r, f, file, up))
+        !srv_deepl_glossary_ok(r, up, f, up->src) || !(fmt = upload_ok(r, f, file, up)))
         return;
     if (srv_deepl_usage_spent(r->s)) {
         dl_error(r, 456, "Quota exceeded. The character limit has been reached.");
         return;
     }
-    pthread_once(&g_once, start_thread);
-    if (!g_thread_ok) {
-        dl_error(r, 500, "no thread for the documents");
+    dl_job *j = job_new(r, up, fmt, file);
+    if (!j)
         return;
-    }
-    srv_req *dr = detach(r, up, file);
-    if (!dr)
-        return;
-    dl_req *d = dr->state;
-    char safe[80], key[65];
-    if (srv_files_new_name(d->upload_name, d->lr.format->own_ext ? d->lr.ext : ".txt", safe, sizeof safe,
-                           d->name, sizeof d->name) != 0 ||
-        random_hex(key, 32) != 0) {
+    char key[65];
+    if (random_hex(key, 32) != 0) {
         dl_error(r, 500, "no randomness for the document's id");
-        doc_finish(dr);
+        job_free(j);
         return;
     }
-    memcpy(d->doc_id, d->name, 32);
-    d->doc_id[32] = 0;
     pthread_mutex_lock(&g_dmu);
     dl_doc *slot = doc_slot();
-    if (slot)
-        *slot = (dl_doc){.state = DOC_QUEUED};
     if (slot) {
-        memcpy(slot->id, d->doc_id, sizeof slot->id);
+        *slot = (dl_doc){.state = DOC_QUEUED};
+        memcpy(slot->id, j->id, sizeof slot->id);
         memcpy(slot->key, key, sizeof slot->key);
-        memcpy(slot->name, d->name, sizeof slot->name);
+        memcpy(slot->name, j->name, sizeof slot->name);
     }
     pthread_mutex_unlock(&g_dmu);
     if (!slot) {
         dl_error(r, 429, "Too many requests: %d documents are being translated.", DL_DOCS);
-        doc_finish(dr);
+        job_free(j);
         return;
     }
-    /* once its parse is out, the document is its thread's (it may be
-     * done and freed before this answer): its id copied first */
-    char id[33];
-    memcpy(id, d->doc_id, sizeof id);
-    srv_call_hold(dr->call, 1); /* the upload's own: a refused step's release resumes nothing */
-    if (!doc_step(dr, LIBRE_STEP_PARSE, SRV_DOC_FIRST)) {
+    /* once started, the document is its run's (it may be done and freed
+     * before this answer): its id copied first */
+    char id[33], why[256];
+    memcpy(id, j->id, sizeof id);
+    const srv_doc_request q = {.data = j->data, .len = j->len, .ext = srv_files_ext(j->upload_name),
+                               .source = "auto", .target = j->tgt, .glossary = j->glossary,
+                               .owner = srv_api_owner(r), .parsed = job_parsed};
+    srv_doc_run *run;
+    srv_err e = srv_doc_start(r->s, &q, job_done, j, &run, why, sizeof why);
+    if (e != SRV_OK) {
         /* the refusal is the upload's answer; its document never was */
-        srv_call_answer(r->call, dr->call->status, "application/json");
-        srv_call_take(r->call, dr->call->reply, dr->call->reply_len);
-        if (r->call->status == 429)
+        if (e == SRV_ERR_BUSY) {
+            dl_error(r, 429, "Too many requests: the document queue is full (--document-queue %d).",
+                     r->s->o.document_queue);
             srv_req_header(r, "Retry-After", "1");
-        dr->call->reply = NULL;
-        doc_finish(dr);
+        } else {
+            dl_error(r, 503, "The server is shutting down.");
+        }
+        job_free(j);
         doc_set(r->s, id, DOC_FREE, 0, NULL);
         return;
     }
-    srv_call_release(dr->call); /* the parse may be done already: resumed */
     srv_req_object(r, 200, json_pack("{s:s,s:s}", "document_id", id, "document_key", key));
 }
 

@@ -7,15 +7,14 @@
  * DeepL's status codes (400, 403, 404, 413, 429, 456 quota, 503).
  *
  * Promise: texts go through the same jobs, limits and batcher as the other
- * dialects, documents through LibreTranslate's document machinery
- * (libre_doc.h); an uploaded document is translated after its upload is
- * answered (its status says how far), its result kept in the file store
+ * dialects, documents through the documents' entry point
+ * (service/docrun.h); an uploaded document is translated after its upload
+ * is answered (its status says how far), its result kept in the file store
  * (files.h) until it is downloaded once or --file-ttl-s passes.
  *
  * Threads: the HTTP threads; a document after its upload on the document
- * threads, the scheduler threads and one thread of this file that takes
- * each of its steps in turn; the usage count and the documents' table are
- * the daemon's, under one lock.
+ * and scheduler threads (its run's hook and done); the usage count and the
+ * documents' table are the daemon's, under one lock.
  */
 #ifndef SRV_DEEPL_H
 #define SRV_DEEPL_H
@@ -26,7 +25,7 @@
 
 #include "files.h"
 #include "form.h"
-#include "libre_doc.h"
+#include "html.h"
 #include "office.h"
 #include "request.h"
 
@@ -74,7 +73,6 @@ typedef struct dl_text {
 #define TAGS_HTML 2
 
 typedef struct dl_req {
-    srv_libre_req lr;  /* first: a document's (libre_doc.h reads r->state as one) */
     json_t *fields;
     /* /v2/translate */
     dl_text *texts;
@@ -86,15 +84,10 @@ typedef struct dl_req {
     int n_ignore;
     long billed;       /* characters taken from the quota */
     const char *glossary_id; /* a glossary of the store (srv_api_use_glossary) */
-    /* a document on its detached call */
-    char doc_id[33];
-    char name[SRV_FILE_NAME_MAX];
+    td_decode_opts span_opts; /* a paragraph of several styles: the attention it aligns by */
+    /* /v2/document's upload */
     char upload_name[128];
     char src[16], tgt[16];
-    char *upload;      /* the upload's bytes (malloc'd: the upload's call is gone) */
-    struct dl_req *next; /* the document thread's queue */
-    srv_req *r;
-    int stored;        /* the translated file is in the store */
 } dl_req;
 
 void srv_deepl_free(srv_req *r);
@@ -107,7 +100,7 @@ int srv_deepl_langs(srv_req *r, json_t *f, char *src, char *tgt);
 /* The language of t (n bytes) among the sources of the models into tgt and
  * tgt itself (a text already in it is copied) into out: 0, -1 when no
  * model translates into tgt, -2 out of memory. */
-int srv_deepl_detect(srv_req *r, const char *t, size_t n, const char *tgt, char *out,
+int srv_deepl_detect(srv_server *s, const char *t, size_t n, const char *tgt, char *out,
                      size_t outn);
 /* formality and glossary_id: 1 to go on, 0 with the error recorded. */
 int srv_deepl_formality_ok(srv_req *r, json_t *f);

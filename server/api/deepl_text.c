@@ -40,7 +40,6 @@
 #include "files.h"
 #include "form.h"
 #include "languages.h"
-#include "libre_doc.h"
 #include "models.h"
 #include "translate.h"
 
@@ -98,13 +97,6 @@ void srv_deepl_free(srv_req *r)
     dl_req *d = r->state;
     if (!d)
         return;
-    srv_libre_req *lr = &d->lr;
-    for (int i = 0; i < lr->n_items; i++)
-        srv_html_free(lr->items[i].doc);
-    free(lr->items);
-    free(lr->segs);
-    free(lr->out);
-    srv_doc_free(lr->file);
     for (int i = 0; i < d->n_texts; i++) {
         srv_html_free(d->texts[i].html);
         srv_office_free(d->texts[i].office);
@@ -113,7 +105,6 @@ void srv_deepl_free(srv_req *r)
     }
     free(d->texts);
     free(d->segs);
-    free(d->upload);
     json_decref(d->fields);
     free(d);
 }
@@ -269,11 +260,11 @@ static void lang_out(const char *code, char *out, size_t n)
     out[k] = 0;
 }
 
-int srv_deepl_detect(srv_req *r, const char *t, size_t n, const char *tgt, char *out,
+int srv_deepl_detect(srv_server *s, const char *t, size_t n, const char *tgt, char *out,
                      size_t outn)
 {
     srv_langs L;
-    srv_langs_now(r->s, &L);
+    srv_langs_now(s, &L);
     const char *codes[SRV_LANGS_MAX + 1];
     int nc = srv_langs_sources(&L, tgt, codes);
     if (nc == 0)
@@ -284,7 +275,7 @@ int srv_deepl_detect(srv_req *r, const char *t, size_t n, const char *tgt, char 
     if (!has)
         codes[nc++] = tgt;
     srv_lang_score *sc = malloc((size_t)nc * sizeof *sc);
-    int k = sc ? srv_langid_detect_among(r->s->langid, t, n, codes, nc, sc) : -1;
+    int k = sc ? srv_langid_detect_among(s->langid, t, n, codes, nc, sc) : -1;
     if (k < 0) {
         free(sc);
         return -2;
@@ -490,7 +481,7 @@ static int text_units(srv_req *r, dl_req *d, int i)
 static int detect_text(srv_req *r, const dl_req *d, dl_text *x, const char *tgt)
 {
     if (d->tags == TAGS_NONE)
-        return srv_deepl_detect(r, x->src, x->n, tgt, x->lang, sizeof x->lang);
+        return srv_deepl_detect(r->s, x->src, x->n, tgt, x->lang, sizeof x->lang);
     size_t n = 0;
     for (int k = 0; k < x->n_segs; k++)
         n += d->segs[x->seg0 + k].len + 1;
@@ -504,7 +495,7 @@ static int detect_text(srv_req *r, const dl_req *d, dl_text *x, const char *tgt)
         *w++ = '\n';
     }
     *w = 0;
-    int rc = srv_deepl_detect(r, t, (size_t)(w - t), tgt, x->lang, sizeof x->lang);
+    int rc = srv_deepl_detect(r->s, t, (size_t)(w - t), tgt, x->lang, sizeof x->lang);
     free(t);
     return rc;
 }
@@ -552,7 +543,7 @@ static int route_texts(srv_req *r, dl_req *d, const char *src, const char *tgt)
 static void align_jobs(srv_req *r, dl_req *d)
 {
     static const int k_last[] = {-1};
-    td_decode_opts *o = &d->lr.span_opts;
+    td_decode_opts *o = &d->span_opts;
     *o = r->opts;
     o->return_attention = 1;
     o->attn_layers = k_last;

@@ -8,14 +8,15 @@
  * multipart's file part is kept aside (name and bytes). Any other type is
  * no fields at all, as Flask's request.values would be.
  *
- * /translate and /translate_file then turn their input into items (one per
- * text of q, or one per line of a .txt file, or the .html file) and the
- * items into segments (the text itself, or the text nodes of the HTML);
- * the segments that need the model become the request's texts
- * (srv_api_make_jobs), the others (source = target) are copied. Once the
- * jobs finished, libre_answer writes the translations back into the
- * items and answers; a file goes to the in-memory store and its URL is
- * answered.
+ * /translate then turns q into items (one per text) and the items into
+ * segments (the text itself, or the text nodes of the HTML); the segments
+ * that need the model become the request's texts (srv_api_make_jobs), the
+ * others (source = target) are copied. Once the jobs finished,
+ * libre_answer writes the translations back into the items and answers.
+ * /translate_file's upload goes through the documents' entry point
+ * (service/docrun.h) with the call held; once its run is done, the
+ * translated file goes to the in-memory store and its URL is answered (a
+ * failure as LibreTranslate's error).
  *
  * Checks follow LibreTranslate's order: the API key, q (or file), source,
  * target, batch limit, languages, format.
@@ -130,8 +131,7 @@ static void libre_req_free(srv_req *r)
         srv_html_free(lr->items[i].doc);
     free(lr->items);
     free(lr->segs);
-    free(lr->out);
-    srv_doc_free(lr->file);
+    srv_doc_run_free(lr->run); /* done: the call was held until then */
     json_decref(lr->fields);
     free(lr);
 }
@@ -164,14 +164,12 @@ static char *item_text(const srv_libre_req *lr, const libre_item *it, size_t *n)
 {
     size_t len = 0;
     for (int k = 0; k < it->n_segs; k++)
-        len += lr->segs[it->seg0 + k].keep ? 0 : lr->segs[it->seg0 + k].len + 1;
+        len += lr->segs[it->seg0 + k].len + 1;
     char *t = malloc(len + 1), *w = t;
     if (!t)
         return NULL;
     for (int k = 0; k < it->n_segs; k++) {
         const libre_seg *sg = &lr->segs[it->seg0 + k];
-        if (sg->keep)
-            continue;
         memcpy(w, sg->text, sg->len);
         w += sg->len;
         *w++ = ' ';
@@ -185,8 +183,8 @@ static char *item_text(const srv_libre_req *lr, const libre_item *it, size_t *n)
  * than 40 characters alone and a shorter one with all the texts together
  * (too little to go on otherwise); where our profiles cover the languages
  * (langid.h), a short text is detected alone too, so ["Hello", "Hallo"]
- * are one English and one German text. */
-static int detect_items(srv_req *r, srv_libre_req *lr, int per_item)
+ * are one English and one German text. (A file's language is docrun's.) */
+static int detect_items(srv_req *r, srv_libre_req *lr)
 {
     const srv_langid *li = r->s->langid;
     int nl = srv_langid_count(li);
@@ -243,7 +241,7 @@ static int detect_items(srv_req *r, srv_libre_req *lr, int per_item)
         for (size_t k = 0; k < n; k++)
             chars += ((unsigned char)t[k] & 0xC0) != 0x80;
         srv_lang_score best = overall;
-        if (per_item && (chars > 40 + 1 /* the joining space */ || alone) && scored > 0) {
+        if ((chars > 40 + 1 /* the joining space */ || alone) && scored > 0) {
             if (srv_langid_detect_among(li, t, n, only, n_only, sc) < 0) {
                 free(t);
                 free(sc);
@@ -301,7 +299,7 @@ static int route_segments(srv_req *r, srv_libre_req *lr, const char *src, const 
         }
         for (int k = 0; k < it->n_segs; k++) {
             libre_seg *sg = &lr->segs[it->seg0 + k];
-            if (!srv_lang_same(from, tgt) && !sg->keep) {
+            if (!srv_lang_same(from, tgt)) {
                 sg->text_idx = *n;
                 (*texts)[*n] = sg->text;
                 (*lens)[*n] = sg->len;
@@ -310,41 +308,6 @@ static int route_segments(srv_req *r, srv_libre_req *lr, const char *src, const 
         }
     }
     return 0;
-}
-
-/* Segment k of item it: its jobs capture the attention when it is styled
- * (a document's segment of several styles, a cue with tags inside). */
-static void span_job(srv_req *r, srv_libre_req *lr, const libre_item *it, int k)
-{
-    int t = lr->segs[it->seg0 + k].text_idx;
-    if (t < 0 || !lr->file || !srv_doc_styled(lr->file, it->seg0 + k))
-        return;
-    const srv_split *sp = srv_api_split_of(r, t);
-    for (int s = 0; s < (sp ? sp->n : 1); s++) {
-        int j = sp ? sp->job[s] : r->pipe.text_job[t];
-        if (j >= 0)
-            r->pipe.jobs[j].opts = &lr->span_opts;
-    }
-}
-
-
-/* A file's segments that need the alignment (documents.h: a document's
- * segments of several styles, a subtitle file's cues with tags inside)
- * capture the
- * attention of the model's last decoder layer, every head: their words'
- * alignment (srv_api_text_align). */
-static void span_jobs(srv_req *r, srv_libre_req *lr)
-{
-    static const int k_last[] = {-1};
-    lr->span_opts = r->opts;
-    lr->span_opts.return_attention = 1;
-    lr->span_opts.attn_layers = k_last;
-    lr->span_opts.n_attn_layers = 1;
-    lr->span_opts.attn_heads = NULL;
-    lr->span_opts.n_attn_heads = 0;
-    for (int i = 0; i < lr->n_items; i++)
-        for (int k = 0; k < lr->items[i].n_segs; k++)
-            span_job(r, lr, &lr->items[i], k);
 }
 
 /* Submits the request's texts (1), or answers at once when there are
@@ -377,13 +340,11 @@ static int make_jobs(srv_req *r, srv_libre_req *lr, const char *src, const char 
             r->opts.beam_size = lr->alternatives + 1;
     }
     rc = srv_api_make_jobs(r, texts, lens, n, "q");
-    if (rc == 1 && lr->file)
-        span_jobs(r, lr);
     if (rc == 1 && !srv_limits_check(r, &k_limit_fields))
         rc = 0;
     if (!rc && r->call->status == 422)
         r->call->status = 400; /* LibreTranslate answers its length limits with 400 */
-    if (rc == 1 && r->pipe.n_jobs == 0 && !lr->is_file) { /* a file: rendered (libre_respond) */
+    if (rc == 1 && r->pipe.n_jobs == 0) {
         libre_answer(r);
         rc = 0;
     }
@@ -539,133 +500,39 @@ static int parse_translate(srv_req *r, json_t *f, int is_json)
             return -1;
         }
     }
-    if (lr->autodetect && detect_items(r, lr, 1) != 0) {
+    if (lr->autodetect && detect_items(r, lr) != 0) {
         srv_req_error(r, 500, "internal", NULL, "out of memory");
         return -1;
     }
     return make_jobs(r, lr, src, tgt) == 1 ? 1 : -1;
 }
 
-/* ---- /translate_file's steps: the parse and the render on the document
- * threads (docpool.h), the model's jobs between them -------------------- */
+/* ---- /translate_file: the documents' entry point (service/docrun.h) ------ */
 
-static int file_parsed(srv_req *r);
-static void file_answer(srv_req *r);
-
-/* A step's work, unless it was dropped (any thread: the request's state
- * only, libre_doc.h). */
-static void doc_work(srv_req *r, srv_doc_outcome why)
+/* The run's done (a document or scheduler thread): the call's hold back,
+ * which resumes it; libre_respond answers on its HTTP thread. */
+static void file_done(srv_doc_run *run, void *ud)
 {
-    srv_libre_req *lr = r->state;
-    lr->outcome = why;
-    if (why == SRV_DOC_RUN && lr->step == LIBRE_STEP_PARSE)
-        lr->doc_rc = srv_libre_file_items(lr, lr->why, sizeof lr->why);
-    else if (why == SRV_DOC_RUN)
-        lr->out = srv_libre_file_render(r, &lr->out_len, lr->why, sizeof lr->why);
-}
-
-/* The task's completion (a document thread): the work, the hold back. */
-static void doc_run(srv_doc_outcome why, void *ud)
-{
+    (void)run;
     srv_req *r = ud;
-    doc_work(r, why);
-    srv_call_release(r->call); /* the call is resumed: r is touched no more */
+    srv_call_release(r->call); /* r is touched no more here */
 }
 
-static int doc_gone(void *ud)
+/* The run's jobs hook (a document thread): the translated file's
+ * estimate held to --max-response-bytes (+ --max-file-bytes), as a text
+ * request's answer is (reqlimits.h). */
+static srv_err file_jobs(srv_doc_run *run, void *ud, const srv_pipe *p, const td_decode_opts *o,
+                         char *why, size_t whylen)
+{
+    (void)run;
+    return srv_limits_file(ud, p, o, why, whylen) == 0 ? SRV_OK : SRV_ERR_TOO_LONG;
+}
+
+/* The run's gone hook (any thread): the client left. */
+static int file_gone(void *ud)
 {
     const srv_req *r = ud;
     return srv_call_client_gone(r->call);
-}
-
-/* Hands step (LIBRE_STEP_PARSE or _RENDER) to the document threads under
- * a hold of the call: 2; a full queue (503, Retry-After) or the drain is
- * answered: 0. Without document threads (a program that made none: the
- * fuzz targets) the step runs here and the request goes on. */
-static int doc_step(srv_req *r, int step)
-{
-    srv_libre_req *lr = r->state;
-    lr->step = step;
-    if (!r->s->docs) {
-        doc_work(r, SRV_DOC_RUN);
-        if (step == LIBRE_STEP_PARSE)
-            return file_parsed(r);
-        file_answer(r);
-        return 0;
-    }
-    lr->task = (srv_doc_task){.run = doc_run, .gone = doc_gone, .ud = r,
-                              .deadline = r->call->t0 + srv_req_timeout_s(r)};
-    srv_call_hold(r->call, 1); /* before it is out: it may finish at once */
-    srv_doc_submit_rc rc = srv_docpool_submit(
-        r->s->docs, &lr->task, step == LIBRE_STEP_PARSE ? SRV_DOC_FIRST : SRV_DOC_NEXT);
-    if (rc == SRV_DOC_QUEUED)
-        return 2;
-    srv_call_release(r->call); /* not out: the transport's own hold keeps the call */
-    if (rc == SRV_DOC_FULL) {
-        srv_req_error(r, 503, "queue_full", NULL,
-                      "the document queue is full (--document-queue %d); retry later",
-                      r->s->o.document_queue);
-        srv_req_header(r, "Retry-After", "1");
-    } else {
-        srv_req_error(r, 503, "draining", NULL, "the server is shutting down");
-    }
-    return 0;
-}
-
-/* A step dropped before it ran: its error recorded (1), else 0. */
-static int doc_dropped(srv_req *r)
-{
-    const srv_libre_req *lr = r->state;
-    switch (lr->outcome) {
-    case SRV_DOC_RUN:
-        return 0;
-    case SRV_DOC_TIMEOUT:
-        srv_req_error(r, 504, "timeout", NULL,
-                      "the request waited longer than %d s and was dropped",
-                      srv_req_timeout_s(r));
-        return 1;
-    case SRV_DOC_GONE:
-        srv_req_error(r, 503, "client_gone", NULL, "the client closed the connection");
-        return 1;
-    default:
-        srv_req_error(r, 503, "draining", NULL,
-                      "the server shut down before the request could finish");
-        return 1;
-    }
-}
-
-/* The upload parsed: an error answered (0), its texts for the model (1),
- * or, none needing it, its render handed out (2, or 0 answered). */
-static int file_parsed(srv_req *r)
-{
-    srv_libre_req *lr = r->state;
-    if (doc_dropped(r))
-        return 0;
-    if (lr->doc_rc == -2) {
-        srv_req_error(r, 400, "invalid_request", "file", "Invalid request: %s: %s", lr->safe,
-                      lr->why);
-        return 0;
-    }
-    if (lr->doc_rc != 0) {
-        srv_req_error(r, 500, "internal", NULL, "%s", lr->why[0] ? lr->why : "out of memory");
-        return 0;
-    }
-    if (lr->n_segs > r->s->o.max_file_texts) {
-        srv_req_error(r, 400, "out_of_range", "file",
-                      "Invalid request: the file has %d texts to translate; the limit is %d "
-                      "(--max-file-texts)",
-                      lr->n_segs, r->s->o.max_file_texts);
-        return 0;
-    }
-    lr->autodetect = !strcmp(lr->src, "auto");
-    if (lr->autodetect && detect_items(r, lr, 0) != 0) {
-        srv_req_error(r, 500, "internal", NULL, "out of memory");
-        return 0;
-    }
-    if (make_jobs(r, lr, lr->src, lr->tgt) != 1)
-        return 0;
-    lr->step = LIBRE_STEP_JOBS;
-    return r->pipe.n_jobs > 0 ? 1 : doc_step(r, LIBRE_STEP_RENDER);
 }
 
 static int parse_translate_file(srv_req *r, json_t *f, const srv_form_file *file)
@@ -699,20 +566,37 @@ static int parse_translate_file(srv_req *r, json_t *f, const srv_form_file *file
     }
     json_decref(chk);
     lr->is_file = 1;
+    lr->autodetect = !strcmp(src, "auto"); /* the answer says the file's language */
     lr->file_ctype = srv_doc_ctype(fmt, ext);
     if (srv_files_new_name(file->name, fmt->own_ext ? ext : ".txt", lr->safe, sizeof lr->safe,
                            lr->file_name, sizeof lr->file_name) != 0) {
         srv_req_error(r, 500, "internal", NULL, "no randomness for the file name");
         return -1;
     }
-    lr->data = file->data;
-    lr->len = file->len;
-    lr->ext = ext;
-    lr->format = fmt;
-    lr->overwrite = !falsy(json_object_get(f, "overwrite"));
-    lr->src = src;
-    lr->tgt = tgt;
-    return doc_step(r, LIBRE_STEP_PARSE);
+    /* the upload's bytes and the fields live with the call, held until done */
+    const srv_doc_request q = {.data = file->data, .len = file->len, .ext = ext, .source = src,
+                               .target = tgt,
+                               .overwrite = !falsy(json_object_get(f, "overwrite")),
+                               .glossary = r->glossary, .owner = srv_api_owner(r),
+                               .deadline = r->call->t0 + srv_req_timeout_s(r), .gone = file_gone,
+                               .jobs = file_jobs};
+    char why[256];
+    srv_call_hold(r->call, 1); /* before it is out: it may be done at once */
+    srv_err e = srv_doc_start(r->s, &q, file_done, r, &lr->run, why, sizeof why);
+    if (e == SRV_OK)
+        return 2;
+    srv_call_release(r->call); /* not out: the transport's own hold keeps the call */
+    if (e == SRV_ERR_BUSY) {
+        srv_req_error(r, 503, "queue_full", NULL,
+                      "the document queue is full (--document-queue %d); retry later",
+                      r->s->o.document_queue);
+        srv_req_header(r, "Retry-After", "1");
+    } else if (e == SRV_ERR_UNAVAILABLE) {
+        srv_req_error(r, 503, "draining", NULL, "the server is shutting down");
+    } else {
+        srv_req_error(r, 500, "internal", NULL, "%s", why);
+    }
+    return -1;
 }
 
 static json_t *detections_json(const srv_lang_score *sc, int n)
@@ -844,19 +728,99 @@ static json_t *take_unescaped(char *t)
     return take_string(u);
 }
 
-/* The translated file rendered: into the file store, its URL answered. */
+/* A file's failure (srv_doc_run_result: e at res->stage) as LibreTranslate's
+ * error. */
+static void file_error(srv_req *r, srv_err e, const srv_doc_result *res)
+{
+    const srv_libre_req *lr = r->state;
+    const char *why = res->why[0] ? res->why : "out of memory";
+    switch (res->stage) {
+    case SRV_DOC_AT_WAIT:
+        if (res->dropped == SRV_DOC_TIMEOUT)
+            srv_req_error(r, 504, "timeout", NULL,
+                          "the request waited longer than %d s and was dropped",
+                          srv_req_timeout_s(r));
+        else if (res->dropped == SRV_DOC_GONE)
+            srv_req_error(r, 503, "client_gone", NULL, "the client closed the connection");
+        else
+            srv_req_error(r, 503, "draining", NULL,
+                          "the server shut down before the request could finish");
+        return;
+    case SRV_DOC_AT_PARSE:
+        if (e == SRV_ERR_INVALID)
+            srv_req_error(r, 400, "invalid_request", "file", "Invalid request: %s: %s", lr->safe,
+                          res->why);
+        else
+            srv_req_error(r, 500, "internal", NULL, "%s", why);
+        return;
+    case SRV_DOC_AT_TEXTS:
+        srv_req_error(r, 400, "out_of_range", "file",
+                      "Invalid request: the file has %d texts to translate; the limit is %d "
+                      "(--max-file-texts)",
+                      res->n_texts, r->s->o.max_file_texts);
+        return;
+    case SRV_DOC_AT_MODEL: {
+        const char *tgt = json_string_value(json_object_get(lr->fields, "target"));
+        char pairs[512];
+        srv_models_pairs_text(r->s->models, pairs, sizeof pairs);
+        srv_req_error(r, 400, "unsupported_language", "target",
+                      "%s (%s) is not available as a target language from %s (%s); "
+                      "the models: %s",
+                      srv_lang_name(tgt), tgt, srv_lang_name(res->source), res->source, pairs);
+        return;
+    }
+    case SRV_DOC_AT_DEVICE:
+        srv_req_error(r, 503, "device_error", NULL, "%s", why);
+        return;
+    case SRV_DOC_AT_GLOSSARY:
+        srv_req_error(r, 400, "glossary_language_mismatch", r->gloss_param, "%s", why);
+        return;
+    case SRV_DOC_AT_JOBS:
+        srv_api_pipe_error(r, e, &res->fail, "q");
+        if (r->call->status == 422)
+            r->call->status = 400; /* LibreTranslate answers its length limits with 400 */
+        return;
+    case SRV_DOC_AT_LIMIT: /* LibreTranslate answers its length limits with 400 */
+        srv_req_error(r, 400, "response_too_large", k_limit_fields.texts, "%s", res->why);
+        return;
+    case SRV_DOC_AT_SUBMIT:
+        if (res->submit == SRV_SUBMIT_FULL) {
+            srv_req_error(r, 429, "queue_full", NULL, "the queue is full; retry later");
+            srv_req_header(r, "Retry-After", "1");
+        } else if (res->submit == SRV_SUBMIT_RETIRED) {
+            srv_api_model_retired(r);
+        } else {
+            srv_req_error(r, 503, "draining", NULL, "the server is shutting down");
+        }
+        return;
+    case SRV_DOC_AT_RUN:
+        srv_api_job_error(r, 0, res->job, res->why);
+        return;
+    default: /* the detection, the render: out of memory, or the writer's why */
+        srv_req_error(r, 500, "internal", NULL, "%s", why);
+        return;
+    }
+}
+
+/* The file's run done: the translated file into the file store, its URL
+ * answered, or the run's failure. */
 static void file_answer(srv_req *r)
 {
     srv_libre_req *lr = r->state;
-    if (doc_dropped(r))
-        return;
-    if (!lr->out) {
-        srv_req_error(r, 500, "internal", NULL, "%s", lr->why[0] ? lr->why : "out of memory");
+    srv_doc_result *res;
+    srv_err e = srv_doc_run_result(lr->run, &res);
+    /* what the access log says: the pair's model, the jobs */
+    r->model = srv_doc_run_take_model(lr->run);
+    r->doc_jobs = res->n_jobs;
+    r->doc_tokens_in = res->tokens_in;
+    r->tokens_out = res->tokens_out;
+    if (e != SRV_OK) {
+        file_error(r, e, res);
         return;
     }
-    char *out = lr->out;
-    size_t len = lr->out_len;
-    lr->out = NULL; /* the store's */
+    char *out = res->data;
+    size_t len = res->len;
+    res->data = NULL; /* the store's */
     if (srv_files_put(r->s->libre, lr->file_name, out, len, lr->file_ctype) != 0) {
         srv_req_error(r, 500, "internal", NULL,
                       "the translated file (%zu bytes) does not fit the file store "
@@ -874,15 +838,15 @@ static void file_answer(srv_req *r)
         sprintf(url, "http://%s/download_file/%s%s%s", r->host ? r->host : "localhost", rid,
                 rid[0] ? "/" : "", lr->file_name);
     json_object_set_new(root, "translatedFileUrl", take_string(url));
-    if (lr->format->counts_kept) /* units left for a person (catalog.h) */
-        json_object_set_new(root, "keptUnits", json_integer(srv_doc_kept(lr->file)));
-    if (lr->format->counts_lost) /* formatting, a cue's tags, that found no word (spans.h) */
-        json_object_set_new(root, "lostSpans", json_integer(srv_doc_lost(lr->file)));
-    if (lr->autodetect && lr->n_items > 0) /* the file's language, detected once over its text:
-                                            * the target's when nothing was translated */
+    if (res->format->counts_kept) /* units left for a person (catalog.h) */
+        json_object_set_new(root, "keptUnits", json_integer(res->kept));
+    if (res->format->counts_lost) /* formatting, a cue's tags, that found no word (spans.h) */
+        json_object_set_new(root, "lostSpans", json_integer(res->lost));
+    if (lr->autodetect) /* the file's language, detected once over its text: the
+                         * target's when nothing was translated */
         json_object_set_new(root, "detectedLanguage",
-                            json_pack("{s:f,s:s}", "confidence", lr->items[0].confidence,
-                                      "language", lr->items[0].lang));
+                            json_pack("{s:f,s:s}", "confidence", res->confidence, "language",
+                                      res->source));
     respond_json(r, 200, root);
 }
 
@@ -1022,24 +986,15 @@ static srv_call_next libre_body(srv_req *r)
     return rc == 1 ? srv_api_submit(r) : rc == 2 ? SRV_NEXT_PENDING : SRV_NEXT_ANSWERED;
 }
 
-/* The work handed out finished: the jobs' error or answer; a file's next
- * step (its parse done: its jobs; its jobs done: its render; its render
- * done: the answer). */
+/* The work handed out finished: the jobs' error or answer; a file's run's. */
 static srv_call_next libre_respond(srv_req *r)
 {
     srv_libre_req *lr = r->state;
-    int rc = 0;
-    if (!lr->is_file) {
-        if (!srv_api_jobs_failed(r))
-            libre_answer(r);
-    } else if (lr->step == LIBRE_STEP_PARSE) {
-        rc = file_parsed(r);
-    } else if (lr->step == LIBRE_STEP_JOBS) {
-        rc = srv_api_jobs_failed(r) ? 0 : doc_step(r, LIBRE_STEP_RENDER);
-    } else {
+    if (lr->is_file)
         file_answer(r);
-    }
-    return rc == 1 ? srv_api_submit(r) : rc == 2 ? SRV_NEXT_PENDING : SRV_NEXT_ANSWERED;
+    else if (!srv_api_jobs_failed(r))
+        libre_answer(r);
+    return SRV_NEXT_ANSWERED;
 }
 
 /* ---- the routes ---------------------------------------------------------- */

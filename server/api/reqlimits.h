@@ -53,4 +53,11 @@ void srv_cost_estimate(const srv_req *r, const srv_limit_fields *f, srv_cost *c)
  * error recorded (422 response_too_large, param one of f's fields). */
 int srv_limits_check(srv_req *r, const srv_limit_fields *f);
 
+/* An uploaded document's jobs (p, under o: docrun.h's jobs hook, any
+ * thread; reads r's server and body only) held to the same estimate, its
+ * upload coming back, against --max-response-bytes + --max-file-bytes: 0
+ * within, else -1 with the message (n bytes; the door answers it). */
+int srv_limits_file(const srv_req *r, const srv_pipe *p, const td_decode_opts *o, char *msg,
+                    size_t n);
+
 #endif /* SRV_REQLIMITS_H */

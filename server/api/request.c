@@ -83,7 +83,7 @@ void srv_req_header(srv_req *r, const char *name, const char *value)
  * (jansson's parse errors quote the body, cut to their own size, possibly
  * mid-character) must still be a JSON string, or the error itself would
  * become a 500. */
-static void utf8_sanitize(char *s)
+void srv_utf8_sanitize(char *s)
 {
     unsigned char *p = (unsigned char *)s;
     while (*p) {
@@ -111,10 +111,10 @@ void srv_req_error(srv_req *r, int status, const char *code, const char *param, 
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    utf8_sanitize(msg);
+    srv_utf8_sanitize(msg);
     if (param) {
         snprintf(par, sizeof par, "%s", param);
-        utf8_sanitize(par);
+        srv_utf8_sanitize(par);
         param = par;
     }
     /* LibreTranslate's endpoints answer LibreTranslate's {"error": message} */

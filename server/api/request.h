@@ -161,6 +161,10 @@ struct srv_req {
     void *state;
     void (*dialect_free)(srv_req *r);
     long tokens_out;
+    /* a document's jobs and their tokens (service/docrun.h: not this
+     * request's pipe), for the access log */
+    int doc_jobs;
+    long doc_tokens_in;
     /* a streamed answer (docs/api.md, "Streaming"): its framing, whether it
      * is out (errors become an event), and each finished job's event
      * (called on the scheduler thread that finished it: no arena there) */
@@ -169,13 +173,6 @@ struct srv_req {
     int *job_text, *job_sent; /* per job: its text and its sentence in it */
     void (*job_event)(srv_req *r, const srv_job *j);
     srv_req *parent; /* a part of parent (native.c: texts routed each by its language) */
-    /* a file's jobs fed to the queue in parts (translate.c): the first
-     * feed_at out at the submit, then one more as each queued one finishes
-     * (fed: the next to claim, taken by the scheduler threads) */
-    int feed_at;             /* 0: every job out at once */
-    atomic_int fed;
-    srv_completion feed_c;
-    double feed_deadline;
     int *text_index; /* a part's: each of its texts' index in the request (errors name it) */
 };
 
@@ -211,6 +208,11 @@ void srv_req_error(srv_req *r, int status, const char *code, const char *param,
  * NOT_FOUND 404, CONFLICT 409, TOO_LONG / TOO_MANY / UNUSABLE 422, BUSY
  * 429, NOMEM and INTERNAL 500, UNAVAILABLE 503, NO_ROOM 507. */
 int srv_req_status(srv_err e);
+
+/* Replaces in place every byte of s that is not part of a well-formed
+ * UTF-8 sequence with '?' (a message quoting client input, made a JSON
+ * string). */
+void srv_utf8_sanitize(char *s);
 
 /* count x size zeroed bytes in the call's arena, freed with the call (NULL
  * when out of memory or on overflow; 0 items are 1). Everything a request

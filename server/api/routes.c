@@ -327,8 +327,8 @@ static void api_done(void *ctx, srv_call *c, int status, double seconds)
     /* what the access log says, kept past the model's reference */
     if (r->model)
         c->log_model = srv_call_strndup(c, r->model->name, strlen(r->model->name));
-    c->log_texts = r->pipe.n_jobs;
-    c->tokens_in = r->pipe.tokens_in;
+    c->log_texts = r->pipe.n_jobs + r->doc_jobs;
+    c->tokens_in = r->pipe.tokens_in + r->doc_tokens_in;
     c->tokens_out = r->tokens_out;
     srv_req_free(r);
 }

@@ -138,8 +138,6 @@ int srv_api_make_jobs(srv_req *r, const char *const *texts, const size_t *lens, 
      * request's source */
     char sl[16];
     srv_lang_canon(sm->n_langs ? r->src_lang : sm->src_lang, sl, sizeof sl);
-    /* an uploaded file has its own bound; its jobs are queued in parts */
-    const int file = r->route && (r->route->flags & SRV_ROUTE_FILE);
     srv_pipe *p = &r->pipe;
     p->tok = sm->tok;
     p->arena = (srv_arena){req_arena, r};
@@ -147,42 +145,56 @@ int srv_api_make_jobs(srv_req *r, const char *const *texts, const size_t *lens, 
     p->src_lang = lang;
     p->max_tokens = sm->max_input_tokens;
     p->cut_long = 0; /* refused, not cut */
-    p->max_jobs = file ? r->s->o.max_file_texts : r->s->o.max_queue;
+    p->max_jobs = r->s->o.max_queue; /* a file's: --max-file-texts (docrun.c) */
     p->opts = &r->opts;
     if (glossary_pair(r) != 0)
         return 0;
     srv_pipe_fail f;
     const srv_err e = srv_pipe_make(p, texts, lens, n, &f);
-    const int st = srv_req_status(e); /* the kind's status, as every dialect's */
-    switch (e) {
-    case SRV_OK:
+    if (e == SRV_OK)
         return 1;
+    srv_api_pipe_error(r, e, &f, param);
+    return 0;
+}
+
+const char *srv_api_pipe_message(srv_err e, const srv_pipe_fail *f, int text, int file,
+                                 char *msg, size_t n)
+{
+    switch (e) {
     case SRV_ERR_TOO_LONG:
-        if (f.sentence < 0)
-            srv_req_error(r, st, "text_too_long", param,
-                          "text %d has %d tokens; the limit is %d (including </s>)",
-                          text_no(r, f.text), f.n_tokens, f.limit);
+        if (f->sentence < 0)
+            snprintf(msg, n, "text %d has %d tokens; the limit is %d (including </s>)", text,
+                     f->n_tokens, f->limit);
         else
-            srv_req_error(r, st, "text_too_long", param,
-                          "text %d, sentence %d (characters %zu..%zu) has %d tokens; the limit "
-                          "is %d (including </s>)",
-                          text_no(r, f.text), f.sentence, f.c0, f.c1, f.n_tokens, f.limit);
-        return 0;
+            snprintf(msg, n,
+                     "text %d, sentence %d (characters %zu..%zu) has %d tokens; the limit "
+                     "is %d (including </s>)",
+                     text, f->sentence, f->c0, f->c1, f->n_tokens, f->limit);
+        return "text_too_long";
     case SRV_ERR_TOO_MANY:
-        srv_req_error(r, st, "too_many_sentences", param,
-                      "the texts have %d sentences to translate; the limit is %d (%s)",
-                      f.n_tokens, f.limit, file ? "--max-file-texts" : "--max-queue");
-        return 0;
+        snprintf(msg, n, "the texts have %d sentences to translate; the limit is %d (%s)",
+                 f->n_tokens, f->limit, file ? "--max-file-texts" : "--max-queue");
+        return "too_many_sentences";
     case SRV_ERR_INTERNAL:
-        if (f.text >= 0)
-            srv_req_error(r, st, "internal", NULL, "text %d: %s", text_no(r, f.text), f.msg);
+        if (f->text >= 0)
+            snprintf(msg, n, "text %d: %s", text, f->msg);
         else
-            srv_req_error(r, st, "internal", NULL, "%s", f.msg);
-        return 0;
+            snprintf(msg, n, "%s", f->msg);
+        return "internal";
     default:
-        srv_req_error(r, st, "internal", NULL, "out of memory");
-        return 0;
+        snprintf(msg, n, "out of memory");
+        return "internal";
     }
+}
+
+void srv_api_pipe_error(srv_req *r, srv_err e, const srv_pipe_fail *f, const char *param)
+{
+    const int file = r->route && (r->route->flags & SRV_ROUTE_FILE);
+    char msg[512];
+    const char *code = srv_api_pipe_message(e, f, text_no(r, f->text), file, msg, sizeof msg);
+    /* the kind's status, as every dialect's; the field named but for the
+     * library's failure */
+    srv_req_error(r, srv_req_status(e), code, !strcmp(code, "internal") ? NULL : param, "%s", msg);
 }
 int srv_api_model_failed(srv_req *r, const srv_model *sm)
 {
@@ -198,13 +210,9 @@ int srv_api_model_failed(srv_req *r, const srv_model *sm)
  * it ran (srv_batcher_retire): its texts were tokenized for the old files,
  * so it is answered, not run on the new ones; sent again, it is the new
  * model's. */
-static void model_retired(srv_req *r)
+void srv_api_model_retired(srv_req *r)
 {
-    srv_req_error(r, 503, "model_reloaded", NULL,
-                  "model %s was loaded again from changed files while this request waited; "
-                  "send it again",
-                  r->model->name);
-    srv_req_header(r, "Retry-After", "1");
+    srv_api_job_error(r, 0, SRV_JOB_RETIRED, NULL);
 }
 
 /* The cache's key of a job (cache.h): its model, options and source. */
@@ -214,34 +222,6 @@ static srv_cache_key cache_key(const srv_req *r, const srv_job *j)
     return k;
 }
 
-/* A file's next job to the queue, as one of its queued jobs finished with
- * status st (a scheduler thread): the file keeps --file-queue-texts in the
- * queue, and the texts of requests made meanwhile are taken between them.
- * A job that cannot go (the daemon drains, the model was replaced), and
- * every job left once one did not finish (its client left, its deadline
- * passed, the engine failed), is finished here with that status, without
- * running. */
-static void feed_next(srv_req *r, srv_job_status st)
-{
-    for (;;) {
-        int k = atomic_fetch_add(&r->fed, 1);
-        if (k >= r->pipe.n_jobs)
-            return;
-        srv_job *j = &r->pipe.jobs[k];
-        if (j->cached)
-            continue; /* finished at the submit (srv_api_submit) */
-        srv_submit_rc sr = st != SRV_JOB_DONE ? SRV_SUBMIT_DRAINING
-                           : srv_batcher_feed(r->model->b, j, 1, r->feed_deadline, &r->feed_c);
-        if (sr == SRV_SUBMIT_OK)
-            return;
-        j->status = st != SRV_JOB_DONE            ? st
-                    : sr == SRV_SUBMIT_RETIRED ? SRV_JOB_RETIRED
-                                               : SRV_JOB_SHUTDOWN;
-        st = j->status;
-        srv_call_release(r->call);
-    }
-}
-
 /* The completion of every job (a scheduler thread, the main thread in a
  * drain, or the HTTP thread for a cache hit): the device-failed policy for
  * a failed job, a finished one into the cache, then the job's hold of the
@@ -249,8 +229,6 @@ static void feed_next(srv_req *r, srv_job_status st)
 static void job_done(srv_job *j, void *ud)
 {
     srv_req *r = ud;
-    if (r->feed_at > 0 && !j->cached)
-        feed_next(r, j->status);
     if (j->status == SRV_JOB_FAILED)
         srv_model_engine_error(r->model, j->engine_rc, j->engine_err);
     if (j->status == SRV_JOB_DONE && !j->cached) {
@@ -269,22 +247,27 @@ static int client_left(void *ud)
     return srv_call_client_gone(r->call);
 }
 
-srv_call_next srv_api_submit(srv_req *r)
+uint64_t srv_api_owner(const srv_req *r)
 {
-    srv_server *s = r->s;
     /* --fair-share client: the client's address owns the request's share of
      * the queue (FNV-1a), so that one client's many requests share one; by
      * default (0) each request has its own (behind a proxy, or on
      * loopback, every client has one address) */
     uint64_t owner = 0;
-    if (s->o.fair_share == SRV_SHARE_CLIENT) {
+    if (r->s->o.fair_share == SRV_SHARE_CLIENT) {
         owner = 1469598103934665603ULL;
         for (const char *p = r->call->client; *p; p++)
             owner = (owner ^ (unsigned char)*p) * 1099511628211ULL;
         owner += !owner;
     }
+    return owner;
+}
+
+srv_call_next srv_api_submit(srv_req *r)
+{
+    srv_server *s = r->s;
     const srv_completion done = {.done = job_done, .gone = client_left, .ud = r,
-                                 .owner = owner};
+                                 .owner = srv_api_owner(r)};
     /* the sentences seen before: their stored results, the engine skipped */
     for (int i = 0; s->cache && i < r->pipe.n_jobs; i++) {
         srv_job *j = &r->pipe.jobs[i];
@@ -301,31 +284,18 @@ srv_call_next srv_api_submit(srv_req *r)
             r->pipe.jobs[i].urgent = 1;
             u++;
         }
-    /* an uploaded file's jobs in parts: the first --file-queue-texts not
-     * cached now, the others as those finish (feed_next) */
-    int out = r->pipe.n_jobs;
-    if (r->route && (r->route->flags & SRV_ROUTE_FILE)) {
-        int misses = 0;
-        for (out = 0; out < r->pipe.n_jobs && misses < s->o.file_queue_texts; out++)
-            misses += !r->pipe.jobs[out].cached;
-        r->feed_c = done;
-        r->feed_deadline = r->call->t0 + srv_req_timeout_s(r);
-        atomic_store(&r->fed, out);
-        r->feed_at = out < r->pipe.n_jobs ? out : 0;
-    }
-    /* the holds before the jobs are out: a job may finish at once */
+    /* the holds before the jobs are out: a job may finish at once (an
+     * uploaded file's jobs go in parts through service/docrun.c) */
     srv_call_hold(r->call, r->pipe.n_jobs);
-    srv_submit_rc sr = srv_batcher_submit(r->model->b, r->pipe.jobs, out,
+    srv_submit_rc sr = srv_batcher_submit(r->model->b, r->pipe.jobs, r->pipe.n_jobs,
                                           r->call->t0 + srv_req_timeout_s(r), &done);
     if (sr == SRV_SUBMIT_OK) {
-        /* every cached job finishes now, those past the first part too:
-         * feed_next passes over them */
+        /* every cached job finishes now */
         for (int i = 0; i < r->pipe.n_jobs; i++)
             if (r->pipe.jobs[i].cached)
                 job_done(&r->pipe.jobs[i], r);
         return SRV_NEXT_PENDING;
     }
-    r->feed_at = 0;
     /* none went out: their holds back (the transport's own keeps the call) */
     for (int i = 0; i < r->pipe.n_jobs; i++)
         srv_call_release(r->call);
@@ -333,40 +303,63 @@ srv_call_next srv_api_submit(srv_req *r)
         srv_req_error(r, 429, "queue_full", NULL, "the queue is full; retry later");
         srv_req_header(r, "Retry-After", "1");
     } else if (sr == SRV_SUBMIT_RETIRED) {
-        model_retired(r);
+        srv_api_model_retired(r);
     } else {
         srv_req_error(r, 503, "draining", NULL, "the server is shutting down");
     }
     return SRV_NEXT_ANSWERED;
 }
 
+int srv_api_job_message(int job, srv_job_status st, const char *engine_err, int timeout_s,
+                        const char *model, char *msg, size_t n)
+{
+    switch (st) {
+    case SRV_JOB_TIMEOUT:
+        snprintf(msg, n, "the request waited longer than %d s and was dropped", timeout_s);
+        return 504;
+    case SRV_JOB_SHUTDOWN:
+        snprintf(msg, n, "the server shut down before the request could finish");
+        return 503;
+    case SRV_JOB_GONE:
+        snprintf(msg, n, "the client closed the connection");
+        return 503;
+    case SRV_JOB_RETIRED:
+        snprintf(msg, n,
+                 "model %s was loaded again from changed files while this request waited; "
+                 "send it again",
+                 model);
+        return 503;
+    case SRV_JOB_FAILED:
+        snprintf(msg, n, "translation failed: %s", engine_err);
+        return 500;
+    default:
+        snprintf(msg, n, "job %d did not finish", job);
+        return 500;
+    }
+}
+
+void srv_api_job_error(srv_req *r, int job, srv_job_status st, const char *engine_err)
+{
+    static const char *const k_codes[] = {
+        [SRV_JOB_TIMEOUT] = "timeout", [SRV_JOB_SHUTDOWN] = "draining",
+        [SRV_JOB_GONE] = "client_gone", [SRV_JOB_RETIRED] = "model_reloaded"};
+    char msg[512];
+    int status = srv_api_job_message(job, st, engine_err, srv_req_timeout_s(r),
+                                     r->model ? r->model->name : "", msg, sizeof msg);
+    const char *code = (int)st >= 0 && (size_t)st < sizeof k_codes / sizeof k_codes[0] && k_codes[st]
+                           ? k_codes[st]
+                           : "internal";
+    srv_req_error(r, status, code, NULL, "%s", msg);
+    if (st == SRV_JOB_RETIRED)
+        srv_req_header(r, "Retry-After", "1");
+}
+
 int srv_api_jobs_failed(srv_req *r)
 {
     for (int i = 0; r->pipe.jobs && i < r->pipe.n_jobs; i++) {
-        switch (r->pipe.jobs[i].status) {
-        case SRV_JOB_DONE:
-            continue;
-        case SRV_JOB_TIMEOUT:
-            srv_req_error(r, 504, "timeout", NULL,
-                          "the request waited longer than %d s and was dropped",
-                          srv_req_timeout_s(r));
-            return 1;
-        case SRV_JOB_SHUTDOWN:
-            srv_req_error(r, 503, "draining", NULL,
-                          "the server shut down before the request could finish");
-            return 1;
-        case SRV_JOB_GONE:
-            srv_req_error(r, 503, "client_gone", NULL, "the client closed the connection");
-            return 1;
-        case SRV_JOB_RETIRED:
-            model_retired(r);
-            return 1;
-        case SRV_JOB_FAILED:
-            srv_req_error(r, 500, "internal", NULL, "translation failed: %s",
-                          r->pipe.jobs[i].engine_err);
-            return 1;
-        default:
-            srv_req_error(r, 500, "internal", NULL, "job %d did not finish", i);
+        const srv_job *j = &r->pipe.jobs[i];
+        if (j->status != SRV_JOB_DONE) {
+            srv_api_job_error(r, i, j->status, j->engine_err);
             return 1;
         }
     }

@@ -29,6 +29,15 @@
 int srv_api_make_jobs(srv_req *r, const char *const *texts, const size_t *lens, int n,
                       const char *param);
 
+/* A pipeline's failure e at f (srv_pipe_make) as the API's error: 422
+ * text_too_long or too_many_sentences naming param (the file's bound with
+ * an uploaded file's route), 500 internal. */
+void srv_api_pipe_error(srv_req *r, srv_err e, const srv_pipe_fail *f, const char *param);
+/* Its message (n bytes; text: the text's number as the client counts it;
+ * file: an uploaded file's bound), and its code. */
+const char *srv_api_pipe_message(srv_err e, const srv_pipe_fail *f, int text, int file,
+                                 char *msg, size_t n);
+
 /* The glossary of id (glossary.h) for r's translation, its terms placed in
  * every text (srv_api_make_jobs checks its pair, param naming the field).
  * 0, or -1 with a 400 naming param when there is no such glossary. */
@@ -43,6 +52,22 @@ int srv_api_model_failed(srv_req *r, const srv_model *sm);
  * answered at once (SRV_NEXT_ANSWERED). --fair-share client: the client's
  * address owns the request's share of the queue. */
 srv_call_next srv_api_submit(srv_req *r);
+
+/* r's owner of a share of the queue (srv_completion): by --fair-share. */
+uint64_t srv_api_owner(const srv_req *r);
+
+/* A job (number job) that did not finish with status st as the API's
+ * error: 504 timeout, 503 draining, client_gone or model_reloaded (the
+ * model of r, Retry-After), 500 (SRV_JOB_FAILED: engine_err). */
+void srv_api_job_error(srv_req *r, int job, srv_job_status st, const char *engine_err);
+/* Its message (n bytes; timeout_s the request's bound, model the model's
+ * name), and its status. */
+int srv_api_job_message(int job, srv_job_status st, const char *engine_err, int timeout_s,
+                        const char *model, char *msg, size_t n);
+
+/* r's model was replaced by a new generation while its jobs waited: 503
+ * model_reloaded, Retry-After. */
+void srv_api_model_retired(srv_req *r);
 
 /* Once every job finished: 0 when all are done (r->tokens_out counted), or
  * 1 with the error of the first that did not finish recorded (504, 503,

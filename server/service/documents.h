@@ -2,8 +2,8 @@
  * documents.h - every file format behind one table: a row per format
  * (its extensions, the translated file's content type, its parse, its
  * segments, its render), and one document object every door uses the same
- * way: LibreTranslate's /translate_file (server/api/libre_doc.c) and
- * `transformerd translate-file` (server/cli_file.c).
+ * way, through the documents' entry point (docrun.h): LibreTranslate's
+ * /translate_file, DeepL's /v2/document and `transformerd translate-file`.
  *
  *   srv_doc_format_of   the row of a file's extension (NULL: not supported)
  *   srv_doc_parse       the bytes into the format's segments
