@@ -335,6 +335,43 @@ START_TEST(test_edit)
 }
 END_TEST
 
+/* A merge into a pair's dictionary, then more new pairs than a glossary
+ * holds: refused (SRV_ERR_INVALID naming dictionaries), never SRV_OK with
+ * no glossary (the PATCH that answered it crashed). */
+START_TEST(test_edit_dict_bound)
+{
+    const srv_gloss_limits lim = {4, 1 << 20, 1000};
+    char msg[256];
+    srv_glossaries *st = srv_glossaries_open(NULL, &lim, NULL, 0, msg, sizeof msg);
+    srv_glossary *g, *e = NULL;
+    const char *param;
+    srv_gloss_input over[SRV_GLOSS_MAX_DICTS + 1];
+    char tgt[SRV_GLOSS_MAX_DICTS + 1][8];
+    for (int i = 0; i <= SRV_GLOSS_MAX_DICTS; i++) {
+        snprintf(tgt[i], sizeof tgt[i], "q%c%c", 'a' + i % 26, 'a' + i / 26);
+        over[i] = (srv_gloss_input){"en", tgt[i], "disk\tx\n", 7, "tsv"};
+    }
+    ck_assert_int_eq(srv_glossaries_create(st, "full", over, SRV_GLOSS_MAX_DICTS, &g, &param, msg,
+                                           sizeof msg),
+                     SRV_OK);
+    /* over[0] merged into its own, over[32] a 33rd pair */
+    over[1] = over[SRV_GLOSS_MAX_DICTS];
+    ck_assert_int_eq(srv_glossaries_edit(st, g->id, NULL, over, 2, SRV_GLOSS_MERGE, &e, &param,
+                                         msg, sizeof msg),
+                     SRV_ERR_INVALID);
+    ck_assert_ptr_null(e);
+    ck_assert_str_eq(param, "dictionaries");
+    ck_assert_ptr_nonnull(strstr(msg, "at most 32 dictionaries"));
+    /* the new pair alone: the same answer */
+    ck_assert_int_eq(srv_glossaries_edit(st, g->id, NULL, &over[1], 1, SRV_GLOSS_MERGE, &e, &param,
+                                         msg, sizeof msg),
+                     SRV_ERR_INVALID);
+    ck_assert_ptr_null(e);
+    srv_glossary_put(g);
+    srv_glossaries_close(st);
+}
+END_TEST
+
 static srv_glossary *dict_of(srv_glossaries **st, const char *entries)
 {
     char msg[256];
@@ -521,6 +558,7 @@ int main(void)
     tcase_add_test(tc, test_fields_and_bounds);
     tcase_add_test(tc, test_persistence);
     tcase_add_test(tc, test_edit);
+    tcase_add_test(tc, test_edit_dict_bound);
     tcase_add_test(tc, test_match);
     tcase_add_test(tc, test_place);
     tcase_add_test(tc, test_apply_offsets);

@@ -1109,6 +1109,7 @@ static int edit_inputs(const srv_glossary *old, const srv_gloss_input *in, int n
             return -1;
         }
         if (na == SRV_GLOSS_MAX_DICTS) {
+            *st = SRV_ERR_INVALID; /* a merge before may have left SRV_OK here */
             *param = "dictionaries";
             say(msg, msg_n, "a glossary has at most %d dictionaries", SRV_GLOSS_MAX_DICTS);
             return -1;
