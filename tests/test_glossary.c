@@ -114,6 +114,20 @@ START_TEST(test_fields_and_bounds)
     ck_assert_int_eq(srv_glossaries_create(st, "", &in, 1, &g, &param, msg, sizeof msg),
                      SRV_ERR_INVALID);
     ck_assert_str_eq(param, "name");
+    /* a name: at most 1024 characters, however many bytes (/openapi.json's
+     * maxLength) */
+    char name[2 * 1025 + 1] = "";
+    for (int i = 0; i < 1024; i++)
+        strcat(name, "\xc3\xa9"); /* U+00E9, 2 bytes */
+    ck_assert_int_eq(srv_glossaries_create(st, name, &in, 1, &g, &param, msg, sizeof msg), SRV_OK);
+    ck_assert_int_eq(srv_glossaries_delete(st, g->id, NULL, 0), SRV_OK);
+    srv_glossary_put(g);
+    g = NULL;
+    strcat(name, "e");
+    ck_assert_int_eq(srv_glossaries_create(st, name, &in, 1, &g, &param, msg, sizeof msg),
+                     SRV_ERR_INVALID);
+    ck_assert_str_eq(param, "name");
+    ck_assert_ptr_nonnull(strstr(msg, "at most 1024 characters"));
     in.src_lang = "english";
     ck_assert_int_eq(srv_glossaries_create(st, "n", &in, 1, &g, &param, msg, sizeof msg),
                      SRV_ERR_INVALID);
