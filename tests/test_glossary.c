@@ -114,6 +114,20 @@ START_TEST(test_fields_and_bounds)
     ck_assert_int_eq(srv_glossaries_create(st, "", &in, 1, &g, &param, msg, sizeof msg),
                      SRV_ERR_INVALID);
     ck_assert_str_eq(param, "name");
+    /* a name: at most 1024 characters, however many bytes (/openapi.json's
+     * maxLength) */
+    char name[2 * 1025 + 1] = "";
+    for (int i = 0; i < 1024; i++)
+        strcat(name, "\xc3\xa9"); /* U+00E9, 2 bytes */
+    ck_assert_int_eq(srv_glossaries_create(st, name, &in, 1, &g, &param, msg, sizeof msg), SRV_OK);
+    ck_assert_int_eq(srv_glossaries_delete(st, g->id, NULL, 0), SRV_OK);
+    srv_glossary_put(g);
+    g = NULL;
+    strcat(name, "e");
+    ck_assert_int_eq(srv_glossaries_create(st, name, &in, 1, &g, &param, msg, sizeof msg),
+                     SRV_ERR_INVALID);
+    ck_assert_str_eq(param, "name");
+    ck_assert_ptr_nonnull(strstr(msg, "at most 1024 characters"));
     in.src_lang = "english";
     ck_assert_int_eq(srv_glossaries_create(st, "n", &in, 1, &g, &param, msg, sizeof msg),
                      SRV_ERR_INVALID);
@@ -335,6 +349,43 @@ START_TEST(test_edit)
 }
 END_TEST
 
+/* A merge into a pair's dictionary, then more new pairs than a glossary
+ * holds: refused (SRV_ERR_INVALID naming dictionaries), never SRV_OK with
+ * no glossary (the PATCH that answered it crashed). */
+START_TEST(test_edit_dict_bound)
+{
+    const srv_gloss_limits lim = {4, 1 << 20, 1000};
+    char msg[256];
+    srv_glossaries *st = srv_glossaries_open(NULL, &lim, NULL, 0, msg, sizeof msg);
+    srv_glossary *g, *e = NULL;
+    const char *param;
+    srv_gloss_input over[SRV_GLOSS_MAX_DICTS + 1];
+    char tgt[SRV_GLOSS_MAX_DICTS + 1][8];
+    for (int i = 0; i <= SRV_GLOSS_MAX_DICTS; i++) {
+        snprintf(tgt[i], sizeof tgt[i], "q%c%c", 'a' + i % 26, 'a' + i / 26);
+        over[i] = (srv_gloss_input){"en", tgt[i], "disk\tx\n", 7, "tsv"};
+    }
+    ck_assert_int_eq(srv_glossaries_create(st, "full", over, SRV_GLOSS_MAX_DICTS, &g, &param, msg,
+                                           sizeof msg),
+                     SRV_OK);
+    /* over[0] merged into its own, over[32] a 33rd pair */
+    over[1] = over[SRV_GLOSS_MAX_DICTS];
+    ck_assert_int_eq(srv_glossaries_edit(st, g->id, NULL, over, 2, SRV_GLOSS_MERGE, &e, &param,
+                                         msg, sizeof msg),
+                     SRV_ERR_INVALID);
+    ck_assert_ptr_null(e);
+    ck_assert_str_eq(param, "dictionaries");
+    ck_assert_ptr_nonnull(strstr(msg, "at most 32 dictionaries"));
+    /* the new pair alone: the same answer */
+    ck_assert_int_eq(srv_glossaries_edit(st, g->id, NULL, &over[1], 1, SRV_GLOSS_MERGE, &e, &param,
+                                         msg, sizeof msg),
+                     SRV_ERR_INVALID);
+    ck_assert_ptr_null(e);
+    srv_glossary_put(g);
+    srv_glossaries_close(st);
+}
+END_TEST
+
 static srv_glossary *dict_of(srv_glossaries **st, const char *entries)
 {
     char msg[256];
@@ -521,6 +572,7 @@ int main(void)
     tcase_add_test(tc, test_fields_and_bounds);
     tcase_add_test(tc, test_persistence);
     tcase_add_test(tc, test_edit);
+    tcase_add_test(tc, test_edit_dict_bound);
     tcase_add_test(tc, test_match);
     tcase_add_test(tc, test_place);
     tcase_add_test(tc, test_apply_offsets);

@@ -114,12 +114,13 @@ static int is_v3(const srv_req *r)
 
 /* ---- create ----------------------------------------------------------------- */
 
-/* A string field of o, or NULL (a 400 naming it when it is there but not
- * a string). *bad set on that 400. */
+/* A string field of o, or NULL when it is absent (a 400 naming it when it
+ * is there but not a string, null included: DeepL's optional fields are
+ * left out, never null). *bad set on that 400. */
 static const char *str_field(srv_req *r, json_t *o, const char *key, int *bad)
 {
     json_t *v = json_object_get(o, key);
-    if (!v || json_is_null(v))
+    if (!v)
         return NULL;
     if (!json_is_string(v)) {
         gl_error(r, 400, "%s must be a string", key);
@@ -333,8 +334,7 @@ static srv_call_next gl_edit(srv_req *r)
         json_t *ds = json_object_get(o, "dictionaries");
         if (bad)
             goto out;
-        if (ds && !json_is_null(ds) &&
-            (!json_is_array(ds) || json_array_size(ds) > SRV_GLOSS_MAX_DICTS)) {
+        if (ds && (!json_is_array(ds) || json_array_size(ds) > SRV_GLOSS_MAX_DICTS)) {
             gl_error(r, 400, "dictionaries: an array of at most %d dictionaries",
                      SRV_GLOSS_MAX_DICTS);
             goto out;
@@ -422,8 +422,11 @@ static void gl_pairs(srv_req *r)
 
 /* ---- the routes ----------------------------------------------------------- */
 
-/* The entries' patterns first: a path matching both is an entries one. */
-#define GL_FLAGS (SRV_ROUTE_KEY)
+/* The entries' patterns first: a path matching both is an entries one.
+ * SRV_ROUTE_MESSAGE: the errors answered before a handler runs (the API
+ * key, a body too large or not JSON, a method not taken) in DeepL's shape
+ * too, {"message": ...}. */
+#define GL_FLAGS (SRV_ROUTE_KEY | SRV_ROUTE_MESSAGE)
 /* one metrics label for every glossary route */
 #define GL_LABEL "/v2/glossaries"
 static const srv_route k_glossary_routes[] = {

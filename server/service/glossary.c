@@ -151,13 +151,12 @@ void srv_gloss_fold(const char *s, size_t n, char *out)
     }
 }
 
-/* Why term (n bytes) cannot be one, or NULL. */
-static const char *term_fault(const char *t, size_t n)
+/* Why text (n bytes) cannot be a term or a name, its length aside, or
+ * NULL. */
+static const char *text_fault(const char *t, size_t n)
 {
     if (!n)
         return "is empty";
-    if (n > SRV_GLOSS_MAX_TERM)
-        return "is over 1024 bytes";
     if (t[0] == ' ' || t[n - 1] == ' ' || t[0] == '\t' || t[n - 1] == '\t')
         return "has white space at an end";
     for (size_t i = 0; i < n;) {
@@ -170,6 +169,23 @@ static const char *term_fault(const char *t, size_t n)
         i += (size_t)k;
     }
     return NULL;
+}
+
+/* Why term (n bytes) cannot be one, or NULL. */
+static const char *term_fault(const char *t, size_t n)
+{
+    return n > SRV_GLOSS_MAX_TERM ? "is over 1024 bytes" : text_fault(t, n);
+}
+
+/* Whether name can be a glossary's: a term's rules, bounded in characters
+ * (code points: JSON Schema's maxLength in /openapi.json) rather than
+ * bytes. */
+static int name_ok(const char *name)
+{
+    size_t n = strlen(name), chars = 0;
+    for (size_t i = 0; i < n; i++)
+        chars += ((unsigned char)name[i] & 0xC0) != 0x80;
+    return chars <= SRV_GLOSS_MAX_NAME && text_fault(name, n) == NULL;
 }
 
 /* ---- entries --------------------------------------------------------------- */
@@ -572,10 +588,10 @@ static srv_err build(const char *id, const char *name, const char *created,
                      srv_glossary **out, const char **param, char *msg, size_t msg_n)
 {
     *out = NULL;
-    if (!name || !name[0] || term_fault(name, strlen(name)) != NULL) {
+    if (!name || !name_ok(name)) {
         *param = "name";
-        say(msg, msg_n, "name must be a non-empty text without control characters or white space "
-                        "at its ends");
+        say(msg, msg_n, "name must be a non-empty text of at most %d characters, without control "
+                        "characters or white space at its ends", SRV_GLOSS_MAX_NAME);
         return SRV_ERR_INVALID;
     }
     if (n < 1 || n > SRV_GLOSS_MAX_DICTS) {
@@ -1109,6 +1125,7 @@ static int edit_inputs(const srv_glossary *old, const srv_gloss_input *in, int n
             return -1;
         }
         if (na == SRV_GLOSS_MAX_DICTS) {
+            *st = SRV_ERR_INVALID; /* a merge before may have left SRV_OK here */
             *param = "dictionaries";
             say(msg, msg_n, "a glossary has at most %d dictionaries", SRV_GLOSS_MAX_DICTS);
             return -1;

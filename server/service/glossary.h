@@ -42,6 +42,7 @@
 #include "spans.h"
 
 #define SRV_GLOSS_MAX_TERM 1024 /* bytes of one term */
+#define SRV_GLOSS_MAX_NAME 1024 /* characters (code points) of a glossary's name */
 #define SRV_GLOSS_MAX_DICTS 32  /* dictionaries of one glossary */
 
 typedef struct srv_gloss_entry {
