@@ -18,7 +18,7 @@ argos-translate's own sentence splitting make the rest).
 
     run.py --daemon build/transformerd --packages DIR --lt VENV/bin/libretranslate
            [--levels 1,8,32] [--lines 240] [--rounds 1] [--max-seconds 120]
-           [--td-args "--models-dir DIR"] [--out results.jsonl]
+           [--threads N] [--lt-threads N] [--td-args "--models-dir DIR"] [--out results.jsonl]
 """
 import argparse
 import json
@@ -150,6 +150,9 @@ def main():
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--max-seconds", type=float, default=120)
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 2)
+    # LibreTranslate's CTranslate2 threads (ARGOS_INTRA_THREADS), when not
+    # --threads: its libgomp may do better with fewer than the cores
+    ap.add_argument("--lt-threads", type=int, default=None)
     ap.add_argument("--td-args", default=None)
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
@@ -160,7 +163,7 @@ def main():
     td_args = (a.td_args.split() if a.td_args else ["--models-dir", a.packages]) + [
         "--threads", str(a.threads), "--cache-bytes", "0"]
     td, td_port, td_log = td_daemon.start(a.daemon, td_args, prefix="td-libre-")
-    lt, lt_port, lt_log = start_lt(a.lt, a.packages, a.threads)
+    lt, lt_port, lt_log = start_lt(a.lt, a.packages, a.lt_threads or a.threads)
     results = {("td", l): [] for l in levels}
     results.update({("lt", l): [] for l in levels})
     same = []
