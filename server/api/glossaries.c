@@ -148,6 +148,23 @@ static int dict_input(srv_req *r, json_t *o, srv_gloss_input *in)
     return bad ? -1 : 0;
 }
 
+/* The dictionaries of ds (an array of at most SRV_GLOSS_MAX_DICTS) into
+ * in: their count, or -1 with a 400 naming the one at fault. */
+static int dicts_input(srv_req *r, json_t *ds, srv_gloss_input *in)
+{
+    int n = 0;
+    for (size_t i = 0; i < json_array_size(ds); i++) {
+        json_t *d = json_array_get(ds, i);
+        if (!json_is_object(d)) {
+            gl_error(r, 400, "dictionaries[%zu]: an object is required", i);
+            return -1;
+        }
+        if (dict_input(r, d, &in[n++]) != 0)
+            return -1;
+    }
+    return n;
+}
+
 static srv_call_next gl_create(srv_req *r)
 {
     srv_form_file file = {0};
@@ -173,15 +190,8 @@ static srv_call_next gl_create(srv_req *r)
                      SRV_GLOSS_MAX_DICTS);
             goto out;
         }
-        for (size_t i = 0; i < json_array_size(ds); i++) {
-            json_t *d = json_array_get(ds, i);
-            if (!json_is_object(d)) {
-                gl_error(r, 400, "dictionaries[%zu]: an object is required", i);
-                goto out;
-            }
-            if (dict_input(r, d, &in[n++]) != 0)
-                goto out;
-        }
+        if ((n = dicts_input(r, ds, in)) < 0)
+            goto out;
     } else if (dict_input(r, o, &in[n++]) != 0) {
         goto out;
     }
@@ -339,15 +349,8 @@ static srv_call_next gl_edit(srv_req *r)
                      SRV_GLOSS_MAX_DICTS);
             goto out;
         }
-        for (size_t i = 0; json_is_array(ds) && i < json_array_size(ds); i++) {
-            json_t *d = json_array_get(ds, i);
-            if (!json_is_object(d)) {
-                gl_error(r, 400, "dictionaries[%zu]: an object is required", i);
-                goto out;
-            }
-            if (dict_input(r, d, &in[n++]) != 0)
-                goto out;
-        }
+        if (json_is_array(ds) && (n = dicts_input(r, ds, in)) < 0)
+            goto out;
         if (!name && n == 0) {
             gl_error(r, 400, "name, dictionaries: nothing to edit");
             goto out;
