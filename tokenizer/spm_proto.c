@@ -168,7 +168,7 @@ static int get_bool(rd *r, int wt, bool *out, const char *field)
 
 static int get_float(rd *r, int wt, float *out, const char *field)
 {
-    uint32_t u;
+    uint32_t u = 0; /* set by rd_fixed32 (-O1 under TSan cannot tell) */
     if (want(r, wt, WT_I32, field) < 0 || rd_fixed32(r, &u, field) < 0)
         return -1;
     memcpy(out, &u, sizeof *out);
